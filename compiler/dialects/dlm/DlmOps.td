@@ -1,0 +1,391 @@
+//===- DlmOps.td - dlm operations ---------------------------*- tablegen -*-===//
+
+#ifndef DLM_OPS_TD
+#define DLM_OPS_TD
+
+include "compiler/dialects/dlm/DlmBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Dlm_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dlm_Dialect, mnemonic, traits>;
+
+def Dlm_TokenTensor : RankedTensorOf<[I32, I64]>;
+def Dlm_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+
+//===----------------------------------------------------------------------===//
+// First-class diffusion ops
+//===----------------------------------------------------------------------===//
+
+def Dlm_MaskedAttentionOp : Dlm_Op<"masked_attention",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "attention under an explicit mask kind, dense or through a paged KV cache";
+  let description = [{
+    Computes `softmax(scale * q k^T + mask) v` per query head; query head `h`
+    reads key/value head `h / (q_heads / kv_heads)` (grouped-query attention).
+
+    Dense form: `q : [S, Hq, D]`, `k : [T, Hkv, D]`, `v : [T, Hkv, Dv]`.
+    Paged form (with `pages(%block_table)`): `k`/`v` are page pools
+    `[num_pages, page_size, Hkv, D]` and logical key `j` lives in page
+    `block_table[j / page_size]` at slot `j % page_size`; `positions(...)` is
+    then required and its key list gives the logical key count.
+
+    Positions: without `positions(...)`, key `j` is at position `j` and query
+    `i` at `T - S + i` (the queries are the last `S` keys). The mask kinds:
+    - `causal`: key position <= query position;
+    - `bidirectional`: every key;
+    - `block_causal`: `key / block_size <= query / block_size`;
+    - `sliding_window`: `0 <= query - key < window`;
+    - `sliding_window_symmetric`: `|query - key| < window`.
+
+    `scale` defaults to `1/sqrt(D)`.
+
+    Example:
+    ```mlir
+    %o = dlm.masked_attention %q, %k, %v {mask = #dlm.mask<block_causal>, block_size = 32}
+        : tensor<32x4x16xf32>, tensor<96x2x16xf32>, tensor<96x2x16xf32> -> tensor<32x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Dlm_FloatTensor:$query, Dlm_FloatTensor:$key, Dlm_FloatTensor:$value,
+                       Optional<RankedTensorOf<[I32]>>:$query_positions,
+                       Optional<RankedTensorOf<[I32]>>:$key_positions,
+                       Optional<RankedTensorOf<[I32]>>:$block_table,
+                       Dlm_MaskKindAttr:$mask,
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<I64Attr>:$block_size,
+                       OptionalAttr<F32Attr>:$scale);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`positions` `(` $query_positions^ `,` $key_positions `)`)?
+    (`pages` `(` $block_table^ `)`)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    (`,` type($query_positions)^ `,` type($key_positions))?
+    (`,` type($block_table)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_DenoiseStepOp : Dlm_Op<"denoise_step",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one decoder-mode model pass over a canvas: logits for every canvas position";
+  let description = [{
+    Runs the model function `$model` in decoder mode over the canvas tokens at
+    positions `start .. start + C - 1`: canvas positions attend to each other
+    bidirectionally and to the committed keys/values in `$cache`, which is only
+    read. The optional self-conditioning input `[C, H]` is added to the canvas
+    embedding (DiffusionGemma). The result holds the logits `[C, V]`.
+
+    Example:
+    ```mlir
+    %logits = dlm.denoise_step @forward(%canvas) at %start cache(%kv)
+        : tensor<32xi32>, !dlm.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, page_size = 16>
+        -> tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$model, Dlm_TokenTensor:$canvas, Index:$start,
+                       Dlm_KVCacheType:$cache, Optional<Dlm_FloatTensor>:$self_conditioning);
+  let results = (outs RankedTensorOf<[F32]>:$logits);
+  let assemblyFormat = [{
+    $model `(` $canvas `)` `at` $start `cache` `(` $cache `)`
+    (`self_conditioning` `(` $self_conditioning^ `)`)?
+    attr-dict `:` type($canvas) `,` qualified(type($cache)) (`,` type($self_conditioning)^)?
+    `->` type($logits)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_EntropyAcceptOp : Dlm_Op<"entropy_accept", [Pure]> {
+  let summary = "the accept rule: which canvas positions to keep, the next canvas, convergence";
+  let description = [{
+    One pass over the logits `[C, V]` of a denoise step at temperature `T`:
+    per position the softmax statistics, entropy `H`, argmax and a Gumbel-max
+    sample (noise from the counter-based generator keyed by seed, request,
+    step and position). The rule chooses the positions to keep:
+    - `entropy_bound` (`bound`): walk positions by ascending entropy and keep
+      each while the entropy of those before it is `<= bound`; the lowest
+      entropy position is always kept;
+    - `confidence_threshold` (`threshold` in (0, 1]): keep every position
+      whose sampled-token probability is at least `threshold`, and at least
+      the most confident one;
+    - `top_k_schedule` (`k >= 1`): keep the `k` most confident positions.
+    Only positions holding `mask_token_id` are candidates under the
+    mask-absorbing rules; for `entropy_bound`, every position is re-predicted.
+    Kept positions take the sampled token; the others are renoised (the mask
+    token, or a uniform random token). `converged` is true when the argmax
+    canvas equals `previous_argmax` (`stability >= 1`) and the mean entropy is
+    below `confidence` — the `dlm.diffusion_loop` ends on it.
+
+    Example:
+    ```mlir
+    %next, %keep, %argmax, %done = dlm.entropy_accept %logits, %canvas, %prev, %temperature
+        {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>,
+         mask_token_id = 126336, stability = 1, confidence = 0.005}
+        : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>, f32
+        -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>, i1
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$logits, Dlm_TokenTensor:$canvas,
+                       Dlm_TokenTensor:$previous_argmax, F32:$temperature,
+                       Dlm_AcceptRuleAttr:$rule,
+                       OptionalAttr<F64Attr>:$bound,
+                       OptionalAttr<F64Attr>:$threshold,
+                       OptionalAttr<I64Attr>:$k,
+                       Dlm_RenoiseKindAttr:$renoise,
+                       OptionalAttr<I64Attr>:$mask_token_id,
+                       DefaultValuedAttr<I64Attr, "1">:$stability,
+                       DefaultValuedAttr<F64Attr, "0.005">:$confidence);
+  let results = (outs Dlm_TokenTensor:$next_canvas, RankedTensorOf<[I1]>:$keep,
+                      Dlm_TokenTensor:$argmax, I1:$converged);
+  let assemblyFormat = [{
+    $logits `,` $canvas `,` $previous_argmax `,` $temperature attr-dict `:`
+    type($logits) `,` type($canvas) `,` type($previous_argmax) `,` type($temperature)
+    `->` type($next_canvas) `,` type($keep) `,` type($argmax) `,` type($converged)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_SpecVerifyOp : Dlm_Op<"spec_verify", [Pure]> {
+  let summary = "verify drafted tokens against the target's distributions";
+  let description = [{
+    `draft : [L]` holds drafted tokens; `target_logits : [L + 1, V]` are the
+    target's logits at the anchor and after each drafted token (row `j`
+    predicts draft `j`, row `L` gives the bonus token).
+    - `greedy`: accept the longest prefix where `draft[j] == argmax(row j)`;
+      the token after it is `argmax(row accepted)`.
+    - `rejection` (lossless): with draft distributions `q : [L, V]`, accept
+      `draft[j]` while `u * q[j][draft[j]] < p[j][draft[j]]`; at the first
+      rejection sample from `normalize(max(0, p - q))`; if all are accepted,
+      sample the bonus token from row `L`.
+    Results: the accepted length `a` and `tokens : [L + 1]` whose first
+    `a + 1` entries are the accepted drafts followed by the correction or
+    bonus token (the rest repeat the last of them).
+
+    Example:
+    ```mlir
+    %n, %tokens = dlm.spec_verify %draft, %target {mode = #dlm.verify<greedy>}
+        : tensor<15xi32>, tensor<16x512xf32> -> index, tensor<16xi32>
+    ```
+  }];
+  let arguments = (ins Dlm_TokenTensor:$draft, RankedTensorOf<[F32]>:$target_logits,
+                       Optional<RankedTensorOf<[F32]>>:$draft_probs,
+                       Dlm_VerifyModeAttr:$mode);
+  let results = (outs Index:$accepted, Dlm_TokenTensor:$tokens);
+  let assemblyFormat = [{
+    $draft `,` $target_logits (`draft_probs` `(` $draft_probs^ `)`)? attr-dict `:`
+    type($draft) `,` type($target_logits) (`,` type($draft_probs)^)?
+    `->` type($accepted) `,` type($tokens)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_KVCommitOp : Dlm_Op<"kv_commit", [Pure, AllTypesMatch<["cache", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "encoder-mode (causal) pass that writes a finished block's keys and values";
+  let description = [{
+    Runs the model function `$model` in encoder mode (causal attention) over
+    `tokens` at positions `start .. start + n - 1`, attending to the cache, and
+    returns the cache with those positions' keys and values appended. Used for
+    the prompt (prefill) and for each committed block; its logits are unused.
+
+    Example:
+    ```mlir
+    %kv1 = dlm.kv_commit @forward(%block) at %start into %kv0
+        : tensor<32xi32>, !dlm.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, page_size = 16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$model, Dlm_TokenTensor:$tokens, Index:$start,
+                       Dlm_KVCacheType:$cache);
+  let results = (outs Dlm_KVCacheType:$result);
+  let assemblyFormat = [{
+    $model `(` $tokens `)` `at` $start `into` $cache attr-dict `:` type($tokens) `,` qualified(type($cache))
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_DiffusionLoopOp : Dlm_Op<"diffusion_loop", [RecursiveMemoryEffects, SingleBlock]> {
+  let summary = "the per-block denoise loop: repeat the body until it converges or hits the step cap";
+  let description = [{
+    Runs its body with the step number (0, 1, ...) and the carried values,
+    at most `max_steps` times. The body yields a convergence flag and the next
+    carried values; the loop ends after the first step whose flag is true, or
+    after `max_steps` steps. Results: the final carried values and the number
+    of steps run. This is the unit that passes unroll and capture as a CUDA
+    graph; with `max_steps = 0` the body never runs.
+
+    Example:
+    ```mlir
+    %canvas, %argmax, %steps = dlm.diffusion_loop max_steps 48 step(%step)
+        iter_args(%c = %init, %a = %none) : tensor<32xi32>, tensor<32xi32> {
+      ...
+      dlm.yield %done, %next, %argmax : tensor<32xi32>, tensor<32xi32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inits, I64Attr:$max_steps);
+  let results = (outs Variadic<AnyType>:$results, Index:$steps);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inits, "int64_t":$maxSteps)>
+  ];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    ::mlir::BlockArgument getStepArgument() { return getBodyBlock().getArgument(0); }
+    ::mlir::Block::BlockArgListType getCarriedArguments() {
+      return getBodyBlock().getArguments().drop_front();
+    }
+    YieldOp getYield();
+    // max_steps as a signed number (I64Attr getters are unsigned).
+    int64_t getStepCap() { return getMaxStepsAttr().getInt(); }
+  }];
+}
+
+def Dlm_YieldOp : Dlm_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"DiffusionLoopOp">]> {
+  let summary = "ends a diffusion loop step: convergence flag and next carried values";
+  let description = [{
+    The first operand says whether the loop has converged; the others are the
+    carried values for the next step (or the loop's results).
+
+    Example: `dlm.yield %done, %canvas : tensor<32xi32>`
+  }];
+  let arguments = (ins I1:$converged, Variadic<AnyType>:$values);
+  let assemblyFormat = [{ $converged (`,` $values^ `:` type($values))? attr-dict }];
+}
+
+//===----------------------------------------------------------------------===//
+// Coarse model ops (the @forward graph)
+//===----------------------------------------------------------------------===//
+
+def Dlm_EmbeddingOp : Dlm_Op<"embedding", [Pure]> {
+  let summary = "token embedding lookup, optionally scaled";
+  let description = [{
+    `result[i] = table[ids[i]] * scale` with `ids : [S]`, `table : [Vpad, H]`.
+    Ids outside `[0, Vpad)` are an error at run time.
+
+    Example:
+    `%x = dlm.embedding %ids, %table : tensor<8xi32>, tensor<512x64xf32> -> tensor<8x64xf32>`
+  }];
+  let arguments = (ins Dlm_TokenTensor:$ids, Dlm_FloatTensor:$table,
+                       DefaultValuedAttr<F32Attr, "1.0">:$scale);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_LinearOp : Dlm_Op<"linear", [Pure]> {
+  let summary = "x w^T (+ b) with the weight in [out, in] layout";
+  let description = [{
+    `x : [S, K]`, `weight : [N, K]` (PyTorch layout), optional `bias : [N]`;
+    result `[S, N]`.
+
+    Example:
+    `%y = dlm.linear %x, %w : tensor<8x64xf32>, tensor<128x64xf32> -> tensor<8x128xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$weight,
+                       Optional<Dlm_FloatTensor>:$bias);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` `(` $bias^ `)`)? attr-dict `:` type($input) `,` type($weight)
+    (`,` type($bias)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_RMSNormOp : Dlm_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    `x * rsqrt(mean(x^2) + eps) * weight` over the last dimension (of size H),
+    computed in fp32; `weight : [H]` is used as is (not `1 + w`).
+
+    Example:
+    `%y = dlm.rms_norm %x, %w {eps = 1.0e-05 : f64} : tensor<8x64xf32>, tensor<64xf32> -> tensor<8x64xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$weight, F64Attr:$eps);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_RoPEOp : Dlm_Op<"rope", [Pure]> {
+  let summary = "rotary position embedding (NeoX pairing) of the first rotary_dim dims";
+  let description = [{
+    `x : [S, heads, D]`, `positions : [S]`. Dimension pairs `(j, j + R/2)` of
+    the first `R = rotary_dim` (default D) are rotated by
+    `positions[s] * theta^(-2j/R)`; the rest pass through.
+
+    Example:
+    `%y = dlm.rope %x, %pos {theta = 5.0e+05 : f64} : tensor<8x4x16xf32>, tensor<8xi32> -> tensor<8x4x16xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, RankedTensorOf<[I32]>:$positions,
+                       F64Attr:$theta, OptionalAttr<I64Attr>:$rotary_dim);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $positions attr-dict `:` type($input) `,` type($positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_GatedMLPOp : Dlm_Op<"gated_mlp", [Pure]> {
+  let summary = "down(act(gate x) * up x)";
+  let description = [{
+    `x : [S, H]`, `gate, up : [I, H]`, `down : [H, I]`; result `[S, H]`.
+
+    Example:
+    ```mlir
+    %y = dlm.gated_mlp %x, %g, %u, %d {activation = #dlm.activation<silu>}
+        : tensor<8x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<64x128xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$gate, Dlm_FloatTensor:$up,
+                       Dlm_FloatTensor:$down, Dlm_ActivationAttr:$activation);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate `,` $up `,` $down attr-dict `:` type($input) `,` type($gate) `,`
+    type($up) `,` type($down) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_LMHeadOp : Dlm_Op<"lm_head", [Pure]> {
+  let summary = "logits over the vocabulary, dropping padded rows, with optional soft-capping";
+  let description = [{
+    `x : [S, H]`, `weight : [Vpad, H]`; result `[S, V]` in fp32 with
+    `V <= Vpad` (rows of a padded embedding past the vocabulary are dropped).
+    With `softcap = c`, logits become `c * tanh(logits / c)`.
+
+    Example:
+    `%l = dlm.lm_head %x, %w : tensor<8x64xf32>, tensor<576x64xf32> -> tensor<8x512xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$weight,
+                       OptionalAttr<F64Attr>:$softcap);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_WeightOp : Dlm_Op<"weight", [Pure]> {
+  let summary = "a named model weight, referenced rather than inlined";
+  let description = [{
+    A tensor of the checkpoint (and later of the artifact's weight section),
+    named as in the checkpoint. The IR never holds the bytes.
+
+    Example: `%w = dlm.weight "model.transformer.wte.weight" : tensor<576x64xbf16>`
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{ $name attr-dict `:` type($result) }];
+}
+
+#endif // DLM_OPS_TD

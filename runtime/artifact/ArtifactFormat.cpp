@@ -1,0 +1,99 @@
+#include "runtime/artifact/ArtifactFormat.h"
+
+#include <limits>
+
+namespace dlm::artifact {
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::f64:
+  case DType::i64:
+  case DType::u64:
+    return 8;
+  case DType::f32:
+  case DType::i32:
+  case DType::u32:
+    return 4;
+  case DType::f16:
+  case DType::bf16:
+  case DType::i16:
+  case DType::u16:
+    return 2;
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2:
+  case DType::i8:
+  case DType::u8:
+  case DType::boolean:
+    return 1;
+  case DType::invalid:
+    return 0;
+  }
+  // A value from a newer schema or a damaged file.
+  return 0;
+}
+
+const char *dtypeName(DType dtype) {
+  if (dtype == DType::invalid || dtypeSize(dtype) == 0)
+    return "unknown";
+  return fb::EnumNameDType(dtype);
+}
+
+bool ModelConfig::operator==(const ModelConfig &other) const {
+  return architecture == other.architecture && vocabSize == other.vocabSize &&
+         embeddingSize == other.embeddingSize && hiddenSize == other.hiddenSize &&
+         numLayers == other.numLayers && numHeads == other.numHeads &&
+         numKvHeads == other.numKvHeads && headDim == other.headDim &&
+         intermediateSize == other.intermediateSize && ropeTheta == other.ropeTheta &&
+         rmsNormEps == other.rmsNormEps && maskTokenId == other.maskTokenId &&
+         bosTokenId == other.bosTokenId && eosTokenIds == other.eosTokenIds &&
+         padTokenId == other.padTokenId && maxPositions == other.maxPositions &&
+         tiedEmbeddings == other.tiedEmbeddings && attentionMask == other.attentionMask &&
+         extra == other.extra;
+}
+
+bool KernelResources::operator==(const KernelResources &other) const {
+  return registers == other.registers && spillStoreBytes == other.spillStoreBytes &&
+         spillLoadBytes == other.spillLoadBytes && stackBytes == other.stackBytes &&
+         sharedMemoryBytes == other.sharedMemoryBytes;
+}
+
+std::string ShapeView::toString() const {
+  std::string text = "[";
+  for (size_t i = 0; i < rank_; ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(dims_[i]);
+  }
+  return text + "]";
+}
+
+Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,
+                           uint64_t byteSize) {
+  const std::string item = "weight '" + std::string(weight) + "'";
+  const size_t elementSize = dtypeSize(dtype);
+  if (elementSize == 0)
+    return Status::error(item + " has unknown dtype " +
+                         std::to_string(static_cast<unsigned>(dtype)));
+  bool empty = false;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      return Status::error(item + " has a negative dimension in shape " + shape.toString());
+    empty |= dim == 0;
+  }
+  uint64_t expected = empty ? 0 : elementSize;
+  for (int64_t dim : shape) {
+    if (empty)
+      break;
+    if (expected > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(dim))
+      return Status::error(item + " has shape " + shape.toString() +
+                           " whose byte size does not fit in 64 bits");
+    expected *= static_cast<uint64_t>(dim);
+  }
+  if (byteSize != expected)
+    return Status::error(item + " holds " + std::to_string(byteSize) + " bytes but shape " +
+                         shape.toString() + " of " + dtypeName(dtype) + " needs " +
+                         std::to_string(expected));
+  return Status::ok();
+}
+
+} // namespace dlm::artifact

@@ -1,0 +1,84 @@
+// Opens a dlm artifact (layout: runtime/schema/artifact.fbs) for the runtime: maps it read-only,
+// verifies everything it indexes, and hands out views into the mapping; nothing is copied except
+// the small config, program and kernel records.
+#pragma once
+
+#include "runtime/artifact/ArtifactFormat.h"
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dlm::artifact {
+
+// A weight's descriptor and bytes, pointing into the reader's mapping.
+struct WeightView {
+  std::string_view name;
+  DType dtype = DType::invalid;
+  ShapeView shape;
+  // 64-byte aligned in memory.
+  const void *data = nullptr;
+  uint64_t size = 0;
+  // Where the bytes sit in the file, for diagnostics.
+  uint64_t fileOffset = 0;
+};
+
+// Views stay valid while the reader (or the reader it was moved into) lives. The file must not be
+// truncated or rewritten in place meanwhile; writeArtifact replaces files by rename, which leaves
+// an open reader on the old contents.
+class ArtifactReader {
+public:
+  // Maps `path` and checks it before anything is used: size, file identifier, schema version,
+  // flatbuffer verification, then every weight (dtype known, byte size == shape x dtype, 64-byte
+  // aligned, inside the weight section, no overflow, no overlap, unique names) and every kernel
+  // record (unique names, aligned cubin). Errors read "artifact '<path>': <problem>".
+  static StatusOr<ArtifactReader> open(const std::string &path);
+
+  ArtifactReader(ArtifactReader &&other) noexcept;
+  ArtifactReader &operator=(ArtifactReader &&other) noexcept;
+  ArtifactReader(const ArtifactReader &) = delete;
+  ArtifactReader &operator=(const ArtifactReader &) = delete;
+  ~ArtifactReader();
+
+  const std::string &path() const { return path_; }
+  uint64_t fileSize() const { return mappedSize_; }
+  SchemaVersion schemaVersion() const { return schemaVersion_; }
+  std::string_view producer() const { return producer_; }
+
+  const ModelConfig &config() const { return config_; }
+  // tokenizer.json as the checkpoint shipped it; empty if the artifact has none.
+  std::string_view tokenizerJson() const { return tokenizerJson_; }
+  const DecodingProgram &program() const { return program_; }
+
+  const std::vector<KernelTarget> &kernelTargets() const { return kernelTargets_; }
+  // nullptr when the artifact has no kernels for `target` ("sm_90", "cpu", ...).
+  const KernelTarget *findKernelTarget(std::string_view target) const;
+
+  // In the order the writer was given them.
+  const std::vector<WeightView> &weights() const { return weights_; }
+  // nullptr when there is no weight called `name`.
+  const WeightView *findWeight(std::string_view name) const;
+  // Like findWeight, with an error naming the artifact and the weight when it is missing.
+  StatusOr<WeightView> weight(std::string_view name) const;
+
+private:
+  class Loader;
+  ArtifactReader() = default;
+  void unmap();
+
+  std::string path_;
+  const uint8_t *mapping_ = nullptr;
+  uint64_t mappedSize_ = 0;
+  SchemaVersion schemaVersion_;
+  std::string_view producer_;
+  ModelConfig config_;
+  std::string_view tokenizerJson_;
+  DecodingProgram program_;
+  std::vector<KernelTarget> kernelTargets_;
+  std::vector<WeightView> weights_;
+  // Keys point into the mapping.
+  std::unordered_map<std::string_view, size_t> weightIndex_;
+};
+
+} // namespace dlm::artifact

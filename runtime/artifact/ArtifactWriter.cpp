@@ -1,0 +1,374 @@
+#include "runtime/artifact/ArtifactWriter.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <limits>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dlm::artifact {
+namespace {
+
+constexpr uint64_t kUint64Max = std::numeric_limits<uint64_t>::max();
+// The flatbuffer, its size prefix and slack for our estimate's error must stay under the 2 GiB
+// flatbuffers can address; past it the builder aborts (or, with NDEBUG, emits garbage).
+constexpr uint64_t kMaxMetadataBytes = FLATBUFFERS_MAX_BUFFER_SIZE - (uint64_t{1} << 24);
+
+uint64_t alignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > kUint64Max - b ? kUint64Max : a + b; }
+
+// ---- Checking the contents -------------------------------------------------------------------
+
+Status checkAttributes(const Attributes &attributes, const std::string &owner) {
+  if (attributes.count(""))
+    return Status::error(owner + " has an attribute with an empty key");
+  return Status::ok();
+}
+
+Status checkKernels(const std::vector<KernelTarget> &targets) {
+  std::set<std::string_view> targetNames;
+  for (const KernelTarget &target : targets) {
+    if (target.target.empty())
+      return Status::error("a kernel target has an empty name");
+    if (!targetNames.insert(target.target).second)
+      return Status::error("kernel target '" + target.target + "' appears twice");
+    std::set<std::string_view> kernelNames;
+    for (const Kernel &kernel : target.kernels) {
+      const std::string item = "kernel '" + kernel.name + "' for target '" + target.target + "'";
+      if (kernel.name.empty())
+        return Status::error("a kernel for target '" + target.target + "' has an empty name");
+      if (!kernelNames.insert(kernel.name).second)
+        return Status::error(item + " appears twice");
+      if (kernel.cubin.size && !kernel.cubin.data)
+        return Status::error(item + " has a cubin size but no data");
+      DLM_RETURN_IF_ERROR(checkAttributes(kernel.parameters, item));
+    }
+  }
+  return Status::ok();
+}
+
+Status checkWeights(const std::vector<WeightSource> &weights) {
+  std::set<std::string_view> names;
+  for (const WeightSource &weight : weights) {
+    if (weight.name.empty())
+      return Status::error("a weight has an empty name");
+    if (!names.insert(weight.name).second)
+      return Status::error("weight '" + weight.name + "' appears twice");
+    DLM_RETURN_IF_ERROR(
+        checkWeightByteSize(weight.name, weight.dtype, ShapeView(weight.shape), weight.size));
+    if (weight.size && !weight.data)
+      return Status::error("weight '" + weight.name + "' has " + std::to_string(weight.size) +
+                           " bytes but no data");
+  }
+  return Status::ok();
+}
+
+Status checkContents(const ArtifactContents &contents) {
+  if (contents.config.architecture.empty())
+    return Status::error("the model config has no architecture name");
+  if (std::string_view(fb::EnumNameAttentionMaskKind(contents.config.attentionMask)).empty())
+    return Status::error("the model config has unknown attention mask kind " +
+                         std::to_string(static_cast<unsigned>(contents.config.attentionMask)));
+  DLM_RETURN_IF_ERROR(checkAttributes(contents.config.extra, "the model config"));
+  DLM_RETURN_IF_ERROR(checkAttributes(contents.program.knobs, "the decoding program"));
+  DLM_RETURN_IF_ERROR(checkKernels(contents.kernelTargets));
+  return checkWeights(contents.weights);
+}
+
+// An upper bound on the flatbuffer's size, computed before building it, because the builder
+// cannot report running out of its 2 GiB: it asserts.
+uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
+  // Per item: length prefix, terminator, alignment padding, vtable and table fields.
+  constexpr uint64_t kItemOverhead = 256;
+  uint64_t total = 4096;
+  auto add = [&](uint64_t bytes) {
+    total = saturatingAdd(total, saturatingAdd(bytes, kItemOverhead));
+  };
+  auto addAttributes = [&](const Attributes &attributes) {
+    for (const auto &[key, value] : attributes) {
+      add(key.size());
+      if (const auto *text = std::get_if<std::string>(&value))
+        add(text->size());
+    }
+  };
+  add(contents.producer.size());
+  add(contents.config.architecture.size() + 8 * contents.config.eosTokenIds.size());
+  addAttributes(contents.config.extra);
+  add(contents.tokenizerJson.size());
+  add(contents.program.policy.size());
+  add(contents.program.mlir.size());
+  addAttributes(contents.program.knobs);
+  for (const KernelTarget &target : contents.kernelTargets) {
+    add(target.target.size());
+    for (const Kernel &kernel : target.kernels) {
+      add(kernel.name.size() + kernel.kind.size());
+      add(kernel.cubin.size);
+      add(kernel.ptx.size());
+      add(0); // resources
+      addAttributes(kernel.parameters);
+    }
+  }
+  for (const WeightSource &weight : contents.weights)
+    add(weight.name.size() + 8 * weight.shape.size());
+  return total;
+}
+
+// ---- Building the flatbuffer -----------------------------------------------------------------
+
+using AttributeVector =
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Attribute>>>;
+
+flatbuffers::Offset<flatbuffers::String> createString(flatbuffers::FlatBufferBuilder &builder,
+                                                      std::string_view text) {
+  return builder.CreateString(text.data(), text.size());
+}
+
+AttributeVector createAttributes(flatbuffers::FlatBufferBuilder &builder,
+                                 const Attributes &attributes) {
+  std::vector<flatbuffers::Offset<fb::Attribute>> entries;
+  entries.reserve(attributes.size());
+  for (const auto &[key, value] : attributes) {
+    auto keyOffset = createString(builder, key);
+    flatbuffers::Offset<flatbuffers::String> textOffset;
+    fb::AttributeKind kind = fb::AttributeKind::none;
+    bool boolValue = false;
+    int64_t intValue = 0;
+    double realValue = 0;
+    if (const auto *b = std::get_if<bool>(&value)) {
+      kind = fb::AttributeKind::boolean;
+      boolValue = *b;
+    } else if (const auto *i = std::get_if<int64_t>(&value)) {
+      kind = fb::AttributeKind::integer;
+      intValue = *i;
+    } else if (const auto *r = std::get_if<double>(&value)) {
+      kind = fb::AttributeKind::real;
+      realValue = *r;
+    } else {
+      kind = fb::AttributeKind::text;
+      textOffset = createString(builder, std::get<std::string>(value));
+    }
+    entries.push_back(
+        fb::CreateAttribute(builder, keyOffset, kind, boolValue, intValue, realValue, textOffset));
+  }
+  return builder.CreateVector(entries);
+}
+
+flatbuffers::Offset<fb::ModelConfig> createConfig(flatbuffers::FlatBufferBuilder &builder,
+                                                  const ModelConfig &config) {
+  auto architecture = createString(builder, config.architecture);
+  auto eosTokenIds = builder.CreateVector(config.eosTokenIds);
+  auto extra = createAttributes(builder, config.extra);
+  return fb::CreateModelConfig(
+      builder, architecture, config.vocabSize, config.embeddingSize, config.hiddenSize,
+      config.numLayers, config.numHeads, config.numKvHeads, config.headDim, config.intermediateSize,
+      config.ropeTheta, config.rmsNormEps, config.maskTokenId, config.bosTokenId, eosTokenIds,
+      config.padTokenId, config.maxPositions, config.tiedEmbeddings, config.attentionMask, extra);
+}
+
+flatbuffers::Offset<fb::Kernel> createKernel(flatbuffers::FlatBufferBuilder &builder,
+                                             const Kernel &kernel) {
+  auto name = createString(builder, kernel.name);
+  auto kind = createString(builder, kernel.kind);
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> cubin;
+  if (!kernel.cubin.empty()) {
+    // The schema's force_align only takes effect through this call.
+    builder.ForceVectorAlignment(kernel.cubin.size, sizeof(uint8_t), kWeightAlignment);
+    cubin = builder.CreateVector(kernel.cubin.data, kernel.cubin.size);
+  }
+  flatbuffers::Offset<flatbuffers::String> ptx;
+  if (!kernel.ptx.empty())
+    ptx = createString(builder, kernel.ptx);
+  const KernelResources &r = kernel.resources;
+  auto resources = fb::CreateKernelResources(builder, r.registers, r.spillStoreBytes,
+                                             r.spillLoadBytes, r.stackBytes, r.sharedMemoryBytes);
+  auto parameters = createAttributes(builder, kernel.parameters);
+  return fb::CreateKernel(builder, name, kind, cubin, ptx, resources, parameters);
+}
+
+// Builds the size-prefixed flatbuffer for `contents` with weights at `weightOffsets` (relative to
+// the weight section) and the section's start at `weightSectionStart`, the first 64-byte boundary
+// after the buffer; that depends on the buffer's size, so it is patched in after finishing.
+void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactContents &contents,
+                   const std::vector<uint64_t> &weightOffsets, uint64_t weightSectionSize,
+                   uint64_t &weightSectionStart) {
+  // Every scalar is stored even when it equals its default, so the section start can be patched
+  // in place (and tests can damage any field without rebuilding the buffer).
+  builder.ForceDefaults(true);
+
+  auto producer = createString(builder, contents.producer);
+  auto config = createConfig(builder, contents.config);
+  auto tokenizer = fb::CreateTokenizer(builder, createString(builder, contents.tokenizerJson));
+  auto policy = createString(builder, contents.program.policy);
+  auto knobs = createAttributes(builder, contents.program.knobs);
+  auto mlir = createString(builder, contents.program.mlir);
+  auto program = fb::CreateDecodingProgram(builder, policy, knobs, mlir);
+
+  std::vector<flatbuffers::Offset<fb::KernelTarget>> targets;
+  for (const KernelTarget &target : contents.kernelTargets) {
+    std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+    for (const Kernel &kernel : target.kernels)
+      kernels.push_back(createKernel(builder, kernel));
+    targets.push_back(fb::CreateKernelTarget(builder, createString(builder, target.target),
+                                             builder.CreateVector(kernels)));
+  }
+  auto kernelTargets = builder.CreateVector(targets);
+
+  std::vector<flatbuffers::Offset<fb::Weight>> weights;
+  for (size_t i = 0; i < contents.weights.size(); ++i) {
+    const WeightSource &weight = contents.weights[i];
+    auto name = createString(builder, weight.name);
+    auto shape = builder.CreateVector(weight.shape);
+    weights.push_back(
+        fb::CreateWeight(builder, name, weight.dtype, shape, weightOffsets[i], weight.size));
+  }
+  auto weightVector = builder.CreateVector(weights);
+
+  const fb::SchemaVersion version(kSchemaMajor, kSchemaMinor);
+  auto root =
+      fb::CreateArtifact(builder, &version, producer, config, tokenizer, program, kernelTargets,
+                         weightVector, /*weight_section_offset=*/0, weightSectionSize);
+  fb::FinishSizePrefixedArtifactBuffer(builder, root);
+
+  weightSectionStart = alignUp(builder.GetSize(), kWeightAlignment);
+  bool patched = fb::GetMutableSizePrefixedArtifact(builder.GetBufferPointer())
+                     ->mutate_weight_section_offset(weightSectionStart);
+  (void)patched;
+  assert(patched && "ForceDefaults stores the field, so it can be patched");
+}
+
+// ---- Writing the file ------------------------------------------------------------------------
+
+std::string systemError(const std::string &what) { return what + ": " + std::strerror(errno); }
+
+// A file created next to its destination, renamed over it by commit(); removed if destroyed
+// before that.
+class TemporaryFile {
+public:
+  explicit TemporaryFile(std::string destination) : destination_(std::move(destination)) {}
+  TemporaryFile(const TemporaryFile &) = delete;
+  TemporaryFile &operator=(const TemporaryFile &) = delete;
+  ~TemporaryFile() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    if (!path_.empty())
+      ::unlink(path_.c_str());
+  }
+
+  Status create() {
+    // Same directory as the destination, so the final rename cannot cross file systems.
+    static std::atomic<unsigned> counter{0};
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::string candidate =
+          destination_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+      // 0666 and the process umask: the permissions any newly created file would get.
+      fd_ = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ >= 0) {
+        path_ = std::move(candidate);
+        return Status::ok();
+      }
+      if (errno != EEXIST)
+        return Status::error(systemError("cannot create temporary file '" + candidate + "'"));
+    }
+    return Status::error("cannot create a temporary file next to it: too many name collisions");
+  }
+
+  Status write(const void *data, uint64_t size, const std::string &what) {
+    const auto *bytes = static_cast<const uint8_t *>(data);
+    while (size > 0) {
+      // Linux writes at most ~2 GiB per call anyway; a bound keeps the count in ssize_t.
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30));
+      const ssize_t written = ::write(fd_, bytes, chunk);
+      if (written < 0) {
+        if (errno == EINTR)
+          continue;
+        return Status::error(systemError("cannot write " + what + " to '" + path_ + "'"));
+      }
+      bytes += written;
+      size -= static_cast<uint64_t>(written);
+    }
+    return Status::ok();
+  }
+
+  Status writeZeros(uint64_t count) {
+    static const uint8_t zeros[kWeightAlignment] = {};
+    assert(count < kWeightAlignment);
+    return write(zeros, count, "padding");
+  }
+
+  Status commit() {
+    if (::fsync(fd_) != 0)
+      return Status::error(systemError("cannot sync '" + path_ + "'"));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      return Status::error(systemError("cannot close '" + path_ + "'"));
+    if (::rename(path_.c_str(), destination_.c_str()) != 0)
+      return Status::error(systemError("cannot rename '" + path_ + "' to '" + destination_ + "'"));
+    path_.clear();
+    return Status::ok();
+  }
+
+private:
+  std::string destination_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+Status writeFile(const std::string &path, const ArtifactContents &contents) {
+  DLM_RETURN_IF_ERROR(checkContents(contents));
+  const uint64_t metadataEstimate = estimateMetadataBytes(contents);
+  if (metadataEstimate > kMaxMetadataBytes)
+    return Status::error(
+        "metadata (config, tokenizer, program, kernels, weight index) needs about " +
+        std::to_string(metadataEstimate) + " bytes, more than the " +
+        std::to_string(kMaxMetadataBytes) +
+        " a flatbuffer can hold; weights are stored outside it");
+
+  std::vector<uint64_t> weightOffsets;
+  weightOffsets.reserve(contents.weights.size());
+  uint64_t weightSectionSize = 0;
+  for (const WeightSource &weight : contents.weights) {
+    const uint64_t offset = alignUp(weightSectionSize, kWeightAlignment);
+    if (offset < weightSectionSize || weight.size > kUint64Max - offset)
+      return Status::error("weights add up to more than 2^64 bytes at weight '" + weight.name +
+                           "'");
+    weightOffsets.push_back(offset);
+    weightSectionSize = offset + weight.size;
+  }
+
+  flatbuffers::FlatBufferBuilder builder(
+      static_cast<size_t>(std::min<uint64_t>(metadataEstimate, uint64_t{64} << 20)));
+  uint64_t weightSectionStart = 0;
+  buildMetadata(builder, contents, weightOffsets, weightSectionSize, weightSectionStart);
+
+  TemporaryFile file(path);
+  DLM_RETURN_IF_ERROR(file.create());
+  DLM_RETURN_IF_ERROR(file.write(builder.GetBufferPointer(), builder.GetSize(), "metadata"));
+  uint64_t position = builder.GetSize();
+  DLM_RETURN_IF_ERROR(file.writeZeros(weightSectionStart - position));
+  position = weightSectionStart;
+  for (size_t i = 0; i < contents.weights.size(); ++i) {
+    const WeightSource &weight = contents.weights[i];
+    const uint64_t start = weightSectionStart + weightOffsets[i];
+    DLM_RETURN_IF_ERROR(file.writeZeros(start - position));
+    DLM_RETURN_IF_ERROR(file.write(weight.data, weight.size, "weight '" + weight.name + "'"));
+    position = start + weight.size;
+  }
+  return file.commit();
+}
+
+} // namespace
+
+Status writeArtifact(const std::string &path, const ArtifactContents &contents) {
+  return writeFile(path, contents).withContext("artifact '" + path + "'");
+}
+
+} // namespace dlm::artifact

@@ -1,0 +1,64 @@
+// Error values for code that must not depend on LLVM (the runtime, the artifact reader, the
+// tokenizer). A Status carries a message that names the problem; StatusOr<T> is a value or that
+// message. No exceptions cross library boundaries.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace dlm {
+
+class [[nodiscard]] Status {
+public:
+  static Status ok() { return Status(); }
+  static Status error(std::string message) { return Status(std::move(message)); }
+
+  bool isOk() const { return !message_.has_value(); }
+  explicit operator bool() const { return isOk(); }
+  // The message; empty for an ok status.
+  const std::string &message() const {
+    static const std::string empty;
+    return message_ ? *message_ : empty;
+  }
+  // Prepends context, e.g. the file name: "model.dlm: weight 'w' ends past the file".
+  Status withContext(const std::string &context) const {
+    return isOk() ? *this : Status(context + ": " + *message_);
+  }
+
+private:
+  Status() = default;
+  explicit Status(std::string message) : message_(std::move(message)) {}
+  std::optional<std::string> message_;
+};
+
+template <typename T> class [[nodiscard]] StatusOr {
+public:
+  StatusOr(T value) : value_(std::move(value)), status_(Status::ok()) {}
+  StatusOr(Status status) : status_(std::move(status)) {}
+
+  bool isOk() const { return value_.has_value(); }
+  explicit operator bool() const { return isOk(); }
+  const Status &status() const { return status_; }
+  T &value() & { return *value_; }
+  const T &value() const & { return *value_; }
+  T &&value() && { return std::move(*value_); }
+  T *operator->() { return &*value_; }
+  const T *operator->() const { return &*value_; }
+  T &operator*() { return *value_; }
+  const T &operator*() const { return *value_; }
+
+private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+} // namespace dlm
+
+// Returns early from the enclosing function when `expr` is an error Status.
+#define DLM_RETURN_IF_ERROR(expr)                                                              \
+  do {                                                                                         \
+    ::dlm::Status dlm_status_ = (expr);                                                        \
+    if (!dlm_status_.isOk())                                                                   \
+      return dlm_status_;                                                                      \
+  } while (0)

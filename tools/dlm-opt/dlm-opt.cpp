@@ -1,0 +1,22 @@
+// dlm-opt: mlir-opt with the dlm dialect and passes, for tests and for inspecting IR.
+#include "compiler/dialects/dlm/DlmDialect.h"
+#include "compiler/passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<dlm::ir::DlmDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
+  dlm::registerDlmPasses();
+  // Upstream passes the dlm pipeline uses: canonicalize, cse, inline, symbol-dce, ...
+  mlir::registerTransformsPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "dlm optimizer driver\n", registry));
+}
