@@ -62,3 +62,15 @@ private:
     if (!dlm_status_.isOk())                                                                   \
       return dlm_status_;                                                                      \
   } while (0)
+
+// `lhs = value of expr`, or returns its error Status from the enclosing function.
+// Usage: DLM_ASSIGN_OR_RETURN(config.hiddenSize, fields.positiveInt("d_model"));
+#define DLM_ASSIGN_OR_RETURN(lhs, expr)                                                        \
+  DLM_ASSIGN_OR_RETURN_IMPL_(DLM_STATUS_CONCAT_(dlm_status_or_, __LINE__), lhs, expr)
+#define DLM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                                             \
+  auto tmp = (expr);                                                                           \
+  if (!tmp.isOk())                                                                             \
+    return tmp.status();                                                                       \
+  lhs = std::move(*tmp)
+#define DLM_STATUS_CONCAT_(a, b) DLM_STATUS_CONCAT_INNER_(a, b)
+#define DLM_STATUS_CONCAT_INNER_(a, b) a##b

@@ -14,5 +14,5 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "Inputs
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dlm_tools_dir, append_path=True)
-config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%dlm_python", config.python_executable))
 config.substitutions.append(("%dlm_src", config.dlm_source_dir))

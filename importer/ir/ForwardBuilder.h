@@ -1,0 +1,19 @@
+// Builds the dlm IR of a model: @forward (the transformer as coarse dlm ops, weights referenced
+// by their checkpoint names, never inlined) and the module attributes that describe it.
+#pragma once
+
+#include "importer/model/ModelFamily.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <vector>
+
+namespace dlm::importer {
+
+// `weightTypes[i]` is the element type of `model.weights[i]` (f32, bf16 or f16).
+mlir::OwningOpRef<mlir::ModuleOp> buildForwardModule(mlir::MLIRContext &context,
+                                                     const ModelDescription &model,
+                                                     const std::vector<mlir::Type> &weightTypes);
+
+} // namespace dlm::importer

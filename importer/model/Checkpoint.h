@@ -1,0 +1,32 @@
+// A Hugging Face checkpoint directory, read and checked: config.json described, tokenizer.json
+// parsed, every weight the model needs found in the safetensors with the right shape and dtype.
+#pragma once
+
+#include "importer/model/ModelFamily.h"
+#include "importer/safetensors/Safetensors.h"
+#include "support/Status.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlm::importer {
+
+struct ImportedCheckpoint {
+  std::string directory;
+  ModelDescription model;
+  std::string tokenizerJson;
+  std::optional<safetensors::SafetensorsCheckpoint> tensors; // always set on success
+  // views[i] backs model.weights[i]; they point into `tensors`' mappings.
+  std::vector<const safetensors::TensorView *> views;
+};
+
+// Named errors: missing or unreadable config.json / tokenizer.json, bad config field, unknown
+// or not-yet-supported architecture, bad tokenizer.json, truncated or malformed safetensors,
+// tensor missing, shape mismatch, unsupported dtype.
+StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory);
+
+// The artifact dtype of a checkpoint dtype the runtime can compute with (f32, bf16, f16).
+StatusOr<artifact::DType> weightDType(const safetensors::TensorView &view);
+
+} // namespace dlm::importer

@@ -1,0 +1,306 @@
+// config.json readers for the supported families and their checkpoint tensor names.
+#include "importer/model/ModelFamily.h"
+
+#include "importer/model/CanonicalWeights.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+namespace dlm::importer {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of config.json with errors that name the field.
+class ConfigFields {
+public:
+  explicit ConfigFields(const json &config) : config_(config) {}
+
+  StatusOr<int64_t> positiveInt(const char *field) const {
+    auto it = config_.find(field);
+    if (it == config_.end())
+      return Status::error(std::string("config.json: missing field '") + field + "'");
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+      return Status::error(std::string("config.json: field '") + field +
+                           "' must be a positive integer, got " + it->dump());
+    return it->get<int64_t>();
+  }
+  StatusOr<int64_t> positiveIntOr(const char *field, int64_t fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    return positiveInt(field);
+  }
+  StatusOr<double> positiveNumberOr(const char *field, double fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
+      return Status::error(std::string("config.json: field '") + field +
+                           "' must be a positive number, got " + it->dump());
+    return it->get<double>();
+  }
+  StatusOr<bool> boolOr(const char *field, bool fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_boolean())
+      return Status::error(std::string("config.json: field '") + field +
+                           "' must be true or false, got " + it->dump());
+    return it->get<bool>();
+  }
+  // A token id (-1 when absent); eos may also be a list.
+  StatusOr<std::vector<int64_t>> tokenIds(const char *field) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return std::vector<int64_t>{};
+    std::vector<int64_t> ids;
+    auto add = [&](const json &value) -> Status {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0)
+        return Status::error(std::string("config.json: field '") + field +
+                             "' must hold non-negative token ids, got " + it->dump());
+      ids.push_back(value.get<int64_t>());
+      return Status::ok();
+    };
+    if (it->is_array()) {
+      for (const json &value : *it)
+        DLM_RETURN_IF_ERROR(add(value));
+    } else {
+      DLM_RETURN_IF_ERROR(add(*it));
+    }
+    return ids;
+  }
+  StatusOr<int64_t> tokenId(const char *field) const {
+    auto ids = tokenIds(field);
+    if (!ids)
+      return ids.status();
+    if (ids->size() > 1)
+      return Status::error(std::string("config.json: field '") + field +
+                           "' must be a single token id");
+    return ids->empty() ? int64_t{-1} : ids->front();
+  }
+
+private:
+  const json &config_;
+};
+
+
+// Checks the relations between sizes every transformer here relies on.
+Status checkHeads(const artifact::ModelConfig &c) {
+  if (c.numHeads % c.numKvHeads != 0)
+    return Status::error("config.json: attention heads (" + std::to_string(c.numHeads) +
+                         ") must be a multiple of key/value heads (" +
+                         std::to_string(c.numKvHeads) + ")");
+  if (c.headDim % 2 != 0)
+    return Status::error("config.json: head dimension " + std::to_string(c.headDim) +
+                         " must be even for rotary embeddings");
+  if (c.embeddingSize < c.vocabSize)
+    return Status::error("config.json: embedding_size (" + std::to_string(c.embeddingSize) +
+                         ") is smaller than vocab_size (" + std::to_string(c.vocabSize) + ")");
+  for (int64_t id : c.eosTokenIds)
+    if (id >= c.vocabSize)
+      return Status::error("config.json: eos token id " + std::to_string(id) +
+                           " is outside the vocabulary (" + std::to_string(c.vocabSize) + ")");
+  if (c.maskTokenId >= c.vocabSize)
+    return Status::error("config.json: mask_token_id " + std::to_string(c.maskTokenId) +
+                         " is outside the vocabulary (" + std::to_string(c.vocabSize) + ")");
+  return Status::ok();
+}
+
+// The per-layer tensor names of one family, as printf-free suffix functions of the layer.
+struct LayerNames {
+  std::string prefix; // e.g. "model.layers." — the layer index follows, then a '.'
+  std::string attnNorm, q, k, v, o, mlpNorm, gate, up, down;
+  std::string qBias, kBias, vBias; // empty when the family has none
+  std::string qNorm, kNorm;        // empty when the family has none
+};
+
+std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c, const LayerNames &names,
+                                       const std::string &embed, const std::string &finalNorm,
+                                       const std::string &lmHead) {
+  const int64_t h = c.hiddenSize, qDim = c.numHeads * c.headDim,
+                kvDim = c.numKvHeads * c.headDim, inner = c.intermediateSize;
+  std::vector<WeightBinding> weights;
+  weights.push_back({std::string(kEmbed), embed, {c.embeddingSize, h}});
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = names.prefix + std::to_string(i) + ".";
+    auto add = [&](std::string_view role, const std::string &suffix,
+                   std::vector<int64_t> shape) {
+      if (!suffix.empty())
+        weights.push_back({layerWeight(i, role), p + suffix, std::move(shape)});
+    };
+    add(kAttnNorm, names.attnNorm, {h});
+    add(kQuery, names.q, {qDim, h});
+    add(kKey, names.k, {kvDim, h});
+    add(kValue, names.v, {kvDim, h});
+    add(kQueryBias, names.qBias, {qDim});
+    add(kKeyBias, names.kBias, {kvDim});
+    add(kValueBias, names.vBias, {kvDim});
+    add(kQueryNorm, names.qNorm, {c.headDim});
+    add(kKeyNorm, names.kNorm, {c.headDim});
+    add(kOutput, names.o, {h, qDim});
+    add(kMlpNorm, names.mlpNorm, {h});
+    add(kGate, names.gate, {inner, h});
+    add(kUp, names.up, {inner, h});
+    add(kDown, names.down, {h, inner});
+  }
+  weights.push_back({std::string(kFinalNorm), finalNorm, {h}});
+  if (!c.tiedEmbeddings)
+    weights.push_back({std::string(kLmHead), lmHead, {c.embeddingSize, h}});
+  return weights;
+}
+
+// LLaDA: OLMo-style config and names under model.transformer.
+StatusOr<ModelDescription> describeLLaDA(const json &j) {
+  ConfigFields f(j);
+  ModelDescription d;
+  d.family = "llada";
+  artifact::ModelConfig &c = d.config;
+  c.architecture = "LLaDAModelLM";
+  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("d_model"));
+  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("n_heads"));
+  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("n_kv_heads", c.numHeads));
+  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("n_layers"));
+  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("mlp_hidden_size"));
+  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
+  DLM_ASSIGN_OR_RETURN(c.embeddingSize, f.positiveIntOr("embedding_size", c.vocabSize));
+  DLM_ASSIGN_OR_RETURN(c.ropeTheta, f.positiveNumberOr("rope_theta", 10000.0));
+  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-5));
+  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_sequence_length", 4096));
+  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("weight_tying", false));
+  bool bias;
+  DLM_ASSIGN_OR_RETURN(bias, f.boolOr("include_bias", false));
+  if (bias)
+    return Status::error("not supported yet: LLaDA with include_bias = true");
+  if (c.hiddenSize % c.numHeads != 0)
+    return Status::error("config.json: d_model (" + std::to_string(c.hiddenSize) +
+                         ") must be a multiple of n_heads (" + std::to_string(c.numHeads) + ")");
+  c.headDim = c.hiddenSize / c.numHeads;
+  if (c.maskTokenId < 0)
+    return Status::error("config.json: LLaDA needs mask_token_id");
+  c.attentionMask = artifact::AttentionMaskKind::bidirectional;
+  DLM_RETURN_IF_ERROR(checkHeads(c));
+  LayerNames n{"model.transformer.blocks.", "attn_norm.weight", "q_proj.weight",
+               "k_proj.weight", "v_proj.weight", "attn_out.weight", "ff_norm.weight",
+               "ff_proj.weight", "up_proj.weight", "ff_out.weight"};
+  d.weights = bindWeights(c, n, "model.transformer.wte.weight", "model.transformer.ln_f.weight",
+                          "model.transformer.ff_out.weight");
+  return d;
+}
+
+// Qwen2 / Qwen3 / Llama / Dream share Hugging Face's naming under model.layers.
+struct HfFamily {
+  const char *family;
+  bool qkvBias, qkNorm, logitShift, bidirectional, needsMaskToken;
+};
+
+StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &architecture,
+                                             const HfFamily &kind) {
+  ConfigFields f(j);
+  ModelDescription d;
+  d.family = kind.family;
+  d.traits = {kind.qkvBias, kind.qkNorm, kind.logitShift};
+  artifact::ModelConfig &c = d.config;
+  c.architecture = architecture;
+  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("hidden_size"));
+  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("num_attention_heads"));
+  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("num_key_value_heads", c.numHeads));
+  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("num_hidden_layers"));
+  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("intermediate_size"));
+  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
+  c.embeddingSize = c.vocabSize;
+  if (c.hiddenSize % c.numHeads != 0 && !j.contains("head_dim"))
+    return Status::error("config.json: hidden_size (" + std::to_string(c.hiddenSize) +
+                         ") must be a multiple of num_attention_heads (" +
+                         std::to_string(c.numHeads) + ") when head_dim is not given");
+  DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", c.hiddenSize / c.numHeads));
+  DLM_ASSIGN_OR_RETURN(c.ropeTheta, f.positiveNumberOr("rope_theta", 10000.0));
+  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-6));
+  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
+  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    return Status::error("not supported yet: rope_scaling " + j["rope_scaling"].dump());
+  bool attentionBias;
+  DLM_ASSIGN_OR_RETURN(attentionBias, f.boolOr("attention_bias", kind.qkvBias));
+  if (attentionBias != kind.qkvBias)
+    return Status::error(std::string("not supported yet: ") + kind.family +
+                         " with attention_bias = " + (attentionBias ? "true" : "false"));
+  if (kind.needsMaskToken && c.maskTokenId < 0)
+    return Status::error(std::string("config.json: ") + kind.family + " needs mask_token_id");
+  c.attentionMask = kind.bidirectional ? artifact::AttentionMaskKind::bidirectional
+                                       : artifact::AttentionMaskKind::causal;
+  DLM_RETURN_IF_ERROR(checkHeads(c));
+  LayerNames n{"model.layers.",
+               "input_layernorm.weight",
+               "self_attn.q_proj.weight",
+               "self_attn.k_proj.weight",
+               "self_attn.v_proj.weight",
+               "self_attn.o_proj.weight",
+               "post_attention_layernorm.weight",
+               "mlp.gate_proj.weight",
+               "mlp.up_proj.weight",
+               "mlp.down_proj.weight"};
+  if (kind.qkvBias) {
+    n.qBias = "self_attn.q_proj.bias";
+    n.kBias = "self_attn.k_proj.bias";
+    n.vBias = "self_attn.v_proj.bias";
+  }
+  if (kind.qkNorm) {
+    n.qNorm = "self_attn.q_norm.weight";
+    n.kNorm = "self_attn.k_norm.weight";
+  }
+  d.weights = bindWeights(c, n, "model.embed_tokens.weight", "model.norm.weight",
+                          "lm_head.weight");
+  return d;
+}
+
+} // namespace
+
+StatusOr<ModelDescription> describeModel(const json &config) {
+  if (!config.is_object())
+    return Status::error("config.json: not a JSON object");
+  auto archIt = config.find("architectures");
+  if (archIt == config.end() || !archIt->is_array() || archIt->empty() ||
+      !(*archIt)[0].is_string())
+    return Status::error("config.json: missing field 'architectures' (a list of class names)");
+  std::string architecture = (*archIt)[0].get<std::string>();
+
+  using Describe = std::function<StatusOr<ModelDescription>(const json &)>;
+  auto hf = [&](HfFamily kind) -> Describe {
+    return [architecture, kind](const json &j) { return describeHfDecoder(j, architecture, kind); };
+  };
+  // family, qkv bias, qk norm, logit shift, bidirectional, needs a mask token
+  const std::map<std::string, Describe> supported = {
+      {"LLaDAModelLM", describeLLaDA},
+      {"DreamModel", hf({"dream", true, false, true, true, true})},
+      {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
+      {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
+      {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
+  };
+  // Architectures dLLM users bring that dlm will import, but not yet.
+  static const char *const kNotYet[] = {
+      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "DiffusionGemmaForBlockDiffusion",
+      "SDARForCausalLM", "Qwen3MoeForCausalLM", "DFlashDraftModel"};
+
+  if (auto it = supported.find(architecture); it != supported.end())
+    return it->second(config);
+  for (const char *name : kNotYet)
+    if (architecture == name)
+      return Status::error("architecture " + architecture + " is not supported yet");
+  std::string known;
+  for (const auto &[name, unused] : supported)
+    known += (known.empty() ? "" : ", ") + name;
+  return Status::error("unknown architecture '" + architecture + "' (supported: " + known + ")");
+}
+
+} // namespace dlm::importer

@@ -1,0 +1,38 @@
+// A whole file mapped read-only into memory. Checkpoint weights are used in place from the page
+// cache rather than copied; the mapping lives as long as this object.
+#pragma once
+
+#include "support/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace dlm::safetensors {
+
+class MappedFile {
+public:
+  static StatusOr<MappedFile> open(const std::string &path);
+
+  MappedFile(MappedFile &&other) noexcept;
+  MappedFile &operator=(MappedFile &&other) noexcept;
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile();
+
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string &path() const { return path_; }
+
+private:
+  MappedFile(std::string path, const uint8_t *data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  void unmap();
+
+  std::string path_;
+  const uint8_t *data_ = nullptr; // null for an empty file, which cannot be mapped
+  size_t size_ = 0;
+};
+
+} // namespace dlm::safetensors

@@ -1,0 +1,276 @@
+#include "runtime/tokenizer/BpeModel.h"
+
+#include "runtime/tokenizer/Utf8.h"
+
+#include <nlohmann/json.hpp>
+
+#include <mutex>
+#include <queue>
+#include <shared_mutex>
+
+namespace dlm::tokenizer {
+namespace {
+
+using Json = nlohmann::json;
+
+// Ids above this are treated as a corrupt file rather than allocating a huge id table.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 27) - 1;
+// Bounds the cache's memory on long-running servers; beyond it words are merged each time.
+constexpr size_t kCacheCapacity = 100000;
+// Longer words are rarely repeated and would bloat the cache.
+constexpr size_t kMaxCachedWordBytes = 256;
+
+bool isNullOrEmptyString(const Json &config, const char *key) {
+  const auto it = config.find(key);
+  return it == config.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty());
+}
+
+} // namespace
+
+struct BpeModel::WordCache {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::vector<int32_t>> idsByWord;
+};
+
+BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) {}
+BpeModel::BpeModel(BpeModel &&) noexcept = default;
+BpeModel &BpeModel::operator=(BpeModel &&) noexcept = default;
+BpeModel::~BpeModel() = default;
+
+Status BpeModel::loadVocabulary(const Json &vocab) {
+  if (!vocab.is_object())
+    return Status::error("BPE model has no \"vocab\" object");
+  int64_t maxId = -1;
+  for (const auto &[token, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
+      return Status::error("BPE vocab entry '" + token + "' has invalid id " + id.dump());
+    maxId = std::max(maxId, id.get<int64_t>());
+  }
+  tokensById_.assign(static_cast<size_t>(maxId + 1), std::string());
+  idAssigned_.assign(static_cast<size_t>(maxId + 1), false);
+  vocabulary_.reserve(vocab.size());
+  for (const auto &[token, id] : vocab.items()) {
+    const auto index = static_cast<int32_t>(id.get<int64_t>());
+    vocabulary_.emplace(token, index);
+    if (!idAssigned_[index]) {
+      tokensById_[index] = token;
+      idAssigned_[index] = true;
+    }
+  }
+  return Status::ok();
+}
+
+Status BpeModel::loadMerges(const Json &merges) {
+  if (!merges.is_array())
+    return Status::error("BPE model has no \"merges\" list");
+  merges_.reserve(merges.size());
+  int32_t rank = 0;
+  for (const Json &merge : merges) {
+    std::string left, right;
+    const auto where = [&] {
+      return "BPE merge " + std::to_string(rank) + " (" + merge.dump() + ")";
+    };
+    // Two spellings exist: "a b" (tokenizers < 0.20) and ["a", "b"] (0.20 onwards, which allows
+    // spaces inside tokens).
+    if (merge.is_string()) {
+      const std::string &line = merge.get_ref<const std::string &>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+        return Status::error(where() + " is not two tokens separated by one space");
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      return Status::error(where() + " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const auto leftId = vocabulary_.find(left);
+    if (leftId == vocabulary_.end())
+      return Status::error(where() + " references unknown token '" + left + "'");
+    const auto rightId = vocabulary_.find(right);
+    if (rightId == vocabulary_.end())
+      return Status::error(where() + " references unknown token '" + right + "'");
+    const auto mergedId = vocabulary_.find(left + right);
+    if (mergedId == vocabulary_.end())
+      return Status::error(where() + " produces '" + left + right +
+                           "', which is not in the vocabulary");
+    // A repeated pair takes its last rank, as in Hugging Face's hash map.
+    merges_[pairKey(leftId->second, rightId->second)] = {rank, mergedId->second};
+    ++rank;
+  }
+  return Status::ok();
+}
+
+StatusOr<BpeModel> BpeModel::fromJson(const Json &config) {
+  if (!config.is_object())
+    return Status::error("\"model\" is not an object");
+  const auto type = config.find("type");
+  if (type != config.end() && !(type->is_string() && type->get<std::string>() == "BPE"))
+    return Status::error("not supported yet: tokenizer model '" +
+                         (type->is_string() ? type->get<std::string>() : type->dump()) + "'");
+  if (type == config.end() && !config.contains("merges"))
+    return Status::error("\"model\" has no \"type\"");
+
+  const auto dropout = config.find("dropout");
+  if (dropout != config.end() && dropout->is_number() && dropout->get<double>() > 0.0)
+    return Status::error("not supported yet: BPE dropout");
+  if (!isNullOrEmptyString(config, "continuing_subword_prefix"))
+    return Status::error("not supported yet: BPE continuing_subword_prefix");
+  if (!isNullOrEmptyString(config, "end_of_word_suffix"))
+    return Status::error("not supported yet: BPE end_of_word_suffix");
+  const auto byteFallback = config.find("byte_fallback");
+  if (byteFallback != config.end() && byteFallback->is_boolean() && byteFallback->get<bool>())
+    return Status::error("not supported yet: BPE byte_fallback");
+
+  BpeModel model;
+  DLM_RETURN_IF_ERROR(model.loadVocabulary(config.contains("vocab") ? config["vocab"] : Json()));
+  DLM_RETURN_IF_ERROR(model.loadMerges(config.contains("merges") ? config["merges"] : Json()));
+  model.ignoreMerges_ = config.value("ignore_merges", false);
+  model.fuseUnknown_ = config.value("fuse_unk", false);
+  const auto unknown = config.find("unk_token");
+  if (unknown != config.end() && unknown->is_string()) {
+    const auto id = model.vocabulary_.find(unknown->get<std::string>());
+    if (id == model.vocabulary_.end())
+      return Status::error("BPE unk_token '" + unknown->get<std::string>() +
+                           "' is not in the vocabulary");
+    model.unknownId_ = id->second;
+  }
+  return model;
+}
+
+std::vector<int32_t> BpeModel::mergeWord(std::string_view word) const {
+  // Symbols form a linked list; a merged-away symbol gets length 0, like Hugging Face's Word.
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t length;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  const auto addSymbol = [&symbols](int32_t id, uint32_t length) {
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, index - 1, -1, length});
+    if (index > 0)
+      symbols[index - 1].next = index;
+  };
+
+  uint32_t pendingUnknownLength = 0; // bytes of a run of unknown characters not yet emitted
+  size_t offset = 0;
+  while (offset < word.size()) {
+    const size_t length = utf8CharLength(word, offset);
+    const auto id = vocabulary_.find(std::string(word.substr(offset, length)));
+    offset += length;
+    if (id != vocabulary_.end()) {
+      if (pendingUnknownLength) {
+        addSymbol(*unknownId_, pendingUnknownLength);
+        pendingUnknownLength = 0;
+      }
+      addSymbol(id->second, static_cast<uint32_t>(length));
+    } else if (unknownId_) {
+      if (pendingUnknownLength && !fuseUnknown_) {
+        addSymbol(*unknownId_, pendingUnknownLength);
+        pendingUnknownLength = 0;
+      }
+      pendingUnknownLength += static_cast<uint32_t>(length);
+    }
+  }
+  if (pendingUnknownLength)
+    addSymbol(*unknownId_, pendingUnknownLength);
+
+  struct Candidate {
+    int32_t rank;
+    int32_t position;
+    int32_t id;
+  };
+  // Lowest rank first, then leftmost position.
+  const auto later = [](const Candidate &a, const Candidate &b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.position > b.position;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+  const auto pushIfMergeable = [&](int32_t position) {
+    const Symbol &left = symbols[position];
+    const auto merge = merges_.find(pairKey(left.id, symbols[left.next].id));
+    if (merge != merges_.end())
+      queue.push({merge->second.rank, position, merge->second.id});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i)
+    pushIfMergeable(i);
+
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol &left = symbols[top.position];
+    if (left.length == 0 || left.next < 0)
+      continue;
+    Symbol &right = symbols[left.next];
+    // The pair may have changed since this candidate was queued.
+    const auto merge = merges_.find(pairKey(left.id, right.id));
+    if (merge == merges_.end() || merge->second.id != top.id)
+      continue;
+    left.id = top.id;
+    left.length += right.length;
+    left.next = right.next;
+    right.length = 0;
+    if (left.next >= 0)
+      symbols[left.next].prev = top.position;
+    if (left.prev >= 0)
+      pushIfMergeable(left.prev);
+    if (left.next >= 0)
+      pushIfMergeable(top.position);
+  }
+
+  std::vector<int32_t> ids;
+  for (const Symbol &symbol : symbols)
+    if (symbol.length != 0)
+      ids.push_back(symbol.id);
+  return ids;
+}
+
+void BpeModel::tokenize(std::string_view word, std::vector<int32_t> &ids) const {
+  if (word.empty())
+    return;
+  if (ignoreMerges_) {
+    // Llama 3: a word that is itself a vocabulary entry is taken whole, whatever the merges say.
+    const auto whole = vocabulary_.find(std::string(word));
+    if (whole != vocabulary_.end()) {
+      ids.push_back(whole->second);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  std::string key;
+  if (cacheable) {
+    key.assign(word);
+    std::shared_lock<std::shared_mutex> lock(cache_->mutex);
+    const auto hit = cache_->idsByWord.find(key);
+    if (hit != cache_->idsByWord.end()) {
+      ids.insert(ids.end(), hit->second.begin(), hit->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> merged = mergeWord(word);
+  ids.insert(ids.end(), merged.begin(), merged.end());
+  if (cacheable) {
+    std::unique_lock<std::shared_mutex> lock(cache_->mutex);
+    if (cache_->idsByWord.size() < kCacheCapacity)
+      cache_->idsByWord.emplace(std::move(key), std::move(merged));
+  }
+}
+
+std::optional<int32_t> BpeModel::tokenToId(std::string_view token) const {
+  const auto it = vocabulary_.find(std::string(token));
+  if (it == vocabulary_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+const std::string *BpeModel::idToToken(int32_t id) const {
+  if (id < 0 || id >= idLimit() || !idAssigned_[id])
+    return nullptr;
+  return &tokensById_[id];
+}
+
+} // namespace dlm::tokenizer

@@ -1,0 +1,68 @@
+// The BPE "model" of tokenizer.json: a vocabulary and ranked merges. A word is split into its
+// characters, then the adjacent pair with the lowest merge rank (leftmost on ties) is merged until
+// no pair merges, exactly as Hugging Face's BPE does with its priority queue. Results for words
+// seen before come from a cache, so repeated words cost one lookup.
+#pragma once
+
+#include "support/Status.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dlm::tokenizer {
+
+class BpeModel {
+public:
+  // `config` is the "model" value of tokenizer.json.
+  static StatusOr<BpeModel> fromJson(const nlohmann::json &config);
+
+  BpeModel(BpeModel &&) noexcept;
+  BpeModel &operator=(BpeModel &&) noexcept;
+  ~BpeModel();
+
+  // Appends the ids of one pre-token to `ids`. Characters missing from the vocabulary become the
+  // unknown token when the model has one and are dropped otherwise (as Hugging Face does).
+  void tokenize(std::string_view word, std::vector<int32_t> &ids) const;
+
+  std::optional<int32_t> tokenToId(std::string_view token) const;
+  // Null when no vocabulary entry has this id.
+  const std::string *idToToken(int32_t id) const;
+  // One more than the largest id in the vocabulary.
+  int32_t idLimit() const { return static_cast<int32_t>(tokensById_.size()); }
+  // Number of vocabulary entries (equal to idLimit() unless ids have gaps).
+  int32_t entryCount() const { return static_cast<int32_t>(vocabulary_.size()); }
+
+private:
+  struct MergeResult {
+    int32_t rank;
+    int32_t id;
+  };
+  struct WordCache;
+
+  BpeModel();
+  static uint64_t pairKey(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+  }
+  Status loadVocabulary(const nlohmann::json &vocab);
+  Status loadMerges(const nlohmann::json &merges);
+  std::vector<int32_t> mergeWord(std::string_view word) const;
+
+  std::unordered_map<std::string, int32_t> vocabulary_;
+  std::vector<std::string> tokensById_;
+  std::vector<bool> idAssigned_;
+  std::unordered_map<uint64_t, MergeResult> merges_;
+  bool ignoreMerges_ = false;
+  std::optional<int32_t> unknownId_;
+  bool fuseUnknown_ = false;
+  std::unique_ptr<WordCache> cache_;
+};
+
+} // namespace dlm::tokenizer

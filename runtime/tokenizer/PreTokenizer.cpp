@@ -1,0 +1,213 @@
+#include "runtime/tokenizer/PreTokenizer.h"
+
+#include "runtime/tokenizer/ByteLevel.h"
+
+#include <nlohmann/json.hpp>
+
+namespace dlm::tokenizer {
+namespace {
+
+using Json = nlohmann::json;
+
+// The pattern GPT-2 (and ByteLevel with use_regex=true) splits words with.
+constexpr const char *kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+struct Segment {
+  size_t begin, end;
+  bool isMatch;
+};
+
+StatusOr<SplitBehavior> parseBehavior(const Json &value) {
+  const std::string name = value.is_string() ? value.get<std::string>() : value.dump();
+  if (name == "Removed")
+    return SplitBehavior::Removed;
+  if (name == "Isolated")
+    return SplitBehavior::Isolated;
+  if (name == "MergedWithPrevious")
+    return SplitBehavior::MergedWithPrevious;
+  if (name == "MergedWithNext")
+    return SplitBehavior::MergedWithNext;
+  if (name == "Contiguous")
+    return SplitBehavior::Contiguous;
+  return Status::error("pre_tokenizer Split: unknown behavior " + name);
+}
+
+bool boolField(const Json &config, const char *key, bool defaultValue) {
+  const auto it = config.find(key);
+  return it != config.end() && it->is_boolean() ? it->get<bool>() : defaultValue;
+}
+
+// The pieces a pattern cuts `text` into, matched or not, covering all of it.
+std::vector<Segment> segmentsOf(const Regex &regex, std::string_view text, bool invert) {
+  std::vector<Segment> segments;
+  size_t previousEnd = 0;
+  for (const auto &[begin, end] : regex.findAll(text)) {
+    if (begin > previousEnd)
+      segments.push_back({previousEnd, begin, invert});
+    segments.push_back({begin, end, !invert});
+    previousEnd = end;
+  }
+  if (previousEnd < text.size())
+    segments.push_back({previousEnd, text.size(), invert});
+  return segments;
+}
+
+// Applies a SplitBehavior the way Hugging Face's NormalizedString::split does: matches are glued
+// to a neighbour or kept apart, and the resulting ranges become the new pieces.
+std::vector<Segment> applyBehavior(std::vector<Segment> segments, SplitBehavior behavior) {
+  std::vector<Segment> pieces;
+  bool previousMatched = false;
+  switch (behavior) {
+  case SplitBehavior::Isolated:
+    return segments;
+  case SplitBehavior::Removed:
+    for (const Segment &segment : segments)
+      if (!segment.isMatch)
+        pieces.push_back(segment);
+    return pieces;
+  case SplitBehavior::Contiguous:
+    for (const Segment &segment : segments) {
+      if (segment.isMatch == previousMatched && !pieces.empty())
+        pieces.back().end = segment.end;
+      else
+        pieces.push_back(segment);
+      previousMatched = segment.isMatch;
+    }
+    return pieces;
+  case SplitBehavior::MergedWithPrevious:
+    for (const Segment &segment : segments) {
+      if (segment.isMatch && !previousMatched && !pieces.empty())
+        pieces.back().end = segment.end;
+      else
+        pieces.push_back(segment);
+      previousMatched = segment.isMatch;
+    }
+    return pieces;
+  case SplitBehavior::MergedWithNext:
+    for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+      if (it->isMatch && !previousMatched && !pieces.empty())
+        pieces.back().begin = it->begin;
+      else
+        pieces.push_back(*it);
+      previousMatched = it->isMatch;
+    }
+    return std::vector<Segment>(pieces.rbegin(), pieces.rend());
+  }
+  return segments;
+}
+
+} // namespace
+
+Status PreTokenizer::appendSteps(const Json &config, std::vector<Step> &steps) {
+  if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
+    return Status::error("pre_tokenizer has no \"type\"");
+  const std::string type = config["type"].get<std::string>();
+
+  if (type == "Sequence") {
+    if (!config.contains("pretokenizers") || !config["pretokenizers"].is_array())
+      return Status::error("pre_tokenizer Sequence has no \"pretokenizers\" list");
+    for (const Json &inner : config["pretokenizers"])
+      DLM_RETURN_IF_ERROR(appendSteps(inner, steps));
+    return Status::ok();
+  }
+
+  Step step;
+  if (type == "ByteLevel") {
+    step.kind = Step::Kind::ByteLevel;
+    step.addPrefixSpace = boolField(config, "add_prefix_space", true);
+    if (boolField(config, "use_regex", true)) {
+      StatusOr<Regex> regex = Regex::compile(kGpt2Pattern);
+      if (!regex)
+        return regex.status().withContext("pre_tokenizer ByteLevel");
+      step.regex = std::move(*regex);
+    }
+    steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  if (type == "Split") {
+    const auto pattern = config.find("pattern");
+    if (pattern == config.end() || !pattern->is_object())
+      return Status::error("pre_tokenizer Split has no \"pattern\"");
+    const bool isRegex = pattern->contains("Regex") && (*pattern)["Regex"].is_string();
+    const bool isString = pattern->contains("String") && (*pattern)["String"].is_string();
+    if (!isRegex && !isString)
+      return Status::error("pre_tokenizer Split: \"pattern\" is neither {\"Regex\": ...} nor "
+                           "{\"String\": ...}");
+    const std::string text = (*pattern)[isRegex ? "Regex" : "String"].get<std::string>();
+    StatusOr<Regex> regex = Regex::compile(text, /*literal=*/!isRegex);
+    if (!regex)
+      return regex.status().withContext("pre_tokenizer Split");
+    step.regex = std::move(*regex);
+    StatusOr<SplitBehavior> behavior =
+        parseBehavior(config.contains("behavior") ? config["behavior"] : Json("Isolated"));
+    if (!behavior)
+      return behavior.status();
+    step.behavior = *behavior;
+    step.invert = boolField(config, "invert", false);
+    steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  return Status::error("not supported yet: pre_tokenizer " + type);
+}
+
+StatusOr<PreTokenizer> PreTokenizer::fromJson(const Json &config) {
+  PreTokenizer preTokenizer;
+  if (!config.is_null())
+    DLM_RETURN_IF_ERROR(appendSteps(config, preTokenizer.steps_));
+  return preTokenizer;
+}
+
+void PreTokenizer::applyStep(const Step &step, std::string_view text,
+                             std::vector<std::string> &out) {
+  if (step.kind == Step::Kind::Split) {
+    for (const Segment &piece :
+         applyBehavior(segmentsOf(*step.regex, text, step.invert), step.behavior))
+      if (piece.end > piece.begin)
+        out.emplace_back(text.substr(piece.begin, piece.end - piece.begin));
+    return;
+  }
+
+  std::string prefixed;
+  if (step.addPrefixSpace && (text.empty() || text.front() != ' ')) {
+    prefixed = " ";
+    prefixed.append(text);
+    text = prefixed;
+  }
+  const auto appendEncoded = [&out](std::string_view word) {
+    if (word.empty())
+      return;
+    std::string encoded;
+    encoded.reserve(word.size() * 2);
+    appendByteLevelEncoded(encoded, word);
+    out.push_back(std::move(encoded));
+  };
+  if (!step.regex) {
+    appendEncoded(text);
+    return;
+  }
+  for (const Segment &piece : segmentsOf(*step.regex, text, /*invert=*/false))
+    appendEncoded(text.substr(piece.begin, piece.end - piece.begin));
+}
+
+void PreTokenizer::apply(std::string_view text, std::vector<std::string> &out) const {
+  if (text.empty())
+    return;
+  if (steps_.empty()) {
+    out.emplace_back(text);
+    return;
+  }
+  std::vector<std::string> current{std::string(text)}, next;
+  for (const Step &step : steps_) {
+    next.clear();
+    for (const std::string &piece : current)
+      applyStep(step, piece, next);
+    current.swap(next);
+  }
+  for (std::string &piece : current)
+    out.push_back(std::move(piece));
+}
+
+} // namespace dlm::tokenizer

@@ -1,0 +1,40 @@
+// A compiled PCRE2 pattern with the semantics tokenizer.json patterns are written for
+// (Oniguruma in Hugging Face tokenizers): UTF-8, Unicode properties for \p{..}, \w, \d, and \s
+// meaning exactly the Unicode White_Space property.
+#pragma once
+
+#include "support/Status.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlm::tokenizer {
+
+class Regex {
+public:
+  // `literal` matches the pattern text as a plain string.
+  static StatusOr<Regex> compile(const std::string &pattern, bool literal = false);
+
+  Regex(Regex &&) noexcept;
+  Regex &operator=(Regex &&) noexcept;
+  ~Regex();
+
+  // Non-overlapping matches, left to right, as [begin, end) byte ranges. Empty matches are left
+  // out (every caller drops empty pieces). `text` must be valid UTF-8.
+  std::vector<std::pair<size_t, size_t>> findAll(std::string_view text) const;
+
+private:
+  struct Compiled;
+  explicit Regex(std::unique_ptr<Compiled> compiled);
+  std::unique_ptr<Compiled> compiled_;
+};
+
+// Rewrites \s and \S so that PCRE2 matches the Unicode White_Space set. PCRE2's \s (with UCP)
+// also matches U+180E, which Oniguruma and Rust do not; left alone, the tokenizer would split
+// Mongolian text differently from the reference. Exposed for tests.
+std::string translateWhitespaceEscapes(std::string_view pattern);
+
+} // namespace dlm::tokenizer

@@ -1,0 +1,237 @@
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include "runtime/tokenizer/AddedVocabulary.h"
+#include "runtime/tokenizer/BpeModel.h"
+#include "runtime/tokenizer/Decoder.h"
+#include "runtime/tokenizer/Normalizer.h"
+#include "runtime/tokenizer/PostProcessor.h"
+#include "runtime/tokenizer/PreTokenizer.h"
+#include "runtime/tokenizer/Utf8.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace dlm {
+
+using Json = nlohmann::json;
+
+struct Tokenizer::Impl {
+  tokenizer::BpeModel model;
+  tokenizer::Normalizer normalizer;
+  tokenizer::PreTokenizer preTokenizer;
+  tokenizer::AddedVocabulary addedVocabulary;
+  tokenizer::PostProcessor postProcessor;
+  tokenizer::Decoder decoder;
+
+  static StatusOr<std::unique_ptr<Impl>> load(const Json &root);
+};
+
+namespace {
+
+const Json &fieldOrNull(const Json &object, const char *key) {
+  static const Json null;
+  const auto it = object.find(key);
+  return it == object.end() ? null : *it;
+}
+
+} // namespace
+
+// Loads every stage; "truncation" and "padding" are ignored because the runtime decides sequence
+// lengths itself.
+StatusOr<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::load(const Json &root) {
+  if (!root.is_object())
+    return Status::error("top level is not an object");
+  if (!root.contains("model"))
+    return Status::error("missing \"model\"");
+
+  StatusOr<tokenizer::BpeModel> model = tokenizer::BpeModel::fromJson(root["model"]);
+  if (!model)
+    return model.status();
+  StatusOr<tokenizer::Normalizer> normalizer =
+      tokenizer::Normalizer::fromJson(fieldOrNull(root, "normalizer"));
+  if (!normalizer)
+    return normalizer.status();
+  StatusOr<tokenizer::PreTokenizer> preTokenizer =
+      tokenizer::PreTokenizer::fromJson(fieldOrNull(root, "pre_tokenizer"));
+  if (!preTokenizer)
+    return preTokenizer.status();
+  StatusOr<tokenizer::AddedVocabulary> addedVocabulary =
+      tokenizer::AddedVocabulary::fromJson(fieldOrNull(root, "added_tokens"), *model, *normalizer);
+  if (!addedVocabulary)
+    return addedVocabulary.status();
+  StatusOr<tokenizer::PostProcessor> postProcessor =
+      tokenizer::PostProcessor::fromJson(fieldOrNull(root, "post_processor"));
+  if (!postProcessor)
+    return postProcessor.status();
+  StatusOr<tokenizer::Decoder> decoder = tokenizer::Decoder::fromJson(fieldOrNull(root, "decoder"));
+  if (!decoder)
+    return decoder.status();
+
+  return std::make_unique<Tokenizer::Impl>(
+      Tokenizer::Impl{std::move(*model), std::move(*normalizer), std::move(*preTokenizer),
+                      std::move(*addedVocabulary), std::move(*postProcessor), std::move(*decoder)});
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
+Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+StatusOr<Tokenizer> Tokenizer::fromJson(const std::string &jsonText) {
+  const Json root = Json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    // Parse again for nlohmann's message, which names the line and column.
+    std::string detail;
+    try {
+      (void)Json::parse(jsonText);
+    } catch (const Json::exception &error) {
+      detail = std::string(": ") + error.what();
+    }
+    return Status::error("tokenizer.json is not valid JSON" + detail);
+  }
+  try {
+    StatusOr<std::unique_ptr<Impl>> impl = Impl::load(root);
+    if (!impl)
+      return impl.status().withContext("tokenizer.json");
+    return Tokenizer(std::move(*impl));
+  } catch (const Json::exception &error) {
+    // A field of an unexpected JSON type that the stage parsers did not check explicitly.
+    return Status::error(std::string("tokenizer.json: unexpected value: ") + error.what());
+  }
+}
+
+StatusOr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return Status::error("cannot open tokenizer file '" + path + "': " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (file.bad())
+    return Status::error("cannot read tokenizer file '" + path + "'");
+  StatusOr<Tokenizer> tokenizer = fromJson(contents.str());
+  if (!tokenizer)
+    return tokenizer.status().withContext(path);
+  return tokenizer;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTokens) const {
+  std::string repaired;
+  if (!tokenizer::isValidUtf8(text)) {
+    repaired = tokenizer::repairUtf8(text);
+    text = repaired;
+  }
+  const Impl &impl = *impl_;
+  std::vector<int32_t> ids;
+  std::vector<std::string> words;
+  std::string normalized;
+  for (const tokenizer::TextSpan &raw : impl.addedVocabulary.split(text, false)) {
+    if (raw.tokenId >= 0) {
+      ids.push_back(raw.tokenId);
+      continue;
+    }
+    std::string_view piece = text.substr(raw.begin, raw.end - raw.begin);
+    if (!impl.normalizer.isIdentity()) {
+      normalized = impl.normalizer.apply(piece);
+      piece = normalized;
+    }
+    for (const tokenizer::TextSpan &span : impl.addedVocabulary.split(piece, true)) {
+      if (span.tokenId >= 0) {
+        ids.push_back(span.tokenId);
+        continue;
+      }
+      words.clear();
+      impl.preTokenizer.apply(piece.substr(span.begin, span.end - span.begin), words);
+      for (const std::string &word : words)
+        impl.model.tokenize(word, ids);
+    }
+  }
+  return addSpecialTokens ? impl.postProcessor.apply(std::move(ids)) : ids;
+}
+
+StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
+                                             bool skipSpecialTokens) const {
+  const Impl &impl = *impl_;
+  std::string out;
+  bool first = true;
+  for (const int32_t id : ids) {
+    const std::string *token = nullptr;
+    bool special = false;
+    if (const AddedToken *added = impl.addedVocabulary.findById(id)) {
+      token = &added->content;
+      special = added->special;
+    } else {
+      token = impl.model.idToToken(id);
+    }
+    if (!token) {
+      if (id < 0 || id >= vocabSize())
+        return Status::error("token id " + std::to_string(id) +
+                             " is out of range (vocabulary size " + std::to_string(vocabSize()) +
+                             ")");
+      return Status::error("token id " + std::to_string(id) + " has no token");
+    }
+    if (skipSpecialTokens && special)
+      continue;
+    impl.decoder.appendToken(out, *token, first);
+    first = false;
+  }
+  return out;
+}
+
+StatusOr<std::string> Tokenizer::decode(const std::vector<int32_t> &ids,
+                                        bool skipSpecialTokens) const {
+  StatusOr<std::string> bytes = decodeBytes(ids, skipSpecialTokens);
+  if (!bytes)
+    return bytes.status();
+  if (tokenizer::isValidUtf8(*bytes))
+    return bytes;
+  return tokenizer::repairUtf8(*bytes);
+}
+
+std::optional<int32_t> Tokenizer::tokenToId(std::string_view token) const {
+  if (std::optional<int32_t> id = impl_->addedVocabulary.findByContent(token))
+    return id;
+  return impl_->model.tokenToId(token);
+}
+
+std::optional<std::string> Tokenizer::idToToken(int32_t id) const {
+  if (const AddedToken *added = impl_->addedVocabulary.findById(id))
+    return added->content;
+  if (const std::string *token = impl_->model.idToToken(id))
+    return *token;
+  return std::nullopt;
+}
+
+int32_t Tokenizer::vocabSize() const {
+  return std::max(impl_->model.idLimit(), impl_->addedVocabulary.idLimit());
+}
+
+const std::vector<AddedToken> &Tokenizer::addedTokens() const {
+  return impl_->addedVocabulary.tokens();
+}
+
+std::optional<int32_t> Tokenizer::specialTokenId(std::string_view content) const {
+  std::optional<int32_t> id = impl_->addedVocabulary.findByContent(content);
+  if (id && isSpecialToken(*id))
+    return id;
+  return std::nullopt;
+}
+
+bool Tokenizer::isSpecialToken(int32_t id) const {
+  const AddedToken *added = impl_->addedVocabulary.findById(id);
+  return added && added->special;
+}
+
+const std::vector<int32_t> &Tokenizer::prefixTokenIds() const {
+  return impl_->postProcessor.prefixIds();
+}
+
+const std::vector<int32_t> &Tokenizer::suffixTokenIds() const {
+  return impl_->postProcessor.suffixIds();
+}
+
+} // namespace dlm

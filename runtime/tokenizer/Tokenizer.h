@@ -1,0 +1,75 @@
+// Hugging Face tokenizer.json for byte-level BPE models (GPT-2, Llama 3, Qwen2/3, LLaDA, Dream),
+// implemented without Python or Rust: added tokens are cut out first, the rest is normalized,
+// pre-tokenized and merged by BPE, then the post-processor adds special tokens. encode() and
+// decode() give the same ids and text as the `tokenizers` library does for these files.
+//
+// A Tokenizer is immutable after loading and safe to use from several threads.
+#pragma once
+
+#include "support/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlm {
+
+// An entry of "added_tokens": special tokens such as <|endoftext|> and extra ordinary tokens.
+struct AddedToken {
+  int32_t id = -1;
+  std::string content;
+  bool special = false;    // skipped by decode(skipSpecialTokens = true)
+  bool singleWord = false; // only matches when not inside a word
+  bool lstrip = false;     // swallows white space on its left
+  bool rstrip = false;     // swallows white space on its right
+  bool normalized = true;  // matched against normalized text rather than the raw text
+};
+
+class Tokenizer {
+public:
+  // Errors name the problem: "tokenizer.json is not valid JSON: ...", "not supported yet:
+  // tokenizer model 'Unigram'", "BPE merge 3 (...) references unknown token 'x'", ...
+  static StatusOr<Tokenizer> fromJson(const std::string &jsonText);
+  static StatusOr<Tokenizer> fromFile(const std::string &path);
+
+  Tokenizer(Tokenizer &&) noexcept;
+  Tokenizer &operator=(Tokenizer &&) noexcept;
+  ~Tokenizer();
+
+  // Token ids of `text`. Invalid UTF-8 is first replaced by U+FFFD. With addSpecialTokens the
+  // post-processor's tokens are added (Llama 3's BOS), as Hugging Face's encode(text) does.
+  std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens = true) const;
+
+  // Text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD, as in Hugging Face.
+  // Fails on an id that names no token.
+  StatusOr<std::string> decode(const std::vector<int32_t> &ids,
+                               bool skipSpecialTokens = false) const;
+  // The raw bytes of `ids` before UTF-8 repair. A streaming caller appends these and emits text
+  // only up to the last complete character.
+  StatusOr<std::string> decodeBytes(const std::vector<int32_t> &ids,
+                                    bool skipSpecialTokens = false) const;
+
+  // Vocabulary lookups cover the BPE vocabulary and the added tokens.
+  std::optional<int32_t> tokenToId(std::string_view token) const;
+  std::optional<std::string> idToToken(int32_t id) const;
+  // One more than the largest id (the embedding table needs at least this many rows).
+  int32_t vocabSize() const;
+
+  const std::vector<AddedToken> &addedTokens() const;
+  // The id of a special added token with this content, e.g. "<|mdm_mask|>".
+  std::optional<int32_t> specialTokenId(std::string_view content) const;
+  bool isSpecialToken(int32_t id) const;
+  // Ids the post-processor puts before / after a sequence when special tokens are added.
+  const std::vector<int32_t> &prefixTokenIds() const;
+  const std::vector<int32_t> &suffixTokenIds() const;
+
+private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace dlm

@@ -1,0 +1,76 @@
+"""Copies a checkpoint directory and applies one kind of damage, for dlmc's bad-input tests.
+
+usage: damage_checkpoint.py SRC DST KIND
+"""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def edit_config(dst: Path, **changes):
+    config = json.loads((dst / "config.json").read_text())
+    config.update(changes)
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def edit_tensors(dst: Path, edit):
+    tensors = load_file(str(dst / "model.safetensors"))
+    edit(tensors)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+
+
+def main():
+    src, dst, kind = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    weights = dst / "model.safetensors"
+    if kind == "truncated-safetensors":
+        data = weights.read_bytes()
+        weights.write_bytes(data[: len(data) // 2])
+    elif kind == "tensor-missing":
+        edit_tensors(dst, lambda t: t.pop("model.transformer.blocks.1.up_proj.weight"))
+    elif kind == "shape-mismatch":
+        def shrink(t):
+            t["model.transformer.blocks.0.q_proj.weight"] = torch.zeros(48, 64)
+        edit_tensors(dst, shrink)
+    elif kind == "fp8-tensor":
+        def to_fp8(t):
+            name = "model.transformer.blocks.0.k_proj.weight"
+            t[name] = t[name].float().to(torch.uint8)
+        edit_tensors(dst, to_fp8)
+        # torch 1.13 has no float8 dtype: relabel the uint8 tensor as F8_E4M3 in the header.
+        data = bytearray(weights.read_bytes())
+        header_len = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + header_len])
+        header["model.transformer.blocks.0.k_proj.weight"]["dtype"] = "F8_E4M3"
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (header_len - len(text))
+        assert len(text) == header_len
+        data[8 : 8 + header_len] = text
+        weights.write_bytes(bytes(data))
+    elif kind == "unknown-architecture":
+        edit_config(dst, architectures=["FooForCausalLM"])
+    elif kind == "bad-config-field":
+        edit_config(dst, n_heads="four")
+    elif kind == "heads-mismatch":
+        edit_config(dst, n_kv_heads=3)
+    elif kind == "config-not-json":
+        (dst / "config.json").write_text("{ not json")
+    elif kind == "config-missing":
+        (dst / "config.json").unlink()
+    elif kind == "tokenizer-unigram":
+        tokenizer = json.loads((dst / "tokenizer.json").read_text())
+        tokenizer["model"]["type"] = "Unigram"
+        (dst / "tokenizer.json").write_text(json.dumps(tokenizer))
+    elif kind == "tokenizer-not-json":
+        (dst / "tokenizer.json").write_text("[[[")
+    else:
+        sys.exit(f"unknown damage kind {kind}")
+
+
+if __name__ == "__main__":
+    main()

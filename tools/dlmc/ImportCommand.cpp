@@ -1,0 +1,144 @@
+// dlmc import / compile: checkpoint → dlm IR → artifact.
+#include "tools/dlmc/Commands.h"
+
+#include "compiler/dialects/dlm/DlmDialect.h"
+#include "compiler/passes/Passes.h"
+#include "importer/ir/ForwardBuilder.h"
+#include "importer/model/Checkpoint.h"
+#include "runtime/artifact/ArtifactWriter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace dlm::dlmc {
+namespace {
+
+mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
+  mlir::Builder b(&context);
+  switch (dtype) {
+  case artifact::DType::bf16:
+    return b.getBF16Type();
+  case artifact::DType::f16:
+    return b.getF16Type();
+  default:
+    return b.getF32Type();
+  }
+}
+
+// Imports the checkpoint and builds its verified, canonicalized module; prints errors.
+mlir::OwningOpRef<mlir::ModuleOp> importModule(mlir::MLIRContext &context,
+                                               const importer::ImportedCheckpoint &checkpoint) {
+  std::vector<mlir::Type> types;
+  for (const safetensors::TensorView *view : checkpoint.views)
+    types.push_back(elementType(context, *importer::weightDType(*view)));
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importer::buildForwardModule(context, checkpoint.model, types);
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (failed(mlir::verify(*module)) || failed(pm.run(*module))) {
+    llvm::errs() << "dlmc: internal error: the imported IR of '" << checkpoint.directory
+                 << "' does not verify\n";
+    return nullptr;
+  }
+  return module;
+}
+
+} // namespace
+
+int runImport(const std::string &checkpointDir, const std::string &emit) {
+  if (emit != "dlm") {
+    llvm::errs() << "dlmc import: unknown --emit=" << emit << " (expected: dlm)\n";
+    return 2;
+  }
+  auto checkpoint = importer::importCheckpoint(checkpointDir);
+  if (!checkpoint) {
+    llvm::errs() << "dlmc import: " << checkpoint.status().message() << "\n";
+    return 1;
+  }
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, *checkpoint);
+  if (!module)
+    return 1;
+  module->print(llvm::outs());
+  llvm::outs() << "\n";
+  return 0;
+}
+
+int runCompile(const CompileOptions &options) {
+  auto fail = [](const std::string &message) {
+    llvm::errs() << "dlmc compile: " << message << "\n";
+    return 1;
+  };
+  if (options.target != "cpu")
+    return fail("not supported yet: --target " + options.target + " (only cpu)");
+  if (options.policy != "low-confidence" && options.policy != "entropy-bound")
+    return fail("unknown policy '" + options.policy +
+                "' (expected low-confidence or entropy-bound)");
+  if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
+    return fail("--gen-length, --block-length and --steps must be positive");
+  if (options.genLength % options.blockLength != 0)
+    return fail("--gen-length " + std::to_string(options.genLength) +
+                " is not a multiple of --block-length " + std::to_string(options.blockLength));
+  int64_t blocks = options.genLength / options.blockLength;
+  if (options.steps % blocks != 0)
+    return fail("--steps " + std::to_string(options.steps) + " is not divisible by the " +
+                std::to_string(blocks) + " blocks");
+  if (options.threshold < 0.0 || options.threshold > 1.0)
+    return fail("--threshold must be in [0, 1]");
+  if (options.temperature < 0.0)
+    return fail("--temperature must be >= 0");
+
+  auto checkpoint = importer::importCheckpoint(options.checkpoint);
+  if (!checkpoint)
+    return fail(checkpoint.status().message());
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, *checkpoint);
+  if (!module)
+    return 1;
+  std::string programText;
+  llvm::raw_string_ostream programStream(programText);
+  module->print(programStream);
+
+  const importer::ModelDescription &model = checkpoint->model;
+  artifact::ArtifactContents contents;
+  contents.producer = "dlmc 0.1";
+  contents.config = model.config;
+  contents.config.extra["family"] = model.family;
+  contents.config.extra["qkv_bias"] = model.traits.qkvBias;
+  contents.config.extra["qk_norm"] = model.traits.qkNorm;
+  contents.config.extra["logit_shift"] = model.traits.logitShift;
+  contents.config.extra["rope_style"] = std::string("neox");
+  contents.tokenizerJson = checkpoint->tokenizerJson;
+  contents.program.policy = options.policy;
+  contents.program.mlir = programText;
+  artifact::Attributes &knobs = contents.program.knobs;
+  knobs["gen_length"] = options.genLength;
+  knobs["block_length"] = options.blockLength;
+  knobs["steps"] = options.steps;
+  knobs["temperature"] = options.temperature;
+  if (options.threshold > 0.0)
+    knobs["threshold"] = options.threshold;
+  if (options.policy == "entropy-bound") {
+    // DiffusionGemma's shipped generation_config defaults (SPECS §1.1).
+    knobs["t_min"] = 0.4;
+    knobs["t_max"] = 0.8;
+    knobs["max_steps"] = int64_t{48};
+    knobs["entropy_bound"] = 0.1;
+    knobs["stability_threshold"] = int64_t{1};
+    knobs["confidence_threshold"] = 0.005;
+  }
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const safetensors::TensorView &view = *checkpoint->views[i];
+    contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
+                                view.shape, view.data, view.byteSize});
+  }
+  Status written = artifact::writeArtifact(options.output, contents);
+  if (!written.isOk())
+    return fail(written.message());
+  return 0;
+}
+
+} // namespace dlm::dlmc
