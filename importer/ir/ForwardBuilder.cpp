@@ -72,6 +72,8 @@ private:
     module->setAttr("dlm.vocab_size", i64(config_.vocabSize));
     module->setAttr("dlm.hidden_size", i64(config_.hiddenSize));
     module->setAttr("dlm.num_layers", i64(config_.numLayers));
+    module->setAttr("dlm.num_kv_heads", i64(config_.numKvHeads));
+    module->setAttr("dlm.head_dim", i64(config_.headDim));
     module->setAttr("dlm.max_positions", i64(config_.maxPositions));
     module->setAttr("dlm.mask_token_id", i64(config_.maskTokenId));
     module->setAttr("dlm.eos_token_ids", b_.getArrayAttr(eos));

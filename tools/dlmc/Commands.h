@@ -11,6 +11,7 @@ int runImport(const std::string &checkpoint, const std::string &emit);
 struct CompileOptions {
   std::string checkpoint;
   std::string output;
+  std::string emit; // "artifact" or "dlm"
   std::string target;
   std::string policy;
   int64_t genLength = 0;

@@ -3,6 +3,7 @@
 
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/passes/Passes.h"
+#include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
 #include "importer/model/Checkpoint.h"
 #include "runtime/artifact/ArtifactWriter.h"
@@ -72,6 +73,10 @@ int runCompile(const CompileOptions &options) {
     llvm::errs() << "dlmc compile: " << message << "\n";
     return 1;
   };
+  if (options.emit != "artifact" && options.emit != "dlm")
+    return fail("unknown --emit=" + options.emit + " (expected artifact or dlm)");
+  if (options.emit == "artifact" && options.output.empty())
+    return fail("give the artifact path with -o");
   if (options.target != "cpu")
     return fail("not supported yet: --target " + options.target + " (only cpu)");
   if (options.policy != "low-confidence" && options.policy != "entropy-bound")
@@ -98,6 +103,24 @@ int runCompile(const CompileOptions &options) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, *checkpoint);
   if (!module)
     return 1;
+  programs::DecodingPolicy policy;
+  policy.name = options.policy;
+  policy.genLength = options.genLength;
+  policy.blockLength = options.blockLength;
+  policy.steps = options.steps;
+  policy.threshold = options.threshold;
+  if (failed(programs::buildGenerateFunction(*module, policy)) || failed(mlir::verify(*module)))
+    return fail("could not build the decoding program");
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  if (failed(pm.run(*module)))
+    return fail("internal error: the decoding program does not verify");
+  if (options.emit == "dlm") {
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  }
   std::string programText;
   llvm::raw_string_ostream programStream(programText);
   module->print(programStream);

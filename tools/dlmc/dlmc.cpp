@@ -24,7 +24,10 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileInput(cl::Positional, cl::desc("<checkpoint directory>"),
                                     cl::Required, cl::sub(compileCommand));
   cl::opt<std::string> output("o", cl::desc("Output artifact"), cl::value_desc("model.dlm"),
-                              cl::Required, cl::sub(compileCommand));
+                              cl::sub(compileCommand));
+  cl::opt<std::string> compileEmit(
+      "emit", cl::desc("Stop at a stage: dlm (print the program) | artifact (write -o)"),
+      cl::init("artifact"), cl::sub(compileCommand));
   cl::opt<std::string> target("target", cl::desc("Kernel target: cpu (cuda: not supported yet)"),
                               cl::init("cpu"), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
@@ -53,6 +56,7 @@ int main(int argc, char **argv) {
     dlm::dlmc::CompileOptions options;
     options.checkpoint = compileInput;
     options.output = output;
+    options.emit = compileEmit;
     options.target = target;
     options.policy = policy;
     options.genLength = genLength;

@@ -216,17 +216,23 @@ LogicalResult EntropyAcceptOp::verify() {
     break;
   }
   case AcceptRule::top_k_schedule: {
-    if (!getK())
-      return emitOpError("rule top_k_schedule needs k");
+    if (!getK() || !getScheduleSteps())
+      return emitOpError("rule top_k_schedule needs k and schedule_steps");
     int64_t k = getKAttr().getInt();
     if (k < 1 || (isStatic(canvas) && k > canvas))
       return emitOpError() << "k must be in [1, canvas length " << canvas << "], got " << k;
+    int64_t steps = getScheduleStepsAttr().getInt();
+    if (steps < 1 || steps > kMaxDiffusionSteps)
+      return emitOpError() << "schedule_steps must be in [1, " << kMaxDiffusionSteps << "], got "
+                           << steps;
     if (failed(forbid(getBound().has_value(), "bound")) ||
         failed(forbid(getThreshold().has_value(), "threshold")))
       return failure();
     break;
   }
   }
+  if (rule != AcceptRule::top_k_schedule && getScheduleSteps())
+    return emitOpError() << "schedule_steps is not a parameter of rule " << ruleName;
 
   // Mask-absorbing rules choose among masked positions, and mask renoising writes the mask token:
   // both need to know which id it is.
@@ -440,6 +446,33 @@ LogicalResult LinearOp::verify() {
         failed(expectDim(op, tensorType(bias).getDimSize(0), w[0], "bias length")))
       return failure();
   }
+  return success();
+}
+
+LogicalResult NormLinearOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, getInput(), 2, "input")) ||
+      failed(expectRank(op, getNormWeight(), 1, "norm weight")) ||
+      failed(expectRank(op, getWeight(), 2, "weight")) ||
+      failed(expectRank(op, getResult(), 2, "result")))
+    return failure();
+  auto x = tensorType(getInput()).getShape();
+  auto w = tensorType(getWeight()).getShape();
+  auto r = tensorType(getResult()).getShape();
+  if (failed(expectDim(op, tensorType(getNormWeight()).getDimSize(0), x[1],
+                       "norm weight length")) ||
+      failed(expectDim(op, w[1], x[1], "weight input width")) ||
+      failed(expectDim(op, r[0], x[0], "result rows")) ||
+      failed(expectDim(op, r[1], w[0], "result width")))
+    return failure();
+  if (Value bias = getBias()) {
+    if (failed(expectRank(op, bias, 1, "bias")) ||
+        failed(expectDim(op, tensorType(bias).getDimSize(0), w[0], "bias length")))
+      return failure();
+  }
+  double eps = getEps().convertToDouble();
+  if (!(eps > 0.0 && eps < 1.0))
+    return emitOpError() << "eps must be in (0, 1), got " << number(eps);
   return success();
 }
 

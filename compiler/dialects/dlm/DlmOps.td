@@ -99,39 +99,47 @@ def Dlm_DenoiseStepOp : Dlm_Op<"denoise_step",
 def Dlm_EntropyAcceptOp : Dlm_Op<"entropy_accept", [Pure]> {
   let summary = "the accept rule: which canvas positions to keep, the next canvas, convergence";
   let description = [{
-    One pass over the logits `[C, V]` of a denoise step at temperature `T`:
-    per position the softmax statistics, entropy `H`, argmax and a Gumbel-max
-    sample (noise from the counter-based generator keyed by seed, request,
-    step and position). The rule chooses the positions to keep:
+    One pass over the logits `[C, V]` of denoise step `step` at temperature
+    `T`: per position the softmax statistics, entropy `H`, argmax and a
+    Gumbel-max sample whose noise comes from the counter-based generator
+    keyed by `request_key` (the request's `mix64(mix64(seed) ^ request)`),
+    the stream, `step` and the absolute position (`canvas_start` + row) — so
+    every backend draws the same noise. The rule chooses the positions to keep:
     - `entropy_bound` (`bound`): walk positions by ascending entropy and keep
       each while the entropy of those before it is `<= bound`; the lowest
-      entropy position is always kept;
-    - `confidence_threshold` (`threshold` in (0, 1]): keep every position
-      whose sampled-token probability is at least `threshold`, and at least
-      the most confident one;
-    - `top_k_schedule` (`k >= 1`): keep the `k` most confident positions.
-    Only positions holding `mask_token_id` are candidates under the
-    mask-absorbing rules; for `entropy_bound`, every position is re-predicted.
-    Kept positions take the sampled token; the others are renoised (the mask
-    token, or a uniform random token). `converged` is true when the argmax
-    canvas equals `previous_argmax` (`stability >= 1`) and the mean entropy is
-    below `confidence` — the `dlm.diffusion_loop` ends on it.
+      entropy position is always kept; every position is re-predicted;
+    - `confidence_threshold` (`threshold` in (0, 1]): keep every masked
+      position whose sampled-token probability is at least `threshold`, and
+      at least the most confident one;
+    - `top_k_schedule` (`k`, `schedule_steps`): the `k` masked positions of
+      the block are unmasked over `schedule_steps` steps, `k / schedule_steps`
+      per step and one more in the first `k % schedule_steps` steps, most
+      confident first (LLaDA's low-confidence remasking).
+    Under the mask-absorbing rules only positions holding `mask_token_id` are
+    candidates and kept positions stay. Rejected positions are renoised (the
+    mask token, or a uniform random token). `converged` is true when the
+    argmax canvas equals `previous_argmax` (`stability >= 1`) and the mean
+    entropy is below `confidence`, or, for the mask-absorbing rules, when no
+    masked position is left — the `dlm.diffusion_loop` ends on it.
 
     Example:
     ```mlir
-    %next, %keep, %argmax, %done = dlm.entropy_accept %logits, %canvas, %prev, %temperature
-        {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>,
-         mask_token_id = 126336, stability = 1, confidence = 0.005}
-        : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>, f32
-        -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>, i1
+    %next, %keep, %argmax, %done = dlm.entropy_accept %logits, %canvas, %prev, %temperature,
+        %step, %start, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1,
+         renoise = #dlm.renoise<mask_token>, mask_token_id = 126336, stability = 1,
+         confidence = 0.005}
+        : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>
+        -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32]>:$logits, Dlm_TokenTensor:$canvas,
-                       Dlm_TokenTensor:$previous_argmax, F32:$temperature,
+                       Dlm_TokenTensor:$previous_argmax, F32:$temperature, Index:$step,
+                       Index:$canvas_start, I64:$request_key,
                        Dlm_AcceptRuleAttr:$rule,
                        OptionalAttr<F64Attr>:$bound,
                        OptionalAttr<F64Attr>:$threshold,
                        OptionalAttr<I64Attr>:$k,
+                       OptionalAttr<I64Attr>:$schedule_steps,
                        Dlm_RenoiseKindAttr:$renoise,
                        OptionalAttr<I64Attr>:$mask_token_id,
                        DefaultValuedAttr<I64Attr, "1">:$stability,
@@ -139,11 +147,23 @@ def Dlm_EntropyAcceptOp : Dlm_Op<"entropy_accept", [Pure]> {
   let results = (outs Dlm_TokenTensor:$next_canvas, RankedTensorOf<[I1]>:$keep,
                       Dlm_TokenTensor:$argmax, I1:$converged);
   let assemblyFormat = [{
-    $logits `,` $canvas `,` $previous_argmax `,` $temperature attr-dict `:`
-    type($logits) `,` type($canvas) `,` type($previous_argmax) `,` type($temperature)
-    `->` type($next_canvas) `,` type($keep) `,` type($argmax) `,` type($converged)
+    $logits `,` $canvas `,` $previous_argmax `,` $temperature `,` $step `,` $canvas_start `,` $request_key
+    attr-dict `:` type($logits) `,` type($canvas) `,` type($previous_argmax)
+    `->` type($next_canvas) `,` type($keep) `,` type($argmax)
   }];
   let hasVerifier = 1;
+}
+
+def Dlm_KVEmptyOp : Dlm_Op<"kv_empty", [Pure]> {
+  let summary = "a KV cache holding no positions yet";
+  let description = [{
+    The cache of a new sequence. With `--cache none` the decoding program
+    keeps the cache empty and each denoise step runs over the whole sequence.
+
+    Example: `%kv = dlm.kv_empty : !dlm.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, page_size = 16>`
+  }];
+  let results = (outs Dlm_KVCacheType:$cache);
+  let assemblyFormat = [{ attr-dict `:` qualified(type($cache)) }];
 }
 
 def Dlm_SpecVerifyOp : Dlm_Op<"spec_verify", [Pure]> {
@@ -295,6 +315,31 @@ def Dlm_LinearOp : Dlm_Op<"linear", [Pure]> {
   let assemblyFormat = [{
     $input `,` $weight (`bias` `(` $bias^ `)`)? attr-dict `:` type($input) `,` type($weight)
     (`,` type($bias)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_NormLinearOp : Dlm_Op<"norm_linear", [Pure]> {
+  let summary = "RMSNorm fused into the linear that consumes it: (norm(x) * w_norm) w^T (+ b)";
+  let description = [{
+    `dlm.rms_norm` followed by `dlm.linear`, as one op so a kernel can
+    normalise each row in the GEMM's prologue instead of writing the
+    normalised activations to memory and reading them back. Produced by
+    `--dlm-fuse-norm-linear`. Shapes as for the two ops it replaces:
+    `x : [S, K]`, `norm_weight : [K]`, `weight : [N, K]`, `bias : [N]`.
+
+    Example:
+    ```mlir
+    %y = dlm.norm_linear %x, %g, %w {eps = 1.0e-05 : f64}
+        : tensor<8x64xf32>, tensor<64xf32>, tensor<128x64xf32> -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$norm_weight,
+                       Dlm_FloatTensor:$weight, Optional<Dlm_FloatTensor>:$bias, F64Attr:$eps);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $norm_weight `,` $weight (`bias` `(` $bias^ `)`)? attr-dict `:` type($input) `,`
+    type($norm_weight) `,` type($weight) (`,` type($bias)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -222,109 +222,127 @@ func.func @commit_unknown_model(%t: tensor<8xi32>, %kv: !kv, %s: index) -> !kv {
 
 // -----
 
-func.func @accept_lengths(%l: tensor<8x64xf32>, %c: tensor<7xi32>, %t: f32) {
+func.func @accept_lengths(%l: tensor<8x64xf32>, %c: tensor<7xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{canvas length is 7, expected 8}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>}
-      : tensor<8x64xf32>, tensor<7xi32>, tensor<7xi32>, f32 -> tensor<7xi32>, tensor<7xi1>, tensor<7xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>}
+      : tensor<8x64xf32>, tensor<7xi32>, tensor<7xi32> -> tensor<7xi32>, tensor<7xi1>, tensor<7xi32>
   return
 }
 
 // -----
 
-func.func @accept_bound_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_bound_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{rule entropy_bound needs an entropy bound}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, renoise = #dlm.renoise<uniform_token>}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, renoise = #dlm.renoise<uniform_token>}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_bound_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_bound_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{entropy bound must be positive and finite, got 0}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.0, renoise = #dlm.renoise<uniform_token>}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.0, renoise = #dlm.renoise<uniform_token>}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_foreign_parameter(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_foreign_parameter(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{threshold is not a parameter of rule entropy_bound}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, threshold = 0.5, renoise = #dlm.renoise<uniform_token>}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, threshold = 0.5, renoise = #dlm.renoise<uniform_token>}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_threshold_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_threshold_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{rule confidence_threshold needs a threshold}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<confidence_threshold>, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<confidence_threshold>, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_threshold_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_threshold_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{threshold must be in (0, 1], got 1.5}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<confidence_threshold>, threshold = 1.5, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<confidence_threshold>, threshold = 1.5, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_k_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
-  // expected-error@+1 {{rule top_k_schedule needs k}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<top_k_schedule>, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+func.func @accept_k_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
+  // expected-error@+1 {{rule top_k_schedule needs k and schedule_steps}}
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<top_k_schedule>, schedule_steps = 2, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_k_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_k_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{k must be in [1, canvas length 8], got 9}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<top_k_schedule>, k = 9, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<top_k_schedule>, k = 9, schedule_steps = 2, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_mask_token_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_schedule_steps(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
+  // expected-error@+1 {{schedule_steps must be in [1, 65536], got 0}}
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<top_k_schedule>, k = 8, schedule_steps = 0, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
+  return
+}
+
+// -----
+
+func.func @accept_schedule_foreign(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
+  // expected-error@+1 {{schedule_steps is not a parameter of rule confidence_threshold}}
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<confidence_threshold>, threshold = 0.9, schedule_steps = 2, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
+  return
+}
+
+// -----
+
+func.func @accept_mask_token_missing(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{rule entropy_bound with renoise mask_token needs mask_token_id}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_mask_token_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_mask_token_range(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{mask_token_id 64 is outside the vocabulary [0, 64)}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>, mask_token_id = 64}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>, mask_token_id = 64}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_stability(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_stability(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{stability must be in [0, 1024], got -1}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>, stability = -1}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>, stability = -1}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 
 // -----
 
-func.func @accept_confidence(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32) {
+func.func @accept_confidence(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
   // expected-error@+1 {{confidence bound must be non-negative and finite, got -0.5}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>, confidence = -0.5}
-      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32>, f32 -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>, i1
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<uniform_token>, confidence = -0.5}
+      : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }
 

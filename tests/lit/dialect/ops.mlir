@@ -48,8 +48,10 @@ func.func @paged_attention(%q: tensor<8x4x16xbf16>, %kpool: tensor<64x16x2x16xbf
 }
 
 // CHECK-LABEL: func.func @generate_block
-func.func @generate_block(%prompt: tensor<32xi32>, %canvas0: tensor<32xi32>, %kv0: !kv,
-                          %t: f32) -> (tensor<32xi32>, index) {
+func.func @generate_block(%prompt: tensor<32xi32>, %canvas0: tensor<32xi32>, %t: f32,
+                          %key: i64) -> (tensor<32xi32>, index) {
+  // CHECK: %[[EMPTY:.*]] = dlm.kv_empty : !dlm.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, page_size = 16>
+  %kv0 = dlm.kv_empty : !kv
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
   // CHECK: %[[KV:.*]] = dlm.kv_commit @forward(%{{.*}}) at %{{.*}} into %{{.*}} : tensor<32xi32>, !dlm.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, page_size = 16>
@@ -62,11 +64,11 @@ func.func @generate_block(%prompt: tensor<32xi32>, %canvas0: tensor<32xi32>, %kv
         : tensor<32xi32>, !kv -> tensor<32x512xf32>
     // CHECK: dlm.entropy_accept
     // CHECK-SAME: rule = #dlm.accept<entropy_bound>
-    %next, %keep, %am, %done = dlm.entropy_accept %logits, %c, %a, %t
+    %next, %keep, %am, %done = dlm.entropy_accept %logits, %c, %a, %t, %step, %step, %key
         {rule = #dlm.accept<entropy_bound>, bound = 0.1, renoise = #dlm.renoise<mask_token>,
          mask_token_id = 7}
-        : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>, f32
-        -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>, i1
+        : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>
+        -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>
     // CHECK: dlm.yield %{{.*}}, %{{.*}}, %{{.*}} : tensor<32xi32>, tensor<32xi32>
     dlm.yield %done, %next, %am : tensor<32xi32>, tensor<32xi32>
   }
@@ -83,20 +85,20 @@ func.func @self_conditioned_step(%c: tensor<32xi32>, %kv: !kv, %sc: tensor<32x64
 }
 
 // CHECK-LABEL: func.func @accept_rules
-func.func @accept_rules(%l: tensor<32x512xf32>, %c: tensor<32xi32>, %t: f32)
+func.func @accept_rules(%l: tensor<32x512xf32>, %c: tensor<32xi32>, %t: f32, %step: index, %key: i64)
     -> (tensor<32xi32>, tensor<32xi32>) {
   // CHECK: rule = #dlm.accept<confidence_threshold>
-  %n0, %k0, %a0, %d0 = dlm.entropy_accept %l, %c, %c, %t
+  %n0, %k0, %a0, %d0 = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key
       {rule = #dlm.accept<confidence_threshold>, threshold = 0.9,
        renoise = #dlm.renoise<mask_token>, mask_token_id = 511}
-      : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>, f32
-      -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>, i1
-  // CHECK: rule = #dlm.accept<top_k_schedule>
-  %n1, %k1, %a1, %d1 = dlm.entropy_accept %l, %c, %c, %t
-      {rule = #dlm.accept<top_k_schedule>, k = 4, renoise = #dlm.renoise<mask_token>,
+      : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>
+      -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>
+  // CHECK: rule = #dlm.accept<top_k_schedule>, schedule_steps = 8
+  %n1, %k1, %a1, %d1 = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key
+      {rule = #dlm.accept<top_k_schedule>, k = 32, schedule_steps = 8, renoise = #dlm.renoise<mask_token>,
        mask_token_id = 511, stability = 0, confidence = 0.0}
-      : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>, f32
-      -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>, i1
+      : tensor<32x512xf32>, tensor<32xi32>, tensor<32xi32>
+      -> tensor<32xi32>, tensor<32xi1>, tensor<32xi32>
   return %n0, %n1 : tensor<32xi32>, tensor<32xi32>
 }
 

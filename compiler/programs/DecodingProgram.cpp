@@ -1,0 +1,180 @@
+// @generate, the exact form (no KV reuse):
+//   gen = [mask] * G
+//   for b in blocks:                                      scf.for
+//     block, argmax, steps = dlm.diffusion_loop:          per-block denoise loop
+//       sequence = prompt ++ gen with the current block
+//       logits   = dlm.denoise_step @forward(sequence)    rows of the block sliced out
+//       next, keep, argmax, done = dlm.entropy_accept ...
+//     gen[b] = block (low-confidence) or argmax (entropy-bound commits the argmax canvas)
+//   return gen
+#include "compiler/programs/DecodingProgram.h"
+
+#include "compiler/dialects/dlm/DlmDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace dlm::programs {
+namespace {
+
+using namespace mlir;
+
+int64_t moduleInt(ModuleOp module, StringRef name) {
+  auto attr = module->getAttrOfType<IntegerAttr>(name);
+  return attr ? attr.getInt() : -1;
+}
+
+} // namespace
+
+LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &policy) {
+  MLIRContext *context = module.getContext();
+  context->loadDialect<scf::SCFDialect, tensor::TensorDialect, arith::ArithDialect>();
+  const bool entropyBound = policy.name == "entropy-bound";
+  if (!entropyBound && policy.name != "low-confidence")
+    return module.emitError() << "unknown policy '" << policy.name << "'";
+  const int64_t genLength = policy.genLength, blockLength = policy.blockLength;
+  if (genLength <= 0 || blockLength <= 0 || genLength % blockLength != 0)
+    return module.emitError() << "gen_length " << genLength
+                              << " must be a positive multiple of block_length " << blockLength;
+  const int64_t blocks = genLength / blockLength;
+  if (!entropyBound && (policy.steps <= 0 || policy.steps % blocks != 0))
+    return module.emitError() << "steps " << policy.steps << " must be divisible by the "
+                              << blocks << " blocks";
+  const int64_t vocab = moduleInt(module, "dlm.vocab_size");
+  const int64_t maskToken = moduleInt(module, "dlm.mask_token_id");
+  const int64_t layers = moduleInt(module, "dlm.num_layers");
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || vocab <= 0 || layers <= 0)
+    return module.emitError("@generate needs @forward and the dlm.* model attributes");
+  if (maskToken < 0)
+    return module.emitError("this policy needs a model with a mask token (dlm.mask_token_id)");
+  // Step cap per block: the schedule's steps, or one step per position for the threshold
+  // variant (every step unmasks at least one), or the entropy-bound cap.
+  const int64_t stepsPerBlock =
+      entropyBound ? policy.maxSteps
+                   : (policy.threshold > 0.0 ? blockLength : policy.steps / blocks);
+
+  OpBuilder b(context);
+  Location loc = b.getUnknownLoc();
+  b.setInsertionPointToEnd(module.getBody());
+  Type i32 = b.getI32Type(), f32 = b.getF32Type(), index = b.getIndexType();
+  auto promptType = RankedTensorType::get({ShapedType::kDynamic}, i32);
+  auto genType = RankedTensorType::get({genLength}, i32);
+  auto blockType = RankedTensorType::get({blockLength}, i32);
+  auto blockLogitsType = RankedTensorType::get({blockLength, vocab}, f32);
+  auto logitsType = RankedTensorType::get({ShapedType::kDynamic, vocab}, f32);
+  auto keepType = RankedTensorType::get({blockLength}, b.getI1Type());
+
+  auto fn = func::FuncOp::create(
+      b, loc, "generate", b.getFunctionType({promptType, f32, b.getI64Type()}, {genType}));
+  fn->setAttr("dlm.policy", b.getStringAttr(policy.name));
+  fn->setAttr("dlm.gen_length", b.getI64IntegerAttr(genLength));
+  fn->setAttr("dlm.block_length", b.getI64IntegerAttr(blockLength));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value prompt = entry->getArgument(0), temperature = entry->getArgument(1),
+        requestKey = entry->getArgument(2);
+
+  auto cst = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto cacheType = dlm::ir::KVCacheType::get(
+      context, layers, std::max<int64_t>(moduleInt(module, "dlm.num_kv_heads"), 1),
+      std::max<int64_t>(moduleInt(module, "dlm.head_dim"), 1), policy.pageSize);
+  Value cache = dlm::ir::KVEmptyOp::create(b, loc, cacheType);
+  Value zero = cst(0);
+  Value promptLength = tensor::DimOp::create(b, loc, prompt, 0);
+  Value masks = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(genType, b.getI32IntegerAttr(maskToken).getValue()));
+  Value noArgmax = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(blockType, b.getI32IntegerAttr(-1).getValue()));
+  Value blockLengthValue = cst(blockLength);
+  Value stepsPerBlockValue = cst(stepsPerBlock);
+
+  auto blockLoop =
+      scf::ForOp::create(b, loc, zero, cst(blocks), cst(1), ValueRange{masks});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(blockLoop.getBody());
+    Value blockIndex = blockLoop.getInductionVar();
+    Value gen = blockLoop.getRegionIterArgs()[0];
+    Value offset = arith::MulIOp::create(b, loc, blockIndex, blockLengthValue);
+    Value start = arith::AddIOp::create(b, loc, promptLength, offset);
+    Value firstStep = arith::MulIOp::create(b, loc, blockIndex, stepsPerBlockValue);
+    SmallVector<OpFoldResult> blockOffset{offset}, blockSize{b.getIndexAttr(blockLength)},
+        unit{b.getIndexAttr(1)};
+    Value initialBlock =
+        tensor::ExtractSliceOp::create(b, loc, blockType, gen, blockOffset, blockSize, unit);
+
+    auto loop = dlm::ir::DiffusionLoopOp::create(b, loc, ValueRange{initialBlock, noArgmax},
+                                                 stepsPerBlock);
+    {
+      OpBuilder::InsertionGuard loopGuard(b);
+      b.setInsertionPointToStart(&loop.getBodyBlock());
+      Value step = loop.getStepArgument();
+      Value canvas = loop.getCarriedArguments()[0];
+      Value previousArgmax = loop.getCarriedArguments()[1];
+      Value current =
+          tensor::InsertSliceOp::create(b, loc, canvas, gen, blockOffset, blockSize, unit);
+      Value sequence = tensor::ConcatOp::create(b, loc, promptType, 0, ValueRange{prompt, current});
+      Value logits = dlm::ir::DenoiseStepOp::create(b, loc, logitsType, "forward", sequence, zero,
+                                                    cache, Value());
+      Value blockLogits = tensor::ExtractSliceOp::create(
+          b, loc, blockLogitsType, logits, SmallVector<OpFoldResult>{start, b.getIndexAttr(0)},
+          SmallVector<OpFoldResult>{b.getIndexAttr(blockLength), b.getIndexAttr(vocab)},
+          SmallVector<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+      Value globalStep = arith::AddIOp::create(b, loc, firstStep, step);
+
+      Value stepTemperature = temperature;
+      dlm::ir::EntropyAcceptOp acceptOp;
+      auto renoise = dlm::ir::RenoiseKindAttr::get(context, dlm::ir::RenoiseKind::mask_token);
+      if (entropyBound) {
+        // T_n = t_min + (t_max - t_min) * (S - n) / S, n the step within the block.
+        Value stepF = arith::UIToFPOp::create(
+            b, loc, f32, arith::IndexCastOp::create(b, loc, b.getI64Type(), step));
+        auto f = [&](double v) -> Value {
+          return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+        };
+        Value remaining = arith::SubFOp::create(b, loc, f(double(policy.maxSteps)), stepF);
+        Value fraction = arith::DivFOp::create(b, loc, remaining, f(double(policy.maxSteps)));
+        stepTemperature = arith::AddFOp::create(
+            b, loc, f(policy.tMin),
+            arith::MulFOp::create(b, loc, f(policy.tMax - policy.tMin), fraction));
+        acceptOp = dlm::ir::EntropyAcceptOp::create(
+            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
+            previousArgmax, stepTemperature, globalStep, start, requestKey,
+            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::entropy_bound), b.getF64FloatAttr(policy.entropyBound),
+            FloatAttr(), IntegerAttr(), IntegerAttr(), renoise,
+            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(policy.stability),
+            b.getF64FloatAttr(policy.confidenceBound));
+      } else if (policy.threshold > 0.0) {
+        acceptOp = dlm::ir::EntropyAcceptOp::create(
+            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
+            previousArgmax, stepTemperature, globalStep, start, requestKey,
+            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::confidence_threshold), FloatAttr(),
+            b.getF64FloatAttr(policy.threshold), IntegerAttr(), IntegerAttr(), renoise,
+            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(0), b.getF64FloatAttr(0.0));
+      } else {
+        acceptOp = dlm::ir::EntropyAcceptOp::create(
+            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
+            previousArgmax, stepTemperature, globalStep, start, requestKey,
+            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::top_k_schedule), FloatAttr(), FloatAttr(),
+            b.getI64IntegerAttr(blockLength), b.getI64IntegerAttr(stepsPerBlock), renoise,
+            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(0), b.getF64FloatAttr(0.0));
+      }
+      dlm::ir::YieldOp::create(b, loc, acceptOp.getConverged(),
+                               ValueRange{acceptOp.getNextCanvas(), acceptOp.getArgmax()});
+    }
+    // Mask-absorbing schedules commit the canvas; the entropy-bound sampler commits the argmax
+    // canvas of its last step.
+    Value committed = loop.getResults()[entropyBound ? 1 : 0];
+    Value nextGen =
+        tensor::InsertSliceOp::create(b, loc, committed, gen, blockOffset, blockSize, unit);
+    scf::YieldOp::create(b, loc, nextGen);
+  }
+  func::ReturnOp::create(b, loc, blockLoop.getResult(0));
+  return success();
+}
+
+} // namespace dlm::programs
