@@ -98,7 +98,10 @@ struct PlanMemoryPass : dlm::impl::PlanMemoryPassBase<PlanMemoryPass> {
     SmallVector<Buffer *> order;
     for (Value root : roots)
       order.push_back(&buffers[root]);
-    llvm::stable_sort(order, [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
+    // Larger first; equal sizes in program order, so the plan is deterministic.
+    llvm::sort(order, [](Buffer *a, Buffer *b) {
+      return a->bytes != b->bytes ? a->bytes > b->bytes : a->first < b->first;
+    });
     SmallVector<Buffer *> placed;
     int64_t arenaBytes = 0, unplannedBytes = 0;
     for (Buffer *buffer : order) {

@@ -60,7 +60,7 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
   b.setInsertionPointToEnd(module.getBody());
-  Type i32 = b.getI32Type(), f32 = b.getF32Type(), index = b.getIndexType();
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
   auto promptType = RankedTensorType::get({ShapedType::kDynamic}, i32);
   auto genType = RankedTensorType::get({genLength}, i32);
   auto blockType = RankedTensorType::get({blockLength}, i32);

@@ -114,8 +114,8 @@ Status checkHeads(const artifact::ModelConfig &c) {
 struct LayerNames {
   std::string prefix; // e.g. "model.layers." — the layer index follows, then a '.'
   std::string attnNorm, q, k, v, o, mlpNorm, gate, up, down;
-  std::string qBias, kBias, vBias; // empty when the family has none
-  std::string qNorm, kNorm;        // empty when the family has none
+  std::string qBias = {}, kBias = {}, vBias = {}; // empty when the family has none
+  std::string qNorm = {}, kNorm = {};             // empty when the family has none
 };
 
 std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c, const LayerNames &names,
