@@ -51,11 +51,9 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
     return module.emitError("@generate needs @forward and the dlm.* model attributes");
   if (maskToken < 0)
     return module.emitError("this policy needs a model with a mask token (dlm.mask_token_id)");
-  // Step cap per block: the schedule's steps, or one step per position for the threshold
-  // variant (every step unmasks at least one), or the entropy-bound cap.
-  const int64_t stepsPerBlock =
-      entropyBound ? policy.maxSteps
-                   : (policy.threshold > 0.0 ? blockLength : policy.steps / blocks);
+  // Step cap per block: the schedule's steps (a cap for the threshold variant too, whose last
+  // step unmasks what remains), or the entropy-bound cap.
+  const int64_t stepsPerBlock = entropyBound ? policy.maxSteps : policy.steps / blocks;
 
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
@@ -153,7 +151,8 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
             b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
             previousArgmax, stepTemperature, globalStep, start, requestKey,
             dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::confidence_threshold), FloatAttr(),
-            b.getF64FloatAttr(policy.threshold), IntegerAttr(), IntegerAttr(), renoise,
+            b.getF64FloatAttr(policy.threshold), IntegerAttr(), b.getI64IntegerAttr(stepsPerBlock),
+            renoise,
             b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(0), b.getF64FloatAttr(0.0));
       } else {
         acceptOp = dlm::ir::EntropyAcceptOp::create(

@@ -231,8 +231,13 @@ LogicalResult EntropyAcceptOp::verify() {
     break;
   }
   }
-  if (rule != AcceptRule::top_k_schedule && getScheduleSteps())
+  if (rule == AcceptRule::entropy_bound && getScheduleSteps())
     return emitOpError() << "schedule_steps is not a parameter of rule " << ruleName;
+  if (rule == AcceptRule::confidence_threshold && getScheduleSteps() &&
+      (getScheduleStepsAttr().getInt() < 1 ||
+       getScheduleStepsAttr().getInt() > kMaxDiffusionSteps))
+    return emitOpError() << "schedule_steps must be in [1, " << kMaxDiffusionSteps << "], got "
+                         << getScheduleStepsAttr().getInt();
 
   // Mask-absorbing rules choose among masked positions, and mask renoising writes the mask token:
   // both need to know which id it is.

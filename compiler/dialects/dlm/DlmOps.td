@@ -110,7 +110,9 @@ def Dlm_EntropyAcceptOp : Dlm_Op<"entropy_accept", [Pure]> {
       entropy position is always kept; every position is re-predicted;
     - `confidence_threshold` (`threshold` in (0, 1]): keep every masked
       position whose sampled-token probability is at least `threshold`, and
-      at least the most confident one;
+      at least the most confident one; with `schedule_steps`, the step
+      numbered `schedule_steps - 1` within the block (the cap) unmasks all
+      that remain;
     - `top_k_schedule` (`k`, `schedule_steps`): the `k` masked positions of
       the block are unmasked over `schedule_steps` steps, `k / schedule_steps`
       per step and one more in the first `k % schedule_steps` steps, most

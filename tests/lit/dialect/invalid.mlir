@@ -304,8 +304,8 @@ func.func @accept_schedule_steps(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f3
 // -----
 
 func.func @accept_schedule_foreign(%l: tensor<8x64xf32>, %c: tensor<8xi32>, %t: f32, %step: index, %key: i64) {
-  // expected-error@+1 {{schedule_steps is not a parameter of rule confidence_threshold}}
-  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<confidence_threshold>, threshold = 0.9, schedule_steps = 2, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
+  // expected-error@+1 {{schedule_steps is not a parameter of rule entropy_bound}}
+  %n, %k, %a, %d = dlm.entropy_accept %l, %c, %c, %t, %step, %step, %key {rule = #dlm.accept<entropy_bound>, bound = 0.1, schedule_steps = 2, renoise = #dlm.renoise<mask_token>, mask_token_id = 3}
       : tensor<8x64xf32>, tensor<8xi32>, tensor<8xi32> -> tensor<8xi32>, tensor<8xi1>, tensor<8xi32>
   return
 }

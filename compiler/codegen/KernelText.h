@@ -1,0 +1,45 @@
+// The small emitter every kernel generator uses: CUDA text is written as a template with ${key}
+// placeholders next to the code that fills them, then wrapped into one translation unit with the
+// shared device helpers (DeviceCommon.cpp).
+#pragma once
+
+#include "compiler/codegen/KernelSource.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlm::codegen {
+
+using TemplateValues = std::vector<std::pair<std::string, std::string>>;
+
+// Replaces each ${key} in `text` by its value. A placeholder without a value, or a value no
+// placeholder uses, is a bug in the generator: it aborts rather than emit broken CUDA.
+std::string expandTemplate(std::string_view text, const TemplateValues &values);
+
+// A C++ literal that reads back as exactly `value`: "0.5", "1e+06", "0.10000000000000001".
+std::string doubleLiteral(double value);
+// A float literal of `value` rounded to float: "0.5f".
+std::string floatLiteral(double value);
+std::string boolLiteral(bool value);
+// `value` as part of a C identifier: "10000", "0p5", "1e06".
+std::string identifierFragment(double value);
+
+// "__nv_bfloat16" or "float".
+std::string_view cudaElementType(ElementType type);
+inline int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// The parameter list of an entry point, one parameter per line, for ${signature}.
+std::string renderSignature(const std::vector<KernelParameter> &parameters);
+
+// The translation unit around a kernel: a header comment, <cuda_bf16.h>, the shared device
+// helpers and `body` inside namespace <name>_detail (so that several kernels can share one
+// translation unit in the emulated device's build).
+std::string assembleTranslationUnit(const KernelSource &kernel, std::string_view summary,
+                                    std::string_view body);
+
+} // namespace dlm::codegen

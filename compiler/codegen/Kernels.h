@@ -1,0 +1,124 @@
+// The kernel generators: one function per kernel kind, each specialised on the shapes and
+// attributes that are fixed when a model is compiled (head dim, head counts, mask kind, page
+// size, vocabulary, canvas length, ...). What varies per launch (token counts, KV lengths, block
+// tables, temperatures, steps) is a kernel argument. Storage is bf16 (or f32 where noted),
+// accumulation fp32. GEMMs are not generated: they are cuBLASLt's.
+//
+// Each generator checks its parameters and returns a named error for a shape it cannot serve.
+// The kernels' argument lists and grids are documented where each is generated
+// (compiler/codegen/kernels/<Kind>.cpp) and repeated in KernelSource::parameters / grid.
+#pragma once
+
+#include "compiler/codegen/KernelSource.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace dlm::codegen {
+
+enum class ElementType { bf16, f32 };
+
+// The visibility rules of dlm.masked_attention (key and query are positions).
+enum class MaskKind {
+  causal,                 // key <= query
+  bidirectional,          // every key
+  blockCausal,            // key / block_size <= query / block_size
+  slidingWindow,          // 0 <= query - key < window
+  slidingWindowSymmetric, // |query - key| < window
+};
+
+enum class Activation { silu, geluTanh };
+
+enum class AcceptRule {
+  entropyBound,        // by ascending entropy while the entropy accepted before stays <= bound
+  confidenceThreshold, // sampled-token probability >= threshold, and the most confident one
+  topK,                // the k most confident
+};
+
+enum class NoiseKind {
+  maskToken, // mask-absorbing: rejected positions hold the mask token
+  uniform,   // uniform random token from the counter RNG (renoise / initial stream)
+};
+
+// The widest access (elements, at most 16 bytes) that divides `count` elements of `type`: the
+// kernels read rows of `count` elements in accesses of this many, so row strides and base
+// pointers handed to them must be multiples of it.
+int vectorWidth(ElementType type, int64_t count);
+
+std::string_view elementTypeName(ElementType type); // "bf16", "f32"
+std::string_view maskKindName(MaskKind kind);       // "causal", "block_causal", ...
+std::string_view activationName(Activation activation);
+std::string_view acceptRuleName(AcceptRule rule);
+std::string_view noiseKindName(NoiseKind noise);
+
+// y = x * rsqrt(mean(x^2) + eps) * weight over rows of `width`; one block per row.
+struct RmsNormParams {
+  int64_t width = 0;
+  bool hasWeight = true; // false: the "no-scale" norm
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params);
+
+// NeoX rotary embedding in place: pairs (j, j + rotaryDim/2) for j < frequencyPairs rotate by
+// position * theta^(-2j / frequencyDim); other dimensions pass through.
+struct RopeParams {
+  int64_t headDim = 0;
+  int64_t rotaryDim = 0;      // 0: headDim
+  int64_t frequencyPairs = 0; // 0: rotaryDim / 2 (fewer: "proportional" RoPE)
+  int64_t frequencyDim = 0;   // 0: rotaryDim (the exponent's denominator)
+  double theta = 10000.0;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateRope(const RopeParams &params);
+
+// Attention through a paged KV cache with online softmax, GQA and a per-request causal flag.
+struct AttentionParams {
+  int64_t headDim = 0;
+  int64_t heads = 0;
+  int64_t kvHeads = 0;
+  int64_t pageSize = 0;
+  MaskKind mask = MaskKind::causal;
+  // 0 = chosen from headDim (register and shared-memory budget).
+  int64_t rowsPerWarp = 0;
+};
+StatusOr<KernelSource> generateAttention(const AttentionParams &params);
+
+// out = act(gate) * up, elementwise over rows of `width`.
+struct GatedActivationParams {
+  int64_t width = 0;
+  Activation activation = Activation::silu;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &params);
+
+// The fused sampler epilogue over [rows x vocab] logits: per row the softmax statistics at the
+// request's temperature, entropy, argmax, a Gumbel-max sample and its probability, in one pass.
+struct SamplerParams {
+  int64_t vocab = 0;
+  ElementType logits = ElementType::f32;
+  double softcap = 0; // > 0: logits become softcap * tanh(logits / softcap) first
+  int64_t threads = 256;
+};
+StatusOr<KernelSource> generateSampler(const SamplerParams &params);
+
+// The accept rule over one canvas per block, plus the convergence test.
+struct AcceptParams {
+  int64_t canvas = 0;
+  AcceptRule rule = AcceptRule::entropyBound;
+  // Only positions holding the mask token are candidates (LLaDA-style); otherwise every position
+  // is re-predicted (entropy-bound canvases).
+  bool maskAbsorbing = false;
+};
+StatusOr<KernelSource> generateAccept(const AcceptParams &params);
+
+// The next canvas: kept positions take the sampled token, rejected candidates the noise.
+// `initialCanvas` writes noise everywhere (the RNG's initial-canvas stream).
+struct RenoiseParams {
+  int64_t vocab = 0;
+  NoiseKind noise = NoiseKind::uniform;
+  bool initialCanvas = false;
+};
+StatusOr<KernelSource> generateRenoise(const RenoiseParams &params);
+
+} // namespace dlm::codegen

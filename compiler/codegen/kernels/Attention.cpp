@@ -1,0 +1,392 @@
+// Attention over a paged KV cache, flash style: no [queries x keys] matrix is ever formed.
+//
+// A block serves one request, one KV head and kRows (query, head-in-group) rows, so a GQA group
+// shares every K/V tile it loads. Each warp owns kRowsPerWarp rows. Per tile of 32 keys:
+//   1. the block copies the keys (and values) of the tile from their pages into shared memory
+//      (16-byte loads; key rows padded to an odd number of words so that lane j reading key j
+//      hits bank j);
+//   2. lane j scores key j against each of the warp's rows (the query row, pre-scaled, is a
+//      broadcast read from shared memory) and the mask hides what the row may not see;
+//   3. the online softmax update: new max m' = max(m, max_j s_j), rescale factor e^(m - m'),
+//      l = l e^(m - m') + sum_j e^(s_j - m'), and the weights e^(s_j - m') go to shared memory;
+//   4. each lane accumulates its kHeadDim / 32 output dimensions over the tile's values.
+// Tiles outside the union of what the block's rows can see are never loaded.
+//
+// Masks are positions: key j of a request sits at position j (its slot in the block table),
+// query rows carry explicit positions. A request whose causal flag is set is treated as causal
+// (windowed too for the sliding kinds), so prefill/commit passes and bidirectional canvases mix
+// in one batch. A row that sees no key yields zeros.
+//
+// Arguments: q [tokens, heads, headDim] (token stride qStride), kPages and vPages (key j of head
+// g at pages + pageTable[j / pageSize] * pageStride + (j % pageSize) * slotStride + g * headDim),
+// blockTables [requests, maxPagesPerRequest], queryStarts [requests + 1] (a request's query
+// tokens are q rows queryStarts[r] ..), queryPositions [tokens], kvLengths [requests],
+// causalFlags [requests] or null, window, blockSize, scale, out (like q, stride outStride).
+// Strides must be multiples of 8 elements.
+#include "compiler/codegen/KernelText.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <algorithm>
+
+namespace dlm::codegen {
+
+namespace {
+
+constexpr std::string_view kBody = R"cuda(constexpr int kHeadDim = ${headDim};
+constexpr int kHeads = ${heads};
+constexpr int kKvHeads = ${kvHeads};
+constexpr int kGroup = kHeads / kKvHeads;
+constexpr int kPageSize = ${pageSize};
+constexpr int kWarps = ${warps};
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowsPerWarp = ${rowsPerWarp};
+constexpr int kRows = kWarps * kRowsPerWarp;
+constexpr int kTileKeys = 32;
+constexpr int kDimsPerLane = kHeadDim / 32;
+constexpr int kChunks = kHeadDim / 8;
+constexpr int kKeyWords = kHeadDim / 2 + 1;
+// The value tile reuses the key tile's storage when both would not fit in 48 KiB of static
+// shared memory; it then costs two more barriers per tile.
+constexpr bool kValuesShareKeyTile = ${valuesShareKeyTile};
+
+// ${maskRule}
+__device__ __forceinline__ bool visible(int query, int key, bool causal, int window,
+                                        int blockSize) {
+${visibleBody}
+}
+
+// [lo, hi): every key that one of the rows at positions [minQuery, maxQuery] may see.
+__device__ __forceinline__ void keyRange(long long minQuery, long long maxQuery, long long keys,
+                                         bool causal, long long window, long long blockSize,
+                                         int &lo, int &hi) {
+  long long first = 0, last = keys;
+${rangeBody}
+  lo = (int)(first < 0 ? 0 : first);
+  hi = (int)(last > keys ? keys : last);
+}
+
+__device__ __forceinline__ const __nv_bfloat16 *slot(const __nv_bfloat16 *pages,
+                                                     const int *pageTable, int key,
+                                                     long long pageStride, long long slotStride,
+                                                     int kvHead) {
+  return pages + (long long)pageTable[key / kPageSize] * pageStride +
+         (long long)(key % kPageSize) * slotStride + kvHead * kHeadDim;
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
+${signature}) {
+  const int request = blockIdx.z;
+  const int kvHead = blockIdx.y;
+  const int queryBegin = queryStarts[request];
+  const int rows = (queryStarts[request + 1] - queryBegin) * kGroup;
+  const int firstRow = blockIdx.x * kRows;
+  if (firstRow >= rows)
+    return; // the whole block: before any barrier
+  const int keys = kvLengths[request];
+  const bool causal = ${kindIsCausal} || (causalFlags != nullptr && causalFlags[request] != 0);
+  const int *pageTable = blockTables + (long long)request * maxPagesPerRequest;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+
+  __shared__ __align__(16) float sQuery[kRows][kHeadDim];
+  __shared__ int sPosition[kRows];
+  __shared__ int sKeyRange[2];
+  __shared__ float sWeight[kWarps][kRowsPerWarp][kTileKeys];
+  __shared__ __align__(16) __nv_bfloat162 sKey[kTileKeys][kKeyWords];
+${valueTile}
+
+  for (int item = threadIdx.x; item < kRows * kChunks; item += kThreads) {
+    const int row = item / kChunks, chunk = item % kChunks;
+    float values[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (firstRow + row < rows) {
+      const int query = (firstRow + row) / kGroup;
+      const int head = kvHead * kGroup + (firstRow + row) % kGroup;
+      dlm_device::loadFloats<8>(q + (long long)(queryBegin + query) * qStride + head * kHeadDim +
+                                    chunk * 8,
+                                values);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      sQuery[row][chunk * 8 + k] = values[k] * scale;
+  }
+  for (int row = threadIdx.x; row < kRows; row += kThreads)
+    sPosition[row] =
+        firstRow + row < rows ? queryPositions[queryBegin + (firstRow + row) / kGroup] : -1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int minQuery = 0x7fffffff, maxQuery = 0;
+    for (int row = 0; row < kRows; ++row) {
+      if (sPosition[row] < 0)
+        continue;
+      minQuery = sPosition[row] < minQuery ? sPosition[row] : minQuery;
+      maxQuery = sPosition[row] > maxQuery ? sPosition[row] : maxQuery;
+    }
+    keyRange(minQuery, maxQuery, keys, causal, window, blockSize, sKeyRange[0], sKeyRange[1]);
+  }
+  __syncthreads();
+  const int keyBegin = sKeyRange[0], keyEnd = sKeyRange[1];
+
+  float rowMax[kRowsPerWarp], rowSum[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    rowMax[r] = dlm_device::negativeInfinity();
+    rowSum[r] = 0.f;
+#pragma unroll
+    for (int t = 0; t < kDimsPerLane; ++t)
+      acc[r][t] = 0.f;
+  }
+
+  for (int tile = keyBegin; tile < keyEnd; tile += kTileKeys) {
+    __syncthreads(); // every warp is done with the previous tile
+    for (int item = threadIdx.x; item < kTileKeys * kChunks; item += kThreads) {
+      const int key = item / kChunks, chunk = item % kChunks;
+      uint4 keyBits = make_uint4(0u, 0u, 0u, 0u), valueBits = make_uint4(0u, 0u, 0u, 0u);
+      if (tile + key < keyEnd) {
+        keyBits = *reinterpret_cast<const uint4 *>(
+            slot(kPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
+        if (!kValuesShareKeyTile)
+          valueBits = *reinterpret_cast<const uint4 *>(
+              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
+      }
+      const __nv_bfloat162 *pairs = reinterpret_cast<const __nv_bfloat162 *>(&keyBits);
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        sKey[key][chunk * 4 + k] = pairs[k];
+      if (!kValuesShareKeyTile)
+        *reinterpret_cast<uint4 *>(&sValue[key][chunk * 8]) = valueBits;
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int row = warp * kRowsPerWarp + r;
+      const int position = sPosition[row];
+      if (position < 0) { // warp-uniform: the row does not exist
+        sWeight[warp][r][lane] = 0.f;
+        continue;
+      }
+      float score = dlm_device::negativeInfinity();
+      if (tile + lane < keyEnd && visible(position, tile + lane, causal, window, blockSize)) {
+        const float2 *query = reinterpret_cast<const float2 *>(sQuery[row]);
+        float dot = 0.f;
+#pragma unroll 8
+        for (int p = 0; p < kHeadDim / 2; ++p) {
+          const float2 k2 = __bfloat1622float2(sKey[lane][p]);
+          const float2 q2 = query[p];
+          dot = fmaf(q2.x, k2.x, dot);
+          dot = fmaf(q2.y, k2.y, dot);
+        }
+        score = dot;
+      }
+      // Online softmax: a row that has seen no visible key keeps max = -inf and sum = 0.
+      const float newMax = fmaxf(rowMax[r], dlm_device::warpMax(score));
+      const float weight =
+          score == dlm_device::negativeInfinity() ? 0.f : __expf(score - newMax);
+      const float rescale =
+          rowMax[r] == dlm_device::negativeInfinity() ? 0.f : __expf(rowMax[r] - newMax);
+      rowSum[r] = rowSum[r] * rescale + dlm_device::warpSum(weight);
+      rowMax[r] = newMax;
+#pragma unroll
+      for (int t = 0; t < kDimsPerLane; ++t)
+        acc[r][t] *= rescale;
+      sWeight[warp][r][lane] = weight;
+    }
+
+    if (kValuesShareKeyTile) {
+      __syncthreads(); // the key tile is dead: values take its place
+      for (int item = threadIdx.x; item < kTileKeys * kChunks; item += kThreads) {
+        const int key = item / kChunks, chunk = item % kChunks;
+        uint4 valueBits = make_uint4(0u, 0u, 0u, 0u);
+        if (tile + key < keyEnd)
+          valueBits = *reinterpret_cast<const uint4 *>(
+              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
+        *reinterpret_cast<uint4 *>(&sValue[key][chunk * 8]) = valueBits;
+      }
+      __syncthreads();
+    } else {
+      __syncwarp(); // the warp's weights are visible to all its lanes
+    }
+
+    const int tileKeys = keyEnd - tile < kTileKeys ? keyEnd - tile : kTileKeys;
+    for (int key = 0; key < tileKeys; ++key) {
+#pragma unroll
+      for (int t = 0; t < kDimsPerLane; ++t) {
+        const float value = __bfloat162float(sValue[key][lane + 32 * t]);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          acc[r][t] = fmaf(sWeight[warp][r][key], value, acc[r][t]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int row = warp * kRowsPerWarp + r;
+    if (sPosition[row] < 0)
+      continue;
+    const int query = (firstRow + row) / kGroup;
+    const int head = kvHead * kGroup + (firstRow + row) % kGroup;
+    const float inverse = rowSum[r] > 0.f ? 1.f / rowSum[r] : 0.f;
+    __nv_bfloat16 *to = out + (long long)(queryBegin + query) * outStride + head * kHeadDim;
+#pragma unroll
+    for (int t = 0; t < kDimsPerLane; ++t)
+      to[lane + 32 * t] = __float2bfloat16(acc[r][t] * inverse);
+  }
+}
+)cuda";
+
+struct MaskText {
+  std::string_view rule;
+  std::string_view kindIsCausal;
+  std::string_view visible;
+  std::string_view range;
+};
+
+MaskText maskText(MaskKind mask) {
+  switch (mask) {
+  case MaskKind::causal:
+    return {"causal: key <= query.", "true", "  return key <= query;", "  last = maxQuery + 1;"};
+  case MaskKind::bidirectional:
+    return {"bidirectional: every key (causal requests: key <= query).", "false",
+            "  return !causal || key <= query;", "  if (causal)\n    last = maxQuery + 1;"};
+  case MaskKind::blockCausal:
+    return {"block causal: key / blockSize <= query / blockSize (causal requests: key <= "
+            "query).",
+            "false", "  return causal ? key <= query : key / blockSize <= query / blockSize;",
+            "  last = causal ? maxQuery + 1 : (maxQuery / blockSize + 1) * blockSize;"};
+  case MaskKind::slidingWindow:
+    return {"sliding window: 0 <= query - key < window.", "true",
+            "  return key <= query && query - key < window;",
+            "  first = minQuery - window + 1;\n  last = maxQuery + 1;"};
+  case MaskKind::slidingWindowSymmetric:
+    return {"symmetric sliding window: |query - key| < window (causal requests: 0 <= query - "
+            "key < window).",
+            "false",
+            "  return query - key < window && (causal ? key <= query : key - query < window);",
+            "  first = minQuery - window + 1;\n  last = causal ? maxQuery + 1 : maxQuery + "
+            "window;"};
+  }
+  return {};
+}
+
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+
+struct Layout {
+  int64_t rowsPerWarp;
+  bool valuesShareKeyTile;
+  int64_t sharedBytes;
+};
+
+Layout layoutFor(int64_t headDim, int64_t rowsPerWarp, int64_t warps, bool share) {
+  const int64_t rows = warps * rowsPerWarp;
+  const int64_t keyTile = 32 * (headDim / 2 + 1) * 4;
+  const int64_t valueTile = share ? 0 : 32 * headDim * 2;
+  const int64_t bytes =
+      rows * headDim * 4 + rows * 4 + 8 + warps * rowsPerWarp * 32 * 4 + keyTile + valueTile;
+  return {rowsPerWarp, share, bytes};
+}
+
+} // namespace
+
+StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
+  const int64_t headDim = params.headDim;
+  if (headDim <= 0 || headDim % 32 != 0 || headDim > 1024)
+    return Status::error("attention: head_dim must be a multiple of 32 in [32, 1024], got " +
+                         std::to_string(headDim));
+  if (params.heads <= 0 || params.kvHeads <= 0 || params.heads % params.kvHeads != 0)
+    return Status::error("attention: heads (" + std::to_string(params.heads) +
+                         ") must be a positive multiple of kv_heads (" +
+                         std::to_string(params.kvHeads) + ")");
+  if (params.pageSize <= 0 || params.pageSize > 65536)
+    return Status::error("attention: page_size must be in [1, 65536], got " +
+                         std::to_string(params.pageSize));
+  if (params.rowsPerWarp < 0 || params.rowsPerWarp > 8)
+    return Status::error("attention: rows_per_warp must be in [0, 8]");
+
+  constexpr int64_t warps = 4;
+  // About 16 accumulators per lane: 4 rows at head_dim 128, 2 at 256, 1 at 512.
+  int64_t rowsPerWarp = params.rowsPerWarp;
+  if (rowsPerWarp == 0)
+    rowsPerWarp = std::max<int64_t>(1, std::min<int64_t>(4, 512 / headDim));
+  Layout layout = layoutFor(headDim, rowsPerWarp, warps, false);
+  if (layout.sharedBytes > kStaticSharedLimit)
+    layout = layoutFor(headDim, rowsPerWarp, warps, true);
+  while (layout.sharedBytes > kStaticSharedLimit && params.rowsPerWarp == 0 &&
+         layout.rowsPerWarp > 1)
+    layout = layoutFor(headDim, layout.rowsPerWarp - 1, warps, true);
+  if (layout.sharedBytes > kStaticSharedLimit)
+    return Status::error("attention: head_dim " + std::to_string(headDim) + " with " +
+                         std::to_string(layout.rowsPerWarp) + " rows per warp needs " +
+                         std::to_string(layout.sharedBytes) +
+                         " bytes of shared memory, over the 48 KiB static limit");
+
+  const MaskText mask = maskText(params.mask);
+  KernelSource kernel;
+  kernel.kind = "attention";
+  kernel.name = "dlm_attention_" + std::string(maskKindName(params.mask)) + "_d" +
+                std::to_string(headDim) + "_h" + std::to_string(params.heads) + "_kv" +
+                std::to_string(params.kvHeads) + "_p" + std::to_string(params.pageSize);
+  if (params.rowsPerWarp)
+    kernel.name += "_r" + std::to_string(params.rowsPerWarp);
+  kernel.hot = true;
+  kernel.blockThreads = static_cast<unsigned>(warps * 32);
+  kernel.grid = "x = ceil(max queries per request * " +
+                std::to_string(params.heads / params.kvHeads) + " / " +
+                std::to_string(warps * layout.rowsPerWarp) +
+                "), y = " + std::to_string(params.kvHeads) + " (kv heads), z = requests";
+  kernel.sharedMemoryBytes = static_cast<unsigned>(layout.sharedBytes);
+  kernel.parameters = {
+      {"const __nv_bfloat16 *__restrict__", "q"},
+      {"long long", "qStride"},
+      {"const __nv_bfloat16 *__restrict__", "kPages"},
+      {"const __nv_bfloat16 *__restrict__", "vPages"},
+      {"long long", "pageStride"},
+      {"long long", "slotStride"},
+      {"const int *__restrict__", "blockTables"},
+      {"int", "maxPagesPerRequest"},
+      {"const int *__restrict__", "queryStarts"},
+      {"const int *__restrict__", "queryPositions"},
+      {"const int *__restrict__", "kvLengths"},
+      {"const unsigned char *__restrict__", "causalFlags"},
+      {"int", "window"},
+      {"int", "blockSize"},
+      {"float", "scale"},
+      {"__nv_bfloat16 *__restrict__", "out"},
+      {"long long", "outStride"},
+  };
+  kernel.specialisation = {{"head_dim", headDim},
+                           {"heads", params.heads},
+                           {"kv_heads", params.kvHeads},
+                           {"page_size", params.pageSize},
+                           {"mask", std::string(maskKindName(params.mask))},
+                           {"rows_per_warp", layout.rowsPerWarp}};
+  const std::string valueTile =
+      layout.valuesShareKeyTile
+          ? "  __nv_bfloat16 (*const sValue)[kHeadDim] =\n"
+            "      reinterpret_cast<__nv_bfloat16 (*)[kHeadDim]>(&sKey[0][0]);"
+          : "  __shared__ __align__(16) __nv_bfloat16 sValueTile[kTileKeys][kHeadDim];\n"
+            "  __nv_bfloat16 (*const sValue)[kHeadDim] = sValueTile;";
+  const std::string body =
+      expandTemplate(kBody, {{"headDim", std::to_string(headDim)},
+                             {"heads", std::to_string(params.heads)},
+                             {"kvHeads", std::to_string(params.kvHeads)},
+                             {"pageSize", std::to_string(params.pageSize)},
+                             {"warps", std::to_string(warps)},
+                             {"rowsPerWarp", std::to_string(layout.rowsPerWarp)},
+                             {"valuesShareKeyTile", boolLiteral(layout.valuesShareKeyTile)},
+                             {"maskRule", std::string(mask.rule)},
+                             {"visibleBody", std::string(mask.visible)},
+                             {"rangeBody", std::string(mask.range)},
+                             {"kindIsCausal", std::string(mask.kindIsCausal)},
+                             {"valueTile", valueTile},
+                             {"name", kernel.name},
+                             {"signature", renderSignature(kernel.parameters)}});
+  kernel.source = assembleTranslationUnit(kernel,
+                                          "Paged attention, " + std::string(mask.rule) +
+                                              " Online softmax, GQA group " +
+                                              std::to_string(params.heads / params.kvHeads) + ".",
+                                          body);
+  return kernel;
+}
+
+} // namespace dlm::codegen

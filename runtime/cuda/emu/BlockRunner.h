@@ -1,0 +1,74 @@
+// Runs one thread block of an emulated kernel: one fiber per thread on the calling worker
+// thread, resumed round-robin. A fiber gives up the worker only at a barrier or a warp exchange;
+// the scheduler resumes a waiting fiber only once its barrier has been released, and reports a
+// deadlock when no live fiber can make progress.
+#pragma once
+
+#include "runtime/cuda/emu/EmuDevice.h"
+#include "runtime/cuda/emu/EmuThread.h"
+
+#include <boost/context/continuation.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlm::emu {
+
+class BlockRunner {
+public:
+  explicit BlockRunner(size_t stackBytes);
+  ~BlockRunner();
+  BlockRunner(const BlockRunner &) = delete;
+  BlockRunner &operator=(const BlockRunner &) = delete;
+
+  Status run(KernelEntry kernel, void **parameters, uint3 blockIdx, dim3 blockDim, dim3 gridDim);
+
+  // Called by the running fiber (through EmuThread.h's functions).
+  void syncBlock();
+  void syncWarp();
+  void exchange(const void *value, void *out, size_t bytes, int sourceLane);
+
+private:
+  enum class Wait { none, block, warp };
+
+  struct Fiber {
+    ThreadContext context{};
+    boost::context::continuation self;      // resumes the fiber
+    boost::context::continuation scheduler; // resumes the scheduler (held by the fiber)
+    Wait wait = Wait::none;
+    unsigned waitGeneration = 0;
+    bool done = false;
+  };
+
+  struct Warp {
+    unsigned lanes = 0;   // threads of the block in this warp
+    unsigned live = 0;    // of which not yet returned
+    unsigned arrived = 0; // at the current warp barrier
+    unsigned generation = 0;
+    alignas(16) unsigned char slots[32][16];
+  };
+
+  // A pool of fiber stacks reused from block to block.
+  struct StackPool;
+  class PooledStack;
+
+  bool released(const Fiber &fiber) const;
+  void yield();
+  void finish(Fiber &fiber);
+  void fail(const std::string &message);
+
+  std::unique_ptr<StackPool> stacks_;
+  std::vector<Fiber> fibers_;
+  std::vector<Warp> warps_;
+  unsigned live_ = 0;
+  unsigned arrived_ = 0;
+  unsigned generation_ = 0;
+  Fiber *current_ = nullptr;
+  std::string error_;
+};
+
+// The runner of the calling worker thread (null outside a launch).
+extern thread_local BlockRunner *currentRunner;
+
+} // namespace dlm::emu
