@@ -6,6 +6,7 @@
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
 #include "importer/model/Checkpoint.h"
+#include "importer/onnx/OnnxImport.h"
 #include "runtime/artifact/ArtifactWriter.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -50,6 +51,8 @@ mlir::OwningOpRef<mlir::ModuleOp> importModule(mlir::MLIRContext &context,
 } // namespace
 
 int runImport(const std::string &checkpointDir, const std::string &emit) {
+  if (importer::onnx::isOnnxModelPath(checkpointDir))
+    return importer::onnx::runImportCommand(checkpointDir, emit, llvm::outs(), llvm::errs());
   if (emit != "dlm") {
     llvm::errs() << "dlmc import: unknown --emit=" << emit << " (expected: dlm)\n";
     return 2;
@@ -96,11 +99,16 @@ int runCompile(const CompileOptions &options) {
   if (options.temperature < 0.0)
     return fail("--temperature must be >= 0");
 
-  auto checkpoint = importer::importCheckpoint(options.checkpoint);
+  mlir::MLIRContext context;
+  importer::onnx::OnnxModel onnx; // owns what the views of an imported model.onnx point into
+  auto checkpoint = importer::onnx::isOnnxModelPath(options.checkpoint)
+                        ? onnx.import(context, options.checkpoint)
+                        : importer::importCheckpoint(options.checkpoint);
   if (!checkpoint)
     return fail(checkpoint.status().message());
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, *checkpoint);
+  mlir::OwningOpRef<mlir::ModuleOp> module = onnx.takeModule();
+  if (!module)
+    module = importModule(context, *checkpoint);
   if (!module)
     return 1;
   programs::DecodingPolicy policy;

@@ -1,0 +1,271 @@
+#include "importer/onnx/OnnxImport.h"
+
+#include "compiler/dialects/dlm/DlmDialect.h"
+#include "importer/ir/ForwardBuilder.h"
+#include "importer/onnx/MechanicalImport.h"
+#include "importer/onnx/OnnxFile.h"
+#include "importer/onnx/Raising.h"
+#include "importer/onnx/WeightRoles.h"
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "onnx/onnx_pb.h" // ONNX_API, then onnx-ml.pb.h under ONNX_ML
+
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace dlm::importer::onnx {
+namespace {
+
+using namespace mlir;
+namespace ir = dlm::ir;
+
+StatusOr<std::string> readTextFile(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot read " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Phase 1 creates unregistered ops; the context allows them only while the import runs.
+class UnregisteredOpsAllowed {
+public:
+  explicit UnregisteredOpsAllowed(MLIRContext &context)
+      : context_(context), before_(context.allowsUnregisteredDialects()) {
+    context.allowUnregisteredDialects(true);
+  }
+  ~UnregisteredOpsAllowed() { context_.allowUnregisteredDialects(before_); }
+
+private:
+  MLIRContext &context_;
+  bool before_;
+};
+
+// config.json and tokenizer.json beside model.onnx: the description the safetensors import
+// would make of the same model.
+Status readCompanions(const std::string &directory, ModelDescription &model,
+                      std::string &tokenizerJson) {
+  std::filesystem::path dir(directory);
+  std::string context = "onnx: '" + directory + "'";
+  auto configText = readTextFile(dir / "config.json");
+  if (!configText)
+    return Status::error("onnx: cannot read " + (dir / "config.json").string() +
+                         " (ONNX does not carry the architecture, vocabulary or special "
+                         "tokens; put the model's config.json beside model.onnx)");
+  nlohmann::json config = nlohmann::json::parse(*configText, nullptr, false);
+  if (config.is_discarded())
+    return Status::error(context + ": config.json is not valid JSON");
+  auto description = describeModel(config);
+  if (!description)
+    return description.status().withContext(context);
+  model = std::move(*description);
+
+  auto tokenizerText = readTextFile(dir / "tokenizer.json");
+  if (!tokenizerText)
+    return Status::error("onnx: cannot read " + (dir / "tokenizer.json").string() +
+                         " (put the model's tokenizer.json beside model.onnx)");
+  auto tokenizer = Tokenizer::fromJson(*tokenizerText);
+  if (!tokenizer)
+    return tokenizer.status().withContext(context + ": tokenizer.json");
+  tokenizerJson = std::move(*tokenizerText);
+  return Status::ok();
+}
+
+// Every activation has one row per token, so a row count is the length of the token ids. The
+// head-splitting patterns take tensor.dim of whatever they reshape; this rewrites each such
+// dim to the one of the function argument the rows come from, as the safetensors import
+// builds it, so later passes see a single symbolic length.
+void reifyRowCounts(func::FuncOp forward) {
+  auto rowSource = [](Value v) -> Value {
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return Value();
+    return llvm::TypeSwitch<Operation *, Value>(op)
+        .Case([](ir::EmbeddingOp o) { return o.getIds(); })
+        .Case<ir::LinearOp, ir::RMSNormOp, ir::RoPEOp, ir::GatedMLPOp, ir::LMHeadOp>(
+            [](auto o) { return o.getInput(); })
+        .Case([](ir::MaskedAttentionOp o) { return o.getQuery(); })
+        .Case([](arith::AddFOp o) { return o.getLhs(); })
+        .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([](auto o) {
+          return o.getReassociationIndices().front().size() == 1 ? o.getSrc() : Value();
+        })
+        .Default([](Operation *) { return Value(); });
+  };
+  Block &entry = forward.getBody().front();
+  std::map<unsigned, Value> lengths;
+  forward.walk([&](tensor::DimOp dim) {
+    if (dim.getConstantIndex() != std::optional<int64_t>(0))
+      return;
+    Value source = dim.getSource();
+    while (Value next = rowSource(source))
+      source = next;
+    auto arg = dyn_cast<BlockArgument>(source);
+    if (!arg || arg.getOwner() != &entry || source == dim.getSource())
+      return;
+    Value &length = lengths[arg.getArgNumber()];
+    if (!length) {
+      OpBuilder b = OpBuilder::atBlockBegin(&entry);
+      length = tensor::DimOp::create(b, dim.getLoc(), arg, 0);
+    }
+    dim.replaceAllUsesWith(length);
+  });
+}
+
+// The module attributes the safetensors import sets (target facts, config), taken from the module
+// ForwardBuilder makes of the same description so that the two imports cannot drift apart.
+void describeModule(ModuleOp module, const ModelDescription &model) {
+  std::vector<Type> weightTypes(model.weights.size(), Float32Type::get(module.getContext()));
+  OwningOpRef<ModuleOp> reference = buildForwardModule(*module.getContext(), model, weightTypes);
+  for (NamedAttribute attr : module->getAttrs())
+    if (attr.getName().strref().starts_with("onnx."))
+      module->removeAttr(attr.getName());
+  for (NamedAttribute attr : (*reference)->getAttrs())
+    module->setAttr(attr.getName(), attr.getValue());
+}
+
+// The raised @forward as dlm IR proper: result types from the raised ops, no ONNX bookkeeping,
+// verified and canonicalized (dead weights such as RoPE tables go away).
+Status finishModule(ModuleOp module, func::FuncOp forward, const ModelDescription &model) {
+  Block &entry = forward.getBody().front();
+  forward.setType(FunctionType::get(forward.getContext(), entry.getArgumentTypes(),
+                                    entry.getTerminator()->getOperandTypes()));
+  forward.removeArgAttrsAttr();
+  forward.removeResAttrsAttr();
+  reifyRowCounts(forward);
+  describeModule(module, model);
+
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    os << d.getLocation() << ": " << d << "\n";
+    return success();
+  });
+  PassManager pm(module.getContext());
+  pm.addPass(createCanonicalizerPass());
+  if (failed(verify(module)) || failed(pm.run(module)))
+    return Status::error("onnx: internal error: the raised IR does not verify:\n" + diagnostics);
+  return Status::ok();
+}
+
+safetensors::DType viewDType(int32_t dataType) {
+  switch (dataType) {
+  case ::onnx::TensorProto::FLOAT16:
+    return safetensors::DType::F16;
+  case ::onnx::TensorProto::BFLOAT16:
+    return safetensors::DType::BF16;
+  default:
+    return safetensors::DType::F32;
+  }
+}
+
+} // namespace
+
+bool isOnnxModelPath(const std::string &path) {
+  return llvm::StringRef(path).ends_with(".onnx");
+}
+
+struct OnnxModel::Storage {
+  std::unique_ptr<OnnxFile> file;
+  std::deque<safetensors::TensorView> views; // stable addresses for ImportedCheckpoint::views
+};
+
+OnnxModel::OnnxModel() = default;
+OnnxModel::~OnnxModel() = default;
+
+OwningOpRef<ModuleOp> OnnxModel::takeModule() { return std::move(module_); }
+
+StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::string &path) {
+  auto file = OnnxFile::open(path);
+  if (!file)
+    return file.status();
+  ImportedCheckpoint result;
+  result.directory = (*file)->directory();
+  DLM_RETURN_IF_ERROR(readCompanions(result.directory, result.model, result.tokenizerJson));
+
+  context.loadDialect<ir::DlmDialect, func::FuncDialect, arith::ArithDialect,
+                      tensor::TensorDialect>();
+  OwningOpRef<ModuleOp> module;
+  {
+    UnregisteredOpsAllowed allowed(context);
+    auto translated = translateGraph(context, **file);
+    if (!translated)
+      return translated.status();
+    module = std::move(*translated);
+    auto forward = cast<func::FuncOp>(module->getBody()->front());
+    DLM_RETURN_IF_ERROR(raiseGraph(forward, **file, result.model));
+  }
+  auto forward = cast<func::FuncOp>(module->getBody()->front());
+  DLM_RETURN_IF_ERROR(finishModule(*module, forward, result.model));
+  auto roles = assignWeightRoles(forward, result.model);
+  if (!roles)
+    return roles.status();
+
+  auto storage = std::make_unique<Storage>();
+  for (WeightBinding &binding : result.model.weights) {
+    binding.checkpointName = (*roles)[binding.canonicalName];
+    const ::onnx::TensorProto *tensor = (*file)->initializer(binding.checkpointName);
+    auto bytes = (*file)->bytes(*tensor);
+    if (!bytes)
+      return bytes.status();
+    std::string where = tensor->data_location() == ::onnx::TensorProto::EXTERNAL
+                            ? "external data of " + path
+                            : path;
+    storage->views.push_back({binding.checkpointName, viewDType(bytes->dataType),
+                              bytes->shape, bytes->data, bytes->size, where});
+    result.views.push_back(&storage->views.back());
+  }
+  storage->file = std::move(*file);
+  storage_ = std::move(storage);
+  module_ = std::move(module);
+  return std::move(result);
+}
+
+int runImportCommand(const std::string &path, const std::string &emit, llvm::raw_ostream &out,
+                     llvm::raw_ostream &errors) {
+  if (emit != "dlm" && emit != "onnx") {
+    errors << "dlmc import: unknown --emit=" << emit << " (expected: dlm or onnx)\n";
+    return 2;
+  }
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  if (emit == "onnx") {
+    // The mechanical form keeps its unregistered ops, so printing (which verifies) needs them.
+    context.allowUnregisteredDialects(true);
+    auto file = OnnxFile::open(path);
+    auto translated = file ? translateGraph(context, **file)
+                           : StatusOr<OwningOpRef<ModuleOp>>(file.status());
+    if (!translated) {
+      errors << "dlmc import: " << translated.status().message() << "\n";
+      return 1;
+    }
+    module = std::move(*translated);
+    module->print(out);
+    out << "\n";
+    return 0;
+  }
+  OnnxModel model;
+  auto checkpoint = model.import(context, path);
+  if (!checkpoint) {
+    errors << "dlmc import: " << checkpoint.status().message() << "\n";
+    return 1;
+  }
+  model.takeModule()->print(out);
+  out << "\n";
+  return 0;
+}
+
+} // namespace dlm::importer::onnx

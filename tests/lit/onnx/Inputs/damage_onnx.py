@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Copy an ONNX export directory (model.onnx, config.json, tokenizer.json) with one defect.
+
+    damage_onnx.py SRC_DIR OUT_DIR KIND
+
+Edits go through the onnx package, so everything but the defect stays a valid model.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import onnx
+from onnx import helper, numpy_helper
+
+
+def first(graph, op_type):
+    return next(n for n in graph.node if n.op_type == op_type)
+
+
+def set_constant(node, value):
+    old = numpy_helper.to_array(node.attribute[0].t)
+    node.attribute[0].t.CopyFrom(numpy_helper.from_array(old.dtype.type(value)))
+
+
+def edit_config(out, **changes):
+    path = os.path.join(out, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config.update(changes)
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def main():
+    src, out, kind = sys.argv[1:4]
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(src, out)
+    path = os.path.join(out, "model.onnx")
+    if kind == "not-protobuf":
+        with open(path, "w") as f:
+            f.write("this is not an ONNX model\n")
+        return
+    if kind == "truncated":
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[: len(data) * 3 // 5])
+        return
+    if kind == "no-config":
+        os.remove(os.path.join(out, "config.json"))
+        return
+    if kind == "wrong-theta":
+        edit_config(out, rope_theta=10000.0)
+        return
+    if kind == "wrong-mlp-size":
+        edit_config(out, mlp_hidden_size=96)
+        return
+    if kind == "llada-config":  # a causal Llama graph described as (bidirectional) LLaDA
+        with open(os.path.join(out, "config.json")) as f:
+            llama = json.load(f)
+        llada = {"architectures": ["LLaDAModelLM"], "d_model": llama["hidden_size"],
+                 "n_heads": llama["num_attention_heads"],
+                 "n_kv_heads": llama["num_key_value_heads"],
+                 "n_layers": llama["num_hidden_layers"],
+                 "mlp_hidden_size": llama["intermediate_size"],
+                 "vocab_size": llama["vocab_size"], "embedding_size": llama["vocab_size"],
+                 "rope_theta": llama["rope_theta"], "rms_norm_eps": llama["rms_norm_eps"],
+                 "mask_token_id": llama["mask_token_id"], "eos_token_id": llama["eos_token_id"],
+                 "max_sequence_length": llama["max_position_embeddings"]}
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(llada, f, indent=2)
+        return
+
+    model = onnx.load(path)
+    graph = model.graph
+    external = False
+    if kind == "unknown-op":
+        first(graph, "Sigmoid").op_type = "Foo"
+    elif kind == "custom-domain":
+        node = first(graph, "Sigmoid")
+        node.op_type, node.domain = "FastSigmoid", "com.example"
+        model.opset_import.append(helper.make_opsetid("com.example", 1))
+    elif kind == "missing-initializer":
+        keep = [t for t in graph.initializer if t.name != "model.transformer.blocks.1.up_proj.weight"]
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
+    elif kind == "int64-ids":
+        graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    elif kind == "old-opset":
+        model.opset_import[0].version = 9
+    elif kind == "softmax-axis":
+        next(a for a in first(graph, "Softmax").attribute if a.name == "axis").i = 1
+    elif kind == "wrong-eps":
+        eps = next(n for n in graph.node if n.op_type == "Constant"
+                   and abs(float(numpy_helper.to_array(n.attribute[0].t)) - 1e-5) < 1e-9
+                   if numpy_helper.to_array(n.attribute[0].t).size == 1)
+        set_constant(eps, 1e-3)
+    elif kind == "unsorted":
+        node = graph.node[0]
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        del graph.node[0]
+        graph.node.append(copy)
+    elif kind in ("external-data", "external-truncated"):
+        external = True
+    else:
+        raise SystemExit(f"unknown damage {kind!r}")
+    if external:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="weights.bin", size_threshold=0)
+        if kind == "external-truncated":
+            bin_path = os.path.join(out, "weights.bin")
+            data = open(bin_path, "rb").read()
+            open(bin_path, "wb").write(data[: len(data) // 2])
+    else:
+        onnx.save_model(model, path)
+
+
+if __name__ == "__main__":
+    main()

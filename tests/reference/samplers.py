@@ -1,0 +1,330 @@
+"""Reference decoding programs (plain numpy over the reference model's float32 logits).
+
+All sampler arithmetic (softmax, confidence, entropy, Gumbel noise) is done in float64 on the
+float32 logits.  All randomness comes from counter_rng with
+key(seed, request, stream, step, absolute_position):
+
+  stream 0: Gumbel noise over the vocabulary (v = 0..V-1, V = logits width = vocab_size)
+  stream 1: renoise token id           (entropy-bound, uniform-noise models)
+  stream 2: initial canvas token id    (entropy-bound, uniform-noise models)
+
+`step` is the request's global denoising-step counter: 0 for the first forward whose logits are
+decoded, +1 for each further one, never reset between blocks.  For `low-confidence` every
+forward decodes, so step = number of forwards run before this one.  For `entropy-bound` with
+`cache="prefix"` the prefix passes (prompt / committed canvases) do not decode and do not advance
+the counter, so the same seed gives the same draws with or without the cache.
+
+The mask token is never a decoding result: for mask-absorbing models (config has mask_token_id)
+its column is excluded from every argmax (x0, x_samp, x_arg).  Softmax, confidence and entropy
+are taken over the full logits row, mask column included.  Columns are exactly vocab_size wide
+(models.py drops LLaDA's padded embedding rows).
+
+Policies
+--------
+low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_length masks; blocks of
+    block_length left to right; steps_per_block = steps / num_blocks.  Each step: forward,
+    candidates = masked positions of the current block, x0 = argmax(logits + T*g) (T = 0: plain
+    argmax), conf = softmax(logits)[x0]; fixed schedule: unmask the k most confident (k from
+    num_transfer_tokens over the block's masks, ties -> lower position first); threshold: unmask
+    every candidate with conf >= threshold and at least the most confident one.  The block loop
+    ends when the block has no masks.  With a threshold steps_per_block is a cap: on the
+    steps_per_block-th forward of a block every remaining candidate is unmasked (so
+    steps = gen_length, i.e. steps_per_block = block_length, never binds and reproduces
+    Fast-dLLM's threshold decoding exactly).
+    Early stop: after a block is finished, if it contains EOS everything after it becomes EOS and
+    generation stops.
+    cache="prefix" (Fast-dLLM prefix cache): the first step of a block is a full forward whose
+    logits are decoded; K/V of [0, block_start) is kept; later steps feed x[block_start:] at
+    positions block_start..L-1 over the cached prefix.  For logit-shift models (Dream) the cache
+    keeps [0, block_start-1) and the fed chunk starts one position earlier, so the shifted row of
+    block_start is exact.
+
+entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
+    positions (initialised to the mask token; uniform-noise models: random_token stream 2 with
+    the step of the canvas's first denoising step), for n = 0..S-1:
+    T_n = t_min + (t_max - t_min)(S - n)/S, z = logits/T_n, p = softmax z, H = entropy,
+    x_samp = argmax(z + g), x_arg = argmax z; accept positions in order of ascending H (ties ->
+    lower position) while cumsum(H) - H_current <= entropy_bound (the lowest is always
+    accepted); accepted positions take x_samp, rejected ones are renoised (mask token, or
+    random_token stream 1 for uniform-noise models); converged iff (x_arg equals each of the
+    previous stability_threshold argmax canvases (history starts at -1) and mean H <
+    confidence_threshold) or n = S-1.  The argmax canvas x_arg of the last step is committed.
+    The forward is over prompt ++ committed ++ canvas (cache none: full bidirectional pass
+    every step; cache prefix: K/V of prompt ++ committed from one extra forward per canvas).
+    Early stop at EOS after a committed canvas.
+"""
+
+import time
+
+import numpy as np
+import torch
+
+import counter_rng as rng
+
+
+class GenerateError(ValueError):
+    pass
+
+
+def num_transfer_tokens(n, steps):
+    """Fast-dLLM get_num_transfer_tokens for one row: base = n // steps, first n % steps get +1."""
+    if steps <= 0:
+        raise GenerateError("steps must be positive")
+    base, rem = divmod(int(n), int(steps))
+    return [base + 1 if i < rem else base for i in range(steps)]
+
+
+def softmax64(z):
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    e = np.exp(z - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax64(z):
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    s = z - m
+    return s - np.log(np.exp(s).sum(axis=-1, keepdims=True))
+
+
+def entropy64(z):
+    """Entropy of softmax(z) per row, float64."""
+    lp = log_softmax64(z)
+    p = np.exp(lp)
+    return -(p * np.where(p > 0, lp, 0.0)).sum(axis=-1)
+
+
+def top_k_order(conf, positions):
+    """Indices of `conf` by descending confidence; ties -> lower position first."""
+    conf = np.asarray(conf, dtype=np.float64)
+    positions = np.asarray(positions)
+    return np.lexsort((positions, -conf))
+
+
+def entropy_accept(H, bound):
+    """Entropy-bound accept rule.  Returns a bool mask over positions (index order).
+
+    Walk positions by ascending entropy (ties -> lower index); accept position pi_k iff
+    sum_{j<k} H[pi_j] <= bound, computed as cumsum - current <= bound.  The lowest-entropy
+    position is always accepted.
+    """
+    H = np.asarray(H, dtype=np.float64)
+    order = np.lexsort((np.arange(H.shape[0]), H))
+    hs = H[order]
+    before = np.cumsum(hs) - hs
+    acc_sorted = before <= bound
+    if acc_sorted.size:
+        acc_sorted[0] = True
+    acc = np.zeros(H.shape[0], dtype=bool)
+    acc[order] = acc_sorted
+    return acc
+
+
+def _excluded(z, mask_id):
+    if mask_id is None or not (0 <= mask_id < z.shape[-1]):
+        return z
+    z = np.array(z, dtype=np.float64, copy=True)
+    z[..., mask_id] = -np.inf
+    return z
+
+
+def decode_rows(logits, positions, temperature, seed, request, step, mask_id):
+    """x0 = argmax(logits + T*g) (mask excluded) and conf = softmax(logits)[x0] per row."""
+    lg = np.asarray(logits, dtype=np.float64)
+    V = lg.shape[-1]
+    zs = lg
+    if temperature and temperature > 0:
+        g = rng.gumbel_vocab(rng.keys(seed, request, rng.STREAM_GUMBEL, step, positions), V)
+        zs = lg + float(temperature) * g
+    zs = _excluded(zs, mask_id)
+    x0 = zs.argmax(axis=-1)
+    conf = softmax64(lg)[np.arange(lg.shape[0]), x0]
+    return x0.astype(np.int64), conf
+
+
+class _Runner:
+    """Runs model forwards, counts them, remembers the first forward's logits."""
+
+    def __init__(self, model):
+        self.model = model
+        self.forwards = 0
+        self.first_logits = None
+
+    def full(self, seq, return_kv=False):
+        out = self.model.forward(torch.as_tensor(np.asarray(seq), dtype=torch.long),
+                                 return_kv=return_kv)
+        logits, kv = (out if return_kv else (out, None))
+        return self._done(logits), kv
+
+    def cached(self, seq, keep, past):
+        logits = self.model.forward(torch.as_tensor(np.asarray(seq[keep:]), dtype=torch.long),
+                                    start=keep, past_kv=past)
+        return self._done(logits)
+
+    def _done(self, logits):
+        self.forwards += 1
+        logits = logits.numpy().astype(np.float32)
+        if self.first_logits is None:
+            self.first_logits = logits.copy()
+        return logits
+
+
+def _truncate_kv(kv, n):
+    return [(k[:, :n].contiguous(), v[:, :n].contiguous()) for k, v in kv]
+
+
+def _finish(prompt, x, eos, runner, t0, extra=None):
+    out = [int(t) for t in x[len(prompt):]]
+    if eos is not None and eos in out:
+        out = out[: out.index(eos) + 1]
+    res = {"prompt_ids": [int(t) for t in prompt], "output_ids": out,
+           "forwards": runner.forwards, "seconds": time.time() - t0}
+    if extra:
+        res.update(extra)
+    return res
+
+
+def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, threshold=None,
+                   temperature=0.0, seed=0, request=0, cache="none", dump=False):
+    prompt = [int(t) for t in prompt]
+    mask_id = model.mask_token_id
+    if mask_id is None:
+        raise GenerateError("low-confidence needs a mask_token_id in config.json")
+    if block_length <= 0 or gen_length <= 0 or gen_length % block_length:
+        raise GenerateError(f"gen_length {gen_length} is not a positive multiple of "
+                            f"block_length {block_length}")
+    num_blocks = gen_length // block_length
+    if steps <= 0 or steps % num_blocks:
+        raise GenerateError(f"steps {steps} is not divisible by the number of blocks {num_blocks}")
+    if cache not in ("none", "prefix"):
+        raise GenerateError(f"unknown cache mode {cache!r}")
+    spb = steps // num_blocks
+    eos = model.eos_token_id
+    shift = 1 if model.logit_shift else 0
+    t0 = time.time()
+    P = len(prompt)
+    if P == 0:
+        raise GenerateError("empty prompt")
+    x = np.array(prompt + [mask_id] * gen_length, dtype=np.int64)
+    runner = _Runner(model)
+    step = 0
+    for b in range(num_blocks):
+        bs, be = P + b * block_length, P + (b + 1) * block_length
+        schedule = num_transfer_tokens(int((x[bs:be] == mask_id).sum()), spb)
+        i = 0
+        past = None
+        keep = bs - shift
+        while (x[bs:be] == mask_id).any():
+            if cache == "none" or i == 0:
+                logits, kv = runner.full(x, return_kv=(cache == "prefix"))
+                rows = logits[bs:be]
+                if cache == "prefix":
+                    past = _truncate_kv(kv, keep)
+            else:
+                logits = runner.cached(x, keep, past)
+                rows = logits[bs - keep: be - keep]
+            cand = np.nonzero(x[bs:be] == mask_id)[0]
+            pos = bs + cand
+            x0, conf = decode_rows(rows[cand], pos, temperature, seed, request, step, mask_id)
+            order = top_k_order(conf, pos)
+            if threshold is None:
+                k = schedule[i] if i < len(schedule) else 1
+            elif i >= spb - 1:
+                k = len(cand)  # step cap reached: unmask everything left
+            else:
+                k = max(1, int((conf >= threshold).sum()))
+                # `conf >= threshold` is a prefix of `order` since order sorts conf descending
+            sel = order[:k]
+            x[pos[sel]] = x0[sel]
+            i += 1
+            step += 1
+        if eos is not None and (x[bs:be] == eos).any():
+            x[be:] = eos
+            break
+    return _finish(prompt, x, eos, runner, t0,
+                   {"first_logits": runner.first_logits} if dump else None)
+
+
+def entropy_bound(model, prompt, gen_length=32, block_length=8, max_steps=48, t_min=0.4,
+                  t_max=0.8, bound=0.1, stability_threshold=1, confidence_threshold=0.005,
+                  seed=0, request=0, cache="none", noise=None, dump=False):
+    """DiffusionGemma entropy-bound canvas decoding (see the module docstring)."""
+    prompt = [int(t) for t in prompt]
+    if block_length <= 0 or gen_length <= 0 or gen_length % block_length:
+        raise GenerateError(f"gen_length {gen_length} is not a positive multiple of "
+                            f"block_length {block_length}")
+    if max_steps <= 0:
+        raise GenerateError("max_steps must be positive")
+    if bound <= 0:
+        raise GenerateError("entropy_bound must be > 0")
+    if cache not in ("none", "prefix"):
+        raise GenerateError(f"unknown cache mode {cache!r}")
+    if not prompt:
+        raise GenerateError("empty prompt")
+    mask_id = model.mask_token_id
+    if noise is None:
+        noise = "mask" if mask_id is not None else "uniform"
+    if noise == "mask" and mask_id is None:
+        raise GenerateError("mask noise needs a mask_token_id in config.json")
+    excl = mask_id if noise == "mask" else None
+    V = model.vocab_size
+    eos = model.eos_token_id
+    shift = 1 if model.logit_shift else 0
+    S = int(max_steps)
+    C = int(block_length)
+    t0 = time.time()
+    runner = _Runner(model)
+    seq = np.array(prompt, dtype=np.int64)
+    step = 0
+    for _c in range(gen_length // C):
+        start = len(seq)
+        positions = np.arange(start, start + C)
+        if noise == "mask":
+            canvas = np.full(C, mask_id, dtype=np.int64)
+        else:
+            canvas = rng.random_token(rng.keys(seed, request, rng.STREAM_INIT, step, positions), V)
+        history = [np.full(C, -1, dtype=np.int64) for _ in range(stability_threshold)]
+        past = None
+        keep = start - shift
+        if cache == "prefix":
+            out, kv = runner.model.forward(torch.as_tensor(seq[:keep], dtype=torch.long),
+                                           return_kv=True)
+            runner.forwards += 1
+            past = kv
+        committed = None
+        for n in range(S):
+            T = t_min + (t_max - t_min) * (S - n) / S
+            full = np.concatenate([seq, canvas])
+            if cache == "none":
+                logits, _ = runner.full(full)
+                rows = logits[start:]
+            else:
+                logits = runner.cached(full, keep, past)
+                rows = logits[start - keep:]
+            z = rows.astype(np.float64) / T
+            H = entropy64(z)
+            g = rng.gumbel_vocab(rng.keys(seed, request, rng.STREAM_GUMBEL, step, positions), V)
+            x_samp = _excluded(z + g, excl).argmax(axis=-1)
+            x_arg = _excluded(z, excl).argmax(axis=-1)
+            acc = entropy_accept(H, bound)
+            stable = all(np.array_equal(h, x_arg) for h in history)
+            confident = float(H.mean()) < confidence_threshold
+            if (stable and confident) or n == S - 1:
+                committed = x_arg.astype(np.int64)
+                step += 1
+                break
+            if noise == "mask":
+                renoise = np.full(C, mask_id, dtype=np.int64)
+            else:
+                renoise = rng.random_token(
+                    rng.keys(seed, request, rng.STREAM_RENOISE, step, positions), V)
+            canvas = np.where(acc, x_samp, renoise).astype(np.int64)
+            if stability_threshold > 0:
+                history = history[1:] + [x_arg.astype(np.int64)]
+            step += 1
+        seq = np.concatenate([seq, committed])
+        if eos is not None and (committed == eos).any():
+            break
+    return _finish(prompt, seq, eos, runner, t0,
+                   {"first_logits": runner.first_logits} if dump else None)
