@@ -1,24 +1,14 @@
 #include "importer/model/Checkpoint.h"
 
 #include "runtime/tokenizer/Tokenizer.h"
+#include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace dlm::importer {
 namespace {
-
-StatusOr<std::string> readTextFile(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string text = "[";

@@ -7,6 +7,7 @@
 #include "importer/onnx/Raising.h"
 #include "importer/onnx/WeightRoles.h"
 #include "runtime/tokenizer/Tokenizer.h"
+#include "support/TextFile.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -23,23 +24,12 @@
 
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace dlm::importer::onnx {
 namespace {
 
 using namespace mlir;
 namespace ir = dlm::ir;
-
-StatusOr<std::string> readTextFile(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Phase 1 creates unregistered ops; the context allows them only while the import runs.
 class UnregisteredOpsAllowed {

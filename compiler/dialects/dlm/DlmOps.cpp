@@ -433,48 +433,38 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
-LogicalResult LinearOp::verify() {
-  Operation *op = getOperation();
-  if (failed(expectRank(op, getInput(), 2, "input")) ||
-      failed(expectRank(op, getWeight(), 2, "weight")) ||
-      failed(expectRank(op, getResult(), 2, "result")))
+// x [S, K] times weight [N, K] transposed, plus bias [N]: the shape rules of dlm.linear and
+// dlm.norm_linear.
+static LogicalResult verifyLinearShapes(Operation *op, Value input, Value weight, Value bias,
+                                        Value result) {
+  if (failed(expectRank(op, input, 2, "input")) ||
+      failed(expectRank(op, weight, 2, "weight")) ||
+      failed(expectRank(op, result, 2, "result")))
     return failure();
-  auto x = tensorType(getInput()).getShape();
-  auto w = tensorType(getWeight()).getShape();
-  auto r = tensorType(getResult()).getShape();
+  auto x = tensorType(input).getShape();
+  auto w = tensorType(weight).getShape();
+  auto r = tensorType(result).getShape();
   if (failed(expectDim(op, w[1], x[1], "weight input width")) ||
       failed(expectDim(op, r[0], x[0], "result rows")) ||
       failed(expectDim(op, r[1], w[0], "result width")))
     return failure();
-  if (Value bias = getBias()) {
-    if (failed(expectRank(op, bias, 1, "bias")) ||
-        failed(expectDim(op, tensorType(bias).getDimSize(0), w[0], "bias length")))
-      return failure();
-  }
+  if (bias && (failed(expectRank(op, bias, 1, "bias")) ||
+               failed(expectDim(op, tensorType(bias).getDimSize(0), w[0], "bias length"))))
+    return failure();
   return success();
+}
+
+LogicalResult LinearOp::verify() {
+  return verifyLinearShapes(getOperation(), getInput(), getWeight(), getBias(), getResult());
 }
 
 LogicalResult NormLinearOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, getInput(), 2, "input")) ||
+  if (failed(verifyLinearShapes(op, getInput(), getWeight(), getBias(), getResult())) ||
       failed(expectRank(op, getNormWeight(), 1, "norm weight")) ||
-      failed(expectRank(op, getWeight(), 2, "weight")) ||
-      failed(expectRank(op, getResult(), 2, "result")))
+      failed(expectDim(op, tensorType(getNormWeight()).getDimSize(0),
+                       tensorType(getInput()).getDimSize(1), "norm weight length")))
     return failure();
-  auto x = tensorType(getInput()).getShape();
-  auto w = tensorType(getWeight()).getShape();
-  auto r = tensorType(getResult()).getShape();
-  if (failed(expectDim(op, tensorType(getNormWeight()).getDimSize(0), x[1],
-                       "norm weight length")) ||
-      failed(expectDim(op, w[1], x[1], "weight input width")) ||
-      failed(expectDim(op, r[0], x[0], "result rows")) ||
-      failed(expectDim(op, r[1], w[0], "result width")))
-    return failure();
-  if (Value bias = getBias()) {
-    if (failed(expectRank(op, bias, 1, "bias")) ||
-        failed(expectDim(op, tensorType(bias).getDimSize(0), w[0], "bias length")))
-      return failure();
-  }
   double eps = getEps().convertToDouble();
   if (!(eps > 0.0 && eps < 1.0))
     return emitOpError() << "eps must be in (0, 1), got " << number(eps);

@@ -618,3 +618,35 @@ func.func @lm_head_softcap(%x: tensor<8x64xf32>, %w: tensor<512x64xf32>) -> tens
   %0 = dlm.lm_head %x, %w {softcap = 0.0 : f64} : tensor<8x64xf32>, tensor<512x64xf32> -> tensor<8x512xf32>
   return %0 : tensor<8x512xf32>
 }
+
+// -----
+
+func.func @norm_linear_norm_weight(%x: tensor<8x64xf32>, %g: tensor<32xf32>, %w: tensor<128x64xf32>) -> tensor<8x128xf32> {
+  // expected-error@+1 {{norm weight length is 32, expected 64}}
+  %0 = dlm.norm_linear %x, %g, %w {eps = 1.0e-5 : f64} : tensor<8x64xf32>, tensor<32xf32>, tensor<128x64xf32> -> tensor<8x128xf32>
+  return %0 : tensor<8x128xf32>
+}
+
+// -----
+
+func.func @norm_linear_width(%x: tensor<8x64xf32>, %g: tensor<64xf32>, %w: tensor<128x32xf32>) -> tensor<8x128xf32> {
+  // expected-error@+1 {{weight input width is 32, expected 64}}
+  %0 = dlm.norm_linear %x, %g, %w {eps = 1.0e-5 : f64} : tensor<8x64xf32>, tensor<64xf32>, tensor<128x32xf32> -> tensor<8x128xf32>
+  return %0 : tensor<8x128xf32>
+}
+
+// -----
+
+func.func @norm_linear_eps(%x: tensor<8x64xf32>, %g: tensor<64xf32>, %w: tensor<128x64xf32>) -> tensor<8x128xf32> {
+  // expected-error@+1 {{eps must be in (0, 1), got 2}}
+  %0 = dlm.norm_linear %x, %g, %w {eps = 2.0 : f64} : tensor<8x64xf32>, tensor<64xf32>, tensor<128x64xf32> -> tensor<8x128xf32>
+  return %0 : tensor<8x128xf32>
+}
+
+// -----
+
+func.func @kv_empty_bad(%x: i1) {
+  // expected-error@+1 {{kv_cache head_dim must be positive, got 0}}
+  %kv = dlm.kv_empty : !dlm.kv_cache<layers = 1, kv_heads = 1, head_dim = 0, page_size = 16>
+  return
+}

@@ -136,6 +136,8 @@ func.func @transformer_pieces(%ids: tensor<8xi32>, %pos: tensor<8xi32>) -> tenso
   // CHECK: dlm.gated_mlp {{.*}} {activation = #dlm.activation<silu>}
   %m = dlm.gated_mlp %h, %g, %u, %d {activation = #dlm.activation<silu>}
       : tensor<8x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<64x128xf32> -> tensor<8x64xf32>
+  // CHECK: dlm.norm_linear %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}) {eps = 1.000000e-05 : f64}
+  %nl = dlm.norm_linear %x, %norm, %wq bias(%bq) {eps = 1.0e-5 : f64} : tensor<8x64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64xf32> -> tensor<8x64xf32>
   // CHECK: dlm.lm_head %{{.*}}, %{{.*}} {softcap = 3.000000e+01 : f64}
   %logits = dlm.lm_head %m, %wte {softcap = 30.0 : f64} : tensor<8x64xf32>, tensor<576x64xbf16> -> tensor<8x512xf32>
   return %logits : tensor<8x512xf32>
