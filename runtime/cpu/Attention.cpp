@@ -1,0 +1,111 @@
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Vectorize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+namespace dlm::cpu {
+
+void storeKv(HostKvPages &pages, const kv::PageIndex *blockTable, int64_t layer, int64_t firstSlot,
+             int64_t count, const float *k, const float *v) {
+  const int64_t width = pages.kvWidth();
+  const int64_t pageTokens = pages.pageTokens();
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t slot = firstSlot + r;
+    const kv::PageIndex page = blockTable[slot / pageTokens];
+    const int64_t offset = (slot % pageTokens) * width;
+    std::memcpy(pages.keys(page, layer) + offset, k + r * width, width * sizeof(float));
+    std::memcpy(pages.values(page, layer) + offset, v + r * width, width * sizeof(float));
+  }
+}
+
+namespace {
+
+// keys/values[g][j][d] = K/V of slot j, KV head g: contiguous per head, so that the score and
+// value products are plain GEMMs.
+void gatherKv(const HostKvPages &pages, const kv::PageIndex *blockTable, int64_t layer,
+              int64_t keyCount, int64_t kvHeads, int64_t headDim, float *keys, float *values) {
+  const int64_t width = pages.kvWidth();
+  const int64_t pageTokens = pages.pageTokens();
+  for (int64_t first = 0; first < keyCount; first += pageTokens) {
+    const float *pageKeys = pages.keys(blockTable[first / pageTokens], layer);
+    const float *pageValues = pages.values(blockTable[first / pageTokens], layer);
+    const int64_t inPage = std::min<int64_t>(pageTokens, keyCount - first);
+    for (int64_t s = 0; s < inPage; ++s)
+      for (int64_t g = 0; g < kvHeads; ++g) {
+        const int64_t to = (g * keyCount + first + s) * headDim;
+        std::memcpy(keys + to, pageKeys + s * width + g * headDim, headDim * sizeof(float));
+        std::memcpy(values + to, pageValues + s * width + g * headDim, headDim * sizeof(float));
+      }
+  }
+}
+
+// Row-wise softmax over the first `visible` scores of each row; the rest become 0.
+DLM_VECTOR_CLONES void softmaxRow(float *scores, int64_t visible, int64_t keyCount) {
+  float maximum = -INFINITY;
+  for (int64_t j = 0; j < visible; ++j)
+    maximum = std::max(maximum, scores[j]);
+  for (int64_t j = 0; j < visible; ++j)
+    scores[j] -= maximum;
+  expInPlace(scores, visible);
+  double sum = 0;
+  for (int64_t j = 0; j < visible; ++j)
+    sum += scores[j];
+  const float inverse = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < visible; ++j)
+    scores[j] *= inverse;
+  std::fill(scores + visible, scores + keyCount, 0.0f);
+}
+
+} // namespace
+
+Status pagedAttention(const float *q, int64_t queries, int64_t firstPosition, int64_t keyCount,
+                      const AttentionShape &shape, const HostKvPages &pages,
+                      const kv::PageIndex *blockTable, int64_t layer, float *out,
+                      AttentionScratch &scratch, ThreadPool &pool) {
+  const int64_t headDim = shape.headDim;
+  const int64_t qWidth = shape.heads * headDim;
+  const int64_t group = shape.heads / shape.kvHeads;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+  gatherKv(pages, blockTable, layer, keyCount, shape.kvHeads, headDim, scratch.keys.data(),
+           scratch.values.data());
+
+  const int64_t chunks = (queries + kAttentionQueryChunk - 1) / kAttentionQueryChunk;
+  const int64_t units = shape.heads * chunks;
+  // Spread (head, query chunk) units over the pool once a unit is worth a thread wake-up.
+  const double unitFlops = 4.0 * std::min(queries, kAttentionQueryChunk) * keyCount * headDim;
+  const int64_t minParallel = unitFlops * units > 4e6 ? 2 : units + 1;
+  Status failure = Status::ok();
+  std::mutex failureMutex;
+  pool.parallelFor(units, minParallel, [&](int64_t begin, int64_t end, int thread) {
+    float *scores = scratch.scores.data() + static_cast<size_t>(thread) *
+                                                std::min(queries, kAttentionQueryChunk) * keyCount;
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t head = unit / chunks;
+      const int64_t firstRow = (unit % chunks) * kAttentionQueryChunk;
+      const int64_t rows = std::min(kAttentionQueryChunk, queries - firstRow);
+      const float *keys = scratch.keys.data() + (head / group) * keyCount * headDim;
+      const float *values = scratch.values.data() + (head / group) * keyCount * headDim;
+      const float *query = q + firstRow * qWidth + head * headDim;
+      Status status = matmul(/*transposeB=*/true, rows, keyCount, headDim, scale, query, qWidth,
+                             keys, headDim, scores, keyCount, 1);
+      for (int64_t r = 0; status.isOk() && r < rows; ++r) {
+        const int64_t position = firstPosition + firstRow + r;
+        const int64_t visible = shape.causal ? std::min(keyCount, position + 1) : keyCount;
+        softmaxRow(scores + r * keyCount, visible, keyCount);
+      }
+      if (status.isOk())
+        status = matmul(/*transposeB=*/false, rows, headDim, keyCount, 1.0f, scores, keyCount,
+                        values, headDim, out + firstRow * qWidth + head * headDim, qWidth, 1);
+      if (!status.isOk()) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        failure = status;
+      }
+    }
+  });
+  return failure;
+}
+
+} // namespace dlm::cpu

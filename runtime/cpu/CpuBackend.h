@@ -1,0 +1,68 @@
+// The CPU backend: the transformer forward (embedding, RMSNorm, q/k/v with optional bias and
+// per-head q/k norm, NeoX RoPE, paged attention with GQA under the model's mask, o projection,
+// SiLU-gated MLP, final norm, LM head, Dream's logit shift) over one sequence of a paged KV cache
+// in host memory. GEMMs go to oneDNN; everything else is plain loops the compiler vectorises.
+// Every buffer is sized by reserve(); forwards allocate nothing.
+#pragma once
+
+#include "runtime/cpu/HostKvPages.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/kv/PagedKvCache.h"
+#include "runtime/model/ModelWeights.h"
+#include "runtime/session/Backend.h"
+
+#include <memory>
+#include <vector>
+
+namespace dlm::cpu {
+
+class CpuBackend final : public Backend {
+public:
+  // `maxPositions` is the model's limit (0 = unknown).
+  static StatusOr<std::unique_ptr<CpuBackend>>
+  create(std::shared_ptr<const model::ModelWeights> weights, int64_t maxPositions,
+         const BackendOptions &options);
+
+  std::string_view name() const override { return "cpu"; }
+  int64_t maxSequenceLength() const override { return maxSequenceLength_; }
+  int64_t vocabSize() const override { return weights_->dims().vocabSize; }
+
+  Status reserve(int64_t tokens, int64_t logitRows) override;
+  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
+                                             sampling::LogitRows rows) override;
+  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                               sampling::LogitRows rows) override;
+
+  // The KV cache, for inspection (tests, statistics).
+  const kv::PagedKvCache &kvCache() const { return *kv_; }
+  int threads() const { return pool_.threads(); }
+
+private:
+  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, int64_t maxSequenceLength,
+             int64_t kvPages, const BackendOptions &options);
+
+  // Appends `count` tokens at positions first.. to the sequence, runs every layer over them and
+  // computes the requested logit rows.
+  StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
+                                     sampling::LogitRows rows);
+  Status runLayer(const model::LayerWeights &layer, int64_t index, int64_t count, int64_t first);
+  Status computeLogits(sampling::LogitRows rows);
+
+  std::shared_ptr<const model::ModelWeights> weights_;
+  int64_t maxSequenceLength_;
+  ThreadPool pool_;
+  HostKvPages pages_;
+  std::unique_ptr<kv::PagedKvCache> kv_;
+  kv::SequenceId sequence_;
+  RopeTable rope_;
+
+  // Workspace, sized by reserve().
+  int64_t reservedTokens_ = 0;
+  int64_t reservedLogitRows_ = 0;
+  std::vector<float> hidden_, normed_, q_, k_, v_, attention_, gate_, up_;
+  AttentionScratch attentionScratch_;
+  std::vector<float> headInput_, logits_;
+};
+
+} // namespace dlm::cpu

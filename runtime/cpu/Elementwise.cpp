@@ -1,0 +1,49 @@
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Vectorize.h"
+
+#include <cstring>
+
+namespace dlm::cpu {
+
+namespace {
+
+// exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2, exp(r) by the Cephes expf
+// polynomial. Branch-free, so the loops calling it vectorise.
+inline float expPolynomial(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer without a libcall.
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+} // namespace
+
+DLM_VECTOR_CLONES void expInPlace(float *x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    x[i] = expPolynomial(x[i]);
+}
+
+DLM_VECTOR_CLONES void siluMultiply(float *gate, const float *up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + expPolynomial(-g)) * up[i];
+  }
+}
+
+DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    h[i] += delta[i];
+}
+
+} // namespace dlm::cpu

@@ -1,0 +1,46 @@
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Vectorize.h"
+
+#include <cmath>
+
+namespace dlm::cpu {
+
+void RopeTable::build(int64_t positions, int64_t headDim, double theta) {
+  if (positions <= positions_ && headDim / 2 == half_ && theta == theta_)
+    return;
+  positions_ = positions;
+  half_ = headDim / 2;
+  theta_ = theta;
+  cos_.resize(static_cast<size_t>(positions * half_));
+  sin_.resize(static_cast<size_t>(positions * half_));
+  std::vector<double> inverseFrequency(static_cast<size_t>(half_));
+  for (int64_t i = 0; i < half_; ++i)
+    inverseFrequency[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / headDim);
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t i = 0; i < half_; ++i) {
+      const double angle = static_cast<double>(p) * inverseFrequency[i];
+      cos_[p * half_ + i] = static_cast<float>(std::cos(angle));
+      sin_[p * half_ + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+DLM_VECTOR_CLONES void applyRope(float *x, int64_t rows, int64_t rowStride, int64_t heads,
+                                 int64_t headDim, const RopeTable &table, int64_t firstPosition) {
+  const int64_t half = headDim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *cosine = table.cos(firstPosition + r);
+    const float *sine = table.sin(firstPosition + r);
+    for (int64_t h = 0; h < heads; ++h) {
+      float *lo = x + r * rowStride + h * headDim;
+      float *hi = lo + half;
+      for (int64_t j = 0; j < half; ++j) {
+        const float a = lo[j], b = hi[j];
+        lo[j] = a * cosine[j] - b * sine[j];
+        hi[j] = b * cosine[j] + a * sine[j];
+      }
+    }
+  }
+}
+
+} // namespace dlm::cpu

@@ -1,0 +1,56 @@
+// A fixed set of worker threads for the CPU backend's loops that are not GEMMs (attention,
+// sampler rows). GEMMs run on oneDNN's own OpenMP threads; this pool uses plain std::thread so
+// that the runtime does not drag in a second OpenMP runtime next to the one oneDNN links.
+// Workers sleep on a condition variable between calls: they never spin against oneDNN's threads.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace dlm::cpu {
+
+class ThreadPool {
+public:
+  // `threads` counts the calling thread; 0 means one per hardware thread.
+  explicit ThreadPool(int threads);
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
+  ~ThreadPool();
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Splits [0, count) into one contiguous range per thread and calls body(begin, end, thread) on
+  // each, the caller taking the first; returns when all are done. `thread` < threads() indexes
+  // per-thread scratch. Runs inline when count < minParallel or the pool has one thread.
+  // The body is called through a plain function pointer, not std::function, so that a call
+  // never allocates (forwards must not allocate per step).
+  template <typename Body> void parallelFor(int64_t count, int64_t minParallel, Body &&body) {
+    run(count, minParallel, const_cast<void *>(static_cast<const void *>(&body)),
+        [](void *context, int64_t begin, int64_t end, int thread) {
+          (*static_cast<std::remove_reference_t<Body> *>(context))(begin, end, thread);
+        });
+  }
+
+private:
+  using Trampoline = void (*)(void *context, int64_t begin, int64_t end, int thread);
+  void run(int64_t count, int64_t minParallel, void *context, Trampoline call);
+  void workerLoop(int index);
+  void runShare(int thread);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  int64_t count_ = 0;
+  void *context_ = nullptr;
+  Trampoline call_ = nullptr;
+};
+
+} // namespace dlm::cpu

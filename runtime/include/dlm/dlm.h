@@ -1,0 +1,111 @@
+/* dlm runtime, C API: load a compiled diffusion language model (.dlm artifact), create a session
+ * on a backend, generate text with committed blocks streamed to a callback.
+ *
+ *   dlm_model *model;            dlm_status s = dlm_model_open("model.dlm", &model);
+ *   dlm_session_options opts;    dlm_session_options_init(&opts);
+ *   dlm_session *session;        s = dlm_session_create(model, &opts, &session);
+ *   dlm_request *req;            s = dlm_request_create(&req);
+ *   dlm_request_set_prompt_text(req, "Hello");
+ *   dlm_request_set_knob_int(req, "gen_length", 64);
+ *   dlm_result *res;             s = dlm_session_generate(session, req, on_block, user, &res);
+ *   ... dlm_result_text(res), dlm_result_stats(res, &stats) ...
+ *   dlm_result_destroy(res); dlm_request_destroy(req); dlm_session_destroy(session);
+ *   dlm_model_close(model);
+ *
+ * Errors: every fallible call returns a dlm_status, NULL on success; otherwise it carries a
+ * message naming the problem and must be freed with dlm_status_free. No global state; a session
+ * runs one request at a time (use one session per thread). Knob names are those of
+ * runtime/model/ModelSpec.h: policy, gen_length, block_length, steps, threshold, temperature,
+ * t_min, t_max, max_steps, entropy_bound, stability_threshold, confidence_threshold, noise. */
+#ifndef DLM_DLM_H
+#define DLM_DLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLM_API_VERSION 1
+
+int dlm_api_version(void);
+
+/* ---- Status --------------------------------------------------------------------------------- */
+typedef struct dlm_status_t *dlm_status; /* NULL = success */
+const char *dlm_status_message(dlm_status status);
+void dlm_status_free(dlm_status status);
+
+/* ---- Model ---------------------------------------------------------------------------------- */
+typedef struct dlm_model dlm_model;
+dlm_status dlm_model_open(const char *path, dlm_model **out_model);
+/* A model must outlive its sessions. */
+void dlm_model_close(dlm_model *model);
+int64_t dlm_model_vocab_size(const dlm_model *model);
+/* -1 when the model has none. */
+int64_t dlm_model_mask_token_id(const dlm_model *model);
+
+/* ---- Session -------------------------------------------------------------------------------- */
+typedef struct dlm_session_options {
+  const char *backend;         /* "cpu" (default); "cuda" is not supported yet */
+  int32_t threads;             /* 0 = one per hardware thread */
+  int32_t kv_page_tokens;      /* token slots per KV page, default 16 */
+  int64_t max_sequence_length; /* 0 = the model's maximum positions */
+  int64_t kv_pages;            /* 0 = enough for one sequence of max_sequence_length */
+} dlm_session_options;
+
+void dlm_session_options_init(dlm_session_options *options);
+typedef struct dlm_session dlm_session;
+dlm_status dlm_session_create(dlm_model *model, const dlm_session_options *options,
+                              dlm_session **out_session);
+void dlm_session_destroy(dlm_session *session);
+
+/* ---- Request -------------------------------------------------------------------------------- */
+typedef struct dlm_request dlm_request;
+dlm_status dlm_request_create(dlm_request **out_request);
+void dlm_request_destroy(dlm_request *request);
+void dlm_request_set_prompt_ids(dlm_request *request, const int32_t *ids, size_t count);
+/* Encoded with the artifact's tokenizer; replaces prompt ids. */
+void dlm_request_set_prompt_text(dlm_request *request, const char *text);
+void dlm_request_set_seed(dlm_request *request, uint64_t seed);
+void dlm_request_set_request_id(dlm_request *request, uint64_t request_id);
+/* "none" (recompute every step) or "prefix" (Fast-dLLM prefix cache). */
+dlm_status dlm_request_set_cache(dlm_request *request, const char *mode);
+/* Knob overrides; names and types are checked when the request runs. The string "none" removes
+ * the artifact's threshold (fixed-count unmasking). */
+void dlm_request_set_knob_int(dlm_request *request, const char *name, int64_t value);
+void dlm_request_set_knob_double(dlm_request *request, const char *name, double value);
+void dlm_request_set_knob_string(dlm_request *request, const char *name, const char *value);
+
+/* ---- Generation ----------------------------------------------------------------------------- */
+/* Called once per committed block, in order. `text` (text_size bytes, not NUL-terminated) is the
+ * text that became complete with this block. Pointers are valid during the call only. */
+typedef void (*dlm_block_callback)(void *user_data, int64_t block_index, const int32_t *ids,
+                                   size_t count, const char *text, size_t text_size);
+
+typedef struct dlm_result dlm_result;
+dlm_status dlm_session_generate(dlm_session *session, const dlm_request *request,
+                                dlm_block_callback on_block, void *user_data,
+                                dlm_result **out_result);
+
+typedef struct dlm_stats {
+  int64_t forwards;         /* model forward passes */
+  int64_t decode_steps;     /* forwards whose logits were decoded */
+  int64_t blocks;           /* committed blocks */
+  int64_t generated_tokens; /* output ids, up to and including the first EOS */
+  double seconds;           /* wall time of the decoding loop */
+} dlm_stats;
+
+/* Generated ids (prompt excluded, up to and including the first EOS); returns the count. */
+size_t dlm_result_output_ids(const dlm_result *result, const int32_t **out_ids);
+size_t dlm_result_prompt_ids(const dlm_result *result, const int32_t **out_ids);
+/* NUL-terminated; special tokens skipped; "" without a tokenizer. */
+const char *dlm_result_text(const dlm_result *result);
+void dlm_result_stats(const dlm_result *result, dlm_stats *out_stats);
+void dlm_result_destroy(dlm_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLM_DLM_H */

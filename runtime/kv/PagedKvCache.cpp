@@ -1,0 +1,143 @@
+#include "runtime/kv/PagedKvCache.h"
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+
+namespace dlm::kv {
+
+PagedKvCache::PagedKvCache(int32_t pageCount, int32_t pageTokens, PageCopier copyPage)
+    : pageTokens_(std::max(pageTokens, 1)), copyPage_(std::move(copyPage)),
+      refCounts_(static_cast<size_t>(std::max(pageCount, 0)), 0) {
+  freeList_.reserve(refCounts_.size());
+  for (PageIndex page = pageCount - 1; page >= 0; --page)
+    freeList_.push_back(page);
+}
+
+SequenceId PagedKvCache::create() {
+  SequenceId id = nextSequence_++;
+  sequences_.emplace(id, Sequence{});
+  return id;
+}
+
+StatusOr<PagedKvCache::Sequence *> PagedKvCache::find(SequenceId sequence, const char *operation) {
+  auto it = sequences_.find(sequence);
+  if (it == sequences_.end())
+    return Status::error(std::string("KV cache ") + operation + ": unknown sequence " +
+                         std::to_string(sequence));
+  return &it->second;
+}
+
+PageIndex PagedKvCache::takePage() {
+  assert(!freeList_.empty());
+  PageIndex page = freeList_.back();
+  freeList_.pop_back();
+  refCounts_[static_cast<size_t>(page)] = 1;
+  return page;
+}
+
+void PagedKvCache::releasePage(PageIndex page) {
+  int32_t &count = refCounts_[static_cast<size_t>(page)];
+  assert(count > 0);
+  if (--count == 0)
+    freeList_.push_back(page);
+}
+
+Status PagedKvCache::append(SequenceId sequence, int64_t tokens) {
+  StatusOr<Sequence *> found = find(sequence, "append");
+  if (!found)
+    return found.status();
+  if (tokens < 0)
+    return Status::error("KV cache append: negative token count " + std::to_string(tokens));
+  Sequence &seq = **found;
+  const int64_t newLength = seq.length + tokens;
+  const int64_t newPages = pagesFor(newLength) - static_cast<int64_t>(seq.pages.size());
+  // The first new slot lands in the current last page when that page is partly filled; if a
+  // fork shares that page it must be copied first, which costs one more page.
+  const bool writesSharedPage =
+      tokens > 0 && seq.length % pageTokens_ != 0 && refCount(seq.pages.back()) > 1;
+  const int64_t needed = newPages + (writesSharedPage ? 1 : 0);
+  if (needed > freePages())
+    return Status::error("KV cache exhausted: need " + std::to_string(needed) + " pages, " +
+                         std::to_string(freePages()) + " free");
+  if (writesSharedPage) {
+    PageIndex copy = takePage();
+    copyPage_(seq.pages.back(), copy);
+    releasePage(seq.pages.back());
+    seq.pages.back() = copy;
+  }
+  for (int64_t i = 0; i < newPages; ++i)
+    seq.pages.push_back(takePage());
+  seq.length = newLength;
+  return Status::ok();
+}
+
+Status PagedKvCache::commit(SequenceId sequence) {
+  StatusOr<Sequence *> found = find(sequence, "commit");
+  if (!found)
+    return found.status();
+  (*found)->committed = (*found)->length;
+  return Status::ok();
+}
+
+Status PagedKvCache::trim(SequenceId sequence, int64_t length) {
+  StatusOr<Sequence *> found = find(sequence, "trim");
+  if (!found)
+    return found.status();
+  Sequence &seq = **found;
+  if (length < 0 || length > seq.length)
+    return Status::error("KV cache trim: length " + std::to_string(length) + " is outside [0, " +
+                         std::to_string(seq.length) + "]");
+  const size_t keepPages = static_cast<size_t>(pagesFor(length));
+  while (seq.pages.size() > keepPages) {
+    releasePage(seq.pages.back());
+    seq.pages.pop_back();
+  }
+  seq.length = length;
+  seq.committed = std::min(seq.committed, length);
+  return Status::ok();
+}
+
+StatusOr<SequenceId> PagedKvCache::fork(SequenceId source) {
+  StatusOr<Sequence *> found = find(source, "fork");
+  if (!found)
+    return found.status();
+  Sequence copy;
+  copy.length = (*found)->committed;
+  copy.committed = copy.length;
+  copy.pages.assign((*found)->pages.begin(),
+                    (*found)->pages.begin() + static_cast<ptrdiff_t>(pagesFor(copy.length)));
+  for (PageIndex page : copy.pages)
+    ++refCounts_[static_cast<size_t>(page)];
+  SequenceId id = nextSequence_++;
+  sequences_.emplace(id, std::move(copy));
+  return id;
+}
+
+Status PagedKvCache::remove(SequenceId sequence) {
+  StatusOr<Sequence *> found = find(sequence, "remove");
+  if (!found)
+    return found.status();
+  for (PageIndex page : (*found)->pages)
+    releasePage(page);
+  sequences_.erase(sequence);
+  return Status::ok();
+}
+
+int64_t PagedKvCache::length(SequenceId sequence) const {
+  auto it = sequences_.find(sequence);
+  return it == sequences_.end() ? 0 : it->second.length;
+}
+
+int64_t PagedKvCache::committedLength(SequenceId sequence) const {
+  auto it = sequences_.find(sequence);
+  return it == sequences_.end() ? 0 : it->second.committed;
+}
+
+const std::vector<PageIndex> &PagedKvCache::blockTable(SequenceId sequence) const {
+  static const std::vector<PageIndex> none;
+  auto it = sequences_.find(sequence);
+  return it == sequences_.end() ? none : it->second.pages;
+}
+
+} // namespace dlm::kv

@@ -1,0 +1,83 @@
+// The bookkeeping of a paged KV cache: a pool of fixed-size pages, one block table per sequence
+// (page of token t = table[t / pageTokens]), a reference count per page so that forked sequences
+// share their common prefix, and the sequence operations below as the only way to change any of
+// it. Where the K/V bytes of a page live (host memory, a GPU buffer) is the backend's business:
+// this class only hands out page indices and asks the backend to copy a page when a shared page
+// is about to be written (copy-on-write).
+//
+// Token slots of a sequence are either committed (final: a fork shares them) or pending (written
+// by the forward that appended them, typically dropped again by trim()). Not thread-safe.
+#pragma once
+
+#include "support/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+namespace dlm::kv {
+
+using SequenceId = int32_t;
+using PageIndex = int32_t;
+
+class PagedKvCache {
+public:
+  // Copies the K/V contents of page `from` to page `to` (copy-on-write of a shared page).
+  using PageCopier = std::function<void(PageIndex from, PageIndex to)>;
+
+  PagedKvCache(int32_t pageCount, int32_t pageTokens, PageCopier copyPage);
+
+  int32_t pageCount() const { return static_cast<int32_t>(refCounts_.size()); }
+  int32_t pageTokens() const { return pageTokens_; }
+  int32_t freePages() const { return static_cast<int32_t>(freeList_.size()); }
+  // How many block tables hold `page` (0 = free).
+  int32_t refCount(PageIndex page) const { return refCounts_[static_cast<size_t>(page)]; }
+
+  // ---- Sequence operations -----------------------------------------------------------------
+  // A new, empty sequence.
+  SequenceId create();
+  // Adds `tokens` pending slots at the end of `sequence`, allocating pages as needed and copying
+  // a shared last page before it is written. On "KV cache exhausted: need N pages, M free" the
+  // cache is left unchanged.
+  Status append(SequenceId sequence, int64_t tokens);
+  // Makes every slot of `sequence` committed.
+  Status commit(SequenceId sequence);
+  // Keeps the first `length` slots (committed or not) and releases pages no longer used.
+  Status trim(SequenceId sequence, int64_t length);
+  // A new sequence sharing the committed slots of `source` (pages are shared, not copied).
+  StatusOr<SequenceId> fork(SequenceId source);
+  // Releases every page of `sequence` and forgets it.
+  Status remove(SequenceId sequence);
+
+  // ---- Queries -------------------------------------------------------------------------------
+  bool contains(SequenceId sequence) const { return sequences_.count(sequence) != 0; }
+  // 0 for an unknown sequence.
+  int64_t length(SequenceId sequence) const;
+  int64_t committedLength(SequenceId sequence) const;
+  // Page indices in token order; empty for an unknown sequence.
+  const std::vector<PageIndex> &blockTable(SequenceId sequence) const;
+  // Pages a sequence of `tokens` slots occupies.
+  int64_t pagesFor(int64_t tokens) const { return (tokens + pageTokens_ - 1) / pageTokens_; }
+
+private:
+  struct Sequence {
+    int64_t length = 0;
+    int64_t committed = 0;
+    std::vector<PageIndex> pages;
+  };
+
+  StatusOr<Sequence *> find(SequenceId sequence, const char *operation);
+  PageIndex takePage();
+  void releasePage(PageIndex page);
+
+  int32_t pageTokens_;
+  PageCopier copyPage_;
+  std::vector<int32_t> refCounts_;
+  // Free pages, taken from the back: the lowest indices are handed out first.
+  std::vector<PageIndex> freeList_;
+  std::unordered_map<SequenceId, Sequence> sequences_;
+  SequenceId nextSequence_ = 0;
+};
+
+} // namespace dlm::kv

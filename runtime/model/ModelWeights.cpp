@@ -1,0 +1,250 @@
+#include "runtime/model/ModelWeights.h"
+
+#include "runtime/model/ModelSpec.h"
+
+#include <cstring>
+
+namespace dlm::model {
+
+namespace {
+
+using artifact::AttentionMaskKind;
+using artifact::DType;
+
+std::string shapeString(const std::vector<int64_t> &dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(dims[i]);
+  }
+  return text + "]";
+}
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+float f16ToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  uint32_t wide;
+  if (exponent == 0x1f) { // inf / nan
+    wide = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    wide = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    wide = sign;
+  } else { // subnormal half: renormalise into a normal float
+    int shift = 0;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    wide = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+const artifact::AttributeValue *findExtra(const artifact::ModelConfig &config,
+                                          std::string_view key) {
+  auto it = config.extra.find(key);
+  return it == config.extra.end() ? nullptr : &it->second;
+}
+
+} // namespace
+
+StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config) {
+  ModelDims dims;
+  dims.vocabSize = config.vocabSize;
+  dims.embeddingSize = config.embeddingSize ? config.embeddingSize : config.vocabSize;
+  dims.hidden = config.hiddenSize;
+  dims.layers = config.numLayers;
+  dims.heads = config.numHeads;
+  dims.kvHeads = config.numKvHeads ? config.numKvHeads : config.numHeads;
+  dims.headDim =
+      config.headDim ? config.headDim : (config.numHeads ? config.hiddenSize / config.numHeads : 0);
+  dims.intermediate = config.intermediateSize;
+  dims.ropeTheta = config.ropeTheta;
+  dims.rmsNormEps = config.rmsNormEps;
+
+  auto positive = [](const char *field, int64_t value) -> Status {
+    if (value <= 0)
+      return Status::error(std::string("model config: ") + field + " is " + std::to_string(value) +
+                           ", expected a positive number");
+    return Status::ok();
+  };
+  DLM_RETURN_IF_ERROR(positive("vocab_size", dims.vocabSize));
+  DLM_RETURN_IF_ERROR(positive("hidden_size", dims.hidden));
+  DLM_RETURN_IF_ERROR(positive("num_layers", dims.layers));
+  DLM_RETURN_IF_ERROR(positive("num_heads", dims.heads));
+  DLM_RETURN_IF_ERROR(positive("num_kv_heads", dims.kvHeads));
+  DLM_RETURN_IF_ERROR(positive("head_dim", dims.headDim));
+  DLM_RETURN_IF_ERROR(positive("intermediate_size", dims.intermediate));
+  if (dims.embeddingSize < dims.vocabSize)
+    return Status::error("model config: embedding_size " + std::to_string(dims.embeddingSize) +
+                         " is smaller than vocab_size " + std::to_string(dims.vocabSize));
+  if (dims.heads % dims.kvHeads)
+    return Status::error("model config: num_kv_heads " + std::to_string(dims.kvHeads) +
+                         " does not divide num_heads " + std::to_string(dims.heads));
+  if (dims.headDim % 2)
+    return Status::error("model config: head_dim " + std::to_string(dims.headDim) +
+                         " is odd; rotary embeddings need pairs");
+  if (!(dims.ropeTheta > 0))
+    return Status::error("model config: rope_theta must be positive");
+  if (!(dims.rmsNormEps > 0))
+    return Status::error("model config: rms_norm_eps must be positive");
+
+  switch (config.attentionMask) {
+  case AttentionMaskKind::causal:
+    dims.causal = true;
+    break;
+  case AttentionMaskKind::bidirectional:
+    dims.causal = false;
+    break;
+  case AttentionMaskKind::unspecified:
+    return Status::error("model config: the attention mask kind is unspecified");
+  default:
+    return Status::error(std::string("not supported yet: attention mask '") +
+                         artifact::fb::EnumNameAttentionMaskKind(config.attentionMask) + "'");
+  }
+
+  if (const auto *shift = findExtra(config, spec::kExtraLogitShift)) {
+    if (!std::holds_alternative<bool>(*shift))
+      return Status::error("model config: logit_shift must be a bool");
+    dims.logitShift = std::get<bool>(*shift);
+  }
+  if (const auto *style = findExtra(config, spec::kExtraRopeStyle)) {
+    if (!std::holds_alternative<std::string>(*style))
+      return Status::error("model config: rope_style must be a string");
+    if (std::get<std::string>(*style) != spec::kRopeStyleNeox)
+      return Status::error("not supported yet: rope_style '" + std::get<std::string>(*style) + "'");
+  }
+  return dims;
+}
+
+class ModelWeights::Loader {
+public:
+  Loader(const artifact::ArtifactReader &reader, ModelWeights &weights)
+      : reader_(reader), weights_(weights) {}
+
+  // The weight `name` with shape `expected`; an absent optional weight gives an empty tensor.
+  StatusOr<HostTensor> tensor(const std::string &name, std::vector<int64_t> expected,
+                              bool optional = false) {
+    const artifact::WeightView *view = reader_.findWeight(name);
+    if (!view) {
+      if (optional)
+        return HostTensor{};
+      return error("missing weight '" + name + "'");
+    }
+    std::vector<int64_t> shape = view->shape.toVector();
+    if (shape != expected)
+      return error("weight '" + name + "' has shape " + shapeString(shape) + ", expected " +
+                   shapeString(expected));
+    HostTensor tensor;
+    tensor.rows = expected.size() == 2 ? expected[0] : 1;
+    tensor.cols = expected.back();
+    const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
+    switch (view->dtype) {
+    case DType::f32:
+      tensor.data = static_cast<const float *>(view->data);
+      return tensor;
+    case DType::bf16:
+    case DType::f16: {
+      std::unique_ptr<float[]> converted(new float[count]);
+      const auto *bits = static_cast<const uint16_t *>(view->data);
+      if (view->dtype == DType::bf16)
+        for (size_t i = 0; i < count; ++i)
+          converted[i] = bf16ToFloat(bits[i]);
+      else
+        for (size_t i = 0; i < count; ++i)
+          converted[i] = f16ToFloat(bits[i]);
+      tensor.data = converted.get();
+      weights_.owned_.push_back(std::move(converted));
+      weights_.ownedBytes_ += count * sizeof(float);
+      return tensor;
+    }
+    default:
+      return error("weight '" + name + "' has dtype " + artifact::dtypeName(view->dtype) +
+                   "; the runtime reads f32, bf16 and f16");
+    }
+  }
+
+  Status error(const std::string &message) const {
+    return Status::error("artifact '" + reader_.path() + "': " + message);
+  }
+
+private:
+  const artifact::ArtifactReader &reader_;
+  ModelWeights &weights_;
+};
+
+StatusOr<std::shared_ptr<const ModelWeights>>
+ModelWeights::load(const artifact::ArtifactReader &reader) {
+  auto weights = std::make_shared<ModelWeights>();
+  StatusOr<ModelDims> dims = modelDims(reader.config());
+  if (!dims)
+    return dims.status().withContext("artifact '" + reader.path() + "'");
+  weights->dims_ = *dims;
+  const ModelDims &d = weights->dims_;
+  Loader loader(reader, *weights);
+
+#define DLM_ASSIGN_TENSOR(target, ...)                                                             \
+  do {                                                                                             \
+    StatusOr<HostTensor> tensor_ = loader.tensor(__VA_ARGS__);                                     \
+    if (!tensor_)                                                                                  \
+      return tensor_.status();                                                                     \
+    target = *tensor_;                                                                             \
+  } while (0)
+
+  DLM_ASSIGN_TENSOR(weights->embed_, std::string(spec::kEmbed), {d.embeddingSize, d.hidden});
+  DLM_ASSIGN_TENSOR(weights->finalNorm_, std::string(spec::kFinalNorm), {d.hidden});
+  if (reader.config().tiedEmbeddings) {
+    weights->lmHead_ = weights->embed_;
+  } else {
+    const artifact::WeightView *head = reader.findWeight(spec::kLmHead);
+    // The LM head may be padded like the embedding or cut to the vocabulary; only the first
+    // vocab_size rows are ever read.
+    int64_t rows = head && head->shape.rank() == 2 && head->shape[0] >= d.vocabSize
+                       ? head->shape[0]
+                       : d.embeddingSize;
+    DLM_ASSIGN_TENSOR(weights->lmHead_, std::string(spec::kLmHead), {rows, d.hidden});
+  }
+
+  weights->layers_.resize(static_cast<size_t>(d.layers));
+  for (int64_t i = 0; i < d.layers; ++i) {
+    LayerWeights &layer = weights->layers_[static_cast<size_t>(i)];
+    auto name = [i](std::string_view role) { return spec::layerWeightName(i, role); };
+    DLM_ASSIGN_TENSOR(layer.attnNorm, name(spec::kAttnNorm), {d.hidden});
+    DLM_ASSIGN_TENSOR(layer.q, name(spec::kQ), {d.qWidth(), d.hidden});
+    DLM_ASSIGN_TENSOR(layer.k, name(spec::kK), {d.kvWidth(), d.hidden});
+    DLM_ASSIGN_TENSOR(layer.v, name(spec::kV), {d.kvWidth(), d.hidden});
+    DLM_ASSIGN_TENSOR(layer.qBias, name(spec::kQBias), {d.qWidth()}, true);
+    DLM_ASSIGN_TENSOR(layer.kBias, name(spec::kKBias), {d.kvWidth()}, true);
+    DLM_ASSIGN_TENSOR(layer.vBias, name(spec::kVBias), {d.kvWidth()}, true);
+    DLM_ASSIGN_TENSOR(layer.qNorm, name(spec::kQNorm), {d.headDim}, true);
+    DLM_ASSIGN_TENSOR(layer.kNorm, name(spec::kKNorm), {d.headDim}, true);
+    DLM_ASSIGN_TENSOR(layer.o, name(spec::kO), {d.hidden, d.qWidth()});
+    DLM_ASSIGN_TENSOR(layer.mlpNorm, name(spec::kMlpNorm), {d.hidden});
+    DLM_ASSIGN_TENSOR(layer.gate, name(spec::kGate), {d.intermediate, d.hidden});
+    DLM_ASSIGN_TENSOR(layer.up, name(spec::kUp), {d.intermediate, d.hidden});
+    DLM_ASSIGN_TENSOR(layer.down, name(spec::kDown), {d.hidden, d.intermediate});
+    if (bool(layer.qNorm) != bool(layer.kNorm))
+      return loader.error("layer " + std::to_string(i) +
+                          " has only one of q_norm and k_norm; expected both or neither");
+    if (bool(layer.qBias) != bool(layer.kBias) || bool(layer.kBias) != bool(layer.vBias))
+      return loader.error("layer " + std::to_string(i) +
+                          " has some but not all of q_bias, k_bias, v_bias");
+  }
+#undef DLM_ASSIGN_TENSOR
+  return std::shared_ptr<const ModelWeights>(std::move(weights));
+}
+
+} // namespace dlm::model

@@ -1,0 +1,79 @@
+// The canonical weights of an artifact (runtime/model/ModelSpec.h) as float32 host tensors, the
+// form the CPU kernels read. f32 weights point straight into the artifact's mapping; bf16 and f16
+// weights are converted once, here, into buffers this object owns. Every shape is checked against
+// the ModelConfig before anything runs, so a kernel never meets a surprise.
+#pragma once
+
+#include "runtime/artifact/ArtifactReader.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlm::model {
+
+// A float32 tensor that this object does not own; null data means "absent" (optional weights).
+struct HostTensor {
+  const float *data = nullptr;
+  int64_t rows = 0; // 1 for vectors
+  int64_t cols = 0;
+
+  explicit operator bool() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  HostTensor attnNorm, q, k, v, qBias, kBias, vBias, qNorm, kNorm, o;
+  HostTensor mlpNorm, gate, up, down;
+};
+
+// The sizes the forward pass needs, taken from ModelConfig and checked for consistency.
+struct ModelDims {
+  int64_t vocabSize = 0;     // logits width
+  int64_t embeddingSize = 0; // embedding rows (>= vocabSize; extra rows are padding)
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kvHeads = 0;
+  int64_t headDim = 0;
+  int64_t intermediate = 0;
+  double ropeTheta = 0;
+  double rmsNormEps = 0;
+  bool causal = false;     // attention mask: causal (Qwen3, Llama) or bidirectional
+  bool logitShift = false; // Dream
+
+  int64_t qWidth() const { return heads * headDim; }
+  int64_t kvWidth() const { return kvHeads * headDim; }
+};
+
+// Reads the dimensions of `config`; errors name the offending field ("num_kv_heads 3 does not
+// divide num_heads 4", "not supported yet: rope_style 'gptj'", ...).
+StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config);
+
+class ModelWeights {
+public:
+  // Looks up every canonical weight of `reader`, checks dtype and shape, converts what is not f32.
+  // `reader` must outlive the result (f32 tensors point into its mapping). Errors read
+  // "artifact '<path>': weight 'layers.0.q' has shape [3, 4], expected [64, 64]" and the like.
+  static StatusOr<std::shared_ptr<const ModelWeights>> load(const artifact::ArtifactReader &reader);
+
+  const ModelDims &dims() const { return dims_; }
+  const HostTensor &embed() const { return embed_; }
+  const HostTensor &finalNorm() const { return finalNorm_; }
+  // The embedding when the model ties them.
+  const HostTensor &lmHead() const { return lmHead_; }
+  const std::vector<LayerWeights> &layers() const { return layers_; }
+  // Bytes converted from bf16 / f16 at load time (0 for an all-f32 artifact).
+  size_t ownedBytes() const { return ownedBytes_; }
+
+private:
+  class Loader;
+  ModelDims dims_;
+  HostTensor embed_, finalNorm_, lmHead_;
+  std::vector<LayerWeights> layers_;
+  std::vector<std::unique_ptr<float[]>> owned_;
+  size_t ownedBytes_ = 0;
+};
+
+} // namespace dlm::model

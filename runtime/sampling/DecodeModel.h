@@ -1,0 +1,52 @@
+// What a decoding policy needs from a model: forwards over a token sequence, with or without the
+// K/V of a prefix kept from an earlier forward, returning only the logit rows it will decode.
+// Backends implement it; tests implement it with a fake model.
+#pragma once
+
+#include "support/Status.h"
+
+#include <cstdint>
+
+namespace dlm::sampling {
+
+// Rows [begin, end) of the tokens a forward is fed, after the logit shift (Dream), which a
+// backend applies itself: row r of a shifting model is the prediction made at fed row r - 1 and
+// row 0 keeps its own.
+struct LogitRows {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t count() const { return end - begin; }
+};
+
+// float32 logits [rows, vocab], owned by the model and valid until its next forward.
+struct LogitsView {
+  const float *data = nullptr;
+  int64_t rows = 0;
+  int64_t vocab = 0;
+  const float *row(int64_t r) const { return data + r * vocab; }
+};
+
+class DecodeModel {
+public:
+  virtual ~DecodeModel() = default;
+
+  // Logits width (the model's vocab_size).
+  virtual int64_t vocabSize() const = 0;
+
+  // Sizes every buffer for forwards of up to `tokens` tokens returning up to `logitRows` rows;
+  // called before a request's first forward so that no forward allocates.
+  virtual Status reserve(int64_t tokens, int64_t logitRows) = 0;
+
+  // Forgets every cached K/V, runs tokens[0, count) at positions 0..count-1, then keeps the K/V
+  // of [0, keep) (0 <= keep <= count) for later forwardCached calls.
+  virtual StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
+                                           LogitRows rows) = 0;
+
+  // Runs tokens[keep, count) at positions keep..count-1, attending to the cached K/V of
+  // [0, keep) (which must be exactly what the cache holds) and to each other; the cache is left
+  // as it was. `rows` index the fed tokens, i.e. row 0 is position keep.
+  virtual StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                             LogitRows rows) = 0;
+};
+
+} // namespace dlm::sampling

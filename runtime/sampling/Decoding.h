@@ -1,0 +1,126 @@
+// Decoding programs on a DecodeModel, exactly as tests/reference/samplers.py runs them:
+//
+//   low-confidence  LLaDA / Fast-dLLM blocks with fixed-count or confidence-threshold unmasking
+//                   (LowConfidence.cpp);
+//   entropy-bound   DiffusionGemma's entropy-bound canvas on a mask-absorbing model
+//                   (EntropyBound.cpp).
+//
+// Both stop early at EOS and report each committed block through a callback. All randomness comes
+// from CounterRng.h keyed by (seed, request, stream, step, position); `step` counts the forwards
+// whose logits are decoded, over the whole request.
+#pragma once
+
+#include "runtime/sampling/DecodeModel.h"
+#include "runtime/sampling/DecodingKnobs.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace dlm::sampling {
+
+enum class CacheMode {
+  // Every forward recomputes the whole sequence: the reference semantics.
+  none,
+  // Fast-dLLM prefix cache: K/V of the committed prefix is kept between the steps of a block.
+  prefix,
+};
+
+StatusOr<CacheMode> parseCacheMode(std::string_view name);
+const char *cacheModeName(CacheMode mode);
+
+// What decoding needs to know about the model's vocabulary.
+struct TokenFacts {
+  int64_t maskTokenId = -1; // -1: none
+  std::vector<int64_t> eosTokenIds;
+  bool logitShift = false; // Dream: the cached chunk starts one position early
+
+  bool isEos(int64_t token) const;
+};
+
+struct DecodeRequest {
+  std::vector<int32_t> prompt;
+  DecodingKnobs knobs;
+  uint64_t seed = 0;
+  uint64_t request = 0;
+  CacheMode cache = CacheMode::none;
+  // Keep the logits of the first forward whose logits are decoded, every row of it.
+  bool captureFirstLogits = false;
+};
+
+// A block (low-confidence) or canvas (entropy-bound) whose tokens are final. Ids stop after the
+// first EOS of the output; nothing follows a block that contains one.
+struct CommittedBlock {
+  int64_t index = 0;
+  const int32_t *ids = nullptr;
+  int64_t count = 0;
+};
+using BlockCallback = std::function<void(const CommittedBlock &)>;
+
+struct DecodeOutcome {
+  // Generated ids, prompt excluded, up to and including the first EOS.
+  std::vector<int32_t> outputIds;
+  int64_t forwards = 0;
+  // Forwards whose logits were decoded (the counter-RNG step count).
+  int64_t decodeSteps = 0;
+  int64_t blocks = 0;
+  // [firstLogitRows, vocab] when captured.
+  std::vector<float> firstLogits;
+  int64_t firstLogitRows = 0;
+};
+
+// Checks a request against the knobs and the model: empty prompt, ids outside the vocabulary,
+// gen_length not a multiple of block_length, steps not divisible by the number of blocks, a
+// policy that needs a mask token the model lacks, out-of-range temperatures and bounds.
+Status validateRequest(const DecodeRequest &request, const TokenFacts &facts, int64_t vocab);
+
+// Tokens and logit rows the request's forwards need at most (for DecodeModel::reserve).
+int64_t maxSequenceTokens(const DecodeRequest &request);
+int64_t maxLogitRows(const DecodeRequest &request);
+
+// Validates, reserves and runs `request` on `model`.
+StatusOr<DecodeOutcome> decode(DecodeModel &model, const TokenFacts &facts,
+                               const DecodeRequest &request, const BlockCallback &onBlock);
+
+// ---- Shared by the policies ---------------------------------------------------------------------
+
+// Runs forwards, counts them, and keeps the first decoded forward's logits when asked.
+class ForwardRunner {
+public:
+  ForwardRunner(DecodeModel &model, bool captureFirstLogits, DecodeOutcome &outcome)
+      : model_(model), capture_(captureFirstLogits), outcome_(outcome) {}
+
+  // A full forward (see DecodeModel::forwardFull); `decoded` is false for passes that only fill
+  // the cache, whose logits are never looked at.
+  StatusOr<LogitsView> full(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
+                            LogitRows rows, bool decoded = true);
+  StatusOr<LogitsView> cached(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
+                              LogitRows rows);
+
+private:
+  StatusOr<LogitsView> finish(StatusOr<LogitsView> logits, LogitRows wanted, bool captured);
+
+  DecodeModel &model_;
+  bool capture_;
+  DecodeOutcome &outcome_;
+};
+
+// Ends the outcome: output = sequence[promptLength:] cut after its first EOS.
+void finishOutput(const std::vector<int32_t> &sequence, size_t promptLength,
+                  const TokenFacts &facts, DecodeOutcome &outcome);
+
+// Reports sequence[begin, end) as committed block `index`, cut after the first EOS; returns true
+// when the block holds an EOS (generation stops after it).
+bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t end, int64_t index,
+                 const TokenFacts &facts, const BlockCallback &onBlock);
+
+Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
+                        const DecodeRequest &request, const BlockCallback &onBlock,
+                        DecodeOutcome &outcome);
+Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
+                       const DecodeRequest &request, const BlockCallback &onBlock,
+                       DecodeOutcome &outcome);
+
+} // namespace dlm::sampling

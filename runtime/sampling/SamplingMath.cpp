@@ -1,0 +1,126 @@
+// Built with -ffp-contract=off: `logit + T * gumbel` must round like numpy's two operations, not
+// like one fused multiply-add, or near-ties could break differently from the reference.
+#include "runtime/sampling/SamplingMath.h"
+
+#include "runtime/sampling/CounterRng.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace dlm::sampling {
+
+std::vector<int64_t> numTransferTokens(int64_t masked, int64_t steps) {
+  std::vector<int64_t> schedule(static_cast<size_t>(std::max<int64_t>(steps, 0)),
+                                steps > 0 ? masked / steps : 0);
+  for (int64_t i = 0; steps > 0 && i < masked % steps; ++i)
+    ++schedule[static_cast<size_t>(i)];
+  return schedule;
+}
+
+namespace {
+
+double rowMax(const float *logits, int64_t vocab) {
+  double maximum = -std::numeric_limits<double>::infinity();
+  for (int64_t v = 0; v < vocab; ++v)
+    maximum = std::max(maximum, static_cast<double>(logits[v]));
+  return maximum;
+}
+
+} // namespace
+
+RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
+                      int64_t excluded) {
+  RowDecision decision;
+  double best = -std::numeric_limits<double>::infinity();
+  const bool noisy = temperature > 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (v == excluded)
+      continue;
+    double score = static_cast<double>(logits[v]);
+    if (noisy)
+      score = score + temperature * rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
+    if (score > best || decision.token < 0) {
+      best = score;
+      decision.token = static_cast<int32_t>(v);
+    }
+  }
+  const double maximum = rowMax(logits, vocab);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(logits[v]) - maximum);
+  decision.confidence = std::exp(static_cast<double>(logits[decision.token]) - maximum) / sum;
+  return decision;
+}
+
+TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
+                        int64_t excluded) {
+  TemperedRow row;
+  double maximum = -std::numeric_limits<double>::infinity();
+  double bestSample = -std::numeric_limits<double>::infinity();
+  double bestArgmax = -std::numeric_limits<double>::infinity();
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double z = static_cast<double>(logits[v]) / temperature;
+    maximum = std::max(maximum, z);
+    if (v == excluded)
+      continue;
+    if (z > bestArgmax || row.argmax < 0) {
+      bestArgmax = z;
+      row.argmax = static_cast<int32_t>(v);
+    }
+    const double noisy = z + rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
+    if (noisy > bestSample || row.sample < 0) {
+      bestSample = noisy;
+      row.sample = static_cast<int32_t>(v);
+    }
+  }
+  // Entropy from log-softmax, as the reference: lp = s - log(sum exp(s)), H = -sum exp(lp) lp.
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(logits[v]) / temperature - maximum);
+  const double logSum = std::log(sum);
+  double entropy = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double logP = (static_cast<double>(logits[v]) / temperature - maximum) - logSum;
+    const double p = std::exp(logP);
+    if (p > 0)
+      entropy -= p * logP;
+  }
+  row.entropy = entropy;
+  return row;
+}
+
+void confidenceOrder(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
+                     std::vector<int64_t> &order) {
+  order.resize(confidence.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (confidence[a] != confidence[b])
+      return confidence[a] > confidence[b];
+    return positions[a] < positions[b];
+  });
+}
+
+void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
+                   std::vector<uint8_t> &accepted) {
+  const size_t count = entropy.size();
+  order.resize(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (entropy[a] != entropy[b])
+      return entropy[a] < entropy[b];
+    return a < b;
+  });
+  accepted.assign(count, 0);
+  // Same float operations as numpy's cumsum(hs) - hs, so the budget edge agrees bit for bit.
+  double running = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const double h = entropy[static_cast<size_t>(order[k])];
+    running += h;
+    const double before = running - h;
+    accepted[static_cast<size_t>(order[k])] = (k == 0 || before <= bound) ? 1 : 0;
+  }
+}
+
+} // namespace dlm::sampling

@@ -1,0 +1,49 @@
+// The arithmetic of the decoding policies, on one float32 logits row at a time, in double as
+// tests/reference/samplers.py does it. Free functions without state so that each is unit-tested
+// against hand-computed cases.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dlm::sampling {
+
+// Fast-dLLM get_num_transfer_tokens: `masked` tokens over `steps` steps, masked / steps each and
+// one more for the first masked % steps steps. steps must be positive.
+std::vector<int64_t> numTransferTokens(int64_t masked, int64_t steps);
+
+// No token is excluded from an argmax.
+inline constexpr int64_t kNoExcludedToken = -1;
+
+struct RowDecision {
+  int32_t token = -1;
+  // softmax(logits)[token] over the whole row (the excluded column included).
+  double confidence = 0;
+};
+
+// token = argmax_v (logits[v] + temperature * gumbel(gumbelKey, v)) over v != excluded (plain
+// argmax when temperature is 0); ties go to the lower id.
+RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
+                      int64_t excluded);
+
+struct TemperedRow {
+  int32_t sample = -1; // argmax(z + gumbel) over v != excluded, z = logits / temperature
+  int32_t argmax = -1; // argmax(z) over v != excluded
+  double entropy = 0;  // entropy of softmax(z) over the whole row, in nats
+};
+
+TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
+                        int64_t excluded);
+
+// Indices 0..count-1 ordered by descending confidence, ties to the lower position.
+void confidenceOrder(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
+                     std::vector<int64_t> &order);
+
+// The entropy-bound accept rule. Walk the positions by ascending entropy (ties to the lower
+// index) and accept position k while (entropy accumulated through k) - entropy[k] <= bound,
+// i.e. while the entropy of the positions accepted before it stays within the budget; the
+// lowest-entropy position is always accepted. accepted[i] is 1 for accepted index i.
+void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
+                   std::vector<uint8_t> &accepted);
+
+} // namespace dlm::sampling

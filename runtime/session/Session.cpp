@@ -1,0 +1,219 @@
+#include "runtime/session/Session.h"
+
+#include "runtime/cpu/CpuBackend.h"
+
+#include <chrono>
+
+namespace dlm {
+
+StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path) {
+  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(path);
+  if (!reader)
+    return reader.status();
+  auto model = std::make_shared<LoadedModel>(std::move(*reader));
+  StatusOr<model::ModelDims> dims = model::modelDims(model->config());
+  if (!dims)
+    return dims.status().withContext("artifact '" + path + "'");
+  model->dims_ = *dims;
+
+  const artifact::ModelConfig &config = model->config();
+  model->facts_.maskTokenId = config.maskTokenId;
+  model->facts_.eosTokenIds = config.eosTokenIds;
+  model->facts_.logitShift = dims->logitShift;
+  if (config.maskTokenId >= config.vocabSize)
+    return Status::error("artifact '" + path + "': mask token id " +
+                         std::to_string(config.maskTokenId) + " is outside the vocabulary");
+
+  if (!model->reader_.tokenizerJson().empty()) {
+    StatusOr<Tokenizer> tokenizer =
+        Tokenizer::fromJson(std::string(model->reader_.tokenizerJson()));
+    if (!tokenizer)
+      return tokenizer.status().withContext("artifact '" + path + "': tokenizer");
+    model->tokenizer_.emplace(std::move(*tokenizer));
+  }
+  return model;
+}
+
+StatusOr<std::shared_ptr<const model::ModelWeights>> LoadedModel::hostWeights() const {
+  std::lock_guard<std::mutex> lock(weightsMutex_);
+  if (!weights_) {
+    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+        model::ModelWeights::load(reader_);
+    if (!loaded)
+      return loaded.status();
+    weights_ = *loaded;
+  }
+  return weights_;
+}
+
+StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name, const LoadedModel &model,
+                                                 const BackendOptions &options) {
+  if (name == "cpu") {
+    StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model.hostWeights();
+    if (!weights)
+      return weights.status();
+    StatusOr<std::unique_ptr<cpu::CpuBackend>> backend =
+        cpu::CpuBackend::create(*weights, model.config().maxPositions, options);
+    if (!backend)
+      return backend.status();
+    return std::unique_ptr<Backend>(std::move(*backend));
+  }
+  if (name == "cuda")
+    return Status::error("not supported yet: cuda backend");
+  return Status::error("unknown backend '" + name + "' (expected cpu or cuda)");
+}
+
+StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const LoadedModel> model,
+                                                   const SessionOptions &options) {
+  if (!model)
+    return Status::error("no model");
+  StatusOr<std::unique_ptr<Backend>> backend = createBackend(options.backend, *model, options);
+  if (!backend)
+    return backend.status();
+  return std::unique_ptr<Session>(new Session(std::move(model), std::move(*backend)));
+}
+
+namespace {
+
+// Length of the longest prefix of `bytes` that does not end inside a UTF-8 character.
+size_t completeUtf8Prefix(const std::string &bytes) {
+  const size_t size = bytes.size();
+  for (size_t back = 1; back <= 4 && back <= size; ++back) {
+    const unsigned char c = static_cast<unsigned char>(bytes[size - back]);
+    if ((c & 0xC0) == 0x80)
+      continue; // continuation byte: keep looking for the lead
+    size_t need = c < 0x80           ? 1
+                  : (c >> 5) == 0x6  ? 2
+                  : (c >> 4) == 0xE  ? 3
+                  : (c >> 3) == 0x1E ? 4
+                                     : 1;
+    return need > back ? size - back : size;
+  }
+  return size;
+}
+
+// Hugging Face's decode skips ids that name no token (a vocabulary padded past the tokenizer's);
+// the runtime tokenizer rejects them, so they are dropped first.
+std::vector<int32_t> knownIds(const Tokenizer &tokenizer, const int32_t *ids, int64_t count) {
+  std::vector<int32_t> known;
+  known.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    if (ids[i] >= 0 && ids[i] < tokenizer.vocabSize() && tokenizer.idToToken(ids[i]))
+      known.push_back(ids[i]);
+  return known;
+}
+
+// Turns committed ids into text as it becomes complete, for streaming.
+class TextStream {
+public:
+  explicit TextStream(const Tokenizer *tokenizer) : tokenizer_(tokenizer) {}
+
+  std::string push(const int32_t *ids, int64_t count, bool last) {
+    if (!tokenizer_)
+      return {};
+    const std::vector<int32_t> known = knownIds(*tokenizer_, ids, count);
+    ids_.insert(ids_.end(), known.begin(), known.end());
+    StatusOr<std::string> bytes = tokenizer_->decodeBytes(ids_, /*skipSpecialTokens=*/true);
+    if (!bytes || bytes->size() < emitted_)
+      return {};
+    const size_t ready = last ? bytes->size() : completeUtf8Prefix(*bytes);
+    if (ready <= emitted_)
+      return {};
+    std::string text = bytes->substr(emitted_, ready - emitted_);
+    emitted_ = ready;
+    return text;
+  }
+
+private:
+  const Tokenizer *tokenizer_;
+  std::vector<int32_t> ids_;
+  size_t emitted_ = 0;
+};
+
+} // namespace
+
+StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
+                                           const StreamCallback &onBlock) {
+  const artifact::DecodingProgram &program = model_->artifact().program();
+  StatusOr<sampling::DecodingKnobs> knobs =
+      sampling::resolveKnobs(program.policy, program.knobs, request.knobs);
+  if (!knobs)
+    return knobs.status();
+
+  sampling::DecodeRequest decodeRequest;
+  decodeRequest.knobs = *knobs;
+  decodeRequest.seed = request.seed;
+  decodeRequest.request = request.requestId;
+  decodeRequest.cache = request.cache;
+  decodeRequest.captureFirstLogits = request.captureFirstLogits;
+  if (request.promptText) {
+    const Tokenizer *tokenizer = model_->tokenizer();
+    if (!tokenizer)
+      return Status::error("a text prompt needs a tokenizer; the artifact has none");
+    decodeRequest.prompt = tokenizer->encode(*request.promptText);
+  } else {
+    decodeRequest.prompt = request.promptIds;
+  }
+  if (decodeRequest.prompt.empty())
+    return Status::error("empty prompt");
+
+  const int64_t needed = sampling::maxSequenceTokens(decodeRequest);
+  const int64_t maxPositions = model_->config().maxPositions;
+  if (maxPositions > 0 && needed > maxPositions)
+    return Status::error("prompt too long: " + std::to_string(decodeRequest.prompt.size()) +
+                         " prompt tokens plus gen_length " + std::to_string(knobs->genLength) +
+                         " need " + std::to_string(needed) + " positions; the model allows " +
+                         std::to_string(maxPositions));
+  if (needed > backend_->maxSequenceLength())
+    return Status::error("prompt too long: " + std::to_string(needed) +
+                         " positions exceed the session's maximum sequence length of " +
+                         std::to_string(backend_->maxSequenceLength()));
+
+  TextStream stream(model_->tokenizer());
+  const int64_t blocks = knobs->genLength / std::max<int64_t>(knobs->blockLength, 1);
+  sampling::BlockCallback forward;
+  if (onBlock) {
+    forward = [&](const sampling::CommittedBlock &block) {
+      StreamedBlock streamed;
+      streamed.index = block.index;
+      streamed.ids = block.ids;
+      streamed.count = block.count;
+      const bool last = block.index + 1 == blocks ||
+                        (block.count > 0 && model_->tokenFacts().isEos(block.ids[block.count - 1]));
+      streamed.text = stream.push(block.ids, block.count, last);
+      onBlock(streamed);
+    };
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<sampling::DecodeOutcome> outcome =
+      sampling::decode(*backend_, model_->tokenFacts(), decodeRequest, forward);
+  const auto stop = std::chrono::steady_clock::now();
+  if (!outcome)
+    return outcome.status();
+
+  GenerateResult result;
+  result.promptIds = decodeRequest.prompt;
+  result.outputIds = std::move(outcome->outputIds);
+  result.knobs = *knobs;
+  result.stats.forwards = outcome->forwards;
+  result.stats.decodeSteps = outcome->decodeSteps;
+  result.stats.blocks = outcome->blocks;
+  result.stats.generatedTokens = static_cast<int64_t>(result.outputIds.size());
+  result.stats.seconds = std::chrono::duration<double>(stop - start).count();
+  result.firstLogits = std::move(outcome->firstLogits);
+  result.firstLogitRows = outcome->firstLogitRows;
+  result.vocabSize = backend_->vocabSize();
+  if (const Tokenizer *tokenizer = model_->tokenizer()) {
+    StatusOr<std::string> text =
+        tokenizer->decode(knownIds(*tokenizer, result.outputIds.data(),
+                                   static_cast<int64_t>(result.outputIds.size())),
+                          /*skipSpecialTokens=*/true);
+    if (!text)
+      return text.status().withContext("decoding the output");
+    result.text = std::move(*text);
+  }
+  return result;
+}
+
+} // namespace dlm

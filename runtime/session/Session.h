@@ -1,0 +1,138 @@
+// The runtime's C++ API: open an artifact (LoadedModel), create a Session on a backend, generate
+// from a prompt with knobs overriding the artifact's defaults, receive committed blocks as they
+// are decided, read the statistics. No global state: everything hangs off these objects. The C
+// header runtime/include/dlm/dlm.h wraps exactly this.
+#pragma once
+
+#include "runtime/artifact/ArtifactReader.h"
+#include "runtime/model/ModelWeights.h"
+#include "runtime/sampling/Decoding.h"
+#include "runtime/session/Backend.h"
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlm {
+
+// An opened artifact: the verified mapping, its tokenizer, what decoding needs to know about the
+// vocabulary. Shared by the sessions created from it; immutable except for the weights loaded on
+// first use.
+class LoadedModel {
+public:
+  // Errors name the file and the problem (artifact damage, an unsupported config, a bad
+  // tokenizer.json).
+  static StatusOr<std::shared_ptr<LoadedModel>> open(const std::string &path);
+
+  const artifact::ArtifactReader &artifact() const { return reader_; }
+  const artifact::ModelConfig &config() const { return reader_.config(); }
+  const model::ModelDims &dims() const { return dims_; }
+  // nullptr when the artifact carries no tokenizer.json.
+  const Tokenizer *tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const sampling::TokenFacts &tokenFacts() const { return facts_; }
+
+  // The weights as float32 host tensors, converted on the first call and then shared.
+  StatusOr<std::shared_ptr<const model::ModelWeights>> hostWeights() const;
+
+  // Use open().
+  explicit LoadedModel(artifact::ArtifactReader reader) : reader_(std::move(reader)) {}
+
+private:
+  artifact::ArtifactReader reader_;
+  model::ModelDims dims_;
+  std::optional<Tokenizer> tokenizer_;
+  sampling::TokenFacts facts_;
+  mutable std::mutex weightsMutex_;
+  mutable std::shared_ptr<const model::ModelWeights> weights_;
+};
+
+struct SessionOptions : BackendOptions {
+  // "cpu"; "cuda" is reserved and reports that it is not supported yet.
+  std::string backend = "cpu";
+};
+
+struct GenerateRequest {
+  // The prompt: ids, or text encoded with the artifact's tokenizer (special tokens added as the
+  // tokenizer's post-processor says, like Hugging Face's encode). Text wins when both are set.
+  std::vector<int32_t> promptIds;
+  std::optional<std::string> promptText;
+  // Knob overrides by their ModelSpec.h names ("gen_length", "threshold", "policy", ...).
+  artifact::Attributes knobs;
+  uint64_t seed = 0;
+  uint64_t requestId = 0;
+  sampling::CacheMode cache = sampling::CacheMode::none;
+  // Keep the first decoded forward's logits (every row) in the result.
+  bool captureFirstLogits = false;
+};
+
+// A committed block as streamed to the caller.
+struct StreamedBlock {
+  int64_t index = 0;
+  const int32_t *ids = nullptr;
+  int64_t count = 0;
+  // Text that became complete with this block (whole UTF-8 characters; special tokens skipped);
+  // empty without a tokenizer.
+  std::string text;
+};
+using StreamCallback = std::function<void(const StreamedBlock &)>;
+
+struct GenerationStats {
+  int64_t forwards = 0;
+  int64_t decodeSteps = 0;
+  int64_t blocks = 0;
+  int64_t generatedTokens = 0;
+  // Wall time of the decoding loop (tokenization and loading excluded).
+  double seconds = 0;
+  double tokensPerSecond() const { return seconds > 0 ? generatedTokens / seconds : 0; }
+  double tokensPerForward() const {
+    return forwards > 0 ? static_cast<double>(generatedTokens) / forwards : 0;
+  }
+};
+
+struct GenerateResult {
+  std::vector<int32_t> promptIds;
+  // Generated ids, prompt excluded, up to and including the first EOS.
+  std::vector<int32_t> outputIds;
+  // outputIds decoded with special tokens skipped; empty without a tokenizer.
+  std::string text;
+  GenerationStats stats;
+  sampling::DecodingKnobs knobs;
+  // [firstLogitRows, vocabSize] float32 when captureFirstLogits.
+  std::vector<float> firstLogits;
+  int64_t firstLogitRows = 0;
+  int64_t vocabSize = 0;
+};
+
+class Session {
+public:
+  // Errors: "not supported yet: cuda backend", "unknown backend 'x' (expected cpu or cuda)".
+  static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const LoadedModel> model,
+                                                   const SessionOptions &options = {});
+
+  // Runs one request to completion, calling onBlock for each committed block. Errors name the
+  // problem: empty prompt, prompt longer than the model allows, gen_length not a multiple of
+  // block_length, steps not divisible by the number of blocks, unknown policy or knob, KV cache
+  // exhausted.
+  StatusOr<GenerateResult> generate(const GenerateRequest &request,
+                                    const StreamCallback &onBlock = {});
+
+  const LoadedModel &model() const { return *model_; }
+  Backend &backend() { return *backend_; }
+
+private:
+  Session(std::shared_ptr<const LoadedModel> model, std::unique_ptr<Backend> backend)
+      : model_(std::move(model)), backend_(std::move(backend)) {}
+
+  std::shared_ptr<const LoadedModel> model_;
+  std::unique_ptr<Backend> backend_;
+};
+
+// The backend called `name` for `model`.
+StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name, const LoadedModel &model,
+                                                 const BackendOptions &options);
+
+} // namespace dlm

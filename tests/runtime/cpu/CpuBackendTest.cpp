@@ -1,0 +1,211 @@
+// The CPU forward against a double-precision forward of the same tiny model, for each
+// architectural variant the contract allows, plus the KV-cache paths the decoding policies use.
+#include "runtime/cpu/CpuBackend.h"
+
+#include "tests/runtime/model/TinyModel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dlm::cpu {
+namespace {
+
+using dlm::testing::TempDir;
+using dlm::testing::TinyModel;
+using dlm::testing::TinyModelOptions;
+
+struct Variant {
+  const char *name;
+  TinyModelOptions options;
+};
+
+TinyModelOptions with(std::function<void(TinyModelOptions &)> change) {
+  TinyModelOptions options;
+  change(options);
+  return options;
+}
+
+std::vector<Variant> variants() {
+  return {
+      {"llada_f32", {}},
+      {"llada_bf16", with([](TinyModelOptions &o) { o.bf16 = true; })},
+      {"tied_mha", with([](TinyModelOptions &o) {
+         o.tied = true;
+         o.kvHeads = 4;
+       })},
+      {"dream_bias_shift", with([](TinyModelOptions &o) {
+         o.qkvBias = true;
+         o.logitShift = true;
+         o.embeddingSize = 40;
+       })},
+      {"qwen3_qknorm_causal", with([](TinyModelOptions &o) {
+         o.qkNorm = true;
+         o.causal = true;
+         o.tied = true;
+       })},
+      {"llama_causal_gqa", with([](TinyModelOptions &o) {
+         o.causal = true;
+         o.heads = 4;
+         o.kvHeads = 1;
+       })},
+  };
+}
+
+class CpuBackendTest : public ::testing::TestWithParam<Variant> {
+protected:
+  void SetUp() override {
+    tiny = std::make_unique<TinyModel>(GetParam().options);
+    tiny->write(dir.file("tiny.dlm"));
+    StatusOr<artifact::ArtifactReader> opened =
+        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
+    ASSERT_TRUE(opened.isOk()) << opened.status().message();
+    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+        model::ModelWeights::load(*reader);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    weights = *loaded;
+  }
+
+  std::unique_ptr<CpuBackend> backend(int threads = 2, int pageTokens = 4, int64_t pages = 0) {
+    BackendOptions options;
+    options.threads = threads;
+    options.kvPageTokens = pageTokens;
+    options.kvPages = pages;
+    StatusOr<std::unique_ptr<CpuBackend>> created =
+        CpuBackend::create(weights, tiny->options().maxPositions, options);
+    EXPECT_TRUE(created.isOk()) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+
+  std::vector<int32_t> ids(int64_t n) const {
+    std::vector<int32_t> tokens;
+    for (int64_t i = 0; i < n; ++i)
+      tokens.push_back(static_cast<int32_t>((i * 7 + 3) % tiny->options().vocab));
+    return tokens;
+  }
+
+  TempDir dir;
+  std::unique_ptr<TinyModel> tiny;
+  std::unique_ptr<artifact::ArtifactReader> reader;
+  std::shared_ptr<const model::ModelWeights> weights;
+};
+
+// max |a - b| / max |b|
+double relativeError(const float *actual, const double *expected, int64_t count) {
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    worst = std::max(worst, std::abs(actual[i] - expected[i]));
+    scale = std::max(scale, std::abs(expected[i]));
+  }
+  return worst / scale;
+}
+
+TEST_P(CpuBackendTest, FullForwardMatchesTheDoubleReference) {
+  const int64_t n = 13; // crosses page boundaries (4 tokens per page)
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu);
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), n, 0, {0, n});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  ASSERT_EQ(logits->rows, n);
+  ASSERT_EQ(logits->vocab, tiny->options().vocab);
+  const std::vector<double> expected = tiny->referenceLogits(tokens);
+  EXPECT_LT(relativeError(logits->data, expected.data(), n * logits->vocab), 2e-5);
+}
+
+TEST_P(CpuBackendTest, RowSubsetsAreTheSameRows) {
+  const int64_t n = 9;
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  StatusOr<sampling::LogitsView> all = cpu->forwardFull(tokens.data(), n, 0, {0, n});
+  ASSERT_TRUE(all.isOk());
+  std::vector<float> copy(all->data, all->data + n * all->vocab);
+  StatusOr<sampling::LogitsView> some = cpu->forwardFull(tokens.data(), n, 0, {3, 7});
+  ASSERT_TRUE(some.isOk());
+  for (int64_t i = 0; i < 4 * some->vocab; ++i)
+    ASSERT_NEAR(some->data[i], copy[3 * some->vocab + i], 1e-5f);
+}
+
+TEST_P(CpuBackendTest, CachedForwardReproducesTheFullForward) {
+  // With the tokens unchanged since the full forward, the cached prefix holds exactly what the
+  // full forward computed, so the chunk's rows must agree.
+  const int64_t n = 14, keep = 6;
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  StatusOr<sampling::LogitsView> full = cpu->forwardFull(tokens.data(), n, keep, {0, n});
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  std::vector<float> copy(full->data, full->data + n * full->vocab);
+  EXPECT_EQ(cpu->kvCache().freePages(), cpu->kvCache().pageCount() - 2);
+
+  StatusOr<sampling::LogitsView> cached = cpu->forwardCached(tokens.data(), n, keep, {0, n - keep});
+  ASSERT_TRUE(cached.isOk()) << cached.status().message();
+  // A shifting model's chunk row 0 is its own prediction, not the shifted one.
+  const int64_t first = tiny->options().logitShift ? 1 : 0;
+  for (int64_t r = first; r < n - keep; ++r)
+    for (int64_t v = 0; v < cached->vocab; ++v)
+      ASSERT_NEAR(cached->row(r)[v], copy[(keep + r) * cached->vocab + v], 2e-5f)
+          << "row " << r << " token " << v;
+  // The cache is back to the prefix.
+  EXPECT_EQ(cpu->kvCache().freePages(), cpu->kvCache().pageCount() - 2);
+}
+
+TEST_P(CpuBackendTest, ThreadCountDoesNotChangeTheResult) {
+  const int64_t n = 11;
+  const std::vector<int32_t> tokens = ids(n);
+  std::unique_ptr<CpuBackend> one = backend(1), two = backend(2);
+  ASSERT_TRUE(one->reserve(n, n).isOk());
+  ASSERT_TRUE(two->reserve(n, n).isOk());
+  StatusOr<sampling::LogitsView> a = one->forwardFull(tokens.data(), n, 0, {0, n});
+  std::vector<float> copy(a->data, a->data + n * a->vocab);
+  StatusOr<sampling::LogitsView> b = two->forwardFull(tokens.data(), n, 0, {0, n});
+  ASSERT_TRUE(b.isOk());
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), b->data));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, CpuBackendTest, ::testing::ValuesIn(variants()),
+                         [](const ::testing::TestParamInfo<Variant> &info) {
+                           return std::string(info.param.name);
+                         });
+
+class CpuBackendErrorTest : public CpuBackendTest {};
+
+TEST_P(CpuBackendErrorTest, KvExhaustionIsReportedNotCrashed) {
+  std::unique_ptr<CpuBackend> cpu = backend(2, 4, /*pages=*/2);
+  ASSERT_TRUE(cpu->reserve(10, 10).isOk());
+  const std::vector<int32_t> tokens = ids(10);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), 10, 0, {0, 10});
+  ASSERT_FALSE(logits.isOk());
+  EXPECT_EQ(logits.status().message(), "KV cache exhausted: need 3 pages, 2 free");
+  // Nothing leaked: a forward that fits still runs.
+  EXPECT_TRUE(cpu->forwardFull(tokens.data(), 8, 0, {0, 8}).isOk());
+}
+
+TEST_P(CpuBackendErrorTest, BadInputsAreNamed) {
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(8, 2).isOk());
+  std::vector<int32_t> tokens = ids(8);
+  EXPECT_EQ(cpu->forwardFull(tokens.data(), 8, 0, {0, 8}).status().message(),
+            "forward: 8 logit rows exceed the reserved 2");
+  EXPECT_EQ(cpu->forwardFull(tokens.data(), 8, 0, {6, 9}).status().message(),
+            "forward: logit rows [6, 9) are outside the 8 tokens fed");
+  tokens[3] = 48;
+  EXPECT_EQ(cpu->forwardFull(tokens.data(), 8, 0, {0, 1}).status().message(),
+            "forward: token id 48 is outside [0, 48)");
+  EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
+            "cached forward: the KV cache holds 0 tokens, the caller expected 3 of 8");
+  EXPECT_EQ(cpu->reserve(1000, 1).message(),
+            "a sequence of 1000 tokens exceeds the session's maximum of 128");
+}
+
+INSTANTIATE_TEST_SUITE_P(Default, CpuBackendErrorTest, ::testing::Values(Variant{"llada_f32", {}}),
+                         [](const ::testing::TestParamInfo<Variant> &info) {
+                           return std::string(info.param.name);
+                         });
+
+} // namespace
+} // namespace dlm::cpu

@@ -1,0 +1,177 @@
+#include "runtime/kv/PagedKvCache.h"
+
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+namespace dlm::kv {
+namespace {
+
+// A cache of 8 pages of 4 tokens that records the copy-on-write copies it is asked for.
+class PagedKvCacheTest : public ::testing::Test {
+protected:
+  PagedKvCacheTest()
+      : cache(8, 4, [this](PageIndex from, PageIndex to) { copies.emplace_back(from, to); }) {}
+
+  std::vector<std::pair<PageIndex, PageIndex>> copies;
+  PagedKvCache cache;
+};
+
+TEST_F(PagedKvCacheTest, AppendAllocatesPagesAsTokensArrive) {
+  SequenceId s = cache.create();
+  EXPECT_EQ(cache.length(s), 0);
+  ASSERT_TRUE(cache.append(s, 3).isOk());
+  EXPECT_EQ(cache.blockTable(s).size(), 1u);
+  ASSERT_TRUE(cache.append(s, 1).isOk()); // fills the first page exactly
+  EXPECT_EQ(cache.blockTable(s).size(), 1u);
+  ASSERT_TRUE(cache.append(s, 5).isOk());
+  EXPECT_EQ(cache.length(s), 9);
+  EXPECT_EQ(cache.blockTable(s).size(), 3u);
+  EXPECT_EQ(cache.freePages(), 5);
+  for (PageIndex page : cache.blockTable(s))
+    EXPECT_EQ(cache.refCount(page), 1);
+  EXPECT_TRUE(copies.empty());
+}
+
+TEST_F(PagedKvCacheTest, TrimReleasesWholePagesOnly) {
+  SequenceId s = cache.create();
+  ASSERT_TRUE(cache.append(s, 10).isOk());
+  ASSERT_TRUE(cache.commit(s).isOk());
+  ASSERT_TRUE(cache.trim(s, 5).isOk());
+  EXPECT_EQ(cache.length(s), 5);
+  EXPECT_EQ(cache.committedLength(s), 5);
+  EXPECT_EQ(cache.blockTable(s).size(), 2u);
+  EXPECT_EQ(cache.freePages(), 6);
+  ASSERT_TRUE(cache.trim(s, 0).isOk());
+  EXPECT_EQ(cache.freePages(), 8);
+  EXPECT_TRUE(cache.blockTable(s).empty());
+}
+
+TEST_F(PagedKvCacheTest, TrimBeyondLengthIsAnError) {
+  SequenceId s = cache.create();
+  ASSERT_TRUE(cache.append(s, 3).isOk());
+  Status status = cache.trim(s, 4);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "KV cache trim: length 4 is outside [0, 3]");
+  EXPECT_FALSE(cache.trim(s, -1).isOk());
+}
+
+TEST_F(PagedKvCacheTest, CommitMarksEverythingAppendedSoFar) {
+  SequenceId s = cache.create();
+  ASSERT_TRUE(cache.append(s, 6).isOk());
+  EXPECT_EQ(cache.committedLength(s), 0);
+  ASSERT_TRUE(cache.commit(s).isOk());
+  ASSERT_TRUE(cache.append(s, 2).isOk());
+  EXPECT_EQ(cache.committedLength(s), 6);
+  EXPECT_EQ(cache.length(s), 8);
+}
+
+TEST_F(PagedKvCacheTest, ForkSharesCommittedPagesAndCountsReferences) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 8).isOk());
+  ASSERT_TRUE(cache.commit(a).isOk());
+  ASSERT_TRUE(cache.append(a, 3).isOk()); // pending: not shared
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  EXPECT_EQ(cache.length(*b), 8);
+  EXPECT_EQ(cache.committedLength(*b), 8);
+  ASSERT_EQ(cache.blockTable(*b).size(), 2u);
+  EXPECT_EQ(cache.blockTable(*b)[0], cache.blockTable(a)[0]);
+  EXPECT_EQ(cache.blockTable(*b)[1], cache.blockTable(a)[1]);
+  EXPECT_EQ(cache.refCount(cache.blockTable(a)[0]), 2);
+  EXPECT_EQ(cache.refCount(cache.blockTable(a)[2]), 1);
+  EXPECT_EQ(cache.freePages(), 5);
+
+  // Removing the source keeps the shared pages alive for the fork.
+  ASSERT_TRUE(cache.remove(a).isOk());
+  EXPECT_FALSE(cache.contains(a));
+  EXPECT_EQ(cache.refCount(cache.blockTable(*b)[0]), 1);
+  EXPECT_EQ(cache.freePages(), 6);
+  ASSERT_TRUE(cache.remove(*b).isOk());
+  EXPECT_EQ(cache.freePages(), 8);
+}
+
+TEST_F(PagedKvCacheTest, AppendingIntoASharedPartialPageCopiesItFirst) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 6).isOk()); // page 0 full, page 1 half
+  ASSERT_TRUE(cache.commit(a).isOk());
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  const PageIndex shared = cache.blockTable(a)[1];
+  ASSERT_TRUE(cache.append(*b, 1).isOk());
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].first, shared);
+  EXPECT_NE(cache.blockTable(*b)[1], shared);
+  EXPECT_EQ(copies[0].second, cache.blockTable(*b)[1]);
+  EXPECT_EQ(cache.blockTable(*b)[0], cache.blockTable(a)[0]); // full page stays shared
+  EXPECT_EQ(cache.refCount(shared), 1);
+  // The source writing into its own (now unshared) page copies nothing.
+  ASSERT_TRUE(cache.append(a, 1).isOk());
+  EXPECT_EQ(copies.size(), 1u);
+}
+
+TEST_F(PagedKvCacheTest, AppendingAtAPageBoundaryOfASharedSequenceCopiesNothing) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 4).isOk());
+  ASSERT_TRUE(cache.commit(a).isOk());
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  ASSERT_TRUE(cache.append(*b, 2).isOk());
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(cache.blockTable(*b).size(), 2u);
+}
+
+TEST_F(PagedKvCacheTest, ExhaustionIsANamedErrorAndChangesNothing) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 20).isOk()); // 5 pages
+  SequenceId b = cache.create();
+  Status status = cache.append(b, 13); // needs 4, 3 free
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "KV cache exhausted: need 4 pages, 3 free");
+  EXPECT_EQ(cache.length(b), 0);
+  EXPECT_EQ(cache.freePages(), 3);
+  ASSERT_TRUE(cache.append(b, 12).isOk());
+  EXPECT_EQ(cache.freePages(), 0);
+}
+
+TEST_F(PagedKvCacheTest, CopyOnWriteCountsTowardsExhaustion) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 30).isOk()); // 8 pages, last one half full
+  ASSERT_TRUE(cache.commit(a).isOk());
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  Status status = cache.append(*b, 1);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "KV cache exhausted: need 1 pages, 0 free");
+  EXPECT_TRUE(copies.empty());
+}
+
+TEST_F(PagedKvCacheTest, UnknownSequencesAreNamed) {
+  Status status = cache.append(42, 1);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "KV cache append: unknown sequence 42");
+  EXPECT_FALSE(cache.trim(42, 0).isOk());
+  EXPECT_FALSE(cache.commit(42).isOk());
+  EXPECT_FALSE(cache.fork(42).isOk());
+  EXPECT_FALSE(cache.remove(42).isOk());
+  EXPECT_EQ(cache.length(42), 0);
+  EXPECT_TRUE(cache.blockTable(42).empty());
+}
+
+TEST_F(PagedKvCacheTest, RemovedSequenceCannotBeUsedAgain) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 5).isOk());
+  ASSERT_TRUE(cache.remove(a).isOk());
+  EXPECT_FALSE(cache.append(a, 1).isOk());
+  EXPECT_FALSE(cache.remove(a).isOk());
+  EXPECT_EQ(cache.freePages(), 8);
+}
+
+TEST_F(PagedKvCacheTest, NegativeAppendIsRejected) {
+  SequenceId a = cache.create();
+  EXPECT_FALSE(cache.append(a, -1).isOk());
+}
+
+} // namespace
+} // namespace dlm::kv

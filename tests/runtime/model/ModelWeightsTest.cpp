@@ -1,0 +1,124 @@
+#include "runtime/model/ModelWeights.h"
+
+#include "tests/runtime/model/TinyModel.h"
+
+#include <gtest/gtest.h>
+
+namespace dlm::model {
+namespace {
+
+using dlm::testing::TempDir;
+using dlm::testing::TinyModel;
+using dlm::testing::TinyModelOptions;
+
+// Writes `tiny` and loads its weights; the reader (whose mapping f32 weights point into) lives
+// as long as the fixture.
+class ModelWeightsTest : public ::testing::Test {
+protected:
+  StatusOr<std::shared_ptr<const ModelWeights>> load(const TinyModel &tiny,
+                                                     const std::string &skip = "") {
+    tiny.write(path(), skip);
+    StatusOr<artifact::ArtifactReader> opened = artifact::ArtifactReader::open(path());
+    if (!opened)
+      return opened.status();
+    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+    return ModelWeights::load(*reader);
+  }
+  std::string path() const { return dir.file("tiny.dlm"); }
+
+  TempDir dir;
+  std::unique_ptr<artifact::ArtifactReader> reader;
+};
+
+TEST_F(ModelWeightsTest, F32WeightsAreUsedInPlace) {
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}));
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  EXPECT_EQ((*weights)->ownedBytes(), 0u);
+  const ModelDims &d = (*weights)->dims();
+  EXPECT_EQ(d.vocabSize, 40);
+  EXPECT_EQ(d.embeddingSize, 48);
+  EXPECT_EQ(d.headDim, 6);
+  EXPECT_FALSE(d.causal);
+  EXPECT_EQ((*weights)->layers().size(), 2u);
+  EXPECT_FALSE((*weights)->layers()[0].qBias);
+  EXPECT_EQ((*weights)->lmHead().rows, 48);
+}
+
+TEST_F(ModelWeightsTest, Bf16WeightsAreConvertedOnceAtLoad) {
+  TinyModelOptions options;
+  options.bf16 = true;
+  options.qkvBias = true;
+  options.qkNorm = true;
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel(options));
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  EXPECT_GT((*weights)->ownedBytes(), 0u);
+  EXPECT_TRUE((*weights)->layers()[1].kNorm);
+  EXPECT_TRUE((*weights)->layers()[1].vBias);
+}
+
+TEST_F(ModelWeightsTest, TiedModelsReadTheEmbeddingAsLmHead) {
+  TinyModelOptions options;
+  options.tied = true;
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel(options));
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  EXPECT_EQ((*weights)->lmHead().data, (*weights)->embed().data);
+}
+
+TEST_F(ModelWeightsTest, MissingWeightIsNamed) {
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}), "layers.1.up");
+  ASSERT_FALSE(weights.isOk());
+  EXPECT_EQ(weights.status().message(), "artifact '" + path() + "': missing weight 'layers.1.up'");
+}
+
+TEST_F(ModelWeightsTest, HalfTheBiasesIsAnError) {
+  TinyModelOptions options;
+  options.qkvBias = true;
+  StatusOr<std::shared_ptr<const ModelWeights>> weights =
+      load(TinyModel(options), "layers.0.v_bias");
+  ASSERT_FALSE(weights.isOk());
+  EXPECT_NE(weights.status().message().find("some but not all of q_bias, k_bias, v_bias"),
+            std::string::npos);
+}
+
+TEST(ModelDimsTest, ConfigProblemsAreNamed) {
+  TinyModel tiny({});
+  artifact::ModelConfig config = tiny.config();
+  EXPECT_TRUE(modelDims(config).isOk());
+
+  artifact::ModelConfig heads = config;
+  heads.numKvHeads = 3;
+  EXPECT_EQ(modelDims(heads).status().message(),
+            "model config: num_kv_heads 3 does not divide num_heads 4");
+
+  artifact::ModelConfig odd = config;
+  odd.headDim = 5;
+  EXPECT_EQ(modelDims(odd).status().message(),
+            "model config: head_dim 5 is odd; rotary embeddings need pairs");
+
+  artifact::ModelConfig rope = config;
+  rope.extra["rope_style"] = std::string("gptj");
+  EXPECT_EQ(modelDims(rope).status().message(), "not supported yet: rope_style 'gptj'");
+
+  artifact::ModelConfig mask = config;
+  mask.attentionMask = artifact::AttentionMaskKind::sliding_window;
+  EXPECT_EQ(modelDims(mask).status().message(),
+            "not supported yet: attention mask 'sliding_window'");
+
+  artifact::ModelConfig small = config;
+  small.embeddingSize = 10;
+  EXPECT_EQ(modelDims(small).status().message(),
+            "model config: embedding_size 10 is smaller than vocab_size 40");
+}
+
+TEST(ModelDimsTest, LogitShiftAndMaskKindAreRead) {
+  TinyModelOptions options;
+  options.causal = true;
+  options.logitShift = true;
+  StatusOr<ModelDims> dims = modelDims(TinyModel(options).config());
+  ASSERT_TRUE(dims.isOk());
+  EXPECT_TRUE(dims->causal);
+  EXPECT_TRUE(dims->logitShift);
+}
+
+} // namespace
+} // namespace dlm::model

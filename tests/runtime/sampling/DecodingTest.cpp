@@ -1,0 +1,306 @@
+// The decoding policies on a fake model whose logits the test chooses, so that every unmasking
+// decision, forward and cache call can be predicted by hand.
+#include "runtime/sampling/Decoding.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace dlm::sampling {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr int64_t kVocab = 10;
+constexpr int32_t kMask = 9;
+
+// Row for absolute position p: logit `score(p)` at token `target(p)`, 0 elsewhere.
+class FakeModel : public DecodeModel {
+public:
+  struct Call {
+    bool cached;
+    int64_t count;
+    int64_t keep;
+    LogitRows rows;
+    std::vector<int32_t> tokens;
+  };
+
+  std::function<int32_t(int64_t)> target = [](int64_t p) { return static_cast<int32_t>(p % 8); };
+  std::function<float(int64_t)> score = [](int64_t p) { return 5.0f + p; };
+  std::vector<Call> calls;
+  int64_t cached = 0;
+
+  int64_t vocabSize() const override { return kVocab; }
+  Status reserve(int64_t, int64_t) override { return Status::ok(); }
+
+  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
+                                   LogitRows rows) override {
+    calls.push_back({false, count, keep, rows, {tokens, tokens + count}});
+    cached = keep;
+    return fill(rows, 0);
+  }
+  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                     LogitRows rows) override {
+    if (keep != cached)
+      return Status::error("fake: cache mismatch");
+    calls.push_back({true, count, keep, rows, {tokens, tokens + count}});
+    return fill(rows, keep);
+  }
+
+private:
+  LogitsView fill(LogitRows rows, int64_t firstPosition) {
+    buffer_.assign(static_cast<size_t>(rows.count() * kVocab), 0.0f);
+    for (int64_t r = 0; r < rows.count(); ++r) {
+      const int64_t position = firstPosition + rows.begin + r;
+      buffer_[r * kVocab + target(position)] = score(position);
+    }
+    return LogitsView{buffer_.data(), rows.count(), kVocab};
+  }
+  std::vector<float> buffer_;
+};
+
+TokenFacts facts(std::vector<int64_t> eos = {}) {
+  TokenFacts f;
+  f.maskTokenId = kMask;
+  f.eosTokenIds = std::move(eos);
+  return f;
+}
+
+DecodeRequest request(int64_t gen, int64_t block, int64_t steps) {
+  DecodeRequest r;
+  r.prompt = {5, 6};
+  r.knobs.genLength = gen;
+  r.knobs.blockLength = block;
+  r.knobs.steps = steps;
+  return r;
+}
+
+TEST(LowConfidenceTest, FixedScheduleUnmasksTheMostConfidentFirst) {
+  FakeModel model;
+  const float scores[] = {0, 0, 1, 4, 3, 2};
+  model.score = [&](int64_t p) { return scores[p]; };
+  model.target = [](int64_t p) { return static_cast<int32_t>(p); };
+  StatusOr<DecodeOutcome> out = decode(model, facts(), request(4, 4, 2), {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5));
+  EXPECT_EQ(out->forwards, 2);
+  EXPECT_EQ(out->decodeSteps, 2);
+  ASSERT_EQ(model.calls.size(), 2u);
+  EXPECT_THAT(model.calls[1].tokens, ElementsAre(5, 6, kMask, 3, 4, kMask));
+  EXPECT_EQ(model.calls[0].rows.begin, 2);
+  EXPECT_EQ(model.calls[0].rows.end, 6);
+}
+
+TEST(LowConfidenceTest, ThresholdUnmasksEveryConfidentCandidateAndAtLeastOne) {
+  FakeModel model;
+  const float scores[] = {0, 0, 10, 10, 1, 1};
+  model.score = [&](int64_t p) { return scores[p]; };
+  model.target = [](int64_t p) { return static_cast<int32_t>(p); };
+  DecodeRequest r = request(4, 4, 4);
+  r.knobs.threshold = 0.9;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5));
+  ASSERT_EQ(out->forwards, 3);
+  EXPECT_THAT(model.calls[1].tokens, ElementsAre(5, 6, 2, 3, kMask, kMask));
+  // Equal confidence: the lower position goes first.
+  EXPECT_THAT(model.calls[2].tokens, ElementsAre(5, 6, 2, 3, 4, kMask));
+}
+
+TEST(LowConfidenceTest, ThresholdStepCapUnmasksEverythingLeft) {
+  FakeModel model;
+  const float scores[] = {0, 0, 10, 10, 1, 1};
+  model.score = [&](int64_t p) { return scores[p]; };
+  DecodeRequest r = request(4, 4, 2);
+  r.knobs.threshold = 0.9;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->forwards, 2);
+}
+
+TEST(LowConfidenceTest, StopsAfterTheBlockHoldingEos) {
+  FakeModel model;
+  model.target = [](int64_t p) { return static_cast<int32_t>(p == 3 ? 7 : 1); };
+  std::vector<std::vector<int32_t>> blocks;
+  StatusOr<DecodeOutcome> out =
+      decode(model, facts({7}), request(8, 4, 8),
+             [&](const CommittedBlock &b) { blocks.emplace_back(b.ids, b.ids + b.count); });
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_THAT(out->outputIds, ElementsAre(1, 7));
+  EXPECT_EQ(out->forwards, 4); // one block of 4 masks, 4 steps per block
+  EXPECT_EQ(out->blocks, 1);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_THAT(blocks[0], ElementsAre(1, 7));
+}
+
+TEST(LowConfidenceTest, EveryBlockIsReportedInOrder) {
+  FakeModel model;
+  std::vector<int64_t> indices;
+  StatusOr<DecodeOutcome> out =
+      decode(model, facts(), request(8, 4, 4),
+             [&](const CommittedBlock &b) { indices.push_back(b.index); });
+  ASSERT_TRUE(out.isOk());
+  EXPECT_THAT(indices, ElementsAre(0, 1));
+  EXPECT_EQ(out->outputIds.size(), 8u);
+}
+
+TEST(LowConfidenceTest, PrefixCacheRunsOneFullForwardPerBlock) {
+  FakeModel model;
+  DecodeRequest r = request(8, 4, 4);
+  r.cache = CacheMode::prefix;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  ASSERT_EQ(model.calls.size(), 4u);
+  EXPECT_FALSE(model.calls[0].cached);
+  EXPECT_EQ(model.calls[0].keep, 2);
+  EXPECT_TRUE(model.calls[1].cached);
+  EXPECT_EQ(model.calls[1].rows.begin, 0);
+  EXPECT_EQ(model.calls[1].rows.end, 4);
+  EXPECT_FALSE(model.calls[2].cached);
+  EXPECT_EQ(model.calls[2].keep, 6);
+  EXPECT_TRUE(model.calls[3].cached);
+
+  // The same tokens as without the cache: the fake's logits depend on positions only.
+  FakeModel plain;
+  StatusOr<DecodeOutcome> reference = decode(plain, facts(), request(8, 4, 4), {});
+  ASSERT_TRUE(reference.isOk());
+  EXPECT_EQ(out->outputIds, reference->outputIds);
+}
+
+TEST(LowConfidenceTest, LogitShiftStartsTheCachedChunkOnePositionEarly) {
+  FakeModel model;
+  DecodeRequest r = request(4, 4, 2);
+  r.cache = CacheMode::prefix;
+  TokenFacts f = facts();
+  f.logitShift = true;
+  ASSERT_TRUE(decode(model, f, r, {}).isOk());
+  ASSERT_EQ(model.calls.size(), 2u);
+  EXPECT_EQ(model.calls[0].keep, 1);
+  EXPECT_EQ(model.calls[1].keep, 1);
+  EXPECT_EQ(model.calls[1].rows.begin, 1);
+  EXPECT_EQ(model.calls[1].rows.end, 5);
+}
+
+TEST(LowConfidenceTest, CapturesTheWholeFirstForward) {
+  FakeModel model;
+  DecodeRequest r = request(4, 4, 2);
+  r.captureFirstLogits = true;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->firstLogitRows, 6);
+  ASSERT_EQ(out->firstLogits.size(), static_cast<size_t>(6 * kVocab));
+  EXPECT_EQ(out->firstLogits[0 * kVocab + 0], 5.0f); // position 0 -> token 0, score 5
+  EXPECT_EQ(out->firstLogits[3 * kVocab + 3], 8.0f);
+}
+
+TEST(ValidateRequestTest, NamesEveryProblem) {
+  auto message = [](DecodeRequest r, TokenFacts f = facts()) {
+    return validateRequest(r, f, kVocab).message();
+  };
+  DecodeRequest empty = request(8, 4, 4);
+  empty.prompt.clear();
+  EXPECT_EQ(message(empty), "empty prompt");
+  EXPECT_EQ(message(request(10, 4, 4)), "gen_length 10 is not a positive multiple of "
+                                        "block_length 4");
+  EXPECT_EQ(message(request(8, 4, 3)), "steps 3 is not divisible by the number of blocks 2");
+  DecodeRequest outside = request(8, 4, 4);
+  outside.prompt = {3, 10};
+  EXPECT_EQ(message(outside), "prompt token id 10 is outside the vocabulary [0, 10)");
+  TokenFacts noMask = facts();
+  noMask.maskTokenId = -1;
+  EXPECT_EQ(message(request(8, 4, 4), noMask),
+            "the low-confidence policy needs a mask token; the model has none");
+  DecodeRequest bound = request(8, 4, 4);
+  bound.knobs.policy = Policy::entropyBound;
+  bound.knobs.entropyBound = 0;
+  EXPECT_EQ(message(bound), "entropy_bound must be > 0");
+  EXPECT_TRUE(validateRequest(request(8, 4, 4), facts(), kVocab).isOk());
+}
+
+DecodeRequest entropyRequest(int64_t gen, int64_t canvas) {
+  DecodeRequest r = request(gen, canvas, 1);
+  r.knobs.policy = Policy::entropyBound;
+  return r;
+}
+
+TEST(EntropyBoundTest, ConfidentCanvasConvergesOnceTheArgmaxIsStable) {
+  FakeModel model;
+  model.score = [](int64_t) { return 60.0f; }; // entropy ~ 0
+  StatusOr<DecodeOutcome> out = decode(model, facts(), entropyRequest(8, 4), {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  // Step 0 cannot be stable (the history starts at -1); step 1 is: two forwards per canvas.
+  EXPECT_EQ(out->forwards, 4);
+  EXPECT_EQ(out->decodeSteps, 4);
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5, 6, 7, 0, 1));
+  // Everything was accepted at step 0, so step 1 saw the sampled canvas.
+  EXPECT_THAT(model.calls[1].tokens, ElementsAre(5, 6, 2, 3, 4, 5));
+}
+
+TEST(EntropyBoundTest, NoStabilityRequirementCommitsAfterOneStep) {
+  FakeModel model;
+  model.score = [](int64_t) { return 60.0f; };
+  DecodeRequest r = entropyRequest(8, 4);
+  r.knobs.stabilityThreshold = 0;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->forwards, 2);
+}
+
+TEST(EntropyBoundTest, UnconfidentCanvasRunsToTheStepCap) {
+  FakeModel model;
+  model.score = [](int64_t) { return 0.5f; };
+  DecodeRequest r = entropyRequest(4, 4);
+  r.knobs.maxSteps = 5;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->forwards, 5);
+  // The committed canvas is the last argmax, which is the target (the mask is excluded).
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5));
+}
+
+TEST(EntropyBoundTest, RejectedPositionsAreRenoisedWithTheMask) {
+  FakeModel model;
+  // Position 2 is certain (entropy ~0), the others nearly uniform (~log 10) and tied: position 2
+  // is accepted, then position 3 (the entropy before it is ~0), then the budget is spent.
+  model.score = [](int64_t p) { return p == 2 ? 60.0f : 0.1f; };
+  DecodeRequest r = entropyRequest(4, 4);
+  r.knobs.maxSteps = 3;
+  ASSERT_TRUE(decode(model, facts(), r, {}).isOk());
+  ASSERT_GE(model.calls.size(), 2u);
+  const std::vector<int32_t> &fed = model.calls[1].tokens;
+  EXPECT_EQ(fed[2], 2);
+  EXPECT_NE(fed[3], kMask);
+  EXPECT_EQ(fed[4], kMask);
+  EXPECT_EQ(fed[5], kMask);
+}
+
+TEST(EntropyBoundTest, PrefixCacheAddsOneUndecodedForwardPerCanvas) {
+  FakeModel model;
+  model.score = [](int64_t) { return 60.0f; };
+  DecodeRequest r = entropyRequest(8, 4);
+  r.cache = CacheMode::prefix;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ(out->forwards, 6);
+  EXPECT_EQ(out->decodeSteps, 4);
+  ASSERT_EQ(model.calls.size(), 6u);
+  EXPECT_FALSE(model.calls[0].cached);
+  EXPECT_EQ(model.calls[0].count, 2);
+  EXPECT_EQ(model.calls[0].rows.count(), 0);
+  EXPECT_TRUE(model.calls[1].cached);
+  EXPECT_EQ(model.calls[3].count, 6); // prompt + first canvas
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5, 6, 7, 0, 1));
+}
+
+TEST(EntropyBoundTest, StopsAfterACanvasHoldingEos) {
+  FakeModel model;
+  model.score = [](int64_t) { return 60.0f; };
+  StatusOr<DecodeOutcome> out = decode(model, facts({4}), entropyRequest(8, 4), {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4));
+  EXPECT_EQ(out->blocks, 1);
+}
+
+} // namespace
+} // namespace dlm::sampling
