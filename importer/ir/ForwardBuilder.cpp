@@ -6,7 +6,7 @@
 #include "importer/ir/ForwardBuilder.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
-#include "importer/model/CanonicalWeights.h"
+#include "runtime/model/ModelSpec.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,11 +46,11 @@ public:
     length_ = tensor::DimOp::create(b_, loc_, tokens, 0);
 
     Value x = EmbeddingOp::create(b_, loc_, activations(config_.hiddenSize), tokens,
-                                  weight(kEmbed), b_.getF32FloatAttr(1.0f));
+                                  weight(spec::kEmbed), b_.getF32FloatAttr(1.0f));
     for (int64_t layer = 0; layer < config_.numLayers; ++layer)
       x = buildLayer(layer, x, positions);
-    Value h = rmsNorm(x, weight(kFinalNorm));
-    Value head = config_.tiedEmbeddings ? weight(kEmbed) : weight(kLmHead);
+    Value h = rmsNorm(x, weight(spec::kFinalNorm));
+    Value head = config_.tiedEmbeddings ? weight(spec::kEmbed) : weight(spec::kLmHead);
     Value logits = LMHeadOp::create(b_, loc_, logitsType, h, head, FloatAttr());
     if (model_.traits.logitShift)
       logits = shiftLogits(logits, logitsType);
@@ -99,10 +99,10 @@ private:
     return value;
   }
   Value layerWeightValue(int64_t layer, std::string_view role) {
-    return weight(layerWeight(layer, role));
+    return weight(spec::layerWeightName(layer, role));
   }
   bool hasLayerWeight(int64_t layer, std::string_view role) const {
-    return weights_.count(layerWeight(layer, role)) != 0;
+    return weights_.count(spec::layerWeightName(layer, role)) != 0;
   }
 
   Value rmsNorm(Value x, Value w) {
@@ -132,19 +132,19 @@ private:
     auto optional = [&](std::string_view role) {
       return hasLayerWeight(layer, role) ? layerWeightValue(layer, role) : Value();
     };
-    Value h = rmsNorm(x, layerWeightValue(layer, kAttnNorm));
-    Value q = splitHeads(linear(h, layerWeightValue(layer, kQuery), optional(kQueryBias),
+    Value h = rmsNorm(x, layerWeightValue(layer, spec::kAttnNorm));
+    Value q = splitHeads(linear(h, layerWeightValue(layer, spec::kQ), optional(spec::kQBias),
                                 qHeads * hd),
                          qHeads);
-    Value k = splitHeads(linear(h, layerWeightValue(layer, kKey), optional(kKeyBias),
+    Value k = splitHeads(linear(h, layerWeightValue(layer, spec::kK), optional(spec::kKBias),
                                 kvHeads * hd),
                          kvHeads);
-    Value v = splitHeads(linear(h, layerWeightValue(layer, kValue), optional(kValueBias),
+    Value v = splitHeads(linear(h, layerWeightValue(layer, spec::kV), optional(spec::kVBias),
                                 kvHeads * hd),
                          kvHeads);
     if (model_.traits.qkNorm) {
-      q = rmsNorm(q, layerWeightValue(layer, kQueryNorm));
-      k = rmsNorm(k, layerWeightValue(layer, kKeyNorm));
+      q = rmsNorm(q, layerWeightValue(layer, spec::kQNorm));
+      k = rmsNorm(k, layerWeightValue(layer, spec::kKNorm));
     }
     FloatAttr theta = b_.getF64FloatAttr(config_.ropeTheta);
     q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr());
@@ -155,13 +155,13 @@ private:
     Value attended = dlm::ir::MaskedAttentionOp::create(
         b_, loc_, heads(qHeads), q, k, v, Value(), Value(), Value(), mask, IntegerAttr(),
         IntegerAttr(), FloatAttr());
-    Value out = linear(mergeHeads(attended, qHeads), layerWeightValue(layer, kOutput), Value(),
+    Value out = linear(mergeHeads(attended, qHeads), layerWeightValue(layer, spec::kO), Value(),
                        config_.hiddenSize);
     x = arith::AddFOp::create(b_, loc_, x, out);
 
-    Value m = rmsNorm(x, layerWeightValue(layer, kMlpNorm));
-    m = dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, layerWeightValue(layer, kGate),
-                                    layerWeightValue(layer, kUp), layerWeightValue(layer, kDown),
+    Value m = rmsNorm(x, layerWeightValue(layer, spec::kMlpNorm));
+    m = dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, layerWeightValue(layer, spec::kGate),
+                                    layerWeightValue(layer, spec::kUp), layerWeightValue(layer, spec::kDown),
                                     dlm::ir::Activation::silu);
     return arith::AddFOp::create(b_, loc_, x, m);
   }

@@ -1,7 +1,7 @@
 // config.json readers for the supported families and their checkpoint tensor names.
 #include "importer/model/ModelFamily.h"
 
-#include "importer/model/CanonicalWeights.h"
+#include "runtime/model/ModelSpec.h"
 
 #include <nlohmann/json.hpp>
 
@@ -124,32 +124,32 @@ std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c, const Lay
   const int64_t h = c.hiddenSize, qDim = c.numHeads * c.headDim,
                 kvDim = c.numKvHeads * c.headDim, inner = c.intermediateSize;
   std::vector<WeightBinding> weights;
-  weights.push_back({std::string(kEmbed), embed, {c.embeddingSize, h}});
+  weights.push_back({std::string(spec::kEmbed), embed, {c.embeddingSize, h}});
   for (int64_t i = 0; i < c.numLayers; ++i) {
     std::string p = names.prefix + std::to_string(i) + ".";
     auto add = [&](std::string_view role, const std::string &suffix,
                    std::vector<int64_t> shape) {
       if (!suffix.empty())
-        weights.push_back({layerWeight(i, role), p + suffix, std::move(shape)});
+        weights.push_back({spec::layerWeightName(i, role), p + suffix, std::move(shape)});
     };
-    add(kAttnNorm, names.attnNorm, {h});
-    add(kQuery, names.q, {qDim, h});
-    add(kKey, names.k, {kvDim, h});
-    add(kValue, names.v, {kvDim, h});
-    add(kQueryBias, names.qBias, {qDim});
-    add(kKeyBias, names.kBias, {kvDim});
-    add(kValueBias, names.vBias, {kvDim});
-    add(kQueryNorm, names.qNorm, {c.headDim});
-    add(kKeyNorm, names.kNorm, {c.headDim});
-    add(kOutput, names.o, {h, qDim});
-    add(kMlpNorm, names.mlpNorm, {h});
-    add(kGate, names.gate, {inner, h});
-    add(kUp, names.up, {inner, h});
-    add(kDown, names.down, {h, inner});
+    add(spec::kAttnNorm, names.attnNorm, {h});
+    add(spec::kQ, names.q, {qDim, h});
+    add(spec::kK, names.k, {kvDim, h});
+    add(spec::kV, names.v, {kvDim, h});
+    add(spec::kQBias, names.qBias, {qDim});
+    add(spec::kKBias, names.kBias, {kvDim});
+    add(spec::kVBias, names.vBias, {kvDim});
+    add(spec::kQNorm, names.qNorm, {c.headDim});
+    add(spec::kKNorm, names.kNorm, {c.headDim});
+    add(spec::kO, names.o, {h, qDim});
+    add(spec::kMlpNorm, names.mlpNorm, {h});
+    add(spec::kGate, names.gate, {inner, h});
+    add(spec::kUp, names.up, {inner, h});
+    add(spec::kDown, names.down, {h, inner});
   }
-  weights.push_back({std::string(kFinalNorm), finalNorm, {h}});
+  weights.push_back({std::string(spec::kFinalNorm), finalNorm, {h}});
   if (!c.tiedEmbeddings)
-    weights.push_back({std::string(kLmHead), lmHead, {c.embeddingSize, h}});
+    weights.push_back({std::string(spec::kLmHead), lmHead, {c.embeddingSize, h}});
   return weights;
 }
 

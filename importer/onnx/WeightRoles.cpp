@@ -1,7 +1,7 @@
 #include "importer/onnx/WeightRoles.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
-#include "importer/model/CanonicalWeights.h"
+#include "runtime/model/ModelSpec.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -43,7 +43,7 @@ public:
     auto finalNorm = head.getInput().getDefiningOp<ir::RMSNormOp>();
     if (!finalNorm)
       return broken("the LM head does not read a final RMSNorm");
-    DLM_RETURN_IF_ERROR(bind(std::string(kFinalNorm), finalNorm.getWeight()));
+    DLM_RETURN_IF_ERROR(bind(std::string(spec::kFinalNorm), finalNorm.getWeight()));
     Value headWeight = head.getWeight();
 
     Value x = finalNorm.getInput();
@@ -59,15 +59,15 @@ public:
     auto embedding = x.getDefiningOp<ir::EmbeddingOp>();
     if (!embedding)
       return broken("the residual stream does not start at a token embedding");
-    DLM_RETURN_IF_ERROR(bind(std::string(kEmbed), embedding.getTable()));
+    DLM_RETURN_IF_ERROR(bind(std::string(spec::kEmbed), embedding.getTable()));
     if (headWeight != embedding.getTable())
-      DLM_RETURN_IF_ERROR(bind(std::string(kLmHead), headWeight));
+      DLM_RETURN_IF_ERROR(bind(std::string(spec::kLmHead), headWeight));
     if (int64_t(layers.size()) != config_.numLayers)
       return Status::error("onnx: the graph has " + std::to_string(layers.size()) +
                            " layers, but config.json says " + std::to_string(config_.numLayers));
     for (size_t i = 0; i < layers.size(); ++i)
       for (const auto &[role, weight] : layers[layers.size() - 1 - i])
-        DLM_RETURN_IF_ERROR(bind(layerWeight(int64_t(i), role), weight));
+        DLM_RETURN_IF_ERROR(bind(spec::layerWeightName(int64_t(i), role), weight));
     DLM_RETURN_IF_ERROR(checkMasks());
     return checkSignature(embedding.getIds());
   }
@@ -134,10 +134,10 @@ private:
     auto mlpNorm = mlp.getInput().getDefiningOp<ir::RMSNormOp>();
     if (!mlpNorm || mlpNorm.getInput() != x1)
       return broken("the MLP does not read an RMSNorm of the residual stream" + where);
-    roles[std::string(kMlpNorm)] = mlpNorm.getWeight();
-    roles[std::string(kGate)] = mlp.getGate();
-    roles[std::string(kUp)] = mlp.getUp();
-    roles[std::string(kDown)] = mlp.getDown();
+    roles[std::string(spec::kMlpNorm)] = mlpNorm.getWeight();
+    roles[std::string(spec::kGate)] = mlp.getGate();
+    roles[std::string(spec::kUp)] = mlp.getUp();
+    roles[std::string(spec::kDown)] = mlp.getDown();
 
     auto attnAdd = x1.getDefiningOp<arith::AddFOp>();
     if (!attnAdd)
@@ -148,13 +148,13 @@ private:
     auto attention = merged ? merged.getSrc().getDefiningOp<ir::MaskedAttentionOp>() : nullptr;
     if (!attention || out.getBias())
       return broken("the attention residual does not add o(merged attention heads)" + where);
-    roles[std::string(kOutput)] = out.getWeight();
+    roles[std::string(spec::kO)] = out.getWeight();
     attentions_.push_back(attention);
 
     std::string problem;
-    ir::LinearOp q = projection(attention.getQuery(), true, roles, kQueryNorm, config_.numHeads,
+    ir::LinearOp q = projection(attention.getQuery(), true, roles, spec::kQNorm, config_.numHeads,
                                 problem);
-    ir::LinearOp k = q ? projection(attention.getKey(), true, roles, kKeyNorm,
+    ir::LinearOp k = q ? projection(attention.getKey(), true, roles, spec::kKNorm,
                                     config_.numKvHeads, problem)
                        : nullptr;
     ir::LinearOp v = k ? projection(attention.getValue(), false, roles, {}, config_.numKvHeads,
@@ -166,9 +166,9 @@ private:
     if (!attnNorm || attnNorm.getInput() != x0 || k.getInput() != q.getInput() ||
         v.getInput() != q.getInput())
       return broken("q, k and v do not project one RMSNorm of the residual stream" + where);
-    roles[std::string(kAttnNorm)] = attnNorm.getWeight();
+    roles[std::string(spec::kAttnNorm)] = attnNorm.getWeight();
     std::pair<ir::LinearOp, std::pair<std::string_view, std::string_view>> projections[] = {
-        {q, {kQuery, kQueryBias}}, {k, {kKey, kKeyBias}}, {v, {kValue, kValueBias}}};
+        {q, {spec::kQ, spec::kQBias}}, {k, {spec::kK, spec::kKBias}}, {v, {spec::kV, spec::kVBias}}};
     for (auto &[linear, names] : projections) {
       roles[std::string(names.first)] = linear.getWeight();
       if (linear.getBias())
@@ -232,7 +232,7 @@ StatusOr<std::map<std::string, std::string>> assignWeightRoles(func::FuncOp forw
       return Status::error("onnx: initializer '" + initializer + "' plays weight '" + canonical +
                            "', which config.json's " + model.config.architecture +
                            " does not have" +
-                           (canonical == kLmHead ? " (its embeddings are tied)" : ""));
+                           (canonical == spec::kLmHead ? " (its embeddings are tied)" : ""));
   for (const WeightBinding &binding : model.weights)
     if (!roles.count(binding.canonicalName))
       return Status::error("onnx: config.json's " + model.config.architecture +

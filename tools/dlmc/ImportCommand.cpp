@@ -8,6 +8,7 @@
 #include "importer/model/Checkpoint.h"
 #include "importer/onnx/OnnxImport.h"
 #include "runtime/artifact/ArtifactWriter.h"
+#include "runtime/model/ModelSpec.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -140,26 +141,27 @@ int runCompile(const CompileOptions &options) {
   contents.config.extra["family"] = model.family;
   contents.config.extra["qkv_bias"] = model.traits.qkvBias;
   contents.config.extra["qk_norm"] = model.traits.qkNorm;
-  contents.config.extra["logit_shift"] = model.traits.logitShift;
-  contents.config.extra["rope_style"] = std::string("neox");
+  contents.config.extra[std::string(spec::kExtraLogitShift)] = model.traits.logitShift;
+  contents.config.extra[std::string(spec::kExtraRopeStyle)] = std::string(spec::kRopeStyleNeox);
   contents.tokenizerJson = checkpoint->tokenizerJson;
   contents.program.policy = options.policy;
   contents.program.mlir = programText;
   artifact::Attributes &knobs = contents.program.knobs;
-  knobs["gen_length"] = options.genLength;
-  knobs["block_length"] = options.blockLength;
-  knobs["steps"] = options.steps;
-  knobs["temperature"] = options.temperature;
+  knobs[std::string(spec::kKnobGenLength)] = options.genLength;
+  knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
+  knobs[std::string(spec::kKnobSteps)] = options.steps;
+  knobs[std::string(spec::kKnobTemperature)] = options.temperature;
   if (options.threshold > 0.0)
-    knobs["threshold"] = options.threshold;
+    knobs[std::string(spec::kKnobThreshold)] = options.threshold;
   if (options.policy == "entropy-bound") {
-    // DiffusionGemma's shipped generation_config defaults (SPECS §1.1).
-    knobs["t_min"] = 0.4;
-    knobs["t_max"] = 0.8;
-    knobs["max_steps"] = int64_t{48};
-    knobs["entropy_bound"] = 0.1;
-    knobs["stability_threshold"] = int64_t{1};
-    knobs["confidence_threshold"] = 0.005;
+    // The same defaults the @generate program was built with (DiffusionGemma's shipped
+    // generation_config, SPECS §1.1).
+    knobs[std::string(spec::kKnobTMin)] = policy.tMin;
+    knobs[std::string(spec::kKnobTMax)] = policy.tMax;
+    knobs[std::string(spec::kKnobMaxSteps)] = policy.maxSteps;
+    knobs[std::string(spec::kKnobEntropyBound)] = policy.entropyBound;
+    knobs[std::string(spec::kKnobStabilityThreshold)] = policy.stability;
+    knobs[std::string(spec::kKnobConfidenceThreshold)] = policy.confidenceBound;
   }
   for (size_t i = 0; i < model.weights.size(); ++i) {
     const safetensors::TensorView &view = *checkpoint->views[i];
