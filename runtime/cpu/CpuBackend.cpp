@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 
 namespace dlm::cpu {
@@ -11,6 +12,10 @@ namespace {
 constexpr int64_t kDefaultMaxSequence = 4096;
 
 std::string str(int64_t value) { return std::to_string(value); }
+
+template <typename T> size_t bytesOf(const std::vector<T> &buffer) {
+  return buffer.size() * sizeof(T);
+}
 
 } // namespace
 
@@ -41,7 +46,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
     : weights_(std::move(weights)), maxSequenceLength_(maxSequenceLength), pool_(options.threads),
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens, weights_->dims().layers,
-             weights_->dims().kvWidth()) {
+             weights_->dims().kvWidth()),
+      profiler_(options.profiler) {
+  pool_.setProfiler(profiler_);
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
@@ -119,11 +126,16 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, int64_t co
     if (tokens[i] < 0 || tokens[i] >= d.embeddingSize)
       return Status::error("forward: token id " + str(tokens[i]) + " is outside [0, " +
                            str(d.embeddingSize) + ")");
+  profile::Scope forward(profiler_, profile::Category::forward, "forward",
+                         profile::TrackKind::thread, 0, -1, count);
   DLM_RETURN_IF_ERROR(kv_->append(sequence_, count));
+  peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  const float *embed = weights_->embed().data;
-  for (int64_t i = 0; i < count; ++i)
-    std::memcpy(&hidden_[i * d.hidden], embed + tokens[i] * d.hidden, d.hidden * sizeof(float));
+  timed(profile::Category::embedding, "embedding", -1, count, [&] {
+    const float *embed = weights_->embed().data;
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(&hidden_[i * d.hidden], embed + tokens[i] * d.hidden, d.hidden * sizeof(float));
+  });
   for (int64_t l = 0; l < d.layers; ++l)
     DLM_RETURN_IF_ERROR(runLayer(weights_->layers()[l], l, count, first));
   DLM_RETURN_IF_ERROR(computeLogits(rows));
@@ -132,40 +144,58 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, int64_t co
 
 Status CpuBackend::runLayer(const model::LayerWeights &w, int64_t index, int64_t count,
                             int64_t first) {
+  using profile::Category;
   const model::ModelDims &d = weights_->dims();
   const int64_t H = d.hidden;
-  rmsNorm(hidden_.data(), count, H, H, w.attnNorm.data, d.rmsNormEps, normed_.data());
-  DLM_RETURN_IF_ERROR(linear(normed_.data(), count, w.q, w.qBias.data, q_.data(), pool_.threads()));
-  DLM_RETURN_IF_ERROR(linear(normed_.data(), count, w.k, w.kBias.data, k_.data(), pool_.threads()));
-  DLM_RETURN_IF_ERROR(linear(normed_.data(), count, w.v, w.vBias.data, v_.data(), pool_.threads()));
+  const int threads = pool_.threads();
+  auto project = [&](const char *name, const float *x, const model::HostTensor &weight,
+                     const float *bias, float *y) {
+    return timed(Category::gemm, name, index, count,
+                 [&] { return linear(x, count, weight, bias, y, threads); });
+  };
+  timed(Category::rmsnorm, "attn_norm", index, count, [&] {
+    rmsNorm(hidden_.data(), count, H, H, w.attnNorm.data, d.rmsNormEps, normed_.data());
+  });
+  DLM_RETURN_IF_ERROR(project("q_proj", normed_.data(), w.q, w.qBias.data, q_.data()));
+  DLM_RETURN_IF_ERROR(project("k_proj", normed_.data(), w.k, w.kBias.data, k_.data()));
+  DLM_RETURN_IF_ERROR(project("v_proj", normed_.data(), w.v, w.vBias.data, v_.data()));
   if (w.qNorm) {
     // Per-head norm: the [count, heads * headDim] buffer is count * heads rows of headDim.
-    rmsNorm(q_.data(), count * d.heads, d.headDim, d.headDim, w.qNorm.data, d.rmsNormEps,
-            q_.data());
-    rmsNorm(k_.data(), count * d.kvHeads, d.headDim, d.headDim, w.kNorm.data, d.rmsNormEps,
-            k_.data());
+    timed(Category::rmsnorm, "qk_norm", index, count, [&] {
+      rmsNorm(q_.data(), count * d.heads, d.headDim, d.headDim, w.qNorm.data, d.rmsNormEps,
+              q_.data());
+      rmsNorm(k_.data(), count * d.kvHeads, d.headDim, d.headDim, w.kNorm.data, d.rmsNormEps,
+              k_.data());
+    });
   }
-  applyRope(q_.data(), count, d.qWidth(), d.heads, d.headDim, rope_, first);
-  applyRope(k_.data(), count, d.kvWidth(), d.kvHeads, d.headDim, rope_, first);
+  timed(Category::rope, "rope", index, count, [&] {
+    applyRope(q_.data(), count, d.qWidth(), d.heads, d.headDim, rope_, first);
+    applyRope(k_.data(), count, d.kvWidth(), d.kvHeads, d.headDim, rope_, first);
+  });
 
   const kv::PageIndex *table = kv_->blockTable(sequence_).data();
-  storeKv(pages_, table, index, first, count, k_.data(), v_.data());
+  timed(Category::kvStore, "kv_store", index, count,
+        [&] { storeKv(pages_, table, index, first, count, k_.data(), v_.data()); });
   AttentionShape shape{d.heads, d.kvHeads, d.headDim, d.causal};
-  DLM_RETURN_IF_ERROR(pagedAttention(q_.data(), count, first, first + count, shape, pages_, table,
-                                     index, attention_.data(), attentionScratch_, pool_));
+  DLM_RETURN_IF_ERROR(timed(Category::attention, "attention", index, count, [&] {
+    return pagedAttention(q_.data(), count, first, first + count, shape, pages_, table, index,
+                          attention_.data(), attentionScratch_, pool_);
+  }));
 
-  DLM_RETURN_IF_ERROR(
-      linear(attention_.data(), count, w.o, nullptr, normed_.data(), pool_.threads()));
-  addInPlace(hidden_.data(), normed_.data(), count * H);
+  DLM_RETURN_IF_ERROR(project("o_proj", attention_.data(), w.o, nullptr, normed_.data()));
+  timed(Category::elementwise, "residual_add", index, count,
+        [&] { addInPlace(hidden_.data(), normed_.data(), count * H); });
 
-  rmsNorm(hidden_.data(), count, H, H, w.mlpNorm.data, d.rmsNormEps, normed_.data());
-  DLM_RETURN_IF_ERROR(
-      linear(normed_.data(), count, w.gate, nullptr, gate_.data(), pool_.threads()));
-  DLM_RETURN_IF_ERROR(linear(normed_.data(), count, w.up, nullptr, up_.data(), pool_.threads()));
-  siluMultiply(gate_.data(), up_.data(), count * d.intermediate);
-  DLM_RETURN_IF_ERROR(
-      linear(gate_.data(), count, w.down, nullptr, normed_.data(), pool_.threads()));
-  addInPlace(hidden_.data(), normed_.data(), count * H);
+  timed(Category::rmsnorm, "mlp_norm", index, count, [&] {
+    rmsNorm(hidden_.data(), count, H, H, w.mlpNorm.data, d.rmsNormEps, normed_.data());
+  });
+  DLM_RETURN_IF_ERROR(project("gate_proj", normed_.data(), w.gate, nullptr, gate_.data()));
+  DLM_RETURN_IF_ERROR(project("up_proj", normed_.data(), w.up, nullptr, up_.data()));
+  timed(Category::elementwise, "silu_mul", index, count,
+        [&] { siluMultiply(gate_.data(), up_.data(), count * d.intermediate); });
+  DLM_RETURN_IF_ERROR(project("down_proj", gate_.data(), w.down, nullptr, normed_.data()));
+  timed(Category::elementwise, "residual_add", index, count,
+        [&] { addInPlace(hidden_.data(), normed_.data(), count * H); });
   return Status::ok();
 }
 
@@ -180,10 +210,43 @@ Status CpuBackend::computeLogits(sampling::LogitRows rows) {
     std::memcpy(&headInput_[(r - rows.begin) * d.hidden], &hidden_[source * d.hidden],
                 d.hidden * sizeof(float));
   }
-  rmsNorm(headInput_.data(), rows.count(), d.hidden, d.hidden, weights_->finalNorm().data,
-          d.rmsNormEps, headInput_.data());
-  return linear(headInput_.data(), rows.count(), weights_->lmHead(), d.vocabSize, nullptr,
-                logits_.data(), pool_.threads());
+  timed(profile::Category::rmsnorm, "final_norm", -1, rows.count(), [&] {
+    rmsNorm(headInput_.data(), rows.count(), d.hidden, d.hidden, weights_->finalNorm().data,
+            d.rmsNormEps, headInput_.data());
+  });
+  return timed(profile::Category::lmHead, "lm_head", -1, rows.count(), [&] {
+    return linear(headInput_.data(), rows.count(), weights_->lmHead(), d.vocabSize, nullptr,
+                  logits_.data(), pool_.threads());
+  });
+}
+
+MemoryUsage CpuBackend::memoryUsage() const {
+  MemoryUsage usage;
+  // Tied weights are one tensor: count each buffer once.
+  std::set<const float *> seen;
+  auto add = [&](const model::HostTensor &t) {
+    if (t && seen.insert(t.data).second)
+      usage.weightBytes += static_cast<size_t>(t.rows * t.cols) * sizeof(float);
+  };
+  add(weights_->embed());
+  add(weights_->finalNorm());
+  add(weights_->lmHead());
+  for (const model::LayerWeights &l : weights_->layers())
+    for (const model::HostTensor *t : {&l.attnNorm, &l.q, &l.k, &l.v, &l.qBias, &l.kBias,
+                                       &l.vBias, &l.qNorm, &l.kNorm, &l.o, &l.mlpNorm, &l.gate,
+                                       &l.up, &l.down})
+      add(*t);
+  usage.convertedWeightBytes = weights_->ownedBytes();
+  const size_t pageBytes = pages_.pageBytes();
+  usage.kvPoolBytes = static_cast<size_t>(kv_->pageCount()) * pageBytes;
+  usage.kvInUseBytes = static_cast<size_t>(kv_->pageCount() - kv_->freePages()) * pageBytes;
+  usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;
+  usage.activationBytes = bytesOf(hidden_) + bytesOf(normed_) + bytesOf(q_) + bytesOf(k_) +
+                          bytesOf(v_) + bytesOf(attention_) + bytesOf(gate_) + bytesOf(up_) +
+                          bytesOf(attentionScratch_.keys) + bytesOf(attentionScratch_.values) +
+                          bytesOf(attentionScratch_.scores) + bytesOf(headInput_) +
+                          bytesOf(logits_);
+  return usage;
 }
 
 } // namespace dlm::cpu

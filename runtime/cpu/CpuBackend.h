@@ -10,6 +10,7 @@
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/kv/PagedKvCache.h"
 #include "runtime/model/ModelWeights.h"
+#include "runtime/profile/Profiler.h"
 #include "runtime/session/Backend.h"
 
 #include <memory>
@@ -34,6 +35,8 @@ public:
   StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                                sampling::LogitRows rows) override;
 
+  MemoryUsage memoryUsage() const override;
+
   // The KV cache, for inspection (tests, statistics).
   const kv::PagedKvCache &kvCache() const { return *kv_; }
   int threads() const { return pool_.threads(); }
@@ -49,6 +52,14 @@ private:
   Status runLayer(const model::LayerWeights &layer, int64_t index, int64_t count, int64_t first);
   Status computeLogits(sampling::LogitRows rows);
 
+  // Runs body() inside a kernel timer on the calling thread (just body() without a profiler).
+  template <typename Body>
+  auto timed(profile::Category kind, const char *name, int64_t layer, int64_t tokens,
+             Body &&body) {
+    profile::Scope scope(profiler_, kind, name, profile::TrackKind::thread, 0, layer, tokens);
+    return body();
+  }
+
   std::shared_ptr<const model::ModelWeights> weights_;
   int64_t maxSequenceLength_;
   ThreadPool pool_;
@@ -56,6 +67,9 @@ private:
   std::unique_ptr<kv::PagedKvCache> kv_;
   kv::SequenceId sequence_;
   RopeTable rope_;
+  profile::Profiler *profiler_;
+  // The most KV pages the sequence has held at once.
+  int64_t peakKvPages_ = 0;
 
   // Workspace, sized by reserve().
   int64_t reservedTokens_ = 0;

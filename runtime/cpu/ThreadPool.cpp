@@ -25,8 +25,12 @@ void ThreadPool::runShare(int thread) {
   const int64_t parts = threads();
   const int64_t begin = count_ * thread / parts;
   const int64_t end = count_ * (thread + 1) / parts;
-  if (begin < end)
+  if (begin < end) {
+    profile::Scope share(profiler_, profile::Category::workerShare, "worker_share",
+                         profile::TrackKind::thread, static_cast<uint64_t>(thread), -1,
+                         end - begin);
     call_(context_, begin, end, thread);
+  }
 }
 
 void ThreadPool::workerLoop(int index) {

@@ -4,6 +4,8 @@
 // Workers sleep on a condition variable between calls: they never spin against oneDNN's threads.
 #pragma once
 
+#include "runtime/profile/Profiler.h"
+
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -22,6 +24,10 @@ public:
   ~ThreadPool();
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Times each thread's share of a parallel call on that thread's track (null: no timing).
+  // Set before the first parallelFor.
+  void setProfiler(profile::Profiler *profiler) { profiler_ = profiler; }
 
   // Splits [0, count) into one contiguous range per thread and calls body(begin, end, thread) on
   // each, the caller taking the first; returns when all are done. `thread` < threads() indexes
@@ -51,6 +57,7 @@ private:
   int64_t count_ = 0;
   void *context_ = nullptr;
   Trampoline call_ = nullptr;
+  profile::Profiler *profiler_ = nullptr;
 };
 
 } // namespace dlm::cpu

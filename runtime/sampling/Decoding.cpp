@@ -71,12 +71,14 @@ StatusOr<LogitsView> ForwardRunner::full(const std::vector<int32_t> &tokens, int
                                          int64_t keep, LogitRows rows, bool decoded) {
   const bool captureNow = decoded && capture_;
   LogitRows asked = captureNow ? LogitRows{0, count} : rows;
+  profile::Scope timer = scope(profile::Category::forward, decoded ? "forward" : "prefix_forward");
   return finish(model_.forwardFull(tokens.data(), count, keep, asked), rows, captureNow);
 }
 
 StatusOr<LogitsView> ForwardRunner::cached(const std::vector<int32_t> &tokens, int64_t count,
                                            int64_t keep, LogitRows rows) {
   LogitRows asked = capture_ ? LogitRows{0, count - keep} : rows;
+  profile::Scope timer = scope(profile::Category::forward, "cached_forward");
   return finish(model_.forwardCached(tokens.data(), count, keep, asked), rows, capture_);
 }
 
@@ -123,10 +125,14 @@ bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t en
 
 StatusOr<DecodeOutcome> decode(DecodeModel &model, const TokenFacts &facts,
                                const DecodeRequest &request, const BlockCallback &onBlock) {
+  profile::Scope timer(request.profiler, profile::Category::request, "request",
+                       profile::TrackKind::request, request.request,
+                       /*layer=*/-1, static_cast<int64_t>(request.prompt.size()));
   DLM_RETURN_IF_ERROR(validateRequest(request, facts, model.vocabSize()));
   DLM_RETURN_IF_ERROR(model.reserve(maxSequenceTokens(request), maxLogitRows(request)));
   DecodeOutcome outcome;
-  ForwardRunner runner(model, request.captureFirstLogits, outcome);
+  ForwardRunner runner(model, request.captureFirstLogits, outcome, request.profiler,
+                       request.request);
   if (request.knobs.policy == Policy::lowConfidence)
     DLM_RETURN_IF_ERROR(runLowConfidence(runner, model, facts, request, onBlock, outcome));
   else

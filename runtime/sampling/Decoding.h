@@ -10,6 +10,7 @@
 // whose logits are decoded, over the whole request.
 #pragma once
 
+#include "runtime/profile/Profiler.h"
 #include "runtime/sampling/DecodeModel.h"
 #include "runtime/sampling/DecodingKnobs.h"
 #include "support/Status.h"
@@ -48,6 +49,8 @@ struct DecodeRequest {
   CacheMode cache = CacheMode::none;
   // Keep the logits of the first forward whose logits are decoded, every row of it.
   bool captureFirstLogits = false;
+  // Times the request, its blocks, steps and forwards on the track of `request` (null: off).
+  profile::Profiler *profiler = nullptr;
 };
 
 // A block (low-confidence) or canvas (entropy-bound) whose tokens are final. Ids stop after the
@@ -89,8 +92,16 @@ StatusOr<DecodeOutcome> decode(DecodeModel &model, const TokenFacts &facts,
 // Runs forwards, counts them, and keeps the first decoded forward's logits when asked.
 class ForwardRunner {
 public:
-  ForwardRunner(DecodeModel &model, bool captureFirstLogits, DecodeOutcome &outcome)
-      : model_(model), capture_(captureFirstLogits), outcome_(outcome) {}
+  ForwardRunner(DecodeModel &model, bool captureFirstLogits, DecodeOutcome &outcome,
+                profile::Profiler *profiler = nullptr, uint64_t request = 0)
+      : model_(model), capture_(captureFirstLogits), outcome_(outcome), profiler_(profiler),
+        request_(request) {}
+
+  // A timer on the request's track (nothing without a profiler).
+  profile::Scope scope(profile::Category category, const char *name, int64_t index = -1) const {
+    return profile::Scope(profiler_, category, name, profile::TrackKind::request, request_, -1,
+                          -1, index);
+  }
 
   // A full forward (see DecodeModel::forwardFull); `decoded` is false for passes that only fill
   // the cache, whose logits are never looked at.
@@ -105,6 +116,8 @@ private:
   DecodeModel &model_;
   bool capture_;
   DecodeOutcome &outcome_;
+  profile::Profiler *profiler_;
+  uint64_t request_;
 };
 
 // Ends the outcome: output = sequence[promptLength:] cut after its first EOS.

@@ -54,6 +54,7 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
 
   int64_t step = 0;
   for (int64_t c = 0; c < canvases; ++c) {
+    profile::Scope blockTimer = runner.scope(profile::Category::block, "canvas", c);
     const int64_t start = static_cast<int64_t>(work.size());
     const int64_t end = start + canvasLength;
     const int64_t keep = start - shift;
@@ -69,6 +70,7 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
     }
 
     for (int64_t n = 0; n < maxSteps; ++n) {
+      profile::Scope stepTimer = runner.scope(profile::Category::step, "denoise_step", step);
       const double temperature = knobs.tMin + (knobs.tMax - knobs.tMin) *
                                                   static_cast<double>(maxSteps - n) /
                                                   static_cast<double>(maxSteps);

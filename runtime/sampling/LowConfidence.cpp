@@ -45,6 +45,7 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
 
   int64_t step = 0;
   for (int64_t b = 0; b < blocks; ++b) {
+    profile::Scope blockTimer = runner.scope(profile::Category::block, "block", b);
     const int64_t begin = promptLength + b * blockLength;
     const int64_t end = begin + blockLength;
     auto blockHasMask = [&] {
@@ -55,6 +56,7 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
     const int64_t keep = begin - shift;
 
     for (int64_t i = 0; blockHasMask(); ++i, ++step) {
+      profile::Scope stepTimer = runner.scope(profile::Category::step, "denoise_step", step);
       StatusOr<LogitsView> rows =
           (request.cache == CacheMode::none || i == 0)
               ? runner.full(x, total, request.cache == CacheMode::prefix ? keep : 0,

@@ -5,13 +5,18 @@
 
 #include "runtime/sampling/DecodeModel.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+namespace dlm::profile {
+class Profiler;
+}
+
 namespace dlm {
 
-// Bumped when a hook is added or changes meaning.
-inline constexpr int kBackendApiVersion = 1;
+// Bumped when a hook is added or changes meaning. 2: memoryUsage().
+inline constexpr int kBackendApiVersion = 2;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.
@@ -23,6 +28,23 @@ struct BackendOptions {
   int64_t maxSequenceLength = 0;
   // KV pool size in pages; 0 = enough for one sequence of maxSequenceLength.
   int64_t kvPages = 0;
+  // Records forward and kernel timings when set (not owned; must outlive the backend). Null:
+  // no timing at all, one branch per timer site.
+  profile::Profiler *profiler = nullptr;
+};
+
+// Host or device bytes a backend holds, for profiling.
+struct MemoryUsage {
+  // Weights as the kernels read them, and the part converted at load time (owned, not mapped).
+  size_t weightBytes = 0;
+  size_t convertedWeightBytes = 0;
+  // The KV pool: every page, the pages in use now, and the most ever in use at once.
+  size_t kvPoolBytes = 0;
+  size_t kvInUseBytes = 0;
+  size_t kvPeakBytes = 0;
+  // Activation workspace reserved for forwards (hidden states, projections, attention scratch,
+  // logits).
+  size_t activationBytes = 0;
 };
 
 class Backend : public sampling::DecodeModel {
@@ -31,6 +53,8 @@ public:
   virtual int apiVersion() const { return kBackendApiVersion; }
   // The longest sequence this backend was set up for.
   virtual int64_t maxSequenceLength() const = 0;
+  // Optional: what the backend holds (zeros when it does not say).
+  virtual MemoryUsage memoryUsage() const { return {}; }
 };
 
 } // namespace dlm

@@ -70,7 +70,8 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const LoadedM
   StatusOr<std::unique_ptr<Backend>> backend = createBackend(options.backend, *model, options);
   if (!backend)
     return backend.status();
-  return std::unique_ptr<Session>(new Session(std::move(model), std::move(*backend)));
+  return std::unique_ptr<Session>(
+      new Session(std::move(model), std::move(*backend), options.profiler));
 }
 
 namespace {
@@ -146,6 +147,7 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
   decodeRequest.request = request.requestId;
   decodeRequest.cache = request.cache;
   decodeRequest.captureFirstLogits = request.captureFirstLogits;
+  decodeRequest.profiler = profiler_;
   if (request.promptText) {
     const Tokenizer *tokenizer = model_->tokenizer();
     if (!tokenizer)

@@ -124,11 +124,13 @@ public:
   Backend &backend() { return *backend_; }
 
 private:
-  Session(std::shared_ptr<const LoadedModel> model, std::unique_ptr<Backend> backend)
-      : model_(std::move(model)), backend_(std::move(backend)) {}
+  Session(std::shared_ptr<const LoadedModel> model, std::unique_ptr<Backend> backend,
+          profile::Profiler *profiler)
+      : model_(std::move(model)), backend_(std::move(backend)), profiler_(profiler) {}
 
   std::shared_ptr<const LoadedModel> model_;
   std::unique_ptr<Backend> backend_;
+  profile::Profiler *profiler_;
 };
 
 // The backend called `name` for `model`.

@@ -14,18 +14,14 @@
 // forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
 // .npy [tokens fed, vocab_size]. Bad arguments: a message and exit status 2; a failed generation:
 // exit status 1.
-#include "runtime/model/ModelSpec.h"
 #include "runtime/session/Session.h"
+#include "tools/dlm-run/GenerationFlags.h"
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -47,61 +43,6 @@ const char *kUsage =
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;
   return kBadArguments;
-}
-
-bool parseInteger(const std::string &text, int64_t &out) {
-  if (text.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno || *end)
-    return false;
-  out = value;
-  return true;
-}
-
-bool parseUnsigned(const std::string &text, uint64_t &out) {
-  if (text.empty() || text[0] == '-')
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (errno || *end)
-    return false;
-  out = value;
-  return true;
-}
-
-bool parseReal(const std::string &text, double &out) {
-  if (text.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (errno || *end)
-    return false;
-  out = value;
-  return true;
-}
-
-bool parseIdList(const std::string &text, std::vector<int32_t> &ids) {
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int64_t id;
-    if (!item.empty()) {
-      if (!parseInteger(item, id) || id < INT32_MIN || id > INT32_MAX)
-        return false;
-      ids.push_back(static_cast<int32_t>(id));
-    }
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  return true;
 }
 
 // float32 .npy, version 1.0, C order.
@@ -134,28 +75,6 @@ struct Options {
   std::string dumpLogits;
 };
 
-// The knob flags: flag -> (knob name, kind).
-enum class KnobKind { integer, real, text, threshold };
-const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() {
-  namespace s = dlm::spec;
-  static const std::map<std::string, std::pair<std::string_view, KnobKind>> flags = {
-      {"--policy", {s::kKnobPolicy, KnobKind::text}},
-      {"--gen-length", {s::kKnobGenLength, KnobKind::integer}},
-      {"--block-length", {s::kKnobBlockLength, KnobKind::integer}},
-      {"--steps", {s::kKnobSteps, KnobKind::integer}},
-      {"--threshold", {s::kKnobThreshold, KnobKind::threshold}},
-      {"--temperature", {s::kKnobTemperature, KnobKind::real}},
-      {"--max-steps", {s::kKnobMaxSteps, KnobKind::integer}},
-      {"--t-min", {s::kKnobTMin, KnobKind::real}},
-      {"--t-max", {s::kKnobTMax, KnobKind::real}},
-      {"--entropy-bound", {s::kKnobEntropyBound, KnobKind::real}},
-      {"--stability-threshold", {s::kKnobStabilityThreshold, KnobKind::integer}},
-      {"--confidence-threshold", {s::kKnobConfidenceThreshold, KnobKind::real}},
-      {"--noise", {s::kKnobNoise, KnobKind::text}},
-  };
-  return flags;
-}
-
 // Returns 0 when the arguments are good, else the exit status (after printing why).
 int parseArguments(int argc, char **argv, Options &options) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -179,37 +98,18 @@ int parseArguments(int argc, char **argv, Options &options) {
     if (i + 1 >= args.size())
       return badArguments(flag + " needs a value");
     const std::string &value = args[++i];
-    auto bad = [&] { return badArguments("bad value '" + value + "' for " + flag); };
 
-    if (auto knob = knobFlags().find(flag); knob != knobFlags().end()) {
-      const std::string name(knob->second.first);
-      int64_t integer;
-      double real;
-      switch (knob->second.second) {
-      case KnobKind::integer:
-        if (!parseInteger(value, integer))
-          return bad();
-        options.request.knobs[name] = integer;
-        break;
-      case KnobKind::real:
-        if (!parseReal(value, real))
-          return bad();
-        options.request.knobs[name] = real;
-        break;
-      case KnobKind::threshold:
-        if (value == dlm::spec::kThresholdNone) {
-          options.request.knobs[name] = std::string(value);
-          break;
-        }
-        if (!parseReal(value, real))
-          return bad();
-        options.request.knobs[name] = real;
-        break;
-      case KnobKind::text:
-        options.request.knobs[name] = value;
-        break;
-      }
-    } else if (flag == "--prompt") {
+    std::string error;
+    switch (dlm::tools::parseGenerationFlag(flag, value, options.request, options.session,
+                                            error)) {
+    case dlm::tools::FlagParse::parsed:
+      continue;
+    case dlm::tools::FlagParse::bad:
+      return badArguments(error);
+    case dlm::tools::FlagParse::notShared:
+      break;
+    }
+    if (flag == "--prompt") {
       if (options.havePrompt)
         return badArguments("give one of --prompt and --prompt-ids");
       options.request.promptText = value;
@@ -217,27 +117,9 @@ int parseArguments(int argc, char **argv, Options &options) {
     } else if (flag == "--prompt-ids") {
       if (options.havePrompt)
         return badArguments("give one of --prompt and --prompt-ids");
-      if (!parseIdList(value, options.request.promptIds))
+      if (!dlm::tools::parseIdList(value, options.request.promptIds))
         return badArguments("--prompt-ids must be comma-separated integers, got '" + value + "'");
       options.havePrompt = true;
-    } else if (flag == "--seed") {
-      if (!parseUnsigned(value, options.request.seed))
-        return bad();
-    } else if (flag == "--request") {
-      if (!parseUnsigned(value, options.request.requestId))
-        return bad();
-    } else if (flag == "--cache") {
-      dlm::StatusOr<dlm::sampling::CacheMode> mode = dlm::sampling::parseCacheMode(value);
-      if (!mode)
-        return badArguments(mode.status().message());
-      options.request.cache = *mode;
-    } else if (flag == "--backend") {
-      options.session.backend = value;
-    } else if (flag == "--threads") {
-      int64_t threads;
-      if (!parseInteger(value, threads) || threads < 0 || threads > 1024)
-        return bad();
-      options.session.threads = static_cast<int>(threads);
     } else if (flag == "--dump-logits") {
       options.dumpLogits = value;
       options.request.captureFirstLogits = true;

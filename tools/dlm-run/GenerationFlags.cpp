@@ -1,0 +1,164 @@
+#include "tools/dlm-run/GenerationFlags.h"
+
+#include "runtime/model/ModelSpec.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <string_view>
+
+namespace dlm::tools {
+
+const char *const kGenerationFlagsUsage =
+    "               [--policy P] [--gen-length N] [--block-length N] [--steps N]\n"
+    "               [--threshold X|none] [--temperature X] [--seed N] [--request N]\n"
+    "               [--cache none|prefix] [--max-steps N] [--t-min X] [--t-max X]\n"
+    "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
+    "               [--noise mask|uniform] [--backend cpu] [--threads N]\n";
+
+bool parseInteger(const std::string &text, int64_t &out) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno || *end)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parseUnsigned(const std::string &text, uint64_t &out) {
+  if (text.empty() || text[0] == '-')
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (errno || *end)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parseReal(const std::string &text, double &out) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (errno || *end)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parseIdList(const std::string &text, std::vector<int32_t> &ids) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int64_t id;
+    if (!item.empty()) {
+      if (!parseInteger(item, id) || id < INT32_MIN || id > INT32_MAX)
+        return false;
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+namespace {
+
+// The knob flags: flag -> (knob name, kind).
+enum class KnobKind { integer, real, text, threshold };
+const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() {
+  namespace s = dlm::spec;
+  static const std::map<std::string, std::pair<std::string_view, KnobKind>> flags = {
+      {"--policy", {s::kKnobPolicy, KnobKind::text}},
+      {"--gen-length", {s::kKnobGenLength, KnobKind::integer}},
+      {"--block-length", {s::kKnobBlockLength, KnobKind::integer}},
+      {"--steps", {s::kKnobSteps, KnobKind::integer}},
+      {"--threshold", {s::kKnobThreshold, KnobKind::threshold}},
+      {"--temperature", {s::kKnobTemperature, KnobKind::real}},
+      {"--max-steps", {s::kKnobMaxSteps, KnobKind::integer}},
+      {"--t-min", {s::kKnobTMin, KnobKind::real}},
+      {"--t-max", {s::kKnobTMax, KnobKind::real}},
+      {"--entropy-bound", {s::kKnobEntropyBound, KnobKind::real}},
+      {"--stability-threshold", {s::kKnobStabilityThreshold, KnobKind::integer}},
+      {"--confidence-threshold", {s::kKnobConfidenceThreshold, KnobKind::real}},
+      {"--noise", {s::kKnobNoise, KnobKind::text}},
+  };
+  return flags;
+}
+
+} // namespace
+
+FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
+                              GenerateRequest &request, SessionOptions &session,
+                              std::string &error) {
+  auto bad = [&] {
+    error = "bad value '" + value + "' for " + flag;
+    return FlagParse::bad;
+  };
+  if (auto knob = knobFlags().find(flag); knob != knobFlags().end()) {
+    const std::string name(knob->second.first);
+    int64_t integer;
+    double real;
+    switch (knob->second.second) {
+    case KnobKind::integer:
+      if (!parseInteger(value, integer))
+        return bad();
+      request.knobs[name] = integer;
+      break;
+    case KnobKind::real:
+      if (!parseReal(value, real))
+        return bad();
+      request.knobs[name] = real;
+      break;
+    case KnobKind::threshold:
+      if (value == dlm::spec::kThresholdNone) {
+        request.knobs[name] = std::string(value);
+        break;
+      }
+      if (!parseReal(value, real))
+        return bad();
+      request.knobs[name] = real;
+      break;
+    case KnobKind::text:
+      request.knobs[name] = value;
+      break;
+    }
+    return FlagParse::parsed;
+  }
+  if (flag == "--seed") {
+    if (!parseUnsigned(value, request.seed))
+      return bad();
+  } else if (flag == "--request") {
+    if (!parseUnsigned(value, request.requestId))
+      return bad();
+  } else if (flag == "--cache") {
+    StatusOr<sampling::CacheMode> mode = sampling::parseCacheMode(value);
+    if (!mode) {
+      error = mode.status().message();
+      return FlagParse::bad;
+    }
+    request.cache = *mode;
+  } else if (flag == "--backend") {
+    session.backend = value;
+  } else if (flag == "--threads") {
+    int64_t threads;
+    if (!parseInteger(value, threads) || threads < 0 || threads > 1024)
+      return bad();
+    session.threads = static_cast<int>(threads);
+  } else {
+    return FlagParse::notShared;
+  }
+  return FlagParse::parsed;
+}
+
+} // namespace dlm::tools
