@@ -1,5 +1,9 @@
 #include "runtime/session/Session.h"
 
+#ifdef DLM_HAVE_CUDA_DRIVER
+#include "runtime/cuda/CudaDriver.h"
+#endif
+
 #include "runtime/cpu/CpuBackend.h"
 
 #include <chrono>
@@ -58,9 +62,24 @@ StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name, const 
       return backend.status();
     return std::unique_ptr<Backend>(std::move(*backend));
   }
-  if (name == "cuda")
-    return Status::error("not supported yet: cuda backend");
-  return Status::error("unknown backend '" + name + "' (expected cpu or cuda)");
+  if (name == "cuda") {
+#ifdef DLM_HAVE_CUDA_DRIVER
+    // A machine without a driver learns that first; one with a driver learns what is missing.
+    StatusOr<std::shared_ptr<const cuda::CudaDriver>> driver = cuda::CudaDriver::load();
+    if (!driver)
+      return driver.status();
+    return Status::error("not supported yet: cuda backend (the CUDA driver loads, but the backend "
+                         "that launches dlm's kernels is not built yet)");
+#else
+    return Status::error("not supported yet: cuda backend (dlm was built without the CUDA "
+                         "toolkit)");
+#endif
+  }
+  if (name == "cuda-emu")
+    return Status::error("not supported yet: cuda-emu backend (the generated CUDA kernels run on "
+                         "the emulated device in the conformance tests; a backend driving a model "
+                         "on it is not built yet)");
+  return Status::error("unknown backend '" + name + "' (expected cpu, cuda or cuda-emu)");
 }
 
 StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const LoadedModel> model,

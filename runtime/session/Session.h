@@ -109,7 +109,9 @@ struct GenerateResult {
 
 class Session {
 public:
-  // Errors: "not supported yet: cuda backend", "unknown backend 'x' (expected cpu or cuda)".
+  // Errors: "CUDA driver not available: ..." or "not supported yet: cuda backend (...)",
+  // "not supported yet: cuda-emu backend (...)", "unknown backend 'x' (expected cpu, cuda or
+  // cuda-emu)".
   static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const LoadedModel> model,
                                                    const SessionOptions &options = {});
 

@@ -15,7 +15,7 @@ const char *const kGenerationFlagsUsage =
     "               [--threshold X|none] [--temperature X] [--seed N] [--request N]\n"
     "               [--cache none|prefix] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
-    "               [--noise mask|uniform] [--backend cpu] [--threads N]\n";
+    "               [--noise mask|uniform] [--device cpu|cuda|cuda-emu] [--threads N]\n";
 
 bool parseInteger(const std::string &text, int64_t &out) {
   if (text.empty())
@@ -148,7 +148,7 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
       return FlagParse::bad;
     }
     request.cache = *mode;
-  } else if (flag == "--backend") {
+  } else if (flag == "--backend" || flag == "--device") {
     session.backend = value;
   } else if (flag == "--threads") {
     int64_t threads;

@@ -3,7 +3,7 @@
 //   dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3)
 //           [--policy low-confidence|entropy-bound] [--gen-length N] [--block-length N]
 //           [--steps N] [--threshold X|none] [--temperature X] [--seed N] [--request N]
-//           [--cache none|prefix] [--backend cpu] [--threads N]
+//           [--cache none|prefix] [--device cpu|cuda|cuda-emu] [--threads N]
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
 //                          mask|uniform]
@@ -38,7 +38,7 @@ const char *kUsage =
     "               [--temperature X] [--seed N] [--request N] [--cache none|prefix]\n"
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
-    "               [--backend cpu] [--threads N] [--json] [--dump-logits PATH.npy]\n";
+    "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;

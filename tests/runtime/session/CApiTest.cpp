@@ -98,7 +98,11 @@ TEST(CApiTest, ErrorsCarryTheirMessage) {
   dlm_session *session = nullptr;
   status = dlm_session_create(model, &options, &session);
   ASSERT_NE(status, nullptr);
-  EXPECT_STREQ(dlm_status_message(status), "not supported yet: cuda backend");
+  // Without a driver (these machines) the driver's absence is the error; with one, the backend.
+  std::string message = dlm_status_message(status);
+  EXPECT_TRUE(message.rfind("CUDA driver not available: libcuda.so.1", 0) == 0 ||
+              message.rfind("not supported yet: cuda backend", 0) == 0)
+      << message;
   dlm_status_free(status);
 
   options.backend = "cpu";
