@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_MODELS = os.path.join(HERE, "..", "..", "models", "make_tiny_models.py")
+# The bundled demo model: what a user profiles first.
+DEMO_CHECKPOINT = os.path.join(HERE, "..", "..", "models", "demo", "checkpoint")
 
 REPORT_SECTIONS = [
     "== Kernels (calling thread) ==",
@@ -114,10 +115,8 @@ def run(cmd, expect=0):
 
 def check(work, dlmc, prof):
     problems = []
-    subprocess.run([sys.executable, MAKE_MODELS, os.path.join(work, "ckpt"), "--only", "llada"],
-                   check=True, stdout=subprocess.DEVNULL)
-    artifact = os.path.join(work, "llada.dlm")
-    run([dlmc, "compile", os.path.join(work, "ckpt", "llada"), "-o", artifact, "--gen-length",
+    artifact = os.path.join(work, "demo.dlm")
+    run([dlmc, "compile", DEMO_CHECKPOINT, "-o", artifact, "--gen-length",
          "16", "--block-length", "8", "--steps", "8"])
     prompts = os.path.join(work, "prompts.txt")
     with open(prompts, "w") as f:
@@ -154,7 +153,7 @@ def check(work, dlmc, prof):
 
     # A prompt long enough for the attention to run on the pool: one track per worker thread.
     workers_trace = os.path.join(work, "workers.json")
-    run([prof, artifact, "--synthetic-length", "200", "--threads", "4", "--trace", workers_trace])
+    run([prof, artifact, "--synthetic-length", "100", "--threads", "4", "--trace", workers_trace])
     with open(workers_trace) as f:
         workers = json.load(f)
     problems += [f"workers trace: {p}" for p in validate_trace(workers)]
