@@ -16,3 +16,5 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dlm_tools_dir, append_path=True)
 config.substitutions.append(("%dlm_python", config.python_executable))
 config.substitutions.append(("%dlm_src", config.dlm_source_dir))
+if config.dlm_have_nvrtc:
+    config.available_features.add("nvrtc")

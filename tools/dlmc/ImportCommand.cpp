@@ -10,6 +10,11 @@
 #include "runtime/artifact/ArtifactWriter.h"
 #include "runtime/model/ModelSpec.h"
 
+#ifdef DLM_HAVE_NVRTC
+#include "compiler/codegen/KernelCompilation.h"
+#include "compiler/codegen/ModelKernels.h"
+#endif
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -81,8 +86,13 @@ int runCompile(const CompileOptions &options) {
     return fail("unknown --emit=" + options.emit + " (expected artifact or dlm)");
   if (options.emit == "artifact" && options.output.empty())
     return fail("give the artifact path with -o");
+  if (options.target != "cpu" && options.target != "cuda" && options.target != "all")
+    return fail("unknown --target " + options.target + " (expected cpu, cuda or all)");
+#ifndef DLM_HAVE_NVRTC
   if (options.target != "cpu")
-    return fail("not supported yet: --target " + options.target + " (only cpu)");
+    return fail("not supported yet: --target " + options.target +
+                " (dlmc was built without the CUDA toolkit's NVRTC)");
+#endif
   if (options.policy != "low-confidence" && options.policy != "entropy-bound")
     return fail("unknown policy '" + options.policy +
                 "' (expected low-confidence or entropy-bound)");
@@ -168,6 +178,28 @@ int runCompile(const CompileOptions &options) {
     contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
                                 view.shape, view.data, view.byteSize});
   }
+#ifdef DLM_HAVE_NVRTC
+  // --target cuda|all: every kernel the model needs, compiled for sm_80 and sm_90 (cubin + PTX
+  // + ptxas's resource report). A kernel that does not compile, or a hot one that spills, fails
+  // the compile with NVRTC's log.
+  codegen::KernelTable kernelTable;
+  if (options.target != "cpu") {
+    codegen::ModelKernelOptions kernelOptions;
+    kernelOptions.policy = options.policy;
+    kernelOptions.confidenceThreshold = options.threshold > 0.0;
+    kernelOptions.canvas = options.blockLength;
+    kernelOptions.pageSize = policy.pageSize;
+    auto kernels = codegen::kernelsForModel(contents.config, kernelOptions);
+    if (!kernels)
+      return fail("--target " + options.target + ": " + kernels.status().message());
+    cuda::NvrtcCompiler compiler;
+    auto table = codegen::compileKernels(*kernels, compiler);
+    if (!table)
+      return fail("--target " + options.target + ": " + table.status().message());
+    kernelTable = std::move(*table);
+    contents.kernelTargets = kernelTable.targets;
+  }
+#endif
   Status written = artifact::writeArtifact(options.output, contents);
   if (!written.isOk())
     return fail(written.message());

@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileEmit(
       "emit", cl::desc("Stop at a stage: dlm (print the program) | artifact (write -o)"),
       cl::init("artifact"), cl::sub(compileCommand));
-  cl::opt<std::string> target("target", cl::desc("Kernel target: cpu (cuda: not supported yet)"),
+  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu | cuda (sm_80 + sm_90 cubins via NVRTC) | all"),
                               cl::init("cpu"), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decoding policy: low-confidence | entropy-bound"),
