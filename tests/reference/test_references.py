@@ -32,11 +32,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 try:
+    import importlib
+    for _mod in ("numpy", "torch", "transformers", "tokenizers", "safetensors"):
+        importlib.import_module(_mod)
     import numpy as np  # noqa: E402
     import torch  # noqa: E402
-    import transformers  # noqa: E402,F401
-    import tokenizers  # noqa: E402,F401
-    import safetensors  # noqa: E402,F401
 except ImportError as _e:  # ctest treats 77 as "skipped"
     print(f"reference_selfcheck skipped: {_e} (set DLM_PYTHON to a Python with torch, "
           f"transformers, tokenizers, safetensors, numpy)", file=sys.stderr)
@@ -675,6 +675,18 @@ class TestGenerateOnTinyModels(unittest.TestCase):
         a = samplers.low_confidence(m, [1, 2, 3], 16, 4, 16)
         b = samplers.low_confidence(m, [1, 2, 3], 16, 4, 16, cache="prefix")
         self.assertEqual(a["output_ids"], b["output_ids"])
+
+    def test_demo_checkpoint(self):
+        demo = os.path.join(ROOT, "tests", "models", "demo", "checkpoint")
+        log_path = os.path.join(demo, "training_log.json")
+        if not os.path.exists(log_path):
+            self.skipTest("no demo checkpoint")
+        with open(log_path) as f:
+            sample = json.load(f)["samples"][0]
+        m = models.Model(demo)
+        r = samplers.low_confidence(m, sample["prompt_ids"], gen_length=32, block_length=4,
+                                    steps=32)
+        self.assertEqual(r["output_ids"], sample["output_ids"])
 
     def test_cli(self):
         gen = os.path.join(HERE, "generate.py")

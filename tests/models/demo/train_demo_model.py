@@ -35,7 +35,6 @@ import shutil
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
