@@ -92,38 +92,7 @@ bool readPromptFile(const std::string &path, std::vector<Prompt> &prompts) {
 
 // Returns 0 when the arguments are good, -1 after --help, else the exit status.
 int parseArguments(int argc, char **argv, Options &options) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &flag = args[i];
-    if (flag == "--help" || flag == "-h") {
-      printUsage(std::cout);
-      return -1;
-    }
-    if (flag == "--json") {
-      options.json = true;
-      continue;
-    }
-    if (flag.rfind("--", 0) != 0) {
-      if (!options.artifact.empty())
-        return badArguments("more than one model given: '" + options.artifact + "' and '" + flag +
-                            "'");
-      options.artifact = flag;
-      continue;
-    }
-    if (i + 1 >= args.size())
-      return badArguments(flag + " needs a value");
-    const std::string &value = args[++i];
-
-    std::string error;
-    switch (dlm::tools::parseGenerationFlag(flag, value, options.request, options.session,
-                                            error)) {
-    case dlm::tools::FlagParse::parsed:
-      continue;
-    case dlm::tools::FlagParse::bad:
-      return badArguments(error);
-    case dlm::tools::FlagParse::notShared:
-      break;
-    }
+  auto toolFlag = [&](const std::string &flag, const std::string &value) -> std::string {
     auto count = [&](int64_t &out, int64_t least) {
       int64_t parsed;
       if (!dlm::tools::parseInteger(value, parsed) || parsed < least)
@@ -131,6 +100,7 @@ int parseArguments(int argc, char **argv, Options &options) {
       out = parsed;
       return true;
     };
+    const std::string badValue = "bad value '" + value + "' for " + flag;
     if (flag == "--prompt") {
       Prompt prompt;
       prompt.text = value;
@@ -138,36 +108,49 @@ int parseArguments(int argc, char **argv, Options &options) {
     } else if (flag == "--prompt-ids") {
       Prompt prompt;
       if (!dlm::tools::parseIdList(value, prompt.ids) || prompt.ids.empty())
-        return badArguments("--prompt-ids must be comma-separated integers, got '" + value + "'");
+        return "--prompt-ids must be comma-separated integers, got '" + value + "'";
       options.prompts.push_back(std::move(prompt));
     } else if (flag == "--prompts") {
       const size_t before = options.prompts.size();
       if (!readPromptFile(value, options.prompts))
-        return badArguments("cannot read prompts file '" + value + "'");
+        return "cannot read prompts file '" + value + "'";
       if (options.prompts.size() == before)
-        return badArguments("prompts file '" + value + "' has no prompts");
+        return "prompts file '" + value + "' has no prompts";
     } else if (flag == "--synthetic-length") {
       Prompt prompt;
       if (!count(prompt.syntheticLength, 1))
-        return badArguments("bad value '" + value + "' for " + flag);
+        return badValue;
       options.prompts.push_back(std::move(prompt));
     } else if (flag == "--repeat") {
       if (!count(options.repeat, 1))
-        return badArguments("bad value '" + value + "' for " + flag);
+        return badValue;
     } else if (flag == "--warmup") {
       if (!count(options.warmup, 0))
-        return badArguments("bad value '" + value + "' for " + flag);
+        return badValue;
     } else if (flag == "--trace") {
       options.trace = value;
     } else if (flag == "--max-events") {
       if (!count(options.maxEvents, 1))
-        return badArguments("bad value '" + value + "' for " + flag);
+        return badValue;
     } else {
-      return badArguments("unknown option " + flag);
+      return "unknown option " + flag;
     }
+    return "";
+  };
+  dlm::tools::CommonArguments common;
+  std::string error;
+  switch (dlm::tools::walkCommandLine(argc, argv, common, options.request, options.session,
+                                      toolFlag, error)) {
+  case dlm::tools::CommandLine::help:
+    printUsage(std::cout);
+    return -1;
+  case dlm::tools::CommandLine::bad:
+    return badArguments(error);
+  case dlm::tools::CommandLine::ok:
+    break;
   }
-  if (options.artifact.empty())
-    return badArguments("no model given");
+  options.artifact = common.artifact;
+  options.json = common.json;
   if (options.prompts.empty())
     return badArguments("give a workload: --prompt TEXT, --prompt-ids 1,2,3, --prompts FILE or "
                         "--synthetic-length N");

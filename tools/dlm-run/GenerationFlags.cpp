@@ -161,4 +161,50 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
   return FlagParse::parsed;
 }
 
+CommandLine walkCommandLine(
+    int argc, char **argv, CommonArguments &common, GenerateRequest &request,
+    SessionOptions &session,
+    const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag,
+    std::string &error) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &flag = args[i];
+    if (flag == "--help" || flag == "-h")
+      return CommandLine::help;
+    if (flag == "--json") {
+      common.json = true;
+      continue;
+    }
+    if (flag.rfind("--", 0) != 0) {
+      if (!common.artifact.empty()) {
+        error = "more than one model given: '" + common.artifact + "' and '" + flag + "'";
+        return CommandLine::bad;
+      }
+      common.artifact = flag;
+      continue;
+    }
+    if (i + 1 >= args.size()) {
+      error = flag + " needs a value";
+      return CommandLine::bad;
+    }
+    const std::string &value = args[++i];
+    switch (parseGenerationFlag(flag, value, request, session, error)) {
+    case FlagParse::parsed:
+      continue;
+    case FlagParse::bad:
+      return CommandLine::bad;
+    case FlagParse::notShared:
+      break;
+    }
+    error = toolFlag(flag, value);
+    if (!error.empty())
+      return CommandLine::bad;
+  }
+  if (common.artifact.empty()) {
+    error = "no model given";
+    return CommandLine::bad;
+  }
+  return CommandLine::ok;
+}
+
 } // namespace dlm::tools

@@ -5,6 +5,7 @@
 #include "runtime/session/Session.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,19 @@ enum class FlagParse {
 FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
                               GenerateRequest &request, SessionOptions &session,
                               std::string &error);
+
+// The command line both tools share: one positional model path, --help, --json and the shared
+// generation flags. Every other `--flag value` goes to `toolFlag`, which applies it or returns
+// why not ("unknown option --x" included); an empty string means it was applied.
+struct CommonArguments {
+  std::string artifact;
+  bool json = false;
+};
+enum class CommandLine { ok, help, bad };
+CommandLine walkCommandLine(
+    int argc, char **argv, CommonArguments &common, GenerateRequest &request,
+    SessionOptions &session,
+    const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag,
+    std::string &error);
 
 } // namespace dlm::tools

@@ -77,58 +77,37 @@ struct Options {
 
 // Returns 0 when the arguments are good, else the exit status (after printing why).
 int parseArguments(int argc, char **argv, Options &options) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &flag = args[i];
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      return -1;
-    }
-    if (flag == "--json") {
-      options.json = true;
-      continue;
-    }
-    if (flag.rfind("--", 0) != 0) {
-      if (!options.artifact.empty())
-        return badArguments("more than one model given: '" + options.artifact + "' and '" + flag +
-                            "'");
-      options.artifact = flag;
-      continue;
-    }
-    if (i + 1 >= args.size())
-      return badArguments(flag + " needs a value");
-    const std::string &value = args[++i];
-
-    std::string error;
-    switch (dlm::tools::parseGenerationFlag(flag, value, options.request, options.session,
-                                            error)) {
-    case dlm::tools::FlagParse::parsed:
-      continue;
-    case dlm::tools::FlagParse::bad:
-      return badArguments(error);
-    case dlm::tools::FlagParse::notShared:
-      break;
-    }
-    if (flag == "--prompt") {
+  auto toolFlag = [&](const std::string &flag, const std::string &value) -> std::string {
+    if (flag == "--prompt" || flag == "--prompt-ids") {
       if (options.havePrompt)
-        return badArguments("give one of --prompt and --prompt-ids");
-      options.request.promptText = value;
+        return "give one of --prompt and --prompt-ids";
       options.havePrompt = true;
-    } else if (flag == "--prompt-ids") {
-      if (options.havePrompt)
-        return badArguments("give one of --prompt and --prompt-ids");
-      if (!dlm::tools::parseIdList(value, options.request.promptIds))
-        return badArguments("--prompt-ids must be comma-separated integers, got '" + value + "'");
-      options.havePrompt = true;
+      if (flag == "--prompt")
+        options.request.promptText = value;
+      else if (!dlm::tools::parseIdList(value, options.request.promptIds))
+        return "--prompt-ids must be comma-separated integers, got '" + value + "'";
     } else if (flag == "--dump-logits") {
       options.dumpLogits = value;
       options.request.captureFirstLogits = true;
     } else {
-      return badArguments("unknown option " + flag);
+      return "unknown option " + flag;
     }
+    return "";
+  };
+  dlm::tools::CommonArguments common;
+  std::string error;
+  switch (dlm::tools::walkCommandLine(argc, argv, common, options.request, options.session,
+                                      toolFlag, error)) {
+  case dlm::tools::CommandLine::help:
+    std::cout << kUsage;
+    return -1;
+  case dlm::tools::CommandLine::bad:
+    return badArguments(error);
+  case dlm::tools::CommandLine::ok:
+    break;
   }
-  if (options.artifact.empty())
-    return badArguments("no model given");
+  options.artifact = common.artifact;
+  options.json = common.json;
   if (!options.havePrompt)
     return badArguments("give --prompt TEXT or --prompt-ids 1,2,3");
   return 0;
