@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -80,6 +81,26 @@ inline ::testing::AssertionResult near(double got, double want, double atol, dou
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << what << ": got " << got << ", want " << want << " (difference " << got - want << ")";
+}
+
+// tests/reference/counter_rng.py, written out again for the kernel tests: the reference must not
+// share code with the kernels it checks (compiler/codegen/DeviceCommon.cpp).
+inline uint64_t referenceMix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline uint64_t referenceKey(uint64_t seed, uint64_t request, uint64_t stream, uint64_t step,
+                             uint64_t position) {
+  return referenceMix64(
+      referenceMix64(referenceMix64(referenceMix64(referenceMix64(seed) ^ request) ^ stream) ^
+                     step) ^
+      position);
+}
+inline double referenceGumbel(uint64_t key, uint64_t v) {
+  const double u = (static_cast<double>(referenceMix64(key ^ v) >> 11) + 0.5) * 0x1p-53;
+  return -std::log(-std::log(u));
 }
 
 } // namespace dlm::cudatest

@@ -9,16 +9,6 @@ namespace {
 using namespace dlm;
 using namespace dlm::cudatest;
 
-uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-uint64_t key(uint64_t seed, uint64_t request, uint64_t stream, uint64_t step, uint64_t position) {
-  return mix64(mix64(mix64(mix64(mix64(seed) ^ request) ^ stream) ^ step) ^ position);
-}
-
 TEST(RenoiseKernel, MatchesReference) {
   std::mt19937 random(3);
   const int mask = 77;
@@ -56,11 +46,11 @@ TEST(RenoiseKernel, MatchesReference) {
       for (int i = 0; i < rows; ++i) {
         const int r = rowRequest[i];
         const uint64_t stream = params.initialCanvas ? 2 : 1;
-        const int noise =
-            params.noise == codegen::NoiseKind::uniform
-                ? static_cast<int>(mix64(key(seed[r], id[r], stream, step[r], rowPosition[i])) %
-                                   static_cast<uint64_t>(params.vocab))
-                : mask;
+        const uint64_t noiseKey = referenceKey(seed[r], id[r], stream, step[r], rowPosition[i]);
+        const int noise = params.noise == codegen::NoiseKind::uniform
+                              ? static_cast<int>(referenceMix64(noiseKey) %
+                                                 static_cast<uint64_t>(params.vocab))
+                              : mask;
         const bool candidate = params.noise == codegen::NoiseKind::uniform || before[i] == mask;
         int want = before[i];
         if (params.initialCanvas)

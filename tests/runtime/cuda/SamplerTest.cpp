@@ -13,22 +13,6 @@ namespace {
 using namespace dlm;
 using namespace dlm::cudatest;
 
-// tests/reference/counter_rng.py, written out again: the reference must not share code with the
-// kernel it checks.
-uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-uint64_t key(uint64_t seed, uint64_t request, uint64_t stream, uint64_t step, uint64_t position) {
-  return mix64(mix64(mix64(mix64(mix64(seed) ^ request) ^ stream) ^ step) ^ position);
-}
-double gumbel(uint64_t k, uint64_t v) {
-  const double u = (static_cast<double>(mix64(k ^ v) >> 11) + 0.5) * 0x1p-53;
-  return -std::log(-std::log(u));
-}
-
 template <typename Logit>
 void checkSampler(const codegen::SamplerParams &params, std::mt19937 &random, int trial,
                   int &exactSamples, int &samplingRows) {
@@ -98,7 +82,7 @@ void checkSampler(const codegen::SamplerParams &params, std::mt19937 &random, in
       if (std::isfinite(logP))
         wantEntropy -= std::exp(logP) * logP;
     }
-    const uint64_t rowKey = key(seed[r], id[r], 0, static_cast<uint64_t>(step[r]),
+    const uint64_t rowKey = referenceKey(seed[r], id[r], 0, static_cast<uint64_t>(step[r]),
                                 static_cast<uint64_t>(rowPosition[row]));
     int bestArg = -1, bestSample = -1;
     double bestScore = -std::numeric_limits<double>::infinity();
@@ -107,7 +91,7 @@ void checkSampler(const codegen::SamplerParams &params, std::mt19937 &random, in
         continue;
       if (bestArg < 0 || z[v] > z[bestArg])
         bestArg = v;
-      const double score = z[v] + gumbel(rowKey, v);
+      const double score = z[v] + referenceGumbel(rowKey, v);
       if (bestSample < 0 || score > bestScore) {
         bestScore = score;
         bestSample = v;
@@ -126,7 +110,7 @@ void checkSampler(const codegen::SamplerParams &params, std::mt19937 &random, in
     } else {
       ASSERT_GE(sampled[row], 0) << where;
       ASSERT_NE(sampled[row], excluded) << where;
-      const double got = z[sampled[row]] + gumbel(rowKey, sampled[row]);
+      const double got = z[sampled[row]] + referenceGumbel(rowKey, sampled[row]);
       ASSERT_GE(got, bestScore - 1e-5 * std::max(1.0, std::fabs(bestScore))) << where;
       exactSamples += sampled[row] == bestSample;
       ++samplingRows;
