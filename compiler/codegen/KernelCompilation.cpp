@@ -6,10 +6,13 @@ StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
                                      const cuda::NvrtcCompiler &compiler,
                                      const KernelCompileOptions &options) {
   KernelTable table;
+  for (const KernelSource &kernel : kernels)
+    table.sources.push_back(std::make_unique<const std::string>(kernel.source));
   for (const std::string &target : options.targets) {
     artifact::KernelTarget entry;
     entry.target = target;
-    for (const KernelSource &kernel : kernels) {
+    for (size_t index = 0; index < kernels.size(); ++index) {
+      const KernelSource &kernel = kernels[index];
       StatusOr<cuda::CompiledKernel> compiled =
           compiler.compile(kernel.source, kernel.name, target);
       if (!compiled)
@@ -29,6 +32,7 @@ StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
       record.kind = kernel.kind;
       record.cubin = {stored.cubin.data(), stored.cubin.size()};
       record.ptx = stored.ptx;
+      record.source = *table.sources[index];
       record.resources = resources;
       // What the launcher needs besides the code: block size, grid rule, hotness.
       record.parameters = kernel.specialisation;

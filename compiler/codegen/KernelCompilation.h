@@ -1,6 +1,7 @@
 // Generated kernels -> the artifact's kernel table: each KernelSource compiled by NVRTC for each
 // target architecture into artifact::KernelTarget records (cubin, PTX, ptxas's resource report,
-// the specialisation plus launch facts as parameters). This is what dlmc writes for
+// the specialisation plus launch facts as parameters, and the CUDA source itself, which the
+// emulated device compiles on the host when a backend loads the kernel). This is what dlmc writes for
 // --emit=artifact; built only where the CUDA toolkit (NVRTC) is.
 #pragma once
 
@@ -15,9 +16,11 @@
 namespace dlm::codegen {
 
 struct KernelTable {
-  // One entry per target, kernels in the order given. Cubins and PTX are views into `compiled`.
+  // One entry per target, kernels in the order given. Cubins and PTX are views into `compiled`,
+  // CUDA sources into `sources` (one per kernel, shared by its targets).
   std::vector<artifact::KernelTarget> targets;
   std::vector<std::unique_ptr<cuda::CompiledKernel>> compiled;
+  std::vector<std::unique_ptr<const std::string>> sources;
 };
 
 struct KernelCompileOptions {

@@ -21,7 +21,8 @@ struct KernelSource {
   // The entry point, stable for a given kind and specialisation: the same parameters always
   // give the same name, different ones a different name.
   std::string name;
-  // "rms_norm", "rope", "attention", "gated_activation", "sampler", "accept", "renoise".
+  // "rms_norm", "rope", "attention", "gated_activation", "sampler", "accept", "renoise",
+  // "embedding", "kv_store", "self_condition".
   std::string kind;
   // Kernels that run every layer or every denoising step; a spill in one of them is a bug.
   bool hot = false;

@@ -102,6 +102,22 @@ std::string_view cudaElementType(ElementType type) {
   return type == ElementType::bf16 ? "__nv_bfloat16" : "float";
 }
 
+std::string_view rawChunkType(int bytes) {
+  switch (bytes) {
+  case 16:
+    return "uint4";
+  case 8:
+    return "uint2";
+  case 4:
+    return "unsigned int";
+  case 2:
+    return "unsigned short";
+  default:
+    std::fprintf(stderr, "dlm codegen: no raw chunk type of %d bytes\n", bytes);
+    std::abort();
+  }
+}
+
 std::string renderSignature(const std::vector<KernelParameter> &parameters) {
   std::string text;
   for (size_t i = 0; i < parameters.size(); ++i) {

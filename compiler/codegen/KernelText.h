@@ -29,6 +29,8 @@ std::string identifierFragment(double value);
 
 // "__nv_bfloat16" or "float".
 std::string_view cudaElementType(ElementType type);
+// A CUDA type of `bytes` (16, 8, 4 or 2) for copying raw element bits: "uint4", "uint2", ...
+std::string_view rawChunkType(int bytes);
 inline int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }

@@ -51,4 +51,12 @@ std::string_view noiseKindName(NoiseKind noise) {
   return noise == NoiseKind::maskToken ? "mask" : "uniform";
 }
 
+std::string_view renoiseCandidatesName(RenoiseCandidates candidates) {
+  return candidates == RenoiseCandidates::everyRejected ? "every_rejected" : "masked_only";
+}
+
+std::string_view samplerConfidenceName(SamplerConfidence confidence) {
+  return confidence == SamplerConfidence::unitTemperature ? "unit_temperature" : "at_temperature";
+}
+
 } // namespace dlm::codegen

@@ -1,8 +1,9 @@
 // The kernel generators: one function per kernel kind, each specialised on the shapes and
 // attributes that are fixed when a model is compiled (head dim, head counts, mask kind, page
 // size, vocabulary, canvas length, ...). What varies per launch (token counts, KV lengths, block
-// tables, temperatures, steps) is a kernel argument. Storage is bf16 (or f32 where noted),
-// accumulation fp32. GEMMs are not generated: they are cuBLASLt's.
+// tables, temperatures, steps) is a kernel argument. Storage is of the device precision, bf16
+// or f32 (a float32 device runs the tiny test models bit-comparably with the CPU backend);
+// accumulation is fp32. GEMMs are not generated: they are cuBLASLt's.
 //
 // Each generator checks its parameters and returns a named error for a shape it cannot serve.
 // The kernels' argument lists and grids are documented where each is generated
@@ -41,6 +42,30 @@ enum class NoiseKind {
   uniform,   // uniform random token from the counter RNG (renoise / initial stream)
 };
 
+// Which rejected positions the renoise kernel gives noise, as the CPU decoder's policies do
+// (runtime/sampling/): the two are chosen per policy, not per noise kind.
+enum class RenoiseCandidates {
+  // Every rejected position, whatever the noise: the entropy-bound canvas re-noises (with mask
+  // noise: re-masks) each position it did not accept, also one that held a sampled token.
+  everyRejected,
+  // Only rejected positions holding the mask token: low-confidence blocks, where a token once
+  // unmasked stays. Needs mask noise (uniform noise leaves no mask to find).
+  maskedOnly,
+};
+
+// The probability the sampler reports as `confidence`, always of the token it picks (the
+// Gumbel-max sample at T > 0, the argmax when greedy).
+enum class SamplerConfidence {
+  // softmax(logits)[token] at temperature 1, whatever T the token was drawn at: what LLaDA's
+  // low-confidence remasking and Fast-dLLM's threshold rank by (runtime/sampling/
+  // LowConfidence.cpp). Costs a second softmax sum per row when 0 < T != 1.
+  unitTemperature,
+  // softmax(logits / T)[token]: the probability under the distribution it was drawn from. No
+  // CPU policy ranks by it; the entropy-bound policy reads no confidence and takes this cheaper
+  // kernel.
+  atTemperature,
+};
+
 // The widest access (elements, at most 16 bytes) that divides `count` elements of `type`: the
 // kernels read rows of `count` elements in accesses of this many, so row strides and base
 // pointers handed to them must be multiples of it.
@@ -51,6 +76,8 @@ std::string_view maskKindName(MaskKind kind);       // "causal", "block_causal",
 std::string_view activationName(Activation activation);
 std::string_view acceptRuleName(AcceptRule rule);
 std::string_view noiseKindName(NoiseKind noise);
+std::string_view renoiseCandidatesName(RenoiseCandidates candidates); // "every_rejected", ...
+std::string_view samplerConfidenceName(SamplerConfidence confidence); // "unit_temperature", ...
 
 // y = x * rsqrt(mean(x^2) + eps) * weight over rows of `width`; one block per row.
 struct RmsNormParams {
@@ -73,12 +100,15 @@ struct RopeParams {
 StatusOr<KernelSource> generateRope(const RopeParams &params);
 
 // Attention through a paged KV cache with online softmax, GQA and a per-request causal flag.
+// head_dim is a multiple of 8 in [8, 1024] (multiples of 32 keep every lane busy).
 struct AttentionParams {
   int64_t headDim = 0;
   int64_t heads = 0;
   int64_t kvHeads = 0;
   int64_t pageSize = 0;
   MaskKind mask = MaskKind::causal;
+  // q, K/V pages and out; scores and accumulation are fp32 either way.
+  ElementType element = ElementType::bf16;
   // 0 = chosen from headDim (register and shared-memory budget).
   int64_t rowsPerWarp = 0;
 };
@@ -93,12 +123,16 @@ struct GatedActivationParams {
 StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &params);
 
 // The fused sampler epilogue over [rows x vocab] logits: per row the softmax statistics at the
-// request's temperature, entropy, argmax, a Gumbel-max sample and its probability, in one pass.
+// request's temperature, entropy, argmax, a Gumbel-max sample and its confidence, in one pass.
 struct SamplerParams {
   int64_t vocab = 0;
   ElementType logits = ElementType::f32;
   double softcap = 0; // > 0: logits become softcap * tanh(logits / softcap) first
   int64_t threads = 256;
+  SamplerConfidence confidence = SamplerConfidence::unitTemperature;
+  // Also write each row's softmax statistics at T (max of z, sum of e^(z - max)): the input of
+  // the self-conditioning kernel, which then needs no second pass to normalise.
+  bool softmaxStatistics = false;
 };
 StatusOr<KernelSource> generateSampler(const SamplerParams &params);
 
@@ -113,12 +147,45 @@ struct AcceptParams {
 StatusOr<KernelSource> generateAccept(const AcceptParams &params);
 
 // The next canvas: kept positions take the sampled token, rejected candidates the noise.
-// `initialCanvas` writes noise everywhere (the RNG's initial-canvas stream).
+// `initialCanvas` writes noise everywhere (the RNG's initial-canvas stream; `candidates` stays
+// everyRejected, the only rule that does not contradict it).
 struct RenoiseParams {
   int64_t vocab = 0;
   NoiseKind noise = NoiseKind::uniform;
   bool initialCanvas = false;
+  RenoiseCandidates candidates = RenoiseCandidates::everyRejected;
 };
 StatusOr<KernelSource> generateRenoise(const RenoiseParams &params);
+
+// DiffusionGemma's self-conditioning input (SPECS §1.4): s[row] = scale * softmax(z_row) @ E
+// with z = softcap(logits) / T as the sampler computes it, from the sampler's per-row softmax
+// statistics (SamplerParams::softmaxStatistics), streaming the vocabulary in tiles so that the
+// [rows x vocab] probabilities never exist. E is the [vocab, width] embedding table of the
+// device precision; accumulation is fp32. Not wired into a model yet: importing DiffusionGemma
+// is "not supported yet".
+struct SelfConditionParams {
+  int64_t vocab = 0;
+  int64_t width = 0;  // H, the hidden size
+  double softcap = 0; // the sampler's soft-cap (0: none); both must see the same z
+  ElementType element = ElementType::bf16; // the table and the output
+};
+StatusOr<KernelSource> generateSelfCondition(const SelfConditionParams &params);
+
+// Token embedding lookup: out row r = table row tokens[r] (a zero row for a token outside the
+// table). The table is of the device precision (the backend converts weights at load time).
+struct EmbeddingParams {
+  int64_t width = 0;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params);
+
+// New K/V rows of one sequence into its pages: row r to token slot firstSlot + r, addressed
+// through the sequence's block table as the attention kernel reads them.
+struct KvStoreParams {
+  int64_t kvWidth = 0; // kv_heads * head_dim
+  int64_t pageSize = 0;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateKvStore(const KvStoreParams &params);
 
 } // namespace dlm::codegen

@@ -73,4 +73,32 @@ def PlanMemoryPass : Pass<"dlm-plan-memory", "::mlir::func::FuncOp"> {
   ];
 }
 
+def LowerToKernelProgramPass : Pass<"dlm-lower-to-kernel-program", "::mlir::ModuleOp"> {
+  let summary = "Lower @forward to a flat, ordered kernel program with a per-token-row memory plan";
+  let description = [{
+    Walks `function` (default @forward, best after --dlm-fuse-norm-linear) and
+    attaches `dlm.kernel_program` to it: one dictionary per kernel launch, in
+    program order — embedding, rms_norm, norm_linear / linear, rope, kv_store
+    and attention, residual add, silu_mul (a gated MLP becomes gate, up,
+    silu_mul, down), lm_head (with the final norm and Dream's logit shift
+    folded in) — each with its weights by name, its attributes (eps, theta,
+    mask, heads, ...), its operands and result as value slots and the result's
+    place in the memory plan. The record format is the cpu KernelTarget's
+    (runtime/model/KernelProgram.h).
+
+    The token count stays dynamic (prompt lengths vary per request and the
+    denoise loop is data dependent, so neither specialisation nor unrolling
+    fixes it), and every intermediate is [tokens, width]: the plan is in
+    elements per token row, packed like --dlm-plan-memory (greedy by size over
+    live ranges), with kernels that can overwrite their first operand planned
+    in place when that operand dies there. The function gets
+    `dlm.workspace_row_elements` and `dlm.unplanned_row_elements`.
+    An op the program cannot express is a "not supported yet" error.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The model forward to lower">
+  ];
+}
+
 #endif // DLM_PASSES_TD

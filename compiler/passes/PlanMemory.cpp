@@ -2,9 +2,8 @@
 //
 // Live range of a buffer: from its producer to its last reader, in program order (a reader
 // inside a nested region counts at the position of its ancestor in the body). Reshapes and casts
-// alias their operand's buffer instead of getting one. Placement: buffers by decreasing size,
-// each at the lowest aligned offset that overlaps no placed buffer whose range intersects its
-// own — the greedy-by-size heuristic of TFLite's and XLA's arena planners.
+// alias their operand's buffer instead of getting one. Placement: ArenaPlanner.h (greedy by size).
+#include "compiler/passes/ArenaPlanner.h"
 #include "compiler/passes/Passes.h"
 
 #include "llvm/ADT/EquivalenceClasses.h"
@@ -27,10 +26,6 @@ struct Buffer {
 
 bool aliasesOperand(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(op);
-}
-
-int64_t alignTo(int64_t value, int64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
 }
 
 struct PlanMemoryPass : dlm::impl::PlanMemoryPassBase<PlanMemoryPass> {
@@ -94,33 +89,13 @@ struct PlanMemoryPass : dlm::impl::PlanMemoryPassBase<PlanMemoryPass> {
             buffer.last = std::max(buffer.last, position[user]);
     }
 
-    // Greedy by size.
-    SmallVector<Buffer *> order;
+    std::vector<dlm::passes::ArenaBuffer> arena;
     for (Value root : roots)
-      order.push_back(&buffers[root]);
-    // Larger first; equal sizes in program order, so the plan is deterministic.
-    llvm::sort(order, [](Buffer *a, Buffer *b) {
-      return a->bytes != b->bytes ? a->bytes > b->bytes : a->first < b->first;
-    });
-    SmallVector<Buffer *> placed;
-    int64_t arenaBytes = 0, unplannedBytes = 0;
-    for (Buffer *buffer : order) {
-      SmallVector<Buffer *> conflicts;
-      for (Buffer *other : placed)
-        if (other->first <= buffer->last && buffer->first <= other->last)
-          conflicts.push_back(other);
-      llvm::sort(conflicts, [](Buffer *a, Buffer *b) { return a->offset < b->offset; });
-      int64_t offset = 0;
-      for (Buffer *other : conflicts) {
-        if (offset + buffer->bytes <= other->offset)
-          break;
-        offset = std::max(offset, alignTo(other->offset + other->bytes, alignment));
-      }
-      buffer->offset = offset;
-      placed.push_back(buffer);
-      arenaBytes = std::max(arenaBytes, alignTo(offset + buffer->bytes, alignment));
-      unplannedBytes += alignTo(buffer->bytes, alignment);
-    }
+      arena.push_back({buffers[root].first, buffers[root].last, buffers[root].bytes});
+    dlm::passes::ArenaPlan plan = dlm::passes::planArena(arena, alignment);
+    for (auto [root, placed] : llvm::zip(roots, arena))
+      buffers[root].offset = placed.offset;
+    int64_t arenaBytes = plan.arenaSize, unplannedBytes = plan.unplannedSize;
 
     Builder b(&getContext());
     for (Value root : roots)

@@ -182,9 +182,9 @@ StatusOr<std::unique_ptr<OnnxFile>> OnnxFile::open(const std::string &path) {
   std::filesystem::path directory = std::filesystem::path(path).parent_path();
   file->directory_ = directory.empty() ? std::string(".") : directory.string();
 
-  auto mapped = safetensors::MappedFile::open(path);
+  auto mapped = MappedFile::open(path);
   if (!mapped)
-    return mapped.status().withContext("onnx");
+    return mapped.status().withContext("onnx: '" + path + "'");
   if (mapped->size() > size_t(INT_MAX))
     return Status::error("onnx: '" + path +
                          "' is larger than 2 GiB; store the weights as external data");
@@ -316,9 +316,10 @@ StatusOr<TensorBytes> OnnxFile::externalBytes(const proto::TensorProto &tensor,
   std::string file = (std::filesystem::path(directory_) / relative).string();
   auto it = externalFiles_.find(file);
   if (it == externalFiles_.end()) {
-    auto mapped = safetensors::MappedFile::open(file);
+    auto mapped = MappedFile::open(file);
     if (!mapped)
-      return mapped.status().withContext("onnx: external data of " + tensorLabel(tensor));
+      return mapped.status().withContext("onnx: external data of " + tensorLabel(tensor) + " ('" +
+                                         file + "')");
     it = externalFiles_.emplace(file, std::move(*mapped)).first;
   }
   uint64_t size = length ? *length : (it->second.size() > offset ? it->second.size() - offset : 0);

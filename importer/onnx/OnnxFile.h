@@ -4,7 +4,7 @@
 // the importer's two phases read the graph through this class.
 #pragma once
 
-#include "importer/safetensors/MappedFile.h"
+#include "support/MappedFile.h"
 #include "support/Status.h"
 
 #include <cstdint>
@@ -71,7 +71,7 @@ private:
   std::string directory_;
   std::unique_ptr<::onnx::ModelProto> model_;
   std::map<std::string, const ::onnx::TensorProto *> initializers_;
-  std::map<std::string, safetensors::MappedFile> externalFiles_;
+  std::map<std::string, MappedFile> externalFiles_;
   // Tensors stored in typed fields (float_data, int64_data, ...), repacked as raw bytes.
   std::map<const ::onnx::TensorProto *, std::vector<uint8_t>> repacked_;
 };

@@ -94,7 +94,7 @@ Status SafetensorsCheckpoint::addFile(const std::string &path,
                                       const std::vector<std::string> *onlyTheseTensors) {
   StatusOr<MappedFile> file = MappedFile::open(path);
   if (!file)
-    return file.status();
+    return file.status().withContext("'" + path + "'");
   StatusOr<ParsedHeader> header = parseSafetensorsHeader(file->data(), file->size());
   if (!header)
     return header.status().withContext(path);

@@ -8,7 +8,7 @@
 // then the data section, which the offsets index.
 #pragma once
 
-#include "importer/safetensors/MappedFile.h"
+#include "support/MappedFile.h"
 #include "support/Status.h"
 
 #include <cstddef>

@@ -23,7 +23,8 @@ using AttentionMaskKind = fb::AttentionMaskKind;
 
 // The schema version this code writes; the reader accepts kSchemaMajor.x.
 inline constexpr uint16_t kSchemaMajor = 1;
-inline constexpr uint16_t kSchemaMinor = 0;
+// 1.1: Kernel.source (the CUDA C++ of a GPU kernel).
+inline constexpr uint16_t kSchemaMinor = 1;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;
@@ -110,6 +111,8 @@ struct Kernel {
   std::string_view ptx;
   KernelResources resources;
   Attributes parameters;
+  // The CUDA C++ the cubin was compiled from; empty for CPU records and artifacts before 1.1.
+  std::string_view source;
 };
 
 struct KernelTarget {

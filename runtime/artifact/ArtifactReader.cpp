@@ -1,14 +1,9 @@
 #include "runtime/artifact/ArtifactReader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <limits>
 #include <set>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace dlm::artifact {
 
@@ -23,8 +18,6 @@ constexpr uint64_t kSizePrefixBytes = sizeof(flatbuffers::uoffset_t);
 constexpr uint64_t kHeaderBytes =
     kSizePrefixBytes + sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength;
 constexpr uint64_t kIdentifierOffset = kHeaderBytes - flatbuffers::kFileIdentifierLength;
-
-std::string systemError(const std::string &what) { return what + ": " + std::strerror(errno); }
 
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
@@ -119,39 +112,19 @@ public:
 
 private:
   Status mapFile() {
-    const int fd = ::open(reader_.path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return Status::error(systemError("cannot open"));
-    struct stat info;
-    if (::fstat(fd, &info) != 0) {
-      Status status = Status::error(systemError("cannot stat"));
-      ::close(fd);
-      return status;
-    }
-    if (!S_ISREG(info.st_mode)) {
-      ::close(fd);
-      return Status::error("not a regular file");
-    }
-    fileSize_ = static_cast<uint64_t>(info.st_size);
+    StatusOr<MappedFile> file = MappedFile::open(reader_.path_);
+    if (!file)
+      return file.status();
+    fileSize_ = file->size();
     if (fileSize_ < kHeaderBytes) {
-      ::close(fd);
       if (fileSize_ == 0)
         return Status::error("empty file (0 bytes), not a dlm artifact");
       return Status::error("too small to be a dlm artifact (" + std::to_string(fileSize_) +
                            " bytes; the header alone takes " + std::to_string(kHeaderBytes) + ")");
     }
-    void *mapping = ::mmap(nullptr, fileSize_, PROT_READ, MAP_PRIVATE, fd, 0);
-    Status status =
-        mapping == MAP_FAILED
-            ? Status::error(systemError("cannot map " + std::to_string(fileSize_) + " bytes"))
-            : Status::ok();
-    ::close(fd);
-    if (status.isOk()) {
-      reader_.mapping_ = static_cast<const uint8_t *>(mapping);
-      reader_.mappedSize_ = fileSize_;
-      base_ = reader_.mapping_;
-    }
-    return status;
+    reader_.file_ = std::move(*file);
+    base_ = reader_.file_.data();
+    return Status::ok();
   }
 
   Status checkHeader() {
@@ -305,6 +278,7 @@ private:
       kernel.cubin = ByteView{cubin->data(), cubin->size()};
     }
     kernel.ptx = view(from.ptx());
+    kernel.source = view(from.source());
     if (const fb::KernelResources *resources = from.resources()) {
       kernel.resources.registers = resources->registers();
       kernel.resources.spillStoreBytes = resources->spill_store_bytes();
@@ -438,10 +412,8 @@ ArtifactReader::ArtifactReader(ArtifactReader &&other) noexcept { *this = std::m
 ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   if (this == &other)
     return *this;
-  unmap();
   path_ = std::move(other.path_);
-  mapping_ = std::exchange(other.mapping_, nullptr);
-  mappedSize_ = std::exchange(other.mappedSize_, 0);
+  file_ = std::move(other.file_);
   schemaVersion_ = other.schemaVersion_;
   producer_ = other.producer_;
   config_ = std::move(other.config_);
@@ -453,14 +425,7 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   return *this;
 }
 
-ArtifactReader::~ArtifactReader() { unmap(); }
-
-void ArtifactReader::unmap() {
-  if (mapping_)
-    ::munmap(const_cast<uint8_t *>(mapping_), mappedSize_);
-  mapping_ = nullptr;
-  mappedSize_ = 0;
-}
+ArtifactReader::~ArtifactReader() = default;
 
 const KernelTarget *ArtifactReader::findKernelTarget(std::string_view target) const {
   for (const KernelTarget &candidate : kernelTargets_)

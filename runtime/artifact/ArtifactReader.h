@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "support/MappedFile.h"
 
 #include <string>
 #include <string_view>
@@ -42,7 +43,7 @@ public:
   ~ArtifactReader();
 
   const std::string &path() const { return path_; }
-  uint64_t fileSize() const { return mappedSize_; }
+  uint64_t fileSize() const { return file_.size(); }
   SchemaVersion schemaVersion() const { return schemaVersion_; }
   std::string_view producer() const { return producer_; }
 
@@ -65,11 +66,9 @@ public:
 private:
   class Loader;
   ArtifactReader() = default;
-  void unmap();
 
   std::string path_;
-  const uint8_t *mapping_ = nullptr;
-  uint64_t mappedSize_ = 0;
+  MappedFile file_;
   SchemaVersion schemaVersion_;
   std::string_view producer_;
   ModelConfig config_;

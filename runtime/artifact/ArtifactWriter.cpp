@@ -112,6 +112,7 @@ uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
       add(kernel.name.size() + kernel.kind.size());
       add(kernel.cubin.size);
       add(kernel.ptx.size());
+      add(kernel.source.size());
       add(0); // resources
       addAttributes(kernel.parameters);
     }
@@ -190,7 +191,10 @@ flatbuffers::Offset<fb::Kernel> createKernel(flatbuffers::FlatBufferBuilder &bui
   auto resources = fb::CreateKernelResources(builder, r.registers, r.spillStoreBytes,
                                              r.spillLoadBytes, r.stackBytes, r.sharedMemoryBytes);
   auto parameters = createAttributes(builder, kernel.parameters);
-  return fb::CreateKernel(builder, name, kind, cubin, ptx, resources, parameters);
+  flatbuffers::Offset<flatbuffers::String> source;
+  if (!kernel.source.empty())
+    source = createString(builder, kernel.source);
+  return fb::CreateKernel(builder, name, kind, cubin, ptx, resources, parameters, source);
 }
 
 // Builds the size-prefixed flatbuffer for `contents` with weights at `weightOffsets` (relative to

@@ -20,10 +20,14 @@ template <typename T> size_t bytesOf(const std::vector<T> &buffer) {
 } // namespace
 
 StatusOr<std::unique_ptr<CpuBackend>>
-CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights, int64_t maxPositions,
+CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
+                   const std::vector<artifact::Kernel> &records, int64_t maxPositions,
                    const BackendOptions &options) {
   if (!weights)
     return Status::error("cpu backend: no weights");
+  StatusOr<CpuProgram> program = CpuProgram::build(records, *weights);
+  if (!program)
+    return program.status().withContext("cpu backend");
   if (options.kvPageTokens <= 0)
     return Status::error("cpu backend: kv page size must be positive, got " +
                          str(options.kvPageTokens));
@@ -39,12 +43,13 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights, int64_t m
   if (pages > INT32_MAX)
     return Status::error("cpu backend: " + str(pages) + " KV pages is too many");
   return std::unique_ptr<CpuBackend>(
-      new CpuBackend(std::move(weights), maxSequence, pages, options));
+      new CpuBackend(std::move(weights), std::move(*program), maxSequence, pages, options));
 }
 
-CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
+CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights, CpuProgram program,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
-    : weights_(std::move(weights)), maxSequenceLength_(maxSequenceLength), pool_(options.threads),
+    : weights_(std::move(weights)), program_(std::move(program)),
+      maxSequenceLength_(maxSequenceLength), pool_(options.threads),
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens, weights_->dims().layers,
              weights_->dims().kvWidth()),
       profiler_(options.profiler) {
@@ -62,16 +67,11 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   const model::ModelDims &d = weights_->dims();
   if (tokens > reservedTokens_) {
     auto size = [tokens](int64_t width) { return static_cast<size_t>(tokens * width); };
-    hidden_.resize(size(d.hidden));
-    normed_.resize(size(d.hidden));
-    q_.resize(size(d.qWidth()));
-    k_.resize(size(d.kvWidth()));
-    v_.resize(size(d.kvWidth()));
-    attention_.resize(size(d.qWidth()));
-    gate_.resize(size(d.intermediate));
-    up_.resize(size(d.intermediate));
+    workspace_.resize(size(program_.rowElements));
+    normed_.resize(size(program_.normRowElements));
     attentionScratch_.reserve(tokens, d.kvWidth(), pool_.threads());
-    rope_.build(tokens, d.headDim, d.ropeTheta);
+    if (program_.ropeHeadDim > 0)
+      rope_.build(tokens, program_.ropeHeadDim, program_.ropeTheta);
     reservedTokens_ = tokens;
   }
   logitRows = std::min(logitRows, tokens);
@@ -131,93 +131,120 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, int64_t co
   DLM_RETURN_IF_ERROR(kv_->append(sequence_, count));
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  timed(profile::Category::embedding, "embedding", -1, count, [&] {
-    const float *embed = weights_->embed().data;
-    for (int64_t i = 0; i < count; ++i)
-      std::memcpy(&hidden_[i * d.hidden], embed + tokens[i] * d.hidden, d.hidden * sizeof(float));
-  });
-  for (int64_t l = 0; l < d.layers; ++l)
-    DLM_RETURN_IF_ERROR(runLayer(weights_->layers()[l], l, count, first));
-  DLM_RETURN_IF_ERROR(computeLogits(rows));
+  for (const CpuKernel &kernel : program_.kernels)
+    DLM_RETURN_IF_ERROR(runKernel(kernel, tokens, count, first, rows));
   return sampling::LogitsView{logits_.data(), rows.count(), d.vocabSize};
 }
 
-Status CpuBackend::runLayer(const model::LayerWeights &w, int64_t index, int64_t count,
-                            int64_t first) {
+Status CpuBackend::runKernel(const CpuKernel &k, const int32_t *tokens, int64_t count,
+                             int64_t first, sampling::LogitRows rows) {
   using profile::Category;
-  const model::ModelDims &d = weights_->dims();
-  const int64_t H = d.hidden;
   const int threads = pool_.threads();
-  auto project = [&](const char *name, const float *x, const model::HostTensor &weight,
-                     const float *bias, float *y) {
-    return timed(Category::gemm, name, index, count,
-                 [&] { return linear(x, count, weight, bias, y, threads); });
-  };
-  timed(Category::rmsnorm, "attn_norm", index, count, [&] {
-    rmsNorm(hidden_.data(), count, H, H, w.attnNorm.data, d.rmsNormEps, normed_.data());
-  });
-  DLM_RETURN_IF_ERROR(project("q_proj", normed_.data(), w.q, w.qBias.data, q_.data()));
-  DLM_RETURN_IF_ERROR(project("k_proj", normed_.data(), w.k, w.kBias.data, k_.data()));
-  DLM_RETURN_IF_ERROR(project("v_proj", normed_.data(), w.v, w.vBias.data, v_.data()));
-  if (w.qNorm) {
-    // Per-head norm: the [count, heads * headDim] buffer is count * heads rows of headDim.
-    timed(Category::rmsnorm, "qk_norm", index, count, [&] {
-      rmsNorm(q_.data(), count * d.heads, d.headDim, d.headDim, w.qNorm.data, d.rmsNormEps,
-              q_.data());
-      rmsNorm(k_.data(), count * d.kvHeads, d.headDim, d.headDim, w.kNorm.data, d.rmsNormEps,
-              k_.data());
+  const std::vector<int64_t> &in = k.operands;
+  const int64_t width = k.result >= 0 ? program_.slots[static_cast<size_t>(k.result)].width : 0;
+  auto widthOf = [&](int64_t s) { return program_.slots[static_cast<size_t>(s)].width; };
+  switch (k.kind) {
+  case KernelKind::embedding:
+    timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+      const float *table = k.weight->data;
+      float *out = slot(k.result, count);
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(out + i * width, table + tokens[i] * width, width * sizeof(float));
+    });
+    return Status::ok();
+  case KernelKind::rmsNorm:
+    // A norm weight shorter than the row normalises each head of the row (q/k norm).
+    timed(Category::rmsnorm, k.name.c_str(), k.layer, count, [&] {
+      const int64_t n = k.weight->cols;
+      rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight->data, k.eps,
+              slot(k.result, count));
+    });
+    return Status::ok();
+  case KernelKind::normLinear:
+  case KernelKind::linear: {
+    const float *x = slot(in[0], count);
+    if (k.kind == KernelKind::normLinear) {
+      // oneDNN's GEMM has no prologue to normalise in, so the normalised rows go to a scratch,
+      // once for the q, k and v projections that share them.
+      const int64_t n = widthOf(in[0]);
+      if (!k.reusesNorm)
+        timed(Category::rmsnorm, k.normName.c_str(), k.layer, count,
+              [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
+      x = normed_.data();
+    }
+    return timed(Category::gemm, k.name.c_str(), k.layer, count, [&] {
+      return linear(x, count, *k.weight, k.bias ? k.bias->data : nullptr, slot(k.result, count),
+                    threads);
     });
   }
-  timed(Category::rope, "rope", index, count, [&] {
-    applyRope(q_.data(), count, d.qWidth(), d.heads, d.headDim, rope_, first);
-    applyRope(k_.data(), count, d.kvWidth(), d.kvHeads, d.headDim, rope_, first);
-  });
-
-  const kv::PageIndex *table = kv_->blockTable(sequence_).data();
-  timed(Category::kvStore, "kv_store", index, count,
-        [&] { storeKv(pages_, table, index, first, count, k_.data(), v_.data()); });
-  AttentionShape shape{d.heads, d.kvHeads, d.headDim, d.causal};
-  DLM_RETURN_IF_ERROR(timed(Category::attention, "attention", index, count, [&] {
-    return pagedAttention(q_.data(), count, first, first + count, shape, pages_, table, index,
-                          attention_.data(), attentionScratch_, pool_);
-  }));
-
-  DLM_RETURN_IF_ERROR(project("o_proj", attention_.data(), w.o, nullptr, normed_.data()));
-  timed(Category::elementwise, "residual_add", index, count,
-        [&] { addInPlace(hidden_.data(), normed_.data(), count * H); });
-
-  timed(Category::rmsnorm, "mlp_norm", index, count, [&] {
-    rmsNorm(hidden_.data(), count, H, H, w.mlpNorm.data, d.rmsNormEps, normed_.data());
-  });
-  DLM_RETURN_IF_ERROR(project("gate_proj", normed_.data(), w.gate, nullptr, gate_.data()));
-  DLM_RETURN_IF_ERROR(project("up_proj", normed_.data(), w.up, nullptr, up_.data()));
-  timed(Category::elementwise, "silu_mul", index, count,
-        [&] { siluMultiply(gate_.data(), up_.data(), count * d.intermediate); });
-  DLM_RETURN_IF_ERROR(project("down_proj", gate_.data(), w.down, nullptr, normed_.data()));
-  timed(Category::elementwise, "residual_add", index, count,
-        [&] { addInPlace(hidden_.data(), normed_.data(), count * H); });
-  return Status::ok();
-}
-
-Status CpuBackend::computeLogits(sampling::LogitRows rows) {
-  const model::ModelDims &d = weights_->dims();
-  if (rows.count() == 0)
+  case KernelKind::rope:
+    timed(Category::rope, k.name.c_str(), k.layer, count, [&] {
+      float *out = slot(k.result, count);
+      const float *x = slot(in[0], count);
+      if (out != x)
+        std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+      applyRope(out, count, width, width / k.headDim, k.headDim, rope_, first);
+    });
     return Status::ok();
-  // Only the rows a policy decodes go through the LM head: for a real vocabulary the head is
-  // the largest GEMM of the forward.
-  for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t source = d.logitShift ? std::max<int64_t>(r - 1, 0) : r;
-    std::memcpy(&headInput_[(r - rows.begin) * d.hidden], &hidden_[source * d.hidden],
-                d.hidden * sizeof(float));
+  case KernelKind::kvStore: {
+    const kv::PageIndex *table = kv_->blockTable(sequence_).data();
+    timed(Category::kvStore, k.name.c_str(), k.layer, count, [&] {
+      storeKv(pages_, table, k.layer, first, count, slot(in[0], count), slot(in[1], count));
+    });
+    return Status::ok();
   }
-  timed(profile::Category::rmsnorm, "final_norm", -1, rows.count(), [&] {
-    rmsNorm(headInput_.data(), rows.count(), d.hidden, d.hidden, weights_->finalNorm().data,
-            d.rmsNormEps, headInput_.data());
-  });
-  return timed(profile::Category::lmHead, "lm_head", -1, rows.count(), [&] {
-    return linear(headInput_.data(), rows.count(), weights_->lmHead(), d.vocabSize, nullptr,
-                  logits_.data(), pool_.threads());
-  });
+  case KernelKind::attention: {
+    const kv::PageIndex *table = kv_->blockTable(sequence_).data();
+    AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal};
+    return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
+      return pagedAttention(slot(in[0], count), count, first, first + count, shape, pages_, table,
+                            k.layer, slot(k.result, count), attentionScratch_, pool_);
+    });
+  }
+  case KernelKind::add:
+  case KernelKind::siluMul:
+    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+      float *out = slot(k.result, count);
+      const float *a = slot(in[0], count), *b = slot(in[1], count);
+      const int64_t n = count * width;
+      // Planned in place on the first operand (an add also on its second), as the compiler
+      // does; otherwise the first operand is copied to the result first.
+      if (k.kind == KernelKind::add && out == b && out != a) {
+        addInPlace(out, a, n);
+        return;
+      }
+      if (out != a)
+        std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
+      if (k.kind == KernelKind::add)
+        addInPlace(out, b, n);
+      else
+        siluMultiply(out, b, n);
+    });
+    return Status::ok();
+  case KernelKind::lmHead: {
+    if (rows.count() == 0)
+      return Status::ok();
+    // Only the rows a policy decodes go through the final norm and the LM head: for a real
+    // vocabulary the head is the largest GEMM of the forward.
+    const int64_t hidden = widthOf(in[0]);
+    const float *x = slot(in[0], count);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
+      std::memcpy(&headInput_[(r - rows.begin) * hidden], x + source * hidden,
+                  hidden * sizeof(float));
+    }
+    if (k.norm)
+      timed(Category::rmsnorm, k.normName.c_str(), -1, rows.count(), [&] {
+        rmsNorm(headInput_.data(), rows.count(), hidden, hidden, k.norm->data, k.eps,
+                headInput_.data());
+      });
+    return timed(Category::lmHead, k.name.c_str(), -1, rows.count(), [&] {
+      return linear(headInput_.data(), rows.count(), *k.weight, width, nullptr, logits_.data(),
+                    threads);
+    });
+  }
+  }
+  return Status::error("cpu backend: internal error: unhandled kernel kind");
 }
 
 MemoryUsage CpuBackend::memoryUsage() const {
@@ -232,20 +259,18 @@ MemoryUsage CpuBackend::memoryUsage() const {
   add(weights_->finalNorm());
   add(weights_->lmHead());
   for (const model::LayerWeights &l : weights_->layers())
-    for (const model::HostTensor *t : {&l.attnNorm, &l.q, &l.k, &l.v, &l.qBias, &l.kBias,
-                                       &l.vBias, &l.qNorm, &l.kNorm, &l.o, &l.mlpNorm, &l.gate,
-                                       &l.up, &l.down})
+    for (const model::HostTensor *t :
+         {&l.attnNorm, &l.q, &l.k, &l.v, &l.qBias, &l.kBias, &l.vBias, &l.qNorm, &l.kNorm, &l.o,
+          &l.mlpNorm, &l.gate, &l.up, &l.down})
       add(*t);
   usage.convertedWeightBytes = weights_->ownedBytes();
   const size_t pageBytes = pages_.pageBytes();
   usage.kvPoolBytes = static_cast<size_t>(kv_->pageCount()) * pageBytes;
   usage.kvInUseBytes = static_cast<size_t>(kv_->pageCount() - kv_->freePages()) * pageBytes;
   usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;
-  usage.activationBytes = bytesOf(hidden_) + bytesOf(normed_) + bytesOf(q_) + bytesOf(k_) +
-                          bytesOf(v_) + bytesOf(attention_) + bytesOf(gate_) + bytesOf(up_) +
-                          bytesOf(attentionScratch_.keys) + bytesOf(attentionScratch_.values) +
-                          bytesOf(attentionScratch_.scores) + bytesOf(headInput_) +
-                          bytesOf(logits_);
+  usage.activationBytes = bytesOf(workspace_) + bytesOf(normed_) + bytesOf(attentionScratch_.keys) +
+                          bytesOf(attentionScratch_.values) + bytesOf(attentionScratch_.scores) +
+                          bytesOf(headInput_) + bytesOf(logits_);
   return usage;
 }
 

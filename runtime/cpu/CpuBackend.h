@@ -1,10 +1,13 @@
-// The CPU backend: the transformer forward (embedding, RMSNorm, q/k/v with optional bias and
-// per-head q/k norm, NeoX RoPE, paged attention with GQA under the model's mask, o projection,
-// SiLU-gated MLP, final norm, LM head, Dream's logit shift) over one sequence of a paged KV cache
-// in host memory. GEMMs go to oneDNN; everything else is plain loops the compiler vectorises.
-// Every buffer is sized by reserve(); forwards allocate nothing.
+// The CPU backend: runs the compiled forward — the artifact's "cpu" kernel records (CpuProgram.h:
+// embedding, RMSNorm, norm + linear, linear with optional bias, NeoX RoPE, KV store and paged
+// attention with GQA under the record's mask, residual add, SiLU gating, final norm + LM head with
+// Dream's logit shift) — over one sequence of a paged KV cache in host memory, every intermediate
+// in one workspace laid out by the compiler's per-token-row memory plan. GEMMs go to oneDNN;
+// everything else is plain loops the compiler vectorises. Every buffer is sized by reserve();
+// forwards allocate nothing.
 #pragma once
 
+#include "runtime/cpu/CpuProgram.h"
 #include "runtime/cpu/HostKvPages.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -20,9 +23,11 @@ namespace dlm::cpu {
 
 class CpuBackend final : public Backend {
 public:
+  // `records` are the artifact's "cpu" kernel records (validated here, errors name the record);
   // `maxPositions` is the model's limit (0 = unknown).
   static StatusOr<std::unique_ptr<CpuBackend>>
-  create(std::shared_ptr<const model::ModelWeights> weights, int64_t maxPositions,
+  create(std::shared_ptr<const model::ModelWeights> weights,
+         const std::vector<artifact::Kernel> &records, int64_t maxPositions,
          const BackendOptions &options);
 
   std::string_view name() const override { return "cpu"; }
@@ -42,25 +47,29 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
-  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, int64_t maxSequenceLength,
-             int64_t kvPages, const BackendOptions &options);
+  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, CpuProgram program,
+             int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options);
 
   // Appends `count` tokens at positions first.. to the sequence, runs every layer over them and
   // computes the requested logit rows.
   StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
                                      sampling::LogitRows rows);
-  Status runLayer(const model::LayerWeights &layer, int64_t index, int64_t count, int64_t first);
-  Status computeLogits(sampling::LogitRows rows);
+  Status runKernel(const CpuKernel &kernel, const int32_t *tokens, int64_t count, int64_t first,
+                   sampling::LogitRows rows);
+  // The rows of `slot` for a forward of `count` tokens.
+  float *slot(int64_t index, int64_t count) {
+    return workspace_.data() + program_.slots[static_cast<size_t>(index)].offset * count;
+  }
 
   // Runs body() inside a kernel timer on the calling thread (just body() without a profiler).
   template <typename Body>
-  auto timed(profile::Category kind, const char *name, int64_t layer, int64_t tokens,
-             Body &&body) {
+  auto timed(profile::Category kind, const char *name, int64_t layer, int64_t tokens, Body &&body) {
     profile::Scope scope(profiler_, kind, name, profile::TrackKind::thread, 0, layer, tokens);
     return body();
   }
 
   std::shared_ptr<const model::ModelWeights> weights_;
+  CpuProgram program_;
   int64_t maxSequenceLength_;
   ThreadPool pool_;
   HostKvPages pages_;
@@ -74,7 +83,8 @@ private:
   // Workspace, sized by reserve().
   int64_t reservedTokens_ = 0;
   int64_t reservedLogitRows_ = 0;
-  std::vector<float> hidden_, normed_, q_, k_, v_, attention_, gate_, up_;
+  std::vector<float> workspace_; // program_.rowElements per token
+  std::vector<float> normed_;    // norm_linear's normalised rows
   AttentionScratch attentionScratch_;
   std::vector<float> headInput_, logits_;
 };

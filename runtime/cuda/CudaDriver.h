@@ -15,6 +15,10 @@
 #include <memory>
 #include <string>
 
+namespace dlm::emu {
+class EmulatedTables;
+} // namespace dlm::emu
+
 namespace dlm::cuda {
 
 // The library the driver is normally installed as.
@@ -35,16 +39,20 @@ public:
   Status check(CUresult result, const char *what) const;
 
   const std::string &library() const { return library_; }
+  // True for the emulated driver of emu::emulatedCudaDriver() (runtime/cuda/emu/EmuDriver.h).
+  bool emulated() const { return emulated_; }
 
 #define DLM_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   DLM_CUDA_DRIVER_SYMBOLS(DLM_CUDA_DRIVER_MEMBER)
 #undef DLM_CUDA_DRIVER_MEMBER
 
 private:
+  friend class ::dlm::emu::EmulatedTables; // fills the table with the emulation
   CudaDriver() = default;
 
   void *handle_ = nullptr;
   std::string library_;
+  bool emulated_ = false;
 };
 
 } // namespace dlm::cuda

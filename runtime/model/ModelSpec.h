@@ -53,6 +53,9 @@ inline constexpr std::string_view kExtraLogitShift = "logit_shift";
 // string. Only "neox" (rotate_half, pairs (j, j + hd/2)) is supported; absent means "neox".
 inline constexpr std::string_view kExtraRopeStyle = "rope_style";
 inline constexpr std::string_view kRopeStyleNeox = "neox";
+// string, artifacts with CUDA kernels: the element type the generated kernels store activations,
+// K/V pages and converted weights in, "f32" or "bf16" (dlmc compile --precision).
+inline constexpr std::string_view kExtraDevicePrecision = "device_precision";
 
 // ---- Decoding policies (DecodingProgram::policy) ----------------------------------------------
 

@@ -155,6 +155,7 @@ public:
     switch (view->dtype) {
     case DType::f32:
       tensor.data = static_cast<const float *>(view->data);
+      weights_.byName_[name] = tensor;
       return tensor;
     case DType::bf16:
     case DType::f16: {
@@ -169,6 +170,7 @@ public:
       tensor.data = converted.get();
       weights_.owned_.push_back(std::move(converted));
       weights_.ownedBytes_ += count * sizeof(float);
+      weights_.byName_[name] = tensor;
       return tensor;
     }
     default:

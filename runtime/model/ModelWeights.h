@@ -8,8 +8,10 @@
 #include "support/Status.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dlm::model {
@@ -64,6 +66,12 @@ public:
   // The embedding when the model ties them.
   const HostTensor &lmHead() const { return lmHead_; }
   const std::vector<LayerWeights> &layers() const { return layers_; }
+  // A canonical weight by name ("layers.0.q"), as kernel records name them; null when the
+  // artifact has no such weight.
+  const HostTensor *find(std::string_view name) const {
+    auto it = byName_.find(name);
+    return it == byName_.end() ? nullptr : &it->second;
+  }
   // Bytes converted from bf16 / f16 at load time (0 for an all-f32 artifact).
   size_t ownedBytes() const { return ownedBytes_; }
 
@@ -72,6 +80,7 @@ private:
   ModelDims dims_;
   HostTensor embed_, finalNorm_, lmHead_;
   std::vector<LayerWeights> layers_;
+  std::map<std::string, HostTensor, std::less<>> byName_;
   std::vector<std::unique_ptr<float[]>> owned_;
   size_t ownedBytes_ = 0;
 };

@@ -82,6 +82,18 @@ StatusOr<LogitsView> ForwardRunner::cached(const std::vector<int32_t> &tokens, i
   return finish(model_.forwardCached(tokens.data(), count, keep, asked), rows, capture_);
 }
 
+StatusOr<std::optional<int64_t>> ForwardRunner::denoiseBlockOnDevice(const BlockLoopRequest &loop,
+                                                                      int32_t *canvas) {
+  if (capture_ || !model_.denoisesBlock(loop))
+    return std::optional<int64_t>();
+  profile::Scope timer = scope(profile::Category::block, "device_block_loop", loop.firstStep);
+  StatusOr<BlockLoopResult> result = model_.denoiseBlock(loop, canvas);
+  if (!result)
+    return result.status();
+  outcome_.forwards += result->steps;
+  return std::optional<int64_t>(result->steps);
+}
+
 StatusOr<LogitsView> ForwardRunner::finish(StatusOr<LogitsView> logits, LogitRows wanted,
                                            bool captured) {
   if (!logits)

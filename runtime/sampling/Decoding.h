@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -109,6 +110,13 @@ public:
                             LogitRows rows, bool decoded = true);
   StatusOr<LogitsView> cached(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
                               LogitRows rows);
+
+  // Runs `loop` on the model's device when it serves it and no first-logits capture is pending
+  // (a device loop never brings logits to the host), writing the block into `canvas` and
+  // counting its forwards. Returns the steps run, or nullopt when the caller must run the block
+  // on the host.
+  StatusOr<std::optional<int64_t>> denoiseBlockOnDevice(const BlockLoopRequest &loop,
+                                                        int32_t *canvas);
 
 private:
   StatusOr<LogitsView> finish(StatusOr<LogitsView> logits, LogitRows wanted, bool captured);

@@ -69,7 +69,32 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
         return prefix.status();
     }
 
-    for (int64_t n = 0; n < maxSteps; ++n) {
+    // The whole canvas on the model's device when it can (same decisions, no host round trip
+    // per step); the host loop below otherwise.
+    BlockLoopRequest loop;
+    loop.policy = Policy::entropyBound;
+    loop.knobs = &knobs;
+    loop.prefixCache = request.cache == CacheMode::prefix;
+    loop.keep = loop.prefixCache ? keep : 0;
+    loop.sequence = work.data();
+    loop.total = end;
+    loop.begin = start;
+    loop.end = end;
+    loop.maskToken = mask;
+    loop.excludedToken = excluded;
+    loop.maskNoise = maskNoise;
+    loop.seed = request.seed;
+    loop.request = request.request;
+    loop.firstStep = step;
+    loop.stepCap = maxSteps;
+    StatusOr<std::optional<int64_t>> deviceSteps =
+        runner.denoiseBlockOnDevice(loop, work.data() + start);
+    if (!deviceSteps)
+      return deviceSteps.status();
+    if (*deviceSteps)
+      step += **deviceSteps;
+
+    for (int64_t n = 0; !*deviceSteps && n < maxSteps; ++n) {
       profile::Scope stepTimer = runner.scope(profile::Category::step, "denoise_step", step);
       const double temperature = knobs.tMin + (knobs.tMax - knobs.tMin) *
                                                   static_cast<double>(maxSteps - n) /

@@ -55,7 +55,36 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
     const std::vector<int64_t> schedule = numTransferTokens(masked, stepsPerBlock);
     const int64_t keep = begin - shift;
 
-    for (int64_t i = 0; blockHasMask(); ++i, ++step) {
+    // The whole block on the model's device when it can (same decisions, no host round trip
+    // per step); the host loop below otherwise.
+    BlockLoopRequest loop;
+    loop.policy = Policy::lowConfidence;
+    loop.knobs = &knobs;
+    loop.prefixCache = request.cache == CacheMode::prefix;
+    loop.keep = loop.prefixCache ? keep : 0;
+    loop.sequence = x.data();
+    loop.total = total;
+    loop.begin = begin;
+    loop.end = end;
+    loop.maskToken = mask;
+    loop.excludedToken = mask;
+    loop.seed = request.seed;
+    loop.request = request.request;
+    loop.firstStep = step;
+    loop.stepCap = stepsPerBlock;
+    if (!knobs.threshold)
+      loop.transferSchedule = schedule;
+    std::optional<int64_t> deviceSteps;
+    if (masked > 0) {
+      StatusOr<std::optional<int64_t>> ran = runner.denoiseBlockOnDevice(loop, x.data() + begin);
+      if (!ran)
+        return ran.status();
+      deviceSteps = *ran;
+    }
+    if (deviceSteps)
+      step += *deviceSteps;
+
+    for (int64_t i = 0; !deviceSteps && blockHasMask(); ++i, ++step) {
       profile::Scope stepTimer = runner.scope(profile::Category::step, "denoise_step", step);
       StatusOr<LogitsView> rows =
           (request.cache == CacheMode::none || i == 0)

@@ -51,7 +51,8 @@ private:
 };
 
 struct SessionOptions : BackendOptions {
-  // "cpu"; "cuda" is reserved and reports that it is not supported yet.
+  // "cpu", "cuda" (libcuda + cuBLASLt) or "cuda-emu" (the emulated device; DLM_CUDA_GRAPHS=0
+  // turns CUDA graphs off for both).
   std::string backend = "cpu";
 };
 
@@ -109,9 +110,9 @@ struct GenerateResult {
 
 class Session {
 public:
-  // Errors: "CUDA driver not available: ..." or "not supported yet: cuda backend (...)",
-  // "not supported yet: cuda-emu backend (...)", "unknown backend 'x' (expected cpu, cuda or
-  // cuda-emu)".
+  // Errors: "CUDA driver not available: ...", "cuBLASLt not available: ...", "artifact has no
+  // CUDA kernels; compile it with --target cuda or all", "unknown backend 'x' (expected cpu, cuda
+  // or cuda-emu)".
   static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const LoadedModel> model,
                                                    const SessionOptions &options = {});
 

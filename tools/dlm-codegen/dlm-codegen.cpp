@@ -2,6 +2,7 @@
 //
 //   dlm-codegen attention --head-dim=128 --heads=32 --kv-heads=8 --page-size=16 --mask=causal
 //   dlm-codegen sampler --vocab=32000 --nvrtc=sm_80,sm_90
+//   dlm-codegen kv_store --kv-width=256 --page-size=16 --element=f32
 //
 // Without --nvrtc the CUDA C++ translation unit goes to stdout; with it the kernel is compiled
 // for each listed architecture and one resource line per architecture is printed. Errors go to
@@ -30,12 +31,17 @@ constexpr const char *kUsage =
     "  rope              --head-dim --rotary-dim --frequency-pairs --frequency-dim --theta "
     "--element\n"
     "  attention         --head-dim --heads --kv-heads --page-size --mask=causal|bidirectional|"
-    "block_causal|sliding_window|sliding_window_symmetric --rows-per-warp\n"
+    "block_causal|sliding_window|sliding_window_symmetric --rows-per-warp --element\n"
     "  gated_activation  --width --activation=silu|gelu_tanh --element\n"
-    "  sampler           --vocab --logits=f32|bf16 --softcap --threads\n"
+    "  sampler           --vocab --logits=f32|bf16 --softcap --threads "
+    "--confidence=unit_temperature|at_temperature --softmax-statistics\n"
     "  accept            --canvas --rule=entropy_bound|confidence_threshold|top_k "
     "--mask-absorbing\n"
-    "  renoise           --vocab --noise=uniform|mask --initial\n";
+    "  renoise           --vocab --noise=uniform|mask --candidates=every_rejected|masked_only "
+    "--initial\n"
+    "  self_condition    --vocab --width --softcap --element\n"
+    "  embedding         --width --element\n"
+    "  kv_store          --kv-width --page-size --element\n";
 
 // --key=value and --flag options; each is marked when read so that leftovers are reported.
 class Options {
@@ -152,6 +158,7 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
     DLM_ASSIGN_OR_RETURN(params.kvHeads, options.integer("kv-heads", params.heads));
     DLM_ASSIGN_OR_RETURN(params.pageSize, options.integer("page-size", 16));
     DLM_ASSIGN_OR_RETURN(params.rowsPerWarp, options.integer("rows-per-warp", 0));
+    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
     DLM_ASSIGN_OR_RETURN(params.mask, choose<MaskKind>("mask", options.text("mask", "causal"),
                                                        {{"causal", MaskKind::causal},
                                                         {"bidirectional", MaskKind::bidirectional},
@@ -179,6 +186,12 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
     DLM_ASSIGN_OR_RETURN(params.logits, element(options, "logits", "f32"));
     DLM_ASSIGN_OR_RETURN(params.softcap, options.real("softcap", 0.0));
     DLM_ASSIGN_OR_RETURN(params.threads, options.integer("threads", 256));
+    DLM_ASSIGN_OR_RETURN(params.confidence,
+                         choose<SamplerConfidence>(
+                             "confidence", options.text("confidence", "unit_temperature"),
+                             {{"unit_temperature", SamplerConfidence::unitTemperature},
+                              {"at_temperature", SamplerConfidence::atTemperature}}));
+    params.softmaxStatistics = options.flag("softmax-statistics");
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateSampler(params);
   }
@@ -200,9 +213,38 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
     DLM_ASSIGN_OR_RETURN(params.noise, choose<NoiseKind>("noise", options.text("noise", "uniform"),
                                                          {{"uniform", NoiseKind::uniform},
                                                           {"mask", NoiseKind::maskToken}}));
+    DLM_ASSIGN_OR_RETURN(params.candidates,
+                         choose<RenoiseCandidates>(
+                             "candidates", options.text("candidates", "every_rejected"),
+                             {{"every_rejected", RenoiseCandidates::everyRejected},
+                              {"masked_only", RenoiseCandidates::maskedOnly}}));
     params.initialCanvas = options.flag("initial");
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateRenoise(params);
+  }
+  if (kind == "self_condition") {
+    SelfConditionParams params;
+    DLM_ASSIGN_OR_RETURN(params.vocab, options.integer("vocab", 0, true));
+    DLM_ASSIGN_OR_RETURN(params.width, options.integer("width", 0, true));
+    DLM_ASSIGN_OR_RETURN(params.softcap, options.real("softcap", 0.0));
+    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
+    DLM_RETURN_IF_ERROR(options.checkAllUsed());
+    return generateSelfCondition(params);
+  }
+  if (kind == "embedding") {
+    EmbeddingParams params;
+    DLM_ASSIGN_OR_RETURN(params.width, options.integer("width", 0, true));
+    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
+    DLM_RETURN_IF_ERROR(options.checkAllUsed());
+    return generateEmbedding(params);
+  }
+  if (kind == "kv_store") {
+    KvStoreParams params;
+    DLM_ASSIGN_OR_RETURN(params.kvWidth, options.integer("kv-width", 0, true));
+    DLM_ASSIGN_OR_RETURN(params.pageSize, options.integer("page-size", 16));
+    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
+    DLM_RETURN_IF_ERROR(options.checkAllUsed());
+    return generateKvStore(params);
   }
   return Status::error("unknown kernel kind '" + kind + "'");
 }

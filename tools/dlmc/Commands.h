@@ -13,6 +13,7 @@ struct CompileOptions {
   std::string output;
   std::string emit; // "artifact" or "dlm"
   std::string target;
+  std::string precision; // "f32", "bf16", or empty: from the checkpoint's weights
   std::string policy;
   int64_t genLength = 0;
   int64_t blockLength = 0;

@@ -1,5 +1,6 @@
 // dlmc import / compile: checkpoint → dlm IR → artifact.
 #include "tools/dlmc/Commands.h"
+#include "tools/dlmc/CpuKernelRecords.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/passes/Passes.h"
@@ -109,6 +110,10 @@ int runCompile(const CompileOptions &options) {
     return fail("--threshold must be in [0, 1]");
   if (options.temperature < 0.0)
     return fail("--temperature must be >= 0");
+  if (!options.precision.empty() && options.precision != "f32" && options.precision != "bf16")
+    return fail("unknown --precision " + options.precision + " (expected f32 or bf16)");
+  if (!options.precision.empty() && options.target == "cpu")
+    return fail("--precision is the CUDA device's: give it with --target cuda or all");
 
   mlir::MLIRContext context;
   importer::onnx::OnnxModel onnx; // owns what the views of an imported model.onnx point into
@@ -130,11 +135,21 @@ int runCompile(const CompileOptions &options) {
   policy.threshold = options.threshold;
   if (failed(programs::buildGenerateFunction(*module, policy)) || failed(mlir::verify(*module)))
     return fail("could not build the decoding program");
+  // The program names weights as the artifact stores them.
+  std::map<std::string, std::string> canonicalNames;
+  for (const importer::WeightBinding &binding : checkpoint->model.weights)
+    canonicalNames.emplace(binding.checkpointName, binding.canonicalName);
+  renameWeightsToCanonical(*module, canonicalNames);
+  // @forward keeps a dynamic token count: prompts vary per request and the denoise loop is data
+  // dependent, so neither dlm-specialize-shapes nor dlm-unroll-diffusion-loop apply here (see
+  // dlmc compile --help); the kernel program plans memory per token row instead.
   mlir::PassManager pm(&context);
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  pm.addPass(createFuseNormLinearPass());
+  pm.addPass(createLowerToKernelProgramPass());
   if (failed(pm.run(*module)))
-    return fail("internal error: the decoding program does not verify");
+    return fail("the model forward could not be compiled into a kernel program (errors above)");
   if (options.emit == "dlm") {
     module->print(llvm::outs());
     llvm::outs() << "\n";
@@ -178,13 +193,32 @@ int runCompile(const CompileOptions &options) {
     contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
                                 view.shape, view.data, view.byteSize});
   }
+  // The cpu backend executes these records (--target cpu|all).
+  if (options.target != "cuda") {
+    StatusOr<artifact::KernelTarget> cpu = cpuKernelTarget(*module);
+    if (!cpu)
+      return fail(cpu.status().message());
+    contents.kernelTargets.push_back(std::move(*cpu));
+  }
 #ifdef DLM_HAVE_NVRTC
   // --target cuda|all: every kernel the model needs, compiled for sm_80 and sm_90 (cubin + PTX
   // + ptxas's resource report). A kernel that does not compile, or a hot one that spills, fails
   // the compile with NVRTC's log.
   codegen::KernelTable kernelTable;
   if (options.target != "cpu") {
+    // The device precision: as asked, else f32 for an all-f32 checkpoint (the kernels then
+    // compute what the float32 CPU backend does), else bf16.
+    std::string precision = options.precision;
+    if (precision.empty()) {
+      precision = "f32";
+      for (const artifact::WeightSource &weight : contents.weights)
+        if (weight.dtype != artifact::DType::f32)
+          precision = "bf16";
+    }
+    contents.config.extra[std::string(spec::kExtraDevicePrecision)] = precision;
     codegen::ModelKernelOptions kernelOptions;
+    kernelOptions.element =
+        precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
     kernelOptions.policy = options.policy;
     kernelOptions.confidenceThreshold = options.threshold > 0.0;
     kernelOptions.canvas = options.blockLength;
@@ -197,7 +231,8 @@ int runCompile(const CompileOptions &options) {
     if (!table)
       return fail("--target " + options.target + ": " + table.status().message());
     kernelTable = std::move(*table);
-    contents.kernelTargets = kernelTable.targets;
+    contents.kernelTargets.insert(contents.kernelTargets.end(), kernelTable.targets.begin(),
+                                  kernelTable.targets.end());
   }
 #endif
   Status written = artifact::writeArtifact(options.output, contents);

@@ -2,10 +2,12 @@
 #include "tools/dlmc/Commands.h"
 
 #include "runtime/artifact/ArtifactReader.h"
+#include "runtime/model/KernelProgram.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <variant>
 
 namespace dlm::dlmc {
@@ -27,6 +29,62 @@ void printAttributes(llvm::raw_ostream &os, const artifact::Attributes &attribut
         value);
     os << "\n";
   }
+}
+
+std::string attributeText(const artifact::AttributeValue &value) {
+  return std::visit(
+      [](const auto &v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>)
+          return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return v;
+        else if constexpr (std::is_same_v<T, double>) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%g", v);
+          return text;
+        } else
+          return std::to_string(v);
+      },
+      value);
+}
+
+// One line per kernel launch, in program order:
+//   7  layers.0.q_proj  norm_linear (2) -> 3 @0+128  weight=layers.0.q norm_weight=... eps=1e-05
+// "(operands) -> result @offset+width" are value slots and their place in the per-token-row plan.
+void printCpuRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target) {
+  namespace kp = spec::kernels;
+  int64_t rowElements = 0;
+  for (size_t index = 0; index < target.kernels.size(); ++index) {
+    const artifact::Kernel &k = target.kernels[index];
+    auto text = [&](std::string_view key) {
+      auto it = k.parameters.find(key);
+      return it == k.parameters.end() ? std::string() : attributeText(it->second);
+    };
+    os << "  " << llvm::format_decimal(index, 3) << "  " << k.name << "  " << k.kind << " ("
+       << text(kp::kOperands) << ")";
+    if (!text(kp::kResult).empty()) {
+      os << " -> " << text(kp::kResult);
+      if (!text(kp::kOffset).empty()) {
+        os << " @" << text(kp::kOffset) << "+" << text(kp::kWidth);
+        auto offset = k.parameters.find(kp::kOffset), width = k.parameters.find(kp::kWidth);
+        if (std::holds_alternative<int64_t>(offset->second) && width != k.parameters.end() &&
+            std::holds_alternative<int64_t>(width->second))
+          rowElements = std::max(rowElements, std::get<int64_t>(offset->second) +
+                                                  std::get<int64_t>(width->second));
+      } else {
+        os << " (output, width " << text(kp::kWidth) << ")";
+      }
+    }
+    for (const auto &[key, value] : k.parameters) {
+      if (key == kp::kOperands || key == kp::kResult || key == kp::kOffset || key == kp::kWidth ||
+          key == kp::kLayer)
+        continue;
+      os << "  " << key << "=" << attributeText(value);
+    }
+    os << "\n";
+  }
+  os << "  workspace: " << rowElements << " floats per token\n";
 }
 
 } // namespace
@@ -62,14 +120,18 @@ int runInspect(const std::string &artifactPath) {
     os << "  " << w.name << "  " << artifact::dtypeName(w.dtype) << " " << w.shape.toString()
        << "  @" << w.fileOffset << "\n";
   if (reader->kernelTargets().empty())
-    os << "kernels: none (the cpu backend runs the model from its config and weights)\n";
+    os << "kernels: none (the cpu backend needs the cpu records: recompile with dlmc compile)\n";
   for (const artifact::KernelTarget &target : reader->kernelTargets()) {
     os << "kernels for " << target.target << ": " << target.kernels.size() << "\n";
+    if (target.target == spec::kernels::kTarget) {
+      printCpuRecords(os, target);
+      continue;
+    }
     for (const artifact::Kernel &k : target.kernels)
       os << "  " << k.name << " (" << k.kind << ") registers " << k.resources.registers
          << ", spills " << k.resources.spillStoreBytes << "/" << k.resources.spillLoadBytes
-         << " B, stack " << k.resources.stackBytes << " B, shared "
-         << k.resources.sharedMemoryBytes << " B\n";
+         << " B, stack " << k.resources.stackBytes << " B, shared " << k.resources.sharedMemoryBytes
+         << " B\n";
   }
   return 0;
 }

@@ -13,7 +13,14 @@ namespace cl = llvm::cl;
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::SubCommand importCommand("import", "Print a checkpoint as dlm IR");
-  cl::SubCommand compileCommand("compile", "Compile a checkpoint into a .dlm artifact");
+  // The pipeline on @forward: canonicalize, CSE, dlm-fuse-norm-linear, dlm-lower-to-kernel-program.
+  cl::SubCommand compileCommand(
+      "compile",
+      "Compile a checkpoint into a .dlm artifact. @forward becomes a kernel program "
+      "(canonicalize, CSE, norm fused into the next linear, one record per kernel launch with a "
+      "per-token-row memory plan), stored as the \"cpu\" kernel records. Shapes are not "
+      "specialised and the denoise loop is not unrolled: prompt lengths vary per request and the "
+      "loop's step count depends on the data (convergence, early stop at EOS)");
   cl::SubCommand inspectCommand("inspect", "List the contents of a .dlm artifact");
 
   cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
@@ -29,8 +36,13 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileEmit(
       "emit", cl::desc("Stop at a stage: dlm (print the program) | artifact (write -o)"),
       cl::init("artifact"), cl::sub(compileCommand));
-  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu | cuda (sm_80 + sm_90 cubins via NVRTC) | all"),
+  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program's records) | cuda (sm_80 + sm_90 cubins via NVRTC) | all"),
                               cl::init("cpu"), cl::sub(compileCommand));
+  cl::opt<std::string> precision(
+      "precision",
+      cl::desc("CUDA device precision (--target cuda|all): f32 | bf16; default f32 when the "
+               "checkpoint's weights are all f32, else bf16"),
+      cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decoding policy: low-confidence | entropy-bound"),
                               cl::init("low-confidence"), cl::sub(compileCommand));
@@ -59,6 +71,7 @@ int main(int argc, char **argv) {
     options.output = output;
     options.emit = compileEmit;
     options.target = target;
+    options.precision = precision;
     options.policy = policy;
     options.genLength = genLength;
     options.blockLength = blockLength;

@@ -8,8 +8,12 @@
 //   - entropy_bound: the entropies are placed in rank order and prefix-summed in double (exact
 //     for a canvas of float entropies); rank k is kept while the sum of the ranks before it is
 //     <= bound; rank 0 always;
-//   - confidence_threshold: kept when confidence >= threshold, and rank 0 always;
+//   - confidence_threshold: kept when confidence >= threshold, and rank 0 always (threshold 0
+//     keeps every candidate: Fast-dLLM's last scheduled step of a block);
 //   - top_k: kept when rank < k.
+// The confidences are the sampler's; the CPU's low-confidence policy ranks by the chosen token's
+// probability at temperature 1 (SamplerConfidence::unitTemperature), the entropy-bound rule
+// reads only entropies.
 // Convergence: stableSteps counts consecutive steps whose argmax canvas equals the previous one
 // (previousArgmax starts at -1 for a new canvas); converged = stableSteps >= stability and mean
 // entropy over the canvas < confidenceBound. previousArgmax then takes this step's argmax.

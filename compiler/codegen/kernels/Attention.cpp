@@ -9,8 +9,14 @@
 //      broadcast read from shared memory) and the mask hides what the row may not see;
 //   3. the online softmax update: new max m' = max(m, max_j s_j), rescale factor e^(m - m'),
 //      l = l e^(m - m') + sum_j e^(s_j - m'), and the weights e^(s_j - m') go to shared memory;
-//   4. each lane accumulates its kHeadDim / 32 output dimensions over the tile's values.
+//   4. each lane accumulates its ceil(kHeadDim / 32) output dimensions over the tile's values
+//      (below 32, or at a head dim that is not a multiple of 32, the lanes past the head's last
+//      dimension idle in this step: small heads are the tiny test models', not a hot shape).
 // Tiles outside the union of what the block's rows can see are never loaded.
+//
+// Storage (q, K/V pages, out) is bf16 or f32 (a float32 device runs the whole model in f32);
+// scores, softmax and accumulation are fp32 either way. An f32 key tile is twice as large, which
+// the shared-memory layout choice accounts for.
 //
 // Masks are positions: key j of a request sits at position j (its slot in the block table),
 // query rows carry explicit positions. A request whose causal flag is set is treated as causal
@@ -22,7 +28,7 @@
 // blockTables [requests, maxPagesPerRequest], queryStarts [requests + 1] (a request's query
 // tokens are q rows queryStarts[r] ..), queryPositions [tokens], kvLengths [requests],
 // causalFlags [requests] or null, window, blockSize, scale, out (like q, stride outStride).
-// Strides must be multiples of 8 elements.
+// Strides must be multiples of 16 bytes (8 bf16 / 4 f32 elements).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
@@ -32,7 +38,8 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(constexpr int kHeadDim = ${headDim};
+constexpr std::string_view kBody = R"cuda(using Element = ${element};
+constexpr int kHeadDim = ${headDim};
 constexpr int kHeads = ${heads};
 constexpr int kKvHeads = ${kvHeads};
 constexpr int kGroup = kHeads / kKvHeads;
@@ -42,9 +49,16 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerWarp = ${rowsPerWarp};
 constexpr int kRows = kWarps * kRowsPerWarp;
 constexpr int kTileKeys = 32;
-constexpr int kDimsPerLane = kHeadDim / 32;
-constexpr int kChunks = kHeadDim / 8;
-constexpr int kKeyWords = kHeadDim / 2 + 1;
+constexpr int kDimsPerLane = (kHeadDim + 31) / 32;
+// Whether every lane owns kDimsPerLane real dimensions (no idle lanes to test for).
+constexpr bool kWholeWarpDims = kHeadDim % 32 == 0;
+// 16-byte accesses: kVector elements of one key or query row.
+constexpr int kVector = 16 / (int)sizeof(Element);
+constexpr int kChunks = kHeadDim / kVector;
+// A key row in shared memory is an odd number of 4-byte words (${keyWordText}), so lane j
+// reading key j hits bank j.
+using KeyWord = ${keyWord};
+constexpr int kKeyWords = kHeadDim * (int)sizeof(Element) / 4 + 1;
 // The value tile reuses the key tile's storage when both would not fit in 48 KiB of static
 // shared memory; it then costs two more barriers per tile.
 constexpr bool kValuesShareKeyTile = ${valuesShareKeyTile};
@@ -65,10 +79,9 @@ ${rangeBody}
   hi = (int)(last > keys ? keys : last);
 }
 
-__device__ __forceinline__ const __nv_bfloat16 *slot(const __nv_bfloat16 *pages,
-                                                     const int *pageTable, int key,
-                                                     long long pageStride, long long slotStride,
-                                                     int kvHead) {
+__device__ __forceinline__ const Element *slot(const Element *pages, const int *pageTable,
+                                              int key, long long pageStride,
+                                              long long slotStride, int kvHead) {
   return pages + (long long)pageTable[key / kPageSize] * pageStride +
          (long long)(key % kPageSize) * slotStride + kvHead * kHeadDim;
 }
@@ -92,22 +105,25 @@ ${signature}) {
   __shared__ int sPosition[kRows];
   __shared__ int sKeyRange[2];
   __shared__ float sWeight[kWarps][kRowsPerWarp][kTileKeys];
-  __shared__ __align__(16) __nv_bfloat162 sKey[kTileKeys][kKeyWords];
+  __shared__ __align__(16) KeyWord sKey[kTileKeys][kKeyWords];
 ${valueTile}
 
   for (int item = threadIdx.x; item < kRows * kChunks; item += kThreads) {
     const int row = item / kChunks, chunk = item % kChunks;
-    float values[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float values[kVector];
+#pragma unroll
+    for (int k = 0; k < kVector; ++k)
+      values[k] = 0.f;
     if (firstRow + row < rows) {
       const int query = (firstRow + row) / kGroup;
       const int head = kvHead * kGroup + (firstRow + row) % kGroup;
-      dlm_device::loadFloats<8>(q + (long long)(queryBegin + query) * qStride + head * kHeadDim +
-                                    chunk * 8,
-                                values);
+      dlm_device::loadFloats<kVector>(q + (long long)(queryBegin + query) * qStride +
+                                          head * kHeadDim + chunk * kVector,
+                                      values);
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      sQuery[row][chunk * 8 + k] = values[k] * scale;
+    for (int k = 0; k < kVector; ++k)
+      sQuery[row][chunk * kVector + k] = values[k] * scale;
   }
   for (int row = threadIdx.x; row < kRows; row += kThreads)
     sPosition[row] =
@@ -143,17 +159,18 @@ ${valueTile}
       uint4 keyBits = make_uint4(0u, 0u, 0u, 0u), valueBits = make_uint4(0u, 0u, 0u, 0u);
       if (tile + key < keyEnd) {
         keyBits = *reinterpret_cast<const uint4 *>(
-            slot(kPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
+            slot(kPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * kVector);
         if (!kValuesShareKeyTile)
           valueBits = *reinterpret_cast<const uint4 *>(
-              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
+              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) +
+              chunk * kVector);
       }
-      const __nv_bfloat162 *pairs = reinterpret_cast<const __nv_bfloat162 *>(&keyBits);
+      const KeyWord *words = reinterpret_cast<const KeyWord *>(&keyBits);
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-        sKey[key][chunk * 4 + k] = pairs[k];
+        sKey[key][chunk * 4 + k] = words[k];
       if (!kValuesShareKeyTile)
-        *reinterpret_cast<uint4 *>(&sValue[key][chunk * 8]) = valueBits;
+        *reinterpret_cast<uint4 *>(&sValue[key][chunk * kVector]) = valueBits;
     }
     __syncthreads();
 
@@ -167,15 +184,7 @@ ${valueTile}
       }
       float score = dlm_device::negativeInfinity();
       if (tile + lane < keyEnd && visible(position, tile + lane, causal, window, blockSize)) {
-        const float2 *query = reinterpret_cast<const float2 *>(sQuery[row]);
-        float dot = 0.f;
-#pragma unroll 8
-        for (int p = 0; p < kHeadDim / 2; ++p) {
-          const float2 k2 = __bfloat1622float2(sKey[lane][p]);
-          const float2 q2 = query[p];
-          dot = fmaf(q2.x, k2.x, dot);
-          dot = fmaf(q2.y, k2.y, dot);
-        }
+${dotProduct}
         score = dot;
       }
       // Online softmax: a row that has seen no visible key keeps max = -inf and sum = 0.
@@ -199,8 +208,9 @@ ${valueTile}
         uint4 valueBits = make_uint4(0u, 0u, 0u, 0u);
         if (tile + key < keyEnd)
           valueBits = *reinterpret_cast<const uint4 *>(
-              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) + chunk * 8);
-        *reinterpret_cast<uint4 *>(&sValue[key][chunk * 8]) = valueBits;
+              slot(vPages, pageTable, tile + key, pageStride, slotStride, kvHead) +
+              chunk * kVector);
+        *reinterpret_cast<uint4 *>(&sValue[key][chunk * kVector]) = valueBits;
       }
       __syncthreads();
     } else {
@@ -211,7 +221,9 @@ ${valueTile}
     for (int key = 0; key < tileKeys; ++key) {
 #pragma unroll
       for (int t = 0; t < kDimsPerLane; ++t) {
-        const float value = __bfloat162float(sValue[key][lane + 32 * t]);
+        if (!kWholeWarpDims && lane + 32 * t >= kHeadDim)
+          continue; // an idle lane: past the head's last dimension
+        const float value = dlm_device::toFloat(sValue[key][lane + 32 * t]);
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r)
           acc[r][t] = fmaf(sWeight[warp][r][key], value, acc[r][t]);
@@ -227,13 +239,30 @@ ${valueTile}
     const int query = (firstRow + row) / kGroup;
     const int head = kvHead * kGroup + (firstRow + row) % kGroup;
     const float inverse = rowSum[r] > 0.f ? 1.f / rowSum[r] : 0.f;
-    __nv_bfloat16 *to = out + (long long)(queryBegin + query) * outStride + head * kHeadDim;
+    Element *to = out + (long long)(queryBegin + query) * outStride + head * kHeadDim;
 #pragma unroll
     for (int t = 0; t < kDimsPerLane; ++t)
-      to[lane + 32 * t] = __float2bfloat16(acc[r][t] * inverse);
+      if (kWholeWarpDims || lane + 32 * t < kHeadDim)
+        dlm_device::storeFloat(to + lane + 32 * t, acc[r][t] * inverse);
   }
 }
 )cuda";
+
+// The score of key `lane` against the warp's row: pairs of bf16 as float2, or floats.
+constexpr std::string_view kBf16Dot = R"cuda(        const float2 *query = reinterpret_cast<const float2 *>(sQuery[row]);
+        float dot = 0.f;
+#pragma unroll 8
+        for (int p = 0; p < kHeadDim / 2; ++p) {
+          const float2 k2 = __bfloat1622float2(sKey[lane][p]);
+          const float2 q2 = query[p];
+          dot = fmaf(q2.x, k2.x, dot);
+          dot = fmaf(q2.y, k2.y, dot);
+        })cuda";
+constexpr std::string_view kF32Dot = R"cuda(        const float *query = sQuery[row];
+        float dot = 0.f;
+#pragma unroll 8
+        for (int p = 0; p < kHeadDim; ++p)
+          dot = fmaf(query[p], sKey[lane][p], dot);)cuda";
 
 struct MaskText {
   std::string_view rule;
@@ -277,10 +306,13 @@ struct Layout {
   int64_t sharedBytes;
 };
 
-Layout layoutFor(int64_t headDim, int64_t rowsPerWarp, int64_t warps, bool share) {
+int64_t elementBytes(ElementType element) { return element == ElementType::bf16 ? 2 : 4; }
+
+Layout layoutFor(int64_t headDim, ElementType element, int64_t rowsPerWarp, int64_t warps,
+                 bool share) {
   const int64_t rows = warps * rowsPerWarp;
-  const int64_t keyTile = 32 * (headDim / 2 + 1) * 4;
-  const int64_t valueTile = share ? 0 : 32 * headDim * 2;
+  const int64_t keyTile = 32 * (headDim * elementBytes(element) / 4 + 1) * 4;
+  const int64_t valueTile = share ? 0 : 32 * headDim * elementBytes(element);
   const int64_t bytes =
       rows * headDim * 4 + rows * 4 + 8 + warps * rowsPerWarp * 32 * 4 + keyTile + valueTile;
   return {rowsPerWarp, share, bytes};
@@ -290,8 +322,8 @@ Layout layoutFor(int64_t headDim, int64_t rowsPerWarp, int64_t warps, bool share
 
 StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
   const int64_t headDim = params.headDim;
-  if (headDim <= 0 || headDim % 32 != 0 || headDim > 1024)
-    return Status::error("attention: head_dim must be a multiple of 32 in [32, 1024], got " +
+  if (headDim <= 0 || headDim % 8 != 0 || headDim > 1024)
+    return Status::error("attention: head_dim must be a multiple of 8 in [8, 1024], got " +
                          std::to_string(headDim));
   if (params.heads <= 0 || params.kvHeads <= 0 || params.heads % params.kvHeads != 0)
     return Status::error("attention: heads (" + std::to_string(params.heads) +
@@ -308,14 +340,16 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
   int64_t rowsPerWarp = params.rowsPerWarp;
   if (rowsPerWarp == 0)
     rowsPerWarp = std::max<int64_t>(1, std::min<int64_t>(4, 512 / headDim));
-  Layout layout = layoutFor(headDim, rowsPerWarp, warps, false);
+  const ElementType element = params.element;
+  Layout layout = layoutFor(headDim, element, rowsPerWarp, warps, false);
   if (layout.sharedBytes > kStaticSharedLimit)
-    layout = layoutFor(headDim, rowsPerWarp, warps, true);
+    layout = layoutFor(headDim, element, rowsPerWarp, warps, true);
   while (layout.sharedBytes > kStaticSharedLimit && params.rowsPerWarp == 0 &&
          layout.rowsPerWarp > 1)
-    layout = layoutFor(headDim, layout.rowsPerWarp - 1, warps, true);
+    layout = layoutFor(headDim, element, layout.rowsPerWarp - 1, warps, true);
   if (layout.sharedBytes > kStaticSharedLimit)
-    return Status::error("attention: head_dim " + std::to_string(headDim) + " with " +
+    return Status::error("attention: " + std::string(elementTypeName(element)) + " head_dim " +
+                         std::to_string(headDim) + " with " +
                          std::to_string(layout.rowsPerWarp) + " rows per warp needs " +
                          std::to_string(layout.sharedBytes) +
                          " bytes of shared memory, over the 48 KiB static limit");
@@ -323,7 +357,8 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
   const MaskText mask = maskText(params.mask);
   KernelSource kernel;
   kernel.kind = "attention";
-  kernel.name = "dlm_attention_" + std::string(maskKindName(params.mask)) + "_d" +
+  kernel.name = "dlm_attention_" + std::string(maskKindName(params.mask)) + "_" +
+                std::string(elementTypeName(element)) + "_d" +
                 std::to_string(headDim) + "_h" + std::to_string(params.heads) + "_kv" +
                 std::to_string(params.kvHeads) + "_p" + std::to_string(params.pageSize);
   if (params.rowsPerWarp)
@@ -335,11 +370,12 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
                 std::to_string(warps * layout.rowsPerWarp) +
                 "), y = " + std::to_string(params.kvHeads) + " (kv heads), z = requests";
   kernel.sharedMemoryBytes = static_cast<unsigned>(layout.sharedBytes);
+  const std::string type(cudaElementType(element));
   kernel.parameters = {
-      {"const __nv_bfloat16 *__restrict__", "q"},
+      {"const " + type + " *__restrict__", "q"},
       {"long long", "qStride"},
-      {"const __nv_bfloat16 *__restrict__", "kPages"},
-      {"const __nv_bfloat16 *__restrict__", "vPages"},
+      {"const " + type + " *__restrict__", "kPages"},
+      {"const " + type + " *__restrict__", "vPages"},
       {"long long", "pageStride"},
       {"long long", "slotStride"},
       {"const int *__restrict__", "blockTables"},
@@ -351,7 +387,7 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
       {"int", "window"},
       {"int", "blockSize"},
       {"float", "scale"},
-      {"__nv_bfloat16 *__restrict__", "out"},
+      {type + " *__restrict__", "out"},
       {"long long", "outStride"},
   };
   kernel.specialisation = {{"head_dim", headDim},
@@ -359,15 +395,21 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
                            {"kv_heads", params.kvHeads},
                            {"page_size", params.pageSize},
                            {"mask", std::string(maskKindName(params.mask))},
+                           {"element", std::string(elementTypeName(element))},
                            {"rows_per_warp", layout.rowsPerWarp}};
   const std::string valueTile =
       layout.valuesShareKeyTile
-          ? "  __nv_bfloat16 (*const sValue)[kHeadDim] =\n"
-            "      reinterpret_cast<__nv_bfloat16 (*)[kHeadDim]>(&sKey[0][0]);"
-          : "  __shared__ __align__(16) __nv_bfloat16 sValueTile[kTileKeys][kHeadDim];\n"
-            "  __nv_bfloat16 (*const sValue)[kHeadDim] = sValueTile;";
+          ? "  Element (*const sValue)[kHeadDim] =\n"
+            "      reinterpret_cast<Element (*)[kHeadDim]>(&sKey[0][0]);"
+          : "  __shared__ __align__(16) Element sValueTile[kTileKeys][kHeadDim];\n"
+            "  Element (*const sValue)[kHeadDim] = sValueTile;";
+  const bool bf16 = element == ElementType::bf16;
   const std::string body =
-      expandTemplate(kBody, {{"headDim", std::to_string(headDim)},
+      expandTemplate(kBody, {{"element", type},
+                             {"keyWord", bf16 ? "__nv_bfloat162" : "float"},
+                             {"keyWordText", bf16 ? "bf16 pairs" : "floats"},
+                             {"dotProduct", std::string(bf16 ? kBf16Dot : kF32Dot)},
+                             {"headDim", std::to_string(headDim)},
                              {"heads", std::to_string(params.heads)},
                              {"kvHeads", std::to_string(params.kvHeads)},
                              {"pageSize", std::to_string(params.pageSize)},
@@ -384,7 +426,9 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
   kernel.source = assembleTranslationUnit(kernel,
                                           "Paged attention, " + std::string(mask.rule) +
                                               " Online softmax, GQA group " +
-                                              std::to_string(params.heads / params.kvHeads) + ".",
+                                              std::to_string(params.heads / params.kvHeads) + ", " +
+                                              std::string(elementTypeName(element)) +
+                                              " storage.",
                                           body);
   return kernel;
 }

@@ -4,8 +4,9 @@
 // kernel normalises a [tokens, width] activation and every head of a [tokens, heads, width]
 // projection (q_norm / k_norm) inside a wider fused buffer.
 //
-// Arguments: x, xTokenStride, y, yTokenStride (elements; y may be x), weight [width] (bf16,
-// unused without weight), rows, rowsPerToken, eps. Token strides must be multiples of the vector
+// Arguments: x, xTokenStride, y, yTokenStride (elements; y may be x), weight [width] (of the
+// activations' element type: the backend converts weights at load time; unused without weight),
+// rows, rowsPerToken, eps. Token strides must be multiples of the vector
 // width (8 bf16 / 4 f32 when width allows it).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
@@ -105,7 +106,7 @@ StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
       {"long long", "xTokenStride"},
       {element + " *", "y"},
       {"long long", "yTokenStride"},
-      {"const __nv_bfloat16 *__restrict__", "weight"},
+      {"const " + element + " *__restrict__", "weight"},
       {"int", "rows"},
       {"int", "rowsPerToken"},
       {"float", "eps"},

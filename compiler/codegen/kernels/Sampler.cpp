@@ -10,10 +10,17 @@
 // with the request's temperature (T <= 0: greedy, z = logit, the sample is the argmax), after
 // the optional soft-cap c tanh(logit / c).
 //
+// The confidence is the probability of the chosen token (the sample; the argmax when greedy)
+// under the specialisation's temperature (SamplerConfidence): softmax(logit) at T = 1 (default;
+// LLaDA's low-confidence ranking: the state then also folds the statistics of the unscaled
+// logits, needed only when 0 < T != 1, and the chosen logit is read once more at the end), or
+// softmax(z) at T.
+//
 // Arguments: logits [rows, vocab] (row stride rowStride, a multiple of the vector width), rows,
 // rowRequest [rows] and rowPosition [rows] (the request and absolute position of each row),
 // per request: seed, id, step (the RNG's counters) and temperature; excludedToken (-1: none);
-// outputs per row: sampled, argmax, entropy (nats), confidence (probability of the sample).
+// outputs per row: sampled, argmax, entropy (nats), confidence; with softmaxStatistics also
+// softmaxMax (max z) and softmaxSum (sum e^(z - max)) per row, for the self-conditioning kernel.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
@@ -28,6 +35,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kVector = ${vector};
 constexpr bool kSoftcap = ${hasSoftcap};
 constexpr float kSoftcapValue = ${softcap};
+constexpr bool kUnitConfidence = ${unitConfidence};
 
 struct RowState {
   float max;      // running maximum of z
@@ -37,16 +45,46 @@ struct RowState {
   int best;
   int sample;
   float sampleLogit;
+  // Softmax statistics of the unscaled (soft-capped) logits, for the temperature-1 confidence.
+  float unitMax;
+  float unitSum;
   double sampleScore; // z + Gumbel noise of the current sample
 };
 
 __device__ __forceinline__ RowState emptyState() {
   const float none = dlm_device::negativeInfinity();
-  return RowState{none, 0.f, 0.f, none, -1, -1, none, (double)none};
+  return RowState{none, 0.f, 0.f, none, -1, -1, none, none, 0.f, (double)none};
 }
 
-__device__ __forceinline__ void addLogit(RowState &state, float z, int v, bool sampling,
-                                         int excludedToken, unsigned long long key) {
+// Folds x into the statistics (max, sum of e^(x - max)); -inf adds nothing.
+__device__ __forceinline__ void addToSoftmax(float &max, float &sum, float x) {
+  if (x > max) {
+    sum = (sum > 0.f ? sum * __expf(max - x) : 0.f) + 1.f;
+    max = x;
+  } else if (x > dlm_device::negativeInfinity()) {
+    sum += __expf(x - max);
+  }
+}
+
+__device__ __forceinline__ void mergeSoftmax(float &max, float &sum, float otherMax,
+                                             float otherSum) {
+  if (otherSum <= 0.f)
+    return;
+  if (sum <= 0.f) {
+    max = otherMax;
+    sum = otherSum;
+    return;
+  }
+  const float merged = fmaxf(max, otherMax);
+  sum = sum * __expf(max - merged) + otherSum * __expf(otherMax - merged);
+  max = merged;
+}
+
+__device__ __forceinline__ void addLogit(RowState &state, float logit, float z, int v,
+                                         bool sampling, bool unitStatistics, int excludedToken,
+                                         unsigned long long key) {
+  if (kUnitConfidence && unitStatistics)
+    addToSoftmax(state.unitMax, state.unitSum, logit);
   if (z > state.max) {
     // A new maximum rescales what was summed so far; nothing was when sum == 0.
     const float delta = state.max - z;
@@ -105,6 +143,8 @@ __device__ __forceinline__ void merge(RowState &a, const RowState &b) {
     a.sample = b.sample;
     a.sampleLogit = b.sampleLogit;
   }
+  if (kUnitConfidence)
+    mergeSoftmax(a.unitMax, a.unitSum, b.unitMax, b.unitSum);
 }
 
 __device__ __forceinline__ RowState shuffleXor(const RowState &s, int laneMask) {
@@ -117,6 +157,12 @@ __device__ __forceinline__ RowState shuffleXor(const RowState &s, int laneMask) 
   o.sample = __shfl_xor_sync(dlm_device::kFullWarp, s.sample, laneMask);
   o.sampleLogit = __shfl_xor_sync(dlm_device::kFullWarp, s.sampleLogit, laneMask);
   o.sampleScore = __shfl_xor_sync(dlm_device::kFullWarp, s.sampleScore, laneMask);
+  o.unitMax = s.unitMax;
+  o.unitSum = s.unitSum;
+  if (kUnitConfidence) {
+    o.unitMax = __shfl_xor_sync(dlm_device::kFullWarp, s.unitMax, laneMask);
+    o.unitSum = __shfl_xor_sync(dlm_device::kFullWarp, s.unitSum, laneMask);
+  }
   return o;
 }
 
@@ -129,6 +175,8 @@ ${signature}) {
   const float temperature = requestTemperature[request];
   const bool sampling = temperature > 0.f;
   const float inverseTemperature = sampling ? 1.f / temperature : 1.f;
+  // Greedy and T = 1 rows have z = logit: their statistics at T are the unit ones.
+  const bool unitStatistics = kUnitConfidence && sampling && temperature != 1.f;
   const unsigned long long key = dlm_device::positionKey(
       dlm_device::stepKey(requestSeed[request], requestId[request], dlm_device::kStreamGumbel,
                           (unsigned long long)requestStep[request]),
@@ -144,8 +192,8 @@ ${signature}) {
       float logit = values[k];
       if (kSoftcap)
         logit = kSoftcapValue * tanhf(logit / kSoftcapValue);
-      addLogit(state, logit * inverseTemperature, chunk * kVector + k, sampling, excludedToken,
-               key);
+      addLogit(state, logit, logit * inverseTemperature, chunk * kVector + k, sampling,
+               unitStatistics, excludedToken, key);
     }
   }
 
@@ -166,8 +214,17 @@ ${signature}) {
   sampled[row] = chosen;
   argmax[row] = total.best;
   entropy[row] = fmaxf(0.f, __logf(total.sum) - total.weighted / total.sum);
-  confidence[row] = chosen < 0 ? 0.f : __expf(chosenLogit - total.max) / total.sum;
-}
+  float chosenProbability = 0.f;
+  if (chosen >= 0 && unitStatistics) {
+    float logit = dlm_device::toFloat(in[chosen]);
+    if (kSoftcap)
+      logit = kSoftcapValue * tanhf(logit / kSoftcapValue);
+    chosenProbability = __expf(logit - total.unitMax) / total.unitSum;
+  } else if (chosen >= 0) {
+    chosenProbability = __expf(chosenLogit - total.max) / total.sum;
+  }
+  confidence[row] = chosenProbability;
+${statisticsStores}}
 )cuda";
 
 } // namespace
@@ -189,11 +246,16 @@ StatusOr<KernelSource> generateSampler(const SamplerParams &params) {
                 std::string(elementTypeName(params.logits)) + "_t" + std::to_string(params.threads);
   if (params.softcap > 0)
     kernel.name += "_cap" + identifierFragment(params.softcap);
+  // The temperature-1 confidence (what low-confidence ranks by) carries no suffix.
+  if (params.confidence == SamplerConfidence::atTemperature)
+    kernel.name += "_conf_at_t";
+  if (params.softmaxStatistics)
+    kernel.name += "_stats";
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(params.threads);
   kernel.grid = "x = rows";
-  // RowState is 40 bytes (8-byte aligned for its double).
-  kernel.sharedMemoryBytes = static_cast<unsigned>(40 * (params.threads / 32));
+  // RowState is 48 bytes (8-byte aligned for its double).
+  kernel.sharedMemoryBytes = static_cast<unsigned>(48 * (params.threads / 32));
   const std::string logit(cudaElementType(params.logits));
   kernel.parameters = {
       {"const " + logit + " *__restrict__", "logits"},
@@ -211,10 +273,16 @@ StatusOr<KernelSource> generateSampler(const SamplerParams &params) {
       {"float *__restrict__", "entropy"},
       {"float *__restrict__", "confidence"},
   };
+  if (params.softmaxStatistics) {
+    kernel.parameters.push_back({"float *__restrict__", "softmaxMax"});
+    kernel.parameters.push_back({"float *__restrict__", "softmaxSum"});
+  }
   kernel.specialisation = {{"vocab", params.vocab},
                            {"logits", std::string(elementTypeName(params.logits))},
                            {"softcap", params.softcap},
-                           {"threads", params.threads}};
+                           {"threads", params.threads},
+                           {"confidence", std::string(samplerConfidenceName(params.confidence))},
+                           {"softmax_statistics", params.softmaxStatistics}};
   const std::string body =
       expandTemplate(kBody, {{"logit", logit},
                              {"vocab", std::to_string(params.vocab)},
@@ -222,12 +290,21 @@ StatusOr<KernelSource> generateSampler(const SamplerParams &params) {
                              {"vector", std::to_string(vector)},
                              {"hasSoftcap", boolLiteral(params.softcap > 0)},
                              {"softcap", floatLiteral(params.softcap > 0 ? params.softcap : 1.0)},
+                             {"unitConfidence", boolLiteral(params.confidence ==
+                                                            SamplerConfidence::unitTemperature)},
+                             {"statisticsStores",
+                              params.softmaxStatistics ? "  softmaxMax[row] = total.max;\n"
+                                                         "  softmaxSum[row] = total.sum;\n"
+                                                       : ""},
                              {"name", kernel.name},
                              {"signature", renderSignature(kernel.parameters)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Fused sampler over " + std::to_string(params.vocab) +
-          " logits per row: softmax statistics, entropy, argmax, Gumbel-max sample.",
+          " logits per row: softmax statistics, entropy, argmax, Gumbel-max sample, its " +
+          (params.confidence == SamplerConfidence::unitTemperature
+               ? "probability at temperature 1."
+               : "probability at the temperature."),
       body);
   return kernel;
 }

@@ -45,6 +45,18 @@ template <typename... Args> void invokeKernel(void (*kernel)(Args...), void **pa
   invokeKernelWith(kernel, parameters, std::index_sequence_for<Args...>{});
 }
 
+// Writes sizeof of `kernel`'s first `capacity` parameter types to `sizes`; returns how many
+// parameters it has. The emulated driver copies kernelParams with it (cuLaunchKernel passes
+// pointers to the values; a captured graph must keep the values themselves).
+template <typename... Args>
+unsigned kernelParameterSizes(void (*)(Args...), unsigned long long *sizes, unsigned capacity) {
+  const unsigned long long all[] = {sizeof(std::remove_cv_t<std::remove_reference_t<Args>>)...,
+                                    0};
+  for (unsigned i = 0; i < sizeof...(Args) && i < capacity; ++i)
+    sizes[i] = all[i];
+  return sizeof...(Args);
+}
+
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };

@@ -47,7 +47,7 @@ int64_t dlm_model_mask_token_id(const dlm_model *model);
 
 /* ---- Session -------------------------------------------------------------------------------- */
 typedef struct dlm_session_options {
-  const char *backend;         /* "cpu" (default); "cuda" is not supported yet */
+  const char *backend;         /* "cpu" (default), "cuda" or "cuda-emu" */
   int32_t threads;             /* 0 = one per hardware thread */
   int32_t kv_page_tokens;      /* token slots per KV page, default 16 */
   int64_t max_sequence_length; /* 0 = the model's maximum positions */

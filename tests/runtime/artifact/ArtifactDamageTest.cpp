@@ -334,7 +334,7 @@ TEST(ArtifactDamage, MisalignedCubin) {
   ArtifactContents contents;
   contents.config.architecture = "Dream";
   contents.kernelTargets = {
-      {"sm_90", {Kernel{"k", "matmul", ByteView{cubin.data(), cubin.size()}, {}, {}, {}}}}};
+      {"sm_90", {Kernel{"k", "matmul", ByteView{cubin.data(), cubin.size()}, {}, {}, {}, {}}}}};
   const std::string path = scratch.file("cubin.dlm");
   ASSERT_TRUE(writeArtifact(path, contents).isOk());
   std::vector<uint8_t> bytes = testing::readBytes(path);
@@ -373,7 +373,8 @@ void openAndTouchEverything(const std::string &path, size_t &opened, size_t &rej
   for (const KernelTarget &target : reader->kernelTargets())
     for (const Kernel &kernel : target.kernels)
       sink = sink + std::accumulate(kernel.cubin.begin(), kernel.cubin.end(), uint64_t{0}) +
-             kernel.ptx.size();
+             kernel.ptx.size() +
+             std::accumulate(kernel.source.begin(), kernel.source.end(), uint64_t{0});
   for (const WeightView &weight : reader->weights()) {
     const auto *data = static_cast<const uint8_t *>(weight.data);
     sink = sink + std::accumulate(data, data + weight.size, uint64_t{0}) + weight.shape.rank();

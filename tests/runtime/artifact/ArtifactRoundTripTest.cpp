@@ -82,6 +82,7 @@ TEST_F(ArtifactRoundTripTest, KernelsSurvive) {
       EXPECT_EQ(got.kind, want.kind);
       EXPECT_EQ(text(got.cubin), text(want.cubin));
       EXPECT_EQ(got.ptx, want.ptx);
+      EXPECT_EQ(got.source, want.source);
       EXPECT_EQ(got.resources, want.resources);
       EXPECT_EQ(got.parameters, want.parameters);
       if (!got.cubin.empty()) {
@@ -91,6 +92,11 @@ TEST_F(ArtifactRoundTripTest, KernelsSurvive) {
   }
   ASSERT_NE(reader->findKernelTarget("sm_90"), nullptr);
   EXPECT_EQ(reader->findKernelTarget("sm_90")->kernels[0].resources.sharedMemoryBytes, 49152u);
+  // The CUDA source survives where it was written (schema 1.1) and reads as empty where not.
+  EXPECT_NE(reader->findKernelTarget("sm_90")->kernels[0].source.find("dlm_matmul_bf16"),
+            std::string_view::npos);
+  EXPECT_TRUE(reader->findKernelTarget("sm_90")->kernels[1].source.empty());
+  EXPECT_TRUE(reader->findKernelTarget("cpu")->kernels[0].source.empty());
   EXPECT_EQ(reader->findKernelTarget("sm_70"), nullptr);
 }
 

@@ -149,21 +149,25 @@ public:
                   ByteView{cubin90.data(), cubin90.size()},
                   ptx,
                   KernelResources{96, 8, 12, 16, 49152},
-                  {{"block_m", int64_t{128}}}};
+                  {{"block_m", int64_t{128}}},
+                  cudaSource};
     Kernel sampler{
-        "dlm_entropy_accept", "sampler", ByteView{}, ptx, KernelResources{40, 0, 0, 0, 1024}, {}};
+        "dlm_entropy_accept", "sampler", ByteView{}, ptx, KernelResources{40, 0, 0, 0, 1024}, {},
+        {}};
     Kernel oldMatmul{"dlm_matmul_bf16",
                      "matmul",
                      ByteView{cubin80.data(), cubin80.size()},
                      {},
                      KernelResources{128, 0, 0, 0, 65536},
+                     {},
                      {}};
     Kernel cpuGemm{"gemm_qkv",
                    "gemm",
                    {},
                    {},
                    {},
-                   {{"m", int64_t{64}}, {"transpose_b", true}, {"library", std::string("onednn")}}};
+                   {{"m", int64_t{64}}, {"transpose_b", true}, {"library", std::string("onednn")}},
+                   {}};
     contents.kernelTargets = {
         {"sm_90", {matmul, sampler}}, {"sm_80", {oldMatmul}}, {"cpu", {cpuGemm}}};
 
@@ -194,6 +198,8 @@ private:
   std::string tokenizer = R"({"version":"1.0","model":{"type":"BPE","vocab":{"a":0}}})";
   std::string mlir = "module {\n  func.func @generate() {\n    return\n  }\n}\n";
   std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
+  std::string cudaSource = "#include <cuda_bf16.h>\n"
+                           "extern \"C\" __global__ void dlm_matmul_bf16(float *c) { c[0] = 0.f; }\n";
   std::vector<uint8_t> cubin90 = patternBytes(100, 90);
   std::vector<uint8_t> cubin80 = patternBytes(33, 80);
 };

@@ -74,7 +74,8 @@ protected:
     options.kvPageTokens = pageTokens;
     options.kvPages = pages;
     StatusOr<std::unique_ptr<CpuBackend>> created =
-        CpuBackend::create(weights, tiny->options().maxPositions, options);
+        CpuBackend::create(weights, reader->findKernelTarget("cpu")->kernels,
+                           tiny->options().maxPositions, options);
     EXPECT_TRUE(created.isOk()) << created.status().message();
     return created ? std::move(*created) : nullptr;
   }

@@ -1,4 +1,4 @@
-// The accept-rule kernels on the emulated device against a plain reference: the walk order
+// The accept-rule kernels on the emulated device against the shared reference: the walk order
 // (ascending entropy or descending confidence, ties to the lower position), the entropy budget
 // including exact edges (dyadic entropies summing exactly to the bound), thresholds, top-k, the
 // mask-absorbing candidate rule, and the convergence test with its stable-step counter.
@@ -73,50 +73,34 @@ void checkAccept(const codegen::AcceptParams &params, std::mt19937 &random, int 
 
   for (int r = 0; r < requests; ++r) {
     const int first = r * canvas;
-    std::vector<int> order;
+    const std::vector<double> requestEntropy(entropy.begin() + first,
+                                             entropy.begin() + first + canvas);
+    const std::vector<double> requestConfidence(confidence.begin() + first,
+                                                confidence.begin() + first + canvas);
+    std::vector<uint8_t> candidate(canvas);
     for (int i = 0; i < canvas; ++i)
-      if (isCandidate(first + i))
-        order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](int x, int y) {
-      const float a =
-          params.rule == AcceptRule::entropyBound ? entropy[first + x] : -confidence[first + x];
-      const float b =
-          params.rule == AcceptRule::entropyBound ? entropy[first + y] : -confidence[first + y];
-      return a < b || (a == b && x < y); // ties to the lower position
-    });
-    std::vector<int> want(canvas, 0);
-    double running = 0;
-    for (size_t rank = 0; rank < order.size(); ++rank) {
-      const int i = order[rank];
-      switch (params.rule) {
-      case AcceptRule::entropyBound:
-        running += entropy[first + i];
-        want[i] = rank == 0 || running - entropy[first + i] <= bound;
-        break;
-      case AcceptRule::confidenceThreshold:
-        want[i] = rank == 0 || confidence[first + i] >= threshold;
-        break;
-      case AcceptRule::topK:
-        want[i] = static_cast<int>(rank) < topK;
-        break;
-      }
-    }
+      candidate[i] = isCandidate(first + i);
+    reference::AcceptKnobs knobs;
+    knobs.entropyBound = bound;
+    knobs.threshold = threshold;
+    knobs.topK = topK;
+    const std::vector<uint8_t> want = reference::acceptCanvas(
+        referenceAcceptRule(params.rule), requestEntropy, requestConfidence, candidate, knobs);
     for (int i = 0; i < canvas; ++i) {
       ASSERT_EQ(keep[first + i], want[i])
           << kernel.name << " request " << r << " position " << i << " entropy "
           << entropy[first + i] << " confidence " << confidence[first + i] << " bound " << bound;
       ASSERT_EQ(previous[first + i], argmax[first + i]);
     }
-    bool unchanged = true;
-    double entropySum = 0;
-    for (int i = 0; i < canvas; ++i) {
-      unchanged &= argmax[first + i] == previousBefore[first + i];
-      entropySum += entropy[first + i];
-    }
-    const int steps = unchanged ? stableBefore[r] + 1 : 0;
-    EXPECT_EQ(stable[r], steps) << kernel.name << " request " << r;
-    EXPECT_EQ(converged[r], steps >= stability && entropySum / canvas < confidenceBound)
-        << kernel.name << " request " << r << " mean entropy " << entropySum / canvas;
+    const std::vector<int64_t> requestArgmax(argmax.begin() + first,
+                                             argmax.begin() + first + canvas);
+    const std::vector<int64_t> requestPrevious(previousBefore.begin() + first,
+                                               previousBefore.begin() + first + canvas);
+    const reference::Convergence convergence =
+        reference::convergenceAfterStep(requestArgmax, requestPrevious, stableBefore[r],
+                                        requestEntropy, stability, confidenceBound);
+    EXPECT_EQ(stable[r], convergence.stableSteps) << kernel.name << " request " << r;
+    EXPECT_EQ(converged[r], convergence.converged ? 1 : 0) << kernel.name << " request " << r;
   }
 }
 

@@ -2,12 +2,13 @@
 // kind: ragged KV lengths (partial last pages, lengths below a warp, long contexts of many
 // tiles), scattered pages, padded strides, several requests per launch mixing causal and
 // non-causal requests, queries that are the last keys or scattered positions, GQA and MHA,
-// scale 1/sqrt(d) and 1. Unused KV slots hold NaN, so a kernel that reads past a request's keys
-// fails loudly.
+// scale 1/sqrt(d) and 1, bf16 and f32 storage, head dims down to 16 (idle lanes). Unused KV
+// slots hold NaN, so a kernel that reads past a request's keys fails loudly.
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <limits>
 #include <numeric>
 
@@ -43,6 +44,8 @@ struct Request {
   std::vector<int> pages;
 };
 
+// T is the kernel's storage type (params.element): q, K/V pages and out.
+template <typename T>
 void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random, int trial) {
   StatusOr<codegen::KernelSource> generated = codegen::generateAttention(params);
   ASSERT_TRUE(generated) << generated.status().message();
@@ -105,9 +108,9 @@ void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random
   const bool padded = trial % 2 == 1;
   const long long slotStride = kvHeads * headDim + (padded ? 8 : 0);
   const long long pageStride = pageSize * slotStride + (padded ? 16 : 0);
-  const __nv_bfloat16 nan = toBf16(std::numeric_limits<float>::quiet_NaN());
-  std::vector<__nv_bfloat16> kPool(static_cast<size_t>(pageCount * pageStride), nan);
-  std::vector<__nv_bfloat16> vPool(kPool.size(), nan);
+  const T nan = storeAs<T>(std::numeric_limits<float>::quiet_NaN());
+  std::vector<T> kPool(static_cast<size_t>(pageCount * pageStride), nan);
+  std::vector<T> vPool(kPool.size(), nan);
   // Logical keys and values per request: [key][kvHead][dim].
   std::vector<std::vector<float>> keys(requestCount), values(requestCount);
   std::uniform_real_distribution<float> unit(-1.f, 1.f);
@@ -118,10 +121,10 @@ void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random
       for (int e = 0; e < kvHeads * headDim; ++e) {
         const long long at =
             requests[r].pages[j / pageSize] * pageStride + (j % pageSize) * slotStride + e;
-        kPool[at] = toBf16(unit(random));
-        vPool[at] = toBf16(unit(random));
-        keys[r][j * kvHeads * headDim + e] = fromBf16(kPool[at]);
-        values[r][j * kvHeads * headDim + e] = fromBf16(vPool[at]);
+        kPool[at] = storeAs<T>(unit(random));
+        vPool[at] = storeAs<T>(unit(random));
+        keys[r][j * kvHeads * headDim + e] = loadFloat(kPool[at]);
+        values[r][j * kvHeads * headDim + e] = loadFloat(vPool[at]);
       }
   }
 
@@ -139,18 +142,21 @@ void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random
   const int tokens = queryStarts.back();
   const long long qStride = heads * headDim + (padded ? 8 : 0);
   std::vector<float> exactQ;
-  std::vector<__nv_bfloat16> q =
-      randomBf16(random, static_cast<size_t>(std::max(tokens, 1) * qStride), -queryAmplitude,
+  // Queries are drawn bf16-representable, so they are exact in either storage type.
+  randomBf16(random, static_cast<size_t>(std::max(tokens, 1) * qStride), -queryAmplitude,
                  queryAmplitude, &exactQ);
+  std::vector<T> q(exactQ.size());
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = storeAs<T>(exactQ[i]);
   const float sentinel = 99.f;
-  std::vector<__nv_bfloat16> out(q.size(), toBf16(sentinel));
+  std::vector<T> out(q.size(), storeAs<T>(sentinel));
 
-  const __nv_bfloat16 *qArg = q.data(), *kArg = kPool.data(), *vArg = vPool.data();
+  const T *qArg = q.data(), *kArg = kPool.data(), *vArg = vPool.data();
   const int *tableArg = blockTables.data(), *startArg = queryStarts.data(),
             *positionArg = queryPositions.data(), *lengthArg = kvLengths.data();
   const unsigned char *causalArg =
       trial == 0 && params.mask == MaskKind::causal ? nullptr : causalFlags.data();
-  __nv_bfloat16 *outArg = out.data();
+  T *outArg = out.data();
   const unsigned blocksX =
       static_cast<unsigned>(std::max(1, (maxQueries * group + rowsPerBlock - 1) / rowsPerBlock));
   const Status status = emulatedDevice().launchArgs(
@@ -194,7 +200,9 @@ void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random
           want = total > 0 ? want / total : 0.0;
           const size_t at = static_cast<size_t>(token * qStride + h * headDim + d);
           written[at] = true;
-          ASSERT_TRUE(near(fromBf16(out[at]), want, 2e-3, 2.0 / 256,
+          // bf16: the output's rounding; f32: only fp32 accumulation and the fast exp.
+          const double atol = std::is_same_v<T, float> ? 2e-4 : 2e-3;
+          ASSERT_TRUE(near(loadFloat(out[at]), want, atol, 2 * storageRounding<T>(),
                            kernel.name + " request " + std::to_string(r) + " (" +
                                std::to_string(request.keys) + " keys, causal " +
                                std::to_string(request.causal) + ", window " +
@@ -207,16 +215,21 @@ void checkAttention(const codegen::AttentionParams &params, std::mt19937 &random
   }
   for (size_t i = 0; i < out.size(); ++i)
     if (!written[i])
-      ASSERT_EQ(fromBf16(out[i]), sentinel) << kernel.name << ": wrote outside its rows at " << i;
+      ASSERT_EQ(loadFloat(out[i]), sentinel) << kernel.name << ": wrote outside its rows at " << i;
 }
 
 TEST(AttentionKernel, EveryMaskKindMatchesDoubleReference) {
   std::mt19937 random(2024);
   for (const codegen::AttentionParams &params : attentionConfigs()) {
     for (int trial = 0; trial < 6; ++trial) {
-      SCOPED_TRACE(testing::Message() << codegen::maskKindName(params.mask) << " head_dim "
-                                      << params.headDim << " trial " << trial);
-      checkAttention(params, random, trial);
+      SCOPED_TRACE(testing::Message()
+                   << codegen::maskKindName(params.mask) << " "
+                   << codegen::elementTypeName(params.element) << " head_dim " << params.headDim
+                   << " trial " << trial);
+      if (params.element == codegen::ElementType::f32)
+        checkAttention<float>(params, random, trial);
+      else
+        checkAttention<__nv_bfloat16>(params, random, trial);
       if (HasFatalFailure())
         return;
     }

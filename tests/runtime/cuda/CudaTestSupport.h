@@ -1,9 +1,13 @@
 // Shared pieces of the CUDA conformance tests: the emulated device, kernel lookup by
-// specialisation, bf16 conversions and random data. References are written out in each test.
+// specialisation, bf16 conversions, random data, and the mapping of the kernels' enums onto the
+// shared references (tests/runtime/conformance/KernelReferences.h), which the CPU backend's
+// kernels are held to as well.
 #pragma once
 
 #include "compiler/codegen/Kernels.h"
 #include "runtime/cuda/emu/EmuDevice.h"
+#include "tests/runtime/conformance/KernelReferences.h"
+#include "tests/runtime/conformance/Tolerance.h"
 
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
@@ -74,33 +78,42 @@ inline int randomInt(std::mt19937 &random, int low, int high) {
   return std::uniform_int_distribution<int>(low, high)(random);
 }
 
-// |got - want| <= atol + rtol |want|, with a message naming the element.
-inline ::testing::AssertionResult near(double got, double want, double atol, double rtol,
-                                       const std::string &what) {
-  if (std::isfinite(got) && std::fabs(got - want) <= atol + rtol * std::fabs(want))
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": got " << got << ", want " << want << " (difference " << got - want << ")";
-}
+using reference::near;
 
-// tests/reference/counter_rng.py, written out again for the kernel tests: the reference must not
-// share code with the kernels it checks (compiler/codegen/DeviceCommon.cpp).
-inline uint64_t referenceMix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+// The codegen enums as the references spell them.
+inline reference::MaskKind referenceMask(codegen::MaskKind kind) {
+  switch (kind) {
+  case codegen::MaskKind::causal:
+    return reference::MaskKind::causal;
+  case codegen::MaskKind::bidirectional:
+    return reference::MaskKind::bidirectional;
+  case codegen::MaskKind::blockCausal:
+    return reference::MaskKind::blockCausal;
+  case codegen::MaskKind::slidingWindow:
+    return reference::MaskKind::slidingWindow;
+  case codegen::MaskKind::slidingWindowSymmetric:
+    return reference::MaskKind::slidingWindowSymmetric;
+  }
+  return reference::MaskKind::causal;
 }
-inline uint64_t referenceKey(uint64_t seed, uint64_t request, uint64_t stream, uint64_t step,
-                             uint64_t position) {
-  return referenceMix64(
-      referenceMix64(referenceMix64(referenceMix64(referenceMix64(seed) ^ request) ^ stream) ^
-                     step) ^
-      position);
+inline reference::Activation referenceActivation(codegen::Activation activation) {
+  return activation == codegen::Activation::silu ? reference::Activation::silu
+                                                 : reference::Activation::geluTanh;
 }
-inline double referenceGumbel(uint64_t key, uint64_t v) {
-  const double u = (static_cast<double>(referenceMix64(key ^ v) >> 11) + 0.5) * 0x1p-53;
-  return -std::log(-std::log(u));
+inline reference::AcceptRule referenceAcceptRule(codegen::AcceptRule rule) {
+  switch (rule) {
+  case codegen::AcceptRule::entropyBound:
+    return reference::AcceptRule::entropyBound;
+  case codegen::AcceptRule::confidenceThreshold:
+    return reference::AcceptRule::confidenceThreshold;
+  case codegen::AcceptRule::topK:
+    return reference::AcceptRule::topK;
+  }
+  return reference::AcceptRule::entropyBound;
+}
+inline reference::NoiseKind referenceNoise(codegen::NoiseKind noise) {
+  return noise == codegen::NoiseKind::uniform ? reference::NoiseKind::uniform
+                                              : reference::NoiseKind::maskToken;
 }
 
 } // namespace dlm::cudatest

@@ -3,7 +3,7 @@
 // regenerate them to learn the kernels' names. Shapes vary per test at run time (query counts,
 // KV lengths, pages, rows); these are the compile-time parameters, chosen to cover every mask
 // kind, GQA and MHA, every attention layout (4, 2 and 1 rows per warp; a value tile sharing the
-// key tile's storage), vector and scalar access paths, f32 and bf16.
+// key tile's storage), head dims below a warp, vector and scalar access paths, f32 and bf16.
 #pragma once
 
 #include "compiler/codegen/Kernels.h"
@@ -13,6 +13,7 @@
 namespace dlm::cudatest {
 
 inline std::vector<codegen::AttentionParams> attentionConfigs() {
+  using codegen::ElementType;
   using codegen::MaskKind;
   return {
       {64, 4, 2, 16, MaskKind::causal},
@@ -23,6 +24,15 @@ inline std::vector<codegen::AttentionParams> attentionConfigs() {
       {128, 8, 1, 32, MaskKind::bidirectional},
       {256, 4, 4, 8, MaskKind::slidingWindowSymmetric},
       {512, 2, 1, 16, MaskKind::blockCausal},
+      // f32 storage (the float32 device) and head dims below a warp (the tiny test models): idle
+      // lanes at 16 and 24, an f32 value tile sharing the key tile's storage at 256.
+      {16, 4, 2, 16, MaskKind::causal, ElementType::f32},
+      {16, 4, 2, 16, MaskKind::bidirectional, ElementType::f32},
+      {16, 4, 4, 8, MaskKind::blockCausal, ElementType::bf16},
+      {24, 6, 2, 16, MaskKind::slidingWindowSymmetric, ElementType::f32},
+      {32, 4, 2, 16, MaskKind::causal, ElementType::f32},
+      {64, 8, 2, 16, MaskKind::slidingWindow, ElementType::f32},
+      {256, 2, 1, 16, MaskKind::bidirectional, ElementType::f32},
   };
 }
 
@@ -56,12 +66,20 @@ inline std::vector<codegen::GatedActivationParams> gatedActivationConfigs() {
   };
 }
 
+// Both confidences; the ones with softmax statistics also feed the self-conditioning test (same
+// vocabulary and soft-cap as selfConditionConfigs()).
 inline std::vector<codegen::SamplerParams> samplerConfigs() {
   using codegen::ElementType;
+  using codegen::SamplerConfidence;
   return {
       {1000, ElementType::f32, 0.0, 256},
-      {4099, ElementType::bf16, 0.0, 256},
-      {512, ElementType::f32, 30.0, 128},
+      {4099, ElementType::bf16, 0.0, 256, SamplerConfidence::atTemperature},
+      {512, ElementType::f32, 30.0, 128, SamplerConfidence::unitTemperature, true},
+      {1000, ElementType::f32, 0.0, 64, SamplerConfidence::atTemperature, true},
+      {333, ElementType::bf16, 0.0, 96, SamplerConfidence::unitTemperature},
+      // The policies' samplers at the renoise configs' vocabulary, for DecodeStepTest.cpp.
+      {500, ElementType::f32, 0.0, 128, SamplerConfidence::unitTemperature},
+      {500, ElementType::f32, 0.0, 128, SamplerConfidence::atTemperature},
   };
 }
 
@@ -76,10 +94,41 @@ inline std::vector<codegen::AcceptParams> acceptConfigs() {
 
 inline std::vector<codegen::RenoiseParams> renoiseConfigs() {
   using codegen::NoiseKind;
+  using codegen::RenoiseCandidates;
   return {
-      {500, NoiseKind::uniform, false},
-      {500, NoiseKind::maskToken, false},
+      {500, NoiseKind::uniform, false, RenoiseCandidates::everyRejected},
+      {500, NoiseKind::maskToken, false, RenoiseCandidates::maskedOnly},
+      {500, NoiseKind::maskToken, false, RenoiseCandidates::everyRejected},
       {500, NoiseKind::uniform, true},
+      {500, NoiseKind::maskToken, true},
+  };
+}
+
+// Ragged widths (a partial column tile), one and two column tiles, both table precisions; each
+// has a sampler with softmax statistics of the same vocabulary and soft-cap in samplerConfigs().
+inline std::vector<codegen::SelfConditionParams> selfConditionConfigs() {
+  using codegen::ElementType;
+  return {
+      {512, 100, 30.0, ElementType::f32},
+      {1000, 200, 0.0, ElementType::bf16},
+      {1000, 64, 0.0, ElementType::f32},
+  };
+}
+
+// Vector (16-byte), narrower and scalar access paths in both element types.
+inline std::vector<codegen::EmbeddingParams> embeddingConfigs() {
+  using codegen::ElementType;
+  return {
+      {64, ElementType::f32},  {64, ElementType::bf16}, {1000, ElementType::bf16},
+      {37, ElementType::f32},  {37, ElementType::bf16}, {6, ElementType::f32},
+  };
+}
+
+inline std::vector<codegen::KvStoreParams> kvStoreConfigs() {
+  using codegen::ElementType;
+  return {
+      {32, 16, ElementType::f32},  {32, 16, ElementType::bf16}, {64, 4, ElementType::f32},
+      {512, 8, ElementType::bf16}, {12, 3, ElementType::f32},   {10, 5, ElementType::bf16},
   };
 }
 

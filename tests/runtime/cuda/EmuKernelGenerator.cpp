@@ -43,6 +43,12 @@ Status kernelsOf(const std::string &kind, std::vector<codegen::KernelSource> &ke
     return collect(cudatest::acceptConfigs(), codegen::generateAccept, kernels);
   if (kind == "renoise")
     return collect(cudatest::renoiseConfigs(), codegen::generateRenoise, kernels);
+  if (kind == "embedding")
+    return collect(cudatest::embeddingConfigs(), codegen::generateEmbedding, kernels);
+  if (kind == "kv_store")
+    return collect(cudatest::kvStoreConfigs(), codegen::generateKvStore, kernels);
+  if (kind == "self_condition")
+    return collect(cudatest::selfConditionConfigs(), codegen::generateSelfCondition, kernels);
   if (kind == "device_common")
     return Status::ok();
   return Status::error("unknown kernel kind '" + kind + "'");

@@ -1,5 +1,5 @@
-// act(gate) * up kernels on the emulated device against a double reference, reading gate and up
-// from one fused [rows, 2 x width] buffer (the gate|up GEMM's output) and writing in place.
+// act(gate) * up kernels on the emulated device against the shared double reference, reading gate
+// and up from one fused [rows, 2 x width] buffer (the gate|up GEMM's output) and writing in place.
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 
@@ -7,12 +7,6 @@ namespace {
 
 using namespace dlm;
 using namespace dlm::cudatest;
-
-double activate(codegen::Activation activation, double x) {
-  if (activation == codegen::Activation::silu)
-    return x / (1.0 + std::exp(-x));
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
 
 template <typename Element>
 void checkGated(const codegen::GatedActivationParams &params, std::mt19937 &random) {
@@ -38,7 +32,8 @@ void checkGated(const codegen::GatedActivationParams &params, std::mt19937 &rand
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < width; ++i) {
       const double want =
-          activate(params.activation, exact[r * stride + i]) * exact[r * stride + width + i];
+          reference::gatedActivation(referenceActivation(params.activation), exact[r * stride + i],
+                                     exact[r * stride + width + i]);
       ASSERT_TRUE(
           near(loadFloat(fused[r * stride + i]), want, 1e-5, 2 * storageRounding<Element>() + 1e-5,
                kernel.name + " row " + std::to_string(r) + " element " + std::to_string(i)));

@@ -1,5 +1,6 @@
 // Generated kernels through NVRTC into an artifact and back: the reader returns the very cubin
-// and PTX bytes, the resource report and the launch facts the compiler recorded.
+// and PTX bytes, the CUDA source, the resource report and the launch facts the compiler
+// recorded.
 #include "compiler/codegen/KernelCompilation.h"
 #include "compiler/codegen/Kernels.h"
 #include "runtime/artifact/ArtifactReader.h"
@@ -18,8 +19,13 @@ TEST(KernelTable, CompiledKernelsRoundTripThroughAnArtifact) {
   std::vector<codegen::KernelSource> kernels;
   kernels.push_back(*codegen::generateRmsNorm({256}));
   kernels.push_back(*codegen::generateRenoise({1000, codegen::NoiseKind::uniform, false}));
+  kernels.push_back(*codegen::generateEmbedding({64, codegen::ElementType::f32}));
+  kernels.push_back(*codegen::generateKvStore({32, 16, codegen::ElementType::f32}));
   const cuda::NvrtcCompiler compiler;
-  StatusOr<codegen::KernelTable> table = codegen::compileKernels(kernels, compiler);
+  // The table owns what its records point at: the kernels it was given may go away.
+  std::vector<codegen::KernelSource> given = kernels;
+  StatusOr<codegen::KernelTable> table = codegen::compileKernels(given, compiler);
+  given.clear();
   ASSERT_TRUE(table) << table.status().message();
   ASSERT_EQ(table->targets.size(), 2u);
   EXPECT_EQ(table->targets[0].target, "sm_80");
@@ -46,6 +52,7 @@ TEST(KernelTable, CompiledKernelsRoundTripThroughAnArtifact) {
       EXPECT_EQ(std::string(got.cubin.begin(), got.cubin.end()),
                 std::string(want.cubin.begin(), want.cubin.end()));
       EXPECT_EQ(got.ptx, want.ptx);
+      EXPECT_EQ(got.source, kernels[k].source);
       EXPECT_EQ(got.resources, want.resources);
       EXPECT_EQ(std::get<int64_t>(got.parameters.at("block_threads")),
                 static_cast<int64_t>(kernels[k].blockThreads));

@@ -98,6 +98,11 @@ TEST(NvrtcCompile, SamplerAcceptRenoiseAtModelShapes) {
   compileAndCheck(kernels, kBothTargets);
 }
 
+TEST(NvrtcCompile, SelfConditionAtModelShapes) {
+  compileAndCheck(generateAll(productionSelfConditionConfigs(), codegen::generateSelfCondition),
+                  kBothTargets);
+}
+
 TEST(NvrtcCompile, NormRopeActivationAtModelShapes) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(productionRmsNormConfigs(), codegen::generateRmsNorm);
@@ -105,6 +110,14 @@ TEST(NvrtcCompile, NormRopeActivationAtModelShapes) {
     kernels.push_back(std::move(kernel));
   for (auto &kernel :
        generateAll(productionGatedActivationConfigs(), codegen::generateGatedActivation))
+    kernels.push_back(std::move(kernel));
+  compileAndCheck(kernels, kBothTargets);
+}
+
+TEST(NvrtcCompile, EmbeddingKvStoreAtModelShapes) {
+  std::vector<codegen::KernelSource> kernels =
+      generateAll(productionEmbeddingConfigs(), codegen::generateEmbedding);
+  for (auto &kernel : generateAll(productionKvStoreConfigs(), codegen::generateKvStore))
     kernels.push_back(std::move(kernel));
   compileAndCheck(kernels, kBothTargets);
 }
@@ -122,6 +135,9 @@ TEST(NvrtcCompile, EmulatedSuiteKernels) {
   append(generateAll(samplerConfigs(), codegen::generateSampler));
   append(generateAll(acceptConfigs(), codegen::generateAccept));
   append(generateAll(renoiseConfigs(), codegen::generateRenoise));
+  append(generateAll(embeddingConfigs(), codegen::generateEmbedding));
+  append(generateAll(kvStoreConfigs(), codegen::generateKvStore));
+  append(generateAll(selfConditionConfigs(), codegen::generateSelfCondition));
   compileAndCheck(kernels, kSm90);
 }
 

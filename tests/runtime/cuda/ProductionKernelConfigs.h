@@ -10,6 +10,7 @@
 namespace dlm::cudatest {
 
 inline std::vector<codegen::AttentionParams> productionAttentionConfigs() {
+  using codegen::ElementType;
   using codegen::MaskKind;
   return {
       {128, 32, 32, 16, MaskKind::bidirectional},         // LLaDA-8B canvas
@@ -18,6 +19,11 @@ inline std::vector<codegen::AttentionParams> productionAttentionConfigs() {
       {256, 16, 8, 16, MaskKind::slidingWindowSymmetric}, // DiffusionGemma sliding, canvas
       {256, 16, 8, 16, MaskKind::slidingWindow},          // DiffusionGemma sliding, commit
       {512, 16, 2, 16, MaskKind::bidirectional},          // DiffusionGemma global
+      // A float32 device: the tiny test models (head_dim 16; qwen3 32) and a d128 model.
+      {16, 4, 2, 16, MaskKind::bidirectional, ElementType::f32},
+      {16, 4, 2, 16, MaskKind::causal, ElementType::f32},
+      {32, 4, 2, 16, MaskKind::causal, ElementType::f32},
+      {128, 28, 4, 16, MaskKind::causal, ElementType::f32},
   };
 }
 
@@ -35,11 +41,14 @@ inline std::vector<codegen::GatedActivationParams> productionGatedActivationConf
   return {{12288, codegen::Activation::silu}, {2112, codegen::Activation::geluTanh}};
 }
 
+// LLaDA and Dream rank by the temperature-1 confidence; DiffusionGemma's entropy-bound sampler
+// reads none and writes the softmax statistics for self-conditioning.
 inline std::vector<codegen::SamplerParams> productionSamplerConfigs() {
   using codegen::ElementType;
-  return {{126464, ElementType::f32, 0.0, 256},
-          {152064, ElementType::bf16, 0.0, 256},
-          {262144, ElementType::f32, 30.0, 256}};
+  using codegen::SamplerConfidence;
+  return {{126464, ElementType::f32, 0.0, 256, SamplerConfidence::unitTemperature},
+          {152064, ElementType::bf16, 0.0, 256, SamplerConfidence::unitTemperature},
+          {262144, ElementType::f32, 30.0, 256, SamplerConfidence::atTemperature, true}};
 }
 
 inline std::vector<codegen::AcceptParams> productionAcceptConfigs() {
@@ -51,9 +60,34 @@ inline std::vector<codegen::AcceptParams> productionAcceptConfigs() {
 
 inline std::vector<codegen::RenoiseParams> productionRenoiseConfigs() {
   using codegen::NoiseKind;
-  return {{262144, NoiseKind::uniform, false},
-          {126464, NoiseKind::maskToken, false},
+  using codegen::RenoiseCandidates;
+  return {{262144, NoiseKind::uniform, false, RenoiseCandidates::everyRejected},
+          {126464, NoiseKind::maskToken, false, RenoiseCandidates::maskedOnly},
+          {126464, NoiseKind::maskToken, false, RenoiseCandidates::everyRejected},
           {262144, NoiseKind::uniform, true}};
+}
+
+// DiffusionGemma's self-conditioning: vocab 262144 with the final soft-cap 30, H = 2816 (the
+// 26B-A4B text config, SPECS §1.1) and the 2560 / 3840 hidden sizes of the Gemma family's other
+// sizes; bf16 tables (production) and one f32.
+inline std::vector<codegen::SelfConditionParams> productionSelfConditionConfigs() {
+  using codegen::ElementType;
+  return {{262144, 2816, 30.0, ElementType::bf16},
+          {262144, 2560, 30.0, ElementType::bf16},
+          {262144, 3840, 30.0, ElementType::bf16},
+          {262144, 2816, 30.0, ElementType::f32}};
+}
+
+// Embedding rows (LLaDA-8B, Dream-7B hidden sizes) and KV rows (kv_heads * head_dim), both
+// precisions.
+inline std::vector<codegen::EmbeddingParams> productionEmbeddingConfigs() {
+  using codegen::ElementType;
+  return {{4096, ElementType::bf16}, {3584, ElementType::bf16}, {4096, ElementType::f32}};
+}
+
+inline std::vector<codegen::KvStoreParams> productionKvStoreConfigs() {
+  using codegen::ElementType;
+  return {{4096, 16, ElementType::bf16}, {512, 16, ElementType::bf16}, {512, 16, ElementType::f32}};
 }
 
 } // namespace dlm::cudatest

@@ -1,6 +1,8 @@
 // Renoise and initial-canvas kernels on the emulated device: kept positions take the sample,
 // rejected candidates take the mask or the counter RNG's uniform token (renoise stream at the
-// request's step and position), non-candidates of a mask-absorbing canvas stay put.
+// request's step and position). The candidate rule is the kernel's specialisation, independent
+// of the noise: every rejected position (entropy-bound canvases, also re-masking) or only the
+// masked ones (low-confidence blocks, whose unmasked tokens stay put).
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 
@@ -14,6 +16,9 @@ TEST(RenoiseKernel, MatchesReference) {
   const int mask = 77;
   for (const codegen::RenoiseParams &params : renoiseConfigs()) {
     const codegen::KernelSource kernel = *codegen::generateRenoise(params);
+    // Rejected positions that held a token and were given noise: the entropy-bound rule's
+    // difference from the masked-only one, which must never do it.
+    int tokensRenoised = 0;
     for (int trial = 0; trial < 3; ++trial) {
       const int rows = randomInt(random, 1, 700);
       const int requests = 3;
@@ -45,24 +50,42 @@ TEST(RenoiseKernel, MatchesReference) {
           keepArg, sampledArg, canvasArg, requestArg, positionArg, seedArg, idArg, stepArg, mask));
       for (int i = 0; i < rows; ++i) {
         const int r = rowRequest[i];
-        const uint64_t stream = params.initialCanvas ? 2 : 1;
-        const uint64_t noiseKey = referenceKey(seed[r], id[r], stream, step[r], rowPosition[i]);
-        const int noise = params.noise == codegen::NoiseKind::uniform
-                              ? static_cast<int>(referenceMix64(noiseKey) %
-                                                 static_cast<uint64_t>(params.vocab))
-                              : mask;
-        const bool candidate = params.noise == codegen::NoiseKind::uniform || before[i] == mask;
-        int want = before[i];
-        if (params.initialCanvas)
-          want = noise;
-        else if (keep[i])
-          want = sampled[i];
-        else if (candidate)
-          want = noise;
+        const int64_t noise = reference::noiseToken(
+            referenceNoise(params.noise), params.initialCanvas, mask, params.vocab, seed[r], id[r],
+            static_cast<uint64_t>(step[r]), static_cast<uint64_t>(rowPosition[i]));
+        const reference::RenoiseCandidates candidates =
+            params.candidates == codegen::RenoiseCandidates::everyRejected
+                ? reference::RenoiseCandidates::everyPosition
+                : reference::RenoiseCandidates::maskedOnly;
+        const int64_t want = reference::renoisedToken(candidates, params.initialCanvas, keep[i],
+                                                      sampled[i], before[i], mask, noise);
         ASSERT_EQ(canvas[i], want) << kernel.name << " row " << i;
+        tokensRenoised += !params.initialCanvas && !keep[i] && before[i] != mask &&
+                          canvas[i] != before[i];
       }
     }
+    if (params.initialCanvas)
+      continue;
+    if (params.candidates == codegen::RenoiseCandidates::everyRejected)
+      EXPECT_GT(tokensRenoised, 0) << kernel.name;
+    else
+      EXPECT_EQ(tokensRenoised, 0) << kernel.name;
   }
+}
+
+TEST(RenoiseKernel, MaskedOnlyNeedsMaskNoiseAndARenoiseStep) {
+  StatusOr<codegen::KernelSource> kernel = codegen::generateRenoise(
+      {500, codegen::NoiseKind::uniform, false, codegen::RenoiseCandidates::maskedOnly});
+  ASSERT_FALSE(kernel);
+  EXPECT_NE(kernel.status().message().find("masked-only candidates need mask noise"),
+            std::string::npos)
+      << kernel.status().message();
+  kernel = codegen::generateRenoise(
+      {500, codegen::NoiseKind::maskToken, true, codegen::RenoiseCandidates::maskedOnly});
+  ASSERT_FALSE(kernel);
+  EXPECT_NE(kernel.status().message().find("initial canvas is noise everywhere"),
+            std::string::npos)
+      << kernel.status().message();
 }
 
 } // namespace

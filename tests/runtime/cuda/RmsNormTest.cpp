@@ -1,5 +1,5 @@
-// RMSNorm kernels on the emulated device against a double reference: ragged widths (scalar and
-// vector paths), several rows per token inside a padded buffer, in place and out of place, with
+// RMSNorm kernels on the emulated device against the shared double reference: ragged widths (scalar
+// and vector paths), several rows per token inside a padded buffer, in place and out of place, with
 // and without weight.
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
@@ -27,8 +27,12 @@ void checkRmsNorm(const codegen::RmsNormParams &params, std::mt19937 &random, bo
     x[i] = storeAs<Element>(value(random));
     exactX[i] = loadFloat(x[i]);
   }
+  // The weight is of the activations' element type (bf16-representable values, exact in f32).
   std::vector<float> exactWeight;
-  std::vector<__nv_bfloat16> weight = randomBf16(random, width, 0.5f, 1.5f, &exactWeight);
+  randomBf16(random, width, 0.5f, 1.5f, &exactWeight);
+  std::vector<Element> weight(exactWeight.size());
+  for (size_t i = 0; i < weight.size(); ++i)
+    weight[i] = storeAs<Element>(exactWeight[i]);
   const Element sentinel = storeAs<Element>(-777.f);
   std::vector<Element> y(x.size(), sentinel);
   if (inPlace)
@@ -36,7 +40,7 @@ void checkRmsNorm(const codegen::RmsNormParams &params, std::mt19937 &random, bo
 
   const Element *xArg = x.data();
   Element *yArg = inPlace ? reinterpret_cast<Element *>(x.data()) : y.data();
-  const __nv_bfloat16 *weightArg = params.hasWeight ? weight.data() : nullptr;
+  const Element *weightArg = params.hasWeight ? weight.data() : nullptr;
   codegen::KernelSource kernel = *codegen::generateRmsNorm(params);
   ASSERT_TRUE(emulatedDevice().launchArgs(name, emu::Dim3{static_cast<unsigned>(rows)},
                                           emu::Dim3{kernel.blockThreads}, xArg, stride, yArg,
@@ -44,13 +48,10 @@ void checkRmsNorm(const codegen::RmsNormParams &params, std::mt19937 &random, bo
   const std::vector<Element> &result = inPlace ? x : y;
   for (int row = 0; row < rows; ++row) {
     const long long base = (row / rowsPerToken) * stride + (row % rowsPerToken) * width;
-    double sumSquares = 0;
-    for (int i = 0; i < width; ++i)
-      sumSquares += static_cast<double>(exactX[base + i]) * exactX[base + i];
-    const double scale = 1.0 / std::sqrt(sumSquares / width + eps);
+    const std::vector<double> want = reference::rmsNormRow(
+        exactX.data() + base, width, params.hasWeight ? exactWeight.data() : nullptr, eps);
     for (int i = 0; i < width; ++i) {
-      const double want = exactX[base + i] * scale * (params.hasWeight ? exactWeight[i] : 1.0);
-      ASSERT_TRUE(near(loadFloat(result[base + i]), want, 1e-5,
+      ASSERT_TRUE(near(loadFloat(result[base + i]), want[i], 1e-5,
                        2 * storageRounding<Element>() + 1e-5,
                        name + " row " + std::to_string(row) + " element " + std::to_string(i)));
     }

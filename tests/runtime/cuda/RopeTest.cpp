@@ -1,4 +1,4 @@
-// NeoX RoPE kernels on the emulated device against a double reference: full, partial and
+// NeoX RoPE kernels on the emulated device against the shared double reference: full, partial and
 // "proportional" rotary dims, large and ragged positions, several heads in a padded token row.
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
@@ -12,10 +12,12 @@ template <typename Element>
 void checkRope(const codegen::RopeParams &params, std::mt19937 &random) {
   const std::string name = kernelName(codegen::generateRope, params);
   const int headDim = static_cast<int>(params.headDim);
-  const int rotaryDim = static_cast<int>(params.rotaryDim ? params.rotaryDim : params.headDim);
-  const int pairs = static_cast<int>(params.frequencyPairs ? params.frequencyPairs : rotaryDim / 2);
-  const double frequencyDim =
-      static_cast<double>(params.frequencyDim ? params.frequencyDim : rotaryDim);
+  reference::RopeSpec spec;
+  spec.headDim = headDim;
+  spec.rotaryDim = params.rotaryDim;
+  spec.frequencyPairs = params.frequencyPairs;
+  spec.frequencyDim = params.frequencyDim;
+  spec.theta = params.theta;
   const int tokens = randomInt(random, 1, 7);
   const int heads = randomInt(random, 1, 5);
   const long long stride = heads * headDim + 8;
@@ -38,13 +40,8 @@ void checkRope(const codegen::RopeParams &params, std::mt19937 &random) {
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < heads; ++h) {
       const long long base = t * stride + h * headDim;
-      std::vector<double> want(before.begin() + base, before.begin() + base + headDim);
-      for (int j = 0; j < pairs; ++j) {
-        const double angle = positions[t] / std::pow(params.theta, 2.0 * j / frequencyDim);
-        const double a = before[base + j], b = before[base + j + rotaryDim / 2];
-        want[j] = a * std::cos(angle) - b * std::sin(angle);
-        want[j + rotaryDim / 2] = b * std::cos(angle) + a * std::sin(angle);
-      }
+      const std::vector<double> want =
+          reference::ropeHead(before.data() + base, spec, positions[t]);
       for (int d = 0; d < headDim; ++d)
         ASSERT_TRUE(near(
             loadFloat(x[base + d]), want[d], 1e-5, 2 * storageRounding<Element>() + 1e-5,

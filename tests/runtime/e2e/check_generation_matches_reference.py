@@ -160,10 +160,13 @@ def check_bad_arguments(dlm_run, artifact):
         (["--prompt-ids", ",".join(["5"] * 600)], "prompt too long"),
         (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),
         (["--prompt-ids", ""], "empty prompt"),
-        # Without a driver --device cuda names the missing driver; with one, the missing backend.
+        # Without a driver --device cuda names the missing driver; with one, what else is missing
+        # (this artifact is compiled for the CPU only).
         (["--prompt-ids", "1", "--device", "cuda"],
-         ("CUDA driver not available: libcuda.so.1", "not supported yet: cuda backend")),
-        (["--prompt-ids", "1", "--device", "cuda-emu"], "not supported yet: cuda-emu backend"),
+         ("CUDA driver not available: libcuda.so.1", "cuBLASLt not available",
+          "artifact has no CUDA kernels")),
+        (["--prompt-ids", "1", "--device", "cuda-emu"],
+         "artifact has no CUDA kernels; compile it with --target cuda or all"),
         (["--gen-length", "8"], "give --prompt TEXT or --prompt-ids"),
     ]
     problems = []

@@ -5,6 +5,7 @@
 
 #include "runtime/artifact/ArtifactWriter.h"
 #include "runtime/model/ModelSpec.h"
+#include "tests/runtime/model/TinyKernelProgram.h"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +41,11 @@ struct TinyModelOptions {
   uint32_t seed = 7;
   std::string policy = "low-confidence";
   artifact::Attributes knobs;
+  // Kernel records written into the artifact as they are (the cuda backend's tests add generated
+  // kernels); their views must outlive write().
+  std::vector<artifact::KernelTarget> kernelTargets;
+  // The "cpu" kernel records the cpu backend runs (TinyKernelProgram.h); false leaves them out.
+  bool cpuRecords = true;
 };
 
 // The weights as float values (already rounded through bf16 when the artifact stores bf16).
@@ -120,6 +126,26 @@ public:
     return c;
   }
 
+  // The cpu kernel records of this model, as dlmc would compile it.
+  artifact::KernelTarget cpuKernelTarget() const {
+    TinyProgramShape shape;
+    shape.layers = o_.layers;
+    shape.hidden = o_.hidden;
+    shape.heads = o_.heads;
+    shape.kvHeads = o_.kvHeads;
+    shape.headDim = o_.headDim;
+    shape.intermediate = o_.intermediate;
+    shape.vocab = o_.vocab;
+    shape.eps = config().rmsNormEps;
+    shape.theta = config().ropeTheta;
+    shape.causal = o_.causal;
+    shape.qkvBias = o_.qkvBias;
+    shape.qkNorm = o_.qkNorm;
+    shape.tied = o_.tied;
+    shape.logitShift = o_.logitShift;
+    return tinyCpuKernelTarget(shape);
+  }
+
   // Writes the artifact; `skip` names a weight to leave out (for error tests).
   void write(const std::string &path, const std::string &skip = "") const {
     artifact::ArtifactContents contents;
@@ -127,6 +153,9 @@ public:
     contents.config = config();
     contents.program.policy = o_.policy;
     contents.program.knobs = o_.knobs;
+    contents.kernelTargets = o_.kernelTargets;
+    if (o_.cpuRecords)
+      contents.kernelTargets.push_back(cpuKernelTarget());
     std::map<std::string, std::vector<uint16_t>> halves;
     for (const auto &[name, values] : values_) {
       if (name == skip)

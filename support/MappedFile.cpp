@@ -1,4 +1,4 @@
-#include "importer/safetensors/MappedFile.h"
+#include "support/MappedFile.h"
 
 #include <cerrno>
 #include <cstring>
@@ -7,21 +7,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dlm::safetensors {
+namespace dlm {
 
 StatusOr<MappedFile> MappedFile::open(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
+    return Status::error(std::string("cannot open: ") + std::strerror(errno));
   struct stat info;
   if (::fstat(fd, &info) != 0) {
     const int error = errno;
     ::close(fd);
-    return Status::error("cannot stat '" + path + "': " + std::strerror(error));
+    return Status::error(std::string("cannot stat: ") + std::strerror(error));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    return Status::error("'" + path + "' is not a regular file");
+    return Status::error("not a regular file");
   }
   const auto size = static_cast<size_t>(info.st_size);
   const uint8_t *data = nullptr;
@@ -30,7 +30,7 @@ StatusOr<MappedFile> MappedFile::open(const std::string &path) {
     if (mapping == MAP_FAILED) {
       const int error = errno;
       ::close(fd);
-      return Status::error("cannot map '" + path + "': " + std::strerror(error));
+      return Status::error("cannot map " + std::to_string(size) + " bytes: " + std::strerror(error));
     }
     data = static_cast<const uint8_t *>(mapping);
   }
@@ -65,4 +65,4 @@ void MappedFile::unmap() {
   size_ = 0;
 }
 
-} // namespace dlm::safetensors
+} // namespace dlm

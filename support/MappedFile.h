@@ -1,5 +1,7 @@
-// A whole file mapped read-only into memory. Checkpoint weights are used in place from the page
-// cache rather than copied; the mapping lives as long as this object.
+// A whole file mapped read-only into memory: checkpoints, ONNX files and artifacts are read in
+// place from the page cache rather than copied; the mapping lives as long as this object.
+// Errors do not name the file ("cannot open: No such file or directory"): callers add it as
+// context in their own wording.
 #pragma once
 
 #include "support/Status.h"
@@ -9,11 +11,14 @@
 #include <string>
 #include <utility>
 
-namespace dlm::safetensors {
+namespace dlm {
 
 class MappedFile {
 public:
   static StatusOr<MappedFile> open(const std::string &path);
+
+  // Maps nothing (data() null, size() 0).
+  MappedFile() = default;
 
   MappedFile(MappedFile &&other) noexcept;
   MappedFile &operator=(MappedFile &&other) noexcept;
@@ -35,4 +40,4 @@ private:
   size_t size_ = 0;
 };
 
-} // namespace dlm::safetensors
+} // namespace dlm

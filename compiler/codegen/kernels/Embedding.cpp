@@ -1,0 +1,86 @@
+// Token embedding lookup, one block per token: out row r is table row tokens[r], copied in the
+// widest aligned accesses the row width allows (16 bytes when it divides). No arithmetic, so the
+// copy moves raw bits and f32 and bf16 tables differ only in the access width. A token outside
+// [0, tableRows) writes a zero row instead of reading out of bounds; the host validates ids
+// before the launch, so that is a guard, not a feature.
+//
+// Arguments: tokens [count], count, table [tableRows, width] (rows contiguous), tableRows, out,
+// outStride (elements between output rows; a multiple of the access width).
+#include "compiler/codegen/KernelText.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <algorithm>
+
+namespace dlm::codegen {
+
+namespace {
+
+constexpr std::string_view kBody = R"cuda(using Element = ${element};
+// kVector elements moved as one ${chunkBytes}-byte access.
+using Chunk = ${chunk};
+constexpr int kWidth = ${width};
+constexpr int kThreads = ${threads};
+constexpr int kVector = ${vector};
+constexpr int kChunks = kWidth / kVector;
+
+extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
+${signature}) {
+  const int row = blockIdx.x;
+  if (row >= count)
+    return;
+  const long long token = tokens[row];
+  const bool valid = token >= 0 && token < tableRows;
+  const Chunk *from = reinterpret_cast<const Chunk *>(table + (valid ? token : 0) * kWidth);
+  Chunk *to = reinterpret_cast<Chunk *>(out + (long long)row * outStride);
+  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads)
+    to[chunk] = valid ? from[chunk] : Chunk{};
+}
+)cuda";
+
+} // namespace
+
+StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
+  if (params.width <= 0 || params.width > (int64_t(1) << 20))
+    return Status::error("embedding: width must be in [1, 2^20], got " +
+                         std::to_string(params.width));
+  const int vector = vectorWidth(params.element, params.width);
+  const int chunkBytes = vector * (params.element == ElementType::bf16 ? 2 : 4);
+  const int64_t threads = std::clamp<int64_t>(roundUp(params.width / vector, 32), 32, 256);
+
+  KernelSource kernel;
+  kernel.kind = "embedding";
+  kernel.name = "dlm_embedding_w" + std::to_string(params.width) + "_" +
+                std::string(elementTypeName(params.element));
+  kernel.hot = false;
+  kernel.blockThreads = static_cast<unsigned>(threads);
+  kernel.grid = "x = count";
+  kernel.sharedMemoryBytes = 0;
+  const std::string element(cudaElementType(params.element));
+  kernel.parameters = {
+      {"const int *__restrict__", "tokens"},
+      {"int", "count"},
+      {"const " + element + " *__restrict__", "table"},
+      {"long long", "tableRows"},
+      {element + " *__restrict__", "out"},
+      {"long long", "outStride"},
+  };
+  kernel.specialisation = {{"width", params.width},
+                           {"element", std::string(elementTypeName(params.element))}};
+  const std::string body =
+      expandTemplate(kBody, {{"element", element},
+                             {"chunk", std::string(rawChunkType(chunkBytes))},
+                             {"chunkBytes", std::to_string(chunkBytes)},
+                             {"width", std::to_string(params.width)},
+                             {"threads", std::to_string(threads)},
+                             {"vector", std::to_string(vector)},
+                             {"name", kernel.name},
+                             {"signature", renderSignature(kernel.parameters)}});
+  kernel.source = assembleTranslationUnit(
+      kernel,
+      "Embedding lookup: rows of " + std::to_string(params.width) + " " +
+          std::string(elementTypeName(params.element)) + ", a zero row for an out-of-range token.",
+      body);
+  return kernel;
+}
+
+} // namespace dlm::codegen

@@ -1,0 +1,105 @@
+// Writes a pass's new K and V rows into the paged KV cache, one block per token: row r of k and
+// v goes to token slot s = firstSlot + r of the sequence, i.e. to
+//   pages + blockTable[s / pageSize] * pageStride + (s % pageSize) * slotStride,
+// the addressing the attention kernel reads (a slot holds all KV heads, head g at g * headDim).
+// A pure copy, so raw bits move in the widest aligned access the row width allows.
+//
+// Arguments: k, v [count rows, kvWidth] (row stride rowStride: both are views into one fused
+// QKV projection output), rowStride, count, blockTable [pages of the sequence], firstSlot,
+// kPages, vPages, pageStride, slotStride (elements; rowStride, pageStride and slotStride are
+// multiples of the access width).
+#include "compiler/codegen/KernelText.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <algorithm>
+
+namespace dlm::codegen {
+
+namespace {
+
+constexpr std::string_view kBody = R"cuda(using Element = ${element};
+// kVector elements moved as one ${chunkBytes}-byte access.
+using Chunk = ${chunk};
+constexpr int kKvWidth = ${kvWidth};
+constexpr int kPageSize = ${pageSize};
+constexpr int kThreads = ${threads};
+constexpr int kVector = ${vector};
+constexpr int kChunks = kKvWidth / kVector;
+
+extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
+${signature}) {
+  const int row = blockIdx.x;
+  if (row >= count)
+    return;
+  const int slot = firstSlot + row;
+  const long long at = (long long)blockTable[slot / kPageSize] * pageStride +
+                       (long long)(slot % kPageSize) * slotStride;
+  const Chunk *kFrom = reinterpret_cast<const Chunk *>(k + (long long)row * rowStride);
+  const Chunk *vFrom = reinterpret_cast<const Chunk *>(v + (long long)row * rowStride);
+  Chunk *kTo = reinterpret_cast<Chunk *>(kPages + at);
+  Chunk *vTo = reinterpret_cast<Chunk *>(vPages + at);
+  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads) {
+    kTo[chunk] = kFrom[chunk];
+    vTo[chunk] = vFrom[chunk];
+  }
+}
+)cuda";
+
+} // namespace
+
+StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
+  if (params.kvWidth <= 0 || params.kvWidth > (int64_t(1) << 20))
+    return Status::error("kv_store: kv_width must be in [1, 2^20], got " +
+                         std::to_string(params.kvWidth));
+  if (params.pageSize <= 0 || params.pageSize > 65536)
+    return Status::error("kv_store: page_size must be in [1, 65536], got " +
+                         std::to_string(params.pageSize));
+  const int vector = vectorWidth(params.element, params.kvWidth);
+  const int chunkBytes = vector * (params.element == ElementType::bf16 ? 2 : 4);
+  const int64_t threads = std::clamp<int64_t>(roundUp(params.kvWidth / vector, 32), 32, 256);
+
+  KernelSource kernel;
+  kernel.kind = "kv_store";
+  kernel.name = "dlm_kv_store_w" + std::to_string(params.kvWidth) + "_p" +
+                std::to_string(params.pageSize) + "_" +
+                std::string(elementTypeName(params.element));
+  kernel.hot = false;
+  kernel.blockThreads = static_cast<unsigned>(threads);
+  kernel.grid = "x = count";
+  kernel.sharedMemoryBytes = 0;
+  const std::string element(cudaElementType(params.element));
+  kernel.parameters = {
+      {"const " + element + " *__restrict__", "k"},
+      {"const " + element + " *__restrict__", "v"},
+      {"long long", "rowStride"},
+      {"int", "count"},
+      {"const int *__restrict__", "blockTable"},
+      {"int", "firstSlot"},
+      {element + " *__restrict__", "kPages"},
+      {element + " *__restrict__", "vPages"},
+      {"long long", "pageStride"},
+      {"long long", "slotStride"},
+  };
+  kernel.specialisation = {{"kv_width", params.kvWidth},
+                           {"page_size", params.pageSize},
+                           {"element", std::string(elementTypeName(params.element))}};
+  const std::string body =
+      expandTemplate(kBody, {{"element", element},
+                             {"chunk", std::string(rawChunkType(chunkBytes))},
+                             {"chunkBytes", std::to_string(chunkBytes)},
+                             {"kvWidth", std::to_string(params.kvWidth)},
+                             {"pageSize", std::to_string(params.pageSize)},
+                             {"threads", std::to_string(threads)},
+                             {"vector", std::to_string(vector)},
+                             {"name", kernel.name},
+                             {"signature", renderSignature(kernel.parameters)}});
+  kernel.source = assembleTranslationUnit(
+      kernel,
+      "KV store: rows of " + std::to_string(params.kvWidth) + " " +
+          std::string(elementTypeName(params.element)) + " into token slots of " +
+          std::to_string(params.pageSize) + "-slot pages.",
+      body);
+  return kernel;
+}
+
+} // namespace dlm::codegen

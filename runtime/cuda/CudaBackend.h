@@ -1,0 +1,236 @@
+// The CUDA backend: the transformer forward of DecodeModel on one device and one stream, with
+// the artifact's generated kernels (embedding, RMSNorm, RoPE, kv_store, paged attention, gated
+// activation) and cuBLASLt's GEMMs (q/k/v with Dream's bias epilogue, o and down with the
+// residual add folded in as beta = 1, gate/up, the LM head over only the requested rows). The
+// same code drives a real driver (libcuda + cuBLASLt, cubin or PTX) and the emulated one
+// (dlm-run --device cuda-emu, the kernels' source compiled on the host).
+//
+// Weights are uploaded once at the kernels' precision (f32 or bf16). The KV pool lives on the
+// device, its pages handed out by kv::PagedKvCache as on the CPU. reserve() sizes every buffer;
+// a forward only copies its inputs (tokens, positions, block table) in, enqueues the work and
+// copies the logits out. A forward whose shape (token count, first position, logit rows) was
+// seen before is captured once as a CUDA graph and replayed from then on: every denoising step
+// of a block repeats its shape.
+//
+// A whole block's denoising steps can also run on the device (denoiseBlock,
+// CudaBackendBlockLoop.cpp): per step the forward, the artifact's sampler, accept and renoise
+// kernels and a gate kernel, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps, with one
+// 4-byte flag read back per chunk instead of the logits per step.
+#pragma once
+
+#include "runtime/artifact/ArtifactReader.h"
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/DeviceMemory.h"
+#include "runtime/cuda/DeviceWeights.h"
+#include "runtime/cuda/ForwardGraphs.h"
+#include "runtime/cuda/KernelModules.h"
+#include "runtime/cuda/LinearGemm.h"
+#include "runtime/kv/PagedKvCache.h"
+#include "runtime/model/ModelWeights.h"
+#include "runtime/profile/Profiler.h"
+#include "runtime/session/Backend.h"
+
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace dlm::cuda {
+
+struct CudaBackendSettings {
+  // Capture repeated forwards as CUDA graphs and replay them (off: every forward is enqueued
+  // kernel by kernel). createBackend turns it off when DLM_CUDA_GRAPHS=0.
+  bool graphs = true;
+  // Graphs kept at once (the oldest is dropped beyond this).
+  size_t maxGraphs = 8;
+  // Run a block's denoising steps on the device when the artifact has the policy's kernels (off:
+  // the host loop, one logits copy per step). createBackend turns it off when
+  // DLM_CUDA_DEVICE_LOOP=0.
+  bool deviceLoop = true;
+  // Fail a block the device loop cannot run, naming why, instead of running it on the host
+  // (tests: proves the device loop ran). createBackend sets it for DLM_CUDA_DEVICE_LOOP=require.
+  bool requireDeviceLoop = false;
+  // Steps unrolled per graph launch of the device loop. The generated kernels and the gate stop
+  // changing the block once it is finished, but a finished block's remaining forwards in the
+  // chunk still run (cuBLASLt GEMMs cannot be skipped): up to K - 1 wasted forwards per block,
+  // against one host round trip per K steps. createBackend reads DLM_CUDA_DEVICE_LOOP_CHUNK.
+  int64_t deviceLoopChunkSteps = 4;
+  // Device-loop graphs kept at once.
+  size_t maxLoopGraphs = 32;
+};
+
+// What the device block loop did, for tests and profiling.
+struct BlockLoopStatistics {
+  int64_t blocks = 0;
+  // Chunk graphs captured and replayed (eager chunks when graphs are off count in neither).
+  int64_t captures = 0;
+  int64_t replays = 0;
+  int64_t chunks = 0;
+  // Steps executed on the device, and those the decoder used (the rest ran after the block was
+  // finished, inside its last chunk).
+  int64_t stepsRun = 0;
+  int64_t stepsUsed = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+  // `artifact` must outlive the backend (kernel records point into it). `maxPositions` is the
+  // model's limit (0 = unknown).
+  static StatusOr<std::unique_ptr<CudaBackend>>
+  create(std::shared_ptr<const CudaDriver> driver, std::shared_ptr<const CublasLt> lt,
+         const artifact::ArtifactReader &artifact,
+         std::shared_ptr<const model::ModelWeights> weights, int64_t maxPositions,
+         const BackendOptions &options, const CudaBackendSettings &settings = {});
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return driver_->emulated() ? "cuda-emu" : "cuda"; }
+  int64_t maxSequenceLength() const override { return maxSequenceLength_; }
+  int64_t vocabSize() const override { return dims_.vocabSize; }
+
+  Status reserve(int64_t tokens, int64_t logitRows) override;
+  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
+                                             sampling::LogitRows rows) override;
+  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                               sampling::LogitRows rows) override;
+  MemoryUsage memoryUsage() const override;
+  bool denoisesBlock(const sampling::BlockLoopRequest &request) const override;
+  StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::BlockLoopRequest &request,
+                                                   int32_t *canvas) override;
+
+  const kv::PagedKvCache &kvCache() const { return *kv_; }
+  const GraphStatistics &graphStatistics() const { return graphs_->statistics(); }
+  const BlockLoopStatistics &blockLoopStatistics() const { return loopStatistics_; }
+  // Which kernel target runs ("sm_90 (cubin)", "sm_90 (emulated, from source)").
+  const std::string &kernelTarget() const { return modules_->description(); }
+  DeviceElement precision() const { return element_; }
+
+private:
+  // What a forward's enqueued work depends on besides the input buffers' contents.
+  struct Shape {
+    int64_t count = 0, first = 0, rowsBegin = 0, rowsEnd = 0;
+    // The device input buffer the forward reads (tokens, positions, KV lengths, block table).
+    CUdeviceptr inputs = 0;
+    auto key() const { return std::tuple(count, first, rowsBegin, rowsEnd); }
+  };
+  // The decoding kernels of one block-loop configuration (CudaBackendBlockLoop.cpp).
+  struct LoopKernels {
+    DeviceKernel sampler, accept, renoise;
+  };
+  // The device block loop's buffers, at capacity for `canvas` positions and `steps` steps.
+  struct LoopBuffers {
+    int64_t canvas = 0, steps = 0;
+    DeviceAllocation allocation;
+    PinnedHostAllocation host;
+    // Uploaded per block: seed, id (u64), stepTable (i64), temperatures (f32), canvas,
+    // rowPosition, rowRequest (i32), in this order from `uploaded`.
+    CUdeviceptr uploaded = 0, seed = 0, id = 0, stepTable = 0, temperatures = 0, canvasTokens = 0,
+                rowPosition = 0, rowRequest = 0;
+    size_t uploadedBytes = 0;
+    // Reset per block: previousArgmax (-1); counters = stableSteps, converged, loopState[2] (0).
+    CUdeviceptr previousArgmax = 0, counters = 0;
+    // Written per step.
+    CUdeviceptr sampled = 0, argmax = 0, entropy = 0, confidence = 0, keep = 0;
+  };
+  struct Kernels {
+    DeviceKernel embedding, norm, headNorm, rope, kvStore, attention, gatedActivation;
+    bool hasHeadNorm = false;
+  };
+
+  CudaBackend(std::shared_ptr<const CudaDriver> driver, std::shared_ptr<const CublasLt> lt,
+              std::shared_ptr<const model::ModelWeights> hostWeights,
+              const CudaBackendSettings &settings);
+  Status initialise(const artifact::ArtifactReader &artifact, int64_t maxPositions,
+                    const BackendOptions &options);
+  Status findKernels(const model::ModelDims &dims);
+
+  // Appends `count` tokens at positions first.. to the sequence, runs the forward and returns
+  // the requested logit rows.
+  StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
+                                     sampling::LogitRows rows);
+  // Copies the inputs of this forward into the fixed device input buffers.
+  Status uploadInputs(const int32_t *tokens, const Shape &shape);
+  // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
+  Status enqueueForward(const Shape &shape);
+  Status enqueueLayer(int64_t layer, const Shape &shape);
+  Status enqueueLogits(const Shape &shape);
+  Status launch(const DeviceKernel &kernel, unsigned gridX, unsigned gridY, unsigned gridZ,
+                void **arguments, const char *what);
+  Status rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t xStride, CUdeviceptr y,
+                 int64_t yStride, CUdeviceptr weight, int64_t rows, int64_t rowsPerToken,
+                 const char *what);
+  // y[rows, weight.rows] (+)= x weight^T (+ bias), at the device precision.
+  Status linear(const char *name, CUdeviceptr x, int64_t rows, const DeviceTensor &weight,
+                const DeviceTensor &bias, CUdeviceptr y, bool accumulate);
+  Status copyPage(kv::PageIndex from, kv::PageIndex to);
+
+  // The device block loop (CudaBackendBlockLoop.cpp).
+  const LoopKernels *loopKernels(const sampling::BlockLoopRequest &request) const;
+  bool canDenoiseBlock(const sampling::BlockLoopRequest &request) const;
+  Status reserveLoopBuffers(int64_t canvas, int64_t steps);
+  Status enqueueLoopStep(const sampling::BlockLoopRequest &request, const LoopKernels &kernels,
+                         int64_t step, const Shape &shape);
+  void clearLoopGraphs();
+
+  std::shared_ptr<const CudaDriver> driver_;
+  std::shared_ptr<const CublasLt> lt_;
+  std::shared_ptr<const model::ModelWeights> hostWeights_;
+  CudaBackendSettings settings_;
+  model::ModelDims dims_;
+  int64_t maxSequenceLength_ = 0;
+  DeviceElement element_ = DeviceElement::f32;
+  // Times each forward when set (not owned).
+  profile::Profiler *profiler_ = nullptr;
+
+  CUcontext context_ = nullptr;
+  bool ownsPrimaryContext_ = false;
+  CUdevice device_ = 0;
+  CUstream stream_ = nullptr;
+  std::unique_ptr<KernelModules> modules_;
+  Kernels kernels_;
+  std::unique_ptr<DeviceWeights> weights_;
+  std::unique_ptr<LinearGemm> gemm_;
+
+  // KV pool: per layer a K and a V region of pageCount pages of pageTokens slots of kvWidth.
+  DeviceAllocation kvPool_;
+  int64_t pageTokens_ = 0;
+  int64_t kvPageCount_ = 0;
+  std::unique_ptr<kv::PagedKvCache> kv_;
+  kv::SequenceId sequence_ = 0;
+  int64_t peakKvPages_ = 0;
+  Status pageCopyStatus_ = Status::ok();
+
+  // Workspace (reserve()): activations, inputs, logits, the cuBLASLt workspace.
+  int64_t reservedTokens_ = 0;
+  int64_t reservedLogitRows_ = 0;
+  DeviceAllocation workspace_;
+  DeviceAllocation gemmWorkspaceAllocation_;
+  CUdeviceptr hidden_ = 0, normed_ = 0, q_ = 0, k_ = 0, v_ = 0, attention_ = 0, gate_ = 0,
+              up_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;
+  size_t gemmWorkspaceBytes_ = 0;
+  // int32 inputs: tokens [T], positions [T], queryStarts [2], kvLengths [1], blockTable [pages].
+  CUdeviceptr inputs_ = 0;
+  size_t inputBytes_ = 0;
+  PinnedHostAllocation hostInputs_;
+  PinnedHostAllocation hostLogits_;
+
+  // The forward's work by shape, replayed as CUDA graphs.
+  std::unique_ptr<ForwardGraphs> graphs_;
+
+  // The device block loop: a second input buffer (the full first step of a prefix-cached
+  // low-confidence block, whose later steps read `inputs_`), the kernels per configuration
+  // (nullopt: the artifact lacks one), the gate, the buffers and the chunk graphs by what they
+  // bake in, most recently used first.
+  CUdeviceptr loopInputs_ = 0;
+  mutable std::map<std::string, std::optional<LoopKernels>> loopKernels_;
+  mutable std::optional<DeviceKernel> loopGate_;
+  mutable CUmodule gateModule_ = nullptr;
+  LoopBuffers loop_;
+  std::list<std::pair<std::string, std::unique_ptr<CapturedGraph>>> loopGraphs_;
+  BlockLoopStatistics loopStatistics_;
+};
+
+} // namespace dlm::cuda

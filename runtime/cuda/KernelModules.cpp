@@ -1,0 +1,193 @@
+#include "runtime/cuda/KernelModules.h"
+
+#include <algorithm>
+#include <variant>
+
+namespace dlm::cuda {
+
+namespace {
+
+std::string attributeText(const artifact::AttributeValue &value) {
+  return std::visit(
+      [](const auto &v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>)
+          return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return v;
+        else
+          return std::to_string(v);
+      },
+      value);
+}
+
+std::string attributesText(const artifact::Attributes &attributes) {
+  std::string text;
+  for (const auto &[name, value] : attributes)
+    text += (text.empty() ? "" : ", ") + name + "=" + attributeText(value);
+  return text;
+}
+
+bool isCudaTarget(const artifact::KernelTarget &target) {
+  return target.target.rfind("sm_", 0) == 0;
+}
+
+// 86 for "sm_86"; -1 when the name is not of that form.
+int architectureOf(const std::string &target) {
+  if (target.rfind("sm_", 0) != 0)
+    return -1;
+  try {
+    return std::stoi(target.substr(3));
+  } catch (...) {
+    return -1;
+  }
+}
+
+bool hasSource(const artifact::KernelTarget &target) {
+  return !target.kernels.empty() &&
+         std::all_of(target.kernels.begin(), target.kernels.end(),
+                     [](const artifact::Kernel &k) { return !k.source.empty(); });
+}
+
+} // namespace
+
+int64_t DeviceKernel::integer(std::string_view name, int64_t fallback) const {
+  auto it = record->parameters.find(name);
+  if (it == record->parameters.end() || !std::holds_alternative<int64_t>(it->second))
+    return fallback;
+  return std::get<int64_t>(it->second);
+}
+
+StatusOr<KernelTargetChoice>
+chooseKernelTarget(const std::vector<artifact::KernelTarget> &targets, int architecture) {
+  std::vector<const artifact::KernelTarget *> cuda;
+  for (const artifact::KernelTarget &target : targets)
+    if (isCudaTarget(target))
+      cuda.push_back(&target);
+  if (cuda.empty())
+    return Status::error("artifact has no CUDA kernels; compile it with --target cuda or all");
+
+  if (architecture == kEmulatedArchitecture) {
+    // The emulated device compiles CUDA source on the host; any sm_ target carrying it will do.
+    for (const artifact::KernelTarget *target : cuda)
+      if (hasSource(*target))
+        return KernelTargetChoice{target, KernelCode::source,
+                                  target->target + " (emulated, from source)"};
+    return Status::error("artifact's CUDA kernels carry no source for the emulated device; "
+                         "recompile with this dlmc (dlmc compile --target cuda)");
+  }
+
+  const std::string wanted = "sm_" + std::to_string(architecture);
+  for (const artifact::KernelTarget *target : cuda)
+    if (target->target == wanted && !target->kernels.empty() &&
+        std::all_of(target->kernels.begin(), target->kernels.end(),
+                    [](const artifact::Kernel &k) { return k.cubin.size > 0; }))
+      return KernelTargetChoice{target, KernelCode::cubin, wanted + " (cubin)"};
+  // PTX of the nearest lower architecture: the driver JIT-compiles it for this device.
+  const artifact::KernelTarget *nearest = nullptr;
+  for (const artifact::KernelTarget *target : cuda) {
+    const int arch = architectureOf(target->target);
+    if (arch <= 0 || arch > architecture || target->kernels.empty())
+      continue;
+    if (!std::all_of(target->kernels.begin(), target->kernels.end(),
+                     [](const artifact::Kernel &k) { return !k.ptx.empty(); }))
+      continue;
+    if (!nearest || arch > architectureOf(nearest->target))
+      nearest = target;
+  }
+  if (nearest)
+    return KernelTargetChoice{nearest, KernelCode::ptx,
+                              nearest->target + " (PTX, JIT-compiled for " + wanted + ")"};
+  std::string has;
+  for (const artifact::KernelTarget *target : cuda)
+    has += (has.empty() ? "" : ", ") + target->target;
+  return Status::error("artifact has no kernels for " + wanted + " (it has " + has +
+                       "); recompile with dlmc compile --target cuda");
+}
+
+StatusOr<std::unique_ptr<KernelModules>>
+KernelModules::open(std::shared_ptr<const CudaDriver> driver,
+                    const artifact::ArtifactReader &artifact, CUdevice device) {
+  int architecture = kEmulatedArchitecture;
+  if (!driver->emulated()) {
+    int major = 0, minor = 0;
+    DLM_RETURN_IF_ERROR(driver->check(
+        driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+        "cuDeviceGetAttribute(compute capability major)"));
+    DLM_RETURN_IF_ERROR(driver->check(
+        driver->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+        "cuDeviceGetAttribute(compute capability minor)"));
+    architecture = major * 10 + minor;
+  }
+  DLM_ASSIGN_OR_RETURN(KernelTargetChoice choice,
+                       chooseKernelTarget(artifact.kernelTargets(), architecture));
+  return std::unique_ptr<KernelModules>(new KernelModules(std::move(driver), choice));
+}
+
+KernelModules::~KernelModules() {
+  for (CUmodule module : modules_)
+    (void)driver_->cuModuleUnload(module);
+}
+
+StatusOr<DeviceKernel> KernelModules::find(std::string_view kind,
+                                           const artifact::Attributes &match) {
+  const artifact::Kernel *chosen = nullptr;
+  std::string candidates;
+  for (const artifact::Kernel &kernel : choice_.target->kernels) {
+    if (kernel.kind != kind)
+      continue;
+    candidates += (candidates.empty() ? "" : "; ") + kernel.name + " (" +
+                  attributesText(kernel.parameters) + ")";
+    bool matches = true;
+    for (const auto &[name, value] : match) {
+      auto it = kernel.parameters.find(name);
+      if (it == kernel.parameters.end() || it->second != value) {
+        matches = false;
+        break;
+      }
+    }
+    if (matches) {
+      chosen = &kernel;
+      break;
+    }
+  }
+  if (!chosen)
+    return Status::error("artifact has no " + std::string(kind) + " kernel with " +
+                         attributesText(match) + " for " + choice_.target->target + " (its " +
+                         std::string(kind) + " kernels: " +
+                         (candidates.empty() ? "none" : candidates) +
+                         "); recompile with dlmc compile --target cuda");
+
+  // Every form is handed to cuModuleLoadData as the driver expects it: a cubin image, or
+  // NUL-terminated PTX / CUDA source text (the mapping's views are not terminated).
+  std::string text;
+  const void *image = nullptr;
+  switch (choice_.code) {
+  case KernelCode::cubin:
+    image = chosen->cubin.data;
+    break;
+  case KernelCode::ptx:
+    text.assign(chosen->ptx);
+    image = text.c_str();
+    break;
+  case KernelCode::source:
+    text.assign(chosen->source);
+    image = text.c_str();
+    break;
+  }
+  const std::string what = "loading kernel " + chosen->name + " (" + choice_.description + ")";
+  CUmodule module = nullptr;
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuModuleLoadData(&module, image), what.c_str()));
+  modules_.push_back(module);
+  DeviceKernel kernel;
+  kernel.record = chosen;
+  DLM_RETURN_IF_ERROR(driver_->check(
+      driver_->cuModuleGetFunction(&kernel.function, module, chosen->name.c_str()),
+      ("cuModuleGetFunction(" + chosen->name + ")").c_str()));
+  kernel.blockThreads = static_cast<unsigned>(kernel.integer("block_threads", 0));
+  if (kernel.blockThreads == 0)
+    return Status::error("kernel " + chosen->name + " does not record its block_threads");
+  return kernel;
+}
+
+} // namespace dlm::cuda

@@ -1,0 +1,689 @@
+// The cuda backend on the emulated driver and cuBLASLt, on tiny artifacts carrying generated f32
+// kernels: forwardFull and forwardCached logits within 1e-4 (relative to the largest logit) of
+// the double-precision reference forward (tests/runtime/model/TinyModel.h) for each architectural
+// variant; CUDA graph replays bit-identical to eager forwards; the KV cache left as the contract
+// says; named errors for artifacts it cannot run. Cached forwards over a new canvas against the
+// CPU backend on the same artifact (and whole generations: tests/runtime/e2e/
+// check_cuda_emu_matches_cpu.py).
+#include "runtime/cuda/CudaBackend.h"
+
+#include "compiler/codegen/Kernels.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/emu/EmuDriver.h"
+#include "tests/runtime/model/TinyModel.h"
+
+#include "runtime/sampling/Decoding.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace dlm::cuda {
+namespace {
+
+using dlm::testing::TempDir;
+using dlm::testing::TinyModel;
+using dlm::testing::TinyModelOptions;
+
+constexpr int64_t kPageSize = 4;
+// The block length the decoding kernels (sampler, accept, renoise) are generated for.
+constexpr int64_t kLoopBlock = 4;
+
+// The generated kernels a TinyModel needs, as an emulated-target record set (source only: the
+// emulated driver compiles the source; no NVRTC needed).
+struct GeneratedKernels {
+  std::vector<codegen::KernelSource> sources;
+  artifact::KernelTarget target;
+};
+
+std::unique_ptr<GeneratedKernels> generateKernels(const TinyModelOptions &o,
+                                                  codegen::ElementType element) {
+  auto kernels = std::make_unique<GeneratedKernels>();
+  auto add = [&](StatusOr<codegen::KernelSource> source) {
+    EXPECT_TRUE(source.isOk()) << source.status().message();
+    if (source)
+      kernels->sources.push_back(std::move(*source));
+  };
+  add(codegen::generateEmbedding({o.hidden, element}));
+  add(codegen::generateRmsNorm({o.hidden, true, element}));
+  if (o.qkNorm)
+    add(codegen::generateRmsNorm({o.headDim, true, element}));
+  codegen::RopeParams rope;
+  rope.headDim = o.headDim;
+  rope.theta = 10000.0;
+  rope.element = element;
+  add(codegen::generateRope(rope));
+  codegen::AttentionParams attention;
+  attention.headDim = o.headDim;
+  attention.heads = o.heads;
+  attention.kvHeads = o.kvHeads;
+  attention.pageSize = kPageSize;
+  attention.mask = o.causal ? codegen::MaskKind::causal : codegen::MaskKind::bidirectional;
+  attention.element = element;
+  add(codegen::generateAttention(attention));
+  add(codegen::generateKvStore({o.kvHeads * o.headDim, kPageSize, element}));
+  add(codegen::generateGatedActivation({o.intermediate, codegen::Activation::silu, element}));
+  // The device block loop's kernels for both policies at blocks of kLoopBlock, as dlmc chooses
+  // them (compiler/codegen/ModelKernels.cpp); loaded only when a loop runs.
+  for (codegen::SamplerConfidence confidence :
+       {codegen::SamplerConfidence::unitTemperature, codegen::SamplerConfidence::atTemperature}) {
+    codegen::SamplerParams sampler;
+    sampler.vocab = o.vocab;
+    sampler.confidence = confidence;
+    add(codegen::generateSampler(sampler));
+  }
+  for (auto [rule, masked] : {std::pair(codegen::AcceptRule::topK, true),
+                              std::pair(codegen::AcceptRule::confidenceThreshold, true),
+                              std::pair(codegen::AcceptRule::entropyBound, false)})
+    add(codegen::generateAccept({kLoopBlock, rule, masked}));
+  add(codegen::generateRenoise({o.vocab, codegen::NoiseKind::maskToken, false,
+                                codegen::RenoiseCandidates::maskedOnly}));
+  add(codegen::generateRenoise({o.vocab, codegen::NoiseKind::maskToken, false,
+                                codegen::RenoiseCandidates::everyRejected}));
+  add(codegen::generateRenoise({o.vocab, codegen::NoiseKind::uniform, false,
+                                codegen::RenoiseCandidates::everyRejected}));
+  kernels->target.target = "sm_90";
+  for (const codegen::KernelSource &source : kernels->sources) {
+    artifact::Kernel record;
+    record.name = source.name;
+    record.kind = source.kind;
+    record.source = source.source;
+    record.parameters = source.specialisation;
+    record.parameters["block_threads"] = static_cast<int64_t>(source.blockThreads);
+    kernels->target.kernels.push_back(std::move(record));
+  }
+  return kernels;
+}
+
+struct Variant {
+  const char *name;
+  std::function<void(TinyModelOptions &)> change;
+};
+
+// Head dims of 16 and more: the attention kernel reads rows in 16-byte vectors.
+TinyModelOptions baseOptions() {
+  TinyModelOptions o;
+  o.hidden = 32;
+  o.heads = 4;
+  o.kvHeads = 2;
+  o.headDim = 16;
+  o.intermediate = 48;
+  return o;
+}
+
+std::vector<Variant> variants() {
+  return {
+      {"llada_f32", [](TinyModelOptions &) {}},
+      {"llada_bf16_weights", [](TinyModelOptions &o) { o.bf16 = true; }},
+      {"tied_mha",
+       [](TinyModelOptions &o) {
+         o.tied = true;
+         o.kvHeads = 4;
+       }},
+      {"dream_bias_shift",
+       [](TinyModelOptions &o) {
+         o.qkvBias = true;
+         o.logitShift = true;
+         o.embeddingSize = 40;
+       }},
+      {"qwen3_qknorm_causal",
+       [](TinyModelOptions &o) {
+         o.qkNorm = true;
+         o.causal = true;
+         o.tied = true;
+       }},
+      {"llama_causal_gqa",
+       [](TinyModelOptions &o) {
+         o.causal = true;
+         o.kvHeads = 1;
+       }},
+  };
+}
+
+// The emulated kernels are cached under the build tree (unless the caller chose a directory),
+// so reruns do not recompile them.
+void pointEmulatorCacheAtBuildTree() { ::setenv("DLM_EMU_CACHE_DIR", DLM_TEST_EMU_CACHE_DIR, 0); }
+
+class CudaBackendTest : public ::testing::TestWithParam<Variant> {
+protected:
+  void SetUp() override {
+    pointEmulatorCacheAtBuildTree();
+    TinyModelOptions options = baseOptions();
+    GetParam().change(options);
+    kernels = generateKernels(options, codegen::ElementType::f32);
+    options.kernelTargets = {kernels->target};
+    tiny = std::make_unique<TinyModel>(options);
+    tiny->write(dir.file("tiny.dlm"));
+    StatusOr<artifact::ArtifactReader> opened =
+        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
+    ASSERT_TRUE(opened.isOk()) << opened.status().message();
+    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+        model::ModelWeights::load(*reader);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    weights = *loaded;
+  }
+
+  BackendOptions backendOptions() const {
+    BackendOptions options;
+    options.threads = 2;
+    options.kvPageTokens = kPageSize;
+    return options;
+  }
+
+  std::unique_ptr<CudaBackend> cudaBackend(bool graphs, bool requireDeviceLoop = false,
+                                           int64_t chunkSteps = 4) {
+    StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+    EXPECT_TRUE(driver.isOk()) << driver.status().message();
+    StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+    EXPECT_TRUE(lt.isOk()) << lt.status().message();
+    if (!driver || !lt)
+      return nullptr;
+    CudaBackendSettings settings;
+    settings.graphs = graphs;
+    settings.requireDeviceLoop = requireDeviceLoop;
+    settings.deviceLoopChunkSteps = chunkSteps;
+    StatusOr<std::unique_ptr<CudaBackend>> created =
+        CudaBackend::create(*driver, *lt, *reader, weights, tiny->options().maxPositions,
+                            backendOptions(), settings);
+    EXPECT_TRUE(created.isOk()) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+
+  std::vector<int32_t> tokens(int64_t count) const {
+    std::vector<int32_t> ids(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      ids[i] = static_cast<int32_t>((i * 7 + 3) % tiny->options().vocab);
+    return ids;
+  }
+
+  TempDir dir;
+  std::unique_ptr<GeneratedKernels> kernels;
+  std::unique_ptr<TinyModel> tiny;
+  std::unique_ptr<artifact::ArtifactReader> reader;
+  std::shared_ptr<const model::ModelWeights> weights;
+};
+
+std::vector<float> copy(const sampling::LogitsView &view) {
+  return std::vector<float>(view.data, view.data + view.rows * view.vocab);
+}
+
+// max |a - b| / max |b|.
+double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
+  double difference = 0, scale = 1e-30;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    difference = std::max(difference, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return difference / scale;
+}
+
+TEST_P(CudaBackendTest, FullAndCachedForwardsMatchTheReference) {
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/false);
+  ASSERT_TRUE(gpu);
+  EXPECT_EQ(gpu->name(), "cuda-emu");
+  EXPECT_EQ(gpu->precision(), DeviceElement::f32);
+  const int64_t count = 14, keep = 6;
+  const std::vector<int32_t> ids = tokens(count);
+  ASSERT_TRUE(gpu->reserve(count, count).isOk());
+
+  const std::vector<double> reference = tiny->referenceLogits(ids);
+  const std::vector<float> expected(reference.begin(), reference.end());
+  StatusOr<sampling::LogitsView> full = gpu->forwardFull(ids.data(), count, keep, {0, count});
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  ASSERT_EQ(full->rows, count);
+  ASSERT_EQ(full->vocab, tiny->options().vocab);
+  EXPECT_LE(relativeError(copy(*full), expected), 1e-4);
+  EXPECT_EQ(gpu->kvCache().length(0), keep);
+
+  // Fed the same tokens, a cached forward over the kept prefix gives the full forward's rows from
+  // `keep` on (the prefix's K/V came from that forward), for a row range at the canvas's start
+  // and one inside it.
+  const int64_t vocab = tiny->options().vocab;
+  for (sampling::LogitRows rows :
+       {sampling::LogitRows{0, count - keep}, sampling::LogitRows{2, 5}}) {
+    StatusOr<sampling::LogitsView> cached = gpu->forwardCached(ids.data(), count, keep, rows);
+    ASSERT_TRUE(cached.isOk()) << cached.status().message();
+    ASSERT_EQ(cached->rows, rows.count());
+    std::vector<float> want;
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      // Row r of the fed canvas is position keep + r; with the shift, row 0 of a cached forward
+      // predicts from its own position, unlike row keep of the full forward.
+      if (tiny->options().logitShift && r == 0)
+        continue;
+      want.insert(want.end(), expected.begin() + (keep + r) * vocab,
+                  expected.begin() + (keep + r + 1) * vocab);
+    }
+    std::vector<float> got = copy(*cached);
+    if (tiny->options().logitShift && rows.begin == 0)
+      got.erase(got.begin(), got.begin() + vocab);
+    EXPECT_LE(relativeError(got, want), 1e-4) << "rows [" << rows.begin << ", " << rows.end << ")";
+    // The cache is left as it was: the canvas's pages are released again.
+    EXPECT_EQ(gpu->kvCache().length(0), keep);
+  }
+}
+
+// A new canvas over a kept prefix (what every denoising step with the prefix cache does) has no
+// plain-forward reference in a bidirectional model: the CPU backend on the same artifact is it.
+TEST_P(CudaBackendTest, CachedForwardsOverANewCanvasMatchTheCpuBackend) {
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(gpu);
+  const int64_t count = 15, keep = 7;
+  std::vector<int32_t> ids = tokens(count);
+  for (Backend *backend : {static_cast<Backend *>(cpu->get()), static_cast<Backend *>(gpu.get())}) {
+    ASSERT_TRUE(backend->reserve(count, count).isOk());
+    ASSERT_TRUE(backend->forwardFull(ids.data(), count, keep, {0, 0}).isOk());
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = keep + step; i < count; i += 2)
+      ids[i] = static_cast<int32_t>(tiny->options().maskTokenId);
+    const sampling::LogitRows rows{0, count - keep};
+    StatusOr<sampling::LogitsView> expected = (*cpu)->forwardCached(ids.data(), count, keep, rows);
+    ASSERT_TRUE(expected.isOk()) << expected.status().message();
+    const std::vector<float> want = copy(*expected);
+    StatusOr<sampling::LogitsView> got = gpu->forwardCached(ids.data(), count, keep, rows);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    EXPECT_LE(relativeError(copy(*got), want), 1e-4) << "step " << step;
+  }
+  EXPECT_EQ(gpu->graphStatistics().replays, 1);
+}
+
+TEST_P(CudaBackendTest, GraphReplaysAreIdenticalToEagerForwards) {
+  std::unique_ptr<CudaBackend> eager = cudaBackend(/*graphs=*/false);
+  std::unique_ptr<CudaBackend> graphs = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(eager && graphs);
+  const int64_t count = 12, keep = 4;
+  std::vector<int32_t> ids = tokens(count);
+  ASSERT_TRUE(eager->reserve(count, count).isOk());
+  ASSERT_TRUE(graphs->reserve(count, count).isOk());
+  for (CudaBackend *backend : {eager.get(), graphs.get()})
+    ASSERT_TRUE(backend->forwardFull(ids.data(), count, keep, {0, 0}).isOk());
+  // Denoising steps: the same shape with new tokens each time; eager the first time, captured
+  // the second, replayed after.
+  for (int step = 0; step < 4; ++step) {
+    for (int64_t i = keep; i < count; ++i)
+      ids[i] = static_cast<int32_t>((i * 5 + step * 11) % tiny->options().vocab);
+    StatusOr<sampling::LogitsView> a = eager->forwardCached(ids.data(), count, keep, {1, 7});
+    ASSERT_TRUE(a.isOk()) << a.status().message();
+    const std::vector<float> eagerLogits = copy(*a);
+    StatusOr<sampling::LogitsView> b = graphs->forwardCached(ids.data(), count, keep, {1, 7});
+    ASSERT_TRUE(b.isOk()) << b.status().message();
+    EXPECT_EQ(copy(*b), eagerLogits) << "step " << step;
+  }
+  EXPECT_EQ(eager->graphStatistics().captures, 0);
+  EXPECT_EQ(graphs->graphStatistics().captures, 1);
+  EXPECT_EQ(graphs->graphStatistics().replays, 2);
+  EXPECT_EQ(graphs->kvCache().length(0), keep);
+}
+
+// A reserve() that grows the workspace moves every buffer: graphs captured before read the old
+// addresses, so they must be dropped and recaptured, not replayed.
+TEST_P(CudaBackendTest, GrowingTheWorkspaceRecapturesGraphs) {
+  std::unique_ptr<CudaBackend> eager = cudaBackend(/*graphs=*/false);
+  std::unique_ptr<CudaBackend> graphs = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(eager && graphs);
+  const int64_t count = 10, keep = 4;
+  const std::vector<int32_t> ids = tokens(count);
+  auto step = [&](CudaBackend &backend) {
+    StatusOr<sampling::LogitsView> logits = backend.forwardFull(ids.data(), count, keep, {0, 3});
+    EXPECT_TRUE(logits.isOk()) << logits.status().message();
+    return logits ? copy(*logits) : std::vector<float>{};
+  };
+  for (int64_t reserved : {count, 3 * count}) {
+    ASSERT_TRUE(eager->reserve(reserved, reserved).isOk());
+    ASSERT_TRUE(graphs->reserve(reserved, reserved).isOk());
+    for (int repeat = 0; repeat < 3; ++repeat)
+      EXPECT_EQ(step(*graphs), step(*eager)) << "reserved " << reserved << ", repeat " << repeat;
+  }
+  EXPECT_EQ(graphs->graphStatistics().captures, 2);
+  EXPECT_EQ(graphs->graphStatistics().replays, 2);
+}
+
+// A decoding setting for the device block loop.
+struct LoopSetting {
+  const char *name;
+  std::function<void(sampling::DecodeRequest &)> change;
+};
+
+std::vector<LoopSetting> loopSettings() {
+  using sampling::CacheMode;
+  using sampling::Policy;
+  auto lowConfidence = [](sampling::DecodeRequest &r) {
+    r.knobs.policy = Policy::lowConfidence;
+    r.knobs.steps = 6; // 2 per block: 2 tokens per step
+  };
+  auto entropyBound = [](sampling::DecodeRequest &r) {
+    r.knobs.policy = Policy::entropyBound;
+    r.knobs.maxSteps = 5;
+  };
+  return {
+      {"greedy", lowConfidence},
+      {"greedy_prefix",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.cache = CacheMode::prefix;
+       }},
+      {"gumbel_prefix",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.knobs.temperature = 0.8;
+         r.cache = CacheMode::prefix;
+       }},
+      {"gumbel_more_steps_than_tokens",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.knobs.steps = 18; // 6 per block of 4: the last two steps take nothing
+         r.knobs.temperature = 1.3;
+       }},
+      {"threshold",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.knobs.steps = 12;
+         r.knobs.threshold = 0.08;
+       }},
+      {"threshold_gumbel_prefix",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.knobs.steps = 12;
+         r.knobs.threshold = 0.06;
+         r.knobs.temperature = 0.5;
+         r.cache = CacheMode::prefix;
+       }},
+      {"entropy_bound", entropyBound},
+      {"entropy_bound_prefix_converging",
+       [=](sampling::DecodeRequest &r) {
+         entropyBound(r);
+         r.cache = CacheMode::prefix;
+         r.knobs.entropyBound = 2.0;
+         r.knobs.confidenceThreshold = 10; // converge once the argmax is stable
+       }},
+      {"entropy_bound_uniform_converging",
+       [=](sampling::DecodeRequest &r) {
+         entropyBound(r);
+         r.knobs.noise = "uniform";
+         r.knobs.stabilityThreshold = 0;
+         r.knobs.confidenceThreshold = 10;
+       }},
+  };
+}
+
+sampling::DecodeRequest loopRequest(const LoopSetting &setting, uint64_t seed) {
+  sampling::DecodeRequest request;
+  request.prompt = {5, 17, 2, 30, 8};
+  request.knobs.genLength = 3 * kLoopBlock;
+  request.knobs.blockLength = kLoopBlock;
+  request.seed = seed;
+  request.request = 3;
+  setting.change(request);
+  return request;
+}
+
+sampling::TokenFacts loopFacts(const TinyModelOptions &o) {
+  sampling::TokenFacts facts;
+  facts.maskTokenId = o.maskTokenId;
+  facts.eosTokenIds = o.eosTokenIds;
+  facts.logitShift = o.logitShift;
+  return facts;
+}
+
+// The device block loop decides exactly as the host loop: the same ids, forwards and RNG steps
+// as the CPU backend for both policies, greedy and sampled, with and without the prefix cache;
+// chunks of 4 steps captured once per block configuration and replayed by a second request of
+// the same shape; chunks of 1 and graphs off give the same tokens.
+TEST_P(CudaBackendTest, DeviceBlockLoopDecodesExactlyLikeTheHostLoop) {
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  for (const LoopSetting &setting : loopSettings()) {
+    SCOPED_TRACE(setting.name);
+    for (uint64_t seed : {uint64_t(11), uint64_t(12)}) {
+      const sampling::DecodeRequest request = loopRequest(setting, seed);
+      StatusOr<sampling::DecodeOutcome> expected =
+          sampling::decode(**cpu, facts, request, nullptr);
+      ASSERT_TRUE(expected.isOk()) << expected.status().message();
+      struct Run {
+        bool graphs;
+        int64_t chunk;
+      };
+      for (Run run : {Run{true, 4}, Run{true, 1}, Run{false, 4}}) {
+        std::unique_ptr<CudaBackend> gpu = cudaBackend(run.graphs, /*requireDeviceLoop=*/true,
+                                                       run.chunk);
+        ASSERT_TRUE(gpu);
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          const BlockLoopStatistics before = gpu->blockLoopStatistics();
+          StatusOr<sampling::DecodeOutcome> got = sampling::decode(*gpu, facts, request, nullptr);
+          ASSERT_TRUE(got.isOk()) << got.status().message();
+          const BlockLoopStatistics &after = gpu->blockLoopStatistics();
+          const std::string what = "seed " + std::to_string(seed) + ", chunk " +
+                                   std::to_string(run.chunk) +
+                                   (run.graphs ? ", graphs" : ", eager") + ", repeat " +
+                                   std::to_string(repeat);
+          EXPECT_EQ(got->outputIds, expected->outputIds) << what;
+          EXPECT_EQ(got->forwards, expected->forwards) << what;
+          EXPECT_EQ(got->decodeSteps, expected->decodeSteps) << what;
+          // Every block ran on the device.
+          EXPECT_EQ(after.blocks - before.blocks, expected->blocks) << what;
+          EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps) << what;
+          EXPECT_GE(after.stepsRun - before.stepsRun, after.stepsUsed - before.stepsUsed);
+          const int64_t chunks = after.chunks - before.chunks;
+          if (!run.graphs) {
+            EXPECT_EQ(after.captures + after.replays, 0) << what;
+          } else if (repeat == 0) {
+            EXPECT_EQ(after.captures - before.captures, chunks) << what;
+          } else {
+            // The same request again: every chunk's graph is replayed, none captured.
+            EXPECT_EQ(after.captures - before.captures, 0) << what;
+            EXPECT_EQ(after.replays - before.replays, chunks) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Without the block's kernels (an artifact compiled for other blocks) the host loop runs, with
+// the same result; when the device loop is required that is a named error.
+TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  sampling::DecodeRequest request = loopRequest(loopSettings()[0], 1);
+  request.knobs.blockLength = 2 * kLoopBlock; // no accept kernel for blocks of 8
+  request.knobs.genLength = 2 * kLoopBlock;
+  request.knobs.steps = 4;
+  std::unique_ptr<CudaBackend> optional = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(optional);
+  StatusOr<sampling::DecodeOutcome> host = sampling::decode(*optional, facts, request, nullptr);
+  ASSERT_TRUE(host.isOk()) << host.status().message();
+  EXPECT_EQ(optional->blockLoopStatistics().blocks, 0);
+  EXPECT_EQ(host->forwards, 4);
+
+  std::unique_ptr<CudaBackend> required = cudaBackend(/*graphs=*/true, true);
+  ASSERT_TRUE(required);
+  StatusOr<sampling::DecodeOutcome> failed = sampling::decode(*required, facts, request, nullptr);
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_NE(failed.status().message().find("not supported yet: this block on the device loop"),
+            std::string::npos)
+      << failed.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, CudaBackendTest, ::testing::ValuesIn(variants()),
+                         [](const ::testing::TestParamInfo<Variant> &info) {
+                           return std::string(info.param.name);
+                         });
+
+// Kernel target choice for a real device: its own cubin, else the nearest lower PTX, else an
+// error naming what the artifact has.
+TEST(KernelTargetChoice, CubinThenNearestLowerPtxThenANamedError) {
+  const uint8_t cubin[] = {1, 2, 3};
+  auto target = [&](const char *name, bool withCubin, bool withPtx) {
+    artifact::KernelTarget t;
+    t.target = name;
+    artifact::Kernel k;
+    k.name = "dlm_rms_norm";
+    k.kind = "rms_norm";
+    if (withCubin)
+      k.cubin = {cubin, sizeof(cubin)};
+    if (withPtx)
+      k.ptx = ".version 8.0";
+    k.source = "extern \"C\" __global__ void dlm_rms_norm() {}";
+    t.kernels.push_back(k);
+    return t;
+  };
+  artifact::KernelTarget cpu;
+  cpu.target = "cpu";
+  const std::vector<artifact::KernelTarget> targets = {
+      cpu, target("sm_80", true, true), target("sm_90", true, false)};
+
+  StatusOr<KernelTargetChoice> exact = chooseKernelTarget(targets, 90);
+  ASSERT_TRUE(exact.isOk()) << exact.status().message();
+  EXPECT_EQ(exact->target->target, "sm_90");
+  EXPECT_EQ(exact->code, KernelCode::cubin);
+
+  // sm_89 and sm_100: no cubin of their own; sm_80's PTX is the nearest lower (sm_90 has none).
+  for (int architecture : {89, 100}) {
+    StatusOr<KernelTargetChoice> jit = chooseKernelTarget(targets, architecture);
+    ASSERT_TRUE(jit.isOk()) << jit.status().message();
+    EXPECT_EQ(jit->target->target, "sm_80");
+    EXPECT_EQ(jit->code, KernelCode::ptx);
+    EXPECT_EQ(jit->description,
+              "sm_80 (PTX, JIT-compiled for sm_" + std::to_string(architecture) + ")");
+  }
+
+  StatusOr<KernelTargetChoice> old = chooseKernelTarget(targets, 75);
+  ASSERT_FALSE(old.isOk());
+  EXPECT_EQ(old.status().message(), "artifact has no kernels for sm_75 (it has sm_80, sm_90); "
+                                    "recompile with dlmc compile --target cuda");
+
+  StatusOr<KernelTargetChoice> emulated = chooseKernelTarget(targets, kEmulatedArchitecture);
+  ASSERT_TRUE(emulated.isOk());
+  EXPECT_EQ(emulated->code, KernelCode::source);
+
+  StatusOr<KernelTargetChoice> none = chooseKernelTarget({cpu}, 90);
+  ASSERT_FALSE(none.isOk());
+  EXPECT_EQ(none.status().message(),
+            "artifact has no CUDA kernels; compile it with --target cuda or all");
+}
+
+// At bf16 device precision (weights, activations and K/V pages rounded to bf16, fp32
+// accumulation) the forward stays close to the reference: bf16 has 8 bits of mantissa, so the
+// bound is a few percent of the largest logit, not f32's 1e-4.
+TEST(CudaBackendBf16, ForwardStaysNearTheReference) {
+  pointEmulatorCacheAtBuildTree();
+  TempDir dir;
+  TinyModelOptions options = baseOptions();
+  options.qkvBias = true;
+  options.logitShift = true;
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::bf16);
+  options.kernelTargets = {kernels->target};
+  TinyModel tiny(options);
+  tiny.write(dir.file("bf16.dlm"));
+  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("bf16.dlm"));
+  ASSERT_TRUE(reader.isOk());
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
+  ASSERT_TRUE(weights.isOk());
+  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+  ASSERT_TRUE(driver.isOk() && lt.isOk());
+  BackendOptions backendOptions;
+  backendOptions.kvPageTokens = kPageSize;
+  StatusOr<std::unique_ptr<CudaBackend>> backend =
+      CudaBackend::create(*driver, *lt, *reader, *weights, 128, backendOptions);
+  ASSERT_TRUE(backend.isOk()) << backend.status().message();
+  EXPECT_EQ((*backend)->precision(), DeviceElement::bf16);
+  const int64_t count = 10;
+  std::vector<int32_t> ids(count);
+  for (int64_t i = 0; i < count; ++i)
+    ids[i] = static_cast<int32_t>((i * 7 + 3) % options.vocab);
+  ASSERT_TRUE((*backend)->reserve(count, count).isOk());
+  StatusOr<sampling::LogitsView> logits = (*backend)->forwardFull(ids.data(), count, 4, {0, count});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  const std::vector<double> reference = tiny.referenceLogits(ids);
+  const double error =
+      relativeError(copy(*logits), std::vector<float>(reference.begin(), reference.end()));
+  EXPECT_LE(error, 3e-2);
+  EXPECT_GT(error, 0.0); // it really ran in bf16
+}
+
+TEST(CudaBackendErrors, ArtifactWithoutCudaKernelsIsANamedError) {
+  pointEmulatorCacheAtBuildTree();
+  TempDir dir;
+  TinyModel tiny(baseOptions());
+  tiny.write(dir.file("cpu.dlm"));
+  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("cpu.dlm"));
+  ASSERT_TRUE(reader.isOk());
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
+  ASSERT_TRUE(weights.isOk());
+  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+  ASSERT_TRUE(driver.isOk() && lt.isOk());
+  StatusOr<std::unique_ptr<CudaBackend>> backend =
+      CudaBackend::create(*driver, *lt, *reader, *weights, 128, BackendOptions{});
+  ASSERT_FALSE(backend.isOk());
+  EXPECT_EQ(backend.status().message(),
+            "artifact has no CUDA kernels; compile it with --target cuda or all");
+}
+
+TEST(CudaBackendErrors, APageSizeOtherThanTheKernelsIsNotSupportedYet) {
+  pointEmulatorCacheAtBuildTree();
+  TempDir dir;
+  TinyModelOptions options = baseOptions();
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+  options.kernelTargets = {kernels->target};
+  TinyModel tiny(options);
+  tiny.write(dir.file("paged.dlm"));
+  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("paged.dlm"));
+  ASSERT_TRUE(reader.isOk());
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
+  ASSERT_TRUE(weights.isOk());
+  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+  ASSERT_TRUE(driver.isOk() && lt.isOk());
+  BackendOptions backendOptions;
+  backendOptions.kvPageTokens = 2 * kPageSize;
+  StatusOr<std::unique_ptr<CudaBackend>> backend =
+      CudaBackend::create(*driver, *lt, *reader, *weights, 128, backendOptions);
+  ASSERT_FALSE(backend.isOk());
+  EXPECT_EQ(backend.status().message(),
+            "not supported yet: a KV page of 8 tokens on the cuda backend, whose kernels were "
+            "generated for pages of 4 (the page size is fixed when dlmc compiles them)");
+}
+
+TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
+  pointEmulatorCacheAtBuildTree();
+  TempDir dir;
+  TinyModelOptions options = baseOptions();
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+  // Drop the kv_store kernel.
+  auto &records = kernels->target.kernels;
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [](const artifact::Kernel &k) { return k.kind == "kv_store"; }),
+                records.end());
+  options.kernelTargets = {kernels->target};
+  TinyModel tiny(options);
+  tiny.write(dir.file("partial.dlm"));
+  StatusOr<artifact::ArtifactReader> reader =
+      artifact::ArtifactReader::open(dir.file("partial.dlm"));
+  ASSERT_TRUE(reader.isOk());
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
+  ASSERT_TRUE(weights.isOk());
+  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+  ASSERT_TRUE(driver.isOk() && lt.isOk());
+  StatusOr<std::unique_ptr<CudaBackend>> backend =
+      CudaBackend::create(*driver, *lt, *reader, *weights, 128, BackendOptions{});
+  ASSERT_FALSE(backend.isOk());
+  EXPECT_EQ(backend.status().message().rfind("artifact has no kv_store kernel with ", 0), 0u)
+      << backend.status().message();
+}
+
+} // namespace
+} // namespace dlm::cuda

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""End to end on the emulated CUDA device: every tiny checkpoint, compiled by dlmc for every
+target at f32 device precision, must generate with `dlm-run --device cuda-emu` exactly what
+`dlm-run --device cpu` generates from the same artifact.
+
+    check_cuda_emu_matches_cpu.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run
+                                  [--models llada,dream] [--keep DIR]
+
+For each model and each decoding setting below (low-confidence greedy / Gumbel / threshold,
+entropy-bound; cache none and prefix):
+  * output_ids and forwards identical;
+  * the first decoded forward's logits (--dump-logits) within 1e-4 of the CPU's, relative to the
+    largest CPU logit.
+One setting per model also runs with CUDA graphs off (DLM_CUDA_GRAPHS=0): graph replays and eager
+forwards must give identical ids and logits. The emulated runs are timed and the totals printed.
+Emulated kernels are compiled once into DLM_EMU_CACHE_DIR (set by the caller, or a directory of
+the work tree). Exit status 77 (ctest: skipped) when numpy is missing.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+MAKE_MODELS = os.path.join(ROOT, "tests", "models", "make_tiny_models.py")
+
+MODELS = ["llada", "llada_tied", "llada_sharded", "dream", "qwen3", "llama"]
+PROMPT_IDS = "5,17,42,99,7,3,250"
+COMMON = ["--prompt-ids", PROMPT_IDS, "--gen-length", "32", "--block-length", "8"]
+LOGITS_TOLERANCE = 1e-4
+
+SETTINGS = {
+    "greedy": ["--steps", "16"],
+    "greedy_prefix": ["--steps", "16", "--cache", "prefix"],
+    "gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "5"],
+    "gumbel_prefix": ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
+    "threshold_prefix": ["--steps", "32", "--threshold", "0.9", "--cache", "prefix"],
+    "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
+    "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
+                             "--cache", "prefix"],
+}
+# Compared graph against eager on the emulated device.
+GRAPH_SETTING = "gumbel_prefix"
+
+
+def run(dlm_run, artifact, device, args, dump, env=None):
+    cmd = [dlm_run, artifact, *args, "--device", device, "--json", "--threads", "2",
+           "--dump-logits", dump]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout), seconds
+
+
+def compare(ours, cpu, our_logits, cpu_logits, what):
+    import numpy as np
+    problems = []
+    for key in ("output_ids", "forwards"):
+        if ours[key] != cpu[key]:
+            problems.append(f"{key}: {what} {ours[key]!r} != cpu {cpu[key]!r}")
+    a, b = np.load(our_logits), np.load(cpu_logits)
+    if a.shape != b.shape:
+        problems.append(f"first logits shape {a.shape} != cpu {b.shape}")
+    else:
+        err = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+        if not err <= LOGITS_TOLERANCE:
+            problems.append(f"first logits relative error {err:.2e} > {LOGITS_TOLERANCE}")
+    return problems
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dlmc", required=True)
+    ap.add_argument("--dlm-run", required=True)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--keep", default=None, help="work in this directory and keep it")
+    args = ap.parse_args(argv)
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("skipped: needs numpy", file=sys.stderr)
+        return 77
+
+    work = args.keep or tempfile.mkdtemp(prefix="dlm-cuda-emu-")
+    os.makedirs(work, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("DLM_EMU_CACHE_DIR", os.path.join(work, "emu-cache"))
+    eager_env = dict(env, DLM_CUDA_GRAPHS="0")
+    models = [m for m in args.models.split(",") if m]
+    failures = []
+    emulated_seconds = 0.0
+    emulated_runs = 0
+    try:
+        subprocess.run([sys.executable, MAKE_MODELS, os.path.join(work, "ckpt"), "--only",
+                        ",".join(models)], check=True, stdout=subprocess.DEVNULL)
+        for model in models:
+            ckpt = os.path.join(work, "ckpt", model)
+            artifact = os.path.join(work, model + ".dlm")
+            proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
+                                   "--precision", "f32"], capture_output=True, text=True)
+            if proc.returncode != 0:
+                failures.append(f"{model}: dlmc compile failed: {proc.stderr.strip()}")
+                continue
+            for name, setting in SETTINGS.items():
+                label = f"{model} {name}"
+                cpu_dump = os.path.join(work, f"{model}.{name}.cpu.npy")
+                emu_dump = os.path.join(work, f"{model}.{name}.emu.npy")
+                try:
+                    cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
+                    emu, seconds = run(args.dlm_run, artifact, "cuda-emu", [*COMMON, *setting],
+                                       emu_dump, env)
+                    emulated_seconds += seconds
+                    emulated_runs += 1
+                    problems = compare(emu, cpu, emu_dump, cpu_dump, "cuda-emu")
+                    if name == GRAPH_SETTING:
+                        eager_dump = os.path.join(work, f"{model}.{name}.eager.npy")
+                        eager, seconds = run(args.dlm_run, artifact, "cuda-emu",
+                                             [*COMMON, *setting], eager_dump, eager_env)
+                        emulated_seconds += seconds
+                        emulated_runs += 1
+                        problems += compare(eager, cpu, eager_dump, cpu_dump, "cuda-emu eager")
+                        import numpy as np
+                        if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
+                            problems.append("graph and eager first logits differ")
+                except (RuntimeError, ValueError, OSError) as e:
+                    problems = [str(e)]
+                status = "ok" if not problems else "FAILED"
+                detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
+                    f"emulated {seconds:.1f} s" if not problems else ""
+                print(f"{label:40s} {status}  {detail}", flush=True)
+                failures += [f"{label}: {p}" for p in problems]
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"emulated runs: {emulated_runs}, {emulated_seconds:.1f} s in total")
+    for f in failures:
+        print(f, file=sys.stderr)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
