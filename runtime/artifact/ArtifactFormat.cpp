@@ -1,5 +1,6 @@
 #include "runtime/artifact/ArtifactFormat.h"
 
+#include <cstdio>
 #include <limits>
 
 namespace dlm::artifact {
@@ -94,6 +95,24 @@ Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape
                          shape.toString() + " of " + dtypeName(dtype) + " needs " +
                          std::to_string(expected));
   return Status::ok();
+}
+
+std::string attributeValueText(const AttributeValue &value) {
+  return std::visit(
+      [](const auto &v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>)
+          return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return v;
+        else if constexpr (std::is_same_v<T, double>) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%g", v);
+          return text;
+        } else
+          return std::to_string(v);
+      },
+      value);
 }
 
 } // namespace dlm::artifact

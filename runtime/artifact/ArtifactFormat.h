@@ -45,6 +45,9 @@ using AttributeValue = std::variant<bool, int64_t, double, std::string>;
 // Sorted by key, so a writer produces the same bytes for the same contents.
 using Attributes = std::map<std::string, AttributeValue, std::less<>>;
 
+// A value as a person reads it: true / false, the integer, the real in %g form, the text as is.
+std::string attributeValueText(const AttributeValue &value);
+
 struct ModelConfig {
   std::string architecture;
   int64_t vocabSize = 0;

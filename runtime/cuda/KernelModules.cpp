@@ -7,24 +7,10 @@ namespace dlm::cuda {
 
 namespace {
 
-std::string attributeText(const artifact::AttributeValue &value) {
-  return std::visit(
-      [](const auto &v) -> std::string {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>)
-          return v ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>)
-          return v;
-        else
-          return std::to_string(v);
-      },
-      value);
-}
-
 std::string attributesText(const artifact::Attributes &attributes) {
   std::string text;
   for (const auto &[name, value] : attributes)
-    text += (text.empty() ? "" : ", ") + name + "=" + attributeText(value);
+    text += (text.empty() ? "" : ", ") + name + "=" + artifact::attributeValueText(value);
   return text;
 }
 

@@ -31,24 +31,6 @@ void printAttributes(llvm::raw_ostream &os, const artifact::Attributes &attribut
   }
 }
 
-std::string attributeText(const artifact::AttributeValue &value) {
-  return std::visit(
-      [](const auto &v) -> std::string {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>)
-          return v ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>)
-          return v;
-        else if constexpr (std::is_same_v<T, double>) {
-          char text[32];
-          std::snprintf(text, sizeof text, "%g", v);
-          return text;
-        } else
-          return std::to_string(v);
-      },
-      value);
-}
-
 // One line per kernel launch, in program order:
 //   7  layers.0.q_proj  norm_linear (2) -> 3 @0+128  weight=layers.0.q norm_weight=... eps=1e-05
 // "(operands) -> result @offset+width" are value slots and their place in the per-token-row plan.
@@ -59,7 +41,7 @@ void printCpuRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target
     const artifact::Kernel &k = target.kernels[index];
     auto text = [&](std::string_view key) {
       auto it = k.parameters.find(key);
-      return it == k.parameters.end() ? std::string() : attributeText(it->second);
+      return it == k.parameters.end() ? std::string() : artifact::attributeValueText(it->second);
     };
     os << "  " << llvm::format_decimal(index, 3) << "  " << k.name << "  " << k.kind << " ("
        << text(kp::kOperands) << ")";
@@ -80,7 +62,7 @@ void printCpuRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target
       if (key == kp::kOperands || key == kp::kResult || key == kp::kOffset || key == kp::kWidth ||
           key == kp::kLayer)
         continue;
-      os << "  " << key << "=" << attributeText(value);
+      os << "  " << key << "=" << artifact::attributeValueText(value);
     }
     os << "\n";
   }
