@@ -169,7 +169,8 @@ private:
 
   // The device block loop (CudaBackendBlockLoop.cpp).
   const LoopKernels *loopKernels(const sampling::BlockLoopRequest &request) const;
-  bool canDenoiseBlock(const sampling::BlockLoopRequest &request) const;
+  // OK, or why the device loop cannot run this block (loads the gate on first use).
+  Status deviceLoopSupport(const sampling::BlockLoopRequest &request) const;
   Status reserveLoopBuffers(int64_t canvas, int64_t steps);
   Status enqueueLoopStep(const sampling::BlockLoopRequest &request, const LoopKernels &kernels,
                          int64_t step, const Shape &shape);

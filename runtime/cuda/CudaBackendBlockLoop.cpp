@@ -102,35 +102,47 @@ bool CudaBackend::denoisesBlock(const BlockLoopRequest &request) const {
   if (!settings_.deviceLoop)
     return false;
   // Required: denoiseBlock names why it cannot.
-  return settings_.requireDeviceLoop || canDenoiseBlock(request);
+  return settings_.requireDeviceLoop || deviceLoopSupport(request).isOk();
 }
 
-bool CudaBackend::canDenoiseBlock(const BlockLoopRequest &request) const {
+Status CudaBackend::deviceLoopSupport(const BlockLoopRequest &request) const {
+  if (!settings_.deviceLoop)
+    return Status::error("the device loop is off");
   if (!request.knobs || request.stepCap <= 0)
-    return false;
+    return Status::error("no knobs or no steps");
   const int64_t canvas = request.end - request.begin;
-  if (canvas <= 0 || canvas > kBlockLoopGateMaxThreads || canvas > reservedLogitRows_ ||
-      request.total > reservedTokens_)
-    return false;
-  // The gate is compiled from source, which only the emulated driver does at run time.
+  if (canvas <= 0 || canvas > kBlockLoopGateMaxThreads)
+    return Status::error("a block of " + str(canvas) + " positions (the loop serves 1 to " +
+                         str(kBlockLoopGateMaxThreads) + ")");
+  if (canvas > reservedLogitRows_ || request.total > reservedTokens_)
+    return Status::error("a block of " + str(canvas) + " rows over " + str(request.total) +
+                         " tokens exceeds the reserved " + str(reservedLogitRows_) + " rows, " +
+                         str(reservedTokens_) + " tokens");
   if (!driver_->emulated())
-    return false;
+    return Status::error("a real device: the gate kernel is compiled from source, which only "
+                         "the emulated driver does at run time");
   if (!loopGate_) {
     const std::string &source = blockLoopGateSource();
     CUmodule module = nullptr;
-    if (driver_->cuModuleLoadData(&module, source.c_str()) != CUDA_SUCCESS)
-      return false;
+    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuModuleLoadData(&module, source.c_str()),
+                                       "loading the block loop gate"));
     DeviceKernel gate;
-    if (driver_->cuModuleGetFunction(&gate.function, module, kBlockLoopGateName) !=
-        CUDA_SUCCESS) {
+    const Status found =
+        driver_->check(driver_->cuModuleGetFunction(&gate.function, module, kBlockLoopGateName),
+                       "cuModuleGetFunction(dlm_block_loop_gate)");
+    if (!found.isOk()) {
       (void)driver_->cuModuleUnload(module);
-      return false;
+      return found;
     }
     gateModule_ = module;
     loopGate_ = gate;
   }
-  const LoopKernels *kernels = loopKernels(request);
-  return kernels != nullptr;
+  if (!loopKernels(request))
+    return Status::error("the artifact has no " + std::string(sampling::policyName(request.policy)) +
+                         " sampler/accept/renoise kernels for blocks of " + str(canvas) +
+                         " (compile it with dlmc compile --target cuda and this policy and "
+                         "block length)");
+  return Status::ok();
 }
 
 void CudaBackend::clearLoopGraphs() { loopGraphs_.clear(); }
@@ -256,19 +268,9 @@ Status CudaBackend::enqueueLoopStep(const BlockLoopRequest &request, const LoopK
 
 StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopRequest &request,
                                                               int32_t *canvasOut) {
-  if (!settings_.deviceLoop || !canDenoiseBlock(request))
-    return Status::error(
-        "not supported yet: this block on the device loop (" +
-        std::string(!settings_.deviceLoop ? "the device loop is off"
-                    : !driver_->emulated()
-                        ? "its gate kernel is compiled from source, which only the emulated "
-                          "driver does at run time"
-                        : "the artifact lacks the " +
-                              std::string(sampling::policyName(request.policy)) +
-                              " sampler/accept/renoise kernels for a block of " +
-                              str(request.end - request.begin) +
-                              ", or the block exceeds what was reserved") +
-        ")");
+  if (Status support = deviceLoopSupport(request); !support.isOk())
+    return Status::error("not supported yet: this block on the device loop: " +
+                         support.message());
   const LoopKernels &kernels = *loopKernels(request);
   const int64_t canvas = request.end - request.begin;
   const int64_t cap = request.stepCap;
@@ -350,9 +352,8 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
                                        "device block loop: cuMemsetD32Async"));
   }
 
-  // Chunks of steps, each one graph; one 8-byte read back after each.
-  profile::Scope timer(profiler_, profile::Category::forward, "device_block_loop",
-                       profile::TrackKind::thread, 0, -1, canvas);
+  // Chunks of steps, each one graph; one 8-byte read back after each. Not timed as forwards
+  // (the profile summary counts those): the policy's block scope times the whole loop.
   const int64_t chunkSteps = std::max<int64_t>(1, settings_.deviceLoopChunkSteps);
   char *hostState = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes;
   int32_t loopState[2] = {0, 0};

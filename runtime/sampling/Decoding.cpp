@@ -86,7 +86,7 @@ StatusOr<std::optional<int64_t>> ForwardRunner::denoiseBlockOnDevice(const Block
                                                                       int32_t *canvas) {
   if (capture_ || !model_.denoisesBlock(loop))
     return std::optional<int64_t>();
-  profile::Scope timer = scope(profile::Category::block, "device_block_loop", loop.firstStep);
+  // Timed by the policy's block scope: per-step and per-forward timings do not exist here.
   StatusOr<BlockLoopResult> result = model_.denoiseBlock(loop, canvas);
   if (!result)
     return result.status();

@@ -15,8 +15,9 @@ class Profiler;
 
 namespace dlm {
 
-// Bumped when a hook is added or changes meaning. 2: memoryUsage().
-inline constexpr int kBackendApiVersion = 2;
+// Bumped when a hook is added or changes meaning. 2: memoryUsage(). 3: denoisesBlock() and
+// denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
+inline constexpr int kBackendApiVersion = 3;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.

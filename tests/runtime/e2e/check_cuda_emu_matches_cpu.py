@@ -12,7 +12,15 @@ entropy-bound; cache none and prefix):
   * the first decoded forward's logits (--dump-logits) within 1e-4 of the CPU's, relative to the
     largest CPU logit.
 One setting per model also runs with CUDA graphs off (DLM_CUDA_GRAPHS=0): graph replays and eager
-forwards must give identical ids and logits. The emulated runs are timed and the totals printed.
+forwards must give identical ids and logits.
+
+Those artifacts carry decoding kernels for blocks of 32 (dlmc's default), so the runs above decode
+from the host. The device block loop (a block's steps on the device, DLM_CUDA_DEVICE_LOOP) is
+checked on artifacts compiled for the settings' policy and block length, for the models of
+--device-loop-models: each DEVICE_LOOP_SETTINGS entry runs with DLM_CUDA_DEVICE_LOOP=require (a
+block it cannot run is an error, so the loop provably ran) and must give the CPU's output_ids and
+forwards; one runs with chunks of one step and graphs off, one with --dump-logits (the first
+block then decodes on the host, the rest on the device). The emulated runs are timed and the totals printed.
 Emulated kernels are compiled once into DLM_EMU_CACHE_DIR (set by the caller, or a directory of
 the work tree). Exit status 77 (ctest: skipped) when numpy is missing.
 """
@@ -48,10 +56,47 @@ SETTINGS = {
 # Compared graph against eager on the emulated device.
 GRAPH_SETTING = "gumbel_prefix"
 
+DEVICE_LOOP_MODELS = ["llada", "dream"]
+# The dlmc compile options each device-loop artifact needs (its decoding kernels).
+DEVICE_LOOP_ARTIFACTS = {
+    "fixed": ["--block-length", "8", "--gen-length", "32", "--steps", "16"],
+    "threshold": ["--block-length", "8", "--gen-length", "32", "--steps", "32",
+                  "--threshold", "0.9"],
+    "entropy": ["--policy", "entropy-bound", "--block-length", "8", "--gen-length", "32"],
+}
+# name: (artifact, dlm-run arguments, extra environment)
+DEVICE_LOOP_SETTINGS = {
+    "loop_greedy": ("fixed", ["--steps", "16"], {}),
+    "loop_greedy_prefix": ("fixed", ["--steps", "16", "--cache", "prefix"], {}),
+    "loop_gumbel": ("fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "5"], {}),
+    "loop_gumbel_prefix_chunk1_eager": (
+        "fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
+        {"DLM_CUDA_DEVICE_LOOP_CHUNK": "1", "DLM_CUDA_GRAPHS": "0"}),
+    "loop_threshold": ("threshold", ["--steps", "32", "--threshold", "0.9"], {}),
+    "loop_threshold_gumbel_prefix": (
+        "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
+                      "9", "--cache", "prefix"], {}),
+    "loop_entropy_bound": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",
+                                       "--seed", "3"], {}),
+    "loop_entropy_bound_prefix": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",
+                                              "--seed", "4", "--cache", "prefix"], {}),
+    "loop_entropy_bound_uniform": (
+        "entropy", ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "7", "--noise",
+                    "uniform"], {}),
+    # Converged once the argmax canvas is stable for a step (dream's canvases do before the cap).
+    "loop_entropy_bound_stable_argmax": (
+        "entropy", ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3",
+                    "--confidence-threshold", "6", "--stability-threshold", "1"], {}),
+    "loop_entropy_bound_converging_dump": (
+        "entropy", ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3",
+                    "--confidence-threshold", "6", "--stability-threshold", "0"], {"dump": True}),
+}
+
 
 def run(dlm_run, artifact, device, args, dump, env=None):
-    cmd = [dlm_run, artifact, *args, "--device", device, "--json", "--threads", "2",
-           "--dump-logits", dump]
+    cmd = [dlm_run, artifact, *args, "--device", device, "--json", "--threads", "2"]
+    if dump:
+        cmd += ["--dump-logits", dump]
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - start
@@ -76,11 +121,56 @@ def compare(ours, cpu, our_logits, cpu_logits, what):
     return problems
 
 
+def check_device_loop(args, model, ckpt, work, env, failures):
+    """The DEVICE_LOOP_SETTINGS of one model; returns (emulated seconds, emulated runs)."""
+    artifacts = {}
+    for name, options in DEVICE_LOOP_ARTIFACTS.items():
+        artifact = os.path.join(work, f"{model}.loop_{name}.dlm")
+        proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
+                               "--precision", "f32", *options], capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures.append(f"{model}: dlmc compile {' '.join(options)} failed: "
+                            f"{proc.stderr.strip()}")
+            continue
+        artifacts[name] = artifact
+    seconds_total, runs = 0.0, 0
+    for name, (artifact_name, setting, extra) in DEVICE_LOOP_SETTINGS.items():
+        label = f"{model} {name}"
+        if artifact_name not in artifacts:
+            continue
+        artifact = artifacts[artifact_name]
+        extra = dict(extra)
+        dump = extra.pop("dump", False)
+        cpu_dump = os.path.join(work, f"{model}.{name}.cpu.npy") if dump else None
+        emu_dump = os.path.join(work, f"{model}.{name}.emu.npy") if dump else None
+        loop_env = dict(env, DLM_CUDA_DEVICE_LOOP="require", **extra)
+        try:
+            cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
+            emu, seconds = run(args.dlm_run, artifact, "cuda-emu", [*COMMON, *setting], emu_dump,
+                               loop_env)
+            seconds_total += seconds
+            runs += 1
+            if dump:
+                problems = compare(emu, cpu, emu_dump, cpu_dump, "cuda-emu device loop")
+            else:
+                problems = [f"{key}: device loop {emu[key]!r} != cpu {cpu[key]!r}"
+                            for key in ("output_ids", "forwards") if emu[key] != cpu[key]]
+        except (RuntimeError, ValueError, OSError) as e:
+            problems = [str(e)]
+        status = "ok" if not problems else "FAILED"
+        detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
+            f"emulated {seconds:.1f} s" if not problems else ""
+        print(f"{label:40s} {status}  {detail}", flush=True)
+        failures += [f"{label}: {p}" for p in problems]
+    return seconds_total, runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dlmc", required=True)
     ap.add_argument("--dlm-run", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--device-loop-models", default=",".join(DEVICE_LOOP_MODELS))
     ap.add_argument("--keep", default=None, help="work in this directory and keep it")
     args = ap.parse_args(argv)
     try:
@@ -95,6 +185,10 @@ def main(argv=None):
     env.setdefault("DLM_EMU_CACHE_DIR", os.path.join(work, "emu-cache"))
     eager_env = dict(env, DLM_CUDA_GRAPHS="0")
     models = [m for m in args.models.split(",") if m]
+    loop_models = [m for m in args.device_loop_models.split(",") if m]
+    unknown = [m for m in loop_models if m not in models]
+    if unknown:
+        ap.error(f"--device-loop-models {','.join(unknown)} not in --models")
     failures = []
     emulated_seconds = 0.0
     emulated_runs = 0
@@ -137,6 +231,11 @@ def main(argv=None):
                     f"emulated {seconds:.1f} s" if not problems else ""
                 print(f"{label:40s} {status}  {detail}", flush=True)
                 failures += [f"{label}: {p}" for p in problems]
+            if model not in loop_models:
+                continue
+            seconds, runs = check_device_loop(args, model, ckpt, work, env, failures)
+            emulated_seconds += seconds
+            emulated_runs += runs
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

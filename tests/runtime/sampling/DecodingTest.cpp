@@ -1,6 +1,7 @@
 // The decoding policies on a fake model whose logits the test chooses, so that every unmasking
 // decision, forward and cache call can be predicted by hand.
 #include "runtime/sampling/Decoding.h"
+#include "runtime/sampling/SamplingMath.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -300,6 +301,102 @@ TEST(EntropyBoundTest, StopsAfterACanvasHoldingEos) {
   ASSERT_TRUE(out.isOk());
   EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4));
   EXPECT_EQ(out->blocks, 1);
+}
+
+// A model whose device runs whole blocks: it records what the policy hands it and "denoises"
+// each block to the fake's argmax tokens (what the host loop commits here) in `steps` steps.
+class DeviceLoopModel : public FakeModel {
+public:
+  bool serves = true;
+  int64_t steps = 3;
+  std::vector<BlockLoopRequest> loops;
+
+  bool denoisesBlock(const BlockLoopRequest &) const override { return serves; }
+  StatusOr<BlockLoopResult> denoiseBlock(const BlockLoopRequest &loop, int32_t *canvas) override {
+    loops.push_back(loop);
+    loops.back().sequence = nullptr; // not owned past the call
+    for (int64_t j = 0; j < loop.end - loop.begin; ++j)
+      canvas[j] = target(loop.begin + j);
+    return BlockLoopResult{steps};
+  }
+};
+
+TEST(DeviceBlockLoopTest, LowConfidenceHandsEveryBlockToTheDevice) {
+  DeviceLoopModel model;
+  DecodeRequest r = request(8, 4, 4);
+  r.cache = CacheMode::prefix;
+  r.seed = 7;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_TRUE(model.calls.empty()); // no forward from the host
+  ASSERT_EQ(model.loops.size(), 2u);
+  const BlockLoopRequest &second = model.loops[1];
+  EXPECT_EQ(second.policy, Policy::lowConfidence);
+  EXPECT_TRUE(second.prefixCache);
+  EXPECT_EQ(second.begin, 6);
+  EXPECT_EQ(second.end, 10);
+  EXPECT_EQ(second.keep, 6);
+  EXPECT_EQ(second.total, 10);
+  EXPECT_EQ(second.firstStep, 3); // the first block's device steps
+  EXPECT_EQ(second.stepCap, 2);
+  EXPECT_THAT(second.transferSchedule, ElementsAre(2, 2));
+  EXPECT_EQ(second.excludedToken, kMask);
+  EXPECT_EQ(second.seed, 7u);
+  EXPECT_EQ(out->forwards, 6);
+  EXPECT_EQ(out->decodeSteps, 6);
+  // The host loop commits the same tokens on this fake.
+  FakeModel host;
+  StatusOr<DecodeOutcome> reference = decode(host, facts(), r, {});
+  ASSERT_TRUE(reference.isOk());
+  EXPECT_EQ(out->outputIds, reference->outputIds);
+}
+
+TEST(DeviceBlockLoopTest, FirstLogitsCaptureKeepsTheFirstBlockOnTheHost) {
+  DeviceLoopModel model;
+  DecodeRequest r = request(8, 4, 4);
+  r.captureFirstLogits = true;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ(model.calls.size(), 2u); // block 0: two host steps
+  ASSERT_EQ(model.loops.size(), 1u);
+  EXPECT_EQ(model.loops[0].begin, 6);
+  EXPECT_EQ(model.loops[0].firstStep, 2);
+  EXPECT_EQ(out->forwards, 2 + 3);
+  EXPECT_EQ(out->firstLogitRows, 10);
+}
+
+TEST(DeviceBlockLoopTest, ModelThatDoesNotServeTheBlockRunsTheHostLoop) {
+  DeviceLoopModel model;
+  model.serves = false;
+  StatusOr<DecodeOutcome> out = decode(model, facts(), request(8, 4, 4), {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_TRUE(model.loops.empty());
+  EXPECT_EQ(model.calls.size(), 4u);
+}
+
+TEST(DeviceBlockLoopTest, EntropyBoundRunsThePrefixForwardThenHandsTheCanvasOver) {
+  DeviceLoopModel model;
+  DecodeRequest r = entropyRequest(8, 4);
+  r.cache = CacheMode::prefix;
+  r.knobs.maxSteps = 6;
+  r.knobs.noise = "uniform";
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  // Per canvas the host's undecoded prefix forward, then the device's steps.
+  ASSERT_EQ(model.calls.size(), 2u);
+  EXPECT_EQ(model.calls[1].count, 6);
+  EXPECT_EQ(model.calls[1].rows.count(), 0);
+  ASSERT_EQ(model.loops.size(), 2u);
+  EXPECT_EQ(model.loops[1].policy, Policy::entropyBound);
+  EXPECT_EQ(model.loops[1].keep, 6);
+  EXPECT_EQ(model.loops[1].total, 10);
+  EXPECT_EQ(model.loops[1].firstStep, 3);
+  EXPECT_EQ(model.loops[1].stepCap, 6);
+  EXPECT_FALSE(model.loops[1].maskNoise);
+  EXPECT_EQ(model.loops[1].excludedToken, kNoExcludedToken);
+  EXPECT_EQ(out->forwards, 2 * (1 + 3));
+  EXPECT_EQ(out->decodeSteps, 6);
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5, 6, 7, 0, 1));
 }
 
 } // namespace
