@@ -157,6 +157,13 @@ struct RenoiseParams {
 };
 StatusOr<KernelSource> generateRenoise(const RenoiseParams &params);
 
+// The device block loop's per-step gate (finished blocks freeze the canvas), for canvases of up
+// to `canvas` positions (<= 1024); see kernels/BlockLoopGate.cpp.
+struct BlockLoopGateParams {
+  int64_t canvas = 0;
+};
+StatusOr<KernelSource> generateBlockLoopGate(const BlockLoopGateParams &params);
+
 // DiffusionGemma's self-conditioning input (SPECS §1.4): s[row] = scale * softmax(z_row) @ E
 // with z = softcap(logits) / T as the sampler computes it, from the sampler's per-row softmax
 // statistics (SamplerParams::softmaxStatistics), streaming the vocabulary in tiles so that the

@@ -82,6 +82,8 @@ StatusOr<std::vector<KernelSource>> kernelsForModel(const artifact::ModelConfig 
   sampler.logits = ElementType::f32;
   AcceptParams accept;
   accept.canvas = options.canvas;
+  // The device block loop's gate, between the accept and the renoise kernel of every step.
+  DLM_RETURN_IF_ERROR(add(generateBlockLoopGate({options.canvas})));
   if (options.policy == "entropy-bound") {
     // EntropyBound.cpp: accept by the entropy at T over every canvas position; no confidence is
     // read, so the sampler keeps the cheaper one. Every rejected position is renoised, with the

@@ -81,8 +81,6 @@ CudaBackend::~CudaBackend() {
   loopGraphs_.clear();
   loop_.allocation.release();
   loop_.host.release();
-  if (gateModule_)
-    (void)driver_->cuModuleUnload(gateModule_);
   gemm_.reset();
   weights_.reset();
   kvPool_.release();

@@ -13,8 +13,8 @@
 // of a block repeats its shape.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
-// CudaBackendBlockLoop.cpp): per step the forward, the artifact's sampler, accept and renoise
-// kernels and a gate kernel, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps, with one
+// CudaBackendBlockLoop.cpp): per step the forward, the artifact's sampler, accept, gate and
+// renoise kernels, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps, with one
 // 4-byte flag read back per chunk instead of the logits per step.
 #pragma once
 
@@ -118,7 +118,7 @@ private:
   };
   // The decoding kernels of one block-loop configuration (CudaBackendBlockLoop.cpp).
   struct LoopKernels {
-    DeviceKernel sampler, accept, renoise;
+    DeviceKernel sampler, accept, gate, renoise;
   };
   // The device block loop's buffers, at capacity for `canvas` positions and `steps` steps.
   struct LoopBuffers {
@@ -169,7 +169,7 @@ private:
 
   // The device block loop (CudaBackendBlockLoop.cpp).
   const LoopKernels *loopKernels(const sampling::BlockLoopRequest &request) const;
-  // OK, or why the device loop cannot run this block (loads the gate on first use).
+  // OK, or why the device loop cannot run this block.
   Status deviceLoopSupport(const sampling::BlockLoopRequest &request) const;
   Status reserveLoopBuffers(int64_t canvas, int64_t steps);
   Status enqueueLoopStep(const sampling::BlockLoopRequest &request, const LoopKernels &kernels,
@@ -223,12 +223,10 @@ private:
 
   // The device block loop: a second input buffer (the full first step of a prefix-cached
   // low-confidence block, whose later steps read `inputs_`), the kernels per configuration
-  // (nullopt: the artifact lacks one), the gate, the buffers and the chunk graphs by what they
+  // (nullopt: the artifact lacks one), the buffers and the chunk graphs by what they
   // bake in, most recently used first.
   CUdeviceptr loopInputs_ = 0;
   mutable std::map<std::string, std::optional<LoopKernels>> loopKernels_;
-  mutable std::optional<DeviceKernel> loopGate_;
-  mutable CUmodule gateModule_ = nullptr;
   LoopBuffers loop_;
   std::list<std::pair<std::string, std::unique_ptr<CapturedGraph>>> loopGraphs_;
   BlockLoopStatistics loopStatistics_;

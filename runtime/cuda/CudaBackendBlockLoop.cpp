@@ -5,7 +5,8 @@
 //   over the block with the prefix cache; a prefix-cached low-confidence block's first step is
 //   the full forward that keeps the prefix, reading a second input buffer), the artifact's
 //   sampler over the block's logit rows, its accept kernel (keep mask, convergence flag), the
-//   gate (BlockLoopGate.h: finished? then freeze) and its renoise kernel (the next canvas).
+//   gate (compiler/codegen/kernels/BlockLoopGate.cpp: finished? then freeze) and its renoise
+//   kernel (the next canvas).
 //
 // The steps are unrolled into graphs of `deviceLoopChunkSteps` steps, captured once per block
 // configuration and chunk (everything a launch bakes in is the graph's key; the RNG step and the
@@ -15,7 +16,6 @@
 // Every decision is the host loop's (runtime/sampling/LowConfidence.cpp, EntropyBound.cpp): the
 // accept rule per step (top-k count, threshold, 0 on the last scheduled step, entropy budget),
 // the convergence test and the step cap.
-#include "runtime/cuda/BlockLoopGate.h"
 #include "runtime/cuda/CudaBackend.h"
 
 #include <algorithm>
@@ -26,6 +26,10 @@
 namespace dlm::cuda {
 
 namespace {
+
+// The longest canvas the loop serves: the accept and gate kernels run a block's rows as one
+// thread block.
+constexpr int64_t kMaxLoopCanvas = 1024;
 
 using sampling::BlockLoopRequest;
 using sampling::Policy;
@@ -86,14 +90,16 @@ CudaBackend::loopKernels(const BlockLoopRequest &request) const {
                  {"rule", text(entropy ? "entropy_bound"
                                        : threshold ? "confidence_threshold" : "top_k")},
                  {"mask_absorbing", AttributeValue(!entropy)}});
+  StatusOr<DeviceKernel> gate =
+      modules_->find("block_loop_gate", {{"canvas", AttributeValue(canvas)}});
   StatusOr<DeviceKernel> renoise = modules_->find(
       "renoise", {{"vocab", AttributeValue(dims_.vocabSize)},
                   {"noise", text(!entropy || request.maskNoise ? "mask" : "uniform")},
                   {"initial_canvas", AttributeValue(false)},
                   {"candidates", text(entropy ? "every_rejected" : "masked_only")}});
   // An artifact compiled for another policy or block length lacks them: the host loop runs.
-  if (sampler && accept && renoise)
-    kernels = LoopKernels{*sampler, *accept, *renoise};
+  if (sampler && accept && gate && renoise)
+    kernels = LoopKernels{*sampler, *accept, *gate, *renoise};
   const std::optional<LoopKernels> &stored = loopKernels_.emplace(key, kernels).first->second;
   return stored ? &*stored : nullptr;
 }
@@ -111,35 +117,16 @@ Status CudaBackend::deviceLoopSupport(const BlockLoopRequest &request) const {
   if (!request.knobs || request.stepCap <= 0)
     return Status::error("no knobs or no steps");
   const int64_t canvas = request.end - request.begin;
-  if (canvas <= 0 || canvas > kBlockLoopGateMaxThreads)
+  if (canvas <= 0 || canvas > kMaxLoopCanvas)
     return Status::error("a block of " + str(canvas) + " positions (the loop serves 1 to " +
-                         str(kBlockLoopGateMaxThreads) + ")");
+                         str(kMaxLoopCanvas) + ")");
   if (canvas > reservedLogitRows_ || request.total > reservedTokens_)
     return Status::error("a block of " + str(canvas) + " rows over " + str(request.total) +
                          " tokens exceeds the reserved " + str(reservedLogitRows_) + " rows, " +
                          str(reservedTokens_) + " tokens");
-  if (!driver_->emulated())
-    return Status::error("a real device: the gate kernel is compiled from source, which only "
-                         "the emulated driver does at run time");
-  if (!loopGate_) {
-    const std::string &source = blockLoopGateSource();
-    CUmodule module = nullptr;
-    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuModuleLoadData(&module, source.c_str()),
-                                       "loading the block loop gate"));
-    DeviceKernel gate;
-    const Status found =
-        driver_->check(driver_->cuModuleGetFunction(&gate.function, module, kBlockLoopGateName),
-                       "cuModuleGetFunction(dlm_block_loop_gate)");
-    if (!found.isOk()) {
-      (void)driver_->cuModuleUnload(module);
-      return found;
-    }
-    gateModule_ = module;
-    loopGate_ = gate;
-  }
   if (!loopKernels(request))
     return Status::error("the artifact has no " + std::string(sampling::policyName(request.policy)) +
-                         " sampler/accept/renoise kernels for blocks of " + str(canvas) +
+                         " sampler/accept/gate/renoise kernels for blocks of " + str(canvas) +
                          " (compile it with dlmc compile --target cuda and this policy and "
                          "block length)");
   return Status::ok();
@@ -248,11 +235,8 @@ Status CudaBackend::enqueueLoopStep(const BlockLoopRequest &request, const LoopK
     void *arguments[] = {&rows,         &stepIndex,         &lastStep,    &entropyMode,
                          &converged,    &loop_.argmax,      &loop_.canvasTokens, &loop_.keep,
                          &loop_.sampled, &loopState,        &maskToken};
-    const unsigned threads = static_cast<unsigned>((canvas + 31) / 32 * 32);
-    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuLaunchKernel(loopGate_->function, 1, 1, 1, threads,
-                                                               1, 1, 0, stream_, arguments,
-                                                               nullptr),
-                                       "device block loop: gate: cuLaunchKernel"));
+    DLM_RETURN_IF_ERROR(
+        launch(kernels.gate, 1, 1, 1, arguments, "device block loop: gate: cuLaunchKernel"));
   }
   {
     void *arguments[] = {&rows,         &loop_.keep,        &loop_.sampled, &loop_.canvasTokens,

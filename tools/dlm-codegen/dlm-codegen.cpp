@@ -41,7 +41,8 @@ constexpr const char *kUsage =
     "--initial\n"
     "  self_condition    --vocab --width --softcap --element\n"
     "  embedding         --width --element\n"
-    "  kv_store          --kv-width --page-size --element\n";
+    "  kv_store          --kv-width --page-size --element\n"
+    "  block_loop_gate   --canvas\n";
 
 // --key=value and --flag options; each is marked when read so that leftovers are reported.
 class Options {
@@ -221,6 +222,12 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
     params.initialCanvas = options.flag("initial");
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateRenoise(params);
+  }
+  if (kind == "block_loop_gate") {
+    BlockLoopGateParams params;
+    DLM_ASSIGN_OR_RETURN(params.canvas, options.integer("canvas", 0, true));
+    DLM_RETURN_IF_ERROR(options.checkAllUsed());
+    return generateBlockLoopGate(params);
   }
   if (kind == "self_condition") {
     SelfConditionParams params;

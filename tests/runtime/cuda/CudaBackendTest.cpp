@@ -78,6 +78,7 @@ std::unique_ptr<GeneratedKernels> generateKernels(const TinyModelOptions &o,
                               std::pair(codegen::AcceptRule::confidenceThreshold, true),
                               std::pair(codegen::AcceptRule::entropyBound, false)})
     add(codegen::generateAccept({kLoopBlock, rule, masked}));
+  add(codegen::generateBlockLoopGate({kLoopBlock}));
   add(codegen::generateRenoise({o.vocab, codegen::NoiseKind::maskToken, false,
                                 codegen::RenoiseCandidates::maskedOnly}));
   add(codegen::generateRenoise({o.vocab, codegen::NoiseKind::maskToken, false,
@@ -523,7 +524,7 @@ TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {
   ASSERT_FALSE(failed.isOk());
   EXPECT_NE(failed.status().message().find(
                 "not supported yet: this block on the device loop: the artifact has no "
-                "low-confidence sampler/accept/renoise kernels for blocks of 8"),
+                "low-confidence sampler/accept/gate/renoise kernels for blocks of 8"),
             std::string::npos)
       << failed.status().message();
 }

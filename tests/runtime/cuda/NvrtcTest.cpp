@@ -88,12 +88,15 @@ TEST(NvrtcCompile, AttentionAtModelShapes) {
                   kBothTargets);
 }
 
-TEST(NvrtcCompile, SamplerAcceptRenoiseAtModelShapes) {
+TEST(NvrtcCompile, SamplerAcceptGateRenoiseAtModelShapes) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(productionSamplerConfigs(), codegen::generateSampler);
   for (auto &kernel : generateAll(productionAcceptConfigs(), codegen::generateAccept))
     kernels.push_back(std::move(kernel));
   for (auto &kernel : generateAll(productionRenoiseConfigs(), codegen::generateRenoise))
+    kernels.push_back(std::move(kernel));
+  for (auto &kernel :
+       generateAll(productionBlockLoopGateConfigs(), codegen::generateBlockLoopGate))
     kernels.push_back(std::move(kernel));
   compileAndCheck(kernels, kBothTargets);
 }

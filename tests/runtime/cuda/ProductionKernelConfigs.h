@@ -67,6 +67,11 @@ inline std::vector<codegen::RenoiseParams> productionRenoiseConfigs() {
           {262144, NoiseKind::uniform, true}};
 }
 
+// The device block loop's gate at the accept kernels' canvases, one warp to the 1024 limit.
+inline std::vector<codegen::BlockLoopGateParams> productionBlockLoopGateConfigs() {
+  return {{32}, {64}, {256}, {1024}};
+}
+
 // DiffusionGemma's self-conditioning: vocab 262144 with the final soft-cap 30, H = 2816 (the
 // 26B-A4B text config, SPECS §1.1) and the 2560 / 3840 hidden sizes of the Gemma family's other
 // sizes; bf16 tables (production) and one f32.
