@@ -57,8 +57,9 @@ struct CudaBackendSettings {
   // Steps unrolled per graph launch of the device loop. The generated kernels and the gate stop
   // changing the block once it is finished, but a finished block's remaining forwards in the
   // chunk still run (cuBLASLt GEMMs cannot be skipped): up to K - 1 wasted forwards per block,
-  // against one host round trip per K steps. createBackend reads DLM_CUDA_DEVICE_LOOP_CHUNK.
-  int64_t deviceLoopChunkSteps = 4;
+  // against one host round trip per K steps. 0: the request's unroll_steps knob (dlmc compile
+  // --unroll, default 4), else 4. createBackend sets it from DLM_CUDA_DEVICE_LOOP_CHUNK.
+  int64_t deviceLoopChunkSteps = 0;
   // Device-loop graphs kept at once.
   size_t maxLoopGraphs = 32;
 };

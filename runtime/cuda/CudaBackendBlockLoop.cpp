@@ -30,6 +30,8 @@ namespace {
 // The longest canvas the loop serves: the accept and gate kernels run a block's rows as one
 // thread block.
 constexpr int64_t kMaxLoopCanvas = 1024;
+// Steps per graph when neither the settings nor the program say (dlmc compile's default).
+constexpr int64_t kDefaultUnrollSteps = 4;
 
 using sampling::BlockLoopRequest;
 using sampling::Policy;
@@ -338,7 +340,10 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
 
   // Chunks of steps, each one graph; one 8-byte read back after each. Not timed as forwards
   // (the profile summary counts those): the policy's block scope times the whole loop.
-  const int64_t chunkSteps = std::max<int64_t>(1, settings_.deviceLoopChunkSteps);
+  // The compiled program's unrolling (dlmc compile --unroll) unless the settings fix it.
+  const int64_t chunkSteps = settings_.deviceLoopChunkSteps > 0 ? settings_.deviceLoopChunkSteps
+                             : request.knobs->unrollSteps > 0  ? request.knobs->unrollSteps
+                                                               : kDefaultUnrollSteps;
   char *hostState = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes;
   int32_t loopState[2] = {0, 0};
   std::ostringstream baked;

@@ -85,6 +85,10 @@ inline constexpr std::string_view kKnobConfidenceThreshold = "confidence_thresho
 // string, entropy-bound: "mask" (renoise with the mask token) or "uniform" (random token ids).
 // Absent: "mask" when the model has a mask token, else "uniform".
 inline constexpr std::string_view kKnobNoise = "noise";
+// int >= 1: denoising steps per iteration of the unrolled diffusion loop (dlmc compile --unroll,
+// dlm-unroll-diffusion-loop): the cuda backend's device loop captures that many steps per graph
+// and checks the device's finished flag once per graph launch. The host loop ignores it.
+inline constexpr std::string_view kKnobUnrollSteps = "unroll_steps";
 
 inline constexpr std::string_view kThresholdNone = "none";
 inline constexpr std::string_view kNoiseMask = "mask";

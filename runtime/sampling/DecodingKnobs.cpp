@@ -115,6 +115,13 @@ Status applyKnob(std::string_view key, const AttributeValue &value, DecodingKnob
                            "\"");
     return Status::ok();
   }
+  if (key == spec::kKnobUnrollSteps) {
+    DLM_RETURN_IF_ERROR(readInteger(key, value, knobs.unrollSteps));
+    if (knobs.unrollSteps < 1)
+      return Status::error("knob 'unroll_steps' must be at least 1, got " +
+                           std::to_string(knobs.unrollSteps));
+    return Status::ok();
+  }
   return Status::error("unknown knob '" + std::string(key) + "'");
 }
 

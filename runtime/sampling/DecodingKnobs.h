@@ -32,6 +32,8 @@ struct DecodingKnobs {
   double confidenceThreshold = 0.005;
   // "mask", "uniform" or empty (mask when the model has a mask token).
   std::string noise;
+  // Steps per unrolled loop iteration (spec::kKnobUnrollSteps); 0: the backend's default.
+  int64_t unrollSteps = 0;
 };
 
 // "low-confidence" / "entropy-bound" (underscores are accepted for hyphens); an error names the

@@ -20,6 +20,7 @@ struct CompileOptions {
   int64_t steps = 0;
   double threshold = 0.0;
   double temperature = 0.0;
+  int64_t unroll = 4;
 };
 int runCompile(const CompileOptions &options);
 

@@ -106,6 +106,8 @@ int runCompile(const CompileOptions &options) {
   if (options.steps % blocks != 0)
     return fail("--steps " + std::to_string(options.steps) + " is not divisible by the " +
                 std::to_string(blocks) + " blocks");
+  if (options.unroll < 1)
+    return fail("--unroll must be at least 1");
   if (options.threshold < 0.0 || options.threshold > 1.0)
     return fail("--threshold must be in [0, 1]");
   if (options.temperature < 0.0)
@@ -140,14 +142,20 @@ int runCompile(const CompileOptions &options) {
   for (const importer::WeightBinding &binding : checkpoint->model.weights)
     canonicalNames.emplace(binding.checkpointName, binding.canonicalName);
   renameWeightsToCanonical(*module, canonicalNames);
-  // @forward keeps a dynamic token count: prompts vary per request and the denoise loop is data
-  // dependent, so neither dlm-specialize-shapes nor dlm-unroll-diffusion-loop apply here (see
-  // dlmc compile --help); the kernel program plans memory per token row instead.
+  // @forward keeps a dynamic token count: prompts vary per request, so dlm-specialize-shapes
+  // does not apply (see dlmc compile --help); the kernel program plans memory per token row
+  // instead. @generate's diffusion loops are unrolled by --unroll guarded steps per iteration;
+  // the cuda backend's device loop captures that many steps per graph (knob unroll_steps).
   mlir::PassManager pm(&context);
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createFuseNormLinearPass());
   pm.addPass(createLowerToKernelProgramPass());
+  if (options.unroll > 1) {
+    UnrollDiffusionLoopPassOptions unroll;
+    unroll.factor = options.unroll;
+    pm.addPass(createUnrollDiffusionLoopPass(unroll));
+  }
   if (failed(pm.run(*module)))
     return fail("the model forward could not be compiled into a kernel program (errors above)");
   if (options.emit == "dlm") {
@@ -176,6 +184,7 @@ int runCompile(const CompileOptions &options) {
   knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
   knobs[std::string(spec::kKnobSteps)] = options.steps;
   knobs[std::string(spec::kKnobTemperature)] = options.temperature;
+  knobs[std::string(spec::kKnobUnrollSteps)] = options.unroll;
   if (options.threshold > 0.0)
     knobs[std::string(spec::kKnobThreshold)] = options.threshold;
   if (options.policy == "entropy-bound") {

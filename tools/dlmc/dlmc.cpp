@@ -13,14 +13,16 @@ namespace cl = llvm::cl;
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::SubCommand importCommand("import", "Print a checkpoint as dlm IR");
-  // The pipeline on @forward: canonicalize, CSE, dlm-fuse-norm-linear, dlm-lower-to-kernel-program.
+  // The pipeline: canonicalize, CSE, dlm-fuse-norm-linear, dlm-lower-to-kernel-program (on
+  // @forward) and dlm-unroll-diffusion-loop (on @generate).
   cl::SubCommand compileCommand(
       "compile",
       "Compile a checkpoint into a .dlm artifact. @forward becomes a kernel program "
       "(canonicalize, CSE, norm fused into the next linear, one record per kernel launch with a "
-      "per-token-row memory plan), stored as the \"cpu\" kernel records. Shapes are not "
-      "specialised and the denoise loop is not unrolled: prompt lengths vary per request and the "
-      "loop's step count depends on the data (convergence, early stop at EOS)");
+      "per-token-row memory plan), stored as the \"cpu\" kernel records; @generate's denoise loops "
+      "are unrolled --unroll guarded steps per iteration (the cuda backend's device loop "
+      "captures that many steps per CUDA graph). Shapes are not specialised: prompt lengths "
+      "vary per request");
   cl::SubCommand inspectCommand("inspect", "List the contents of a .dlm artifact");
 
   cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
@@ -57,6 +59,11 @@ int main(int argc, char **argv) {
                             cl::init(0.0), cl::sub(compileCommand));
   cl::opt<double> temperature("temperature", cl::desc("Default sampling temperature"),
                               cl::init(0.0), cl::sub(compileCommand));
+  cl::opt<int64_t> unroll(
+      "unroll",
+      cl::desc("Denoising steps per unrolled loop iteration (>= 1; 1 = not unrolled): the device "
+               "loop's steps per CUDA graph, checked for convergence once per graph"),
+      cl::init(4), cl::sub(compileCommand));
 
   cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm>"), cl::Required,
                                     cl::sub(inspectCommand));
@@ -78,6 +85,7 @@ int main(int argc, char **argv) {
     options.steps = steps;
     options.threshold = threshold;
     options.temperature = temperature;
+    options.unroll = unroll;
     return dlm::dlmc::runCompile(options);
   }
   if (inspectCommand)

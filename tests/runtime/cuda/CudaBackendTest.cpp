@@ -503,6 +503,37 @@ TEST_P(CudaBackendTest, DeviceBlockLoopDecodesExactlyLikeTheHostLoop) {
   }
 }
 
+// Without a chunk size in the settings the program's unroll factor (dlmc compile --unroll, the
+// knob unroll_steps) sets the steps per graph: 4 steps per block in chunks of 3 take two chunks
+// (the second holds the one step left under the cap), in chunks of 4 one.
+TEST_P(CudaBackendTest, DeviceBlockLoopChunksAsTheProgramUnrolls) {
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  sampling::DecodeRequest request = loopRequest(loopSettings()[0], 11);
+  request.knobs.steps = 12; // 4 per block: 1 token per step, every step needed
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> reference = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  StatusOr<sampling::DecodeOutcome> expected =
+      sampling::decode(**reference, facts, request, nullptr);
+  ASSERT_TRUE(expected.isOk()) << expected.status().message();
+  for (int64_t unroll : {3, 4}) {
+    request.knobs.unrollSteps = unroll;
+    std::unique_ptr<CudaBackend> gpu =
+        cudaBackend(/*graphs=*/true, /*requireDeviceLoop=*/true, /*chunkSteps=*/0);
+    ASSERT_TRUE(gpu);
+    StatusOr<sampling::DecodeOutcome> got = sampling::decode(*gpu, facts, request, nullptr);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    EXPECT_EQ(got->outputIds, expected->outputIds) << "unroll " << unroll;
+    const BlockLoopStatistics &stats = gpu->blockLoopStatistics();
+    EXPECT_EQ(stats.blocks, 3);
+    EXPECT_EQ(stats.chunks, 3 * ((4 + unroll - 1) / unroll)) << "unroll " << unroll;
+    EXPECT_EQ(stats.stepsRun, 12) << "unroll " << unroll;
+    EXPECT_EQ(stats.stepsUsed, 12) << "unroll " << unroll;
+  }
+}
+
 // Without the block's kernels (an artifact compiled for other blocks) the host loop runs, with
 // the same result; when the device loop is required that is a named error.
 TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {

@@ -68,6 +68,21 @@ TEST(DecodingKnobsTest, UnknownKnobAndWrongTypesAreNamed) {
   ASSERT_FALSE(noise.isOk());
 }
 
+// dlmc compile --unroll: the program's unroll factor, at least 1; 0 (absent) leaves the choice to
+// the backend.
+TEST(DecodingKnobsTest, UnrollStepsComesFromTheProgramAndIsAtLeastOne) {
+  StatusOr<DecodingKnobs> absent = resolveKnobs("", {}, {});
+  ASSERT_TRUE(absent.isOk());
+  EXPECT_EQ(absent->unrollSteps, 0);
+  StatusOr<DecodingKnobs> two = resolveKnobs("", {{"unroll_steps", int64_t(2)}}, {});
+  ASSERT_TRUE(two.isOk()) << two.status().message();
+  EXPECT_EQ(two->unrollSteps, 2);
+  StatusOr<DecodingKnobs> zero = resolveKnobs("", {{"unroll_steps", int64_t(0)}}, {});
+  ASSERT_FALSE(zero.isOk());
+  EXPECT_EQ(zero.status().message(),
+            "artifact decoding program: knob 'unroll_steps' must be at least 1, got 0");
+}
+
 TEST(DecodingKnobsTest, IntegralRealsAndIntegerRealsAreAccepted) {
   StatusOr<DecodingKnobs> knobs =
       resolveKnobs("", {}, {{"steps", 8.0}, {"temperature", int64_t(1)}});
