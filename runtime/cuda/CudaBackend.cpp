@@ -1,6 +1,7 @@
 #include "runtime/cuda/CudaBackend.h"
 
 #include "runtime/model/ModelSpec.h"
+#include "runtime/session/SequenceForwards.h"
 
 #include <algorithm>
 #include <cmath>
@@ -271,50 +272,24 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
 
 StatusOr<sampling::LogitsView> CudaBackend::forwardFull(const int32_t *tokens, int64_t count,
                                                         int64_t keep, sampling::LogitRows rows) {
-  if (keep < 0 || keep > count)
-    return Status::error("forward: keep " + str(keep) + " is outside [0, " + str(count) + "]");
-  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
-  StatusOr<sampling::LogitsView> logits = run(tokens, count, 0, rows);
-  if (!logits) {
-    (void)kv_->trim(sequence_, 0);
-    return logits.status();
-  }
-  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
-  DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
-  return logits;
+  return forwardFullOnSequence(*kv_, sequence_, tokens, count, keep, rows,
+                               [this](auto... arguments) { return run(arguments...); });
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::forwardCached(const int32_t *tokens, int64_t count,
-                                                          int64_t keep,
-                                                          sampling::LogitRows rows) {
-  if (kv_->length(sequence_) != keep || keep > count)
-    return Status::error("cached forward: the KV cache holds " + str(kv_->length(sequence_)) +
-                         " tokens, the caller expected " + str(keep) + " of " + str(count));
-  // The canvas's K/V go to pages past `keep`, released again below: the cache is left as it was.
-  StatusOr<sampling::LogitsView> logits = run(tokens + keep, count - keep, keep, rows);
-  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
-  return logits;
+                                                          int64_t keep, sampling::LogitRows rows) {
+  return forwardCachedOnSequence(*kv_, sequence_, tokens, count, keep, rows,
+                                 [this](auto... arguments) { return run(arguments...); });
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, int64_t count,
                                                 int64_t first, sampling::LogitRows rows) {
   const model::ModelDims &d = dims_;
-  if (rows.begin < 0 || rows.begin > rows.end || rows.end > count)
-    return Status::error("forward: logit rows [" + str(rows.begin) + ", " + str(rows.end) +
-                         ") are outside the " + str(count) + " tokens fed");
-  if (first + count > reservedTokens_)
-    return Status::error("forward: positions up to " + str(first + count) +
-                         " exceed the reserved " + str(reservedTokens_));
-  if (rows.count() > reservedLogitRows_)
-    return Status::error("forward: " + str(rows.count()) + " logit rows exceed the reserved " +
-                         str(reservedLogitRows_));
+  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, count, first, rows, reservedTokens_,
+                                            reservedLogitRows_, d.embeddingSize));
   const float *hostLogits = static_cast<const float *>(hostLogits_.data());
   if (count == 0)
     return sampling::LogitsView{hostLogits, 0, d.vocabSize};
-  for (int64_t i = 0; i < count; ++i)
-    if (tokens[i] < 0 || tokens[i] >= d.embeddingSize)
-      return Status::error("forward: token id " + str(tokens[i]) + " is outside [0, " +
-                           str(d.embeddingSize) + ")");
   // The device work is timed as one span up to the logits' arrival on the host; per-kernel
   // device timings (events) are not recorded.
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
