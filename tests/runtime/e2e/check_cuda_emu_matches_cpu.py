@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""End to end on the emulated CUDA device: every tiny checkpoint, compiled by dlmc for every
-target at f32 device precision, must generate with `dlm-run --device cuda-emu` exactly what
-`dlm-run --device cpu` generates from the same artifact.
+"""End to end on the emulated CUDA device (or a real one): every tiny checkpoint, compiled by
+dlmc for every target at f32 device precision, must generate with `dlm-run --device cuda-emu`
+(`--device cuda` with --device cuda) exactly what `dlm-run --device cpu` generates from the same
+artifact.
 
     check_cuda_emu_matches_cpu.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run
-                                  [--models llada,dream] [--keep DIR]
+                                  [--device cuda-emu|cuda] [--models llada,dream] [--keep DIR]
+
+With --device cuda on a machine without a CUDA driver the check is skipped (exit status 77) with
+the runtime's "CUDA driver not available" message.
 
 For each model and each decoding setting below (low-confidence greedy / Gumbel / threshold,
 entropy-bound; cache none and prefix):
@@ -121,6 +125,17 @@ def compare(ours, cpu, our_logits, cpu_logits, what):
     return problems
 
 
+def missing_cuda_driver(dlm_run, artifact):
+    """Why `dlm-run --device cuda` cannot run here (no driver, no cuBLASLt), or None."""
+    proc = subprocess.run([dlm_run, artifact, "--device", "cuda", "--prompt-ids", "1",
+                           "--gen-length", "8", "--block-length", "8", "--steps", "8"],
+                          capture_output=True, text=True)
+    for marker in ("CUDA driver not available", "cuBLASLt not available"):
+        if proc.returncode != 0 and marker in proc.stderr:
+            return proc.stderr.strip()
+    return None
+
+
 def check_device_loop(args, model, ckpt, work, env, failures):
     """The DEVICE_LOOP_SETTINGS of one model; returns (emulated seconds, emulated runs)."""
     artifacts = {}
@@ -146,12 +161,12 @@ def check_device_loop(args, model, ckpt, work, env, failures):
         loop_env = dict(env, DLM_CUDA_DEVICE_LOOP="require", **extra)
         try:
             cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
-            emu, seconds = run(args.dlm_run, artifact, "cuda-emu", [*COMMON, *setting], emu_dump,
-                               loop_env)
+            emu, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting],
+                               emu_dump, loop_env)
             seconds_total += seconds
             runs += 1
             if dump:
-                problems = compare(emu, cpu, emu_dump, cpu_dump, "cuda-emu device loop")
+                problems = compare(emu, cpu, emu_dump, cpu_dump, f"{args.device} device loop")
             else:
                 problems = [f"{key}: device loop {emu[key]!r} != cpu {cpu[key]!r}"
                             for key in ("output_ids", "forwards") if emu[key] != cpu[key]]
@@ -172,6 +187,8 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--device-loop-models", default=",".join(DEVICE_LOOP_MODELS))
     ap.add_argument("--keep", default=None, help="work in this directory and keep it")
+    ap.add_argument("--device", default="cuda-emu", choices=["cuda-emu", "cuda"],
+                    help="the device compared with the cpu (cuda: a real GPU; skipped without one)")
     args = ap.parse_args(argv)
     try:
         import numpy  # noqa: F401
@@ -203,24 +220,29 @@ def main(argv=None):
             if proc.returncode != 0:
                 failures.append(f"{model}: dlmc compile failed: {proc.stderr.strip()}")
                 continue
+            if args.device == "cuda" and model == models[0]:
+                reason = missing_cuda_driver(args.dlm_run, artifact)
+                if reason:
+                    print(f"skipped: {reason}", file=sys.stderr)
+                    return 77
             for name, setting in SETTINGS.items():
                 label = f"{model} {name}"
                 cpu_dump = os.path.join(work, f"{model}.{name}.cpu.npy")
                 emu_dump = os.path.join(work, f"{model}.{name}.emu.npy")
                 try:
                     cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
-                    emu, seconds = run(args.dlm_run, artifact, "cuda-emu", [*COMMON, *setting],
-                                       emu_dump, env)
+                    emu, seconds = run(args.dlm_run, artifact, args.device,
+                                       [*COMMON, *setting], emu_dump, env)
                     emulated_seconds += seconds
                     emulated_runs += 1
-                    problems = compare(emu, cpu, emu_dump, cpu_dump, "cuda-emu")
+                    problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
                     if name == GRAPH_SETTING:
                         eager_dump = os.path.join(work, f"{model}.{name}.eager.npy")
-                        eager, seconds = run(args.dlm_run, artifact, "cuda-emu",
+                        eager, seconds = run(args.dlm_run, artifact, args.device,
                                              [*COMMON, *setting], eager_dump, eager_env)
                         emulated_seconds += seconds
                         emulated_runs += 1
-                        problems += compare(eager, cpu, eager_dump, cpu_dump, "cuda-emu eager")
+                        problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
                         import numpy as np
                         if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
                             problems.append("graph and eager first logits differ")
