@@ -211,6 +211,11 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     FailureOr<int64_t> source = slotOf(&op, op.getOperand(0));
     if (failed(source))
       return failure();
+    // Only reshapes within a token's row keep the per-row plan.
+    auto resultType = cast<RankedTensorType>(op.getResult(0).getType());
+    if (llvm::any_of(resultType.getShape().drop_front(), ShapedType::isDynamic) ||
+        rowWidth(op.getResult(0)) != slotWidth_[*source])
+      return unsupported(&op, "a reshape that changes the row of a token");
     slots_[op.getResult(0)] = *source;
     return success();
   }

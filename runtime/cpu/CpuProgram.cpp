@@ -130,6 +130,10 @@ private:
 
 } // namespace
 
+// The most floats the memory plan may give one token row (a 1M-wide hidden state would be far
+// below it); a record past it is corrupt.
+constexpr int64_t kMaxRowElements = int64_t(1) << 26;
+
 StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &records,
                                        const model::ModelWeights &weights) {
   const model::ModelDims &d = weights.dims();
@@ -182,7 +186,9 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     if (info->hasResult) {
       DLM_ASSIGN(kernel.result, r.integer(kp::kResult));
       DLM_ASSIGN(place.width, r.integer(kp::kWidth));
-      if (kernel.result < kp::kFirstResultSlot || kernel.result > (1 << 24))
+      // At most one result per record: the slots are dense.
+      if (kernel.result < kp::kFirstResultSlot ||
+          kernel.result >= kp::kFirstResultSlot + static_cast<int64_t>(records.size()))
         return r.error("result slot " + str(kernel.result) + " is out of range");
       if (kernel.result < static_cast<int64_t>(defined.size()) && defined[kernel.result])
         return r.error("result slot " + str(kernel.result) + " is already defined");
@@ -192,6 +198,10 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
         DLM_ASSIGN(place.offset, r.integer(kp::kOffset));
         if (place.offset < 0)
           return r.error("result offset " + str(place.offset) + " is negative");
+        // Bounds the workspace (floats per token row) before it is ever sized from it.
+        if (place.width > kMaxRowElements || place.offset > kMaxRowElements - place.width)
+          return r.error("result offset " + str(place.offset) + " + width " + str(place.width) +
+                         " exceeds the " + str(kMaxRowElements) + " floats a token row may plan");
       }
     }
     const int64_t width = place.width;

@@ -86,6 +86,7 @@ CudaBackend::~CudaBackend() {
   weights_.reset();
   kvPool_.release();
   workspace_.release();
+  gemmWorkspaceAllocation_.release();
   hostInputs_.release();
   hostLogits_.release();
   modules_.reset();
@@ -125,6 +126,9 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
                          " but its kernels were generated at " + elementName(element_));
   DLM_RETURN_IF_ERROR(findKernels(dims_));
   DLM_ASSIGN_OR_RETURN(weights_, DeviceWeights::upload(driver_, *hostWeights_, element_, element_));
+  // The synchronous uploads may still be in flight on the legacy stream, which the non-blocking
+  // stream does not wait for.
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSynchronize(), "weights: cuCtxSynchronize"));
 
   DeviceAllocation gemmWorkspace;
   gemmWorkspaceBytes_ = kGemmWorkspaceBytes;
@@ -248,6 +252,9 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   const size_t inputs = layout.add(inputBytes_);
   const size_t loopInputs = layout.add(inputBytes_);
 
+  // Nothing is reserved until every allocation succeeds (allocate frees the old buffer first).
+  reservedTokens_ = 0;
+  reservedLogitRows_ = 0;
   DLM_RETURN_IF_ERROR(workspace_.allocate(driver_, layout.size(), "activation workspace"));
   const CUdeviceptr base = workspace_.pointer();
   hidden_ = base + hidden;

@@ -169,7 +169,9 @@ private:
   Status copyPage(kv::PageIndex from, kv::PageIndex to);
 
   // The device block loop (CudaBackendBlockLoop.cpp).
-  const LoopKernels *loopKernels(const sampling::BlockLoopRequest &request) const;
+  // Null when the artifact lacks one of them (the host loop runs); an error when one fails to
+  // load.
+  StatusOr<const LoopKernels *> loopKernels(const sampling::BlockLoopRequest &request) const;
   // OK, or why the device loop cannot run this block.
   Status deviceLoopSupport(const sampling::BlockLoopRequest &request) const;
   Status reserveLoopBuffers(int64_t canvas, int64_t steps);

@@ -10,8 +10,9 @@
 //
 // The steps are unrolled into graphs of `deviceLoopChunkSteps` steps, captured once per block
 // configuration and chunk (everything a launch bakes in is the graph's key; the RNG step and the
-// temperature of each step are read from device tables uploaded per block, so a block of the same
-// shape at another step count replays the same graph). After each chunk the host reads the
+// temperature of each step are read from device tables uploaded per block, so later blocks of the
+// same shape and step cap replay the same graphs at their own RNG steps; the cap is part of the
+// key, as the threshold's last step and the gate's step cap depend on it). After each chunk the host reads the
 // gate's 8-byte loop state and stops once the block is finished; then it reads the canvas back.
 // Every decision is the host loop's (runtime/sampling/LowConfidence.cpp, EntropyBound.cpp): the
 // accept rule per step (top-k count, threshold, 0 on the last scheduled step, entropy budget),
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <iomanip>
 #include <sstream>
 
 namespace dlm::cuda {
@@ -68,7 +70,7 @@ double temperatureOf(const BlockLoopRequest &request, int64_t step) {
 
 } // namespace
 
-const CudaBackend::LoopKernels *
+StatusOr<const CudaBackend::LoopKernels *>
 CudaBackend::loopKernels(const BlockLoopRequest &request) const {
   const bool entropy = isEntropyBound(request);
   const bool threshold = !entropy && request.knobs->threshold.has_value();
@@ -100,6 +102,11 @@ CudaBackend::loopKernels(const BlockLoopRequest &request) const {
                   {"initial_canvas", AttributeValue(false)},
                   {"candidates", text(entropy ? "every_rejected" : "masked_only")}});
   // An artifact compiled for another policy or block length lacks them: the host loop runs.
+  // Any other failure (a module that does not load) is an error, and not remembered.
+  for (const Status *status :
+       {&sampler.status(), &accept.status(), &gate.status(), &renoise.status()})
+    if (!status->isOk() && status->message().find(" has no ") == std::string::npos)
+      return *status;
   if (sampler && accept && gate && renoise)
     kernels = LoopKernels{*sampler, *accept, *gate, *renoise};
   const std::optional<LoopKernels> &stored = loopKernels_.emplace(key, kernels).first->second;
@@ -109,6 +116,9 @@ CudaBackend::loopKernels(const BlockLoopRequest &request) const {
 bool CudaBackend::denoisesBlock(const BlockLoopRequest &request) const {
   if (!settings_.deviceLoop)
     return false;
+  // Looking the kernels up loads modules: the context must be this thread's.
+  if (!driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent").isOk())
+    return settings_.requireDeviceLoop;
   // Required: denoiseBlock names why it cannot.
   return settings_.requireDeviceLoop || deviceLoopSupport(request).isOk();
 }
@@ -126,7 +136,8 @@ Status CudaBackend::deviceLoopSupport(const BlockLoopRequest &request) const {
     return Status::error("a block of " + str(canvas) + " rows over " + str(request.total) +
                          " tokens exceeds the reserved " + str(reservedLogitRows_) + " rows, " +
                          str(reservedTokens_) + " tokens");
-  if (!loopKernels(request))
+  DLM_ASSIGN_OR_RETURN(const LoopKernels *kernels, loopKernels(request));
+  if (!kernels)
     return Status::error("the artifact has no " + std::string(sampling::policyName(request.policy)) +
                          " sampler/accept/gate/renoise kernels for blocks of " + str(canvas) +
                          " (compile it with dlmc compile --target cuda and this policy and "
@@ -157,6 +168,9 @@ Status CudaBackend::reserveLoopBuffers(int64_t canvas, int64_t steps) {
   const size_t entropy = layout.add(4 * c);
   const size_t confidence = layout.add(4 * c);
   const size_t keep = layout.add(c);
+  // Nothing is reserved until both allocations succeed (allocate frees the old buffer first).
+  loop_.canvas = 0;
+  loop_.steps = 0;
   DLM_RETURN_IF_ERROR(
       loop_.allocation.allocate(driver_, layout.size(), "device block loop buffers"));
   // Host side: the uploaded region, then the loop state and the canvas read back.
@@ -254,15 +268,22 @@ Status CudaBackend::enqueueLoopStep(const BlockLoopRequest &request, const LoopK
 
 StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopRequest &request,
                                                               int32_t *canvasOut) {
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
   if (Status support = deviceLoopSupport(request); !support.isOk())
     return Status::error("not supported yet: this block on the device loop: " +
                          support.message());
-  const LoopKernels &kernels = *loopKernels(request);
+  DLM_ASSIGN_OR_RETURN(const LoopKernels *found, loopKernels(request));
+  const LoopKernels &kernels = *found;
   const int64_t canvas = request.end - request.begin;
   const int64_t cap = request.stepCap;
   const bool entropy = isEntropyBound(request);
   const bool prefix = request.prefixCache;
   const int64_t keep = prefix ? request.keep : 0;
+  if (!request.sequence || request.begin < 0 || request.begin >= request.end ||
+      request.end > request.total)
+    return Status::error("device block loop: block [" + str(request.begin) + ", " +
+                         str(request.end) + ") is not inside the " + str(request.total) +
+                         " tokens of the sequence");
   if (prefix && (keep < 0 || keep > request.begin))
     return Status::error("device block loop: keep " + str(keep) + " is past the block start " +
                          str(request.begin));
@@ -270,8 +291,19 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
     if (request.sequence[i] < 0 || request.sequence[i] >= dims_.embeddingSize)
       return Status::error("device block loop: token id " + str(request.sequence[i]) +
                            " is outside [0, " + str(dims_.embeddingSize) + ")");
-  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
   DLM_RETURN_IF_ERROR(reserveLoopBuffers(canvas, cap));
+  // A failure from here on leaves the cache as a failed host forward would: the prefix kept
+  // (prefix cache) or nothing.
+  struct TrimOnFailure {
+    kv::PagedKvCache &cache;
+    kv::SequenceId sequence;
+    int64_t length;
+    bool armed = true;
+    ~TrimOnFailure() {
+      if (armed)
+        (void)cache.trim(sequence, length);
+    }
+  } trimOnFailure{*kv_, sequence_, keep};
 
   // The forwards' shapes and the K/V cache, as the host loop's forwards leave and expect it.
   const Shape full{request.total, 0, request.begin, request.end, inputs_};
@@ -347,6 +379,7 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
   char *hostState = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes;
   int32_t loopState[2] = {0, 0};
   std::ostringstream baked;
+  baked << std::setprecision(17); // knobs differing in any digit must not share a graph
   baked << (entropy ? "entropy" : "low_confidence") << ' ' << kernels.sampler.record->name << ' '
         << kernels.accept.record->name << ' ' << kernels.renoise.record->name << ' ' << canvas
         << ' ' << cap << ' ' << request.begin << ' ' << request.excludedToken << ' '
@@ -419,6 +452,7 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
     return Status::error("device block loop: the block did not finish within its " + str(cap) +
                          " steps (loop state " + str(loopState[0]) + ", " + str(loopState[1]) +
                          ")");
+  trimOnFailure.armed = false;
   ++loopStatistics_.blocks;
   loopStatistics_.stepsUsed += loopState[1];
   return sampling::BlockLoopResult{loopState[1]};

@@ -52,8 +52,9 @@ constexpr float kSoftcapValue = ${softcap};
 
 extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
 ${signature}) {
-  __shared__ float sProbability[kTileVocab][kPitch]; // [vocab in tile][row in tile]
-  __shared__ float sTable[kTileVocab][kTileColumns]; // [vocab in tile][column in tile]
+  // 16-byte aligned: both are read as float4.
+  __shared__ __align__(16) float sProbability[kTileVocab][kPitch]; // [vocab in tile][row in tile]
+  __shared__ __align__(16) float sTable[kTileVocab][kTileColumns]; // [vocab in tile][column]
   __shared__ float sInverseTemperature[kTileRows];
   __shared__ float sMax[kTileRows];
   __shared__ float sInverseSum[kTileRows];

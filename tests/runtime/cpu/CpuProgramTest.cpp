@@ -123,6 +123,18 @@ TEST_F(CpuProgramTest, ResultOverlappingALiveValue) {
   EXPECT_NE(error().find("which is read later"), std::string::npos) << error();
 }
 
+// A plan or slot number no compiler writes (a corrupt artifact) is refused before the workspace
+// is ever sized from it.
+TEST_F(CpuProgramTest, HugeOffsetsAndSlotsAreRefused) {
+  record("layers.0.v_proj").parameters["offset"] = int64_t(1) << 60;
+  EXPECT_NE(error().find("result offset 1152921504606846976 + width"), std::string::npos)
+      << error();
+  EXPECT_NE(error().find("floats a token row may plan"), std::string::npos) << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.0.v_proj").parameters["result"] = int64_t(1) << 24;
+  EXPECT_NE(error().find("result slot 16777216 is out of range"), std::string::npos) << error();
+}
+
 TEST_F(CpuProgramTest, AttentionMustReadWhatItsLayerStored) {
   artifact::Kernel &store = record("layers.0.kv_store");
   store.parameters["layer"] = int64_t{1};
