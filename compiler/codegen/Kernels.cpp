@@ -5,11 +5,13 @@
 namespace dlm::codegen {
 
 int vectorWidth(ElementType type, int64_t count) {
-  for (int width = type == ElementType::bf16 ? 8 : 4; width > 1; width /= 2)
+  for (int width = 16 / elementBytes(type); width > 1; width /= 2)
     if (count % width == 0)
       return width;
   return 1;
 }
+
+int elementBytes(ElementType type) { return type == ElementType::bf16 ? 2 : 4; }
 
 std::string_view elementTypeName(ElementType type) {
   return type == ElementType::bf16 ? "bf16" : "f32";

@@ -71,6 +71,9 @@ enum class SamplerConfidence {
 // pointers handed to them must be multiples of it.
 int vectorWidth(ElementType type, int64_t count);
 
+// Bytes of one element: 2 for bf16, 4 for f32.
+int elementBytes(ElementType type);
+
 std::string_view elementTypeName(ElementType type); // "bf16", "f32"
 std::string_view maskKindName(MaskKind kind);       // "causal", "block_causal", ...
 std::string_view activationName(Activation activation);

@@ -52,10 +52,6 @@ int64_t layerOf(StringRef weightName) {
 }
 
 // The canonical role of a weight name: "layers.3.q" → "q", "final_norm" → "final_norm".
-StringRef roleOf(StringRef weightName) {
-  return weightName.rsplit('.').second.empty() ? weightName : weightName.rsplit('.').second;
-}
-
 class ProgramBuilder {
 public:
   ProgramBuilder(func::FuncOp fn) : fn_(fn), b_(fn.getContext()) {}
@@ -238,7 +234,7 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     FailureOr<int64_t> input = slotOf(&op, norm.getInput());
     if (failed(input))
       return failure();
-    StringRef role = roleOf(weightName(norm.getWeight()));
+    StringRef role = kp::weightRole(weightName(norm.getWeight()));
     Record &r = add(kp::kRmsNorm, role.ends_with("norm") ? role : "rms_norm", -1);
     r.operands.push_back(*input);
     r.inPlace = true;
@@ -300,7 +296,7 @@ LogicalResult ProgramBuilder::lowerLinear(Operation *op, StringRef kind, Value i
   FailureOr<int64_t> in = slotOf(op, input);
   if (failed(in))
     return failure();
-  StringRef role = roleOf(weightName(weight));
+  StringRef role = kp::weightRole(weightName(weight));
   bool projection = llvm::is_contained({"q", "k", "v", "o", "gate", "up", "down"}, role);
   Record &r = add(kind, projection ? (role + "_proj").str() : kind.str(), -1);
   r.operands.push_back(*in);

@@ -42,11 +42,6 @@ bool elementwise(KernelKind kind) {
 
 // The role of a canonical name, the profile label of a fused norm: "layers.0.attn_norm" →
 // "attn_norm".
-std::string roleOf(const std::string &name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(dot + 1);
-}
-
 // The profile label of a record name: "layers.0.rope#2" → "rope".
 std::string labelOf(const std::string &name) {
   std::string label = name;
@@ -210,17 +205,10 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
                  ? Status::ok()
                  : r.error(what + " is " + str(actual) + ", expected " + str(expected));
     };
-#define DLM_CHECK(status)                                                                          \
-  do {                                                                                             \
-    Status status_ = (status);                                                                     \
-    if (!status_.isOk())                                                                           \
-      return status_;                                                                              \
-  } while (0)
-
     switch (info->kind) {
     case KernelKind::embedding:
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
-      DLM_CHECK(expectWidth(kernel.weight->cols, width, "the table's row width"));
+      DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
       if (kernel.weight->rows < d.embeddingSize)
         return r.error("the table has " + str(kernel.weight->rows) + " rows for " +
                        str(d.embeddingSize) + " token ids");
@@ -228,7 +216,7 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     case KernelKind::rmsNorm:
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
       DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-      DLM_CHECK(expectWidth(widths[0], width, "the input width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
       if (kernel.weight->rows != 1 || width % kernel.weight->cols != 0)
         return r.error("norm weight of " + str(kernel.weight->cols) +
                        " values does not divide rows of " + str(width));
@@ -238,22 +226,22 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       if (info->kind == KernelKind::normLinear) {
         DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights));
         DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-        DLM_CHECK(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
-        kernel.normName = roleOf(*r.text(kp::kNormWeight));
+        DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
+        kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
         program.normRowElements = std::max(program.normRowElements, widths[0]);
       }
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
       DLM_ASSIGN(kernel.bias, r.weight(kp::kBias, weights, true));
-      DLM_CHECK(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
-      DLM_CHECK(expectWidth(kernel.weight->rows, width, "the weight's output width"));
+      DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
+      DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->rows, width, "the weight's output width"));
       if (kernel.bias)
-        DLM_CHECK(expectWidth(kernel.bias->cols, width, "the bias's size"));
+        DLM_RETURN_IF_ERROR(expectWidth(kernel.bias->cols, width, "the bias's size"));
       break;
     case KernelKind::rope: {
       double theta;
       DLM_ASSIGN(theta, r.real(kp::kTheta));
       DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
-      DLM_CHECK(expectWidth(widths[0], width, "the input width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
       if (kernel.headDim <= 0 || kernel.headDim % 2 != 0 || width % kernel.headDim != 0)
         return r.error("head_dim " + str(kernel.headDim) + " does not split rows of " + str(width) +
                        " into heads of pairs");
@@ -273,8 +261,8 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
                        str(d.layers) + " layers)");
       const size_t layer = static_cast<size_t>(kernel.layer);
       const size_t k = info->kind == KernelKind::kvStore ? 0 : 1;
-      DLM_CHECK(expectWidth(widths[k], d.kvWidth(), "the keys' width"));
-      DLM_CHECK(expectWidth(widths[k + 1], d.kvWidth(), "the values' width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[k], d.kvWidth(), "the keys' width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[k + 1], d.kvWidth(), "the values' width"));
       if (info->kind == KernelKind::kvStore) {
         storedK[layer] = kernel.operands[0];
         storedV[layer] = kernel.operands[1];
@@ -296,14 +284,14 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
         return r.error(str(kernel.heads) + " heads over " + str(kernel.kvHeads) + " KV heads of " +
                        str(kernel.headDim) + " do not fit the KV cache's " + str(d.kvWidth()) +
                        " values per token");
-      DLM_CHECK(expectWidth(widths[0], kernel.heads * kernel.headDim, "the queries' width"));
-      DLM_CHECK(expectWidth(width, widths[0], "the result width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], kernel.heads * kernel.headDim, "the queries' width"));
+      DLM_RETURN_IF_ERROR(expectWidth(width, widths[0], "the result width"));
       break;
     }
     case KernelKind::add:
     case KernelKind::siluMul:
-      DLM_CHECK(expectWidth(widths[0], width, "the first operand's width"));
-      DLM_CHECK(expectWidth(widths[1], width, "the second operand's width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the first operand's width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the second operand's width"));
       break;
     case KernelKind::lmHead:
       if (index + 1 != records.size())
@@ -311,20 +299,19 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, true));
       if (kernel.norm) {
         DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-        DLM_CHECK(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
-        kernel.normName = roleOf(*r.text(kp::kNormWeight));
+        DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
+        kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
       }
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
       DLM_ASSIGN(kernel.logitShift, r.flag(kp::kLogitShift));
-      DLM_CHECK(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
-      DLM_CHECK(expectWidth(width, d.vocabSize, "the logits' width"));
-      DLM_CHECK(expectWidth(widths[0], d.hidden, "the input width"));
+      DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
+      DLM_RETURN_IF_ERROR(expectWidth(width, d.vocabSize, "the logits' width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], d.hidden, "the input width"));
       if (kernel.weight->rows < width)
         return r.error("the weight has " + str(kernel.weight->rows) + " rows for " + str(width) +
                        " logits");
       break;
     }
-#undef DLM_CHECK
     if (kernel.kind == KernelKind::normLinear && !program.kernels.empty()) {
       const CpuKernel &previous = program.kernels.back();
       kernel.reusesNorm = previous.kind == KernelKind::normLinear &&

@@ -68,4 +68,11 @@ inline constexpr int64_t kFirstResultSlot = 2;
 // token count starts 64-byte aligned.
 inline constexpr int64_t kRowAlignmentElements = 16;
 
+// The role of a canonical weight name, its last component: "layers.0.attn_norm" -> "attn_norm".
+// Names records and profile labels on both sides.
+inline std::string_view weightRole(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
 } // namespace dlm::spec::kernels

@@ -306,8 +306,6 @@ struct Layout {
   int64_t sharedBytes;
 };
 
-int64_t elementBytes(ElementType element) { return element == ElementType::bf16 ? 2 : 4; }
-
 Layout layoutFor(int64_t headDim, ElementType element, int64_t rowsPerWarp, int64_t warps,
                  bool share) {
   const int64_t rows = warps * rowsPerWarp;

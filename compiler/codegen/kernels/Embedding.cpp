@@ -44,7 +44,7 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
     return Status::error("embedding: width must be in [1, 2^20], got " +
                          std::to_string(params.width));
   const int vector = vectorWidth(params.element, params.width);
-  const int chunkBytes = vector * (params.element == ElementType::bf16 ? 2 : 4);
+  const int chunkBytes = vector * elementBytes(params.element);
   const int64_t threads = std::clamp<int64_t>(roundUp(params.width / vector, 32), 32, 256);
 
   KernelSource kernel;

@@ -55,7 +55,7 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
     return Status::error("kv_store: page_size must be in [1, 65536], got " +
                          std::to_string(params.pageSize));
   const int vector = vectorWidth(params.element, params.kvWidth);
-  const int chunkBytes = vector * (params.element == ElementType::bf16 ? 2 : 4);
+  const int chunkBytes = vector * elementBytes(params.element);
   const int64_t threads = std::clamp<int64_t>(roundUp(params.kvWidth / vector, 32), 32, 256);
 
   KernelSource kernel;
