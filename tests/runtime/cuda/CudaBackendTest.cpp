@@ -147,6 +147,38 @@ std::vector<Variant> variants() {
 // so reruns do not recompile them.
 void pointEmulatorCacheAtBuildTree() { ::setenv("DLM_EMU_CACHE_DIR", DLM_TEST_EMU_CACHE_DIR, 0); }
 
+// `tiny` written to `dir`/`name`, opened, and a CudaBackend over it on the emulated driver (the
+// reader and weights it reads from live as long as this).
+struct StandaloneBackend {
+  std::unique_ptr<artifact::ArtifactReader> reader;
+  std::shared_ptr<const model::ModelWeights> weights;
+  StatusOr<std::unique_ptr<CudaBackend>> backend = Status::error("not created");
+};
+std::unique_ptr<StandaloneBackend> createStandalone(const TinyModel &tiny, const TempDir &dir,
+                                                    const std::string &name,
+                                                    const BackendOptions &options) {
+  pointEmulatorCacheAtBuildTree();
+  auto result = std::make_unique<StandaloneBackend>();
+  tiny.write(dir.file(name));
+  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file(name));
+  EXPECT_TRUE(reader.isOk()) << reader.status().message();
+  if (!reader)
+    return result;
+  result->reader = std::make_unique<artifact::ArtifactReader>(std::move(*reader));
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights =
+      model::ModelWeights::load(*result->reader);
+  EXPECT_TRUE(weights.isOk()) << weights.status().message();
+  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
+  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
+  EXPECT_TRUE(driver.isOk() && lt.isOk());
+  if (!weights || !driver || !lt)
+    return result;
+  result->weights = *weights;
+  result->backend =
+      CudaBackend::create(*driver, *lt, *result->reader, result->weights, 128, options);
+  return result;
+}
+
 class CudaBackendTest : public ::testing::TestWithParam<Variant> {
 protected:
   void SetUp() override {
@@ -622,7 +654,6 @@ TEST(KernelTargetChoice, CubinThenNearestLowerPtxThenANamedError) {
 // accumulation) the forward stays close to the reference: bf16 has 8 bits of mantissa, so the
 // bound is a few percent of the largest logit, not f32's 1e-4.
 TEST(CudaBackendBf16, ForwardStaysNearTheReference) {
-  pointEmulatorCacheAtBuildTree();
   TempDir dir;
   TinyModelOptions options = baseOptions();
   options.qkvBias = true;
@@ -630,18 +661,11 @@ TEST(CudaBackendBf16, ForwardStaysNearTheReference) {
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::bf16);
   options.kernelTargets = {kernels->target};
   TinyModel tiny(options);
-  tiny.write(dir.file("bf16.dlm"));
-  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("bf16.dlm"));
-  ASSERT_TRUE(reader.isOk());
-  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
-  ASSERT_TRUE(weights.isOk());
-  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
-  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
-  ASSERT_TRUE(driver.isOk() && lt.isOk());
   BackendOptions backendOptions;
   backendOptions.kvPageTokens = kPageSize;
-  StatusOr<std::unique_ptr<CudaBackend>> backend =
-      CudaBackend::create(*driver, *lt, *reader, *weights, 128, backendOptions);
+  std::unique_ptr<StandaloneBackend> created =
+      createStandalone(tiny, dir, "bf16.dlm", backendOptions);
+  StatusOr<std::unique_ptr<CudaBackend>> &backend = created->backend;
   ASSERT_TRUE(backend.isOk()) << backend.status().message();
   EXPECT_EQ((*backend)->precision(), DeviceElement::bf16);
   const int64_t count = 10;
@@ -659,43 +683,27 @@ TEST(CudaBackendBf16, ForwardStaysNearTheReference) {
 }
 
 TEST(CudaBackendErrors, ArtifactWithoutCudaKernelsIsANamedError) {
-  pointEmulatorCacheAtBuildTree();
   TempDir dir;
   TinyModel tiny(baseOptions());
-  tiny.write(dir.file("cpu.dlm"));
-  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("cpu.dlm"));
-  ASSERT_TRUE(reader.isOk());
-  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
-  ASSERT_TRUE(weights.isOk());
-  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
-  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
-  ASSERT_TRUE(driver.isOk() && lt.isOk());
-  StatusOr<std::unique_ptr<CudaBackend>> backend =
-      CudaBackend::create(*driver, *lt, *reader, *weights, 128, BackendOptions{});
+  std::unique_ptr<StandaloneBackend> created =
+      createStandalone(tiny, dir, "cpu.dlm", BackendOptions{});
+  const StatusOr<std::unique_ptr<CudaBackend>> &backend = created->backend;
   ASSERT_FALSE(backend.isOk());
   EXPECT_EQ(backend.status().message(),
             "artifact has no CUDA kernels; compile it with --target cuda or all");
 }
 
 TEST(CudaBackendErrors, APageSizeOtherThanTheKernelsIsNotSupportedYet) {
-  pointEmulatorCacheAtBuildTree();
   TempDir dir;
   TinyModelOptions options = baseOptions();
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
   options.kernelTargets = {kernels->target};
   TinyModel tiny(options);
-  tiny.write(dir.file("paged.dlm"));
-  StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(dir.file("paged.dlm"));
-  ASSERT_TRUE(reader.isOk());
-  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
-  ASSERT_TRUE(weights.isOk());
-  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
-  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
-  ASSERT_TRUE(driver.isOk() && lt.isOk());
   BackendOptions backendOptions;
   backendOptions.kvPageTokens = 2 * kPageSize;
-  StatusOr<std::unique_ptr<CudaBackend>> backend =
-      CudaBackend::create(*driver, *lt, *reader, *weights, 128, backendOptions);
+  std::unique_ptr<StandaloneBackend> created =
+      createStandalone(tiny, dir, "paged.dlm", backendOptions);
+  const StatusOr<std::unique_ptr<CudaBackend>> &backend = created->backend;
   ASSERT_FALSE(backend.isOk());
   EXPECT_EQ(backend.status().message(),
             "not supported yet: a KV page of 8 tokens on the cuda backend, whose kernels were "
@@ -703,7 +711,6 @@ TEST(CudaBackendErrors, APageSizeOtherThanTheKernelsIsNotSupportedYet) {
 }
 
 TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
-  pointEmulatorCacheAtBuildTree();
   TempDir dir;
   TinyModelOptions options = baseOptions();
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
@@ -714,17 +721,9 @@ TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
                 records.end());
   options.kernelTargets = {kernels->target};
   TinyModel tiny(options);
-  tiny.write(dir.file("partial.dlm"));
-  StatusOr<artifact::ArtifactReader> reader =
-      artifact::ArtifactReader::open(dir.file("partial.dlm"));
-  ASSERT_TRUE(reader.isOk());
-  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model::ModelWeights::load(*reader);
-  ASSERT_TRUE(weights.isOk());
-  StatusOr<std::shared_ptr<const CudaDriver>> driver = emu::emulatedCudaDriver();
-  StatusOr<std::shared_ptr<const CublasLt>> lt = emu::emulatedCublasLt();
-  ASSERT_TRUE(driver.isOk() && lt.isOk());
-  StatusOr<std::unique_ptr<CudaBackend>> backend =
-      CudaBackend::create(*driver, *lt, *reader, *weights, 128, BackendOptions{});
+  std::unique_ptr<StandaloneBackend> created =
+      createStandalone(tiny, dir, "partial.dlm", BackendOptions{});
+  const StatusOr<std::unique_ptr<CudaBackend>> &backend = created->backend;
   ASSERT_FALSE(backend.isOk());
   EXPECT_EQ(backend.status().message().rfind("artifact has no kv_store kernel with ", 0), 0u)
       << backend.status().message();
