@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from logits_agreement import first_logits_problems
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 MAKE_MODELS = os.path.join(ROOT, "tests", "models", "make_tiny_models.py")
@@ -110,19 +112,11 @@ def run(dlm_run, artifact, device, args, dump, env=None):
 
 
 def compare(ours, cpu, our_logits, cpu_logits, what):
-    import numpy as np
     problems = []
     for key in ("output_ids", "forwards"):
         if ours[key] != cpu[key]:
             problems.append(f"{key}: {what} {ours[key]!r} != cpu {cpu[key]!r}")
-    a, b = np.load(our_logits), np.load(cpu_logits)
-    if a.shape != b.shape:
-        problems.append(f"first logits shape {a.shape} != cpu {b.shape}")
-    else:
-        err = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-        if not err <= LOGITS_TOLERANCE:
-            problems.append(f"first logits relative error {err:.2e} > {LOGITS_TOLERANCE}")
-    return problems
+    return problems + first_logits_problems(our_logits, cpu_logits, LOGITS_TOLERANCE, "cpu")
 
 
 def missing_cuda_driver(dlm_run, artifact):

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from logits_agreement import first_logits_problems
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 REFERENCE = os.path.join(ROOT, "tests", "reference")
@@ -100,19 +102,11 @@ def run_ours(dlm_run, artifact, args, dump):
 
 
 def compare(name, ours, ref, our_logits, ref_logits):
-    import numpy as np
     problems = []
     for key in ("prompt_ids", "output_ids", "forwards", "text"):
         if ours[key] != ref[key]:
             problems.append(f"{key}: dlm {ours[key]!r} != reference {ref[key]!r}")
-    a, b = np.load(our_logits), np.load(ref_logits)
-    if a.shape != b.shape:
-        problems.append(f"first logits shape {a.shape} != reference {b.shape}")
-    else:
-        err = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-        if not err <= LOGITS_TOLERANCE:
-            problems.append(f"first logits relative error {err:.2e} > {LOGITS_TOLERANCE}")
-    return problems
+    return problems + first_logits_problems(our_logits, ref_logits, LOGITS_TOLERANCE, "reference")
 
 
 def find_early_stop(dlm_run, artifact, eos, policy_args):
