@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/DeviceCommon.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,14 @@ std::string identifierFragment(double value) {
 
 std::string_view cudaElementType(ElementType type) {
   return type == ElementType::bf16 ? "__nv_bfloat16" : "float";
+}
+
+RowCopyShape rowCopyShape(ElementType element, int64_t width) {
+  RowCopyShape shape;
+  shape.vector = vectorWidth(element, width);
+  shape.chunkBytes = shape.vector * elementBytes(element);
+  shape.threads = std::clamp<int64_t>(roundUp(width / shape.vector, 32), 32, 256);
+  return shape;
 }
 
 std::string_view rawChunkType(int bytes) {

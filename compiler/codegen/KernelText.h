@@ -31,6 +31,16 @@ std::string identifierFragment(double value);
 std::string_view cudaElementType(ElementType type);
 // A CUDA type of `bytes` (16, 8, 4 or 2) for copying raw element bits: "uint4", "uint2", ...
 std::string_view rawChunkType(int bytes);
+
+// How a copy kernel moves a row of `width` elements, one block per row: `vector` elements per
+// access of `chunkBytes` raw bytes (rawChunkType), by `threads` threads (the accesses rounded up
+// to warps, 32 to 256).
+struct RowCopyShape {
+  int vector = 1;
+  int chunkBytes = 0;
+  int64_t threads = 32;
+};
+RowCopyShape rowCopyShape(ElementType element, int64_t width);
 inline int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }

@@ -9,8 +9,6 @@
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
-#include <algorithm>
-
 namespace dlm::codegen {
 
 namespace {
@@ -43,16 +41,14 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   if (params.width <= 0 || params.width > (int64_t(1) << 20))
     return Status::error("embedding: width must be in [1, 2^20], got " +
                          std::to_string(params.width));
-  const int vector = vectorWidth(params.element, params.width);
-  const int chunkBytes = vector * elementBytes(params.element);
-  const int64_t threads = std::clamp<int64_t>(roundUp(params.width / vector, 32), 32, 256);
+  const RowCopyShape copy = rowCopyShape(params.element, params.width);
 
   KernelSource kernel;
   kernel.kind = "embedding";
   kernel.name = "dlm_embedding_w" + std::to_string(params.width) + "_" +
                 std::string(elementTypeName(params.element));
   kernel.hot = false;
-  kernel.blockThreads = static_cast<unsigned>(threads);
+  kernel.blockThreads = static_cast<unsigned>(copy.threads);
   kernel.grid = "x = count";
   kernel.sharedMemoryBytes = 0;
   const std::string element(cudaElementType(params.element));
@@ -68,11 +64,11 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
                            {"element", std::string(elementTypeName(params.element))}};
   const std::string body =
       expandTemplate(kBody, {{"element", element},
-                             {"chunk", std::string(rawChunkType(chunkBytes))},
-                             {"chunkBytes", std::to_string(chunkBytes)},
+                             {"chunk", std::string(rawChunkType(copy.chunkBytes))},
+                             {"chunkBytes", std::to_string(copy.chunkBytes)},
                              {"width", std::to_string(params.width)},
-                             {"threads", std::to_string(threads)},
-                             {"vector", std::to_string(vector)},
+                             {"threads", std::to_string(copy.threads)},
+                             {"vector", std::to_string(copy.vector)},
                              {"name", kernel.name},
                              {"signature", renderSignature(kernel.parameters)}});
   kernel.source = assembleTranslationUnit(

@@ -11,8 +11,6 @@
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
-#include <algorithm>
-
 namespace dlm::codegen {
 
 namespace {
@@ -54,9 +52,7 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
   if (params.pageSize <= 0 || params.pageSize > 65536)
     return Status::error("kv_store: page_size must be in [1, 65536], got " +
                          std::to_string(params.pageSize));
-  const int vector = vectorWidth(params.element, params.kvWidth);
-  const int chunkBytes = vector * elementBytes(params.element);
-  const int64_t threads = std::clamp<int64_t>(roundUp(params.kvWidth / vector, 32), 32, 256);
+  const RowCopyShape copy = rowCopyShape(params.element, params.kvWidth);
 
   KernelSource kernel;
   kernel.kind = "kv_store";
@@ -64,7 +60,7 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
                 std::to_string(params.pageSize) + "_" +
                 std::string(elementTypeName(params.element));
   kernel.hot = false;
-  kernel.blockThreads = static_cast<unsigned>(threads);
+  kernel.blockThreads = static_cast<unsigned>(copy.threads);
   kernel.grid = "x = count";
   kernel.sharedMemoryBytes = 0;
   const std::string element(cudaElementType(params.element));
@@ -85,12 +81,12 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
                            {"element", std::string(elementTypeName(params.element))}};
   const std::string body =
       expandTemplate(kBody, {{"element", element},
-                             {"chunk", std::string(rawChunkType(chunkBytes))},
-                             {"chunkBytes", std::to_string(chunkBytes)},
+                             {"chunk", std::string(rawChunkType(copy.chunkBytes))},
+                             {"chunkBytes", std::to_string(copy.chunkBytes)},
                              {"kvWidth", std::to_string(params.kvWidth)},
                              {"pageSize", std::to_string(params.pageSize)},
-                             {"threads", std::to_string(threads)},
-                             {"vector", std::to_string(vector)},
+                             {"threads", std::to_string(copy.threads)},
+                             {"vector", std::to_string(copy.vector)},
                              {"name", kernel.name},
                              {"signature", renderSignature(kernel.parameters)}});
   kernel.source = assembleTranslationUnit(
