@@ -11,7 +11,9 @@
 
 #include "runtime/cpu/CpuBackend.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace dlm {
 
@@ -301,6 +303,52 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
       return text.status().withContext("decoding the output");
     result.text = std::move(*text);
   }
+  return result;
+}
+
+StatusOr<ScoreResult> Session::score(const std::vector<int32_t> &prompt,
+                                     const std::vector<int32_t> &continuation) {
+  const sampling::TokenFacts &facts = model_->tokenFacts();
+  if (facts.maskTokenId < 0)
+    return Status::error("not supported yet: scoring with a model that has no mask token");
+  if (prompt.empty() || continuation.empty())
+    return Status::error("scoring needs a non-empty prompt and continuation");
+  const int64_t vocab = backend_->vocabSize();
+  auto outside = [vocab](int32_t id) { return id < 0 || id >= vocab; };
+  if (std::any_of(prompt.begin(), prompt.end(), outside) ||
+      std::any_of(continuation.begin(), continuation.end(), outside))
+    return Status::error("scoring: a token id is outside the vocabulary of " +
+                         std::to_string(vocab));
+  const int64_t promptLength = static_cast<int64_t>(prompt.size());
+  const int64_t total = promptLength + static_cast<int64_t>(continuation.size());
+  if (total > backend_->maxSequenceLength())
+    return Status::error("scoring: " + std::to_string(total) +
+                         " tokens exceed the session's maximum sequence length of " +
+                         std::to_string(backend_->maxSequenceLength()));
+  if (Status reserved = backend_->reserve(total, 1); !reserved.isOk())
+    return reserved;
+
+  std::vector<int32_t> tokens(prompt);
+  tokens.resize(static_cast<size_t>(total), static_cast<int32_t>(facts.maskTokenId));
+  ScoreResult result;
+  double nllSum = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(continuation.size()); ++i) {
+    const int64_t position = promptLength + i;
+    StatusOr<sampling::LogitsView> logits =
+        backend_->forwardFull(tokens.data(), total, 0, sampling::LogitRows{position, position + 1});
+    if (!logits)
+      return logits.status();
+    ++result.forwards;
+    const float *row = logits->row(0);
+    const double peak = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(static_cast<double>(row[v]) - peak);
+    nllSum += peak + std::log(sum) - static_cast<double>(row[continuation[i]]);
+    tokens[position] = continuation[i];
+  }
+  result.tokens = static_cast<int64_t>(continuation.size());
+  result.meanNll = nllSum / static_cast<double>(result.tokens);
   return result;
 }
 

@@ -108,6 +108,16 @@ struct GenerateResult {
   int64_t vocabSize = 0;
 };
 
+// How likely the model finds a continuation of a prompt, read left to right: token i of the
+// continuation is predicted from the prompt and continuation[0, i), with every later position
+// masked. Needs a model with a mask token (the masked-diffusion models). One forward per token.
+struct ScoreResult {
+  // Mean negative log-likelihood per continuation token, in nats; perplexity = exp(meanNll).
+  double meanNll = 0;
+  int64_t tokens = 0;
+  int64_t forwards = 0;
+};
+
 class Session {
 public:
   // Errors: "CUDA driver not available: ...", "cuBLASLt not available: ...", "artifact has no
@@ -122,6 +132,11 @@ public:
   // exhausted.
   StatusOr<GenerateResult> generate(const GenerateRequest &request,
                                     const StreamCallback &onBlock = {});
+
+  // Scores `continuation` after `prompt` (see ScoreResult). Errors: empty prompt or
+  // continuation, ids outside the vocabulary, no mask token, too long for the session.
+  StatusOr<ScoreResult> score(const std::vector<int32_t> &prompt,
+                              const std::vector<int32_t> &continuation);
 
   const LoadedModel &model() const { return *model_; }
   Backend &backend() { return *backend_; }

@@ -175,6 +175,10 @@ CommandLine walkCommandLine(
       common.json = true;
       continue;
     }
+    if (common.toolSwitches.count(flag)) {
+      common.switches.insert(flag);
+      continue;
+    }
     if (flag.rfind("--", 0) != 0) {
       if (!common.artifact.empty()) {
         error = "more than one model given: '" + common.artifact + "' and '" + flag + "'";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
 struct CommonArguments {
   std::string artifact;
   bool json = false;
+  // Flags without a value the tool takes besides --json (for example "--score"), and those given.
+  std::set<std::string> toolSwitches;
+  std::set<std::string> switches;
 };
 enum class CommandLine { ok, help, bad };
 CommandLine walkCommandLine(

@@ -7,19 +7,23 @@
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
 //                          mask|uniform]
-//           [--json] [--dump-logits PATH.npy]
+//           [--json] [--dump-logits PATH.npy] [--score]
 //
 // Knobs not given come from the artifact's decoding program. --json prints one object instead of
 // streaming: prompt_ids, output_ids (prompt excluded, up to and including the first EOS), text,
 // forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
-// .npy [tokens fed, vocab_size]. Bad arguments: a message and exit status 2; a failed generation:
+// .npy [tokens fed, vocab_size]. --score also reports the output's mean negative log-likelihood
+// under the model, read left to right (Session::score; one forward per output token, not
+// counted in the generation's figures). Bad arguments: a message and exit status 2; a failed generation:
 // exit status 1.
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -38,7 +42,8 @@ const char *kUsage =
     "               [--temperature X] [--seed N] [--request N] [--cache none|prefix]\n"
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
-    "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n";
+    "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
+    "               [--score]\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;
@@ -72,6 +77,7 @@ struct Options {
   dlm::SessionOptions session;
   bool havePrompt = false;
   bool json = false;
+  bool score = false;
   std::string dumpLogits;
 };
 
@@ -95,6 +101,7 @@ int parseArguments(int argc, char **argv, Options &options) {
     return "";
   };
   dlm::tools::CommonArguments common;
+  common.toolSwitches = {"--score"};
   std::string error;
   switch (dlm::tools::walkCommandLine(argc, argv, common, options.request, options.session,
                                       toolFlag, error)) {
@@ -108,6 +115,7 @@ int parseArguments(int argc, char **argv, Options &options) {
   }
   options.artifact = common.artifact;
   options.json = common.json;
+  options.score = common.switches.count("--score") > 0;
   if (!options.havePrompt)
     return badArguments("give --prompt TEXT or --prompt-ids 1,2,3");
   return 0;
@@ -161,6 +169,18 @@ int main(int argc, char **argv) {
     return kFailed;
   }
 
+  // The output's likelihood under the model, after the generation so its forwards are not counted.
+  std::optional<dlm::ScoreResult> score;
+  if (options.score && !result->outputIds.empty()) {
+    dlm::StatusOr<dlm::ScoreResult> scored =
+        (*session)->score(result->promptIds, result->outputIds);
+    if (!scored) {
+      std::cerr << "dlm-run: --score: " << scored.status().message() << "\n";
+      return kFailed;
+    }
+    score = *scored;
+  }
+
   const dlm::GenerationStats &stats = result->stats;
   if (options.json) {
     Json out;
@@ -176,6 +196,8 @@ int main(int argc, char **argv) {
     out["policy"] = dlm::sampling::policyName(result->knobs.policy);
     out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
     out["backend"] = std::string((*session)->backend().name());
+    if (score)
+      out["output_nll"] = score->meanNll;
     // Invalid UTF-8 in generated text must not abort the dump.
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
@@ -187,6 +209,12 @@ int main(int argc, char **argv) {
                  stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
                  stats.tokensPerForward(), dlm::sampling::policyName(result->knobs.policy),
                  dlm::sampling::cacheModeName(options.request.cache));
+    if (score)
+      std::fprintf(stderr,
+                   "[dlm-run] output NLL %.3f nats/token (perplexity %.2f) over %lld tokens, "
+                   "each predicted left to right with the later ones masked\n",
+                   score->meanNll, std::exp(score->meanNll),
+                   static_cast<long long>(score->tokens));
   }
   return 0;
 }

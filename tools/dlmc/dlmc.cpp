@@ -68,6 +68,10 @@ int main(int argc, char **argv) {
   cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm>"), cl::Required,
                                     cl::sub(inspectCommand));
 
+  // LLVM's own options (codegen, passes, targets) are registered at the top level; dlmc's live in
+  // its subcommands, so everything at the top level but --help and --version is hidden.
+  cl::OptionCategory dlmcCategory("dlmc options");
+  cl::HideUnrelatedOptions(dlmcCategory);
   cl::ParseCommandLineOptions(argc, argv, "dlm compiler\n");
 
   if (importCommand)

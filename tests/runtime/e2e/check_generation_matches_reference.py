@@ -10,7 +10,8 @@ below (low-confidence greedy / Gumbel / threshold, entropy-bound; cache none and
   * output_ids and forwards identical;
   * prompt_ids and text identical (text prompts go through both tokenizers);
   * first decoded forward's logits (--dump-logits) within 1e-3 of the reference, relative to the
-    largest reference logit.
+    largest reference logit;
+  * dlm-run --score (the output's left-to-right NLL) within 1e-3 nats of tests/reference/scoring.py.
 Exit status 77 (ctest: skipped) when the Python packages the reference needs are missing.
 """
 
@@ -34,6 +35,7 @@ MAKE_MODELS = os.path.join(ROOT, "tests", "models", "make_tiny_models.py")
 MODELS = ["llada", "llada_tied", "llada_sharded", "dream", "qwen3", "llama"]
 PROMPT_IDS = "5,17,42,99,7,3,250"
 LOGITS_TOLERANCE = 1e-3
+SCORE_TOLERANCE = 1e-3  # nats per token
 
 # name -> arguments shared by dlm-run and generate.py
 SETTINGS = {
@@ -142,6 +144,23 @@ def check_streaming(dlm_run, artifact, args):
     return [] if text == expected else [f"streamed {text!r} != JSON text {expected!r}"]
 
 
+def check_score(dlm_run, artifact, ckpt, args):
+    """dlm-run --score reports the output's left-to-right NLL as tests/reference/scoring.py
+    computes it for the same prompt and output."""
+    import models
+    import scoring
+    proc = subprocess.run([dlm_run, artifact, *args, "--json", "--score"], capture_output=True,
+                          text=True)
+    if proc.returncode:
+        return [f"dlm-run --score failed: {proc.stderr.strip()}"]
+    ours = json.loads(proc.stdout)
+    expected = scoring.left_to_right_nll(models.Model(ckpt), ours["prompt_ids"],
+                                         ours["output_ids"])
+    if abs(ours["output_nll"] - expected) > SCORE_TOLERANCE:
+        return [f"output_nll {ours['output_nll']:.6f} != reference {expected:.6f}"]
+    return []
+
+
 def check_bad_arguments(dlm_run, artifact):
     """dlm-run refuses bad requests with a message and a non-zero exit status."""
     cases = [
@@ -234,6 +253,9 @@ def main(argv=None):
                            "2", "--seed", "1"]
             failures += [f"{model} streaming: {p}"
                          for p in check_streaming(args.dlm_run, artifact, stream_args)]
+            score_problems = check_score(args.dlm_run, artifact, ckpt, settings["gumbel"])
+            print(f"{model + ' score':40s} {'ok' if not score_problems else 'FAILED'}")
+            failures += [f"{model} score: {p}" for p in score_problems]
             if model == models[0]:
                 failures += [f"{model} bad arguments: {p}"
                              for p in check_bad_arguments(args.dlm_run, artifact)]
