@@ -1,9 +1,7 @@
-// The kernels one model needs on a GPU, chosen from its config and decoding policy, at the
-// device precision: the embedding lookup, the K/V store into the paged cache, the attention
-// variants its passes use (the model's mask and the causal prefill / commit), the row norms
-// (hidden width; per head for q/k norms), RoPE, the gated activation, the fused sampler, the
-// accept rule and renoising. GEMMs (with their biases and the residual adds, beta = 1) are
-// cuBLASLt's and are not listed.
+// The kernels one model needs on a GPU, at the device precision: for its kernel program, exactly
+// the kernels its records launch (each record names its kernel); for its decoding policy, the
+// fused sampler, the accept rule, the block loop's gate and renoising. GEMMs (with their biases
+// and the residual accumulation, beta = 1) are cuBLASLt's and are not generated.
 #pragma once
 
 #include "compiler/codegen/KernelSource.h"
@@ -11,6 +9,7 @@
 #include "runtime/artifact/ArtifactFormat.h"
 #include "support/Status.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,9 +25,19 @@ struct ModelKernelOptions {
   ElementType element = ElementType::bf16;
 };
 
-// Named errors when a shape is outside what a generator serves (e.g. a head dim that is not a
-// multiple of 8) or a mask kind no kernel serves yet.
-StatusOr<std::vector<KernelSource>> kernelsForModel(const artifact::ModelConfig &config,
+// The kernel every record of a kernel program (runtime/model/KernelProgram.h) launches, each
+// kernel once, and the record's `cuda_kernel` parameter set to its entry point: norm_linear and
+// lm_head name their norm (their GEMM is cuBLASLt's), linear names none. `weightShapes` are the
+// artifact's weights by canonical name. Named errors for a shape no generator serves (a head dim
+// that is not a multiple of 8) or a record kind without a CUDA kernel.
+using WeightShapes = std::map<std::string, std::vector<int64_t>>;
+StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kernel> &records,
+                                                      const WeightShapes &weightShapes,
+                                                      const ModelKernelOptions &options);
+
+// The decoding policy's kernels (sampler, accept, gate, renoise), chosen so that the device
+// makes the CPU decoder's decisions (runtime/sampling/).
+StatusOr<std::vector<KernelSource>> decodingKernels(const artifact::ModelConfig &config,
                                                     const ModelKernelOptions &options);
 
 } // namespace dlm::codegen

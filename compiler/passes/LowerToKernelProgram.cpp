@@ -7,10 +7,12 @@
 // intermediate is [tokens, width], though, so a plan in elements per row scales with the token
 // count at run time and keeps its non-overlap for every count.
 //
-// Three steps: (1) walk @forward, one record per kernel launch, each result a fresh value slot;
-// (2) plan in place where a kernel can overwrite its first operand (rope, rms_norm, residual add,
-// silu_mul) and that operand's buffer is read by nothing later; (3) live ranges per buffer,
-// packed by the arena planner dlm-plan-memory uses (ArenaPlanner.h).
+// Three steps: (1) walk @forward, one record per kernel launch, each result a fresh value slot; a
+// residual add of a GEMM's product becomes that GEMM's epilogue (`accumulate`: the product is
+// added to the residual, as cuBLASLt's beta = 1 and oneDNN's sgemm do it for free); (2) plan in
+// place where a kernel can overwrite an operand (rope, rms_norm, add, silu_mul: the first; an
+// accumulating GEMM: the residual) and that operand's buffer is read by nothing later; (3) live
+// ranges per buffer, packed by the arena planner dlm-plan-memory uses (ArenaPlanner.h).
 #include "compiler/passes/ArenaPlanner.h"
 #include "compiler/passes/Passes.h"
 #include "runtime/model/KernelProgram.h"
@@ -36,7 +38,8 @@ struct Record {
   int64_t layer = -1;
   SmallVector<int64_t> operands;
   int64_t result = -1;  // slot; -1: none
-  bool inPlace = false; // may overwrite operands[0]
+  bool inPlace = false; // may overwrite operands[inPlaceOperand]
+  size_t inPlaceOperand = 0;
   bool planned = true;  // the result lives in the workspace (not: the logits)
   SmallVector<NamedAttribute> attributes;
 };
@@ -90,7 +93,7 @@ private:
       currentLayer_ = layer;
   }
   Record &add(StringRef kind, StringRef name, int64_t layer) {
-    records_.push_back({kind.str(), name.str(), layer, {}, -1, false, true, {}});
+    records_.push_back({kind.str(), name.str(), layer, {}, -1, false, 0, true, {}});
     return records_.back();
   }
   void setAttr(Record &r, StringRef key, Attribute value) {
@@ -111,6 +114,7 @@ private:
   }
 
   LogicalResult visit(Operation &op);
+  bool foldIntoGemm(arith::AddFOp add, Value product, int64_t residual);
   LogicalResult lowerLinear(Operation *op, StringRef kind, Value input, Value norm, Value weight,
                             Value bias, std::optional<double> eps, Value result);
   LogicalResult lowerAttention(MaskedAttentionOp op);
@@ -277,6 +281,8 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     FailureOr<int64_t> lhs = slotOf(&op, addf.getLhs()), rhs = slotOf(&op, addf.getRhs());
     if (failed(lhs) || failed(rhs))
       return failure();
+    if (foldIntoGemm(addf, addf.getRhs(), *lhs) || foldIntoGemm(addf, addf.getLhs(), *rhs))
+      return success();
     Record &r = add(kp::kAdd, "residual_add", currentLayer_);
     r.operands = {*lhs, *rhs};
     r.inPlace = true;
@@ -288,6 +294,27 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
   if (auto head = dyn_cast<LMHeadOp>(op))
     return lowerLmHead(head);
   return unsupported(&op, "'" + op.getName().getStringRef() + "' in a cpu kernel program");
+}
+
+// `add` = residual + product, where product is the only use of what the record just emitted, a
+// GEMM (linear, norm_linear, or the gated MLP's down projection), computed: that GEMM accumulates
+// into the residual instead, and the add is no launch of its own.
+bool ProgramBuilder::foldIntoGemm(arith::AddFOp add, Value product, int64_t residual) {
+  if (records_.empty() || !product.hasOneUse() ||
+      !isa_and_nonnull<LinearOp, NormLinearOp, GatedMLPOp>(product.getDefiningOp()))
+    return false;
+  Record &gemm = records_.back();
+  auto it = slots_.find(product);
+  if ((gemm.kind != kp::kLinear && gemm.kind != kp::kNormLinear) || it == slots_.end() ||
+      it->second != gemm.result || gemm.operands.size() != 1 ||
+      slotWidth_[residual] != slotWidth_[gemm.result])
+    return false;
+  gemm.operands.push_back(residual);
+  gemm.inPlace = true;
+  gemm.inPlaceOperand = 1;
+  setAttr(gemm, kp::kAccumulate, b_.getBoolAttr(true));
+  slots_[add.getResult()] = gemm.result;
+  return true;
 }
 
 LogicalResult ProgramBuilder::lowerLinear(Operation *op, StringRef kind, Value input, Value norm,
@@ -425,8 +452,8 @@ void ProgramBuilder::plan() {
       planned[r.result] = r.planned;
     }
   }
-  // In place: the result joins its first operand's buffer when nothing after this record reads
-  // any value of that buffer.
+  // In place: the result joins its in-place operand's buffer when nothing after this record
+  // reads any value of that buffer.
   llvm::EquivalenceClasses<int64_t> buffers;
   for (int64_t slot = kp::kFirstResultSlot; slot < slotCount; ++slot)
     if (planned[slot])
@@ -438,7 +465,7 @@ void ProgramBuilder::plan() {
   for (auto [position, r] : llvm::enumerate(records_)) {
     if (!r.inPlace || r.result < 0 || !planned[r.result])
       continue;
-    int64_t operand = r.operands[0];
+    int64_t operand = r.operands[r.inPlaceOperand];
     if (operand < kp::kFirstResultSlot || slotWidth_[operand] != slotWidth_[r.result])
       continue;
     int64_t leader = buffers.getLeaderValue(operand);

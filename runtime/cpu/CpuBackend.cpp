@@ -9,6 +9,9 @@
 
 namespace dlm::cpu {
 
+using program::KernelKind;
+using program::ProgramRecord;
+
 namespace {
 
 constexpr int64_t kDefaultMaxSequence = 4096;
@@ -27,9 +30,21 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
                    const BackendOptions &options) {
   if (!weights)
     return Status::error("cpu backend: no weights");
-  StatusOr<CpuProgram> program = CpuProgram::build(records, *weights);
+  StatusOr<program::KernelProgram> program = program::KernelProgram::build(records, *weights);
   if (!program)
     return program.status().withContext("cpu backend");
+  // One RoPE table serves every rope record.
+  const ProgramRecord *firstRope = nullptr;
+  for (const ProgramRecord &k : program->kernels) {
+    if (k.kind != KernelKind::rope)
+      continue;
+    if (!firstRope)
+      firstRope = &k;
+    else if (k.headDim != firstRope->headDim || k.theta != firstRope->theta)
+      return Status::error("cpu backend: not supported yet: rope records with different theta "
+                           "or head_dim ('" + firstRope->fullName + "', '" + k.fullName +
+                           "'; the cpu backend keeps one table)");
+  }
   if (options.kvPageTokens <= 0)
     return Status::error("cpu backend: kv page size must be positive, got " +
                          str(options.kvPageTokens));
@@ -48,7 +63,8 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
       new CpuBackend(std::move(weights), std::move(*program), maxSequence, pages, options));
 }
 
-CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights, CpuProgram program,
+CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
+                       program::KernelProgram program,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
     : weights_(std::move(weights)), program_(std::move(program)),
       maxSequenceLength_(maxSequenceLength), pool_(options.threads),
@@ -56,6 +72,11 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights, CpuPr
              weights_->dims().kvWidth()),
       profiler_(options.profiler) {
   pool_.setProfiler(profiler_);
+  for (const ProgramRecord &k : program_.kernels)
+    if (k.kind == KernelKind::rope) {
+      ropeHeadDim_ = k.headDim;
+      ropeTheta_ = k.theta;
+    }
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
@@ -72,8 +93,8 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
     workspace_.resize(size(program_.rowElements));
     normed_.resize(size(program_.normRowElements));
     attentionScratch_.reserve(tokens, d.kvWidth(), pool_.threads());
-    if (program_.ropeHeadDim > 0)
-      rope_.build(tokens, program_.ropeHeadDim, program_.ropeTheta);
+    if (ropeHeadDim_ > 0)
+      rope_.build(tokens, ropeHeadDim_, ropeTheta_);
     reservedTokens_ = tokens;
   }
   logitRows = std::min(logitRows, tokens);
@@ -109,12 +130,12 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, int64_t co
   DLM_RETURN_IF_ERROR(kv_->append(sequence_, count));
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  for (const CpuKernel &kernel : program_.kernels)
+  for (const ProgramRecord &kernel : program_.kernels)
     DLM_RETURN_IF_ERROR(runKernel(kernel, tokens, count, first, rows));
   return sampling::LogitsView{logits_.data(), rows.count(), d.vocabSize};
 }
 
-Status CpuBackend::runKernel(const CpuKernel &k, const int32_t *tokens, int64_t count,
+Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens, int64_t count,
                              int64_t first, sampling::LogitRows rows) {
   using profile::Category;
   const int threads = pool_.threads();
@@ -150,9 +171,17 @@ Status CpuBackend::runKernel(const CpuKernel &k, const int32_t *tokens, int64_t 
               [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
       x = normed_.data();
     }
+    float *y = slot(k.result, count);
+    if (k.accumulate) {
+      // The residual add folded into the GEMM: y = residual + x W^T, in place on the residual
+      // as the compiler plans it (else the residual is copied to the result first).
+      const float *residual = slot(in[1], count);
+      if (y != residual)
+        std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
+    }
     return timed(Category::gemm, k.name.c_str(), k.layer, count, [&] {
-      return linear(x, count, *k.weight, k.bias ? k.bias->data : nullptr, slot(k.result, count),
-                    threads);
+      return linear(x, count, *k.weight, k.bias ? k.bias->data : nullptr, y, threads,
+                    k.accumulate);
     });
   }
   case KernelKind::rope:

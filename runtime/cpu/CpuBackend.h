@@ -1,18 +1,18 @@
-// The CPU backend: runs the compiled forward — the artifact's "cpu" kernel records (CpuProgram.h:
-// embedding, RMSNorm, norm + linear, linear with optional bias, NeoX RoPE, KV store and paged
-// attention with GQA under the record's mask, residual add, SiLU gating, final norm + LM head with
-// Dream's logit shift) — over one sequence of a paged KV cache in host memory, every intermediate
+// The CPU backend: runs the compiled forward — the artifact's kernel records
+// (runtime/program/KernelProgram.h: embedding, RMSNorm, norm + linear, linear with optional bias
+// and residual accumulation, NeoX RoPE, KV store and paged attention with GQA under the record's
+// mask, add, SiLU gating, final norm + LM head with Dream's logit shift) — over one sequence of a paged KV cache in host memory, every intermediate
 // in one workspace laid out by the compiler's per-token-row memory plan. GEMMs go to oneDNN;
 // everything else is plain loops the compiler vectorises. Every buffer is sized by reserve();
 // forwards allocate nothing.
 #pragma once
 
-#include "runtime/cpu/CpuProgram.h"
 #include "runtime/cpu/HostKvPages.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/kv/PagedKvCache.h"
 #include "runtime/model/ModelWeights.h"
+#include "runtime/program/KernelProgram.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/session/Backend.h"
 
@@ -47,14 +47,14 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
-  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, CpuProgram program,
+  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, program::KernelProgram program,
              int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options);
 
   // Appends `count` tokens at positions first.. to the sequence, runs every layer over them and
   // computes the requested logit rows.
   StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
                                      sampling::LogitRows rows);
-  Status runKernel(const CpuKernel &kernel, const int32_t *tokens, int64_t count, int64_t first,
+  Status runKernel(const program::ProgramRecord &kernel, const int32_t *tokens, int64_t count, int64_t first,
                    sampling::LogitRows rows);
   // The rows of `slot` for a forward of `count` tokens.
   float *slot(int64_t index, int64_t count) {
@@ -69,13 +69,16 @@ private:
   }
 
   std::shared_ptr<const model::ModelWeights> weights_;
-  CpuProgram program_;
+  program::KernelProgram program_;
   int64_t maxSequenceLength_;
   ThreadPool pool_;
   HostKvPages pages_;
   std::unique_ptr<kv::PagedKvCache> kv_;
   kv::SequenceId sequence_;
+  // The rope records' table (one theta and head_dim for all: see create()).
   RopeTable rope_;
+  double ropeTheta_ = 0;
+  int64_t ropeHeadDim_ = 0; // 0: no rope record
   profile::Profiler *profiler_;
   // The most KV pages the sequence has held at once.
   int64_t peakKvPages_ = 0;

@@ -33,14 +33,14 @@ void setGemmThreads(int threads) {
 } // namespace
 
 Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
-              const float *bias, float *y, int threads) {
+              const float *bias, float *y, int threads, bool accumulate) {
   if (rows == 0 || outputs == 0)
     return Status::ok();
   const double flops = 2.0 * static_cast<double>(rows) * outputs * w.cols;
   setGemmThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
   // Row-major y = x W^T: W is [out, in], so it is read transposed with its own row stride.
   dnnl_status_t status = dnnl_sgemm('N', 'T', rows, outputs, w.cols, 1.0f, x, w.cols, w.data,
-                                    w.cols, 0.0f, y, outputs);
+                                    w.cols, accumulate ? 1.0f : 0.0f, y, outputs);
   if (status != dnnl_success)
     return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
                          std::to_string(rows) + " x " + std::to_string(w.cols) + "] x [" +

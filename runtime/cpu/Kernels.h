@@ -14,13 +14,14 @@
 namespace dlm::cpu {
 
 // y[rows, outputs] = x[rows, w.cols] * W[:outputs]^T (+ bias), W in PyTorch [out, in] layout;
-// `outputs` <= w.rows lets the LM head skip padded embedding rows. Through oneDNN's sgemm, on up
-// to `threads` threads (small GEMMs run on one: see Gemm.cpp).
+// with `accumulate` the product is added to what y holds (the GEMM's beta = 1). `outputs` <=
+// w.rows lets the LM head skip padded embedding rows. Through oneDNN's sgemm, on up to `threads`
+// threads (small GEMMs run on one: see Gemm.cpp).
 Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
-              const float *bias, float *y, int threads);
+              const float *bias, float *y, int threads, bool accumulate = false);
 inline Status linear(const float *x, int64_t rows, const model::HostTensor &w, const float *bias,
-                     float *y, int threads) {
-  return linear(x, rows, w, w.rows, bias, y, threads);
+                     float *y, int threads, bool accumulate = false) {
+  return linear(x, rows, w, w.rows, bias, y, threads, accumulate);
 }
 
 // Row-major C[m, n] = alpha * A[m, k] * op(B) with op(B) = B[k, n] or, with transposeB, B[n, k]^T;

@@ -1,5 +1,6 @@
 #include "runtime/cuda/CudaBackend.h"
 
+#include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelSpec.h"
 #include "runtime/session/SequenceForwards.h"
 
@@ -22,16 +23,12 @@ unsigned ceilDiv(int64_t value, int64_t divisor) {
   return static_cast<unsigned>((value + divisor - 1) / divisor);
 }
 
-// The element type the artifact's kernels were generated at: the precision recorded for the
-// model's hidden-size RMSNorm kernel (every kernel of one compile shares it).
-StatusOr<DeviceElement> kernelPrecision(const artifact::KernelTarget &target, int64_t hidden) {
-  for (const artifact::Kernel &kernel : target.kernels) {
-    if (kernel.kind != "rms_norm")
-      continue;
-    auto width = kernel.parameters.find("width");
-    auto element = kernel.parameters.find("element");
-    if (width == kernel.parameters.end() || element == kernel.parameters.end() ||
-        width->second != artifact::AttributeValue(hidden) ||
+// The element type the program's kernels were generated at (every kernel of one compile shares
+// it): the "element" parameter of the first kernel a record names.
+StatusOr<DeviceElement> kernelPrecision(const std::vector<DeviceKernel> &kernels) {
+  for (const DeviceKernel &kernel : kernels) {
+    auto element = kernel.record->parameters.find("element");
+    if (element == kernel.record->parameters.end() ||
         !std::holds_alternative<std::string>(element->second))
       continue;
     const std::string &name = std::get<std::string>(element->second);
@@ -42,8 +39,8 @@ StatusOr<DeviceElement> kernelPrecision(const artifact::KernelTarget &target, in
     return Status::error("not supported yet: device precision '" + name +
                          "' (the cuda backend runs f32 or bf16 kernels)");
   }
-  return Status::error("artifact has no rms_norm kernel of width " + str(hidden) + " for " +
-                       target.target + "; recompile with dlmc compile --target cuda");
+  return Status::error("the kernel program names no CUDA kernel that records its element type; "
+                       "recompile with dlmc compile --target cuda");
 }
 
 } // namespace
@@ -113,7 +110,7 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
       d.check(d.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
 
   DLM_ASSIGN_OR_RETURN(modules_, KernelModules::open(driver_, artifact, device_));
-  DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(modules_->target(), dims_.hidden));
+  DLM_RETURN_IF_ERROR(bindProgram(artifact));
   // The precision dlmc recorded must be the one its kernels were generated at.
   const artifact::Attributes &extra = artifact.config().extra;
   auto recorded = extra.find(spec::kExtraDevicePrecision);
@@ -124,8 +121,6 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
                               ? "'" + std::get<std::string>(recorded->second) + "'"
                               : std::string("of the wrong type")) +
                          " but its kernels were generated at " + elementName(element_));
-  DLM_RETURN_IF_ERROR(findKernels(dims_));
-  DLM_ASSIGN_OR_RETURN(weights_, DeviceWeights::upload(driver_, *hostWeights_, element_, element_));
   // The synchronous uploads may still be in flight on the legacy stream, which the non-blocking
   // stream does not wait for.
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSynchronize(), "weights: cuCtxSynchronize"));
@@ -139,10 +134,21 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   DLM_ASSIGN_OR_RETURN(gemm_, LinearGemm::create(lt_, gemmWorkspace_, gemmWorkspaceBytes_));
 
   // The KV pool: the page size is the one the attention and kv_store kernels were built for.
-  pageTokens_ = kernels_.attention.integer("page_size");
+  pageTokens_ = 0;
+  for (size_t i = 0; i < bound_.size(); ++i) {
+    const program::ProgramRecord &record = program_.kernels[i];
+    if (record.kind != program::KernelKind::attention &&
+        record.kind != program::KernelKind::kvStore)
+      continue;
+    const int64_t page = bound_[i].kernel.integer("page_size");
+    if (page <= 0 || (pageTokens_ != 0 && page != pageTokens_))
+      return Status::error("kernel " + bound_[i].kernel.record->name + " of record '" +
+                           record.fullName + "' records page_size " + str(page) +
+                           (pageTokens_ ? " where others record " + str(pageTokens_) : ""));
+    pageTokens_ = page;
+  }
   if (pageTokens_ <= 0)
-    return Status::error("attention kernel " + kernels_.attention.record->name +
-                         " does not record its page_size");
+    return Status::error("the kernel program has no attention record");
   if (options.kvPageTokens != pageTokens_)
     return Status::error("not supported yet: a KV page of " + str(options.kvPageTokens) +
                          " tokens on the cuda backend, whose kernels were generated for pages of " +
@@ -176,44 +182,43 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   return Status::ok();
 }
 
-Status CudaBackend::findKernels(const model::ModelDims &dims) {
-  const std::string element = elementName(element_);
-  auto integer = [](int64_t v) { return artifact::AttributeValue(v); };
-  auto text = [](const std::string &v) { return artifact::AttributeValue(v); };
-  DLM_ASSIGN_OR_RETURN(kernels_.embedding,
-                       modules_->find("embedding", {{"width", integer(dims.hidden)},
-                                                    {"element", text(element)}}));
-  DLM_ASSIGN_OR_RETURN(kernels_.norm, modules_->find("rms_norm", {{"width", integer(dims.hidden)},
-                                                                 {"element", text(element)},
-                                                                 {"has_weight", true}}));
-  if (hostWeights_->layers().front().qNorm) {
-    DLM_ASSIGN_OR_RETURN(kernels_.headNorm,
-                         modules_->find("rms_norm", {{"width", integer(dims.headDim)},
-                                                     {"element", text(element)},
-                                                     {"has_weight", true}}));
-    kernels_.hasHeadNorm = true;
+Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
+  const artifact::KernelTarget *records = artifact.findKernelTarget(spec::kernels::kTarget);
+  if (!records)
+    return Status::error("artifact '" + artifact.path() +
+                         "' has no kernel program; recompile it with dlmc compile --target cuda");
+  DLM_ASSIGN_OR_RETURN(program_, program::KernelProgram::build(records->kernels, *hostWeights_));
+  std::vector<DeviceKernel> kernels;
+  std::vector<std::string> weightNames;
+  bound_.assign(program_.kernels.size(), BoundRecord{});
+  for (size_t i = 0; i < program_.kernels.size(); ++i) {
+    const program::ProgramRecord &record = program_.kernels[i];
+    using program::KernelKind;
+    const bool gemmOnly = record.kind == KernelKind::linear ||
+                          (record.kind == KernelKind::lmHead && !record.norm);
+    if (!gemmOnly) {
+      if (record.cudaKernel.empty())
+        return Status::error("kernel record '" + record.fullName +
+                             "' names no CUDA kernel; recompile with dlmc compile --target cuda");
+      DLM_ASSIGN_OR_RETURN(bound_[i].kernel, modules_->named(record.cudaKernel));
+      kernels.push_back(bound_[i].kernel);
+    }
+    for (const std::string *name : {&record.weightName, &record.biasName, &record.normWeightName})
+      if (!name->empty())
+        weightNames.push_back(*name);
   }
-  // NeoX RoPE over the whole head at the model's theta.
-  DLM_ASSIGN_OR_RETURN(kernels_.rope, modules_->find("rope", {{"head_dim", integer(dims.headDim)},
-                                                             {"rotary_dim", integer(dims.headDim)},
-                                                             {"theta", dims.ropeTheta},
-                                                             {"element", text(element)}}));
-  DLM_ASSIGN_OR_RETURN(kernels_.attention,
-                       modules_->find("attention",
-                                      {{"head_dim", integer(dims.headDim)},
-                                       {"heads", integer(dims.heads)},
-                                       {"kv_heads", integer(dims.kvHeads)},
-                                       {"mask", text(dims.causal ? "causal" : "bidirectional")},
-                                       {"element", text(element)}}));
-  DLM_ASSIGN_OR_RETURN(
-      kernels_.kvStore,
-      modules_->find("kv_store", {{"kv_width", integer(dims.kvWidth())},
-                                  {"page_size", integer(kernels_.attention.integer("page_size"))},
-                                  {"element", text(element)}}));
-  DLM_ASSIGN_OR_RETURN(kernels_.gatedActivation,
-                       modules_->find("gated_activation", {{"width", integer(dims.intermediate)},
-                                                           {"activation", text("silu")},
-                                                           {"element", text(element)}}));
+  DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(kernels));
+  DLM_ASSIGN_OR_RETURN(weights_,
+                       DeviceWeights::upload(driver_, *hostWeights_, weightNames, element_));
+  for (size_t i = 0; i < program_.kernels.size(); ++i) {
+    const program::ProgramRecord &record = program_.kernels[i];
+    auto device = [&](const std::string &name) {
+      return name.empty() ? nullptr : weights_->find(name);
+    };
+    bound_[i].weight = device(record.weightName);
+    bound_[i].bias = device(record.biasName);
+    bound_[i].norm = device(record.normWeightName);
+  }
   return Status::ok();
 }
 
@@ -238,14 +243,8 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   auto rows = [&](int64_t count, int64_t width) { return static_cast<size_t>(count * width) * e; };
   const int64_t maxPages = kv_->pagesFor(maxSequenceLength_);
   ArenaLayout layout;
-  const size_t hidden = layout.add(rows(tokens, d.hidden));
-  const size_t normed = layout.add(rows(tokens, d.hidden));
-  const size_t q = layout.add(rows(tokens, d.qWidth()));
-  const size_t k = layout.add(rows(tokens, d.kvWidth()));
-  const size_t v = layout.add(rows(tokens, d.kvWidth()));
-  const size_t attention = layout.add(rows(tokens, d.qWidth()));
-  const size_t gate = layout.add(rows(tokens, d.intermediate));
-  const size_t up = layout.add(rows(tokens, d.intermediate));
+  const size_t activations = layout.add(rows(tokens, program_.rowElements));
+  const size_t normed = layout.add(rows(tokens, program_.normRowElements));
   const size_t headInput = layout.add(rows(logitRows, d.hidden));
   const size_t logits = layout.add(static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float));
   inputBytes_ = static_cast<size_t>(2 * tokens + 3 + maxPages) * sizeof(int32_t);
@@ -257,14 +256,8 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   reservedLogitRows_ = 0;
   DLM_RETURN_IF_ERROR(workspace_.allocate(driver_, layout.size(), "activation workspace"));
   const CUdeviceptr base = workspace_.pointer();
-  hidden_ = base + hidden;
+  activations_ = base + activations;
   normed_ = base + normed;
-  q_ = base + q;
-  k_ = base + k;
-  v_ = base + v;
-  attention_ = base + attention;
-  gate_ = base + gate;
-  up_ = base + up;
   headInput_ = base + headInput;
   logits_ = base + logits;
   inputs_ = base + inputs;
@@ -356,11 +349,12 @@ Status CudaBackend::launch(const DeviceKernel &kernel, unsigned gridX, unsigned 
 
 Status CudaBackend::rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t xStride,
                             CUdeviceptr y, int64_t yStride, CUdeviceptr weight, int64_t rows,
-                            int64_t rowsPerToken, const char *what) {
+                            int64_t rowsPerToken, double eps, const char *what) {
   long long xTokenStride = xStride, yTokenStride = yStride;
   int rowCount = static_cast<int>(rows), perToken = static_cast<int>(rowsPerToken);
-  float eps = static_cast<float>(dims_.rmsNormEps);
-  void *arguments[] = {&x, &xTokenStride, &y, &yTokenStride, &weight, &rowCount, &perToken, &eps};
+  float epsilon = static_cast<float>(eps);
+  void *arguments[] = {&x,      &xTokenStride, &y,        &yTokenStride,
+                       &weight, &rowCount,     &perToken, &epsilon};
   return launch(kernel, static_cast<unsigned>(rows), 1, 1, arguments, what);
 }
 
@@ -381,146 +375,165 @@ Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows,
   return gemm_->run(stream_, call, name);
 }
 
-Status CudaBackend::enqueueForward(const Shape &shape) {
-  const model::ModelDims &d = dims_;
-  CUdeviceptr tokens = shape.inputs;
-  int count = static_cast<int>(shape.count);
-  CUdeviceptr table = weights_->embed().data;
-  long long tableRows = d.embeddingSize;
-  CUdeviceptr out = hidden_;
-  long long outStride = d.hidden;
-  void *arguments[] = {&tokens, &count, &table, &tableRows, &out, &outStride};
-  DLM_RETURN_IF_ERROR(launch(kernels_.embedding, static_cast<unsigned>(shape.count), 1, 1,
-                             arguments, "embedding: cuLaunchKernel"));
-  for (int64_t layer = 0; layer < d.layers; ++layer)
-    DLM_RETURN_IF_ERROR(enqueueLayer(layer, shape));
-  return enqueueLogits(shape);
+CUdeviceptr CudaBackend::slot(int64_t index, int64_t count) const {
+  const program::SlotPlace &place = program_.slots[static_cast<size_t>(index)];
+  return activations_ + static_cast<size_t>(place.offset * count) * elementBytes(element_);
 }
 
-Status CudaBackend::enqueueLayer(int64_t index, const Shape &shape) {
-  const model::ModelDims &d = dims_;
-  const DeviceLayerWeights &w = weights_->layers()[static_cast<size_t>(index)];
+Status CudaBackend::enqueueForward(const Shape &shape) {
+  for (size_t i = 0; i < program_.kernels.size(); ++i)
+    DLM_RETURN_IF_ERROR(enqueueRecord(program_.kernels[i], bound_[i], shape));
+  return Status::ok();
+}
+
+Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRecord &bound,
+                                  const Shape &shape) {
+  using program::KernelKind;
   const int64_t count = shape.count;
-  const int64_t H = d.hidden, qW = d.qWidth(), kvW = d.kvWidth();
+  const std::vector<int64_t> &in = k.operands;
+  auto widthOf = [&](int64_t s) { return program_.slots[static_cast<size_t>(s)].width; };
+  const int64_t width = k.result >= 0 ? widthOf(k.result) : 0;
   const size_t e = elementBytes(element_);
-
-  DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, hidden_, H, normed_, H, w.attnNorm.data, count, 1,
-                              "attn_norm: cuLaunchKernel"));
-  DLM_RETURN_IF_ERROR(linear("q_proj", normed_, count, w.q, w.qBias, q_, false));
-  DLM_RETURN_IF_ERROR(linear("k_proj", normed_, count, w.k, w.kBias, k_, false));
-  DLM_RETURN_IF_ERROR(linear("v_proj", normed_, count, w.v, w.vBias, v_, false));
-  if (w.qNorm) {
-    // Per-head norm: [count, heads * headDim] is count * heads rows of headDim.
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.headNorm, q_, qW, q_, qW, w.qNorm.data,
-                                count * d.heads, d.heads, "q_norm: cuLaunchKernel"));
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.headNorm, k_, kvW, k_, kvW, w.kNorm.data,
-                                count * d.kvHeads, d.kvHeads, "k_norm: cuLaunchKernel"));
-  }
-
+  const std::string what = k.fullName + ": cuLaunchKernel";
+  int tokens = static_cast<int>(count);
   const CUdeviceptr positions =
       shape.inputs + static_cast<size_t>(reservedTokens_) * sizeof(int32_t);
   const CUdeviceptr queryStarts =
       positions + static_cast<size_t>(reservedTokens_) * sizeof(int32_t);
   const CUdeviceptr kvLengths = queryStarts + 2 * sizeof(int32_t);
   const CUdeviceptr blockTable = kvLengths + sizeof(int32_t);
-  {
-    int tokens = static_cast<int>(count);
-    CUdeviceptr positionArg = positions;
-    auto rope = [&](CUdeviceptr x, int64_t stride, int64_t heads, const char *what) {
-      CUdeviceptr xArg = x;
-      long long tokenStride = stride;
-      int headCount = static_cast<int>(heads);
-      void *arguments[] = {&xArg, &tokenStride, &headCount, &tokens, &positionArg};
-      return launch(kernels_.rope, static_cast<unsigned>(count), 1, 1, arguments, what);
-    };
-    DLM_RETURN_IF_ERROR(rope(q_, qW, d.heads, "rope(q): cuLaunchKernel"));
-    DLM_RETURN_IF_ERROR(rope(k_, kvW, d.kvHeads, "rope(k): cuLaunchKernel"));
-  }
-
-  // This layer's K and V pages: the pool is [layer][K|V][page][slot][kvWidth].
-  const long long slotStride = kvW;
-  const long long pageStride = pageTokens_ * kvW;
+  // Layer `k.layer`'s K and V pages: the pool is [layer][K|V][page][slot][kvWidth].
+  const int64_t kvWidth = dims_.kvWidth();
+  const long long slotStride = kvWidth, pageStride = pageTokens_ * kvWidth;
   const size_t regionBytes = static_cast<size_t>(kvPageCount_ * pageStride) * e;
-  CUdeviceptr kPages = kvPool_.pointer() + static_cast<size_t>(2 * index) * regionBytes;
+  CUdeviceptr kPages = kvPool_.pointer() + static_cast<size_t>(2 * std::max<int64_t>(k.layer, 0)) *
+                                               regionBytes;
   CUdeviceptr vPages = kPages + regionBytes;
-  CUdeviceptr tableArg = blockTable;
-  {
-    CUdeviceptr kArg = k_, vArg = v_;
-    long long rowStride = kvW;
-    int rows = static_cast<int>(count);
-    int firstSlot = static_cast<int>(shape.first);
-    long long pageStrideArg = pageStride, slotStrideArg = slotStride;
-    void *arguments[] = {&kArg,    &vArg,   &rowStride,     &rows,         &tableArg,
-                         &firstSlot, &kPages, &vPages, &pageStrideArg, &slotStrideArg};
-    DLM_RETURN_IF_ERROR(launch(kernels_.kvStore, static_cast<unsigned>(count), 1, 1, arguments,
-                               "kv_store: cuLaunchKernel"));
+  // An out-of-place result of an in-place kernel starts as a copy of its operand.
+  auto copyRows = [&](CUdeviceptr to, CUdeviceptr from, int64_t rowWidth) -> Status {
+    if (to == from)
+      return Status::ok();
+    return driver_->check(driver_->cuMemcpyDtoDAsync(to, from,
+                                                     static_cast<size_t>(count * rowWidth) * e,
+                                                     stream_),
+                          (k.fullName + ": cuMemcpyDtoDAsync").c_str());
+  };
+
+  switch (k.kind) {
+  case KernelKind::embedding: {
+    CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = slot(k.result, count);
+    long long tableRows = bound.weight->rows, outStride = width;
+    void *arguments[] = {&tokenIds, &tokens, &table, &tableRows, &out, &outStride};
+    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
-  {
-    CUdeviceptr qArg = q_, startsArg = queryStarts, positionArg = positions,
-                lengthArg = kvLengths, causalFlags = 0, outArg = attention_;
-    long long qStride = qW, outStride = qW, pageStrideArg = pageStride,
+  case KernelKind::rmsNorm: {
+    // A norm weight shorter than the row normalises each head of the row (q/k norm).
+    const int64_t n = bound.weight->cols;
+    return rmsNorm(bound.kernel, slot(in[0], count), width, slot(k.result, count), width,
+                   bound.weight->data, count * (width / n), width / n, k.eps, what.c_str());
+  }
+  case KernelKind::normLinear:
+  case KernelKind::linear: {
+    CUdeviceptr x = slot(in[0], count);
+    if (k.kind == KernelKind::normLinear) {
+      const int64_t n = widthOf(in[0]);
+      if (!k.reusesNorm)
+        DLM_RETURN_IF_ERROR(rmsNorm(bound.kernel, x, n, normed_, n, bound.norm->data, count, 1,
+                                    k.eps, what.c_str()));
+      x = normed_;
+    }
+    const CUdeviceptr y = slot(k.result, count);
+    // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual.
+    if (k.accumulate)
+      DLM_RETURN_IF_ERROR(copyRows(y, slot(in[1], count), width));
+    return linear(k.fullName.c_str(), x, count, *bound.weight,
+                  bound.bias ? *bound.bias : DeviceTensor{}, y, k.accumulate);
+  }
+  case KernelKind::rope: {
+    CUdeviceptr x = slot(k.result, count);
+    DLM_RETURN_IF_ERROR(copyRows(x, slot(in[0], count), width));
+    long long tokenStride = width;
+    int headCount = static_cast<int>(k.heads);
+    CUdeviceptr positionArg = positions;
+    void *arguments[] = {&x, &tokenStride, &headCount, &tokens, &positionArg};
+    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
+  }
+  case KernelKind::kvStore: {
+    CUdeviceptr kArg = slot(in[0], count), vArg = slot(in[1], count), tableArg = blockTable;
+    long long rowStride = kvWidth, pageStrideArg = pageStride, slotStrideArg = slotStride;
+    int firstSlot = static_cast<int>(shape.first);
+    void *arguments[] = {&kArg,      &vArg,   &rowStride, &tokens,        &tableArg,
+                         &firstSlot, &kPages, &vPages,    &pageStrideArg, &slotStrideArg};
+    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
+  }
+  case KernelKind::attention: {
+    CUdeviceptr qArg = slot(in[0], count), startsArg = queryStarts, positionArg = positions,
+                lengthArg = kvLengths, causalFlags = 0, outArg = slot(k.result, count),
+                tableArg = blockTable;
+    long long qStride = widthOf(in[0]), outStride = width, pageStrideArg = pageStride,
               slotStrideArg = slotStride;
     int maxPages = static_cast<int>(kv_->pagesFor(maxSequenceLength_));
     int window = 0, blockSize = 1;
-    float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.headDim)));
-    void *arguments[] = {&qArg,      &qStride,     &kPages,    &vPages,      &pageStrideArg,
-                         &slotStrideArg, &tableArg, &maxPages, &startsArg,  &positionArg,
-                         &lengthArg, &causalFlags, &window,    &blockSize,   &scale,
-                         &outArg,    &outStride};
-    const int64_t group = d.heads / d.kvHeads;
-    const int64_t rowsPerBlock = (kernels_.attention.blockThreads / 32) *
-                                 kernels_.attention.integer("rows_per_warp", 1);
-    DLM_RETURN_IF_ERROR(launch(kernels_.attention, ceilDiv(count * group, rowsPerBlock),
-                               static_cast<unsigned>(d.kvHeads), 1, arguments,
-                               "attention: cuLaunchKernel"));
+    float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(k.headDim)));
+    void *arguments[] = {&qArg,          &qStride,   &kPages,    &vPages,    &pageStrideArg,
+                         &slotStrideArg, &tableArg,  &maxPages,  &startsArg, &positionArg,
+                         &lengthArg,     &causalFlags, &window,  &blockSize, &scale,
+                         &outArg,        &outStride};
+    const int64_t group = k.heads / k.kvHeads;
+    const int64_t rowsPerBlock =
+        (bound.kernel.blockThreads / 32) * bound.kernel.integer("rows_per_warp", 1);
+    return launch(bound.kernel, ceilDiv(count * group, rowsPerBlock),
+                  static_cast<unsigned>(k.kvHeads), 1, arguments, what.c_str());
   }
-  // o projection with the residual add: hidden += attention Wo^T.
-  DLM_RETURN_IF_ERROR(linear("o_proj", attention_, count, w.o, {}, hidden_, true));
-
-  DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, hidden_, H, normed_, H, w.mlpNorm.data, count, 1,
-                              "mlp_norm: cuLaunchKernel"));
-  DLM_RETURN_IF_ERROR(linear("gate_proj", normed_, count, w.gate, {}, gate_, false));
-  DLM_RETURN_IF_ERROR(linear("up_proj", normed_, count, w.up, {}, up_, false));
-  {
-    CUdeviceptr gateArg = gate_, upArg = up_, outArg = gate_;
-    long long stride = d.intermediate;
-    long long gateStride = stride, upStride = stride, outStride = stride;
-    int rows = static_cast<int>(count);
-    void *arguments[] = {&gateArg, &gateStride, &upArg, &upStride, &outArg, &outStride, &rows};
+  case KernelKind::siluMul: {
+    CUdeviceptr gateArg = slot(in[0], count), upArg = slot(in[1], count),
+                outArg = slot(k.result, count);
+    long long gateStride = width, upStride = width, outStride = width;
+    void *arguments[] = {&gateArg, &gateStride, &upArg, &upStride, &outArg, &outStride, &tokens};
     // Over-covering the row is harmless: the kernel drops chunks past its width.
-    DLM_RETURN_IF_ERROR(launch(kernels_.gatedActivation,
-                               ceilDiv(d.intermediate, kernels_.gatedActivation.blockThreads),
-                               static_cast<unsigned>(count), 1, arguments,
-                               "gated_activation: cuLaunchKernel"));
+    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
+                  static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
-  // down projection with the residual add: hidden += act Wd^T.
-  return linear("down_proj", gate_, count, w.down, {}, hidden_, true);
+  case KernelKind::add:
+    // The compiler folds residual adds into the GEMM before them; dlmc refuses to generate
+    // CUDA kernels for a program with another add, so a record here is a damaged artifact.
+    return Status::error("not supported yet: add record '" + k.fullName + "' on cuda");
+  case KernelKind::lmHead:
+    return enqueueLogits(k, bound, shape);
+  }
+  return Status::error("cuda backend: internal error: unhandled kernel kind");
 }
 
-Status CudaBackend::enqueueLogits(const Shape &shape) {
-  const model::ModelDims &d = dims_;
+Status CudaBackend::enqueueLogits(const program::ProgramRecord &k, const BoundRecord &bound,
+                                  const Shape &shape) {
   const int64_t n = shape.rowsEnd - shape.rowsBegin;
   if (n == 0)
     return Status::ok();
-  const size_t rowBytes = static_cast<size_t>(d.hidden) * elementBytes(element_);
+  const int64_t hidden = program_.slots[static_cast<size_t>(k.operands[0])].width;
+  const size_t rowBytes = static_cast<size_t>(hidden) * elementBytes(element_);
+  const CUdeviceptr x = slot(k.operands[0], shape.count);
   auto row = [&](CUdeviceptr base, int64_t r) { return base + static_cast<size_t>(r) * rowBytes; };
-  const CUdeviceptr finalNorm = weights_->finalNorm().data;
-  // The final norm writes straight into the LM head's input rows. Dream's logit shift: row r is
-  // predicted at fed row r - 1 and row 0 keeps its own, so rows [b, e) read [b-1, e-1) (b > 0)
-  // or row 0 then rows [0, e-1).
-  if (!d.logitShift) {
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, row(hidden_, shape.rowsBegin), d.hidden,
-                                headInput_, d.hidden, finalNorm, n, 1,
-                                "final_norm: cuLaunchKernel"));
+  // The rows the head reads: Dream's logit shift predicts row r at fed row r - 1 and row 0 keeps
+  // its own, so rows [b, e) read [b-1, e-1) (b > 0) or row 0 then rows [0, e-1). Normalised
+  // straight into the head's input rows, or copied there without a norm.
+  auto stage = [&](int64_t from, int64_t to, int64_t rows) -> Status {
+    if (rows == 0)
+      return Status::ok();
+    if (bound.norm)
+      return rmsNorm(bound.kernel, row(x, from), hidden, row(headInput_, to), hidden,
+                     bound.norm->data, rows, 1, k.eps, (k.fullName + ": norm").c_str());
+    return driver_->check(driver_->cuMemcpyDtoDAsync(row(headInput_, to), row(x, from),
+                                                     static_cast<size_t>(rows) * rowBytes,
+                                                     stream_),
+                          (k.fullName + ": cuMemcpyDtoDAsync").c_str());
+  };
+  if (!k.logitShift) {
+    DLM_RETURN_IF_ERROR(stage(shape.rowsBegin, 0, n));
   } else if (shape.rowsBegin > 0) {
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, row(hidden_, shape.rowsBegin - 1), d.hidden,
-                                headInput_, d.hidden, finalNorm, n, 1,
-                                "final_norm: cuLaunchKernel"));
+    DLM_RETURN_IF_ERROR(stage(shape.rowsBegin - 1, 0, n));
   } else {
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, hidden_, d.hidden, headInput_, d.hidden,
-                                finalNorm, 1, 1, "final_norm: cuLaunchKernel"));
-    DLM_RETURN_IF_ERROR(rmsNorm(kernels_.norm, hidden_, d.hidden, row(headInput_, 1), d.hidden,
-                                finalNorm, n - 1, 1, "final_norm: cuLaunchKernel"));
+    DLM_RETURN_IF_ERROR(stage(0, 0, 1));
+    DLM_RETURN_IF_ERROR(stage(0, 1, n - 1));
   }
   // Only the first vocabSize rows of the head (a padded embedding's extra rows are never
   // logits), written as float32 whatever the precision.
@@ -528,12 +541,12 @@ Status CudaBackend::enqueueLogits(const Shape &shape) {
   call.input = element_;
   call.output = DeviceElement::f32;
   call.x = headInput_;
-  call.weight = weights_->lmHead().data;
+  call.weight = bound.weight->data;
   call.y = logits_;
   call.rows = n;
-  call.in = d.hidden;
-  call.out = d.vocabSize;
-  return gemm_->run(stream_, call, "lm_head");
+  call.in = hidden;
+  call.out = program_.slots[static_cast<size_t>(k.result)].width;
+  return gemm_->run(stream_, call, k.fullName.c_str());
 }
 
 Status CudaBackend::copyPage(kv::PageIndex from, kv::PageIndex to) {

@@ -1,16 +1,19 @@
-// The CUDA backend: the transformer forward of DecodeModel on one device and one stream, with
-// the artifact's generated kernels (embedding, RMSNorm, RoPE, kv_store, paged attention, gated
-// activation) and cuBLASLt's GEMMs (q/k/v with Dream's bias epilogue, o and down with the
-// residual add folded in as beta = 1, gate/up, the LM head over only the requested rows). The
-// same code drives a real driver (libcuda + cuBLASLt, cubin or PTX) and the emulated one
-// (dlm-run --device cuda-emu, the kernels' source compiled on the host).
+// The CUDA backend: DecodeModel's forwards on one device and one stream, executing the
+// artifact's kernel program record by record (runtime/program/KernelProgram.h), as the CPU
+// backend does: each record launches the generated kernel it names (embedding, RMSNorm, RoPE,
+// kv_store, paged attention, gated activation) or a cuBLASLt GEMM with the epilogue the compiler
+// chose (bias; the residual accumulated as beta = 1; norm_linear's norm first; the LM head over
+// only the requested rows). Nothing here knows what a layer is. The same code drives a real
+// driver (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device cuda-emu, the
+// kernels' source compiled on the host).
 //
 // Weights are uploaded once at the kernels' precision (f32 or bf16). The KV pool lives on the
-// device, its pages handed out by kv::PagedKvCache as on the CPU. reserve() sizes every buffer;
-// a forward only copies its inputs (tokens, positions, block table) in, enqueues the work and
-// copies the logits out. A forward whose shape (token count, first position, logit rows) was
-// seen before is captured once as a CUDA graph and replayed from then on: every denoising step
-// of a block repeats its shape.
+// device, its pages handed out by kv::PagedKvCache as on the CPU. reserve() sizes every buffer,
+// the activations laid out by the program's per-token-row memory plan; a forward only copies
+// its inputs (tokens, positions, block table) in, enqueues the work and copies the logits out.
+// A forward whose shape (token count, first position, logit rows) was seen before is captured
+// once as a CUDA graph and replayed from then on: every denoising step of a block repeats its
+// shape.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
 // CudaBackendBlockLoop.cpp): per step the forward, the artifact's sampler, accept, gate and
@@ -29,6 +32,7 @@
 #include "runtime/kv/PagedKvCache.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/profile/Profiler.h"
+#include "runtime/program/KernelProgram.h"
 #include "runtime/session/Backend.h"
 
 #include <list>
@@ -136,9 +140,13 @@ private:
     // Written per step.
     CUdeviceptr sampled = 0, argmax = 0, entropy = 0, confidence = 0, keep = 0;
   };
-  struct Kernels {
-    DeviceKernel embedding, norm, headNorm, rope, kvStore, attention, gatedActivation;
-    bool hasHeadNorm = false;
+  // What one kernel record launches: its generated kernel (function null when it has none:
+  // a plain GEMM) and its device weights (null when absent).
+  struct BoundRecord {
+    DeviceKernel kernel;
+    const DeviceTensor *weight = nullptr;
+    const DeviceTensor *bias = nullptr;
+    const DeviceTensor *norm = nullptr;
   };
 
   CudaBackend(std::shared_ptr<const CudaDriver> driver, std::shared_ptr<const CublasLt> lt,
@@ -146,7 +154,8 @@ private:
               const CudaBackendSettings &settings);
   Status initialise(const artifact::ArtifactReader &artifact, int64_t maxPositions,
                     const BackendOptions &options);
-  Status findKernels(const model::ModelDims &dims);
+  // Parses the kernel program and binds each record to its kernel and weights.
+  Status bindProgram(const artifact::ArtifactReader &artifact);
 
   // Appends `count` tokens at positions first.. to the sequence, runs the forward and returns
   // the requested logit rows.
@@ -156,13 +165,17 @@ private:
   Status uploadInputs(const int32_t *tokens, const Shape &shape);
   // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
   Status enqueueForward(const Shape &shape);
-  Status enqueueLayer(int64_t layer, const Shape &shape);
-  Status enqueueLogits(const Shape &shape);
+  Status enqueueRecord(const program::ProgramRecord &record, const BoundRecord &bound,
+                       const Shape &shape);
+  Status enqueueLogits(const program::ProgramRecord &record, const BoundRecord &bound,
+                       const Shape &shape);
+  // The rows of value slot `index` in a forward of `count` tokens (the per-token-row plan).
+  CUdeviceptr slot(int64_t index, int64_t count) const;
   Status launch(const DeviceKernel &kernel, unsigned gridX, unsigned gridY, unsigned gridZ,
                 void **arguments, const char *what);
   Status rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t xStride, CUdeviceptr y,
                  int64_t yStride, CUdeviceptr weight, int64_t rows, int64_t rowsPerToken,
-                 const char *what);
+                 double eps, const char *what);
   // y[rows, weight.rows] (+)= x weight^T (+ bias), at the device precision.
   Status linear(const char *name, CUdeviceptr x, int64_t rows, const DeviceTensor &weight,
                 const DeviceTensor &bias, CUdeviceptr y, bool accumulate);
@@ -194,7 +207,8 @@ private:
   CUdevice device_ = 0;
   CUstream stream_ = nullptr;
   std::unique_ptr<KernelModules> modules_;
-  Kernels kernels_;
+  program::KernelProgram program_;
+  std::vector<BoundRecord> bound_; // one per program_.kernels entry
   std::unique_ptr<DeviceWeights> weights_;
   std::unique_ptr<LinearGemm> gemm_;
 
@@ -212,8 +226,8 @@ private:
   int64_t reservedLogitRows_ = 0;
   DeviceAllocation workspace_;
   DeviceAllocation gemmWorkspaceAllocation_;
-  CUdeviceptr hidden_ = 0, normed_ = 0, q_ = 0, k_ = 0, v_ = 0, attention_ = 0, gate_ = 0,
-              up_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;
+  // activations_: program_.rowElements per token; normed_: norm_linear's normalised rows.
+  CUdeviceptr activations_ = 0, normed_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;
   size_t gemmWorkspaceBytes_ = 0;
   // int32 inputs: tokens [T], positions [T], queryStarts [2], kvLengths [1], blockTable [pages].
   CUdeviceptr inputs_ = 0;

@@ -1,14 +1,15 @@
 // The model's weights on the device at the kernels' precision (f32, or bf16 rounded to nearest
-// even from ModelWeights' float32 host tensors), in one allocation; norm weights in the type the
-// norm kernel reads them. Tied weights are uploaded
-// once and shared, as on the host.
+// even from ModelWeights' float32 host tensors), in one allocation, looked up by the canonical
+// names the kernel records give. Tied weights are uploaded once and shared, as on the host.
 #pragma once
 
 #include "runtime/cuda/DeviceMemory.h"
 #include "runtime/cuda/LinearGemm.h"
 #include "runtime/model/ModelWeights.h"
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace dlm::cuda {
@@ -21,34 +22,29 @@ struct DeviceTensor {
   explicit operator bool() const { return data != 0; }
 };
 
-struct DeviceLayerWeights {
-  DeviceTensor attnNorm, q, k, v, qBias, kBias, vBias, qNorm, kNorm, o;
-  DeviceTensor mlpNorm, gate, up, down;
-};
-
+// The weights a kernel program names, on the device by their canonical names.
 class DeviceWeights {
 public:
+  // Uploads the host tensors called `names` (each once; names of one tensor, as tied weights
+  // are, share it) at `element`. Error: a name the host weights lack.
   static StatusOr<std::unique_ptr<DeviceWeights>>
   upload(std::shared_ptr<const CudaDriver> driver, const model::ModelWeights &host,
-         DeviceElement element, DeviceElement normElement);
+         const std::vector<std::string> &names, DeviceElement element);
 
   DeviceElement element() const { return element_; }
-  // The RMSNorm weights' type (the norm kernel's weight parameter).
-  DeviceElement normElement() const { return normElement_; }
-  const DeviceTensor &embed() const { return embed_; }
-  const DeviceTensor &finalNorm() const { return finalNorm_; }
-  const DeviceTensor &lmHead() const { return lmHead_; }
-  const std::vector<DeviceLayerWeights> &layers() const { return layers_; }
+  // The tensor called `name`, or null.
+  const DeviceTensor *find(const std::string &name) const {
+    auto it = byName_.find(name);
+    return it == byName_.end() ? nullptr : &it->second;
+  }
   size_t bytes() const { return memory_.bytes(); }
 
 private:
   DeviceWeights() = default;
 
   DeviceElement element_ = DeviceElement::f32;
-  DeviceElement normElement_ = DeviceElement::f32;
   DeviceAllocation memory_;
-  DeviceTensor embed_, finalNorm_, lmHead_;
-  std::vector<DeviceLayerWeights> layers_;
+  std::map<std::string, DeviceTensor> byName_;
 };
 
 // Round-to-nearest-even float -> bfloat16 bits (NaN stays NaN).

@@ -143,6 +143,25 @@ StatusOr<DeviceKernel> KernelModules::find(std::string_view kind,
                          std::string(kind) + " kernels: " +
                          (candidates.empty() ? "none" : candidates) +
                          "); recompile with dlmc compile --target cuda");
+  return load(*chosen);
+}
+
+StatusOr<DeviceKernel> KernelModules::named(std::string_view name) {
+  auto cached = loaded_.find(std::string(name));
+  if (cached != loaded_.end())
+    return cached->second;
+  for (const artifact::Kernel &kernel : choice_.target->kernels)
+    if (kernel.name == name)
+      return load(kernel);
+  return Status::error("artifact has no kernel " + std::string(name) + " for " +
+                       choice_.target->target + "; recompile with dlmc compile --target cuda");
+}
+
+StatusOr<DeviceKernel> KernelModules::load(const artifact::Kernel &record) {
+  auto cached = loaded_.find(record.name);
+  if (cached != loaded_.end())
+    return cached->second;
+  const artifact::Kernel *chosen = &record;
 
   // Every form is handed to cuModuleLoadData as the driver expects it: a cubin image, or
   // NUL-terminated PTX / CUDA source text (the mapping's views are not terminated).
@@ -173,6 +192,7 @@ StatusOr<DeviceKernel> KernelModules::find(std::string_view kind,
   kernel.blockThreads = static_cast<unsigned>(kernel.integer("block_threads", 0));
   if (kernel.blockThreads == 0)
     return Status::error("kernel " + chosen->name + " does not record its block_threads");
+  loaded_[chosen->name] = kernel;
   return kernel;
 }
 

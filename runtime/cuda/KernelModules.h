@@ -11,6 +11,7 @@
 #include "runtime/artifact/ArtifactReader.h"
 #include "runtime/cuda/CudaDriver.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,6 +62,9 @@ public:
   // Error: "artifact has no rms_norm kernel with width=64, element=f32 for sm_80 (its rms_norm
   // kernels: ...)".
   StatusOr<DeviceKernel> find(std::string_view kind, const artifact::Attributes &match);
+  // The kernel whose entry point is `name` (a kernel record's cuda_kernel), its module loaded
+  // once. Error: "artifact has no kernel dlm_rope_... for sm_90; recompile ...".
+  StatusOr<DeviceKernel> named(std::string_view name);
 
   // The chosen target ("sm_90", or "sm_80 (emulated, from source)") and how its code is loaded.
   const std::string &description() const { return choice_.description; }
@@ -70,9 +74,13 @@ private:
   KernelModules(std::shared_ptr<const CudaDriver> driver, KernelTargetChoice choice)
       : driver_(std::move(driver)), choice_(std::move(choice)) {}
 
+  // Loads `record`'s module (once) and looks up its entry point.
+  StatusOr<DeviceKernel> load(const artifact::Kernel &record);
+
   std::shared_ptr<const CudaDriver> driver_;
   KernelTargetChoice choice_;
   std::vector<CUmodule> modules_;
+  std::map<std::string, DeviceKernel> loaded_;
 };
 
 } // namespace dlm::cuda

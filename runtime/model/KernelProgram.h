@@ -1,6 +1,7 @@
-// The contract of the "cpu" kernel records (artifact KernelTarget "cpu"): the compiled @forward
-// as a flat, ordered list of kernel launches, written by dlmc (the pass dlm-lower-to-kernel-program
-// computes it) and executed by the CPU backend. Header-only and free of dependencies, like
+// The contract of the kernel records (artifact KernelTarget "cpu", a name kept from when only the
+// CPU backend read them): the compiled @forward as a flat, ordered list of kernel launches,
+// written by dlmc (the pass dlm-lower-to-kernel-program computes it) and executed by every
+// backend (runtime/program/KernelProgram.h parses them). Header-only and free of dependencies, like
 // ModelSpec.h, so that both sides include it.
 //
 // Each record is an artifact::Kernel: `kind` is one of the kinds below, `name` a label for
@@ -12,6 +13,9 @@
 //   width     int   the result's elements per token row
 //   weight, bias, norm_weight   text   canonical weight names (ModelSpec.h)
 //   eps, theta real; mask text; heads, kv_heads, head_dim int; logit_shift bool
+//   accumulate  bool  linear / norm_linear: a second operand, the residual, is added to the
+//                     product (the GEMM's epilogue; the compiler folds residual adds into it)
+//   cuda_kernel text  the generated CUDA kernel the record launches (dlmc --target cuda|all)
 //
 // Value slots: 0 is the token ids, 1 the positions (the forward's two inputs); records number
 // their results from 2 upward. Every intermediate is [tokens, width] and the token count is only
@@ -32,8 +36,9 @@ inline constexpr std::string_view kTarget = "cpu";
 // operands → result; weights
 inline constexpr std::string_view kEmbedding = "embedding";    // tokens → x; weight [E, W]
 inline constexpr std::string_view kRmsNorm = "rms_norm";       // x → y; weight [w], rows of w
-inline constexpr std::string_view kNormLinear = "norm_linear"; // x → y; norm_weight, weight, bias?
-inline constexpr std::string_view kLinear = "linear";          // x → y; weight [N, K], bias?
+// x [, residual] → y; norm_weight, weight, bias?, accumulate?
+inline constexpr std::string_view kNormLinear = "norm_linear";
+inline constexpr std::string_view kLinear = "linear"; // x [, residual] → y; weight [N, K], bias?
 inline constexpr std::string_view kRope = "rope";        // x, positions → y; theta, head_dim
 inline constexpr std::string_view kKvStore = "kv_store"; // k, v → (KV cache of `layer`)
 // q, k, v → o over the KV cache of `layer` (k and v as stored by that layer's kv_store)
@@ -59,6 +64,8 @@ inline constexpr std::string_view kHeads = "heads";
 inline constexpr std::string_view kKvHeads = "kv_heads";
 inline constexpr std::string_view kHeadDim = "head_dim";
 inline constexpr std::string_view kLogitShift = "logit_shift";
+inline constexpr std::string_view kAccumulate = "accumulate";
+inline constexpr std::string_view kCudaKernel = "cuda_kernel";
 
 inline constexpr int64_t kTokensSlot = 0;
 inline constexpr int64_t kPositionsSlot = 1;

@@ -150,9 +150,8 @@ int runCompile(const CompileOptions &options) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createFuseNormLinearPass());
-  // Only the cpu backend runs the kernel program; --target cuda runs the generated kernels.
-  if (options.target != "cuda")
-    pm.addPass(createLowerToKernelProgramPass());
+  // Every backend runs the kernel program.
+  pm.addPass(createLowerToKernelProgramPass());
   if (options.unroll > 1) {
     UnrollDiffusionLoopPassOptions unroll;
     unroll.factor = options.unroll;
@@ -204,13 +203,11 @@ int runCompile(const CompileOptions &options) {
     contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
                                 view.shape, view.data, view.byteSize});
   }
-  // The cpu backend executes these records (--target cpu|all).
-  if (options.target != "cuda") {
-    StatusOr<artifact::KernelTarget> cpu = cpuKernelTarget(*module);
-    if (!cpu)
-      return fail(cpu.status().message());
-    contents.kernelTargets.push_back(std::move(*cpu));
-  }
+  // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
+  // launches.
+  StatusOr<artifact::KernelTarget> program = cpuKernelTarget(*module);
+  if (!program)
+    return fail(program.status().message());
 #ifdef DLM_HAVE_NVRTC
   // --target cuda|all: every kernel the model needs, compiled for sm_80 and sm_90 (cubin + PTX
   // + ptxas's resource report). A kernel that does not compile, or a hot one that spills, fails
@@ -234,9 +231,16 @@ int runCompile(const CompileOptions &options) {
     kernelOptions.confidenceThreshold = options.threshold > 0.0;
     kernelOptions.canvas = options.blockLength;
     kernelOptions.pageSize = policy.pageSize;
-    auto kernels = codegen::kernelsForModel(contents.config, kernelOptions);
+    codegen::WeightShapes shapes;
+    for (const artifact::WeightSource &weight : contents.weights)
+      shapes[weight.name] = weight.shape;
+    auto kernels = codegen::kernelsForProgram(program->kernels, shapes, kernelOptions);
     if (!kernels)
-      return fail("--target " + options.target + ": " + kernels.status().message());
+      return fail(kernels.status().message());
+    auto decoding = codegen::decodingKernels(contents.config, kernelOptions);
+    if (!decoding)
+      return fail("--target " + options.target + ": " + decoding.status().message());
+    kernels->insert(kernels->end(), decoding->begin(), decoding->end());
     cuda::NvrtcCompiler compiler;
     auto table = codegen::compileKernels(*kernels, compiler);
     if (!table)
@@ -246,6 +250,7 @@ int runCompile(const CompileOptions &options) {
                                   kernelTable.targets.end());
   }
 #endif
+  contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(*program));
   Status written = artifact::writeArtifact(options.output, contents);
   if (!written.isOk())
     return fail(written.message());

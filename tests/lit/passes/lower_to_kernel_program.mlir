@@ -3,11 +3,13 @@
 // One layer (hidden 8, 2 heads and 1 KV head of 4, MLP 16, vocabulary 10 of 12 rows) with a
 // dynamic token count. Expected program: the attention norm fused into q, k and v (norm_linear),
 // kv_store before attention (one KV layer per attention), the gated MLP as gate, up, silu_mul,
-// down, the final norm folded into the LM head. Plan, in floats per token row (widths aligned
-// to 16): x lives at 32 until its residual add, which writes in place; q (0) and k (48) are
-// roped in place; attention (16) avoids q, k, v and x; o_proj reuses q's dead 0; mlp_norm
-// cannot be in place (h is read again by the second add); silu_mul overwrites the gate; the
-// logits are the caller's buffer (no offset). Peak: x, k, v, attention, q at once = 80.
+// down, both residual adds folded into the o and down projections (accumulate: they take the
+// residual as a second operand), the final norm folded into the LM head. Plan, in floats per
+// token row (widths aligned to 16): x lives at 32 and o_proj accumulates into it in place; q (0)
+// and k (48) are roped in place; attention (16) avoids q, k, v and x; mlp_norm cannot be in place
+// (h is read again by down_proj); silu_mul overwrites the gate; down_proj accumulates into h in
+// place; the logits are the caller's buffer (no offset). Peak: x, k, v, attention, q at once =
+// 80.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: dlm.kernel_program = [
 // CHECK-SAME: {kind = "embedding", layer = -1 : i64, name = "embedding", offset = 32 : i64, operands = array<i64: 0>, result = 2 : i64, weight = "embed", width = 8 : i64}
@@ -18,16 +20,14 @@
 // CHECK-SAME: {head_dim = 4 : i64, kind = "rope", layer = 0 : i64, name = "layers.0.rope#2", offset = 48 : i64, operands = array<i64: 4, 1>, result = 7 : i64, theta = 1.000000e+04 : f64, width = 4 : i64}
 // CHECK-SAME: {kind = "kv_store", layer = 0 : i64, name = "layers.0.kv_store", operands = array<i64: 7, 5>}
 // CHECK-SAME: {head_dim = 4 : i64, heads = 2 : i64, kind = "attention", kv_heads = 1 : i64, layer = 0 : i64, mask = "causal", name = "layers.0.attention", offset = 16 : i64, operands = array<i64: 6, 7, 5>, result = 8 : i64, width = 8 : i64}
-// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.o_proj", offset = 0 : i64, operands = array<i64: 8>, result = 9 : i64, weight = "layers.0.o", width = 8 : i64}
-// CHECK-SAME: {kind = "add", layer = 0 : i64, name = "layers.0.residual_add", offset = 32 : i64, operands = array<i64: 2, 9>, result = 10 : i64, width = 8 : i64}
-// CHECK-SAME: {eps = 1.000000e-05 : f64, kind = "rms_norm", layer = 0 : i64, name = "layers.0.mlp_norm", offset = 48 : i64, operands = array<i64: 10>, result = 11 : i64, weight = "layers.0.mlp_norm", width = 8 : i64}
-// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.gate_proj", offset = 0 : i64, operands = array<i64: 11>, result = 12 : i64, weight = "layers.0.gate", width = 16 : i64}
-// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.up_proj", offset = 16 : i64, operands = array<i64: 11>, result = 13 : i64, weight = "layers.0.up", width = 16 : i64}
-// CHECK-SAME: {kind = "silu_mul", layer = 0 : i64, name = "layers.0.silu_mul", offset = 0 : i64, operands = array<i64: 12, 13>, result = 14 : i64, width = 16 : i64}
-// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.down_proj", offset = 16 : i64, operands = array<i64: 14>, result = 15 : i64, weight = "layers.0.down", width = 8 : i64}
-// CHECK-SAME: {kind = "add", layer = 0 : i64, name = "layers.0.residual_add#2", offset = 32 : i64, operands = array<i64: 10, 15>, result = 16 : i64, width = 8 : i64}
-// CHECK-SAME: {eps = 1.000000e-05 : f64, kind = "lm_head", layer = -1 : i64, logit_shift = false, name = "lm_head", norm_weight = "final_norm", operands = array<i64: 16>, result = 17 : i64, weight = "lm_head", width = 10 : i64}
-// CHECK-SAME: dlm.unplanned_row_elements = 160 : i64, dlm.workspace_row_elements = 80 : i64
+// CHECK-SAME: {accumulate = true, kind = "linear", layer = 0 : i64, name = "layers.0.o_proj", offset = 32 : i64, operands = array<i64: 8, 2>, result = 9 : i64, weight = "layers.0.o", width = 8 : i64}
+// CHECK-SAME: {eps = 1.000000e-05 : f64, kind = "rms_norm", layer = 0 : i64, name = "layers.0.mlp_norm", offset = 48 : i64, operands = array<i64: 9>, result = 10 : i64, weight = "layers.0.mlp_norm", width = 8 : i64}
+// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.gate_proj", offset = 0 : i64, operands = array<i64: 10>, result = 11 : i64, weight = "layers.0.gate", width = 16 : i64}
+// CHECK-SAME: {kind = "linear", layer = 0 : i64, name = "layers.0.up_proj", offset = 16 : i64, operands = array<i64: 10>, result = 12 : i64, weight = "layers.0.up", width = 16 : i64}
+// CHECK-SAME: {kind = "silu_mul", layer = 0 : i64, name = "layers.0.silu_mul", offset = 0 : i64, operands = array<i64: 11, 12>, result = 13 : i64, width = 16 : i64}
+// CHECK-SAME: {accumulate = true, kind = "linear", layer = 0 : i64, name = "layers.0.down_proj", offset = 32 : i64, operands = array<i64: 13, 9>, result = 14 : i64, weight = "layers.0.down", width = 8 : i64}
+// CHECK-SAME: {eps = 1.000000e-05 : f64, kind = "lm_head", layer = -1 : i64, logit_shift = false, name = "lm_head", norm_weight = "final_norm", operands = array<i64: 14>, result = 15 : i64, weight = "lm_head", width = 10 : i64}
+// CHECK-SAME: dlm.unplanned_row_elements = 128 : i64, dlm.workspace_row_elements = 80 : i64
 func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x10xf32> {
   %c0 = arith.constant 0 : index
   %n = tensor.dim %ids, %c0 : tensor<?xi32>

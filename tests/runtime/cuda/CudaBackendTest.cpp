@@ -8,6 +8,7 @@
 #include "runtime/cuda/CudaBackend.h"
 
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/ModelKernels.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/emu/EmuDriver.h"
 #include "tests/runtime/model/TinyModel.h"
@@ -32,13 +33,15 @@ constexpr int64_t kPageSize = 4;
 constexpr int64_t kLoopBlock = 4;
 
 // The generated kernels a TinyModel needs, as an emulated-target record set (source only: the
-// emulated driver compiles the source; no NVRTC needed).
+// emulated driver compiles the source; no NVRTC needed), and the model's kernel program with
+// each record naming its kernel, as dlmc compiles them (compiler/codegen/ModelKernels.cpp).
 struct GeneratedKernels {
   std::vector<codegen::KernelSource> sources;
+  artifact::KernelTarget program;
   artifact::KernelTarget target;
 };
 
-std::unique_ptr<GeneratedKernels> generateKernels(const TinyModelOptions &o,
+std::unique_ptr<GeneratedKernels> generateKernels(TinyModelOptions &o,
                                                   codegen::ElementType element) {
   auto kernels = std::make_unique<GeneratedKernels>();
   auto add = [&](StatusOr<codegen::KernelSource> source) {
@@ -46,25 +49,18 @@ std::unique_ptr<GeneratedKernels> generateKernels(const TinyModelOptions &o,
     if (source)
       kernels->sources.push_back(std::move(*source));
   };
-  add(codegen::generateEmbedding({o.hidden, element}));
-  add(codegen::generateRmsNorm({o.hidden, true, element}));
-  if (o.qkNorm)
-    add(codegen::generateRmsNorm({o.headDim, true, element}));
-  codegen::RopeParams rope;
-  rope.headDim = o.headDim;
-  rope.theta = 10000.0;
-  rope.element = element;
-  add(codegen::generateRope(rope));
-  codegen::AttentionParams attention;
-  attention.headDim = o.headDim;
-  attention.heads = o.heads;
-  attention.kvHeads = o.kvHeads;
-  attention.pageSize = kPageSize;
-  attention.mask = o.causal ? codegen::MaskKind::causal : codegen::MaskKind::bidirectional;
-  attention.element = element;
-  add(codegen::generateAttention(attention));
-  add(codegen::generateKvStore({o.kvHeads * o.headDim, kPageSize, element}));
-  add(codegen::generateGatedActivation({o.intermediate, codegen::Activation::silu, element}));
+  o.kernelTargets.clear();
+  o.cpuRecords = true;
+  const TinyModel plain(o);
+  kernels->program = plain.cpuKernelTarget();
+  codegen::ModelKernelOptions options;
+  options.element = element;
+  options.pageSize = kPageSize;
+  StatusOr<std::vector<codegen::KernelSource>> forward =
+      codegen::kernelsForProgram(kernels->program.kernels, plain.shapes(), options);
+  EXPECT_TRUE(forward.isOk()) << forward.status().message();
+  if (forward)
+    kernels->sources = std::move(*forward);
   // The device block loop's kernels for both policies at blocks of kLoopBlock, as dlmc chooses
   // them (compiler/codegen/ModelKernels.cpp); loaded only when a loop runs.
   for (codegen::SamplerConfidence confidence :
@@ -95,6 +91,9 @@ std::unique_ptr<GeneratedKernels> generateKernels(const TinyModelOptions &o,
     record.parameters["block_threads"] = static_cast<int64_t>(source.blockThreads);
     kernels->target.kernels.push_back(std::move(record));
   }
+  // The artifact carries the program and the kernels it names (and the decoding kernels).
+  o.kernelTargets = {kernels->program, kernels->target};
+  o.cpuRecords = false;
   return kernels;
 }
 
@@ -186,7 +185,6 @@ protected:
     TinyModelOptions options = baseOptions();
     GetParam().change(options);
     kernels = generateKernels(options, codegen::ElementType::f32);
-    options.kernelTargets = {kernels->target};
     tiny = std::make_unique<TinyModel>(options);
     tiny->write(dir.file("tiny.dlm"));
     StatusOr<artifact::ArtifactReader> opened =
@@ -659,7 +657,6 @@ TEST(CudaBackendBf16, ForwardStaysNearTheReference) {
   options.qkvBias = true;
   options.logitShift = true;
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::bf16);
-  options.kernelTargets = {kernels->target};
   TinyModel tiny(options);
   BackendOptions backendOptions;
   backendOptions.kvPageTokens = kPageSize;
@@ -697,7 +694,6 @@ TEST(CudaBackendErrors, APageSizeOtherThanTheKernelsIsNotSupportedYet) {
   TempDir dir;
   TinyModelOptions options = baseOptions();
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
-  options.kernelTargets = {kernels->target};
   TinyModel tiny(options);
   BackendOptions backendOptions;
   backendOptions.kvPageTokens = 2 * kPageSize;
@@ -719,13 +715,13 @@ TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
   records.erase(std::remove_if(records.begin(), records.end(),
                                [](const artifact::Kernel &k) { return k.kind == "kv_store"; }),
                 records.end());
-  options.kernelTargets = {kernels->target};
+  options.kernelTargets = {kernels->program, kernels->target};
   TinyModel tiny(options);
   std::unique_ptr<StandaloneBackend> created =
       createStandalone(tiny, dir, "partial.dlm", BackendOptions{});
   const StatusOr<std::unique_ptr<CudaBackend>> &backend = created->backend;
   ASSERT_FALSE(backend.isOk());
-  EXPECT_EQ(backend.status().message().rfind("artifact has no kv_store kernel with ", 0), 0u)
+  EXPECT_EQ(backend.status().message().rfind("artifact has no kernel dlm_kv_store_", 0), 0u)
       << backend.status().message();
 }
 

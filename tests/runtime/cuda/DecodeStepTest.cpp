@@ -1,5 +1,5 @@
 // One canvas decoded step by step on the emulated device with the sampler, accept and renoise
-// kernels that kernelsForModel picks for each policy (ModelKernels.cpp), against the reference
+// kernels that decodingKernels picks for each policy (ModelKernels.cpp), against the reference
 // composition CpuDecodeConformanceTest holds the CPU decoder to. It covers the two places where
 // the kernels once disagreed with the CPU: low-confidence ranks masked positions by the chosen
 // token's probability at temperature 1 (sampled at T), and the entropy-bound canvas renoises

@@ -1,4 +1,4 @@
-// The sampler, accept and renoise kernels kernelsForModel picks per decoding policy are the ones
+// The sampler, accept and renoise kernels decodingKernels picks per decoding policy are the ones
 // that make the CPU decoder's decisions (runtime/sampling/): low-confidence ranks masked
 // positions by the temperature-1 confidence and re-masks nothing it unmasked; entropy-bound
 // walks every position by entropy and renoises every rejected one, with either noise.
@@ -65,7 +65,7 @@ TEST(ModelKernels, LowConfidenceRanksByUnitConfidenceAndRemasksNothing) {
     options.policy = "low-confidence";
     options.confidenceThreshold = threshold;
     StatusOr<std::vector<codegen::KernelSource>> kernels =
-        codegen::kernelsForModel(demoLikeConfig(1000), options);
+        codegen::decodingKernels(demoLikeConfig(1000), options);
     ASSERT_TRUE(kernels) << kernels.status().message();
     const auto samplers = specialisationsOf(*kernels, "sampler");
     ASSERT_EQ(samplers.size(), 1u);
@@ -86,7 +86,7 @@ TEST(ModelKernels, LowConfidenceNeedsAMaskToken) {
   codegen::ModelKernelOptions options;
   options.policy = "low-confidence";
   StatusOr<std::vector<codegen::KernelSource>> kernels =
-      codegen::kernelsForModel(demoLikeConfig(-1), options);
+      codegen::decodingKernels(demoLikeConfig(-1), options);
   ASSERT_FALSE(kernels);
   EXPECT_NE(kernels.status().message().find("needs a mask token"), std::string::npos)
       << kernels.status().message();
@@ -96,7 +96,7 @@ TEST(ModelKernels, EntropyBoundRenoisesEveryRejectedPositionWithEitherNoise) {
   codegen::ModelKernelOptions options;
   options.policy = "entropy-bound";
   StatusOr<std::vector<codegen::KernelSource>> kernels =
-      codegen::kernelsForModel(demoLikeConfig(1000), options);
+      codegen::decodingKernels(demoLikeConfig(1000), options);
   ASSERT_TRUE(kernels) << kernels.status().message();
   const auto accepts = specialisationsOf(*kernels, "accept");
   ASSERT_EQ(accepts.size(), 1u);
@@ -116,7 +116,7 @@ TEST(ModelKernels, EntropyBoundRenoisesEveryRejectedPositionWithEitherNoise) {
   EXPECT_EQ(initial, 2);
 
   // Without a mask token only uniform noise exists.
-  kernels = codegen::kernelsForModel(demoLikeConfig(-1), options);
+  kernels = codegen::decodingKernels(demoLikeConfig(-1), options);
   ASSERT_TRUE(kernels) << kernels.status().message();
   const auto uniformOnly = specialisationsOf(*kernels, "renoise");
   ASSERT_EQ(uniformOnly.size(), 2u);

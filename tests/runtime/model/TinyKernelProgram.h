@@ -1,7 +1,7 @@
 // The "cpu" kernel records of the tiny test transformer (TinyModel.h), written by hand in the
 // layout dlm-lower-to-kernel-program gives a compiled @forward (runtime/model/KernelProgram.h):
-// norm fused into the q/k/v projections, the gated MLP as gate, up, silu_mul, down, the final
-// norm in the LM head. The plan gives every value a region of its own (valid, if not tight);
+// norm fused into the q/k/v projections, the residual adds folded into the o and down
+// projections, the gated MLP as gate, up, silu_mul, down, the final norm in the LM head. The plan gives every value a region of its own (valid, if not tight);
 // dlmc's plans, which share regions, are covered by the end-to-end tests.
 #pragma once
 
@@ -97,8 +97,15 @@ inline artifact::KernelTarget tinyCpuKernelTarget(const TinyProgramShape &s) {
     set(attention, kp::kHeads, s.heads);
     set(attention, kp::kKvHeads, s.kvHeads);
     set(attention, kp::kHeadDim, s.headDim);
-    int64_t o = projection("o_proj", spec::kO, "", slotOf(attention), s.hidden, false);
-    int64_t h = slotOf(record(kp::kAdd, "residual_add", l, {x, o}, s.hidden));
+    // The residual adds are the o and down projections' epilogues, as dlmc folds them.
+    auto accumulating = [&](const std::string &label, std::string_view role, int64_t input,
+                            int64_t residual) {
+      artifact::Kernel &k = record(kp::kLinear, label, l, {input, residual}, s.hidden);
+      set(k, kp::kWeight, name(role));
+      set(k, kp::kAccumulate, true);
+      return slotOf(k);
+    };
+    int64_t h = accumulating("o_proj", spec::kO, slotOf(attention), x);
     artifact::Kernel &mlpNorm = record(kp::kRmsNorm, "mlp_norm", l, {h}, s.hidden);
     set(mlpNorm, kp::kWeight, name(spec::kMlpNorm));
     set(mlpNorm, kp::kEps, s.eps);
@@ -106,8 +113,7 @@ inline artifact::KernelTarget tinyCpuKernelTarget(const TinyProgramShape &s) {
     int64_t gate = projection("gate_proj", spec::kGate, "", m, s.intermediate, false);
     int64_t up = projection("up_proj", spec::kUp, "", m, s.intermediate, false);
     int64_t act = slotOf(record(kp::kSiluMul, "silu_mul", l, {gate, up}, s.intermediate));
-    int64_t down = projection("down_proj", spec::kDown, "", act, s.hidden, false);
-    x = slotOf(record(kp::kAdd, "residual_add#2", l, {h, down}, s.hidden));
+    x = accumulating("down_proj", spec::kDown, act, h);
   }
   artifact::Kernel &head = record(kp::kLmHead, "lm_head", -1, {x}, s.vocab);
   set(head, kp::kNormWeight, std::string(spec::kFinalNorm));

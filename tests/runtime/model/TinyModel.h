@@ -101,6 +101,8 @@ public:
   }
 
   const TinyModelOptions &options() const { return o_; }
+  // Every weight's shape by canonical name.
+  const std::map<std::string, std::vector<int64_t>> &shapes() const { return shapes_; }
 
   artifact::ModelConfig config() const {
     artifact::ModelConfig c;

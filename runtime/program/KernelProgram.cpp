@@ -1,11 +1,11 @@
-#include "runtime/cpu/CpuProgram.h"
+#include "runtime/program/KernelProgram.h"
 
 #include "runtime/model/KernelProgram.h"
 
 #include <algorithm>
 #include <variant>
 
-namespace dlm::cpu {
+namespace dlm::program {
 
 namespace kp = spec::kernels;
 
@@ -16,7 +16,7 @@ std::string str(int64_t value) { return std::to_string(value); }
 struct KindInfo {
   std::string_view name;
   KernelKind kind;
-  size_t operands;
+  size_t operands; // without the residual of an accumulating linear
   bool hasResult;
 };
 
@@ -59,7 +59,7 @@ class RecordReader {
 public:
   RecordReader(const artifact::Kernel &record, size_t index)
       : record_(record),
-        where_("cpu kernel record " + std::to_string(index) + " ('" + record.name + "')") {}
+        where_("kernel record " + std::to_string(index) + " ('" + record.name + "')") {}
 
   Status error(const std::string &message) const { return Status::error(where_ + ": " + message); }
   const std::string &where() const { return where_; }
@@ -97,16 +97,19 @@ public:
     return slots;
   }
 
-  StatusOr<const model::HostTensor *>
-  weight(std::string_view key, const model::ModelWeights &weights, bool optional = false) const {
+  // The tensor named by parameter `key`, its name kept in `name`.
+  StatusOr<const model::HostTensor *> weight(std::string_view key,
+                                             const model::ModelWeights &weights,
+                                             std::string &name, bool optional = false) const {
     if (optional && !has(key))
       return static_cast<const model::HostTensor *>(nullptr);
-    StatusOr<std::string> name = text(key);
-    if (!name)
-      return name.status();
-    const model::HostTensor *tensor = weights.find(*name);
+    StatusOr<std::string> given = text(key);
+    if (!given)
+      return given.status();
+    const model::HostTensor *tensor = weights.find(*given);
     if (!tensor)
-      return error("missing weight '" + *name + "'");
+      return error("missing weight '" + *given + "'");
+    name = *given;
     return tensor;
   }
 
@@ -129,16 +132,16 @@ private:
 // below it); a record past it is corrupt.
 constexpr int64_t kMaxRowElements = int64_t(1) << 26;
 
-StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &records,
-                                       const model::ModelWeights &weights) {
+StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel> &records,
+                                             const model::ModelWeights &weights) {
   const model::ModelDims &d = weights.dims();
-  CpuProgram program;
+  KernelProgram program;
   program.slots.resize(kp::kFirstResultSlot, SlotPlace{-1, 1});
   std::vector<bool> defined(kp::kFirstResultSlot, true);
   std::vector<int64_t> storedK(static_cast<size_t>(d.layers), -1),
       storedV(static_cast<size_t>(d.layers), -1);
   if (records.empty())
-    return Status::error("the cpu kernel program is empty");
+    return Status::error("the kernel program is empty");
 
   for (size_t index = 0; index < records.size(); ++index) {
     const artifact::Kernel &record = records[index];
@@ -148,15 +151,24 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       if (k.name == record.kind)
         info = &k;
     if (!info)
-      return Status::error("not supported yet: cpu kernel kind '" + record.kind + "' (" +
+      return Status::error("not supported yet: kernel kind '" + record.kind + "' (" +
                            r.where() + ")");
-    CpuKernel kernel;
+    ProgramRecord kernel;
     kernel.kind = info->kind;
-    kernel.name = labelOf(record.name.empty() ? record.kind : record.name);
+    kernel.fullName = record.name.empty() ? record.kind : record.name;
+    kernel.name = labelOf(kernel.fullName);
     DLM_ASSIGN(kernel.layer, r.integer(kp::kLayer));
     DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
-    if (kernel.operands.size() != info->operands)
-      return r.error(record.kind + " takes " + str(static_cast<int64_t>(info->operands)) +
+    if (r.has(kp::kAccumulate)) {
+      if (info->kind != KernelKind::linear && info->kind != KernelKind::normLinear)
+        return r.error("only linear and norm_linear records accumulate");
+      DLM_ASSIGN(kernel.accumulate, r.flag(kp::kAccumulate));
+    }
+    if (r.has(kp::kCudaKernel))
+      DLM_ASSIGN(kernel.cudaKernel, r.text(kp::kCudaKernel));
+    const size_t operandCount = info->operands + (kernel.accumulate ? 1 : 0);
+    if (kernel.operands.size() != operandCount)
+      return r.error(record.kind + " takes " + str(static_cast<int64_t>(operandCount)) +
                      " operands, got " + str(static_cast<int64_t>(kernel.operands.size())));
     std::vector<int64_t> widths;
     for (int64_t slot : kernel.operands) {
@@ -207,14 +219,14 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     };
     switch (info->kind) {
     case KernelKind::embedding:
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
       if (kernel.weight->rows < d.embeddingSize)
         return r.error("the table has " + str(kernel.weight->rows) + " rows for " +
                        str(d.embeddingSize) + " token ids");
       break;
     case KernelKind::rmsNorm:
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
       DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
       DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
       if (kernel.weight->rows != 1 || width % kernel.weight->cols != 0)
@@ -224,36 +236,30 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     case KernelKind::normLinear:
     case KernelKind::linear:
       if (info->kind == KernelKind::normLinear) {
-        DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights));
+        DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, kernel.normWeightName));
         DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
         DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
         kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
         program.normRowElements = std::max(program.normRowElements, widths[0]);
       }
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
-      DLM_ASSIGN(kernel.bias, r.weight(kp::kBias, weights, true));
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_ASSIGN(kernel.bias, r.weight(kp::kBias, weights, kernel.biasName, true));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->rows, width, "the weight's output width"));
       if (kernel.bias)
         DLM_RETURN_IF_ERROR(expectWidth(kernel.bias->cols, width, "the bias's size"));
+      if (kernel.accumulate)
+        DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the residual's width"));
       break;
-    case KernelKind::rope: {
-      double theta;
-      DLM_ASSIGN(theta, r.real(kp::kTheta));
+    case KernelKind::rope:
+      DLM_ASSIGN(kernel.theta, r.real(kp::kTheta));
       DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
       DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
       if (kernel.headDim <= 0 || kernel.headDim % 2 != 0 || width % kernel.headDim != 0)
         return r.error("head_dim " + str(kernel.headDim) + " does not split rows of " + str(width) +
                        " into heads of pairs");
-      if (program.ropeHeadDim != 0 &&
-          (program.ropeHeadDim != kernel.headDim || program.ropeTheta != theta))
-        return r.error("not supported yet: rope records with different theta or head_dim "
-                       "(the cpu backend keeps one table)");
-      program.ropeHeadDim = kernel.headDim;
-      program.ropeTheta = theta;
       kernel.heads = width / kernel.headDim;
       break;
-    }
     case KernelKind::kvStore:
     case KernelKind::attention: {
       if (kernel.layer < 0 || kernel.layer >= d.layers)
@@ -274,7 +280,7 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       std::string mask;
       DLM_ASSIGN(mask, r.text(kp::kMask));
       if (mask != "causal" && mask != "bidirectional")
-        return r.error("not supported yet: attention mask '" + mask + "' on the cpu");
+        return r.error("not supported yet: attention mask '" + mask + "'");
       kernel.causal = mask == "causal";
       DLM_ASSIGN(kernel.heads, r.integer(kp::kHeads));
       DLM_ASSIGN(kernel.kvHeads, r.integer(kp::kKvHeads));
@@ -296,13 +302,13 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     case KernelKind::lmHead:
       if (index + 1 != records.size())
         return r.error("lm_head must be the last record");
-      DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, true));
+      DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, kernel.normWeightName, true));
       if (kernel.norm) {
         DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
         DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
         kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
       }
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights));
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
       DLM_ASSIGN(kernel.logitShift, r.flag(kp::kLogitShift));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
       DLM_RETURN_IF_ERROR(expectWidth(width, d.vocabSize, "the logits' width"));
@@ -313,9 +319,10 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       break;
     }
     if (kernel.kind == KernelKind::normLinear && !program.kernels.empty()) {
-      const CpuKernel &previous = program.kernels.back();
+      const ProgramRecord &previous = program.kernels.back();
       kernel.reusesNorm = previous.kind == KernelKind::normLinear &&
-                          previous.operands == kernel.operands && previous.norm == kernel.norm &&
+                          previous.operands[0] == kernel.operands[0] &&
+                          previous.norm == kernel.norm &&
                           previous.eps == kernel.eps;
     }
     if (info->hasResult) {
@@ -331,7 +338,7 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
     program.kernels.push_back(std::move(kernel));
   }
   if (program.kernels.back().kind != KernelKind::lmHead)
-    return Status::error("the cpu kernel program does not end with an lm_head record");
+    return Status::error("the kernel program does not end with an lm_head record");
 
   // The memory plan: a result may not land on a value that is still to be read, except exactly on
   // an operand of an elementwise kernel (in place).
@@ -341,7 +348,7 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
       lastRead[slot] = static_cast<int64_t>(i);
   std::vector<int64_t> live; // slots defined so far
   for (size_t i = 0; i < program.kernels.size(); ++i) {
-    const CpuKernel &k = program.kernels[i];
+    const ProgramRecord &k = program.kernels[i];
     const SlotPlace &out = program.slots[std::max<int64_t>(k.result, 0)];
     if (k.result >= 0 && out.offset >= 0) {
       for (int64_t slot : live) {
@@ -352,12 +359,16 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
           continue;
         const bool operand =
             std::find(k.operands.begin(), k.operands.end(), slot) != k.operands.end();
-        // silu_mul and rope overwrite their first operand only; an add commutes.
-        const bool inPlaceOperand = operand && (slot == k.operands[0] || k.kind == KernelKind::add);
-        const bool inPlace = inPlaceOperand && elementwise(k.kind) && other.offset == out.offset &&
+        // silu_mul and rope overwrite their first operand only; an add commutes; an
+        // accumulating GEMM adds its product to the residual it sits on.
+        const bool inPlaceOperand =
+            operand && (k.accumulate ? slot == k.operands[1]
+                                     : elementwise(k.kind) &&
+                                           (slot == k.operands[0] || k.kind == KernelKind::add));
+        const bool inPlace = inPlaceOperand && other.offset == out.offset &&
                              other.width == out.width && lastRead[slot] == static_cast<int64_t>(i);
         if (!inPlace)
-          return Status::error("cpu kernel record " + str(static_cast<int64_t>(i)) + " ('" +
+          return Status::error("kernel record " + str(static_cast<int64_t>(i)) + " ('" +
                                k.name + "'): result slot " + str(k.result) + " overlaps slot " +
                                str(slot) + ", which is read later");
       }
@@ -367,4 +378,4 @@ StatusOr<CpuProgram> CpuProgram::build(const std::vector<artifact::Kernel> &reco
   return program;
 }
 
-} // namespace dlm::cpu
+} // namespace dlm::program

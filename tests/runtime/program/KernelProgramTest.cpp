@@ -1,6 +1,7 @@
-// Validation of the "cpu" kernel records before anything runs: every damaged record is refused
-// with an error that names it (CpuProgram.h), and an artifact without records asks to recompile.
-#include "runtime/cpu/CpuProgram.h"
+// Validation of the kernel records before anything runs: every damaged record is refused with an
+// error that names it (runtime/program/KernelProgram.h), and an artifact without records asks to
+// recompile.
+#include "runtime/program/KernelProgram.h"
 
 #include "runtime/model/KernelProgram.h"
 #include "runtime/session/Session.h"
@@ -8,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dlm::cpu {
+namespace dlm::program {
 namespace {
 
 namespace kp = spec::kernels;
@@ -16,7 +17,7 @@ using dlm::testing::TempDir;
 using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
-class CpuProgramTest : public ::testing::Test {
+class KernelProgramTest : public ::testing::Test {
 protected:
   void SetUp() override {
     tiny.write(dir.file("tiny.dlm"));
@@ -42,7 +43,7 @@ protected:
   artifact::Kernel &record(const std::string &name) { return records[find(name)]; }
 
   std::string error() const {
-    StatusOr<CpuProgram> program = CpuProgram::build(records, *weights);
+    StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
     return program ? "(built)" : program.status().message();
   }
 
@@ -53,14 +54,14 @@ protected:
   std::vector<artifact::Kernel> records;
 };
 
-TEST_F(CpuProgramTest, TheTinyModelsRecordsBuild) {
-  StatusOr<CpuProgram> program = CpuProgram::build(records, *weights);
+TEST_F(KernelProgramTest, TheTinyModelsRecordsBuild) {
+  StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
   ASSERT_TRUE(program.isOk()) << program.status().message();
   EXPECT_EQ(program->kernels.size(), records.size());
   EXPECT_EQ(program->kernels.front().kind, KernelKind::embedding);
   EXPECT_EQ(program->kernels.back().kind, KernelKind::lmHead);
   // k and v reuse the norm q computed; labels drop the layer prefix.
-  const CpuKernel &k = program->kernels[find("layers.0.k_proj")];
+  const ProgramRecord &k = program->kernels[find("layers.0.k_proj")];
   EXPECT_TRUE(k.reusesNorm);
   EXPECT_FALSE(program->kernels[find("layers.0.q_proj")].reusesNorm);
   EXPECT_EQ(k.name, "k_proj");
@@ -69,19 +70,19 @@ TEST_F(CpuProgramTest, TheTinyModelsRecordsBuild) {
   EXPECT_GT(program->rowElements, 0);
 }
 
-TEST_F(CpuProgramTest, UnknownKindIsNotSupportedYet) {
+TEST_F(KernelProgramTest, UnknownKindIsNotSupportedYet) {
   record("layers.0.o_proj").kind = "conv2d";
-  EXPECT_EQ(error(), "not supported yet: cpu kernel kind 'conv2d' (cpu kernel record " +
+  EXPECT_EQ(error(), "not supported yet: kernel kind 'conv2d' (kernel record " +
                          std::to_string(find("layers.0.o_proj")) + " ('layers.0.o_proj'))");
 }
 
-TEST_F(CpuProgramTest, MissingWeightNamesTheRecordAndTheWeight) {
+TEST_F(KernelProgramTest, MissingWeightNamesTheRecordAndTheWeight) {
   record("layers.1.up_proj").parameters["weight"] = std::string("layers.1.upp");
-  EXPECT_EQ(error(), "cpu kernel record " + std::to_string(find("layers.1.up_proj")) +
+  EXPECT_EQ(error(), "kernel record " + std::to_string(find("layers.1.up_proj")) +
                          " ('layers.1.up_proj'): missing weight 'layers.1.upp'");
 }
 
-TEST_F(CpuProgramTest, WeightOfTheWrongShape) {
+TEST_F(KernelProgramTest, WeightOfTheWrongShape) {
   // k's weight has kv_heads * head_dim = 12 outputs, q's 24.
   record("layers.0.q_proj").parameters["weight"] = std::string("layers.0.k");
   EXPECT_NE(error().find("('layers.0.q_proj'): the weight's output width is 12, expected 24"),
@@ -89,7 +90,7 @@ TEST_F(CpuProgramTest, WeightOfTheWrongShape) {
       << error();
 }
 
-TEST_F(CpuProgramTest, UndefinedOperandSlot) {
+TEST_F(KernelProgramTest, UndefinedOperandSlot) {
   record("layers.0.mlp_norm").parameters["operands"] = std::string("99");
   EXPECT_NE(error().find("('layers.0.mlp_norm'): operand slot 99 is not defined by an earlier "
                          "record"),
@@ -97,25 +98,45 @@ TEST_F(CpuProgramTest, UndefinedOperandSlot) {
       << error();
 }
 
-TEST_F(CpuProgramTest, MalformedOperandList) {
+TEST_F(KernelProgramTest, MalformedOperandList) {
   record("layers.0.silu_mul").parameters["operands"] = std::string("4,x");
   EXPECT_NE(error().find("is not a comma-separated list of slot numbers"), std::string::npos)
       << error();
 }
 
-TEST_F(CpuProgramTest, WrongOperandCount) {
-  record("layers.0.residual_add").parameters["operands"] = std::string("2");
-  EXPECT_NE(error().find("add takes 2 operands, got 1"), std::string::npos) << error();
+TEST_F(KernelProgramTest, WrongOperandCount) {
+  record("layers.0.silu_mul").parameters["operands"] = std::string("2");
+  EXPECT_NE(error().find("silu_mul takes 2 operands, got 1"), std::string::npos) << error();
 }
 
-TEST_F(CpuProgramTest, MissingParameter) {
+// An accumulating GEMM reads its residual as a second operand, of its result's width, and only
+// linear records accumulate.
+TEST_F(KernelProgramTest, AccumulatingGemmsTakeTheirResidual) {
+  artifact::Kernel &o = record("layers.0.o_proj");
+  const artifact::AttributeValue operands = o.parameters.at("operands");
+  o.parameters["operands"] = std::string(std::get<std::string>(operands).substr(
+      0, std::get<std::string>(operands).find(',')));
+  EXPECT_NE(error().find("('layers.0.o_proj'): linear takes 2 operands, got 1"),
+            std::string::npos)
+      << error();
+  o.parameters["operands"] = operands;
+  o.parameters["accumulate"] = false;
+  EXPECT_NE(error().find("linear takes 1 operands, got 2"), std::string::npos) << error();
+  o.parameters["accumulate"] = true;
+  record("layers.0.rope").parameters["accumulate"] = true;
+  EXPECT_NE(error().find("('layers.0.rope'): only linear and norm_linear records accumulate"),
+            std::string::npos)
+      << error();
+}
+
+TEST_F(KernelProgramTest, MissingParameter) {
   record("layers.0.rope").parameters.erase("theta");
   EXPECT_NE(error().find("('layers.0.rope'): parameter 'theta' is missing or not a real"),
             std::string::npos)
       << error();
 }
 
-TEST_F(CpuProgramTest, ResultOverlappingALiveValue) {
+TEST_F(KernelProgramTest, ResultOverlappingALiveValue) {
   // v_proj's result placed on q_proj's, which rope and attention still read.
   artifact::Kernel &q = record("layers.0.q_proj");
   record("layers.0.v_proj").parameters["offset"] = q.parameters.at("offset");
@@ -125,7 +146,7 @@ TEST_F(CpuProgramTest, ResultOverlappingALiveValue) {
 
 // A plan or slot number no compiler writes (a corrupt artifact) is refused before the workspace
 // is ever sized from it.
-TEST_F(CpuProgramTest, HugeOffsetsAndSlotsAreRefused) {
+TEST_F(KernelProgramTest, HugeOffsetsAndSlotsAreRefused) {
   record("layers.0.v_proj").parameters["offset"] = int64_t(1) << 60;
   EXPECT_NE(error().find("result offset 1152921504606846976 + width"), std::string::npos)
       << error();
@@ -135,7 +156,7 @@ TEST_F(CpuProgramTest, HugeOffsetsAndSlotsAreRefused) {
   EXPECT_NE(error().find("result slot 16777216 is out of range"), std::string::npos) << error();
 }
 
-TEST_F(CpuProgramTest, AttentionMustReadWhatItsLayerStored) {
+TEST_F(KernelProgramTest, AttentionMustReadWhatItsLayerStored) {
   artifact::Kernel &store = record("layers.0.kv_store");
   store.parameters["layer"] = int64_t{1};
   EXPECT_NE(error().find("attention reads keys and values that no kv_store of layer 0 stored"),
@@ -143,28 +164,28 @@ TEST_F(CpuProgramTest, AttentionMustReadWhatItsLayerStored) {
       << error();
 }
 
-TEST_F(CpuProgramTest, KvLayerOutOfRange) {
+TEST_F(KernelProgramTest, KvLayerOutOfRange) {
   record("layers.1.kv_store").parameters["layer"] = int64_t{2};
   EXPECT_NE(error().find("layer 2 has no KV cache (the model has 2 layers)"), std::string::npos)
       << error();
 }
 
-TEST_F(CpuProgramTest, UnsupportedMask) {
+TEST_F(KernelProgramTest, UnsupportedMask) {
   record("layers.1.attention").parameters["mask"] = std::string("sliding_window");
-  EXPECT_NE(error().find("not supported yet: attention mask 'sliding_window' on the cpu"),
+  EXPECT_NE(error().find("not supported yet: attention mask 'sliding_window'"),
             std::string::npos)
       << error();
 }
 
-TEST_F(CpuProgramTest, ProgramMustEndWithTheLmHead) {
+TEST_F(KernelProgramTest, ProgramMustEndWithTheLmHead) {
   records.pop_back();
-  EXPECT_EQ(error(), "the cpu kernel program does not end with an lm_head record");
+  EXPECT_EQ(error(), "the kernel program does not end with an lm_head record");
   records.clear();
-  EXPECT_EQ(error(), "the cpu kernel program is empty");
+  EXPECT_EQ(error(), "the kernel program is empty");
 }
 
-TEST_F(CpuProgramTest, LmHeadMustBeLast) {
-  records.push_back(records[find("layers.1.residual_add#2")]);
+TEST_F(KernelProgramTest, LmHeadMustBeLast) {
+  records.push_back(records[find("layers.1.mlp_norm")]);
   records.back().name = "late_add";
   EXPECT_NE(error().find("lm_head must be the last record"), std::string::npos) << error();
 }
@@ -186,4 +207,4 @@ TEST(CpuProgramSessionTest, AnArtifactWithoutCpuRecordsAsksForARecompile) {
 }
 
 } // namespace
-} // namespace dlm::cpu
+} // namespace dlm::program
