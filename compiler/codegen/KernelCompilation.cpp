@@ -3,7 +3,7 @@
 namespace dlm::codegen {
 
 StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
-                                     const cuda::NvrtcCompiler &compiler,
+                                     const NvrtcCompiler &compiler,
                                      const KernelCompileOptions &options) {
   KernelTable table;
   for (const KernelSource &kernel : kernels)
@@ -13,7 +13,7 @@ StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
     entry.target = target;
     for (size_t index = 0; index < kernels.size(); ++index) {
       const KernelSource &kernel = kernels[index];
-      StatusOr<cuda::CompiledKernel> compiled =
+      StatusOr<CompiledKernel> compiled =
           compiler.compile(kernel.source, kernel.name, target);
       if (!compiled)
         return compiled.status();
@@ -24,8 +24,8 @@ StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
                              std::to_string(resources.spillStoreBytes) + " bytes stored, " +
                              std::to_string(resources.spillLoadBytes) + " loaded, " +
                              std::to_string(resources.registers) + " registers");
-      table.compiled.push_back(std::make_unique<cuda::CompiledKernel>(std::move(*compiled)));
-      const cuda::CompiledKernel &stored = *table.compiled.back();
+      table.compiled.push_back(std::make_unique<CompiledKernel>(std::move(*compiled)));
+      const CompiledKernel &stored = *table.compiled.back();
 
       artifact::Kernel record;
       record.name = kernel.name;

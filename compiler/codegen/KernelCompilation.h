@@ -6,7 +6,7 @@
 #pragma once
 
 #include "compiler/codegen/KernelSource.h"
-#include "runtime/cuda/NvrtcCompiler.h"
+#include "compiler/codegen/NvrtcCompiler.h"
 #include "support/Status.h"
 
 #include <memory>
@@ -19,7 +19,7 @@ struct KernelTable {
   // One entry per target, kernels in the order given. Cubins and PTX are views into `compiled`,
   // CUDA sources into `sources` (one per kernel, shared by its targets).
   std::vector<artifact::KernelTarget> targets;
-  std::vector<std::unique_ptr<cuda::CompiledKernel>> compiled;
+  std::vector<std::unique_ptr<CompiledKernel>> compiled;
   std::vector<std::unique_ptr<const std::string>> sources;
 };
 
@@ -31,7 +31,7 @@ struct KernelCompileOptions {
 };
 
 StatusOr<KernelTable> compileKernels(const std::vector<KernelSource> &kernels,
-                                     const cuda::NvrtcCompiler &compiler,
+                                     const NvrtcCompiler &compiler,
                                      const KernelCompileOptions &options = {});
 
 } // namespace dlm::codegen

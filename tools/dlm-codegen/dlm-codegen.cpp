@@ -10,7 +10,7 @@
 #include "compiler/codegen/Kernels.h"
 
 #ifdef DLM_HAVE_NVRTC
-#include "runtime/cuda/NvrtcCompiler.h"
+#include "compiler/codegen/NvrtcCompiler.h"
 #endif
 
 #include <cstdio>
@@ -294,9 +294,9 @@ int main(int argc, char **argv) {
     return 0;
   }
 #ifdef DLM_HAVE_NVRTC
-  cuda::NvrtcCompiler compiler;
+  codegen::NvrtcCompiler compiler;
   for (const std::string &target : splitComma(targets)) {
-    StatusOr<cuda::CompiledKernel> compiled =
+    StatusOr<codegen::CompiledKernel> compiled =
         compiler.compile(kernel->source, kernel->name, target);
     if (!compiled)
       return fail(compiled.status().message());

@@ -1,6 +1,7 @@
 // dlm-opt: mlir-opt with the dlm dialect and passes, for tests and for inspecting IR.
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/passes/Passes.h"
+#include "compiler/pipeline/CompilePipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
   registry.insert<dlm::ir::DlmDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   dlm::registerDlmPasses();
+  dlm::pipeline::registerCompilePipeline();
   // Upstream passes the dlm pipeline uses: canonicalize, cse, inline, symbol-dce, ...
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(

@@ -1,6 +1,8 @@
 // The dlmc subcommands; each returns the process exit code and prints its own errors.
 #pragma once
 
+#include "compiler/pipeline/Compilation.h"
+
 #include <cstdint>
 #include <string>
 
@@ -8,21 +10,13 @@ namespace dlm::dlmc {
 
 int runImport(const std::string &checkpoint, const std::string &emit);
 
-struct CompileOptions {
-  std::string checkpoint;
+// dlmc compile: what to compile (compiler/pipeline/Compilation.h) and what to print or write.
+struct CompileCommand {
+  pipeline::CompileOptions options;
   std::string output;
-  std::string emit; // "artifact" or "dlm"
-  std::string target;
-  std::string precision; // "f32", "bf16", or empty: from the checkpoint's weights
-  std::string policy;
-  int64_t genLength = 0;
-  int64_t blockLength = 0;
-  int64_t steps = 0;
-  double threshold = 0.0;
-  double temperature = 0.0;
-  int64_t unroll = 4;
+  std::string emit; // "artifact", "dlm", "kernels", "decode" or "cuda"
 };
-int runCompile(const CompileOptions &options);
+int runCompile(const CompileCommand &command);
 
 int runInspect(const std::string &artifactPath);
 

@@ -1,5 +1,6 @@
 // dlmc inspect: what an artifact holds — config, policy and knobs, weights, kernels per target.
 #include "tools/dlmc/Commands.h"
+#include "tools/dlmc/RecordListing.h"
 
 #include "runtime/artifact/ArtifactReader.h"
 #include "runtime/model/KernelProgram.h"
@@ -29,44 +30,6 @@ void printAttributes(llvm::raw_ostream &os, const artifact::Attributes &attribut
         value);
     os << "\n";
   }
-}
-
-// One line per kernel launch, in program order:
-//   7  layers.0.q_proj  norm_linear (2) -> 3 @0+128  weight=layers.0.q norm_weight=... eps=1e-05
-// "(operands) -> result @offset+width" are value slots and their place in the per-token-row plan.
-void printCpuRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target) {
-  namespace kp = spec::kernels;
-  int64_t rowElements = 0;
-  for (size_t index = 0; index < target.kernels.size(); ++index) {
-    const artifact::Kernel &k = target.kernels[index];
-    auto text = [&](std::string_view key) {
-      auto it = k.parameters.find(key);
-      return it == k.parameters.end() ? std::string() : artifact::attributeValueText(it->second);
-    };
-    os << "  " << llvm::format_decimal(index, 3) << "  " << k.name << "  " << k.kind << " ("
-       << text(kp::kOperands) << ")";
-    if (!text(kp::kResult).empty()) {
-      os << " -> " << text(kp::kResult);
-      if (!text(kp::kOffset).empty()) {
-        os << " @" << text(kp::kOffset) << "+" << text(kp::kWidth);
-        auto offset = k.parameters.find(kp::kOffset), width = k.parameters.find(kp::kWidth);
-        if (std::holds_alternative<int64_t>(offset->second) && width != k.parameters.end() &&
-            std::holds_alternative<int64_t>(width->second))
-          rowElements = std::max(rowElements, std::get<int64_t>(offset->second) +
-                                                  std::get<int64_t>(width->second));
-      } else {
-        os << " (output, width " << text(kp::kWidth) << ")";
-      }
-    }
-    for (const auto &[key, value] : k.parameters) {
-      if (key == kp::kOperands || key == kp::kResult || key == kp::kOffset || key == kp::kWidth ||
-          key == kp::kLayer)
-        continue;
-      os << "  " << key << "=" << artifact::attributeValueText(value);
-    }
-    os << "\n";
-  }
-  os << "  workspace: " << rowElements << " floats per token\n";
 }
 
 } // namespace
@@ -106,7 +69,7 @@ int runInspect(const std::string &artifactPath) {
   for (const artifact::KernelTarget &target : reader->kernelTargets()) {
     os << "kernels for " << target.target << ": " << target.kernels.size() << "\n";
     if (target.target == spec::kernels::kTarget) {
-      printCpuRecords(os, target);
+      printKernelRecords(os, target);
       continue;
     }
     for (const artifact::Kernel &k : target.kernels)

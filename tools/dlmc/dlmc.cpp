@@ -13,13 +13,14 @@ namespace cl = llvm::cl;
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::SubCommand importCommand("import", "Print a checkpoint as dlm IR");
-  // The pipeline: canonicalize, CSE, dlm-fuse-norm-linear, dlm-lower-to-kernel-program (on
-  // @forward) and dlm-unroll-diffusion-loop (on @generate).
+  // The pipeline (compiler/pipeline/CompilePipeline.h): canonicalize, CSE,
+  // dlm-fuse-norm-linear, dlm-lower-to-kernel-program (on @forward) and
+  // dlm-unroll-diffusion-loop (on @generate).
   cl::SubCommand compileCommand(
       "compile",
       "Compile a checkpoint into a .dlm artifact. @forward becomes a kernel program "
       "(canonicalize, CSE, norm fused into the next linear, one record per kernel launch with a "
-      "per-token-row memory plan), stored as the \"cpu\" kernel records; @generate's denoise loops "
+      "per-token-row memory plan) that every backend executes; @generate's denoise loops "
       "are unrolled --unroll guarded steps per iteration (the cuda backend's device loop "
       "captures that many steps per CUDA graph). Shapes are not specialised: prompt lengths "
       "vary per request");
@@ -36,9 +37,12 @@ int main(int argc, char **argv) {
   cl::opt<std::string> output("o", cl::desc("Output artifact"), cl::value_desc("model.dlm"),
                               cl::sub(compileCommand));
   cl::opt<std::string> compileEmit(
-      "emit", cl::desc("Stop at a stage: dlm (print the program) | artifact (write -o)"),
+      "emit",
+      cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
+               "records) | cuda (the generated CUDA C++, --target cuda|all) | artifact (write "
+               "-o)"),
       cl::init("artifact"), cl::sub(compileCommand));
-  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program's records) | cuda (sm_80 + sm_90 cubins via NVRTC) | all"),
+  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
                               cl::init("cpu"), cl::sub(compileCommand));
   cl::opt<std::string> precision(
       "precision",
@@ -77,10 +81,11 @@ int main(int argc, char **argv) {
   if (importCommand)
     return dlm::dlmc::runImport(importInput, emit);
   if (compileCommand) {
-    dlm::dlmc::CompileOptions options;
+    dlm::dlmc::CompileCommand command;
+    command.output = output;
+    command.emit = compileEmit;
+    dlm::pipeline::CompileOptions &options = command.options;
     options.checkpoint = compileInput;
-    options.output = output;
-    options.emit = compileEmit;
     options.target = target;
     options.precision = precision;
     options.policy = policy;
@@ -90,7 +95,7 @@ int main(int argc, char **argv) {
     options.threshold = threshold;
     options.temperature = temperature;
     options.unroll = unroll;
-    return dlm::dlmc::runCompile(options);
+    return dlm::dlmc::runCompile(command);
   }
   if (inspectCommand)
     return dlm::dlmc::runInspect(inspectInput);

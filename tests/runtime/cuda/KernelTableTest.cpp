@@ -21,7 +21,7 @@ TEST(KernelTable, CompiledKernelsRoundTripThroughAnArtifact) {
   kernels.push_back(*codegen::generateRenoise({1000, codegen::NoiseKind::uniform, false}));
   kernels.push_back(*codegen::generateEmbedding({64, codegen::ElementType::f32}));
   kernels.push_back(*codegen::generateKvStore({32, 16, codegen::ElementType::f32}));
-  const cuda::NvrtcCompiler compiler;
+  const codegen::NvrtcCompiler compiler;
   // The table owns what its records point at: the kernels it was given may go away.
   std::vector<codegen::KernelSource> given = kernels;
   StatusOr<codegen::KernelTable> table = codegen::compileKernels(given, compiler);

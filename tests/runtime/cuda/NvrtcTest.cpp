@@ -2,7 +2,7 @@
 // shapes the emulated suite runs for sm_90. The resource report of each is printed; a hot kernel
 // that spills, uses a stack frame, or exceeds its shared-memory estimate fails. Also the compile
 // service's error paths and the ptxas report parser.
-#include "runtime/cuda/NvrtcCompiler.h"
+#include "compiler/codegen/NvrtcCompiler.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 #include "tests/runtime/cuda/ProductionKernelConfigs.h"
 
@@ -37,13 +37,13 @@ void compileAndCheck(const std::vector<codegen::KernelSource> &kernels,
   struct Job {
     const codegen::KernelSource *kernel;
     std::string target;
-    StatusOr<cuda::CompiledKernel> result = Status::error("not compiled");
+    StatusOr<codegen::CompiledKernel> result = Status::error("not compiled");
   };
   std::vector<Job> jobs;
   for (const codegen::KernelSource &kernel : kernels)
     for (const std::string &target : targets)
       jobs.push_back({&kernel, target});
-  const cuda::NvrtcCompiler compiler;
+  const codegen::NvrtcCompiler compiler;
   auto work = [&](size_t first) {
     for (size_t i = first; i < jobs.size(); i += 2)
       jobs[i].result =
@@ -56,7 +56,7 @@ void compileAndCheck(const std::vector<codegen::KernelSource> &kernels,
   for (const Job &job : jobs) {
     const codegen::KernelSource &kernel = *job.kernel;
     ASSERT_TRUE(job.result) << job.result.status().message();
-    const cuda::CompiledKernel &compiled = *job.result;
+    const codegen::CompiledKernel &compiled = *job.result;
     const artifact::KernelResources &r = compiled.resources;
     std::printf("  %-52s %s%s registers %3u  spill stores %u loads %u  stack %3u  smem %6u\n",
                 kernel.name.c_str(), job.target.c_str(), kernel.hot ? " hot" : "    ", r.registers,
@@ -145,8 +145,8 @@ TEST(NvrtcCompile, EmulatedSuiteKernels) {
 }
 
 TEST(NvrtcCompiler, CompileErrorReturnsTheLog) {
-  const cuda::NvrtcCompiler compiler;
-  StatusOr<cuda::CompiledKernel> result = compiler.compile(
+  const codegen::NvrtcCompiler compiler;
+  StatusOr<codegen::CompiledKernel> result = compiler.compile(
       "extern \"C\" __global__ void broken(int *x) { x[0] = undefined_name; }", "broken", "sm_90");
   ASSERT_FALSE(result);
   EXPECT_NE(result.status().message().find("undefined_name"), std::string::npos)
@@ -156,8 +156,8 @@ TEST(NvrtcCompiler, CompileErrorReturnsTheLog) {
 }
 
 TEST(NvrtcCompiler, BadTargetIsNamed) {
-  const cuda::NvrtcCompiler compiler;
-  StatusOr<cuda::CompiledKernel> result =
+  const codegen::NvrtcCompiler compiler;
+  StatusOr<codegen::CompiledKernel> result =
       compiler.compile("extern \"C\" __global__ void k() {}", "k", "compute_90");
   ASSERT_FALSE(result);
   EXPECT_NE(result.status().message().find("compute_90"), std::string::npos);
@@ -166,8 +166,8 @@ TEST(NvrtcCompiler, BadTargetIsNamed) {
 }
 
 TEST(NvrtcCompiler, MissingEntryIsNamed) {
-  const cuda::NvrtcCompiler compiler;
-  StatusOr<cuda::CompiledKernel> result = compiler.compile(
+  const codegen::NvrtcCompiler compiler;
+  StatusOr<codegen::CompiledKernel> result = compiler.compile(
       "extern \"C\" __global__ void present(int *x) { x[0] = 1; }", "absent", "sm_80");
   ASSERT_FALSE(result);
   EXPECT_NE(result.status().message().find("absent"), std::string::npos)
@@ -175,10 +175,10 @@ TEST(NvrtcCompiler, MissingEntryIsNamed) {
 }
 
 TEST(NvrtcCompiler, SupportsTheTargetsDlmShips) {
-  const std::vector<std::string> targets = cuda::NvrtcCompiler::supportedTargets();
+  const std::vector<std::string> targets = codegen::NvrtcCompiler::supportedTargets();
   EXPECT_NE(std::find(targets.begin(), targets.end(), "sm_80"), targets.end());
   EXPECT_NE(std::find(targets.begin(), targets.end(), "sm_90"), targets.end());
-  EXPECT_NE(cuda::NvrtcCompiler::version(), "unknown");
+  EXPECT_NE(codegen::NvrtcCompiler::version(), "unknown");
 }
 
 TEST(PtxasReport, ParsesTheEntryFunctionsBlock) {
@@ -192,15 +192,15 @@ TEST(PtxasReport, ParsesTheEntryFunctionsBlock) {
       "ptxas info    : Compile time = 33.053 ms\n"
       "ptxas info    : Function properties for __internal_trig_reduction_slowpathd\n"
       "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
-  StatusOr<artifact::KernelResources> report = cuda::parsePtxasReport(log, "kernel_two");
+  StatusOr<artifact::KernelResources> report = codegen::parsePtxasReport(log, "kernel_two");
   ASSERT_TRUE(report) << report.status().message();
   EXPECT_EQ(report->registers, 96u);
   EXPECT_EQ(report->stackBytes, 40u);
   EXPECT_EQ(report->spillStoreBytes, 8u);
   EXPECT_EQ(report->spillLoadBytes, 12u);
   EXPECT_EQ(report->sharedMemoryBytes, 12544u);
-  EXPECT_FALSE(cuda::parsePtxasReport(log, "kernel"));
-  EXPECT_FALSE(cuda::parsePtxasReport("", "kernel_two"));
+  EXPECT_FALSE(codegen::parsePtxasReport(log, "kernel"));
+  EXPECT_FALSE(codegen::parsePtxasReport("", "kernel_two"));
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-#include "runtime/cuda/NvrtcCompiler.h"
+#include "compiler/codegen/NvrtcCompiler.h"
 
 #include <nvrtc.h>
 
@@ -7,7 +7,7 @@
 #include <memory>
 #include <regex>
 
-namespace dlm::cuda {
+namespace dlm::codegen {
 
 namespace {
 
@@ -155,4 +155,4 @@ StatusOr<artifact::KernelResources> parsePtxasReport(std::string_view log, std::
   return resources;
 }
 
-} // namespace dlm::cuda
+} // namespace dlm::codegen

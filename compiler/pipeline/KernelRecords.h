@@ -1,6 +1,6 @@
-// dlmc compile's last steps on the model forward: weight names made canonical, and the kernel
-// program that dlm-lower-to-kernel-program attached to @forward turned into the artifact's "cpu"
-// KernelTarget (the record format is runtime/model/KernelProgram.h).
+// The compile pipeline's last steps on the model forward: weight names made canonical, and the
+// kernel program that dlm-lower-to-kernel-program attached to @forward turned into the
+// artifact's kernel records (the format is runtime/model/KernelProgram.h).
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-namespace dlm::dlmc {
+namespace dlm::pipeline {
 
 // Renames every dlm.weight from its checkpoint name to its canonical name (the artifact's), so
 // the program and its kernel records name weights as the artifact stores them. Names missing from
@@ -19,7 +19,8 @@ namespace dlm::dlmc {
 void renameWeightsToCanonical(mlir::ModuleOp module,
                               const std::map<std::string, std::string> &canonicalByCheckpoint);
 
-// The "cpu" KernelTarget: one Kernel per entry of @forward's dlm.kernel_program, in order.
-StatusOr<artifact::KernelTarget> cpuKernelTarget(mlir::ModuleOp module);
+// The kernel program's KernelTarget: one Kernel per entry of @forward's dlm.kernel_program, in
+// order.
+StatusOr<artifact::KernelTarget> kernelProgramTarget(mlir::ModuleOp module);
 
-} // namespace dlm::dlmc
+} // namespace dlm::pipeline

@@ -1,11 +1,11 @@
-#include "tools/dlmc/CpuKernelRecords.h"
+#include "compiler/pipeline/KernelRecords.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "runtime/model/KernelProgram.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-namespace dlm::dlmc {
+namespace dlm::pipeline {
 
 void renameWeightsToCanonical(mlir::ModuleOp module,
                               const std::map<std::string, std::string> &canonicalByCheckpoint) {
@@ -17,7 +17,7 @@ void renameWeightsToCanonical(mlir::ModuleOp module,
   });
 }
 
-StatusOr<artifact::KernelTarget> cpuKernelTarget(mlir::ModuleOp module) {
+StatusOr<artifact::KernelTarget> kernelProgramTarget(mlir::ModuleOp module) {
   auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
   auto program = forward ? forward->getAttrOfType<mlir::ArrayAttr>("dlm.kernel_program") : nullptr;
   if (!program)
@@ -59,4 +59,4 @@ StatusOr<artifact::KernelTarget> cpuKernelTarget(mlir::ModuleOp module) {
   return target;
 }
 
-} // namespace dlm::dlmc
+} // namespace dlm::pipeline

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dlm::cuda {
+namespace dlm::codegen {
 
 struct CompiledKernel {
   std::string target; // "sm_90"
@@ -53,4 +53,4 @@ private:
 //   ptxas info    : Used 40 registers, used 1 barriers, 12544 bytes smem, ...
 StatusOr<artifact::KernelResources> parsePtxasReport(std::string_view log, std::string_view entry);
 
-} // namespace dlm::cuda
+} // namespace dlm::codegen

@@ -1,0 +1,223 @@
+#include "compiler/pipeline/Compilation.h"
+
+#include "compiler/dialects/dlm/DlmDialect.h"
+#include "compiler/pipeline/CompilePipeline.h"
+#include "compiler/pipeline/KernelRecords.h"
+#include "compiler/programs/DecodingProgram.h"
+#include "importer/ir/ForwardBuilder.h"
+#include "runtime/model/ModelSpec.h"
+
+#ifdef DLM_HAVE_NVRTC
+#include "compiler/codegen/KernelCompilation.h"
+#include "compiler/codegen/ModelKernels.h"
+#endif
+
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace dlm::pipeline {
+namespace {
+
+mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
+  mlir::Builder b(&context);
+  switch (dtype) {
+  case artifact::DType::bf16:
+    return b.getBF16Type();
+  case artifact::DType::f16:
+    return b.getF16Type();
+  default:
+    return b.getF32Type();
+  }
+}
+
+} // namespace
+
+Status validateOptions(const CompileOptions &options) {
+  auto fail = [](const std::string &message) { return Status::error(message); };
+  if (options.target != "cpu" && options.target != "cuda" && options.target != "all")
+    return fail("unknown --target " + options.target + " (expected cpu, cuda or all)");
+#ifndef DLM_HAVE_NVRTC
+  if (options.target != "cpu")
+    return fail("not supported yet: --target " + options.target +
+                " (dlmc was built without the CUDA toolkit's NVRTC)");
+#endif
+  if (options.policy != "low-confidence" && options.policy != "entropy-bound")
+    return fail("unknown policy '" + options.policy +
+                "' (expected low-confidence or entropy-bound)");
+  if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
+    return fail("--gen-length, --block-length and --steps must be positive");
+  if (options.genLength % options.blockLength != 0)
+    return fail("--gen-length " + std::to_string(options.genLength) +
+                " is not a multiple of --block-length " + std::to_string(options.blockLength));
+  const int64_t blocks = options.genLength / options.blockLength;
+  if (options.steps % blocks != 0)
+    return fail("--steps " + std::to_string(options.steps) + " is not divisible by the " +
+                std::to_string(blocks) + " blocks");
+  if (options.unroll < 1)
+    return fail("--unroll must be at least 1");
+  if (options.threshold < 0.0 || options.threshold > 1.0)
+    return fail("--threshold must be in [0, 1]");
+  if (options.temperature < 0.0)
+    return fail("--temperature must be >= 0");
+  if (!options.precision.empty() && options.precision != "f32" && options.precision != "bf16")
+    return fail("unknown --precision " + options.precision + " (expected f32 or bf16)");
+  if (!options.precision.empty() && options.target == "cpu")
+    return fail("--precision is the CUDA device's: give it with --target cuda or all");
+  return Status::ok();
+}
+
+mlir::OwningOpRef<mlir::ModuleOp> importForward(mlir::MLIRContext &context,
+                                                const importer::ImportedCheckpoint &checkpoint) {
+  std::vector<mlir::Type> types;
+  for (const safetensors::TensorView *view : checkpoint.views)
+    types.push_back(elementType(context, *importer::weightDType(*view)));
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importer::buildForwardModule(context, checkpoint.model, types);
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (failed(mlir::verify(*module)) || failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+Compilation::Compilation() = default;
+Compilation::~Compilation() = default;
+
+StatusOr<std::unique_ptr<Compilation>> Compilation::run(const CompileOptions &options) {
+  DLM_RETURN_IF_ERROR(validateOptions(options));
+  std::unique_ptr<Compilation> compilation(new Compilation());
+  DLM_RETURN_IF_ERROR(compilation->compile(options));
+  return compilation;
+}
+
+Status Compilation::compile(const CompileOptions &options) {
+  StatusOr<importer::ImportedCheckpoint> imported =
+      importer::onnx::isOnnxModelPath(options.checkpoint)
+          ? onnx_.import(context_, options.checkpoint)
+          : importer::importCheckpoint(options.checkpoint);
+  if (!imported)
+    return imported.status();
+  checkpoint_ = std::make_unique<importer::ImportedCheckpoint>(std::move(*imported));
+  module_ = onnx_.takeModule();
+  if (!module_)
+    module_ = importForward(context_, *checkpoint_);
+  if (!module_)
+    return Status::error("internal error: the imported IR of '" + checkpoint_->directory +
+                         "' does not verify");
+  programs::DecodingPolicy policy;
+  policy.name = options.policy;
+  policy.genLength = options.genLength;
+  policy.blockLength = options.blockLength;
+  policy.steps = options.steps;
+  policy.threshold = options.threshold;
+  if (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_)))
+    return Status::error("could not build the decoding program");
+  // The program names weights as the artifact stores them.
+  std::map<std::string, std::string> canonicalNames;
+  for (const importer::WeightBinding &binding : checkpoint_->model.weights)
+    canonicalNames.emplace(binding.checkpointName, binding.canonicalName);
+  renameWeightsToCanonical(*module_, canonicalNames);
+  mlir::PassManager pm(&context_);
+  buildCompilePipeline(pm, PipelineOptions{options.unroll});
+  if (failed(pm.run(*module_)))
+    return Status::error("the compile pipeline failed (errors above)");
+
+  std::string programText;
+  llvm::raw_string_ostream programStream(programText);
+  module_->print(programStream);
+  const importer::ModelDescription &model = checkpoint_->model;
+  artifact::ArtifactContents &contents = contents_;
+  contents.producer = "dlmc 0.1";
+  contents.config = model.config;
+  contents.config.extra["family"] = model.family;
+  contents.config.extra["qkv_bias"] = model.traits.qkvBias;
+  contents.config.extra["qk_norm"] = model.traits.qkNorm;
+  contents.config.extra[std::string(spec::kExtraLogitShift)] = model.traits.logitShift;
+  contents.config.extra[std::string(spec::kExtraRopeStyle)] = std::string(spec::kRopeStyleNeox);
+  contents.tokenizerJson = checkpoint_->tokenizerJson;
+  contents.program.policy = options.policy;
+  contents.program.mlir = programText;
+  artifact::Attributes &knobs = contents.program.knobs;
+  knobs[std::string(spec::kKnobGenLength)] = options.genLength;
+  knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
+  knobs[std::string(spec::kKnobSteps)] = options.steps;
+  knobs[std::string(spec::kKnobTemperature)] = options.temperature;
+  knobs[std::string(spec::kKnobUnrollSteps)] = options.unroll;
+  if (options.threshold > 0.0)
+    knobs[std::string(spec::kKnobThreshold)] = options.threshold;
+  if (options.policy == "entropy-bound") {
+    // The same defaults the @generate program was built with (DiffusionGemma's shipped
+    // generation_config, SPECS §1.1).
+    knobs[std::string(spec::kKnobTMin)] = policy.tMin;
+    knobs[std::string(spec::kKnobTMax)] = policy.tMax;
+    knobs[std::string(spec::kKnobMaxSteps)] = policy.maxSteps;
+    knobs[std::string(spec::kKnobEntropyBound)] = policy.entropyBound;
+    knobs[std::string(spec::kKnobStabilityThreshold)] = policy.stability;
+    knobs[std::string(spec::kKnobConfidenceThreshold)] = policy.confidenceBound;
+  }
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const safetensors::TensorView &view = *checkpoint_->views[i];
+    contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
+                                view.shape, view.data, view.byteSize});
+  }
+  // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
+  // launches.
+  DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
+  if (options.target != "cpu")
+    DLM_RETURN_IF_ERROR(generateCudaKernels(options, program));
+  contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(program));
+  return Status::ok();
+}
+
+Status Compilation::generateCudaKernels(const CompileOptions &options,
+                                        artifact::KernelTarget &program) {
+#ifdef DLM_HAVE_NVRTC
+  // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
+  // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
+  // fails the compile with NVRTC's log. The device precision: as asked, else f32 for an all-f32
+  // checkpoint (the kernels then compute what the float32 CPU backend does), else bf16.
+  artifact::ArtifactContents &contents = contents_;
+  std::string precision = options.precision;
+  if (precision.empty()) {
+    precision = "f32";
+    for (const artifact::WeightSource &weight : contents.weights)
+      if (weight.dtype != artifact::DType::f32)
+        precision = "bf16";
+  }
+  contents.config.extra[std::string(spec::kExtraDevicePrecision)] = precision;
+  codegen::ModelKernelOptions kernelOptions;
+  kernelOptions.element =
+      precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
+  kernelOptions.policy = options.policy;
+  kernelOptions.confidenceThreshold = options.threshold > 0.0;
+  kernelOptions.canvas = options.blockLength;
+  kernelOptions.pageSize = programs::DecodingPolicy{}.pageSize;
+  codegen::WeightShapes shapes;
+  for (const artifact::WeightSource &weight : contents.weights)
+    shapes[weight.name] = weight.shape;
+  DLM_ASSIGN_OR_RETURN(cudaKernels_,
+                       codegen::kernelsForProgram(program.kernels, shapes, kernelOptions));
+  StatusOr<std::vector<codegen::KernelSource>> decoding =
+      codegen::decodingKernels(contents.config, kernelOptions);
+  if (!decoding)
+    return decoding.status().withContext("--target " + options.target);
+  cudaKernels_.insert(cudaKernels_.end(), decoding->begin(), decoding->end());
+  codegen::NvrtcCompiler compiler;
+  StatusOr<codegen::KernelTable> table = codegen::compileKernels(cudaKernels_, compiler);
+  if (!table)
+    return table.status().withContext("--target " + options.target);
+  auto owned = std::make_shared<codegen::KernelTable>(std::move(*table));
+  contents.kernelTargets.insert(contents.kernelTargets.end(), owned->targets.begin(),
+                                owned->targets.end());
+  kernelTable_ = owned;
+  return Status::ok();
+#else
+  (void)program;
+  return Status::error("not supported yet: --target " + options.target +
+                       " (dlmc was built without the CUDA toolkit's NVRTC)");
+#endif
+}
+
+} // namespace dlm::pipeline

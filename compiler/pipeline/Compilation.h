@@ -1,0 +1,76 @@
+// A checkpoint compiled into an artifact, stage by stage: import (safetensors directory or ONNX)
+// into dlm IR, @generate built for the decoding policy, the compile pipeline
+// (CompilePipeline.h), the kernel program as records, and with --target cuda|all the CUDA
+// kernels the records name plus the policy's, compiled by NVRTC. dlmc only parses flags and
+// reports what this produced (its --emit stages read the parts below).
+#pragma once
+
+#include "compiler/codegen/KernelSource.h"
+#include "importer/model/Checkpoint.h"
+#include "importer/onnx/OnnxImport.h"
+#include "runtime/artifact/ArtifactWriter.h"
+#include "support/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlm::pipeline {
+
+struct CompileOptions {
+  std::string checkpoint;
+  std::string target = "cpu"; // "cpu" (the kernel program), "cuda" or "all" (+ CUDA kernels)
+  std::string precision;      // "f32", "bf16", or empty: from the checkpoint's weights
+  std::string policy = "low-confidence";
+  int64_t genLength = 64;
+  int64_t blockLength = 32;
+  int64_t steps = 64;
+  double threshold = 0.0;
+  double temperature = 0.0;
+  int64_t unroll = 4;
+};
+
+// Named errors for options no compile can honour ("--gen-length 30 is not a multiple of
+// --block-length 8", "unknown --target tpu (expected cpu, cuda or all)", ...).
+Status validateOptions(const CompileOptions &options);
+
+// The checkpoint's @forward as verified, canonicalized dlm IR (dlmc import).
+mlir::OwningOpRef<mlir::ModuleOp> importForward(mlir::MLIRContext &context,
+                                                const importer::ImportedCheckpoint &checkpoint);
+
+class Compilation {
+public:
+  // Runs every stage. Errors name the stage; pass failures have printed their diagnostics.
+  static StatusOr<std::unique_ptr<Compilation>> run(const CompileOptions &options);
+
+  // The module after the pipeline (@forward with its kernel program, @generate unrolled).
+  mlir::ModuleOp module() { return *module_; }
+  // What the artifact holds; its weights point into the mapped checkpoint, which lives as long
+  // as this.
+  const artifact::ArtifactContents &contents() const { return contents_; }
+  // The generated CUDA kernels (--target cuda|all), in the artifact's order.
+  const std::vector<codegen::KernelSource> &cudaKernels() const { return cudaKernels_; }
+
+  ~Compilation();
+
+private:
+  Compilation();
+  Status compile(const CompileOptions &options);
+  Status generateCudaKernels(const CompileOptions &options, artifact::KernelTarget &program);
+
+  mlir::MLIRContext context_;
+  importer::onnx::OnnxModel onnx_; // owns what an imported model.onnx's views point into
+  std::unique_ptr<importer::ImportedCheckpoint> checkpoint_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  artifact::ArtifactContents contents_;
+  std::vector<codegen::KernelSource> cudaKernels_;
+  // Owns the compiled images the artifact's CUDA kernel records view.
+  std::shared_ptr<void> kernelTable_;
+};
+
+} // namespace dlm::pipeline

@@ -1,0 +1,16 @@
+// The kernel program as dlmc shows it (dlmc inspect, dlmc compile --emit=kernels): one line per
+// record in program order,
+//   7  layers.0.q_proj  norm_linear (2) -> 3 @0+128  cuda_kernel=... eps=1e-05 weight=...
+// "(operands) -> result @offset+width" are value slots and their place in the per-token-row
+// plan; cuda_kernel is the generated kernel the record launches (with --target cuda|all).
+#pragma once
+
+#include "runtime/artifact/ArtifactFormat.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace dlm::dlmc {
+
+void printKernelRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target);
+
+} // namespace dlm::dlmc
