@@ -59,6 +59,10 @@ Status validateOptions(const CompileOptions &options) {
     return fail("--unroll must be at least 1");
   if (options.threshold < 0.0 || options.threshold > 1.0)
     return fail("--threshold must be in [0, 1]");
+  if (options.stepCap < 0)
+    return fail("--step-cap must be at least 1 (0: none)");
+  if (options.stepCap > 0 && options.threshold <= 0.0)
+    return fail("--step-cap caps a threshold block: give it with --threshold");
   if (options.temperature < 0.0)
     return fail("--temperature must be >= 0");
   if (!options.precision.empty() && options.precision != "f32" && options.precision != "bf16")
@@ -112,6 +116,7 @@ Status Compilation::compile(const CompileOptions &options) {
   policy.blockLength = options.blockLength;
   policy.steps = options.steps;
   policy.threshold = options.threshold;
+  policy.stepCap = options.stepCap;
   if (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_)))
     return Status::error("could not build the decoding program");
   // The program names weights as the artifact stores them.
@@ -147,6 +152,8 @@ Status Compilation::compile(const CompileOptions &options) {
   knobs[std::string(spec::kKnobUnrollSteps)] = options.unroll;
   if (options.threshold > 0.0)
     knobs[std::string(spec::kKnobThreshold)] = options.threshold;
+  if (options.stepCap > 0)
+    knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
   if (options.policy == "entropy-bound") {
     // The same defaults the @generate program was built with (DiffusionGemma's shipped
     // generation_config, SPECS §1.1).

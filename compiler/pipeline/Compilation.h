@@ -31,6 +31,7 @@ struct CompileOptions {
   int64_t blockLength = 32;
   int64_t steps = 64;
   double threshold = 0.0;
+  int64_t stepCap = 0; // threshold only; 0: none
   double temperature = 0.0;
   int64_t unroll = 4;
 };

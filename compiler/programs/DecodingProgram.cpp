@@ -51,9 +51,14 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
     return module.emitError("@generate needs @forward and the dlm.* model attributes");
   if (maskToken < 0)
     return module.emitError("this policy needs a model with a mask token (dlm.mask_token_id)");
-  // Step cap per block: the schedule's steps (a cap for the threshold variant too, whose last
-  // step unmasks what remains), or the entropy-bound cap.
-  const int64_t stepsPerBlock = entropyBound ? policy.maxSteps : policy.steps / blocks;
+  // Step cap per block: the schedule's steps, the entropy-bound cap, or for the threshold
+  // variant its explicit cap (whose last step unmasks what remains), else the block length,
+  // which never decides (every step unmasks at least one position).
+  const bool threshold = !entropyBound && policy.threshold > 0.0;
+  const int64_t stepsPerBlock =
+      entropyBound ? policy.maxSteps
+      : threshold  ? (policy.stepCap > 0 ? policy.stepCap : blockLength)
+                   : policy.steps / blocks;
 
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();

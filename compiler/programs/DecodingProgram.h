@@ -19,6 +19,9 @@ struct DecodingPolicy {
   int64_t blockLength = 0;
   int64_t steps = 0; // over all blocks (low-confidence)
   double threshold = 0.0;
+  // Threshold only: the block's step cap (0: none; a block then runs as many steps as its
+  // confidence needs, at most block_length since each step unmasks at least one position).
+  int64_t stepCap = 0;
   // entropy-bound
   double tMin = 0.4, tMax = 0.8, entropyBound = 0.1, confidenceBound = 0.005;
   int64_t maxSteps = 48, stability = 1;

@@ -6,6 +6,7 @@
 #include "importer/ir/ForwardBuilder.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/ModelSpec.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -1,6 +1,7 @@
 // config.json readers for the supported families and their checkpoint tensor names.
 #include "importer/model/ModelFamily.h"
 
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/ModelSpec.h"
 
 #include <nlohmann/json.hpp>

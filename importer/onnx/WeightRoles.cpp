@@ -1,6 +1,7 @@
 #include "importer/onnx/WeightRoles.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/ModelSpec.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -256,20 +256,12 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens, int6
 
 MemoryUsage CpuBackend::memoryUsage() const {
   MemoryUsage usage;
-  // Tied weights are one tensor: count each buffer once.
+  // The weights the records read; tied weights are one tensor, counted once.
   std::set<const float *> seen;
-  auto add = [&](const model::HostTensor &t) {
-    if (t && seen.insert(t.data).second)
-      usage.weightBytes += static_cast<size_t>(t.rows * t.cols) * sizeof(float);
-  };
-  add(weights_->embed());
-  add(weights_->finalNorm());
-  add(weights_->lmHead());
-  for (const model::LayerWeights &l : weights_->layers())
-    for (const model::HostTensor *t :
-         {&l.attnNorm, &l.q, &l.k, &l.v, &l.qBias, &l.kBias, &l.vBias, &l.qNorm, &l.kNorm, &l.o,
-          &l.mlpNorm, &l.gate, &l.up, &l.down})
-      add(*t);
+  for (const ProgramRecord &k : program_.kernels)
+    for (const model::HostTensor *t : {k.weight, k.bias, k.norm})
+      if (t && seen.insert(t->data).second)
+        usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
   usage.convertedWeightBytes = weights_->ownedBytes();
   const size_t pageBytes = pages_.pageBytes();
   usage.kvPoolBytes = static_cast<size_t>(kv_->pageCount()) * pageBytes;

@@ -1,8 +1,8 @@
-// The contract between dlmc and the runtime, in one place: the architecture-independent names of
-// the weights an artifact carries, the ModelConfig::extra attributes the runtime reads, and the
-// decoding policies and knobs of DecodingProgram. dlmc maps each checkpoint's own names to these;
-// every backend looks them up by these. Header-only and free of dependencies so that both sides
-// include it.
+// The contract between dlmc and the runtime, in one place: the ModelConfig::extra attributes the
+// runtime reads, and the decoding policies and knobs of DecodingProgram. (Weights are named by
+// the kernel records that read them; the importer's canonical names are
+// importer/model/CanonicalWeights.h, which the runtime never needs.) Header-only and free of
+// dependencies so that both sides include it.
 #pragma once
 
 #include <cstdint>
@@ -10,41 +10,6 @@
 #include <string_view>
 
 namespace dlm::spec {
-
-// ---- Weights ------------------------------------------------------------------------------------
-// dtype as in the checkpoint (f32, bf16, f16), PyTorch [out, in] layout for linear layers.
-// Sizes: H hidden, nh heads, nkv KV heads, hd head_dim, I intermediate, E embedding_size.
-
-inline constexpr std::string_view kEmbed = "embed";          // [E, H]
-inline constexpr std::string_view kFinalNorm = "final_norm"; // [H]
-// [E or vocab, H]; absent when ModelConfig::tiedEmbeddings (the embedding is used instead).
-inline constexpr std::string_view kLmHead = "lm_head";
-
-// The per-layer roles; the weight's name is layerWeightName(layer, role).
-inline constexpr std::string_view kAttnNorm = "attn_norm"; // [H]
-inline constexpr std::string_view kQ = "q";                // [nh*hd, H]
-inline constexpr std::string_view kK = "k";                // [nkv*hd, H]
-inline constexpr std::string_view kV = "v";                // [nkv*hd, H]
-inline constexpr std::string_view kQBias = "q_bias";       // [nh*hd], optional (Dream)
-inline constexpr std::string_view kKBias = "k_bias";       // [nkv*hd], optional
-inline constexpr std::string_view kVBias = "v_bias";       // [nkv*hd], optional
-// Per-head RMSNorm of q and k before RoPE (Qwen3); optional, both or neither.
-inline constexpr std::string_view kQNorm = "q_norm";     // [hd]
-inline constexpr std::string_view kKNorm = "k_norm";     // [hd]
-inline constexpr std::string_view kO = "o";              // [H, nh*hd]
-inline constexpr std::string_view kMlpNorm = "mlp_norm"; // [H]
-inline constexpr std::string_view kGate = "gate";        // [I, H]
-inline constexpr std::string_view kUp = "up";            // [I, H]
-inline constexpr std::string_view kDown = "down";        // [H, I]
-
-// "layers.3.q"
-inline std::string layerWeightName(int64_t layer, std::string_view role) {
-  std::string name = "layers.";
-  name += std::to_string(layer);
-  name += '.';
-  name += role;
-  return name;
-}
 
 // ---- ModelConfig::extra attributes ------------------------------------------------------------
 
@@ -71,10 +36,14 @@ inline constexpr std::string_view kKnobPolicy = "policy";            // string
 inline constexpr std::string_view kKnobGenLength = "gen_length";     // int
 inline constexpr std::string_view kKnobBlockLength = "block_length"; // int
 inline constexpr std::string_view kKnobSteps = "steps";              // int, low-confidence
-// real, low-confidence. Absent = fixed-count schedule; present = unmask every candidate with
-// confidence >= threshold (at least one per step; steps per block becomes a cap). A request can
-// remove the artifact's threshold with the string value "none".
+// real, low-confidence. Absent = fixed-count schedule; present = Fast-dLLM's threshold: every
+// step unmasks each candidate with confidence >= threshold (at least one) until the block has no
+// mask, whatever `steps` says. A request can remove the artifact's threshold with the string
+// value "none".
 inline constexpr std::string_view kKnobThreshold = "threshold";
+// int >= 1, low-confidence with a threshold: a block's step cap, off when absent (the default).
+// The block's step `step_cap` unmasks every candidate left. "none" removes the artifact's cap.
+inline constexpr std::string_view kKnobStepCap = "step_cap";
 inline constexpr std::string_view kKnobTemperature = "temperature";    // real, Gumbel T
 inline constexpr std::string_view kKnobTMin = "t_min";                 // real, entropy-bound
 inline constexpr std::string_view kKnobTMax = "t_max";                 // real, entropy-bound

@@ -130,64 +130,6 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config) {
   return dims;
 }
 
-class ModelWeights::Loader {
-public:
-  Loader(const artifact::ArtifactReader &reader, ModelWeights &weights)
-      : reader_(reader), weights_(weights) {}
-
-  // The weight `name` with shape `expected`; an absent optional weight gives an empty tensor.
-  StatusOr<HostTensor> tensor(const std::string &name, std::vector<int64_t> expected,
-                              bool optional = false) {
-    const artifact::WeightView *view = reader_.findWeight(name);
-    if (!view) {
-      if (optional)
-        return HostTensor{};
-      return error("missing weight '" + name + "'");
-    }
-    std::vector<int64_t> shape = view->shape.toVector();
-    if (shape != expected)
-      return error("weight '" + name + "' has shape " + shapeString(shape) + ", expected " +
-                   shapeString(expected));
-    HostTensor tensor;
-    tensor.rows = expected.size() == 2 ? expected[0] : 1;
-    tensor.cols = expected.back();
-    const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
-    switch (view->dtype) {
-    case DType::f32:
-      tensor.data = static_cast<const float *>(view->data);
-      weights_.byName_[name] = tensor;
-      return tensor;
-    case DType::bf16:
-    case DType::f16: {
-      std::unique_ptr<float[]> converted(new float[count]);
-      const auto *bits = static_cast<const uint16_t *>(view->data);
-      if (view->dtype == DType::bf16)
-        for (size_t i = 0; i < count; ++i)
-          converted[i] = bf16ToFloat(bits[i]);
-      else
-        for (size_t i = 0; i < count; ++i)
-          converted[i] = f16ToFloat(bits[i]);
-      tensor.data = converted.get();
-      weights_.owned_.push_back(std::move(converted));
-      weights_.ownedBytes_ += count * sizeof(float);
-      weights_.byName_[name] = tensor;
-      return tensor;
-    }
-    default:
-      return error("weight '" + name + "' has dtype " + artifact::dtypeName(view->dtype) +
-                   "; the runtime reads f32, bf16 and f16");
-    }
-  }
-
-  Status error(const std::string &message) const {
-    return Status::error("artifact '" + reader_.path() + "': " + message);
-  }
-
-private:
-  const artifact::ArtifactReader &reader_;
-  ModelWeights &weights_;
-};
-
 StatusOr<std::shared_ptr<const ModelWeights>>
 ModelWeights::load(const artifact::ArtifactReader &reader) {
   auto weights = std::make_shared<ModelWeights>();
@@ -195,57 +137,44 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
   if (!dims)
     return dims.status().withContext("artifact '" + reader.path() + "'");
   weights->dims_ = *dims;
-  const ModelDims &d = weights->dims_;
-  Loader loader(reader, *weights);
-
-#define DLM_ASSIGN_TENSOR(target, ...)                                                             \
-  do {                                                                                             \
-    StatusOr<HostTensor> tensor_ = loader.tensor(__VA_ARGS__);                                     \
-    if (!tensor_)                                                                                  \
-      return tensor_.status();                                                                     \
-    target = *tensor_;                                                                             \
-  } while (0)
-
-  DLM_ASSIGN_TENSOR(weights->embed_, std::string(spec::kEmbed), {d.embeddingSize, d.hidden});
-  DLM_ASSIGN_TENSOR(weights->finalNorm_, std::string(spec::kFinalNorm), {d.hidden});
-  if (reader.config().tiedEmbeddings) {
-    weights->lmHead_ = weights->embed_;
-  } else {
-    const artifact::WeightView *head = reader.findWeight(spec::kLmHead);
-    // The LM head may be padded like the embedding or cut to the vocabulary; only the first
-    // vocab_size rows are ever read.
-    int64_t rows = head && head->shape.rank() == 2 && head->shape[0] >= d.vocabSize
-                       ? head->shape[0]
-                       : d.embeddingSize;
-    DLM_ASSIGN_TENSOR(weights->lmHead_, std::string(spec::kLmHead), {rows, d.hidden});
+  auto error = [&](const std::string &message) {
+    return Status::error("artifact '" + reader.path() + "': " + message);
+  };
+  for (const artifact::WeightView &view : reader.weights()) {
+    const std::vector<int64_t> shape = view.shape.toVector();
+    if (shape.empty() || shape.size() > 2)
+      return error("weight '" + std::string(view.name) + "' has shape " + shapeString(shape) +
+                   "; the runtime reads vectors and matrices");
+    HostTensor tensor;
+    tensor.rows = shape.size() == 2 ? shape[0] : 1;
+    tensor.cols = shape.back();
+    const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
+    switch (view.dtype) {
+    case DType::f32:
+      tensor.data = static_cast<const float *>(view.data);
+      break;
+    case DType::bf16:
+    case DType::f16: {
+      std::unique_ptr<float[]> converted(new float[count]);
+      const auto *bits = static_cast<const uint16_t *>(view.data);
+      if (view.dtype == DType::bf16)
+        for (size_t i = 0; i < count; ++i)
+          converted[i] = bf16ToFloat(bits[i]);
+      else
+        for (size_t i = 0; i < count; ++i)
+          converted[i] = f16ToFloat(bits[i]);
+      tensor.data = converted.get();
+      weights->owned_.push_back(std::move(converted));
+      weights->ownedBytes_ += count * sizeof(float);
+      break;
+    }
+    default:
+      return error("weight '" + std::string(view.name) + "' has dtype " +
+                   artifact::dtypeName(view.dtype) +
+                   "; the runtime reads f32, bf16 and f16");
+    }
+    weights->byName_[std::string(view.name)] = tensor;
   }
-
-  weights->layers_.resize(static_cast<size_t>(d.layers));
-  for (int64_t i = 0; i < d.layers; ++i) {
-    LayerWeights &layer = weights->layers_[static_cast<size_t>(i)];
-    auto name = [i](std::string_view role) { return spec::layerWeightName(i, role); };
-    DLM_ASSIGN_TENSOR(layer.attnNorm, name(spec::kAttnNorm), {d.hidden});
-    DLM_ASSIGN_TENSOR(layer.q, name(spec::kQ), {d.qWidth(), d.hidden});
-    DLM_ASSIGN_TENSOR(layer.k, name(spec::kK), {d.kvWidth(), d.hidden});
-    DLM_ASSIGN_TENSOR(layer.v, name(spec::kV), {d.kvWidth(), d.hidden});
-    DLM_ASSIGN_TENSOR(layer.qBias, name(spec::kQBias), {d.qWidth()}, true);
-    DLM_ASSIGN_TENSOR(layer.kBias, name(spec::kKBias), {d.kvWidth()}, true);
-    DLM_ASSIGN_TENSOR(layer.vBias, name(spec::kVBias), {d.kvWidth()}, true);
-    DLM_ASSIGN_TENSOR(layer.qNorm, name(spec::kQNorm), {d.headDim}, true);
-    DLM_ASSIGN_TENSOR(layer.kNorm, name(spec::kKNorm), {d.headDim}, true);
-    DLM_ASSIGN_TENSOR(layer.o, name(spec::kO), {d.hidden, d.qWidth()});
-    DLM_ASSIGN_TENSOR(layer.mlpNorm, name(spec::kMlpNorm), {d.hidden});
-    DLM_ASSIGN_TENSOR(layer.gate, name(spec::kGate), {d.intermediate, d.hidden});
-    DLM_ASSIGN_TENSOR(layer.up, name(spec::kUp), {d.intermediate, d.hidden});
-    DLM_ASSIGN_TENSOR(layer.down, name(spec::kDown), {d.hidden, d.intermediate});
-    if (bool(layer.qNorm) != bool(layer.kNorm))
-      return loader.error("layer " + std::to_string(i) +
-                          " has only one of q_norm and k_norm; expected both or neither");
-    if (bool(layer.qBias) != bool(layer.kBias) || bool(layer.kBias) != bool(layer.vBias))
-      return loader.error("layer " + std::to_string(i) +
-                          " has some but not all of q_bias, k_bias, v_bias");
-  }
-#undef DLM_ASSIGN_TENSOR
   return std::shared_ptr<const ModelWeights>(std::move(weights));
 }
 

@@ -1,7 +1,8 @@
-// The canonical weights of an artifact (runtime/model/ModelSpec.h) as float32 host tensors, the
-// form the CPU kernels read. f32 weights point straight into the artifact's mapping; bf16 and f16
-// weights are converted once, here, into buffers this object owns. Every shape is checked against
-// the ModelConfig before anything runs, so a kernel never meets a surprise.
+// The weights of an artifact as float32 host tensors by name, the form the CPU kernels read and
+// the CUDA backend uploads from. f32 weights point straight into the artifact's mapping; bf16
+// and f16 weights are converted once, here, into buffers this object owns. Nothing here knows
+// what a weight is for: the kernel records name the weights they read and check their shapes
+// (runtime/program/KernelProgram.h).
 #pragma once
 
 #include "runtime/artifact/ArtifactReader.h"
@@ -23,11 +24,6 @@ struct HostTensor {
   int64_t cols = 0;
 
   explicit operator bool() const { return data != nullptr; }
-};
-
-struct LayerWeights {
-  HostTensor attnNorm, q, k, v, qBias, kBias, vBias, qNorm, kNorm, o;
-  HostTensor mlpNorm, gate, up, down;
 };
 
 // The sizes the forward pass needs, taken from ModelConfig and checked for consistency.
@@ -55,19 +51,15 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config);
 
 class ModelWeights {
 public:
-  // Looks up every canonical weight of `reader`, checks dtype and shape, converts what is not f32.
-  // `reader` must outlive the result (f32 tensors point into its mapping). Errors read
-  // "artifact '<path>': weight 'layers.0.q' has shape [3, 4], expected [64, 64]" and the like.
+  // Reads every weight of `reader` (vectors and matrices of f32, bf16 or f16), converting what is
+  // not f32. `reader` must outlive the result (f32 tensors point into its mapping). Errors read
+  // "artifact '<path>': weight 'x' has dtype i8; the runtime reads f32, bf16 and f16" and the
+  // like.
   static StatusOr<std::shared_ptr<const ModelWeights>> load(const artifact::ArtifactReader &reader);
 
   const ModelDims &dims() const { return dims_; }
-  const HostTensor &embed() const { return embed_; }
-  const HostTensor &finalNorm() const { return finalNorm_; }
-  // The embedding when the model ties them.
-  const HostTensor &lmHead() const { return lmHead_; }
-  const std::vector<LayerWeights> &layers() const { return layers_; }
-  // A canonical weight by name ("layers.0.q"), as kernel records name them; null when the
-  // artifact has no such weight.
+  // A weight by name ("layers.0.q"), as kernel records name them; null when the artifact has no
+  // such weight.
   const HostTensor *find(std::string_view name) const {
     auto it = byName_.find(name);
     return it == byName_.end() ? nullptr : &it->second;
@@ -78,8 +70,6 @@ public:
 private:
   class Loader;
   ModelDims dims_;
-  HostTensor embed_, finalNorm_, lmHead_;
-  std::vector<LayerWeights> layers_;
   std::map<std::string, HostTensor, std::less<>> byName_;
   std::vector<std::unique_ptr<float[]>> owned_;
   size_t ownedBytes_ = 0;

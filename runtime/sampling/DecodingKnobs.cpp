@@ -94,6 +94,20 @@ Status applyKnob(std::string_view key, const AttributeValue &value, DecodingKnob
     knobs.threshold = threshold;
     return Status::ok();
   }
+  if (key == spec::kKnobStepCap) {
+    if (const auto *s = std::get_if<std::string>(&value)) {
+      if (*s != spec::kThresholdNone)
+        return wrongType(key, "an integer or \"none\"");
+      knobs.stepCap.reset();
+      return Status::ok();
+    }
+    int64_t cap = 0;
+    DLM_RETURN_IF_ERROR(readInteger(key, value, cap));
+    if (cap < 1)
+      return Status::error("knob 'step_cap' must be at least 1, got " + std::to_string(cap));
+    knobs.stepCap = cap;
+    return Status::ok();
+  }
   if (key == spec::kKnobTemperature)
     return readReal(key, value, knobs.temperature);
   if (key == spec::kKnobTMin)

@@ -22,6 +22,8 @@ struct DecodingKnobs {
   // low-confidence
   int64_t steps = 16;
   std::optional<double> threshold;
+  // Threshold only: the last step of a block unmasks every candidate left (off: none).
+  std::optional<int64_t> stepCap;
   double temperature = 0;
   // entropy-bound
   int64_t maxSteps = 48;

@@ -4,9 +4,11 @@
 //   x = prompt ++ gen_length masks, blocks of block_length left to right, steps/blocks steps each.
 //   A step: forward; candidates = masked positions of the current block; x0 = argmax(logits +
 //   T * gumbel) (mask excluded), conf = softmax(logits)[x0]; unmask the k most confident (ties:
-//   lower position). Fixed count: k from num_transfer_tokens over the block's masks. Threshold:
-//   every candidate with conf >= threshold, at least one; on the block's last scheduled step,
-//   all that remain. The block ends when it has no masks; a block holding EOS ends generation.
+//   lower position). Fixed count: k from num_transfer_tokens over the block's masks. Threshold
+//   (Fast-dLLM, dInfer, SGLang): every candidate with conf >= threshold, at least one, for as
+//   many steps as the block needs, whatever `steps` says; with the step_cap knob, step
+//   step_cap takes all that remain. The block ends when it has no masks; a block holding EOS
+//   ends generation.
 //   Prefix cache: the block's first step is a full forward keeping K/V of [0, block_start)
 //   ([0, block_start - 1) with a logit shift, whose chunk then starts one position early so the
 //   shifted row of block_start is exact); later steps feed x[keep:] over that cache.
@@ -71,7 +73,9 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
     loop.seed = request.seed;
     loop.request = request.request;
     loop.firstStep = step;
-    loop.stepCap = stepsPerBlock;
+    // Fixed count: the schedule's steps. Threshold: the explicit cap, else the block length,
+    // which never decides (each step unmasks at least one, so at most one mask is left for it).
+    loop.stepCap = !knobs.threshold ? stepsPerBlock : knobs.stepCap.value_or(blockLength);
     if (!knobs.threshold)
       loop.transferSchedule = schedule;
     std::optional<int64_t> deviceSteps;
@@ -115,8 +119,8 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
       int64_t take;
       if (!knobs.threshold) {
         take = i < static_cast<int64_t>(schedule.size()) ? schedule[i] : 1;
-      } else if (i >= stepsPerBlock - 1) {
-        take = candidates; // the block's step cap: unmask everything left
+      } else if (knobs.stepCap && i >= *knobs.stepCap - 1) {
+        take = candidates; // the explicit step cap: unmask everything left
       } else {
         take = std::count_if(confidence.begin(), confidence.end(),
                              [&](double c) { return c >= *knobs.threshold; });

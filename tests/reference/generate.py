@@ -3,7 +3,7 @@
 
     generate.py CKPT_DIR (--prompt-ids 1,2,3 | --prompt TEXT)
                 [--policy low-confidence|entropy-bound] [--gen-length 32] [--block-length 8]
-                [--steps 16] [--threshold T] [--temperature 0] [--seed 0] [--request 0]
+                [--steps 16] [--threshold T] [--step-cap N] [--temperature 0] [--seed 0] [--request 0]
                 [--cache none|prefix] [--dump-logits first_forward.npy] [--json]
                 entropy-bound: [--max-steps 48] [--t-min 0.4] [--t-max 0.8]
                                [--entropy-bound 0.1] [--stability-threshold 1]
@@ -60,7 +60,9 @@ def parse_args(argv):
     ap.add_argument("--block-length", type=int, default=8)
     ap.add_argument("--steps", type=int, default=16, help="low-confidence: total steps")
     ap.add_argument("--threshold", type=float, default=None,
-                    help="low-confidence: confidence threshold (steps becomes a cap per block)")
+                    help="low-confidence: confidence threshold (as many steps as the block needs)")
+    ap.add_argument("--step-cap", type=int, default=None,
+                    help="low-confidence with --threshold: the block's last step (default: none)")
     ap.add_argument("--temperature", type=float, default=0.0, help="low-confidence: Gumbel T")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--request", type=int, default=0)
@@ -110,7 +112,7 @@ def main(argv=None):
                                           block_length=a.block_length, steps=a.steps,
                                           threshold=a.threshold, temperature=a.temperature,
                                           seed=a.seed, request=a.request, cache=a.cache,
-                                          dump=a.dump_logits is not None)
+                                          dump=a.dump_logits is not None, step_cap=a.step_cap)
         else:
             res = samplers.entropy_bound(model, prompt, gen_length=a.gen_length,
                                          block_length=a.block_length, max_steps=a.max_steps,

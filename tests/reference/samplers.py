@@ -26,11 +26,10 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     candidates = masked positions of the current block, x0 = argmax(logits + T*g) (T = 0: plain
     argmax), conf = softmax(logits)[x0]; fixed schedule: unmask the k most confident (k from
     num_transfer_tokens over the block's masks, ties -> lower position first); threshold: unmask
-    every candidate with conf >= threshold and at least the most confident one.  The block loop
-    ends when the block has no masks.  With a threshold steps_per_block is a cap: on the
-    steps_per_block-th forward of a block every remaining candidate is unmasked (so
-    steps = gen_length, i.e. steps_per_block = block_length, never binds and reproduces
-    Fast-dLLM's threshold decoding exactly).
+    every candidate with conf >= threshold and at least the most confident one, for as many
+    steps as the block needs whatever `steps` says (Fast-dLLM's, dInfer's and SGLang's
+    threshold decoding).  The block loop ends when the block has no masks.  With step_cap (off
+    by default) the step_cap-th forward of a block unmasks every remaining candidate.
     Early stop: after a block is finished, if it contains EOS everything after it becomes EOS and
     generation stops.
     cache="prefix" (Fast-dLLM prefix cache): the first step of a block is a full forward whose
@@ -186,7 +185,7 @@ def _finish(prompt, x, eos, runner, t0, extra=None):
 
 
 def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, threshold=None,
-                   temperature=0.0, seed=0, request=0, cache="none", dump=False):
+                   temperature=0.0, seed=0, request=0, cache="none", dump=False, step_cap=None):
     prompt = [int(t) for t in prompt]
     mask_id = model.mask_token_id
     if mask_id is None:
@@ -230,8 +229,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
             order = top_k_order(conf, pos)
             if threshold is None:
                 k = schedule[i] if i < len(schedule) else 1
-            elif i >= spb - 1:
-                k = len(cand)  # step cap reached: unmask everything left
+            elif step_cap is not None and i >= step_cap - 1:
+                k = len(cand)  # the explicit step cap: unmask everything left
             else:
                 k = max(1, int((conf >= threshold).sum()))
                 # `conf >= threshold` is a prefix of `order` since order sorts conf descending

@@ -547,12 +547,22 @@ class TestLowConfidence(unittest.TestCase):
         self.assertEqual(fm.calls[1][1], [0, 3, 15, 5, 15])
         self.assertEqual(fm.calls[2][1], [0, 3, 15, 5, 6])
 
-    def test_threshold_step_cap(self):
+    def test_threshold_ignores_steps(self):
+        # Fast-dLLM's threshold: steps=2 does not cap the block; one position per step here.
         conf = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4}
         tok = {1: 3, 2: 4, 3: 5, 4: 6}
         fm = FakeModel(order_model(conf, tok))
         res = samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=2,
                                       threshold=0.9)
+        self.assertEqual(res["forwards"], 4)
+        self.assertEqual(res["output_ids"], [3, 4, 5, 6])
+
+    def test_threshold_step_cap(self):
+        conf = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4}
+        tok = {1: 3, 2: 4, 3: 5, 4: 6}
+        fm = FakeModel(order_model(conf, tok))
+        res = samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
+                                      threshold=0.9, step_cap=2)
         self.assertEqual(res["forwards"], 2)  # top-1, then the cap unmasks the other three
         self.assertEqual(res["output_ids"], [3, 4, 5, 6])
         self.assertEqual(fm.calls[1][1], [0, 15, 15, 15, 6])

@@ -12,7 +12,8 @@ namespace dlm::tools {
 
 const char *const kGenerationFlagsUsage =
     "               [--policy P] [--gen-length N] [--block-length N] [--steps N]\n"
-    "               [--threshold X|none] [--temperature X] [--seed N] [--request N]\n"
+    "               [--threshold X|none] [--step-cap N|none] [--temperature X] [--seed N]\n"
+    "               [--request N]\n"
     "               [--cache none|prefix] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
     "               [--noise mask|uniform] [--device cpu|cuda|cuda-emu] [--threads N]\n";
@@ -75,7 +76,7 @@ bool parseIdList(const std::string &text, std::vector<int32_t> &ids) {
 namespace {
 
 // The knob flags: flag -> (knob name, kind).
-enum class KnobKind { integer, real, text, threshold };
+enum class KnobKind { integer, integerOrNone, real, text, threshold };
 const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() {
   namespace s = dlm::spec;
   static const std::map<std::string, std::pair<std::string_view, KnobKind>> flags = {
@@ -84,6 +85,7 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--block-length", {s::kKnobBlockLength, KnobKind::integer}},
       {"--steps", {s::kKnobSteps, KnobKind::integer}},
       {"--threshold", {s::kKnobThreshold, KnobKind::threshold}},
+      {"--step-cap", {s::kKnobStepCap, KnobKind::integerOrNone}},
       {"--temperature", {s::kKnobTemperature, KnobKind::real}},
       {"--max-steps", {s::kKnobMaxSteps, KnobKind::integer}},
       {"--t-min", {s::kKnobTMin, KnobKind::real}},
@@ -111,6 +113,15 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
     double real;
     switch (knob->second.second) {
     case KnobKind::integer:
+      if (!parseInteger(value, integer))
+        return bad();
+      request.knobs[name] = integer;
+      break;
+    case KnobKind::integerOrNone:
+      if (value == dlm::spec::kThresholdNone) {
+        request.knobs[name] = std::string(value);
+        break;
+      }
       if (!parseInteger(value, integer))
         return bad();
       request.knobs[name] = integer;

@@ -2,7 +2,8 @@
 //
 //   dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3)
 //           [--policy low-confidence|entropy-bound] [--gen-length N] [--block-length N]
-//           [--steps N] [--threshold X|none] [--temperature X] [--seed N] [--request N]
+//           [--steps N] [--threshold X|none] [--step-cap N|none] [--temperature X] [--seed N]
+//           [--request N]
 //           [--cache none|prefix] [--device cpu|cuda|cuda-emu] [--threads N]
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
@@ -39,11 +40,15 @@ constexpr int kFailed = 1;
 const char *kUsage =
     "usage: dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3) [--policy P]\n"
     "               [--gen-length N] [--block-length N] [--steps N] [--threshold X|none]\n"
+    "               [--step-cap N|none]\n"
     "               [--temperature X] [--seed N] [--request N] [--cache none|prefix]\n"
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
-    "               [--score]\n";
+    "               [--score]\n"
+    "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
+    "at least one per step, until the block has no mask (Fast-dLLM, dInfer, SGLang); --steps\n"
+    "does not cap it. --step-cap N (off by default) makes a block's N-th step unmask all left.\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;

@@ -59,8 +59,14 @@ int main(int argc, char **argv) {
   cl::opt<int64_t> steps("steps", cl::desc("Default denoise steps over all blocks"),
                          cl::init(64), cl::sub(compileCommand));
   cl::opt<double> threshold("threshold",
-                            cl::desc("Default confidence threshold (0 = fixed-count unmasking)"),
+                            cl::desc("Default confidence threshold (0 = fixed-count unmasking; else every position at or above it, at least one per step, whatever --steps says)"),
                             cl::init(0.0), cl::sub(compileCommand));
+  cl::opt<int64_t> stepCap(
+      "step-cap",
+      cl::desc("Default step cap of a threshold block (0 = none, the default: a block runs as "
+               "many steps as its confidence needs, as Fast-dLLM, dInfer and SGLang do; with a "
+               "cap its last step unmasks everything left)"),
+      cl::init(0), cl::sub(compileCommand));
   cl::opt<double> temperature("temperature", cl::desc("Default sampling temperature"),
                               cl::init(0.0), cl::sub(compileCommand));
   cl::opt<int64_t> unroll(
@@ -93,6 +99,7 @@ int main(int argc, char **argv) {
     options.blockLength = blockLength;
     options.steps = steps;
     options.threshold = threshold;
+    options.stepCap = stepCap;
     options.temperature = temperature;
     options.unroll = unroll;
     return dlm::dlmc::runCompile(command);

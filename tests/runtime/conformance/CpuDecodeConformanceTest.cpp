@@ -190,7 +190,8 @@ TEST(CpuDecodeConformance, EntropyBoundMatchesTheReferenceComposition) {
 // references: per step the masked positions of the block are the candidates, the token is the
 // sampler's (Gumbel-max at T, argmax when greedy; the mask excluded), the confidence its
 // probability at temperature 1, and the accept rule top-k (k from the Fast-dLLM schedule) or the
-// confidence threshold (everything left on the block's last scheduled step).
+// confidence threshold (as many steps as the block needs; with a step cap, everything left on
+// the cap's step).
 Replay replayLowConfidence(const DecodeRequest &request) {
   const DecodingKnobs &knobs = request.knobs;
   const int64_t promptLength = static_cast<int64_t>(request.prompt.size());
@@ -231,7 +232,7 @@ Replay replayLowConfidence(const DecodeRequest &request) {
         // Fast-dLLM's schedule: masked / steps per step, one more for the first masked % steps.
         acceptKnobs.topK =
             i < stepsPerBlock ? masked / stepsPerBlock + (i < masked % stepsPerBlock ? 1 : 0) : 1;
-      } else if (i >= stepsPerBlock - 1) {
+      } else if (knobs.stepCap && i >= *knobs.stepCap - 1) {
         acceptKnobs.topK = static_cast<int64_t>(positions.size());
       } else {
         rule = reference::AcceptRule::confidenceThreshold;
@@ -265,10 +266,13 @@ TEST(CpuDecodeConformance, LowConfidenceMatchesTheReferenceComposition) {
     request.knobs.temperature = std::vector<double>{0.0, 0.7, 1.3}[(trial / 3) % 3];
     if (trial % 2)
       request.knobs.threshold = std::vector<double>{0.3, 0.6, 0.9}[(trial / 2) % 3];
+    if (trial % 4 == 3)
+      request.knobs.stepCap = 2;
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << " block " << request.knobs.blockLength << " steps "
                  << request.knobs.steps << " T " << request.knobs.temperature << " threshold "
-                 << request.knobs.threshold.value_or(-1));
+                 << request.knobs.threshold.value_or(-1) << " step cap "
+                 << request.knobs.stepCap.value_or(-1));
 
     RandomLogitsModel model;
     StatusOr<DecodeOutcome> outcome = decode(model, facts, request, {});

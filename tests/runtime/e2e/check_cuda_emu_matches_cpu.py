@@ -79,6 +79,10 @@ DEVICE_LOOP_SETTINGS = {
         "fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
         {"DLM_CUDA_DEVICE_LOOP_CHUNK": "1", "DLM_CUDA_GRAPHS": "0"}),
     "loop_threshold": ("threshold", ["--steps", "32", "--threshold", "0.9"], {}),
+    # The step count does not decide a threshold block; an explicit cap does.
+    "loop_threshold_few_steps": ("threshold", ["--steps", "8", "--threshold", "0.9"], {}),
+    "loop_threshold_step_cap": ("threshold", ["--steps", "32", "--threshold", "0.95",
+                                              "--temperature", "0.5", "--step-cap", "2"], {}),
     "loop_threshold_gumbel_prefix": (
         "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
                       "9", "--cache", "prefix"], {}),

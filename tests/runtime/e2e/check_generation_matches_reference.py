@@ -45,7 +45,11 @@ SETTINGS = {
     "gumbel_prefix": ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
     "threshold": ["--steps", "32", "--threshold", "0.9"],
     "threshold_prefix": ["--steps", "32", "--threshold", "0.9", "--cache", "prefix"],
-    "threshold_step_cap": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],
+    # Fast-dLLM semantics: as many steps as the confidence needs, whatever --steps says; a cap
+    # only when asked for.
+    "threshold_any_steps": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],
+    "threshold_step_cap": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5",
+                           "--step-cap", "2"],
     "small_blocks": ["--gen-length", "16", "--block-length", "4", "--steps", "8"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",

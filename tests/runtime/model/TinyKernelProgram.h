@@ -7,6 +7,7 @@
 
 #include "runtime/artifact/ArtifactFormat.h"
 #include "runtime/model/KernelProgram.h"
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/ModelSpec.h"
 
 #include <string>

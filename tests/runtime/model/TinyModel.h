@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactWriter.h"
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/ModelSpec.h"
 #include "tests/runtime/model/TinyKernelProgram.h"
 

@@ -109,13 +109,19 @@ TEST(LowConfidenceTest, ThresholdUnmasksEveryConfidentCandidateAndAtLeastOne) {
   EXPECT_THAT(model.calls[2].tokens, ElementsAre(5, 6, 2, 3, 4, kMask));
 }
 
-TEST(LowConfidenceTest, ThresholdStepCapUnmasksEverythingLeft) {
+// Fast-dLLM's threshold: the step count never forces tokens out; only an explicit step_cap does.
+TEST(LowConfidenceTest, ThresholdIgnoresStepsAndHonoursAnExplicitStepCap) {
   FakeModel model;
   const float scores[] = {0, 0, 10, 10, 1, 1};
   model.score = [&](int64_t p) { return scores[p]; };
   DecodeRequest r = request(4, 4, 2);
   r.knobs.threshold = 0.9;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->forwards, 3);
+  model.calls.clear();
+  r.knobs.stepCap = 2;
+  out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->forwards, 2);
 }

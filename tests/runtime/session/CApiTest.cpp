@@ -53,6 +53,8 @@ TEST(CApiTest, GeneratesThroughTheCHeader) {
   dlm_request_set_knob_int(request, "block_length", 4);
   dlm_request_set_knob_int(request, "steps", 4);
   dlm_request_set_knob_double(request, "threshold", 0.5);
+  // A threshold block runs as many steps as it needs; the explicit cap bounds it at 2.
+  dlm_request_set_knob_int(request, "step_cap", 2);
   dlm_request_set_seed(request, 3);
   ASSERT_EQ(dlm_request_set_cache(request, "prefix"), nullptr);
 

@@ -1,0 +1,48 @@
+// The architecture-independent names the importer gives the weights of every model it reads:
+// dlmc maps each checkpoint's own names to these, and the kernel records it compiles name
+// weights by them. The runtime knows no role: it looks weights up by whatever name a record
+// gives. Header-only and free of dependencies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dlm::spec {
+
+// ---- Weights ------------------------------------------------------------------------------------
+// dtype as in the checkpoint (f32, bf16, f16), PyTorch [out, in] layout for linear layers.
+// Sizes: H hidden, nh heads, nkv KV heads, hd head_dim, I intermediate, E embedding_size.
+
+inline constexpr std::string_view kEmbed = "embed";          // [E, H]
+inline constexpr std::string_view kFinalNorm = "final_norm"; // [H]
+// [E or vocab, H]; absent when ModelConfig::tiedEmbeddings (the embedding is used instead).
+inline constexpr std::string_view kLmHead = "lm_head";
+
+// The per-layer roles; the weight's name is layerWeightName(layer, role).
+inline constexpr std::string_view kAttnNorm = "attn_norm"; // [H]
+inline constexpr std::string_view kQ = "q";                // [nh*hd, H]
+inline constexpr std::string_view kK = "k";                // [nkv*hd, H]
+inline constexpr std::string_view kV = "v";                // [nkv*hd, H]
+inline constexpr std::string_view kQBias = "q_bias";       // [nh*hd], optional (Dream)
+inline constexpr std::string_view kKBias = "k_bias";       // [nkv*hd], optional
+inline constexpr std::string_view kVBias = "v_bias";       // [nkv*hd], optional
+// Per-head RMSNorm of q and k before RoPE (Qwen3); optional, both or neither.
+inline constexpr std::string_view kQNorm = "q_norm";     // [hd]
+inline constexpr std::string_view kKNorm = "k_norm";     // [hd]
+inline constexpr std::string_view kO = "o";              // [H, nh*hd]
+inline constexpr std::string_view kMlpNorm = "mlp_norm"; // [H]
+inline constexpr std::string_view kGate = "gate";        // [I, H]
+inline constexpr std::string_view kUp = "up";            // [I, H]
+inline constexpr std::string_view kDown = "down";        // [H, I]
+
+// "layers.3.q"
+inline std::string layerWeightName(int64_t layer, std::string_view role) {
+  std::string name = "layers.";
+  name += std::to_string(layer);
+  name += '.';
+  name += role;
+  return name;
+}
+
+} // namespace dlm::spec

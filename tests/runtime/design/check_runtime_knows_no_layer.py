@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The artifact is the program: runtime/ must hold no per-architecture layer sequence.
+
+    check_runtime_knows_no_layer.py [SOURCE_ROOT] [--self-test]
+
+Every backend executes the artifact's kernel records, which name the weights they read; so no
+runtime code (comments aside) may name a weight role (q_proj, attn_norm, qBias, spec::kQNorm, a
+layerWeightName(...) call, the importer's CanonicalWeights.h, ...). Prints each offending line
+and exits 1; exits 0 when there is none. --self-test checks that the scan finds a planted role
+name and ignores it in a comment, so the check cannot pass by finding nothing.
+
+Not yet covered (issue 11): per-policy decoding loops (runtime/sampling/) still exist, so policy
+names are not checked here.
+"""
+
+import os
+import re
+import sys
+
+ROLE = re.compile(
+    r"\b(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|attn_norm|mlp_norm|ffn_norm|"
+    r"q_norm|k_norm|q_bias|k_bias|v_bias|attnNorm|mlpNorm|qNorm|kNorm|qBias|vBias|"
+    r"kQ|kK|kV|kO|kQNorm|kKNorm|kAttnNorm|kMlpNorm|kGate|kUp|kDown|kQBias|kKBias|kVBias|"
+    r"layerWeightName|LayerWeights|CanonicalWeights)\b")
+SOURCE = (".h", ".cpp", ".cc", ".inc", ".fbs")
+
+
+def code_of(text):
+    """`text` with // and /* */ comments blanked out (line numbers kept)."""
+    out, i, n = [], 0, len(text)
+    in_string = False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_string = False
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        else:
+            in_string = c == '"'
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def offending_lines(path, text):
+    found = []
+    for number, line in enumerate(code_of(text).split("\n"), 1):
+        if ROLE.search(line):
+            found.append(f"{path}:{number}: {line.strip()}")
+    return found
+
+
+def scan(root):
+    found = []
+    runtime = os.path.join(root, "runtime")
+    for directory, _, files in os.walk(runtime):
+        for name in sorted(files):
+            if name.endswith(SOURCE):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    found += offending_lines(os.path.relpath(path, root), f.read())
+    return found
+
+
+def self_test():
+    planted = 'int a = 1; // q_proj in a comment\nconst char *b = "attn_norm";\n/* kQNorm */\n'
+    found = offending_lines("planted.cpp", planted)
+    assert found == ['planted.cpp:2: const char *b = "attn_norm";'], found
+    return 0
+
+
+def main(argv):
+    if "--self-test" in argv:
+        return self_test()
+    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "..")
+    found = scan(os.path.abspath(root))
+    for line in found:
+        print(line)
+    print(f"{len(found)} line(s) of runtime/ name a weight role")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
