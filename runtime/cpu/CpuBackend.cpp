@@ -1,6 +1,6 @@
 #include "runtime/cpu/CpuBackend.h"
 
-#include "runtime/session/SequenceForwards.h"
+#include "runtime/backend/SequenceForwards.h"
 
 #include <algorithm>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include "runtime/model/ModelWeights.h"
 #include "runtime/program/KernelProgram.h"
 #include "runtime/profile/Profiler.h"
-#include "runtime/session/Backend.h"
+#include "runtime/backend/Backend.h"
 
 #include <memory>
 #include <vector>

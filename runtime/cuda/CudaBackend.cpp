@@ -2,7 +2,7 @@
 
 #include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelSpec.h"
-#include "runtime/session/SequenceForwards.h"
+#include "runtime/backend/SequenceForwards.h"
 
 #include <algorithm>
 #include <cmath>

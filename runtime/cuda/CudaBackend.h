@@ -33,7 +33,7 @@
 #include "runtime/model/ModelWeights.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
-#include "runtime/session/Backend.h"
+#include "runtime/backend/Backend.h"
 
 #include <list>
 #include <map>

@@ -1,15 +1,6 @@
 #include "runtime/session/Session.h"
 
-#ifdef DLM_HAVE_CUDA_DRIVER
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/emu/EmuDriver.h"
-
-#include <cstdlib>
-#include <cstring>
-#endif
-
-#include "runtime/cpu/CpuBackend.h"
+#include "runtime/backend/BackendRegistry.h"
 
 #include <algorithm>
 #include <chrono>
@@ -57,98 +48,10 @@ StatusOr<std::shared_ptr<const model::ModelWeights>> LoadedModel::hostWeights() 
   return weights_;
 }
 
-#ifdef DLM_HAVE_CUDA_DRIVER
-namespace {
-
-// The cuda backend over a driver and cuBLASLt, real or emulated. DLM_CUDA_GRAPHS=0 runs every
-// forward eagerly (graphs and eager runs are compared in the tests).
-StatusOr<std::unique_ptr<Backend>> cudaBackend(std::shared_ptr<const cuda::CudaDriver> driver,
-                                               std::shared_ptr<const cuda::CublasLt> lt,
-                                               const LoadedModel &model,
-                                               const BackendOptions &options) {
-  StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model.hostWeights();
-  if (!weights)
-    return weights.status();
-  cuda::CudaBackendSettings settings;
-  const char *graphs = std::getenv("DLM_CUDA_GRAPHS");
-  settings.graphs = !(graphs && std::strcmp(graphs, "0") == 0);
-  // DLM_CUDA_DEVICE_LOOP=0 runs every block's steps from the host (=require: never); DLM_CUDA_DEVICE_LOOP_CHUNK=K
-  // unrolls K steps per graph of the device loop.
-  const char *deviceLoop = std::getenv("DLM_CUDA_DEVICE_LOOP");
-  settings.deviceLoop = !(deviceLoop && std::strcmp(deviceLoop, "0") == 0);
-  // =require: a block the device loop cannot run is an error naming why (tests).
-  settings.requireDeviceLoop = deviceLoop && std::strcmp(deviceLoop, "require") == 0;
-  if (const char *chunk = std::getenv("DLM_CUDA_DEVICE_LOOP_CHUNK")) {
-    char *end = nullptr;
-    const long long steps = std::strtoll(chunk, &end, 10);
-    if (end == chunk || *end != '\0' || steps < 1)
-      return Status::error("DLM_CUDA_DEVICE_LOOP_CHUNK must be a positive integer, got '" +
-                           std::string(chunk) + "'");
-    settings.deviceLoopChunkSteps = steps;
-  }
-  StatusOr<std::unique_ptr<cuda::CudaBackend>> backend =
-      cuda::CudaBackend::create(std::move(driver), std::move(lt), model.artifact(), *weights,
-                                model.config().maxPositions, options, settings);
-  if (!backend)
-    return backend.status();
-  return std::unique_ptr<Backend>(std::move(*backend));
-}
-
-} // namespace
-#endif
-
 StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name, const LoadedModel &model,
                                                  const BackendOptions &options) {
-  if (name == "cpu") {
-    StatusOr<std::shared_ptr<const model::ModelWeights>> weights = model.hostWeights();
-    if (!weights)
-      return weights.status();
-    // The cpu backend runs the compiled forward: the artifact's "cpu" kernel records.
-    const artifact::KernelTarget *records = model.artifact().findKernelTarget("cpu");
-    if (!records)
-      return Status::error("artifact '" + model.artifact().path() +
-                           "' has no cpu kernel records (written before the cpu backend ran "
-                           "compiled programs, or --target cuda); recompile it with dlmc "
-                           "compile --target cpu (or all)");
-    StatusOr<std::unique_ptr<cpu::CpuBackend>> backend = cpu::CpuBackend::create(
-        *weights, records->kernels, model.config().maxPositions, options);
-    if (!backend)
-      return backend.status();
-    return std::unique_ptr<Backend>(std::move(*backend));
-  }
-  if (name == "cuda") {
-#ifdef DLM_HAVE_CUDA_DRIVER
-    // A machine without a driver learns that first; one with a driver learns what is missing.
-    StatusOr<std::shared_ptr<const cuda::CudaDriver>> driver = cuda::CudaDriver::load();
-    if (!driver)
-      return driver.status();
-    StatusOr<std::shared_ptr<const cuda::CublasLt>> lt = cuda::CublasLt::load();
-    if (!lt)
-      return lt.status();
-    return cudaBackend(*driver, *lt, model, options);
-#else
-    return Status::error("not supported yet: cuda backend (dlm was built without the CUDA "
-                         "toolkit)");
-#endif
-  }
-  if (name == "cuda-emu") {
-#ifdef DLM_HAVE_CUDA_DRIVER
-    // The emulated device runs blocks on the session's threads.
-    emu::EmuDriverOptions emulation;
-    emulation.workers = options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
-    StatusOr<std::shared_ptr<const cuda::CudaDriver>> driver = emu::emulatedCudaDriver(emulation);
-    if (!driver)
-      return driver.status();
-    StatusOr<std::shared_ptr<const cuda::CublasLt>> lt = emu::emulatedCublasLt();
-    if (!lt)
-      return lt.status();
-    return cudaBackend(*driver, *lt, model, options);
-#else
-    return Status::error("not supported yet: cuda-emu backend (dlm was built without the CUDA "
-                         "toolkit)");
-#endif
-  }
-  return Status::error("unknown backend '" + name + "' (expected cpu, cuda or cuda-emu)");
+  BackendSource source{model.artifact(), [&model] { return model.hostWeights(); }, options};
+  return BackendRegistry::builtin().create(name, source);
 }
 
 StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const LoadedModel> model,

@@ -7,7 +7,7 @@
 #include "runtime/artifact/ArtifactReader.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/sampling/Decoding.h"
-#include "runtime/session/Backend.h"
+#include "runtime/backend/Backend.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <functional>

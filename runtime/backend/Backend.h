@@ -1,6 +1,7 @@
-// A backend runs one model's forwards on one kind of device for one session. Required: the
-// DecodeModel forwards and reserve(); the rest has defaults. Backends are created by name through
-// createBackend (Session.cpp), which knows them all.
+// A backend runs one model's forwards on one kind of device for one session, executing the
+// artifact's kernel records. Required: the DecodeModel forwards and reserve(); the rest has
+// defaults. Backends are created by name through the BackendRegistry (BackendRegistry.h), where
+// each registers itself; nothing above this folder knows them.
 #pragma once
 
 #include "runtime/sampling/DecodeModel.h"

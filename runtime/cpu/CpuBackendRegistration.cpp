@@ -1,0 +1,27 @@
+// The "cpu" backend in the registry: the artifact's kernel program on host threads.
+#include "runtime/backend/BackendRegistry.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/model/KernelProgram.h"
+
+namespace dlm {
+
+void registerCpuBackend(BackendRegistry &registry) {
+  (void)registry.add("cpu", [](const BackendSource &source) -> StatusOr<std::unique_ptr<Backend>> {
+    const artifact::KernelTarget *records =
+        source.artifact.findKernelTarget(spec::kernels::kTarget);
+    if (!records)
+      return Status::error("artifact '" + source.artifact.path() +
+                           "' has no cpu kernel records (written before the cpu backend ran "
+                           "compiled programs, or --target cuda); recompile it with dlmc "
+                           "compile --target cpu (or all)");
+    DLM_ASSIGN_OR_RETURN(std::shared_ptr<const model::ModelWeights> weights,
+                         source.hostWeights());
+    DLM_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend,
+                         cpu::CpuBackend::create(std::move(weights), records->kernels,
+                                                 source.artifact.config().maxPositions,
+                                                 source.options));
+    return std::unique_ptr<Backend>(std::move(backend));
+  });
+}
+
+} // namespace dlm
