@@ -309,6 +309,10 @@ bool ProgramBuilder::foldIntoGemm(arith::AddFOp add, Value product, int64_t resi
       it->second != gemm.result || gemm.operands.size() != 1 ||
       slotWidth_[residual] != slotWidth_[gemm.result])
     return false;
+  // x + linear(x): the GEMM would overwrite its own input in place. (norm_linear reads a
+  // normalised copy of x, so it may.)
+  if (gemm.kind == kp::kLinear && gemm.operands[0] == residual)
+    return false;
   gemm.operands.push_back(residual);
   gemm.inPlace = true;
   gemm.inPlaceOperand = 1;

@@ -142,9 +142,10 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
   };
   for (const artifact::WeightView &view : reader.weights()) {
     const std::vector<int64_t> shape = view.shape.toVector();
+    // The kernels read vectors and matrices; another tensor is left out, and a record that
+    // names it reports it missing.
     if (shape.empty() || shape.size() > 2)
-      return error("weight '" + std::string(view.name) + "' has shape " + shapeString(shape) +
-                   "; the runtime reads vectors and matrices");
+      continue;
     HostTensor tensor;
     tensor.rows = shape.size() == 2 ? shape[0] : 1;
     tensor.cols = shape.back();

@@ -248,8 +248,13 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->rows, width, "the weight's output width"));
       if (kernel.bias)
         DLM_RETURN_IF_ERROR(expectWidth(kernel.bias->cols, width, "the bias's size"));
-      if (kernel.accumulate)
+      if (kernel.accumulate) {
+        // Planned in place on its residual, a GEMM reading the same rows would overwrite its
+        // own input (norm_linear reads a normalised copy).
+        if (info->kind == KernelKind::linear && kernel.operands[0] == kernel.operands[1])
+          return r.error("an accumulating linear reads its residual as its input");
         DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the residual's width"));
+      }
       break;
     case KernelKind::rope:
       DLM_ASSIGN(kernel.theta, r.real(kp::kTheta));

@@ -75,7 +75,10 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
     loop.firstStep = step;
     // Fixed count: the schedule's steps. Threshold: the explicit cap, else the block length,
     // which never decides (each step unmasks at least one, so at most one mask is left for it).
-    loop.stepCap = !knobs.threshold ? stepsPerBlock : knobs.stepCap.value_or(blockLength);
+    // A cap past the block length never decides either.
+    loop.stepCap = !knobs.threshold
+                       ? stepsPerBlock
+                       : std::min(knobs.stepCap.value_or(blockLength), blockLength);
     if (!knobs.threshold)
       loop.transferSchedule = schedule;
     std::optional<int64_t> deviceSteps;

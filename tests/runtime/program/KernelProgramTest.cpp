@@ -123,6 +123,15 @@ TEST_F(KernelProgramTest, AccumulatingGemmsTakeTheirResidual) {
   o.parameters["accumulate"] = false;
   EXPECT_NE(error().find("linear takes 1 operands, got 2"), std::string::npos) << error();
   o.parameters["accumulate"] = true;
+  // The residual as the GEMM's own input: it would overwrite what it reads.
+  const std::string input = std::get<std::string>(operands).substr(
+      0, std::get<std::string>(operands).find(','));
+  o.parameters["operands"] = input + "," + input;
+  EXPECT_NE(error().find("('layers.0.o_proj'): an accumulating linear reads its residual as "
+                         "its input"),
+            std::string::npos)
+      << error();
+  o.parameters["operands"] = operands;
   record("layers.0.rope").parameters["accumulate"] = true;
   EXPECT_NE(error().find("('layers.0.rope'): only linear and norm_linear records accumulate"),
             std::string::npos)
@@ -134,6 +143,26 @@ TEST_F(KernelProgramTest, MissingParameter) {
   EXPECT_NE(error().find("('layers.0.rope'): parameter 'theta' is missing or not a real"),
             std::string::npos)
       << error();
+}
+
+// An accumulating GEMM may sit exactly on its residual (the add it absorbed was in place), and
+// on nothing else that is read later: its input, say.
+TEST_F(KernelProgramTest, AccumulatingGemmsArePlannedInPlaceOnTheirResidualOnly) {
+  artifact::Kernel &o = record("layers.0.o_proj");
+  const std::string list = std::get<std::string>(o.parameters.at("operands"));
+  const int64_t input = std::stoll(list.substr(0, list.find(',')));
+  const int64_t residual = std::stoll(list.substr(list.find(',') + 1));
+  auto offsetOfSlot = [&](int64_t slot) {
+    for (const artifact::Kernel &k : records)
+      if (k.parameters.count("result") && std::get<int64_t>(k.parameters.at("result")) == slot)
+        return k.parameters.at("offset");
+    ADD_FAILURE() << "no record defines slot " << slot;
+    return artifact::AttributeValue(int64_t(0));
+  };
+  o.parameters["offset"] = offsetOfSlot(residual);
+  EXPECT_EQ(error(), "(built)");
+  o.parameters["offset"] = offsetOfSlot(input);
+  EXPECT_NE(error().find("('o_proj'): result slot"), std::string::npos) << error();
 }
 
 TEST_F(KernelProgramTest, ResultOverlappingALiveValue) {
