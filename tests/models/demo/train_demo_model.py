@@ -294,9 +294,6 @@ def main():
         stream.extend(tok.encode(p).ids)
         stream.append(eos)
     stream = torch.tensor(stream, dtype=torch.long)
-    # Where each paragraph starts (its BOS), for windows that fit before the end.
-    paragraph_starts = torch.tensor([i for i, t in enumerate(stream.tolist())
-                                     if t == bos and i + SEQ <= len(stream)], dtype=torch.long)
     print(f"corpus: {len(paras)} paragraphs, {len(stream)} tokens, vocab {vocab} "
           f"(embedding_size {emb_size}); tokenizer {time.time() - t_start:.1f} s", flush=True)
 
@@ -318,13 +315,7 @@ def main():
     for step in range(a.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.steps)
-        # Half the windows start at a paragraph's first token, as a prompt does at inference:
-        # the model then learns each paragraph's continuation from its opening words, which is
-        # what lets it unmask many positions of a block at once (the demo's threshold run).
         starts = torch.randint(0, len(stream) - SEQ, (BATCH,), generator=gen)
-        aligned = paragraph_starts[torch.randint(0, len(paragraph_starts), (BATCH,),
-                                                 generator=gen)]
-        starts = torch.where(torch.arange(BATCH) % 2 == 0, aligned, starts)
         x = torch.stack([stream[s:s + SEQ] for s in starts])
         # t stratified over the batch (t_i = (i + u) / B): an unbiased estimate of the same
         # objective with far less variance than i.i.d. t at this batch size
