@@ -1,0 +1,129 @@
+#include "runtime/program/ProgramKnobs.h"
+
+#include "runtime/program/DecodeProgramSpec.h"
+
+#include <cmath>
+
+namespace dlm::program {
+
+namespace dspec = spec::decode;
+
+namespace {
+
+std::string typeWord(ValueType type) {
+  switch (type) {
+  case ValueType::integer:
+    return "an integer";
+  case ValueType::real:
+    return "a number";
+  case ValueType::boolean:
+    return "a boolean";
+  default:
+    return "a string";
+  }
+}
+
+// A text given for a number or boolean hints at the text that is accepted, as DecodingKnobs.cpp
+// does: "knob 'threshold' must be a number or \"none\"".
+Status wrongType(const KnobDeclaration &knob, const artifact::AttributeValue &value) {
+  std::string expected = typeWord(knob.type);
+  if (knob.optional && knob.type != ValueType::text && std::holds_alternative<std::string>(value))
+    expected += " or \"" + std::string(dspec::kKnobUnset) + "\"";
+  return Status::error("knob '" + knob.name + "' must be " + expected);
+}
+
+std::string replacePlaceholder(const std::string &message, const std::string &value) {
+  const size_t at = message.find("{}");
+  return at == std::string::npos ? message : message.substr(0, at) + value + message.substr(at + 2);
+}
+
+Status checkChoice(const KnobDeclaration &knob, const std::string &value) {
+  if (knob.oneOf.empty() || dspec::choiceIndex(knob.oneOf, value) >= 0)
+    return Status::ok();
+  if (!knob.error.empty())
+    return Status::error(replacePlaceholder(knob.error, value));
+  return Status::error("knob '" + knob.name + "' must be one of " + knob.oneOf + ", got \"" +
+                       value + "\"");
+}
+
+Status checkMin(const KnobDeclaration &knob, const KnobValue &value) {
+  if (!knob.hasMin)
+    return Status::ok();
+  if (knob.type == ValueType::integer && static_cast<double>(value.integer) < knob.min)
+    return Status::error("knob '" + knob.name + "' must be at least " +
+                         std::to_string(static_cast<int64_t>(knob.min)) + ", got " +
+                         std::to_string(value.integer));
+  if (knob.type == ValueType::real && !(value.real >= knob.min))
+    return Status::error("knob '" + knob.name + "' must be at least " +
+                         artifact::attributeValueText(knob.min) + ", got " +
+                         artifact::attributeValueText(value.real));
+  return Status::ok();
+}
+
+} // namespace
+
+Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &value,
+                 KnobValue &out) {
+  const auto *text = std::get_if<std::string>(&value);
+  if (text && knob.optional && *text == dspec::kKnobUnset) {
+    out = KnobValue{};
+    return Status::ok();
+  }
+  KnobValue result;
+  result.defined = true;
+  switch (knob.type) {
+  case ValueType::integer:
+    if (const auto *i = std::get_if<int64_t>(&value))
+      result.integer = *i;
+    else if (const auto *d = std::get_if<double>(&value);
+             d && std::isfinite(*d) && *d == std::floor(*d))
+      result.integer = static_cast<int64_t>(*d);
+    else
+      return wrongType(knob, value);
+    break;
+  case ValueType::real:
+    if (const auto *d = std::get_if<double>(&value))
+      result.real = *d;
+    else if (const auto *i = std::get_if<int64_t>(&value))
+      result.real = static_cast<double>(*i);
+    else
+      return wrongType(knob, value);
+    break;
+  case ValueType::boolean:
+    if (const auto *b = std::get_if<bool>(&value))
+      result.boolean = *b;
+    else
+      return wrongType(knob, value);
+    break;
+  default:
+    if (!text)
+      return wrongType(knob, value);
+    DLM_RETURN_IF_ERROR(checkChoice(knob, *text));
+    result.text = *text;
+    break;
+  }
+  DLM_RETURN_IF_ERROR(checkMin(knob, result));
+  out = std::move(result);
+  return Status::ok();
+}
+
+Status resolveKnobs(const DecodeProgram &program, const artifact::Attributes &overrides,
+                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere) {
+  const std::vector<KnobDeclaration> &knobs = program.knobs();
+  out.resize(knobs.size());
+  for (size_t k = 0; k < knobs.size(); ++k)
+    out[k] = knobs[k].value;
+  for (const auto &[key, value] : overrides) {
+    const int32_t index = program.findKnob(key);
+    if (index < 0) {
+      if (declaredElsewhere && declaredElsewhere(key))
+        continue;
+      return Status::error("unknown knob '" + key + "'");
+    }
+    DLM_RETURN_IF_ERROR(
+        applyKnob(knobs[static_cast<size_t>(index)], value, out[static_cast<size_t>(index)]));
+  }
+  return Status::ok();
+}
+
+} // namespace dlm::program

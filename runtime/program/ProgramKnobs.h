@@ -1,0 +1,30 @@
+// Knob values for a decode program: what its `knob` records declare (type, default, optional,
+// one_of, min), then the artifact's stored knobs (DecodeProgram::load), then a request's
+// overrides. Replaces, for programs, the per-policy switch of runtime/sampling/DecodingKnobs.cpp
+// and keeps its messages: "unknown knob 'stepz'", "knob 'steps' must be an integer".
+#pragma once
+
+#include "runtime/program/DecodeProgram.h"
+
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace dlm::program {
+
+// Sets `out` to `value` as `declaration` types it. An integral real is accepted as an integer
+// (JSON and command lines do not always keep 16 apart from 16.0) and an integer as a real; the
+// text "none" unsets an optional knob.
+Status applyKnob(const KnobDeclaration &declaration, const artifact::AttributeValue &value,
+                 KnobValue &out);
+
+// Names a knob another program of the artifact declares, which a request may set (ignored here).
+using KnobFilter = std::function<bool(std::string_view)>;
+
+// `out` = the program's knob values (declared defaults and stored knobs) with `overrides`
+// applied; a name the program does not declare fails as unknown unless `declaredElsewhere`
+// accepts it.
+Status resolveKnobs(const DecodeProgram &program, const artifact::Attributes &overrides,
+                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere = {});
+
+} // namespace dlm::program

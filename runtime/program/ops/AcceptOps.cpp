@@ -1,0 +1,144 @@
+// The records that turn a step's decisions into the next canvas: `accept` (which candidates a
+// step keeps, and whether an entropy-bound canvas has converged), `gate` (whether the step ends
+// its block) and `renoise` (writing the canvas). The rules are sampling::confidenceOrder and
+// sampling::entropyAccept, applied as the policy loops apply them.
+#include "runtime/program/DecodeProgramSpec.h"
+#include "runtime/program/InterpreterState.h"
+#include "runtime/sampling/CounterRng.h"
+#include "runtime/sampling/SamplingMath.h"
+
+#include <algorithm>
+
+namespace dlm::program::detail {
+
+namespace dspec = spec::decode;
+
+namespace {
+
+namespace accept = dspec::accept_params;
+
+// Gathers the candidates' rows, positions and scores into the state's scratch.
+void gatherCandidates(State &state, bool maskedOnly, const std::vector<double> &score) {
+  state.candidateRows.clear();
+  state.positions.clear();
+  state.scores.clear();
+  for (int64_t j = 0; j < state.rows(); ++j) {
+    if (maskedOnly && !state.isMask(j))
+      continue;
+    state.candidateRows.push_back(j);
+    state.positions.push_back(state.windowBegin + j);
+    state.scores.push_back(score[static_cast<size_t>(j)]);
+  }
+}
+
+// The first `take` candidates by descending score (ties to the lower position).
+void keepMostConfident(State &state, int64_t take, std::vector<uint8_t> &keep) {
+  sampling::confidenceOrder(state.scores, state.positions, state.order);
+  take = std::min(take, static_cast<int64_t>(state.positions.size()));
+  for (int64_t s = 0; s < take; ++s)
+    keep[static_cast<size_t>(state.candidateRows[static_cast<size_t>(state.order[s])])] = 1;
+}
+
+// run := (argmax == prev) ? run + 1 : 0; prev := argmax; converged when the argmax canvas has
+// been the same for `stability` steps and the mean score (entropy) is below `confidence`.
+Status converge(State &state, const Instruction &in, size_t at, const std::vector<double> &score) {
+  using namespace accept;
+  StatusOr<const std::vector<int32_t> *> argmax = state.tokensRow(in[kArgmax], at);
+  if (!argmax)
+    return argmax.status();
+  std::vector<int32_t> &prev = state.reg(in[kPrev]).tokens;
+  int64_t &run = state.reg(in[kRun]).scalar.integer;
+  run = prev == **argmax ? run + 1 : 0;
+  prev = **argmax;
+  double sum = 0;
+  for (double s : score)
+    sum += s;
+  const bool confident = sum / static_cast<double>(score.size()) < state.real(in[kConfidence]);
+  state.reg(in[kConverged]).scalar.boolean = run >= state.integer(in[kStability]) && confident;
+  return Status::ok();
+}
+
+} // namespace
+
+Status runAccept(State &state, const Instruction &in, size_t at) {
+  using namespace accept;
+  StatusOr<const std::vector<double> *> score = state.realsRow(in[kScore], at);
+  if (!score)
+    return score.status();
+  gatherCandidates(state, in[kCandidates].choice == kCandidatesMasked, **score);
+  std::vector<uint8_t> &keep = state.reg(in[kKeep]).flags;
+  keep.assign(static_cast<size_t>(state.rows()), 0);
+  const int rule = in[kRule].choice;
+  if (rule == kRuleTopK) {
+    keepMostConfident(state, state.integer(in[kTopK]), keep);
+  } else if (rule == kRuleThreshold) {
+    const double threshold = state.real(in[kThreshold]);
+    const int64_t confident = std::count_if(state.scores.begin(), state.scores.end(),
+                                            [&](double c) { return c >= threshold; });
+    keepMostConfident(state, std::max<int64_t>(confident, 1), keep);
+  } else {
+    sampling::entropyAccept(state.scores, state.real(in[kBound]), state.order, state.accepted);
+    for (size_t c = 0; c < state.accepted.size(); ++c)
+      keep[static_cast<size_t>(state.candidateRows[c])] = state.accepted[c];
+  }
+  if (in[kConverge].given() && in[kConverge].choice == kConvergeStableConfident)
+    return converge(state, in, at, **score);
+  return Status::ok();
+}
+
+Status runGate(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::gate_params;
+  StatusOr<const std::vector<uint8_t> *> keep = state.flagsRow(in[kKeep], at);
+  if (!keep)
+    return keep.status();
+  bool &done = state.reg(in[kDone]).scalar.boolean;
+  if (in[kRule].choice == kRuleNoMaskLeft) {
+    done = true;
+    for (int64_t j = 0; j < state.rows() && done; ++j)
+      done = !(state.isMask(j) && !(**keep)[static_cast<size_t>(j)]);
+    return Status::ok();
+  }
+  done = state.boolean(in[kConverged]) || state.boolean(in[kLast]);
+  if (!done)
+    return Status::ok();
+  StatusOr<const std::vector<int32_t> *> final = state.tokensRow(in[kFinal], at);
+  if (!final)
+    return final.status();
+  // The block ends on the final canvas: every row kept, taking `final`.
+  state.reg(in[kKeep]).flags.assign(static_cast<size_t>(state.rows()), 1);
+  state.reg(in[kSampled]).tokens = **final;
+  return Status::ok();
+}
+
+Status runRenoise(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::renoise_params;
+  StatusOr<const std::vector<uint8_t> *> keep = state.flagsRow(in[kKeep], at);
+  if (!keep)
+    return keep.status();
+  StatusOr<const std::vector<int32_t> *> sampled = state.tokensRow(in[kSampled], at);
+  if (!sampled)
+    return sampled.status();
+  const int noise = state.choice(in[kNoise], dspec::kRenoiseParams[kNoise].choices);
+  if (noise < 0)
+    return state.error(at, "unknown noise '" + state.text(in[kNoise]) + "'");
+  const bool maskedOnly = in[kCandidates].choice == kCandidatesMaskedOnly;
+  const uint64_t stepKey = sampling::rng::stepKey(state.request.seed, state.request.request,
+                                                  sampling::rng::kStreamRenoise,
+                                                  static_cast<uint64_t>(state.integer(in[kStep])));
+  for (int64_t j = 0; j < state.rows(); ++j) {
+    if (maskedOnly && !state.isMask(j))
+      continue;
+    const int64_t position = state.windowBegin + j;
+    int32_t &token = state.seq[static_cast<size_t>(position)];
+    if ((**keep)[static_cast<size_t>(j)])
+      token = (**sampled)[static_cast<size_t>(j)];
+    else if (noise == kNoiseUniform)
+      token = static_cast<int32_t>(
+          sampling::rng::randomToken(sampling::rng::positionKey(stepKey, position), state.vocab));
+    else
+      token = static_cast<int32_t>(state.mask);
+  }
+  return Status::ok();
+}
+
+} // namespace dlm::program::detail

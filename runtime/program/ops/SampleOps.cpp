@@ -1,0 +1,84 @@
+// The `sample` record: one decision per window row from the last forward's logits, through
+// sampling::decodeRow (gumbel_max) or sampling::temperedRow (tempered), keyed by the counter RNG
+// as the policy loops key them.
+#include "runtime/program/DecodeProgramSpec.h"
+#include "runtime/program/InterpreterState.h"
+#include "runtime/sampling/CounterRng.h"
+#include "runtime/sampling/SamplingMath.h"
+
+namespace dlm::program::detail {
+
+namespace dspec = spec::decode;
+
+namespace {
+
+using namespace dspec::sample_params;
+
+void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
+  const size_t rows = static_cast<size_t>(state.rows());
+  const double temperature = state.real(in[kTemperature]);
+  const int64_t excluded = state.integer(in[kExcluded]);
+  std::vector<int32_t> &token = state.reg(in[kToken]).tokens;
+  std::vector<double> &confidence = state.reg(in[kConfidence]).reals;
+  token.resize(rows);
+  confidence.resize(rows);
+  for (size_t j = 0; j < rows; ++j) {
+    const int64_t position = state.windowBegin + static_cast<int64_t>(j);
+    if (maskedOnly && !state.isMask(static_cast<int64_t>(j))) {
+      // Not a candidate: no decision, the row keeps its token.
+      token[j] = state.seq[static_cast<size_t>(position)];
+      confidence[j] = 0;
+      continue;
+    }
+    const sampling::RowDecision decision =
+        sampling::decodeRow(state.logits.row(static_cast<int64_t>(j)), state.vocab, temperature,
+                            sampling::rng::positionKey(stepKey, position), excluded);
+    token[j] = decision.token;
+    confidence[j] = decision.confidence;
+  }
+}
+
+void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
+  const size_t rows = static_cast<size_t>(state.rows());
+  const double temperature = state.real(in[kTemperature]);
+  const int64_t excluded = state.integer(in[kExcluded]);
+  std::vector<int32_t> &sample = state.reg(in[kSample]).tokens;
+  std::vector<int32_t> &argmax = state.reg(in[kArgmax]).tokens;
+  std::vector<double> &entropy = state.reg(in[kEntropy]).reals;
+  sample.resize(rows);
+  argmax.resize(rows);
+  entropy.resize(rows);
+  for (size_t j = 0; j < rows; ++j) {
+    const int64_t position = state.windowBegin + static_cast<int64_t>(j);
+    if (maskedOnly && !state.isMask(static_cast<int64_t>(j))) {
+      sample[j] = argmax[j] = state.seq[static_cast<size_t>(position)];
+      entropy[j] = 0;
+      continue;
+    }
+    const sampling::TemperedRow row =
+        sampling::temperedRow(state.logits.row(static_cast<int64_t>(j)), state.vocab, temperature,
+                              sampling::rng::positionKey(stepKey, position), excluded);
+    sample[j] = row.sample;
+    argmax[j] = row.argmax;
+    entropy[j] = row.entropy;
+  }
+}
+
+} // namespace
+
+Status runSample(State &state, const Instruction &in, size_t at) {
+  if (!state.hasLogits || state.logits.rows != state.rows())
+    return state.error(at, "no decoded logits for the window's " + std::to_string(state.rows()) +
+                               " rows");
+  const uint64_t stepKey = sampling::rng::stepKey(state.request.seed, state.request.request,
+                                                  sampling::rng::kStreamGumbel,
+                                                  static_cast<uint64_t>(state.integer(in[kStep])));
+  const bool maskedOnly = in[kCandidates].choice == kCandidatesMasked;
+  if (in[kKind].choice == kKindTempered)
+    tempered(state, in, maskedOnly, stepKey);
+  else
+    gumbelMax(state, in, maskedOnly, stepKey);
+  return Status::ok();
+}
+
+} // namespace dlm::program::detail

@@ -1,0 +1,142 @@
+// Records on the token sequence: sizes, growth, the window, row fills, committing and finishing.
+#include "runtime/program/DecodeProgramSpec.h"
+#include "runtime/program/InterpreterState.h"
+#include "runtime/sampling/CounterRng.h"
+
+#include <algorithm>
+
+namespace dlm::program::detail {
+
+namespace dspec = spec::decode;
+
+Status runReserve(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::reserve_params;
+  const int64_t tokens = state.integer(in[kTokens]);
+  const int64_t rows = state.integer(in[kRows]);
+  if (tokens < static_cast<int64_t>(state.seq.size()) || rows < 0)
+    return state.error(at, "cannot reserve " + std::to_string(tokens) + " tokens and " +
+                               std::to_string(rows) + " rows");
+  // A pending first-logits capture brings back every row of a forward.
+  DLM_RETURN_IF_ERROR(
+      state.model.reserve(tokens, state.request.captureFirstLogits ? tokens : rows));
+  state.reservedTokens = tokens;
+  state.reservedRows = rows;
+  const size_t n = static_cast<size_t>(rows);
+  state.seq.reserve(static_cast<size_t>(tokens));
+  for (size_t r = 0; r < state.registers.size(); ++r) {
+    Register &reg = state.registers[r];
+    switch (state.program.registers()[r].type) {
+    case ValueType::tokens:
+      reg.tokens.reserve(n);
+      break;
+    case ValueType::reals:
+      reg.reals.reserve(n);
+      break;
+    case ValueType::flags:
+      reg.flags.reserve(n);
+      break;
+    default:
+      break;
+    }
+  }
+  for (std::vector<int64_t> *scratch : {&state.candidateRows, &state.positions, &state.order})
+    scratch->reserve(n);
+  state.scores.reserve(n);
+  state.accepted.reserve(n);
+  return Status::ok();
+}
+
+Status runSeqExtend(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::seq_extend_params;
+  const int64_t count = state.integer(in[kCount]);
+  const int64_t size = static_cast<int64_t>(state.seq.size());
+  if (state.reservedTokens < 0)
+    return state.error(at, "the sequence grows before a 'reserve'");
+  if (count < 0 || size + count > state.reservedTokens)
+    return state.error(at, "extending " + std::to_string(size) + " tokens by " +
+                               std::to_string(count) + " passes the reserved " +
+                               std::to_string(state.reservedTokens));
+  const int fill = state.choice(in[kFill], dspec::kSeqExtendParams[kFill].choices);
+  if (fill < 0)
+    return state.error(at, "unknown fill '" + state.text(in[kFill]) + "'");
+  if (fill != kFillNoise) {
+    const int64_t token = in[kToken].given() ? state.integer(in[kToken]) : 0;
+    state.seq.insert(state.seq.end(), static_cast<size_t>(count), static_cast<int32_t>(token));
+    return Status::ok();
+  }
+  const uint64_t stream =
+      static_cast<uint64_t>(in[kStream].given() ? state.integer(in[kStream]) : 0);
+  const uint64_t step = static_cast<uint64_t>(in[kStep].given() ? state.integer(in[kStep]) : 0);
+  const uint64_t stepKey =
+      sampling::rng::stepKey(state.request.seed, state.request.request, stream, step);
+  for (int64_t p = size; p < size + count; ++p)
+    state.seq.push_back(static_cast<int32_t>(
+        sampling::rng::randomToken(sampling::rng::positionKey(stepKey, p), state.vocab)));
+  return Status::ok();
+}
+
+Status runWindow(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::window_params;
+  const int64_t begin = state.integer(in[kBegin]);
+  const int64_t end = state.integer(in[kEnd]);
+  if (begin < 0 || begin > end || end > static_cast<int64_t>(state.seq.size()))
+    return state.error(at, "window [" + std::to_string(begin) + ", " + std::to_string(end) +
+                               ") is outside the sequence of " + std::to_string(state.seq.size()) +
+                               " tokens");
+  if (end - begin > state.reservedRows)
+    return state.error(at, "a window of " + std::to_string(end - begin) + " rows passes the " +
+                               std::to_string(state.reservedRows) + " reserved");
+  state.windowBegin = begin;
+  state.windowEnd = end;
+  return Status::ok();
+}
+
+Status runCountEq(State &state, const Instruction &in, size_t) {
+  using namespace dspec::count_eq_params;
+  const int64_t value = state.integer(in[kValue]);
+  state.reg(in[kOut]).scalar.integer =
+      std::count_if(state.seq.begin() + state.windowBegin, state.seq.begin() + state.windowEnd,
+                    [&](int32_t token) { return token == value; });
+  return Status::ok();
+}
+
+Status runFillRow(State &state, const Instruction &in, size_t) {
+  using namespace dspec::fill_row_params;
+  Register &out = state.reg(in[kOut]);
+  const size_t rows = static_cast<size_t>(state.rows());
+  switch (in[kValue].type) {
+  case ValueType::integer:
+    out.tokens.assign(rows, static_cast<int32_t>(state.integer(in[kValue])));
+    break;
+  case ValueType::real:
+    out.reals.assign(rows, state.real(in[kValue]));
+    break;
+  default:
+    out.flags.assign(rows, state.boolean(in[kValue]) ? 1 : 0);
+    break;
+  }
+  return Status::ok();
+}
+
+Status runCommit(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::commit_params;
+  const int64_t begin = state.integer(in[kBegin]);
+  const int64_t end = state.integer(in[kEnd]);
+  if (begin < 0 || begin > end || end > static_cast<int64_t>(state.seq.size()))
+    return state.error(at, "committed block [" + std::to_string(begin) + ", " +
+                               std::to_string(end) + ") is outside the sequence");
+  ++state.outcome.blocks;
+  state.reg(in[kEos]).scalar.boolean = sampling::reportBlock(
+      state.seq, begin, end, state.integer(in[kIndex]), state.facts, state.onBlock);
+  return Status::ok();
+}
+
+Status runFinish(State &state, const Instruction &in, size_t) {
+  using namespace dspec::finish_params;
+  state.outcome.decodeSteps = state.integer(in[kSteps]);
+  sampling::finishOutput(state.seq, static_cast<size_t>(state.promptLength), state.facts,
+                         state.outcome);
+  return Status::ok();
+}
+
+} // namespace dlm::program::detail
