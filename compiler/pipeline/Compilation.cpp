@@ -3,6 +3,7 @@
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/pipeline/CompilePipeline.h"
 #include "compiler/pipeline/KernelRecords.h"
+#include "compiler/programs/DecodePrograms.h"
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
 #include "runtime/model/ModelSpec.h"
@@ -15,7 +16,11 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 namespace dlm::pipeline {
 namespace {
@@ -32,7 +37,36 @@ mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
   }
 }
 
+// The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares.
+Status addDecodePrograms(const CompileOptions &options, const std::vector<std::string> &policies,
+                         artifact::ArtifactContents &contents) {
+  artifact::Attributes knobs;
+  knobs[std::string(spec::kKnobGenLength)] = options.genLength;
+  knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
+  knobs[std::string(spec::kKnobSteps)] = options.steps;
+  knobs[std::string(spec::kKnobTemperature)] = options.temperature;
+  if (options.threshold > 0.0)
+    knobs[std::string(spec::kKnobThreshold)] = options.threshold;
+  if (options.stepCap > 0)
+    knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
+  for (const std::string &name : policies) {
+    DLM_ASSIGN_OR_RETURN(artifact::DecodingProgram program,
+                         programs::buildDecodeProgram(name, knobs, options.unroll));
+    contents.decodePrograms.push_back(std::move(program));
+  }
+  return Status::ok();
+}
+
 } // namespace
+
+std::vector<std::string> policyList(const CompileOptions &options) {
+  std::vector<std::string> policies;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(options.policy).split(parts, ',');
+  for (llvm::StringRef part : parts)
+    policies.push_back(part.trim().str());
+  return policies;
+}
 
 Status validateOptions(const CompileOptions &options) {
   auto fail = [](const std::string &message) { return Status::error(message); };
@@ -43,9 +77,15 @@ Status validateOptions(const CompileOptions &options) {
     return fail("not supported yet: --target " + options.target +
                 " (dlmc was built without the CUDA toolkit's NVRTC)");
 #endif
-  if (options.policy != "low-confidence" && options.policy != "entropy-bound")
-    return fail("unknown policy '" + options.policy +
-                "' (expected low-confidence or entropy-bound)");
+  const std::vector<std::string> known = programs::decodeProgramPolicies();
+  const std::vector<std::string> policies = policyList(options);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (std::find(known.begin(), known.end(), policies[i]) == known.end())
+      return fail("unknown policy '" + policies[i] + "' (expected " + programs::oneOf(known) +
+                  ")");
+    if (std::find(policies.begin(), policies.begin() + i, policies[i]) != policies.begin() + i)
+      return fail("--policy names " + policies[i] + " twice");
+  }
   if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
     return fail("--gen-length, --block-length and --steps must be positive");
   if (options.genLength % options.blockLength != 0)
@@ -111,7 +151,8 @@ Status Compilation::compile(const CompileOptions &options) {
     return Status::error("internal error: the imported IR of '" + checkpoint_->directory +
                          "' does not verify");
   programs::DecodingPolicy policy;
-  policy.name = options.policy;
+  const std::vector<std::string> policies = policyList(options);
+  policy.name = policies.front();
   policy.genLength = options.genLength;
   policy.blockLength = options.blockLength;
   policy.steps = options.steps;
@@ -129,8 +170,7 @@ Status Compilation::compile(const CompileOptions &options) {
   if (failed(pm.run(*module_)))
     return Status::error("the compile pipeline failed (errors above)");
 
-  std::string programText;
-  llvm::raw_string_ostream programStream(programText);
+  llvm::raw_string_ostream programStream(programText_);
   module_->print(programStream);
   const importer::ModelDescription &model = checkpoint_->model;
   artifact::ArtifactContents &contents = contents_;
@@ -142,8 +182,8 @@ Status Compilation::compile(const CompileOptions &options) {
   contents.config.extra[std::string(spec::kExtraLogitShift)] = model.traits.logitShift;
   contents.config.extra[std::string(spec::kExtraRopeStyle)] = std::string(spec::kRopeStyleNeox);
   contents.tokenizerJson = checkpoint_->tokenizerJson;
-  contents.program.policy = options.policy;
-  contents.program.mlir = programText;
+  contents.program.policy = policies.front();
+  contents.program.mlir = programText_;
   artifact::Attributes &knobs = contents.program.knobs;
   knobs[std::string(spec::kKnobGenLength)] = options.genLength;
   knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
@@ -154,7 +194,7 @@ Status Compilation::compile(const CompileOptions &options) {
     knobs[std::string(spec::kKnobThreshold)] = options.threshold;
   if (options.stepCap > 0)
     knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
-  if (options.policy == "entropy-bound") {
+  if (policy.name == "entropy-bound") {
     // The same defaults the @generate program was built with (DiffusionGemma's shipped
     // generation_config, SPECS §1.1).
     knobs[std::string(spec::kKnobTMin)] = policy.tMin;
@@ -164,6 +204,7 @@ Status Compilation::compile(const CompileOptions &options) {
     knobs[std::string(spec::kKnobStabilityThreshold)] = policy.stability;
     knobs[std::string(spec::kKnobConfidenceThreshold)] = policy.confidenceBound;
   }
+  DLM_RETURN_IF_ERROR(addDecodePrograms(options, policies, contents));
   for (size_t i = 0; i < model.weights.size(); ++i) {
     const safetensors::TensorView &view = *checkpoint_->views[i];
     contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
@@ -197,7 +238,7 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   codegen::ModelKernelOptions kernelOptions;
   kernelOptions.element =
       precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
-  kernelOptions.policy = options.policy;
+  kernelOptions.policy = policyList(options).front();
   kernelOptions.confidenceThreshold = options.threshold > 0.0;
   kernelOptions.canvas = options.blockLength;
   kernelOptions.pageSize = programs::DecodingPolicy{}.pageSize;

@@ -26,7 +26,9 @@ struct CompileOptions {
   std::string checkpoint;
   std::string target = "cpu"; // "cpu" (the kernel program), "cuda" or "all" (+ CUDA kernels)
   std::string precision;      // "f32", "bf16", or empty: from the checkpoint's weights
-  std::string policy = "low-confidence";
+  // The decode programs the artifact carries, comma-separated; the first is the default (and the
+  // one @generate and the CUDA decoding kernels are built for).
+  std::string policy = "low-confidence,entropy-bound";
   int64_t genLength = 64;
   int64_t blockLength = 32;
   int64_t steps = 64;
@@ -35,6 +37,9 @@ struct CompileOptions {
   double temperature = 0.0;
   int64_t unroll = 4;
 };
+
+// The policies of `options.policy`, in order.
+std::vector<std::string> policyList(const CompileOptions &options);
 
 // Named errors for options no compile can honour ("--gen-length 30 is not a multiple of
 // --block-length 8", "unknown --target tpu (expected cpu, cuda or all)", ...).
@@ -68,6 +73,8 @@ private:
   importer::onnx::OnnxModel onnx_; // owns what an imported model.onnx's views point into
   std::unique_ptr<importer::ImportedCheckpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
+  // The module's text, which contents_.program.mlir views.
+  std::string programText_;
   artifact::ArtifactContents contents_;
   std::vector<codegen::KernelSource> cudaKernels_;
   // Owns the compiled images the artifact's CUDA kernel records view.

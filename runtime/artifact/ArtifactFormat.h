@@ -24,7 +24,8 @@ using AttentionMaskKind = fb::AttentionMaskKind;
 // The schema version this code writes; the reader accepts kSchemaMajor.x.
 inline constexpr uint16_t kSchemaMajor = 1;
 // 1.1: Kernel.source (the CUDA C++ of a GPU kernel).
-inline constexpr uint16_t kSchemaMinor = 1;
+// 1.2: decode programs (Artifact.decode_programs, DecodingProgram.ops).
+inline constexpr uint16_t kSchemaMinor = 2;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;
@@ -75,6 +76,19 @@ struct ModelConfig {
   bool operator!=(const ModelConfig &other) const { return !(*this == other); }
 };
 
+// One record of a decode program (runtime/program/DecodeProgramSpec.h is the contract).
+struct DecodeOp {
+  std::string kind;
+  // A loop's profile label, the knob a `knob` record declares; may be empty.
+  std::string name;
+  Attributes parameters;
+
+  bool operator==(const DecodeOp &other) const {
+    return kind == other.kind && name == other.name && parameters == other.parameters;
+  }
+  bool operator!=(const DecodeOp &other) const { return !(*this == other); }
+};
+
 struct DecodingProgram {
   // The policy dlmc was given (--policy), e.g. "entropy_bound" or "llada_threshold".
   std::string policy;
@@ -82,6 +96,8 @@ struct DecodingProgram {
   Attributes knobs;
   // The @generate program as textual dlm IR.
   std::string_view mlir;
+  // The records the decode interpreter runs (schema 1.2; empty in older artifacts).
+  std::vector<DecodeOp> ops;
 };
 
 // Binary bytes that live elsewhere (the caller's memory when writing, the mapping when reading).

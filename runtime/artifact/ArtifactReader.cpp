@@ -230,10 +230,35 @@ private:
     const fb::DecodingProgram *from = root_->program();
     if (!from)
       return Status::ok();
-    DecodingProgram &program = reader_.program_;
-    program.policy = std::string(view(from->policy()));
-    program.mlir = view(from->mlir());
-    return readAttributes(from->knobs(), "the decoding program", program.knobs);
+    DLM_RETURN_IF_ERROR(readDecodingProgram(*from, "the decoding program", reader_.program_));
+    if (const auto *programs = root_->decode_programs()) {
+      for (flatbuffers::uoffset_t i = 0; i < programs->size(); ++i) {
+        DecodingProgram program;
+        DLM_RETURN_IF_ERROR(readDecodingProgram(
+            *programs->Get(i), "decode program " + std::to_string(i), program));
+        reader_.decodePrograms_.push_back(std::move(program));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status readDecodingProgram(const fb::DecodingProgram &from, const std::string &owner,
+                             DecodingProgram &program) {
+    program.policy = std::string(view(from.policy()));
+    program.mlir = view(from.mlir());
+    DLM_RETURN_IF_ERROR(readAttributes(from.knobs(), owner, program.knobs));
+    if (const auto *ops = from.ops()) {
+      for (flatbuffers::uoffset_t i = 0; i < ops->size(); ++i) {
+        const fb::DecodeOp &op = *ops->Get(i);
+        DecodeOp record;
+        record.kind = std::string(view(op.kind()));
+        record.name = std::string(view(op.name()));
+        DLM_RETURN_IF_ERROR(readAttributes(op.parameters(), owner + " record " +
+                                               std::to_string(i), record.parameters));
+        program.ops.push_back(std::move(record));
+      }
+    }
+    return Status::ok();
   }
 
   Status readKernels() {
@@ -419,6 +444,7 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   config_ = std::move(other.config_);
   tokenizerJson_ = other.tokenizerJson_;
   program_ = std::move(other.program_);
+  decodePrograms_ = std::move(other.decodePrograms_);
   kernelTargets_ = std::move(other.kernelTargets_);
   weights_ = std::move(other.weights_);
   weightIndex_ = std::move(other.weightIndex_);

@@ -51,6 +51,8 @@ public:
   // tokenizer.json as the checkpoint shipped it; empty if the artifact has none.
   std::string_view tokenizerJson() const { return tokenizerJson_; }
   const DecodingProgram &program() const { return program_; }
+  // The decode programs, the default first (empty before schema 1.2).
+  const std::vector<DecodingProgram> &decodePrograms() const { return decodePrograms_; }
 
   const std::vector<KernelTarget> &kernelTargets() const { return kernelTargets_; }
   // nullptr when the artifact has no kernels for `target` ("sm_90", "cpu", ...).
@@ -74,6 +76,7 @@ private:
   ModelConfig config_;
   std::string_view tokenizerJson_;
   DecodingProgram program_;
+  std::vector<DecodingProgram> decodePrograms_;
   std::vector<KernelTarget> kernelTargets_;
   std::vector<WeightView> weights_;
   // Keys point into the mapping.

@@ -71,6 +71,26 @@ Status checkWeights(const std::vector<WeightSource> &weights) {
   return Status::ok();
 }
 
+// Unique non-empty policy names (a request selects a program by it), records with a kind.
+Status checkDecodePrograms(const std::vector<DecodingProgram> &programs) {
+  std::set<std::string> names;
+  for (const DecodingProgram &program : programs) {
+    if (program.policy.empty())
+      return Status::error("a decode program has no policy name");
+    if (!names.insert(program.policy).second)
+      return Status::error("two decode programs are named '" + program.policy + "'");
+    const std::string what = "decode program '" + program.policy + "'";
+    DLM_RETURN_IF_ERROR(checkAttributes(program.knobs, what));
+    for (size_t i = 0; i < program.ops.size(); ++i) {
+      if (program.ops[i].kind.empty())
+        return Status::error(what + ": record " + std::to_string(i) + " has no kind");
+      DLM_RETURN_IF_ERROR(checkAttributes(program.ops[i].parameters,
+                                          what + " record " + std::to_string(i)));
+    }
+  }
+  return Status::ok();
+}
+
 Status checkContents(const ArtifactContents &contents) {
   if (contents.config.architecture.empty())
     return Status::error("the model config has no architecture name");
@@ -79,6 +99,7 @@ Status checkContents(const ArtifactContents &contents) {
                          std::to_string(static_cast<unsigned>(contents.config.attentionMask)));
   DLM_RETURN_IF_ERROR(checkAttributes(contents.config.extra, "the model config"));
   DLM_RETURN_IF_ERROR(checkAttributes(contents.program.knobs, "the decoding program"));
+  DLM_RETURN_IF_ERROR(checkDecodePrograms(contents.decodePrograms));
   DLM_RETURN_IF_ERROR(checkKernels(contents.kernelTargets));
   return checkWeights(contents.weights);
 }
@@ -106,6 +127,15 @@ uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
   add(contents.program.policy.size());
   add(contents.program.mlir.size());
   addAttributes(contents.program.knobs);
+  for (const DecodingProgram &program : contents.decodePrograms) {
+    add(program.policy.size());
+    add(program.mlir.size());
+    addAttributes(program.knobs);
+    for (const DecodeOp &op : program.ops) {
+      add(op.kind.size() + op.name.size());
+      addAttributes(op.parameters);
+    }
+  }
   for (const KernelTarget &target : contents.kernelTargets) {
     add(target.target.size());
     for (const Kernel &kernel : target.kernels) {
@@ -197,6 +227,19 @@ flatbuffers::Offset<fb::Kernel> createKernel(flatbuffers::FlatBufferBuilder &bui
   return fb::CreateKernel(builder, name, kind, cubin, ptx, resources, parameters, source);
 }
 
+flatbuffers::Offset<fb::DecodingProgram>
+createDecodingProgram(flatbuffers::FlatBufferBuilder &builder, const DecodingProgram &program) {
+  std::vector<flatbuffers::Offset<fb::DecodeOp>> ops;
+  for (const DecodeOp &op : program.ops)
+    ops.push_back(fb::CreateDecodeOp(builder, createString(builder, op.kind),
+                                     createString(builder, op.name),
+                                     createAttributes(builder, op.parameters)));
+  auto policy = createString(builder, program.policy);
+  auto knobs = createAttributes(builder, program.knobs);
+  auto mlir = createString(builder, program.mlir);
+  return fb::CreateDecodingProgram(builder, policy, knobs, mlir, builder.CreateVector(ops));
+}
+
 // Builds the size-prefixed flatbuffer for `contents` with weights at `weightOffsets` (relative to
 // the weight section) and the section's start at `weightSectionStart`, the first 64-byte boundary
 // after the buffer; that depends on the buffer's size, so it is patched in after finishing.
@@ -210,10 +253,11 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
   auto producer = createString(builder, contents.producer);
   auto config = createConfig(builder, contents.config);
   auto tokenizer = fb::CreateTokenizer(builder, createString(builder, contents.tokenizerJson));
-  auto policy = createString(builder, contents.program.policy);
-  auto knobs = createAttributes(builder, contents.program.knobs);
-  auto mlir = createString(builder, contents.program.mlir);
-  auto program = fb::CreateDecodingProgram(builder, policy, knobs, mlir);
+  auto program = createDecodingProgram(builder, contents.program);
+  std::vector<flatbuffers::Offset<fb::DecodingProgram>> decodeProgramList;
+  for (const DecodingProgram &decodeProgram : contents.decodePrograms)
+    decodeProgramList.push_back(createDecodingProgram(builder, decodeProgram));
+  auto decodePrograms = builder.CreateVector(decodeProgramList);
 
   std::vector<flatbuffers::Offset<fb::KernelTarget>> targets;
   for (const KernelTarget &target : contents.kernelTargets) {
@@ -238,7 +282,8 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
   const fb::SchemaVersion version(kSchemaMajor, kSchemaMinor);
   auto root =
       fb::CreateArtifact(builder, &version, producer, config, tokenizer, program, kernelTargets,
-                         weightVector, /*weight_section_offset=*/0, weightSectionSize);
+                         weightVector, /*weight_section_offset=*/0, weightSectionSize,
+                         decodePrograms);
   fb::FinishSizePrefixedArtifactBuffer(builder, root);
 
   weightSectionStart = alignUp(builder.GetSize(), kWeightAlignment);

@@ -30,6 +30,8 @@ struct ArtifactContents {
   // tokenizer.json exactly as the checkpoint shipped it.
   std::string_view tokenizerJson;
   DecodingProgram program;
+  // The decode programs a request can select by policy name, the default first (schema 1.2).
+  std::vector<DecodingProgram> decodePrograms;
   std::vector<KernelTarget> kernelTargets;
   // Written in this order, each at the next 64-byte boundary of the weight section.
   std::vector<WeightSource> weights;

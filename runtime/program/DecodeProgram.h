@@ -32,18 +32,8 @@
 
 namespace dlm::program {
 
-// One record; increment 2 of docs/design/decode-program.md stores it in the artifact as
-// artifact::DecodeOp with the same three fields.
-struct DecodeRecord {
-  std::string kind;
-  std::string name;
-  artifact::Attributes parameters;
-
-  bool operator==(const DecodeRecord &other) const {
-    return kind == other.kind && name == other.name && parameters == other.parameters;
-  }
-  bool operator!=(const DecodeRecord &other) const { return !(*this == other); }
-};
+// One record, as the artifact stores it (schema 1.2).
+using DecodeRecord = artifact::DecodeOp;
 
 struct DecodeProgramText {
   std::string policy; // the `program` line; empty when there is none

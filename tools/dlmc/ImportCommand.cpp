@@ -45,9 +45,6 @@ int runCompile(const CompileCommand &command) {
   if (emit != "artifact" && emit != "dlm" && emit != "kernels" && emit != "cuda" &&
       emit != "decode")
     return fail("unknown --emit=" + emit + " (expected dlm, kernels, decode, cuda or artifact)");
-  if (emit == "decode")
-    return fail("not supported yet: --emit=decode (the runtime's decoding loops are not lowered "
-                "from @generate yet; --emit=dlm prints @generate)");
   if (emit == "artifact" && command.output.empty())
     return fail("give the artifact path with -o");
   if (emit == "cuda" && command.options.target == "cpu")
@@ -69,6 +66,10 @@ int runCompile(const CompileCommand &command) {
     llvm::outs() << "kernel program: " << contents.kernelTargets.front().kernels.size()
                  << " records\n";
     printKernelRecords(llvm::outs(), contents.kernelTargets.front());
+    return 0;
+  }
+  if (emit == "decode") {
+    printDecodePrograms(llvm::outs(), contents.decodePrograms);
     return 0;
   }
   if (emit == "cuda") {

@@ -57,6 +57,7 @@ int runInspect(const std::string &artifactPath) {
   os << "policy: " << reader->program().policy << "\n";
   printAttributes(os, reader->program().knobs);
   os << "program: " << reader->program().mlir.size() << " bytes of dlm IR\n";
+  printDecodeProgramSummary(os, reader->decodePrograms());
   uint64_t weightBytes = 0;
   for (const artifact::WeightView &w : reader->weights())
     weightBytes += w.size;

@@ -1,6 +1,7 @@
 #include "tools/dlmc/RecordListing.h"
 
 #include "runtime/model/KernelProgram.h"
+#include "runtime/program/DecodeProgram.h"
 
 #include "llvm/Support/Format.h"
 
@@ -45,6 +46,50 @@ void printKernelRecords(llvm::raw_ostream &os, const artifact::KernelTarget &tar
     os << "\n";
   }
   os << "  workspace: " << rowElements << " floats per token\n";
+}
+
+namespace {
+
+void printKnobs(llvm::raw_ostream &os, const artifact::Attributes &knobs) {
+  bool first = true;
+  for (const auto &[key, value] : knobs) {
+    os << (first ? "" : " ") << key << "=" << artifact::attributeValueText(value);
+    first = false;
+  }
+}
+
+} // namespace
+
+void printDecodePrograms(llvm::raw_ostream &os,
+                         const std::vector<artifact::DecodingProgram> &programs) {
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const artifact::DecodingProgram &program = programs[i];
+    os << (i ? "\n" : "") << "# decode program " << program.policy
+       << (i == 0 ? " (the default)" : "") << ", " << program.ops.size() << " records";
+    if (!program.knobs.empty()) {
+      os << "; knobs stored by dlmc: ";
+      printKnobs(os, program.knobs);
+    }
+    os << "\n" << program::printDecodeProgram({program.policy, program.ops});
+  }
+}
+
+void printDecodeProgramSummary(llvm::raw_ostream &os,
+                               const std::vector<artifact::DecodingProgram> &programs) {
+  if (programs.empty()) {
+    os << "decode programs: none (written before schema 1.2: recompile with dlmc compile)\n";
+    return;
+  }
+  os << "decode programs: " << programs.size() << " (dlmc compile --emit=decode lists them)\n";
+  for (size_t i = 0; i < programs.size(); ++i) {
+    os << "  " << programs[i].policy << (i == 0 ? " (default)" : "") << ": "
+       << programs[i].ops.size() << " records";
+    if (!programs[i].knobs.empty()) {
+      os << "; ";
+      printKnobs(os, programs[i].knobs);
+    }
+    os << "\n";
+  }
 }
 
 } // namespace dlm::dlmc

@@ -13,4 +13,13 @@ namespace dlm::dlmc {
 
 void printKernelRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target);
 
+// The decode programs (dlmc compile --emit=decode): each in the text notation of
+// runtime/program/DecodeProgram.h, preceded by the knobs dlmc stored for it, the default first.
+void printDecodePrograms(llvm::raw_ostream &os,
+                         const std::vector<artifact::DecodingProgram> &programs);
+
+// One line per program: its name, record count and stored knobs (dlmc inspect).
+void printDecodeProgramSummary(llvm::raw_ostream &os,
+                               const std::vector<artifact::DecodingProgram> &programs);
+
 } // namespace dlm::dlmc

@@ -39,8 +39,8 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileEmit(
       "emit",
       cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
-               "records) | cuda (the generated CUDA C++, --target cuda|all) | artifact (write "
-               "-o)"),
+               "records) | decode (the decode programs) | cuda (the generated CUDA C++, --target "
+               "cuda|all) | artifact (write -o)"),
       cl::init("artifact"), cl::sub(compileCommand));
   cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
                               cl::init("cpu"), cl::sub(compileCommand));
@@ -50,8 +50,9 @@ int main(int argc, char **argv) {
                "checkpoint's weights are all f32, else bf16"),
       cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
-                              cl::desc("Decoding policy: low-confidence | entropy-bound"),
-                              cl::init("low-confidence"), cl::sub(compileCommand));
+                              cl::desc("Decode programs to embed, comma-separated, the default "
+                                       "first: low-confidence, entropy-bound"),
+                              cl::init("low-confidence,entropy-bound"), cl::sub(compileCommand));
   cl::opt<int64_t> genLength("gen-length", cl::desc("Default tokens to generate"), cl::init(64),
                              cl::sub(compileCommand));
   cl::opt<int64_t> blockLength("block-length", cl::desc("Default block (canvas) length"),

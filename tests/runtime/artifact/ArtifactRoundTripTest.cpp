@@ -66,6 +66,19 @@ TEST_F(ArtifactRoundTripTest, TokenizerAndProgramSurvive) {
   EXPECT_EQ(program.mlir, sample.contents.program.mlir);
 }
 
+TEST_F(ArtifactRoundTripTest, DecodeProgramsSurviveInOrder) {
+  const std::vector<DecodingProgram> &programs = reader->decodePrograms();
+  ASSERT_EQ(programs.size(), 2u);
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const DecodingProgram &expected = sample.contents.decodePrograms[i];
+    EXPECT_EQ(programs[i].policy, expected.policy);
+    EXPECT_EQ(programs[i].knobs, expected.knobs);
+    EXPECT_EQ(programs[i].ops, expected.ops);
+  }
+  EXPECT_EQ(programs[0].ops[2].name, "block");
+  EXPECT_EQ(std::get<double>(programs[0].ops[3].parameters.at("temperature")), 0.5);
+}
+
 TEST_F(ArtifactRoundTripTest, KernelsSurvive) {
   const auto &expected = sample.contents.kernelTargets;
   const auto &actual = reader->kernelTargets();

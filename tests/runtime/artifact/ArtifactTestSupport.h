@@ -143,6 +143,22 @@ public:
                               {"early_stop_at_eos", true},
                               {"remasking", std::string("low_confidence")}};
     contents.program.mlir = mlir;
+    // Two decode programs; a reference, a literal of each type, an unnamed and a named record.
+    DecodingProgram greedy;
+    greedy.policy = "low-confidence";
+    greedy.knobs = {{"steps", int64_t{64}}};
+    greedy.ops = {{"knob", "steps", {{"type", std::string("int")}, {"default", int64_t{16}}}},
+                  {"div", "", {{"a", std::string("$steps")}, {"b", int64_t{2}}, {"out",
+                   std::string("%half")}}},
+                  {"block_loop", "block", {{"count", std::string("%half")},
+                   {"index", std::string("%b")}}},
+                  {"sample", "", {{"temperature", 0.5}, {"candidates", std::string("masked")}}},
+                  {"accept", "", {{"strict", true}}},
+                  {"end", "", {}}};
+    DecodingProgram other;
+    other.policy = "entropy-bound";
+    other.ops = {{"finish", "", {{"steps", int64_t{0}}}}};
+    contents.decodePrograms = {greedy, other};
 
     Kernel matmul{"dlm_matmul_bf16",
                   "matmul",

@@ -82,6 +82,16 @@ TEST_F(ArtifactWriterTest, RejectsEmptyAttributeKey) {
   expectWriteError("the decoding program has an attribute with an empty key");
 }
 
+TEST_F(ArtifactWriterTest, RejectsDecodeProgramsARequestCouldNotTellApart) {
+  sample.contents.decodePrograms[1].policy = "low-confidence";
+  expectWriteError("two decode programs are named 'low-confidence'");
+  sample.contents.decodePrograms[1].policy = "";
+  expectWriteError("a decode program has no policy name");
+  sample.contents.decodePrograms[1].policy = "entropy-bound";
+  sample.contents.decodePrograms[1].ops[0].kind = "";
+  expectWriteError("decode program 'entropy-bound': record 0 has no kind");
+}
+
 TEST_F(ArtifactWriterTest, RejectsMetadataBeyondTheFlatbufferLimitBeforeReadingIt) {
   // Never dereferenced: the size check comes first.
   static const uint8_t placeholder = 0;

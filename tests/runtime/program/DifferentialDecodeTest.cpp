@@ -1,8 +1,9 @@
-// The decode interpreter running the hand-written programs of Inputs/ against the policy loops of
-// runtime/sampling (sampling::decode, the oracle) on the same fake model with pseudo-random
-// logits: over a grid of policies, knobs, cache modes and model facts, both must give the same
-// outcome, the same forwards (every call's kind, count, keep, rows and fed tokens), the same
-// reserve and the same committed blocks; a request both reject must fail with the same message.
+// The decode interpreter running the programs dlmc embeds (compiler/programs/decode/) against
+// the policy loops of runtime/sampling (sampling::decode, the oracle) on the same fake model
+// with pseudo-random logits: over a grid of policies, knobs, cache modes and model facts, both
+// must give the same outcome, the same forwards (every call's kind, count, keep, rows and fed
+// tokens), the same reserve and the same committed blocks; a request both reject must fail with
+// the same message.
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/sampling/CounterRng.h"

@@ -1,0 +1,31 @@
+// The decode programs dlmc puts into artifacts, one per decoding policy: what the runtime's decode
+// interpreter runs (runtime/program/DecodeInterpreter.h). Written by hand in
+// compiler/programs/decode/*.decode and embedded at build time, until dlm-lower-to-decode-program
+// derives them from @generate (docs/design/decode-program.md).
+#pragma once
+
+#include "runtime/artifact/ArtifactFormat.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlm::programs {
+
+// The policies there is a decode program for, in dlmc's default order.
+std::vector<std::string> decodeProgramPolicies();
+
+// "a", "a or b", "a, b or c": the names as an error message lists them.
+std::string oneOf(const std::vector<std::string> &names);
+
+// The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),
+// those the program declares become its stored knobs; `unroll` becomes every denoise loop's unroll
+// hint. The program is loaded once to check it: an unknown policy (the error names the known
+// ones) or a knob value the program rejects fails here, at compile time, not in a request.
+StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
+                                                       const artifact::Attributes &knobs,
+                                                       int64_t unroll);
+
+} // namespace dlm::programs
