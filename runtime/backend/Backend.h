@@ -18,7 +18,8 @@ namespace dlm {
 
 // Bumped when a hook is added or changes meaning. 2: memoryUsage(). 3: denoisesBlock() and
 // denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
-inline constexpr int kBackendApiVersion = 3;
+// 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
+inline constexpr int kBackendApiVersion = 4;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.

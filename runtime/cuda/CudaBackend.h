@@ -16,9 +16,9 @@
 // shape.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
-// CudaBackendBlockLoop.cpp): per step the forward, the artifact's sampler, accept, gate and
-// renoise kernels, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps, with one
-// 4-byte flag read back per chunk instead of the logits per step.
+// CudaBackendBlockLoop.cpp): per step of the loop plan the forward, the artifact's sampler,
+// accept, gate and renoise kernels, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps,
+// with one 8-byte loop state read back per chunk instead of the logits per step.
 #pragma once
 
 #include "runtime/artifact/ArtifactReader.h"
@@ -51,7 +51,7 @@ struct CudaBackendSettings {
   bool graphs = true;
   // Graphs kept at once (the oldest is dropped beyond this).
   size_t maxGraphs = 8;
-  // Run a block's denoising steps on the device when the artifact has the policy's kernels (off:
+  // Run a block's denoising steps on the device when the artifact has the plan's kernels (off:
   // the host loop, one logits copy per step). createBackend turns it off when
   // DLM_CUDA_DEVICE_LOOP=0.
   bool deviceLoop = true;
@@ -61,8 +61,8 @@ struct CudaBackendSettings {
   // Steps unrolled per graph launch of the device loop. The generated kernels and the gate stop
   // changing the block once it is finished, but a finished block's remaining forwards in the
   // chunk still run (cuBLASLt GEMMs cannot be skipped): up to K - 1 wasted forwards per block,
-  // against one host round trip per K steps. 0: the request's unroll_steps knob (dlmc compile
-  // --unroll, default 4), else 4. createBackend sets it from DLM_CUDA_DEVICE_LOOP_CHUNK.
+  // against one host round trip per K steps. 0: the plan's unroll (the program's
+  // denoise_loop), else 4. createBackend sets it from DLM_CUDA_DEVICE_LOOP_CHUNK.
   int64_t deviceLoopChunkSteps = 0;
   // Device-loop graphs kept at once.
   size_t maxLoopGraphs = 32;
@@ -102,8 +102,8 @@ public:
   StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                                sampling::LogitRows rows) override;
   MemoryUsage memoryUsage() const override;
-  bool denoisesBlock(const sampling::BlockLoopRequest &request) const override;
-  StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::BlockLoopRequest &request,
+  bool denoisesBlock(const sampling::LoopPlan &plan) const override;
+  StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::LoopPlan &plan,
                                                    int32_t *canvas) override;
 
   const kv::PagedKvCache &kvCache() const { return *kv_; }
@@ -121,9 +121,25 @@ private:
     CUdeviceptr inputs = 0;
     auto key() const { return std::tuple(count, first, rowsBegin, rowsEnd); }
   };
-  // The decoding kernels of one block-loop configuration (CudaBackendBlockLoop.cpp).
-  struct LoopKernels {
-    DeviceKernel sampler, accept, gate, renoise;
+  // One step of the device loop as its accept and gate kernels are launched: the step's
+  // parameters that are baked into a chunk's graph (CudaBackendBlockLoop.cpp).
+  struct LoopStepLaunch {
+    const DeviceKernel *accept = nullptr;
+    double bound = 0, threshold = 0, confidence = 0;
+    int topK = 0, stability = 0, excluded = -1, lastStep = 0, gateMode = 0;
+  };
+  // A loop plan resolved into kernels, launches and forwards (CudaBackendBlockLoop.cpp).
+  struct LoopLaunch {
+    // How the steps' forwards use the K/V cache: every step a full forward (the cache rebuilt,
+    // [0, keep) kept at the end); every step cached over the [0, keep) the cache holds; or a
+    // full forward keeping [0, keep) first, then cached steps over it.
+    enum class Cache { rebuilt, cached, prefixFirst };
+    const DeviceKernel *sampler = nullptr, *gate = nullptr, *renoise = nullptr;
+    std::vector<LoopStepLaunch> steps;
+    Cache cache = Cache::rebuilt;
+    int64_t keep = 0;
+    // Step 0's forward and every later one's.
+    Shape first, later;
   };
   // The device block loop's buffers, at capacity for `canvas` positions and `steps` steps.
   struct LoopBuffers {
@@ -182,14 +198,25 @@ private:
   Status copyPage(kv::PageIndex from, kv::PageIndex to);
 
   // The device block loop (CudaBackendBlockLoop.cpp).
-  // Null when the artifact lacks one of them (the host loop runs); an error when one fails to
-  // load.
-  StatusOr<const LoopKernels *> loopKernels(const sampling::BlockLoopRequest &request) const;
-  // OK, or why the device loop cannot run this block.
-  Status deviceLoopSupport(const sampling::BlockLoopRequest &request) const;
+  // The decoding kernel `kind` specialised as `match`; null when the artifact lacks it, an
+  // error when it fails to load.
+  StatusOr<const DeviceKernel *> loopKernel(std::string_view kind,
+                                            const artifact::Attributes &match) const;
+  // The plan's kernels and launches, or why the device loop cannot run it.
+  StatusOr<LoopLaunch> resolveLoop(const sampling::LoopPlan &plan) const;
+  Status resolveForwards(const sampling::LoopPlan &plan, LoopLaunch &launch) const;
+  StatusOr<LoopStepLaunch> resolveStep(const sampling::StepPlan &step, int64_t canvas) const;
+  // OK, or why the device loop cannot run this plan.
+  Status deviceLoopSupport(const sampling::LoopPlan &plan) const;
   Status reserveLoopBuffers(int64_t canvas, int64_t steps);
-  Status enqueueLoopStep(const sampling::BlockLoopRequest &request, const LoopKernels &kernels,
-                         int64_t step, const Shape &shape);
+  // Sets the K/V cache and the input buffers up for the plan's forwards.
+  Status enterLoopCache(const sampling::LoopPlan &plan, const LoopLaunch &launch);
+  Status uploadLoopTables(const sampling::LoopPlan &plan);
+  Status enqueueLoopStep(const sampling::LoopPlan &plan, const LoopLaunch &launch, int64_t step);
+  // Runs chunk [start, end) of the plan's steps (a graph, captured or replayed), then reads
+  // the loop state.
+  Status runLoopChunk(const sampling::LoopPlan &plan, const LoopLaunch &launch,
+                      const std::string &baked, int64_t start, int64_t end, int32_t *loopState);
   void clearLoopGraphs();
 
   std::shared_ptr<const CudaDriver> driver_;
@@ -243,7 +270,7 @@ private:
   // (nullopt: the artifact lacks one), the buffers and the chunk graphs by what they
   // bake in, most recently used first.
   CUdeviceptr loopInputs_ = 0;
-  mutable std::map<std::string, std::optional<LoopKernels>> loopKernels_;
+  mutable std::map<std::string, std::optional<DeviceKernel>> loopKernels_;
   LoopBuffers loop_;
   std::list<std::pair<std::string, std::unique_ptr<CapturedGraph>>> loopGraphs_;
   BlockLoopStatistics loopStatistics_;

@@ -1,29 +1,26 @@
-// The cuda backend's device block loop (DecodeModel::denoiseBlock): a block's denoising steps
-// without the logits ever reaching the host. Per step, on the backend's one stream:
+// The cuda backend's device block loop (DecodeModel::denoiseBlock): a denoise loop's steps
+// without the logits ever reaching the host, driven by the loop plan (sampling/LoopPlan.h), the
+// resolved parameters of each step's records. Per step, on the backend's one stream:
 //
-//   canvas -> the forward's token slots (a device-to-device copy), the forward (full, or cached
-//   over the block with the prefix cache; a prefix-cached low-confidence block's first step is
-//   the full forward that keeps the prefix, reading a second input buffer), the artifact's
-//   sampler over the block's logit rows, its accept kernel (keep mask, convergence flag), the
-//   gate (compiler/codegen/kernels/BlockLoopGate.cpp: finished? then freeze) and its renoise
-//   kernel (the next canvas).
+//   canvas -> the forward's token slots (a device-to-device copy), the forward (the step's full
+//   or cached forward; a plan whose first step is the full forward keeping the prefix that later
+//   steps read reads a second input buffer for it), the artifact's sampler over the block's logit
+//   rows, the step's accept kernel (keep mask, convergence flag), the gate
+//   (compiler/codegen/kernels/BlockLoopGate.cpp: finished? then freeze) and the renoise kernel
+//   (the next canvas).
 //
-// The steps are unrolled into graphs of `deviceLoopChunkSteps` steps, captured once per block
-// configuration and chunk (everything a launch bakes in is the graph's key; the RNG step and the
-// temperature of each step are read from device tables uploaded per block, so later blocks of the
-// same shape and step cap replay the same graphs at their own RNG steps; the cap is part of the
-// key, as the threshold's last step and the gate's step cap depend on it). After each chunk the host reads the
-// gate's 8-byte loop state and stops once the block is finished; then it reads the canvas back.
-// Every decision is the host loop's (runtime/sampling/LowConfidence.cpp, EntropyBound.cpp): the
-// accept rule per step (top-k count, threshold, 0 on the last scheduled step, entropy budget),
-// the convergence test and the step cap.
+// The steps are unrolled into graphs of `deviceLoopChunkSteps` steps (else the plan's unroll),
+// captured once per chunk of step parameters: a graph's key is the canonical text of what its
+// launches bake in, the chunk's steps without their RNG steps and temperatures, which are read
+// from device tables uploaded per block, so later blocks of the same shape replay the same graphs
+// at their own RNG steps. After each chunk the host reads the gate's 8-byte loop state and stops
+// once the loop is finished; then it reads the canvas back. Every decision is the plan's: the
+// backend knows no policy and no knob.
 #include "runtime/cuda/CudaBackend.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <iomanip>
-#include <sstream>
 
 namespace dlm::cuda {
 
@@ -32,117 +29,238 @@ namespace {
 // The longest canvas the loop serves: the accept and gate kernels run a block's rows as one
 // thread block.
 constexpr int64_t kMaxLoopCanvas = 1024;
-// Steps per graph when neither the settings nor the program say (dlmc compile's default).
+// Steps per graph when neither the settings nor the plan say (dlmc compile's default).
 constexpr int64_t kDefaultUnrollSteps = 4;
 
-using sampling::BlockLoopRequest;
-using sampling::Policy;
+using sampling::AcceptStep;
+using sampling::ForwardStep;
+using sampling::GateStep;
+using sampling::LoopPlan;
+using sampling::RenoiseStep;
+using sampling::SampleStep;
+using sampling::StepPlan;
 
 std::string str(int64_t value) { return std::to_string(value); }
 
-bool isEntropyBound(const BlockLoopRequest &request) {
-  return request.policy == Policy::entropyBound;
+const char *acceptKernelRule(AcceptStep::Rule rule) {
+  switch (rule) {
+  case AcceptStep::Rule::topK:
+    return "top_k";
+  case AcceptStep::Rule::threshold:
+    return "confidence_threshold";
+  case AcceptStep::Rule::entropyBound:
+    return "entropy_bound";
+  }
+  return "?";
 }
 
-// The low-confidence threshold of step `step` (Fast-dLLM: the block's last scheduled step takes
-// every remaining candidate, which threshold 0 does).
-double thresholdOf(const BlockLoopRequest &request, int64_t step) {
-  if (!request.knobs->threshold)
-    return 0.0;
-  return step >= request.stepCap - 1 ? 0.0 : *request.knobs->threshold;
+bool sameForward(const ForwardStep &a, const ForwardStep &b) {
+  return a.mode == b.mode && a.count == b.count && a.keep == b.keep && a.rowBegin == b.rowBegin &&
+         a.rowEnd == b.rowEnd;
 }
 
-// The low-confidence fixed count of step `step` (LowConfidence.cpp: 1 past the schedule).
-int topKOf(const BlockLoopRequest &request, int64_t step) {
-  const std::vector<int64_t> &schedule = request.transferSchedule;
-  return static_cast<int>(step < static_cast<int64_t>(schedule.size()) ? schedule[step] : 1);
+// What a step bakes into a chunk's graph: its parameters but the table-driven ones.
+std::string bakedStepText(StepPlan step) {
+  step.sample.rngStep = 0;
+  step.sample.temperature = 0;
+  step.renoise.rngStep = 0;
+  return sampling::stepPlanText(step);
 }
 
-// The entropy-bound temperature of step n, as EntropyBound.cpp computes it (then rounded to the
-// float the sampler reads).
-double temperatureOf(const BlockLoopRequest &request, int64_t step) {
-  const sampling::DecodingKnobs &k = *request.knobs;
-  if (!isEntropyBound(request))
-    return k.temperature;
-  return k.tMin + (k.tMax - k.tMin) * static_cast<double>(k.maxSteps - step) /
-                      static_cast<double>(k.maxSteps);
+// Checks what every step must share (one sampler and one renoise kernel; one RNG step table).
+Status checkUniformSteps(const LoopPlan &plan) {
+  const StepPlan &first = plan.steps.front();
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const StepPlan &step = plan.steps[s];
+    if (step.sample.kind != first.sample.kind)
+      return Status::error("step " + str(static_cast<int64_t>(s)) +
+                           " samples differently from step 0");
+    if (step.renoise.noise != first.renoise.noise ||
+        step.renoise.candidates != first.renoise.candidates)
+      return Status::error("step " + str(static_cast<int64_t>(s)) +
+                           " renoises differently from step 0");
+    if (step.sample.rngStep != step.renoise.rngStep)
+      return Status::error("step " + str(static_cast<int64_t>(s)) +
+                           " samples and renoises at different RNG steps");
+  }
+  return Status::ok();
 }
 
 } // namespace
 
-StatusOr<const CudaBackend::LoopKernels *>
-CudaBackend::loopKernels(const BlockLoopRequest &request) const {
-  const bool entropy = isEntropyBound(request);
-  const bool threshold = !entropy && request.knobs->threshold.has_value();
-  const int64_t canvas = request.end - request.begin;
-  const std::string key = std::string(entropy ? "entropy" : threshold ? "threshold" : "top_k") +
-                          "/" + str(canvas) + "/" + (request.maskNoise ? "mask" : "uniform");
+StatusOr<const DeviceKernel *> CudaBackend::loopKernel(std::string_view kind,
+                                                       const artifact::Attributes &match) const {
+  std::string key(kind);
+  for (const auto &[name, value] : match)
+    key += " " + name + "=" + artifact::attributeValueText(value);
   auto found = loopKernels_.find(key);
   if (found != loopKernels_.end())
     return found->second ? &*found->second : nullptr;
-  using artifact::AttributeValue;
-  auto text = [](const char *value) { return AttributeValue(std::string(value)); };
-  std::optional<LoopKernels> kernels;
-  StatusOr<DeviceKernel> sampler = modules_->find(
-      "sampler", {{"vocab", AttributeValue(dims_.vocabSize)},
-                  {"logits", text("f32")},
-                  {"softcap", AttributeValue(0.0)},
-                  {"confidence", text(entropy ? "at_temperature" : "unit_temperature")},
-                  {"softmax_statistics", AttributeValue(false)}});
-  StatusOr<DeviceKernel> accept = modules_->find(
-      "accept", {{"canvas", AttributeValue(canvas)},
-                 {"rule", text(entropy ? "entropy_bound"
-                                       : threshold ? "confidence_threshold" : "top_k")},
-                 {"mask_absorbing", AttributeValue(!entropy)}});
-  StatusOr<DeviceKernel> gate =
-      modules_->find("block_loop_gate", {{"canvas", AttributeValue(canvas)}});
-  StatusOr<DeviceKernel> renoise = modules_->find(
-      "renoise", {{"vocab", AttributeValue(dims_.vocabSize)},
-                  {"noise", text(!entropy || request.maskNoise ? "mask" : "uniform")},
-                  {"initial_canvas", AttributeValue(false)},
-                  {"candidates", text(entropy ? "every_rejected" : "masked_only")}});
-  // An artifact compiled for another policy or block length lacks them: the host loop runs.
+  StatusOr<DeviceKernel> kernel = modules_->find(kind, match);
+  // An artifact compiled for another program or block length lacks it: the host loop runs.
   // Any other failure (a module that does not load) is an error, and not remembered.
-  for (const Status *status :
-       {&sampler.status(), &accept.status(), &gate.status(), &renoise.status()})
-    if (!status->isOk() && status->message().find(" has no ") == std::string::npos)
-      return *status;
-  if (sampler && accept && gate && renoise)
-    kernels = LoopKernels{*sampler, *accept, *gate, *renoise};
-  const std::optional<LoopKernels> &stored = loopKernels_.emplace(key, kernels).first->second;
-  return stored ? &*stored : nullptr;
+  if (!kernel && kernel.status().message().find(" has no ") == std::string::npos)
+    return kernel.status();
+  std::optional<DeviceKernel> stored;
+  if (kernel)
+    stored = *kernel;
+  const std::optional<DeviceKernel> &entry = loopKernels_.emplace(key, stored).first->second;
+  return entry ? &*entry : nullptr;
 }
 
-bool CudaBackend::denoisesBlock(const BlockLoopRequest &request) const {
+StatusOr<CudaBackend::LoopStepLaunch> CudaBackend::resolveStep(const StepPlan &step,
+                                                               int64_t canvas) const {
+  using artifact::AttributeValue;
+  const AcceptStep &accept = step.accept;
+  const bool masked = accept.candidates == AcceptStep::Candidates::masked;
+  auto acceptKernel = [&](const char *rule) {
+    return loopKernel("accept", {{"canvas", AttributeValue(canvas)},
+                                 {"rule", AttributeValue(std::string(rule))},
+                                 {"mask_absorbing", AttributeValue(masked)}});
+  };
+  LoopStepLaunch resolved;
+  DLM_ASSIGN_OR_RETURN(resolved.accept, acceptKernel(acceptKernelRule(accept.rule)));
+  if (accept.rule == AcceptStep::Rule::topK) {
+    resolved.topK = static_cast<int>(std::clamp<int64_t>(accept.k, 0, canvas));
+    if (!resolved.accept && accept.k >= canvas) {
+      // Keeping every candidate (a step cap's last step) is also the threshold kernel at 0, which
+      // an artifact compiled for the threshold rule has: a confidence is a probability.
+      DLM_ASSIGN_OR_RETURN(resolved.accept, acceptKernel("confidence_threshold"));
+      resolved.threshold = 0.0;
+    }
+  } else if (accept.rule == AcceptStep::Rule::threshold) {
+    resolved.threshold = accept.threshold;
+  } else {
+    resolved.bound = accept.bound;
+  }
+  if (!resolved.accept)
+    return Status::error("the artifact has no accept kernel (rule " +
+                         std::string(acceptKernelRule(accept.rule)) + ") for blocks of " +
+                         str(canvas) +
+                         " (compile it with dlmc compile --target cuda for this program and "
+                         "block length)");
+  // Without a convergence test the accept kernel's flag must never be set.
+  const bool converge = accept.converge == AcceptStep::Converge::stableConfident;
+  resolved.stability =
+      converge ? static_cast<int>(std::clamp<int64_t>(accept.stability, 0, INT_MAX)) : INT_MAX;
+  resolved.confidence = converge ? accept.confidence : 0.0;
+  resolved.excluded = static_cast<int>(step.sample.excluded);
+  resolved.lastStep = step.gate.last ? 1 : 0;
+  resolved.gateMode = step.gate.rule == GateStep::Rule::convergedOrLast ? 1 : 0;
+  return resolved;
+}
+
+// The forwards the device chains: every step the same one, or a full forward keeping the prefix
+// followed by cached forwards over it; each over sequence[0, total) returning the block's rows.
+Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) const {
+  const ForwardStep &first = plan.steps.front().forward;
+  const ForwardStep &later = plan.steps.size() > 1 ? plan.steps[1].forward : first;
+  for (size_t s = 1; s < plan.steps.size(); ++s)
+    if (!sameForward(plan.steps[s].forward, later))
+      return Status::error("step " + str(static_cast<int64_t>(s)) +
+                           "'s forward differs from step 1's");
+  for (const ForwardStep *forward : {&first, &later}) {
+    if (forward->count != plan.total || forward->rowBegin != plan.begin ||
+        forward->rowEnd != plan.end)
+      return Status::error("a forward over [0, " + str(forward->count) + ") returning rows [" +
+                           str(forward->rowBegin) + ", " + str(forward->rowEnd) +
+                           ") rather than the sequence's " + str(plan.total) +
+                           " tokens and the block's rows");
+    if (forward->keep < 0 || forward->keep > plan.begin)
+      return Status::error("a forward keeping " + str(forward->keep) +
+                           " tokens, past the block start " + str(plan.begin));
+  }
+  if (first.keep != later.keep)
+    return Status::error("forwards keeping different prefixes");
+  using Mode = ForwardStep::Mode;
+  if (first.mode == later.mode)
+    loop.cache = first.mode == Mode::full ? LoopLaunch::Cache::rebuilt : LoopLaunch::Cache::cached;
+  else if (first.mode == Mode::full)
+    loop.cache = LoopLaunch::Cache::prefixFirst;
+  else
+    return Status::error("a cached forward followed by full ones");
+  loop.keep = first.keep;
+  const int64_t keep = loop.keep;
+  const Shape full{plan.total, 0, plan.begin, plan.end, inputs_};
+  const Shape cached{plan.total - keep, keep, plan.begin - keep, plan.end - keep, inputs_};
+  loop.first = loop.cache == LoopLaunch::Cache::rebuilt ? full : cached;
+  loop.later = loop.first;
+  if (loop.cache == LoopLaunch::Cache::prefixFirst) {
+    // The first forward reads its own buffer, which the cached steps' inputs do not overwrite.
+    loop.first = full;
+    loop.first.inputs = loopInputs_;
+  }
+  return Status::ok();
+}
+
+StatusOr<CudaBackend::LoopLaunch> CudaBackend::resolveLoop(const LoopPlan &plan) const {
+  using artifact::AttributeValue;
+  const int64_t canvas = plan.end - plan.begin;
+  if (plan.steps.empty())
+    return Status::error("a loop of no steps");
+  if (canvas <= 0 || canvas > kMaxLoopCanvas)
+    return Status::error("a block of " + str(canvas) + " positions (the loop serves 1 to " +
+                         str(kMaxLoopCanvas) + ")");
+  if (canvas > reservedLogitRows_ || plan.total > reservedTokens_)
+    return Status::error("a block of " + str(canvas) + " rows over " + str(plan.total) +
+                         " tokens exceeds the reserved " + str(reservedLogitRows_) + " rows, " +
+                         str(reservedTokens_) + " tokens");
+  DLM_RETURN_IF_ERROR(checkUniformSteps(plan));
+  LoopLaunch loop;
+  DLM_RETURN_IF_ERROR(resolveForwards(plan, loop));
+  const StepPlan &first = plan.steps.front();
+  auto text = [](const char *value) { return AttributeValue(std::string(value)); };
+  const bool tempered = first.sample.kind == SampleStep::Kind::tempered;
+  DLM_ASSIGN_OR_RETURN(
+      loop.sampler,
+      loopKernel("sampler", {{"vocab", AttributeValue(dims_.vocabSize)},
+                             {"logits", text("f32")},
+                             {"softcap", AttributeValue(0.0)},
+                             {"confidence", text(tempered ? "at_temperature" : "unit_temperature")},
+                             {"softmax_statistics", AttributeValue(false)}}));
+  DLM_ASSIGN_OR_RETURN(loop.gate,
+                       loopKernel("block_loop_gate", {{"canvas", AttributeValue(canvas)}}));
+  const RenoiseStep &renoise = first.renoise;
+  DLM_ASSIGN_OR_RETURN(
+      loop.renoise,
+      loopKernel("renoise",
+                 {{"vocab", AttributeValue(dims_.vocabSize)},
+                  {"noise", text(renoise.noise == RenoiseStep::Noise::mask ? "mask" : "uniform")},
+                  {"initial_canvas", AttributeValue(false)},
+                  {"candidates", text(renoise.candidates == RenoiseStep::Candidates::maskedOnly
+                                          ? "masked_only"
+                                          : "every_rejected")}}));
+  for (const auto &[kernel, what] :
+       {std::pair{loop.sampler, "sampler"}, std::pair{loop.gate, "block_loop_gate"},
+        std::pair{loop.renoise, "renoise"}})
+    if (!kernel)
+      return Status::error("the artifact has no " + std::string(what) +
+                           " kernel for this loop's blocks of " + str(canvas) +
+                           " (compile it with dlmc compile --target cuda for this program and "
+                           "block length)");
+  loop.steps.reserve(plan.steps.size());
+  for (const StepPlan &step : plan.steps) {
+    DLM_ASSIGN_OR_RETURN(LoopStepLaunch resolved, resolveStep(step, canvas));
+    loop.steps.push_back(resolved);
+  }
+  return loop;
+}
+
+bool CudaBackend::denoisesBlock(const LoopPlan &plan) const {
   if (!settings_.deviceLoop)
     return false;
   // Looking the kernels up loads modules: the context must be this thread's.
   if (!driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent").isOk())
     return settings_.requireDeviceLoop;
   // Required: denoiseBlock names why it cannot.
-  return settings_.requireDeviceLoop || deviceLoopSupport(request).isOk();
+  return settings_.requireDeviceLoop || deviceLoopSupport(plan).isOk();
 }
 
-Status CudaBackend::deviceLoopSupport(const BlockLoopRequest &request) const {
+Status CudaBackend::deviceLoopSupport(const LoopPlan &plan) const {
   if (!settings_.deviceLoop)
     return Status::error("the device loop is off");
-  if (!request.knobs || request.stepCap <= 0)
-    return Status::error("no knobs or no steps");
-  const int64_t canvas = request.end - request.begin;
-  if (canvas <= 0 || canvas > kMaxLoopCanvas)
-    return Status::error("a block of " + str(canvas) + " positions (the loop serves 1 to " +
-                         str(kMaxLoopCanvas) + ")");
-  if (canvas > reservedLogitRows_ || request.total > reservedTokens_)
-    return Status::error("a block of " + str(canvas) + " rows over " + str(request.total) +
-                         " tokens exceeds the reserved " + str(reservedLogitRows_) + " rows, " +
-                         str(reservedTokens_) + " tokens");
-  DLM_ASSIGN_OR_RETURN(const LoopKernels *kernels, loopKernels(request));
-  if (!kernels)
-    return Status::error("the artifact has no " + std::string(sampling::policyName(request.policy)) +
-                         " sampler/accept/gate/renoise kernels for blocks of " + str(canvas) +
-                         " (compile it with dlmc compile --target cuda and this policy and "
-                         "block length)");
-  return Status::ok();
+  StatusOr<LoopLaunch> loop = resolveLoop(plan);
+  return loop ? Status::ok() : loop.status();
 }
 
 void CudaBackend::clearLoopGraphs() { loopGraphs_.clear(); }
@@ -198,16 +316,84 @@ Status CudaBackend::reserveLoopBuffers(int64_t canvas, int64_t steps) {
   return Status::ok();
 }
 
-Status CudaBackend::enqueueLoopStep(const BlockLoopRequest &request, const LoopKernels &kernels,
-                                    int64_t step, const Shape &shape) {
-  const int64_t canvas = request.end - request.begin;
-  const bool entropy = isEntropyBound(request);
+Status CudaBackend::enterLoopCache(const LoopPlan &plan, const LoopLaunch &loop) {
+  const int64_t keep = loop.keep;
+  switch (loop.cache) {
+  case LoopLaunch::Cache::rebuilt:
+    DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
+    DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence, loop.first));
+    break;
+  case LoopLaunch::Cache::prefixFirst:
+    // The first forward's inputs over an empty cache, then the prefix it keeps committed and
+    // the cached steps' inputs over it.
+    DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
+    DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence, loop.first));
+    // The staging buffer is reused below.
+    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
+                                       "device block loop: cuStreamSynchronize"));
+    DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
+    DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
+    DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total - keep));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence + keep, loop.later));
+    break;
+  case LoopLaunch::Cache::cached:
+    if (kv_->length(sequence_) != keep)
+      return Status::error("device block loop: the KV cache holds " + str(kv_->length(sequence_)) +
+                           " tokens, the plan expects " + str(keep));
+    DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total - keep));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence + keep, loop.later));
+    break;
+  }
+  DLM_RETURN_IF_ERROR(pageCopyStatus_);
+  peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
+  return Status::ok();
+}
+
+// The per-block tables (RNG step and temperature of each step, the canvas and its rows' keys),
+// and the loop state reset.
+Status CudaBackend::uploadLoopTables(const LoopPlan &plan) {
+  const int64_t canvas = plan.end - plan.begin;
+  char *host = static_cast<char *>(loop_.host.data());
+  const size_t n = static_cast<size_t>(loop_.steps), c = static_cast<size_t>(loop_.canvas);
+  std::memcpy(host, &plan.seed, 8);
+  std::memcpy(host + 8, &plan.request, 8);
+  int64_t *steps = reinterpret_cast<int64_t *>(host + 16);
+  float *temperatures = reinterpret_cast<float *>(host + 16 + 8 * n);
+  int32_t *canvasTokens = reinterpret_cast<int32_t *>(host + 16 + 12 * n);
+  int32_t *positions = canvasTokens + c;
+  int32_t *requests = positions + c;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    steps[s] = plan.steps[s].sample.rngStep;
+    // The sampler reads a float.
+    temperatures[s] = static_cast<float>(plan.steps[s].sample.temperature);
+  }
+  for (int64_t j = 0; j < canvas; ++j) {
+    canvasTokens[j] = plan.sequence[plan.begin + j];
+    positions[j] = static_cast<int32_t>(plan.begin + j);
+    requests[j] = 0;
+  }
+  DLM_RETURN_IF_ERROR(
+      driver_->check(driver_->cuMemcpyHtoDAsync(loop_.uploaded, host, loop_.uploadedBytes, stream_),
+                     "device block loop: tables in (cuMemcpyHtoDAsync)"));
+  DLM_RETURN_IF_ERROR(
+      driver_->check(driver_->cuMemsetD32Async(loop_.previousArgmax, 0xffffffffu,
+                                               static_cast<size_t>(canvas), stream_),
+                     "device block loop: cuMemsetD32Async"));
+  return driver_->check(driver_->cuMemsetD32Async(loop_.counters, 0, 4, stream_),
+                        "device block loop: cuMemsetD32Async");
+}
+
+Status CudaBackend::enqueueLoopStep(const LoopPlan &plan, const LoopLaunch &loop, int64_t step) {
+  const int64_t canvas = plan.end - plan.begin;
+  const Shape &shape = step == 0 ? loop.first : loop.later;
+  const LoopStepLaunch &baked = loop.steps[static_cast<size_t>(step)];
   // The canvas into the forward's token slots.
   DLM_RETURN_IF_ERROR(driver_->check(
-      driver_->cuMemcpyDtoDAsync(shape.inputs + static_cast<size_t>(request.begin - shape.first) *
-                                                    sizeof(int32_t),
-                                 loop_.canvasTokens, static_cast<size_t>(canvas) * sizeof(int32_t),
-                                 stream_),
+      driver_->cuMemcpyDtoDAsync(
+          shape.inputs + static_cast<size_t>(plan.begin - shape.first) * sizeof(int32_t),
+          loop_.canvasTokens, static_cast<size_t>(canvas) * sizeof(int32_t), stream_),
       "device block loop: canvas into the forward's inputs (cuMemcpyDtoDAsync)"));
   DLM_RETURN_IF_ERROR(enqueueForward(shape));
 
@@ -216,84 +402,133 @@ Status CudaBackend::enqueueLoopStep(const BlockLoopRequest &request, const LoopK
   CUdeviceptr converged = loop_.counters + sizeof(int32_t);
   CUdeviceptr stableSteps = loop_.counters;
   CUdeviceptr loopState = loop_.counters + 2 * sizeof(int32_t);
-  int maskToken = request.maskToken;
+  int maskToken = plan.maskToken;
   {
     CUdeviceptr logits = logits_;
     long long rowStride = dims_.vocabSize;
     CUdeviceptr temperature = loop_.temperatures + static_cast<size_t>(step) * sizeof(float);
-    int excluded = static_cast<int>(request.excludedToken);
-    void *arguments[] = {&logits,        &rowStride,       &rows,         &loop_.rowRequest,
-                         &loop_.rowPosition, &loop_.seed,  &loop_.id,     &stepCounter,
-                         &temperature,   &excluded,        &loop_.sampled, &loop_.argmax,
-                         &loop_.entropy, &loop_.confidence};
-    DLM_RETURN_IF_ERROR(launch(kernels.sampler, static_cast<unsigned>(canvas), 1, 1, arguments,
+    int excluded = baked.excluded;
+    void *arguments[] = {
+        &logits,        &rowStride,    &rows,          &loop_.rowRequest, &loop_.rowPosition,
+        &loop_.seed,    &loop_.id,     &stepCounter,   &temperature,      &excluded,
+        &loop_.sampled, &loop_.argmax, &loop_.entropy, &loop_.confidence};
+    DLM_RETURN_IF_ERROR(launch(*loop.sampler, static_cast<unsigned>(canvas), 1, 1, arguments,
                                "device block loop: sampler: cuLaunchKernel"));
   }
   {
-    const sampling::DecodingKnobs &k = *request.knobs;
-    double bound = entropy ? k.entropyBound : 0.0;
-    double threshold = entropy ? 0.0 : thresholdOf(request, step);
-    int topK = entropy ? 0 : topKOf(request, step);
-    // Low-confidence never reads the accept kernel's convergence (the gate decides).
-    int stability = entropy ? static_cast<int>(k.stabilityThreshold) : INT_MAX;
-    double confidenceBound = entropy ? k.confidenceThreshold : 0.0;
-    void *arguments[] = {&loop_.entropy,  &loop_.confidence, &loop_.argmax,   &loop_.canvasTokens,
-                         &loop_.previousArgmax, &stableSteps, &loop_.keep,     &converged,
-                         &bound,          &threshold,        &topK,           &maskToken,
-                         &stability,      &confidenceBound};
+    double bound = baked.bound, threshold = baked.threshold, confidenceBound = baked.confidence;
+    int topK = baked.topK, stability = baked.stability;
+    void *arguments[] = {&loop_.entropy,
+                         &loop_.confidence,
+                         &loop_.argmax,
+                         &loop_.canvasTokens,
+                         &loop_.previousArgmax,
+                         &stableSteps,
+                         &loop_.keep,
+                         &converged,
+                         &bound,
+                         &threshold,
+                         &topK,
+                         &maskToken,
+                         &stability,
+                         &confidenceBound};
     DLM_RETURN_IF_ERROR(
-        launch(kernels.accept, 1, 1, 1, arguments, "device block loop: accept: cuLaunchKernel"));
+        launch(*baked.accept, 1, 1, 1, arguments, "device block loop: accept: cuLaunchKernel"));
   }
   {
     int stepIndex = static_cast<int>(step);
-    int lastStep = step == request.stepCap - 1 ? 1 : 0;
-    int entropyMode = entropy ? 1 : 0;
-    void *arguments[] = {&rows,         &stepIndex,         &lastStep,    &entropyMode,
-                         &converged,    &loop_.argmax,      &loop_.canvasTokens, &loop_.keep,
-                         &loop_.sampled, &loopState,        &maskToken};
+    int lastStep = baked.lastStep, gateMode = baked.gateMode;
+    void *arguments[] = {&rows,          &stepIndex,    &lastStep,           &gateMode,
+                         &converged,     &loop_.argmax, &loop_.canvasTokens, &loop_.keep,
+                         &loop_.sampled, &loopState,    &maskToken};
     DLM_RETURN_IF_ERROR(
-        launch(kernels.gate, 1, 1, 1, arguments, "device block loop: gate: cuLaunchKernel"));
+        launch(*loop.gate, 1, 1, 1, arguments, "device block loop: gate: cuLaunchKernel"));
   }
   {
-    void *arguments[] = {&rows,         &loop_.keep,        &loop_.sampled, &loop_.canvasTokens,
-                         &loop_.rowRequest, &loop_.rowPosition, &loop_.seed, &loop_.id,
-                         &stepCounter,  &maskToken};
-    const unsigned threads = kernels.renoise.blockThreads;
-    DLM_RETURN_IF_ERROR(launch(kernels.renoise,
+    void *arguments[] = {&rows,
+                         &loop_.keep,
+                         &loop_.sampled,
+                         &loop_.canvasTokens,
+                         &loop_.rowRequest,
+                         &loop_.rowPosition,
+                         &loop_.seed,
+                         &loop_.id,
+                         &stepCounter,
+                         &maskToken};
+    const unsigned threads = loop.renoise->blockThreads;
+    DLM_RETURN_IF_ERROR(launch(*loop.renoise,
                                static_cast<unsigned>((canvas + threads - 1) / threads), 1, 1,
                                arguments, "device block loop: renoise: cuLaunchKernel"));
   }
   return Status::ok();
 }
 
-StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopRequest &request,
+Status CudaBackend::runLoopChunk(const LoopPlan &plan, const LoopLaunch &loop,
+                                 const std::string &baked, int64_t start, int64_t end,
+                                 int32_t *loopState) {
+  auto enqueue = [&]() -> Status {
+    for (int64_t step = start; step < end; ++step)
+      DLM_RETURN_IF_ERROR(enqueueLoopStep(plan, loop, step));
+    return Status::ok();
+  };
+  if (!settings_.graphs) {
+    DLM_RETURN_IF_ERROR(enqueue());
+  } else {
+    std::string graphKey = baked + "\nchunk " + str(start) + " " + str(end);
+    for (int64_t step = start; step < end; ++step)
+      graphKey += "\n" + bakedStepText(plan.steps[static_cast<size_t>(step)]);
+    auto it = std::find_if(loopGraphs_.begin(), loopGraphs_.end(),
+                           [&](const auto &entry) { return entry.first == graphKey; });
+    if (it != loopGraphs_.end()) {
+      loopGraphs_.splice(loopGraphs_.begin(), loopGraphs_, it);
+      ++loopStatistics_.replays;
+    } else {
+      DLM_ASSIGN_OR_RETURN(std::unique_ptr<CapturedGraph> graph,
+                           captureGraph(driver_, stream_, enqueue));
+      loopGraphs_.emplace_front(std::move(graphKey), std::move(graph));
+      while (loopGraphs_.size() > settings_.maxLoopGraphs)
+        loopGraphs_.pop_back();
+      ++loopStatistics_.captures;
+    }
+    DLM_RETURN_IF_ERROR(
+        driver_->check(driver_->cuGraphLaunch(loopGraphs_.front().second->exec, stream_),
+                       "device block loop: cuGraphLaunch"));
+  }
+  ++loopStatistics_.chunks;
+  loopStatistics_.stepsRun += end - start;
+  char *hostState = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes;
+  DLM_RETURN_IF_ERROR(
+      driver_->check(driver_->cuMemcpyDtoHAsync(hostState, loop_.counters + 2 * sizeof(int32_t),
+                                                2 * sizeof(int32_t), stream_),
+                     "device block loop: loop state out (cuMemcpyDtoHAsync)"));
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
+                                     "device block loop: cuStreamSynchronize"));
+  std::memcpy(loopState, hostState, 2 * sizeof(int32_t));
+  return Status::ok();
+}
+
+StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &plan,
                                                               int32_t *canvasOut) {
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
-  if (Status support = deviceLoopSupport(request); !support.isOk())
+  if (!plan.sequence || plan.begin < 0 || plan.begin >= plan.end || plan.end > plan.total)
+    return Status::error("device block loop: block [" + str(plan.begin) + ", " + str(plan.end) +
+                         ") is not inside the " + str(plan.total) + " tokens of the sequence");
+  StatusOr<LoopLaunch> resolved =
+      settings_.deviceLoop ? resolveLoop(plan) : Status::error("the device loop is off");
+  if (!resolved)
     return Status::error("not supported yet: this block on the device loop: " +
-                         support.message());
-  DLM_ASSIGN_OR_RETURN(const LoopKernels *found, loopKernels(request));
-  const LoopKernels &kernels = *found;
-  const int64_t canvas = request.end - request.begin;
-  const int64_t cap = request.stepCap;
-  const bool entropy = isEntropyBound(request);
-  const bool prefix = request.prefixCache;
-  const int64_t keep = prefix ? request.keep : 0;
-  if (!request.sequence || request.begin < 0 || request.begin >= request.end ||
-      request.end > request.total)
-    return Status::error("device block loop: block [" + str(request.begin) + ", " +
-                         str(request.end) + ") is not inside the " + str(request.total) +
-                         " tokens of the sequence");
-  if (prefix && (keep < 0 || keep > request.begin))
-    return Status::error("device block loop: keep " + str(keep) + " is past the block start " +
-                         str(request.begin));
-  for (int64_t i = 0; i < request.total; ++i)
-    if (request.sequence[i] < 0 || request.sequence[i] >= dims_.embeddingSize)
-      return Status::error("device block loop: token id " + str(request.sequence[i]) +
+                         resolved.status().message());
+  const LoopLaunch &loop = *resolved;
+  const int64_t canvas = plan.end - plan.begin;
+  const int64_t steps = static_cast<int64_t>(plan.steps.size());
+  for (int64_t i = 0; i < plan.total; ++i)
+    if (plan.sequence[i] < 0 || plan.sequence[i] >= dims_.embeddingSize)
+      return Status::error("device block loop: token id " + str(plan.sequence[i]) +
                            " is outside [0, " + str(dims_.embeddingSize) + ")");
-  DLM_RETURN_IF_ERROR(reserveLoopBuffers(canvas, cap));
+  DLM_RETURN_IF_ERROR(reserveLoopBuffers(canvas, steps));
   // A failure from here on leaves the cache as a failed host forward would: the prefix kept
-  // (prefix cache) or nothing.
+  // (cached forwards) or nothing.
+  const bool rebuilt = loop.cache == LoopLaunch::Cache::rebuilt;
   struct TrimOnFailure {
     kv::PagedKvCache &cache;
     kv::SequenceId sequence;
@@ -303,159 +538,46 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const BlockLoopReq
       if (armed)
         (void)cache.trim(sequence, length);
     }
-  } trimOnFailure{*kv_, sequence_, keep};
-
-  // The forwards' shapes and the K/V cache, as the host loop's forwards leave and expect it.
-  const Shape full{request.total, 0, request.begin, request.end, inputs_};
-  const Shape cached{request.total - keep, keep, request.begin - keep, request.end - keep,
-                     inputs_};
-  Shape first = prefix ? cached : full;
-  const Shape &later = prefix ? cached : full;
-  if (!prefix) {
-    DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
-    DLM_RETURN_IF_ERROR(kv_->append(sequence_, request.total));
-    DLM_RETURN_IF_ERROR(uploadInputs(request.sequence, full));
-  } else {
-    if (!entropy) {
-      // The block's first step is the full forward keeping [0, keep), reading its own buffer.
-      first = full;
-      first.inputs = loopInputs_;
-      DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
-      DLM_RETURN_IF_ERROR(kv_->append(sequence_, request.total));
-      DLM_RETURN_IF_ERROR(uploadInputs(request.sequence, first));
-      // The staging buffer is reused below.
-      DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
-                                         "device block loop: cuStreamSynchronize"));
-      DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
-      DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
-    } else if (kv_->length(sequence_) != keep) {
-      return Status::error("device block loop: the KV cache holds " +
-                           str(kv_->length(sequence_)) + " tokens, the caller expected " +
-                           str(keep));
-    }
-    DLM_RETURN_IF_ERROR(kv_->append(sequence_, request.total - keep));
-    DLM_RETURN_IF_ERROR(uploadInputs(request.sequence + keep, cached));
-  }
-  DLM_RETURN_IF_ERROR(pageCopyStatus_);
-  peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
-
-  // The per-block tables, and the loop state reset.
-  {
-    char *host = static_cast<char *>(loop_.host.data());
-    const size_t n = static_cast<size_t>(loop_.steps), c = static_cast<size_t>(loop_.canvas);
-    std::memcpy(host, &request.seed, 8);
-    std::memcpy(host + 8, &request.request, 8);
-    int64_t *steps = reinterpret_cast<int64_t *>(host + 16);
-    float *temperatures = reinterpret_cast<float *>(host + 16 + 8 * n);
-    int32_t *canvasTokens = reinterpret_cast<int32_t *>(host + 16 + 12 * n);
-    int32_t *positions = canvasTokens + c;
-    int32_t *requests = positions + c;
-    for (int64_t s = 0; s < cap; ++s) {
-      steps[s] = request.firstStep + s;
-      temperatures[s] = static_cast<float>(temperatureOf(request, s));
-    }
-    for (int64_t j = 0; j < canvas; ++j) {
-      canvasTokens[j] = request.sequence[request.begin + j];
-      positions[j] = static_cast<int32_t>(request.begin + j);
-      requests[j] = 0;
-    }
-    DLM_RETURN_IF_ERROR(driver_->check(
-        driver_->cuMemcpyHtoDAsync(loop_.uploaded, host, loop_.uploadedBytes, stream_),
-        "device block loop: tables in (cuMemcpyHtoDAsync)"));
-    DLM_RETURN_IF_ERROR(driver_->check(
-        driver_->cuMemsetD32Async(loop_.previousArgmax, 0xffffffffu,
-                                  static_cast<size_t>(canvas), stream_),
-        "device block loop: cuMemsetD32Async"));
-    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuMemsetD32Async(loop_.counters, 0, 4, stream_),
-                                       "device block loop: cuMemsetD32Async"));
-  }
+  } trimOnFailure{*kv_, sequence_, rebuilt ? 0 : loop.keep};
+  DLM_RETURN_IF_ERROR(enterLoopCache(plan, loop));
+  DLM_RETURN_IF_ERROR(uploadLoopTables(plan));
 
   // Chunks of steps, each one graph; one 8-byte read back after each. Not timed as forwards
-  // (the profile summary counts those): the policy's block scope times the whole loop.
-  // The compiled program's unrolling (dlmc compile --unroll) unless the settings fix it.
+  // (the profile summary counts those): the caller's block scope times the whole loop.
   const int64_t chunkSteps = settings_.deviceLoopChunkSteps > 0 ? settings_.deviceLoopChunkSteps
-                             : request.knobs->unrollSteps > 0  ? request.knobs->unrollSteps
-                                                               : kDefaultUnrollSteps;
-  char *hostState = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes;
+                             : plan.unroll > 0                  ? plan.unroll
+                                                                : kDefaultUnrollSteps;
+  // What every chunk's launches bake in besides their steps: kernels, shapes, buffers.
+  const std::string baked = loop.sampler->record->name + " " + loop.gate->record->name + " " +
+                            loop.renoise->record->name + " " + str(canvas) + " " + str(plan.begin) +
+                            " " + str(plan.maskToken) + " " + str(loop.first.count) + " " +
+                            str(loop.first.first) + " " + str(loop.first.inputs == loopInputs_) +
+                            " " + str(loop.later.count) + " " + str(loop.later.first);
   int32_t loopState[2] = {0, 0};
-  std::ostringstream baked;
-  baked << std::setprecision(17); // knobs differing in any digit must not share a graph
-  baked << (entropy ? "entropy" : "low_confidence") << ' ' << kernels.sampler.record->name << ' '
-        << kernels.accept.record->name << ' ' << kernels.renoise.record->name << ' ' << canvas
-        << ' ' << cap << ' ' << request.begin << ' ' << request.excludedToken << ' '
-        << request.maskToken << ' ' << first.count << ' ' << first.first << ' '
-        << (first.inputs == loopInputs_) << ' ' << later.count << ' ' << later.first << ' ';
-  if (entropy)
-    baked << request.knobs->entropyBound << ' ' << request.knobs->stabilityThreshold << ' '
-          << request.knobs->confidenceThreshold;
-  else
-    baked << (request.knobs->threshold ? *request.knobs->threshold : -1.0);
-  for (int64_t start = 0; start < cap; start += chunkSteps) {
-    const int64_t end = std::min(cap, start + chunkSteps);
-    auto enqueue = [&]() -> Status {
-      for (int64_t step = start; step < end; ++step) {
-        DLM_RETURN_IF_ERROR(
-            enqueueLoopStep(request, kernels, step, step == 0 ? first : later));
-      }
-      return Status::ok();
-    };
-    if (!settings_.graphs) {
-      DLM_RETURN_IF_ERROR(enqueue());
-    } else {
-      std::ostringstream key;
-      key << baked.str() << ' ' << start << ' ' << end;
-      if (!entropy)
-        for (int64_t step = start; step < end; ++step)
-          key << ' ' << topKOf(request, step);
-      const std::string graphKey = key.str();
-      auto it = std::find_if(loopGraphs_.begin(), loopGraphs_.end(),
-                             [&](const auto &entry) { return entry.first == graphKey; });
-      if (it != loopGraphs_.end()) {
-        loopGraphs_.splice(loopGraphs_.begin(), loopGraphs_, it);
-        ++loopStatistics_.replays;
-      } else {
-        DLM_ASSIGN_OR_RETURN(std::unique_ptr<CapturedGraph> graph,
-                             captureGraph(driver_, stream_, enqueue));
-        loopGraphs_.emplace_front(graphKey, std::move(graph));
-        while (loopGraphs_.size() > settings_.maxLoopGraphs)
-          loopGraphs_.pop_back();
-        ++loopStatistics_.captures;
-      }
-      DLM_RETURN_IF_ERROR(driver_->check(
-          driver_->cuGraphLaunch(loopGraphs_.front().second->exec, stream_),
-          "device block loop: cuGraphLaunch"));
-    }
-    ++loopStatistics_.chunks;
-    loopStatistics_.stepsRun += end - start;
-    DLM_RETURN_IF_ERROR(driver_->check(
-        driver_->cuMemcpyDtoHAsync(hostState, loop_.counters + 2 * sizeof(int32_t),
-                                   sizeof(loopState), stream_),
-        "device block loop: loop state out (cuMemcpyDtoHAsync)"));
-    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
-                                       "device block loop: cuStreamSynchronize"));
-    std::memcpy(loopState, hostState, sizeof(loopState));
-    if (loopState[0])
-      break;
-  }
-  // The block, and the cache as the host loop leaves it.
+  for (int64_t start = 0; start < steps && !loopState[0]; start += chunkSteps)
+    DLM_RETURN_IF_ERROR(
+        runLoopChunk(plan, loop, baked, start, std::min(steps, start + chunkSteps), loopState));
+  // The block, and the cache as the host's forwards leave it.
+  char *hostCanvas = static_cast<char *>(loop_.host.data()) + loop_.uploadedBytes + 16;
   DLM_RETURN_IF_ERROR(driver_->check(
-      driver_->cuMemcpyDtoHAsync(hostState + 16, loop_.canvasTokens,
+      driver_->cuMemcpyDtoHAsync(hostCanvas, loop_.canvasTokens,
                                  static_cast<size_t>(canvas) * sizeof(int32_t), stream_),
       "device block loop: canvas out (cuMemcpyDtoHAsync)"));
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
                                      "device block loop: cuStreamSynchronize"));
-  std::memcpy(canvasOut, hostState + 16, static_cast<size_t>(canvas) * sizeof(int32_t));
-  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
-  if (!prefix)
+  std::memcpy(canvasOut, hostCanvas, static_cast<size_t>(canvas) * sizeof(int32_t));
+  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, loop.keep));
+  if (rebuilt)
     DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
-  if (!loopState[0] || loopState[1] < 1 || loopState[1] > cap)
-    return Status::error("device block loop: the block did not finish within its " + str(cap) +
-                         " steps (loop state " + str(loopState[0]) + ", " + str(loopState[1]) +
-                         ")");
+  if (loopState[0] && (loopState[1] < 1 || loopState[1] > steps))
+    return Status::error("device block loop: loop state " + str(loopState[0]) + ", " +
+                         str(loopState[1]) + " after a plan of " + str(steps) + " steps");
   trimOnFailure.armed = false;
   ++loopStatistics_.blocks;
-  loopStatistics_.stepsUsed += loopState[1];
-  return sampling::BlockLoopResult{loopState[1]};
+  // A loop that never finished ran every step (its cap; the caller decides).
+  const int64_t ran = loopState[0] ? loopState[1] : steps;
+  loopStatistics_.stepsUsed += ran;
+  return sampling::BlockLoopResult{ran, loopState[0] != 0};
 }
 
 } // namespace dlm::cuda

@@ -33,6 +33,8 @@ inline constexpr std::string_view kPolicyEntropyBound = "entropy-bound";
 
 // Also accepted as a knob, overriding DecodingProgram::policy.
 inline constexpr std::string_view kKnobPolicy = "policy";            // string
+// The cache mode ("none" or "prefix"), which GenerateRequest::cache sets.
+inline constexpr std::string_view kKnobCache = "cache";
 inline constexpr std::string_view kKnobGenLength = "gen_length";     // int
 inline constexpr std::string_view kKnobBlockLength = "block_length"; // int
 inline constexpr std::string_view kKnobSteps = "steps";              // int, low-confidence

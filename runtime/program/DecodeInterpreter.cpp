@@ -4,6 +4,7 @@
 
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
+#include "runtime/program/LoopPlanBuilder.h"
 
 #include <algorithm>
 #include <memory>
@@ -178,8 +179,36 @@ private:
     frame.limit = frame.capped ? cap : bound;
     if (frame.limit <= 0)
       return leaveDenoiseLoop(pc, false);
+    DLM_ASSIGN_OR_RETURN(const bool ranOnDevice, runOnDevice(pc));
+    if (ranOnDevice)
+      return static_cast<size_t>(in.target) + 1;
     startStep(pc);
     return pc + 1;
+  }
+
+  // The whole loop on the model's device when its steps resolve into a plan the model serves
+  // and no first-logits capture is pending (ForwardRunner::runOnDevice); false: the host runs
+  // it. Timed by the enclosing block's scope: per-step timings do not exist there.
+  StatusOr<bool> runOnDevice(size_t pc) {
+    const Instruction &in = code_[pc];
+    const Frame &frame = frames_[pc];
+    StatusOr<sampling::LoopPlan> plan =
+        detail::buildLoopPlan(state_, pc, frame.limit, frame.capped, frame.base);
+    if (!plan)
+      return false;
+    StatusOr<std::optional<sampling::BlockLoopResult>> ran =
+        state_.runner.runOnDevice(*plan, state_.seq.data() + plan->begin);
+    if (!ran)
+      return ran.status();
+    if (!*ran)
+      return false;
+    if (!(*ran)->finished && !frame.capped)
+      return state_.error(pc, "denoise loop exceeded its bound of " + std::to_string(frame.limit) +
+                                  " steps");
+    state_.reg(in[denoise::kRan]).scalar.integer = (*ran)->steps;
+    // The last step's logits stayed on the device.
+    state_.hasLogits = false;
+    return true;
   }
 
   StatusOr<size_t> until(size_t pc) {

@@ -2,9 +2,10 @@
 // producing what sampling::decode produces for the policy the program describes: the same
 // forwards, the same blocks reported through the same callback, the same outcome. The
 // interpreter knows no policy and no knob: the records say what to do, the handlers
-// (runtime/program/ops/) reuse runtime/sampling's helpers to do it. Only the host path exists
-// for now (DecodeModel::forwardFull / forwardCached); device loops come with the LoopPlan of
-// docs/design/decode-program.md §5.
+// (runtime/program/ops/) reuse runtime/sampling's helpers to do it. A denoise_loop whose steps
+// resolve statically goes to a model that runs whole loops on its device (DecodeModel::
+// denoiseBlock) as a sampling::LoopPlan (LoopPlanBuilder.h, docs/design/decode-program.md §5);
+// every other loop runs on the host (DecodeModel::forwardFull / forwardCached).
 #pragma once
 
 #include "runtime/profile/Profiler.h"
@@ -29,6 +30,10 @@ struct ProgramRequest {
   profile::Profiler *profiler = nullptr;
   // Knobs of the artifact's other programs, which this one ignores rather than rejects.
   KnobFilter declaredElsewhere;
+  // The most positions the request may use (0: no limit) and why, e.g. "the model allows 128":
+  // a program that reserves more fails with "prompt too long: ...".
+  int64_t maxTokens = 0;
+  std::string maxTokensLimit;
 };
 
 class DecodeInterpreter {

@@ -550,6 +550,15 @@ private:
       if (instruction.operands[p].given())
         defined_[static_cast<size_t>(instruction.operands[p].index)] = 1;
     }
+    for (size_t p = 0; p < kind->paramCount; ++p) {
+      const ParamRole role = kind->params[p].role;
+      if (instruction.operands[p].source != Operand::Source::reg)
+        continue;
+      if (role == ParamRole::result || role == ParamRole::inout)
+        instruction.writes |= uint64_t{1} << p;
+      if (role != ParamRole::result)
+        instruction.reads |= uint64_t{1} << p;
+    }
     if (instruction.op == OpKind::denoiseLoop) {
       // `ran` exists after the loop, not in it.
       defined_[static_cast<size_t>(instruction.operands[dspec::denoise_loop_params::kRan].index)] =

@@ -122,6 +122,13 @@ struct Instruction {
   int32_t target = -1;
   // One per parameter of the kind's table (DecodeProgramSpec.h), in that order.
   std::vector<Operand> operands;
+  // Bit p: parameter p names a register the instruction writes (a result or an inout), reads
+  // (an input or an inout).
+  uint64_t writes = 0;
+  uint64_t reads = 0;
+
+  bool writesParam(size_t param) const { return (writes >> param) & 1; }
+  bool readsParam(size_t param) const { return (reads >> param) & 1; }
 
   const Operand &operator[](size_t param) const { return operands[param]; }
 };

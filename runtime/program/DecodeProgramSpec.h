@@ -100,7 +100,7 @@ inline constexpr std::string_view kKindGate = "gate";
 // candidates=masked_only touches only rows holding @mask; every_rejected every row.
 inline constexpr std::string_view kKindRenoise = "renoise";
 // Counts a committed block and reports seq[begin, end) cut after its first EOS (sampling::
-// reportBlock) → eos: the block holds an EOS.
+// reportBlock; `last`: no block follows it) → eos: the block holds an EOS.
 inline constexpr std::string_view kKindCommit = "commit";
 // for index in [0, count): the records up to the matching `end`. Opens the profile scope named
 // by the record's name (a block) per iteration.
@@ -331,6 +331,7 @@ inline constexpr ParamSpec kCommitParams[] = {
     {"begin", PR::input, PT::integer, true},
     {"end", PR::input, PT::integer, true},
     {"index", PR::input, PT::integer, true},
+    {"last", PR::input, PT::boolean, true},
     {"eos", PR::result, PT::boolean, true},
 };
 inline constexpr ParamSpec kBlockLoopParams[] = {
@@ -618,6 +619,7 @@ namespace commit_params {
 inline constexpr size_t kBegin = paramIndex(kCommitParams, "begin");
 inline constexpr size_t kEnd = paramIndex(kCommitParams, "end");
 inline constexpr size_t kIndex = paramIndex(kCommitParams, "index");
+inline constexpr size_t kLast = paramIndex(kCommitParams, "last");
 inline constexpr size_t kEos = paramIndex(kCommitParams, "eos");
 } // namespace commit_params
 

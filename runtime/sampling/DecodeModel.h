@@ -3,7 +3,7 @@
 // Backends implement it; tests implement it with a fake model.
 #pragma once
 
-#include "runtime/sampling/DecodingKnobs.h"
+#include "runtime/sampling/LoopPlan.h"
 #include "support/Status.h"
 
 #include <cstdint>
@@ -28,42 +28,12 @@ struct LogitsView {
   const float *row(int64_t r) const { return data + r * vocab; }
 };
 
-// One block's (low-confidence) or canvas's (entropy-bound) denoising steps, handed whole to a
-// model that can run them without returning to the host between steps (DecodeModel::
-// denoiseBlock). Everything the host loop would decide per step is here, so that the device
-// makes exactly its decisions; the policies (LowConfidence.cpp, EntropyBound.cpp) fill it.
-struct BlockLoopRequest {
-  Policy policy = Policy::lowConfidence;
-  const DecodingKnobs *knobs = nullptr;
-  // Prefix cache: K/V of [0, keep) is reused between steps (entropy-bound: the caller has run the
-  // prefix forward; low-confidence: the block's first step is the full forward that keeps it).
-  // Without it every step is a full forward over sequence[0, total).
-  bool prefixCache = false;
-  int64_t keep = 0;
-  // sequence[0, total) as a full forward feeds it; the block is [begin, end) and holds the
-  // block's initial canvas (masks, or the entropy-bound initial noise).
-  const int32_t *sequence = nullptr;
-  int64_t total = 0;
-  int64_t begin = 0;
-  int64_t end = 0;
-  int32_t maskToken = -1;
-  // The sampler's excluded token (the mask under mask noise; -1: none) and, entropy-bound, the
-  // renoise noise.
-  int64_t excludedToken = -1;
-  bool maskNoise = true;
-  // Counter RNG keys; firstStep is the request's decoded-forward count before this block.
-  uint64_t seed = 0;
-  uint64_t request = 0;
-  int64_t firstStep = 0;
-  // The step cap: steps per block (low-confidence) or max_steps (entropy-bound).
-  int64_t stepCap = 0;
-  // Low-confidence with a fixed count: tokens unmasked at step i (numTransferTokens).
-  std::vector<int64_t> transferSchedule;
-};
-
 struct BlockLoopResult {
   // Steps run = forwards whose logits were decoded (each one forward).
   int64_t steps = 0;
+  // Whether a step's gate finished the loop; false when it ran every step of the plan without
+  // (the caller decides whether that is the loop's cap or an error).
+  bool finished = true;
 };
 
 class DecodeModel {
@@ -88,15 +58,14 @@ public:
   virtual StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                              LogitRows rows) = 0;
 
-  // Optional: whether denoiseBlock serves `request` (the kernels it needs exist, the loop is on).
-  virtual bool denoisesBlock(const BlockLoopRequest & /*request*/) const { return false; }
+  // Optional: whether denoiseBlock serves `plan` (the kernels it needs exist, the loop is on).
+  virtual bool denoisesBlock(const LoopPlan & /*plan*/) const { return false; }
 
-  // Optional: runs the block's steps until it converges or reaches the step cap, exactly as the
-  // policy's host loop would (same tokens, same forwards, same RNG steps), and writes the final
-  // block into canvas[0, end - begin). The K/V cache is left as the host loop leaves it: [0,
-  // keep) with the prefix cache, empty without.
-  virtual StatusOr<BlockLoopResult> denoiseBlock(const BlockLoopRequest & /*request*/,
-                                                 int32_t * /*canvas*/) {
+  // Optional: runs the plan's steps until a step's gate finishes the loop or the steps run out,
+  // exactly as the host would run the records (same tokens, same forwards, same RNG steps), and
+  // writes the final canvas into canvas[0, end - begin). The K/V cache is left as the host's
+  // forwards leave it: [0, keep) of the last cached or keeping forward, else empty.
+  virtual StatusOr<BlockLoopResult> denoiseBlock(const LoopPlan & /*plan*/, int32_t * /*canvas*/) {
     return Status::error("not supported yet: denoising a block on this model's device");
   }
 };

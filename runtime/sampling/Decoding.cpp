@@ -82,16 +82,29 @@ StatusOr<LogitsView> ForwardRunner::cached(const std::vector<int32_t> &tokens, i
   return finish(model_.forwardCached(tokens.data(), count, keep, asked), rows, capture_);
 }
 
-StatusOr<std::optional<int64_t>> ForwardRunner::denoiseBlockOnDevice(const BlockLoopRequest &loop,
-                                                                      int32_t *canvas) {
-  if (capture_ || !model_.denoisesBlock(loop))
-    return std::optional<int64_t>();
-  // Timed by the policy's block scope: per-step and per-forward timings do not exist here.
-  StatusOr<BlockLoopResult> result = model_.denoiseBlock(loop, canvas);
+StatusOr<std::optional<BlockLoopResult>> ForwardRunner::runOnDevice(const LoopPlan &plan,
+                                                                    int32_t *canvas) {
+  if (capture_ || !model_.denoisesBlock(plan))
+    return std::optional<BlockLoopResult>();
+  // Timed by the caller's block scope: per-step and per-forward timings do not exist here.
+  StatusOr<BlockLoopResult> result = model_.denoiseBlock(plan, canvas);
   if (!result)
     return result.status();
   outcome_.forwards += result->steps;
-  return std::optional<int64_t>(result->steps);
+  return std::optional<BlockLoopResult>(*result);
+}
+
+StatusOr<std::optional<int64_t>> ForwardRunner::denoiseBlockOnDevice(const LoopPlan &plan,
+                                                                     int32_t *canvas) {
+  StatusOr<std::optional<BlockLoopResult>> ran = runOnDevice(plan, canvas);
+  if (!ran)
+    return ran.status();
+  if (!*ran)
+    return std::optional<int64_t>();
+  if (!(*ran)->finished)
+    return Status::error("device block loop: the block did not finish within its " +
+                         str(static_cast<int64_t>(plan.steps.size())) + " steps");
+  return std::optional<int64_t>((*ran)->steps);
 }
 
 StatusOr<LogitsView> ForwardRunner::finish(StatusOr<LogitsView> logits, LogitRows wanted,
@@ -120,7 +133,7 @@ void finishOutput(const std::vector<int32_t> &sequence, size_t promptLength,
 }
 
 bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t end, int64_t index,
-                 const TokenFacts &facts, const BlockCallback &onBlock) {
+                 bool last, const TokenFacts &facts, const BlockCallback &onBlock) {
   int64_t stop = end;
   bool hasEos = false;
   for (int64_t i = begin; i < end; ++i) {
@@ -131,7 +144,7 @@ bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t en
     }
   }
   if (onBlock)
-    onBlock(CommittedBlock{index, sequence.data() + begin, stop - begin});
+    onBlock(CommittedBlock{index, sequence.data() + begin, stop - begin, last || hasEos});
   return hasEos;
 }
 

@@ -60,6 +60,8 @@ struct CommittedBlock {
   int64_t index = 0;
   const int32_t *ids = nullptr;
   int64_t count = 0;
+  // Nothing follows it: the request's last block, or one that holds an EOS.
+  bool last = false;
 };
 using BlockCallback = std::function<void(const CommittedBlock &)>;
 
@@ -111,12 +113,13 @@ public:
   StatusOr<LogitsView> cached(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
                               LogitRows rows);
 
-  // Runs `loop` on the model's device when it serves it and no first-logits capture is pending
+  // Runs `plan` on the model's device when it serves it and no first-logits capture is pending
   // (a device loop never brings logits to the host), writing the block into `canvas` and
-  // counting its forwards. Returns the steps run, or nullopt when the caller must run the block
-  // on the host.
-  StatusOr<std::optional<int64_t>> denoiseBlockOnDevice(const BlockLoopRequest &loop,
-                                                        int32_t *canvas);
+  // counting its forwards. Returns what ran, or nullopt when the caller must run the block on
+  // the host.
+  StatusOr<std::optional<BlockLoopResult>> runOnDevice(const LoopPlan &plan, int32_t *canvas);
+  // runOnDevice for the policies' loops, which always finish within their plan: the steps run.
+  StatusOr<std::optional<int64_t>> denoiseBlockOnDevice(const LoopPlan &plan, int32_t *canvas);
 
 private:
   StatusOr<LogitsView> finish(StatusOr<LogitsView> logits, LogitRows wanted, bool captured);
@@ -134,8 +137,9 @@ void finishOutput(const std::vector<int32_t> &sequence, size_t promptLength,
 
 // Reports sequence[begin, end) as committed block `index`, cut after the first EOS; returns true
 // when the block holds an EOS (generation stops after it).
+// `last`: the request has no block after this one (an EOS makes any block last).
 bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t end, int64_t index,
-                 const TokenFacts &facts, const BlockCallback &onBlock);
+                 bool last, const TokenFacts &facts, const BlockCallback &onBlock);
 
 Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
                         const DecodeRequest &request, const BlockCallback &onBlock,

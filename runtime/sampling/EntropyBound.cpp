@@ -20,6 +20,69 @@
 
 namespace dlm::sampling {
 
+namespace {
+
+// T_n, in the order of the records' ALU chain (and of the host loop below).
+double temperatureOf(const DecodingKnobs &knobs, int64_t n) {
+  return knobs.tMin + (knobs.tMax - knobs.tMin) * static_cast<double>(knobs.maxSteps - n) /
+                          static_cast<double>(knobs.maxSteps);
+}
+
+// Step n of a canvas as the records of the entropy-bound program resolve it.
+StepPlan stepPlan(const DecodeRequest &request, bool maskNoise, int64_t excluded, int64_t start,
+                  int64_t end, int64_t keep, int64_t globalStep, int64_t n) {
+  const DecodingKnobs &knobs = request.knobs;
+  const bool prefix = request.cache == CacheMode::prefix;
+  StepPlan plan;
+  plan.forward.mode = prefix ? ForwardStep::Mode::cached : ForwardStep::Mode::full;
+  plan.forward.count = end;
+  plan.forward.keep = prefix ? keep : 0;
+  plan.forward.rowBegin = start;
+  plan.forward.rowEnd = end;
+  plan.sample.kind = SampleStep::Kind::tempered;
+  plan.sample.temperature = temperatureOf(knobs, n);
+  plan.sample.excluded = excluded;
+  plan.sample.rngStep = globalStep;
+  AcceptStep &accept = plan.accept;
+  accept.rule = AcceptStep::Rule::entropyBound;
+  accept.bound = knobs.entropyBound;
+  accept.candidates = AcceptStep::Candidates::all;
+  accept.converge = AcceptStep::Converge::stableConfident;
+  accept.stability = knobs.stabilityThreshold;
+  accept.confidence = knobs.confidenceThreshold;
+  plan.gate.rule = GateStep::Rule::convergedOrLast;
+  plan.gate.last = n == knobs.maxSteps - 1;
+  plan.renoise.noise = maskNoise ? RenoiseStep::Noise::mask : RenoiseStep::Noise::uniform;
+  plan.renoise.candidates = RenoiseStep::Candidates::everyRejected;
+  plan.renoise.rngStep = globalStep;
+  return plan;
+}
+
+// The canvas at the end of `work` from `start`, its first step being the request's
+// `firstStep`th; max_steps steps at most, the last one committing the argmax canvas.
+LoopPlan canvasPlan(const DecodeRequest &request, const std::vector<int32_t> &work, int32_t mask,
+                    int64_t excluded, bool maskNoise, int64_t start, int64_t firstStep,
+                    int64_t keep) {
+  const DecodingKnobs &knobs = request.knobs;
+  const int64_t end = static_cast<int64_t>(work.size());
+  LoopPlan plan;
+  for (int64_t n = 0; n < knobs.maxSteps; ++n)
+    plan.steps.push_back(
+        stepPlan(request, maskNoise, excluded, start, end, keep, firstStep + n, n));
+  plan.capped = true;
+  plan.sequence = work.data();
+  plan.total = end;
+  plan.begin = start;
+  plan.end = end;
+  plan.maskToken = mask;
+  plan.seed = request.seed;
+  plan.request = request.request;
+  plan.unroll = knobs.unrollSteps;
+  return plan;
+}
+
+} // namespace
+
 Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
                        const DecodeRequest &request, const BlockCallback &onBlock,
                        DecodeOutcome &outcome) {
@@ -71,22 +134,7 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
 
     // The whole canvas on the model's device when it can (same decisions, no host round trip
     // per step); the host loop below otherwise.
-    BlockLoopRequest loop;
-    loop.policy = Policy::entropyBound;
-    loop.knobs = &knobs;
-    loop.prefixCache = request.cache == CacheMode::prefix;
-    loop.keep = loop.prefixCache ? keep : 0;
-    loop.sequence = work.data();
-    loop.total = end;
-    loop.begin = start;
-    loop.end = end;
-    loop.maskToken = mask;
-    loop.excludedToken = excluded;
-    loop.maskNoise = maskNoise;
-    loop.seed = request.seed;
-    loop.request = request.request;
-    loop.firstStep = step;
-    loop.stepCap = maxSteps;
+    const LoopPlan loop = canvasPlan(request, work, mask, excluded, maskNoise, start, step, keep);
     StatusOr<std::optional<int64_t>> deviceSteps =
         runner.denoiseBlockOnDevice(loop, work.data() + start);
     if (!deviceSteps)
@@ -96,9 +144,7 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
 
     for (int64_t n = 0; !*deviceSteps && n < maxSteps; ++n) {
       profile::Scope stepTimer = runner.scope(profile::Category::step, "denoise_step", step);
-      const double temperature = knobs.tMin + (knobs.tMax - knobs.tMin) *
-                                                  static_cast<double>(maxSteps - n) /
-                                                  static_cast<double>(maxSteps);
+      const double temperature = temperatureOf(knobs, n);
       StatusOr<LogitsView> rows =
           request.cache == CacheMode::none
               ? runner.full(work, end, 0, LogitRows{start, end})
@@ -139,7 +185,7 @@ Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFac
     }
 
     ++outcome.blocks;
-    if (reportBlock(work, start, end, c, facts, onBlock))
+    if (reportBlock(work, start, end, c, c + 1 == canvases, facts, onBlock))
       break;
   }
   outcome.decodeSteps = step;

@@ -20,6 +20,74 @@
 
 namespace dlm::sampling {
 
+namespace {
+
+// Step i of a block as the records of the low-confidence program resolve it (see the host loop
+// below for the same decisions).
+StepPlan stepPlan(const DecodeRequest &request, int32_t mask, int64_t begin, int64_t end,
+                  int64_t globalStep, int64_t i, const std::vector<int64_t> &schedule,
+                  int64_t keep) {
+  const DecodingKnobs &knobs = request.knobs;
+  const bool prefix = request.cache == CacheMode::prefix;
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + knobs.genLength;
+  StepPlan plan;
+  plan.forward.mode = prefix && i > 0 ? ForwardStep::Mode::cached : ForwardStep::Mode::full;
+  plan.forward.count = total;
+  plan.forward.keep = prefix ? keep : 0;
+  plan.forward.rowBegin = begin;
+  plan.forward.rowEnd = end;
+  plan.sample.kind = SampleStep::Kind::gumbelMax;
+  plan.sample.temperature = knobs.temperature;
+  plan.sample.excluded = mask;
+  plan.sample.rngStep = globalStep;
+  AcceptStep &accept = plan.accept;
+  accept.candidates = AcceptStep::Candidates::masked;
+  if (!knobs.threshold) {
+    accept.rule = AcceptStep::Rule::topK;
+    accept.k = i < static_cast<int64_t>(schedule.size()) ? schedule[i] : 1;
+  } else if (knobs.stepCap && i >= *knobs.stepCap - 1) {
+    // The explicit step cap: every candidate left (k = block_length >= candidates).
+    accept.rule = AcceptStep::Rule::topK;
+    accept.k = knobs.blockLength;
+  } else {
+    accept.rule = AcceptStep::Rule::threshold;
+    accept.threshold = *knobs.threshold;
+  }
+  plan.gate.rule = GateStep::Rule::noMaskLeft;
+  plan.renoise.noise = RenoiseStep::Noise::mask;
+  plan.renoise.candidates = RenoiseStep::Candidates::maskedOnly;
+  plan.renoise.rngStep = globalStep;
+  return plan;
+}
+
+// The block [begin, end) of `x`, its first step being the request's `firstStep`th. The loop
+// stops at the step cap: steps per block with a fixed count, step_cap with a threshold; never
+// past block_length steps, as each step unmasks at least one position (a bound, not a cap).
+LoopPlan blockPlan(const DecodeRequest &request, const std::vector<int32_t> &x, int32_t mask,
+                   int64_t begin, int64_t end, int64_t firstStep,
+                   const std::vector<int64_t> &schedule, int64_t stepsPerBlock, int64_t keep) {
+  const DecodingKnobs &knobs = request.knobs;
+  const int64_t blockLength = knobs.blockLength;
+  const std::optional<int64_t> cap =
+      knobs.threshold ? knobs.stepCap : std::optional<int64_t>(stepsPerBlock);
+  LoopPlan plan;
+  plan.capped = cap && *cap <= blockLength;
+  const int64_t steps = plan.capped ? *cap : blockLength;
+  for (int64_t i = 0; i < steps; ++i)
+    plan.steps.push_back(stepPlan(request, mask, begin, end, firstStep + i, i, schedule, keep));
+  plan.sequence = x.data();
+  plan.total = static_cast<int64_t>(x.size());
+  plan.begin = begin;
+  plan.end = end;
+  plan.maskToken = mask;
+  plan.seed = request.seed;
+  plan.request = request.request;
+  plan.unroll = knobs.unrollSteps;
+  return plan;
+}
+
+} // namespace
+
 Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
                         const DecodeRequest &request, const BlockCallback &onBlock,
                         DecodeOutcome &outcome) {
@@ -59,28 +127,8 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
 
     // The whole block on the model's device when it can (same decisions, no host round trip
     // per step); the host loop below otherwise.
-    BlockLoopRequest loop;
-    loop.policy = Policy::lowConfidence;
-    loop.knobs = &knobs;
-    loop.prefixCache = request.cache == CacheMode::prefix;
-    loop.keep = loop.prefixCache ? keep : 0;
-    loop.sequence = x.data();
-    loop.total = total;
-    loop.begin = begin;
-    loop.end = end;
-    loop.maskToken = mask;
-    loop.excludedToken = mask;
-    loop.seed = request.seed;
-    loop.request = request.request;
-    loop.firstStep = step;
-    // Fixed count: the schedule's steps. Threshold: the explicit cap, else the block length,
-    // which never decides (each step unmasks at least one, so at most one mask is left for it).
-    // A cap past the block length never decides either.
-    loop.stepCap = !knobs.threshold
-                       ? stepsPerBlock
-                       : std::min(knobs.stepCap.value_or(blockLength), blockLength);
-    if (!knobs.threshold)
-      loop.transferSchedule = schedule;
+    const LoopPlan loop =
+        blockPlan(request, x, mask, begin, end, step, schedule, stepsPerBlock, keep);
     std::optional<int64_t> deviceSteps;
     if (masked > 0) {
       StatusOr<std::optional<int64_t>> ran = runner.denoiseBlockOnDevice(loop, x.data() + begin);
@@ -135,7 +183,7 @@ Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFa
     }
 
     ++outcome.blocks;
-    if (reportBlock(x, begin, end, b, facts, onBlock)) {
+    if (reportBlock(x, begin, end, b, b + 1 == blocks, facts, onBlock)) {
       std::fill(x.begin() + end, x.end(), static_cast<int32_t>(facts.eosTokenIds.front()));
       break;
     }

@@ -1,6 +1,8 @@
 #include "runtime/session/Session.h"
 
 #include "runtime/backend/BackendRegistry.h"
+#include "runtime/model/ModelSpec.h"
+#include "runtime/program/DecodeInterpreter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +27,12 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path
   if (config.maskTokenId >= config.vocabSize)
     return Status::error("artifact '" + path + "': mask token id " +
                          std::to_string(config.maskTokenId) + " is outside the vocabulary");
+
+  StatusOr<program::DecodeProgramSet> programs =
+      program::DecodeProgramSet::load(model->reader_.decodePrograms());
+  if (!programs)
+    return programs.status().withContext("artifact '" + path + "'");
+  model->decodePrograms_ = std::move(*programs);
 
   if (!model->reader_.tokenizerJson().empty()) {
     StatusOr<Tokenizer> tokenizer =
@@ -124,19 +132,40 @@ private:
 
 } // namespace
 
-StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
-                                           const StreamCallback &onBlock) {
-  const artifact::DecodingProgram &program = model_->artifact().program();
-  StatusOr<sampling::DecodingKnobs> knobs =
-      sampling::resolveKnobs(program.policy, program.knobs, request.knobs);
-  if (!knobs)
-    return knobs.status();
+namespace {
 
-  sampling::DecodeRequest decodeRequest;
-  decodeRequest.knobs = *knobs;
+// The request's policy (a knob in name only: it selects the program) and its other knobs, with
+// the cache mode as the programs' `cache` knob.
+std::string takePolicy(artifact::Attributes &knobs) {
+  std::string policy;
+  auto found = knobs.find(std::string(spec::kKnobPolicy));
+  if (found == knobs.end())
+    return policy;
+  if (const auto *text = std::get_if<std::string>(&found->second))
+    policy = *text;
+  else
+    policy = artifact::attributeValueText(found->second);
+  knobs.erase(found);
+  return policy;
+}
+
+} // namespace
+
+StatusOr<program::ProgramRequest> Session::programRequest(const GenerateRequest &request,
+                                                          size_t &programIndex) const {
+  program::ProgramRequest decodeRequest;
+  decodeRequest.knobs = request.knobs;
+  const std::string policy = takePolicy(decodeRequest.knobs);
+  const program::DecodeProgramSet &programs = model_->decodePrograms();
+  StatusOr<size_t> selected = programs.select(policy);
+  if (!selected)
+    return selected.status();
+  programIndex = *selected;
+  if (request.cache != sampling::CacheMode::none)
+    decodeRequest.knobs[std::string(spec::kKnobCache)] = sampling::cacheModeName(request.cache);
+  decodeRequest.declaredElsewhere = programs.declaredByOthers(programIndex);
   decodeRequest.seed = request.seed;
   decodeRequest.request = request.requestId;
-  decodeRequest.cache = request.cache;
   decodeRequest.captureFirstLogits = request.captureFirstLogits;
   decodeRequest.profiler = profiler_;
   if (request.promptText) {
@@ -149,21 +178,30 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
   }
   if (decodeRequest.prompt.empty())
     return Status::error("empty prompt");
-
-  const int64_t needed = sampling::maxSequenceTokens(decodeRequest);
   const int64_t maxPositions = model_->config().maxPositions;
-  if (maxPositions > 0 && needed > maxPositions)
-    return Status::error("prompt too long: " + std::to_string(decodeRequest.prompt.size()) +
-                         " prompt tokens plus gen_length " + std::to_string(knobs->genLength) +
-                         " need " + std::to_string(needed) + " positions; the model allows " +
-                         std::to_string(maxPositions));
-  if (needed > backend_->maxSequenceLength())
-    return Status::error("prompt too long: " + std::to_string(needed) +
-                         " positions exceed the session's maximum sequence length of " +
-                         std::to_string(backend_->maxSequenceLength()));
+  if (maxPositions > 0 && maxPositions <= backend_->maxSequenceLength()) {
+    decodeRequest.maxTokens = maxPositions;
+    decodeRequest.maxTokensLimit = "the model allows " + std::to_string(maxPositions);
+  } else {
+    decodeRequest.maxTokens = backend_->maxSequenceLength();
+    decodeRequest.maxTokensLimit = "the session's maximum sequence length is " +
+                                   std::to_string(decodeRequest.maxTokens);
+  }
+  return decodeRequest;
+}
+
+StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
+                                           const StreamCallback &onBlock) {
+  size_t programIndex = 0;
+  StatusOr<program::ProgramRequest> decodeRequest = programRequest(request, programIndex);
+  if (!decodeRequest)
+    return decodeRequest.status();
+  const program::DecodeProgram &program = model_->decodePrograms().program(programIndex);
+  std::vector<program::KnobValue> knobs;
+  DLM_RETURN_IF_ERROR(program::resolveKnobs(program, decodeRequest->knobs, knobs,
+                                            decodeRequest->declaredElsewhere));
 
   TextStream stream(model_->tokenizer());
-  const int64_t blocks = knobs->genLength / std::max<int64_t>(knobs->blockLength, 1);
   sampling::BlockCallback forward;
   if (onBlock) {
     forward = [&](const sampling::CommittedBlock &block) {
@@ -171,24 +209,23 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
       streamed.index = block.index;
       streamed.ids = block.ids;
       streamed.count = block.count;
-      const bool last = block.index + 1 == blocks ||
-                        (block.count > 0 && model_->tokenFacts().isEos(block.ids[block.count - 1]));
-      streamed.text = stream.push(block.ids, block.count, last);
+      streamed.text = stream.push(block.ids, block.count, block.last);
       onBlock(streamed);
     };
   }
 
   const auto start = std::chrono::steady_clock::now();
-  StatusOr<sampling::DecodeOutcome> outcome =
-      sampling::decode(*backend_, model_->tokenFacts(), decodeRequest, forward);
+  StatusOr<sampling::DecodeOutcome> outcome = program::DecodeInterpreter(program).run(
+      *backend_, model_->tokenFacts(), *decodeRequest, forward);
   const auto stop = std::chrono::steady_clock::now();
   if (!outcome)
     return outcome.status();
 
   GenerateResult result;
-  result.promptIds = decodeRequest.prompt;
+  result.promptIds = decodeRequest->prompt;
   result.outputIds = std::move(outcome->outputIds);
-  result.knobs = *knobs;
+  result.policy = model_->decodePrograms().names()[programIndex];
+  result.knobs = program::knobAttributes(program, knobs);
   result.stats.forwards = outcome->forwards;
   result.stats.decodeSteps = outcome->decodeSteps;
   result.stats.blocks = outcome->blocks;

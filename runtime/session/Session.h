@@ -6,6 +6,8 @@
 
 #include "runtime/artifact/ArtifactReader.h"
 #include "runtime/model/ModelWeights.h"
+#include "runtime/program/DecodeInterpreter.h"
+#include "runtime/program/DecodeProgramSet.h"
 #include "runtime/sampling/Decoding.h"
 #include "runtime/backend/Backend.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -34,6 +36,8 @@ public:
   // nullptr when the artifact carries no tokenizer.json.
   const Tokenizer *tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const sampling::TokenFacts &tokenFacts() const { return facts_; }
+  // The artifact's decode programs, loaded once (empty for artifacts before schema 1.2).
+  const program::DecodeProgramSet &decodePrograms() const { return decodePrograms_; }
 
   // The weights as float32 host tensors, converted on the first call and then shared.
   StatusOr<std::shared_ptr<const model::ModelWeights>> hostWeights() const;
@@ -46,6 +50,7 @@ private:
   model::ModelDims dims_;
   std::optional<Tokenizer> tokenizer_;
   sampling::TokenFacts facts_;
+  program::DecodeProgramSet decodePrograms_;
   mutable std::mutex weightsMutex_;
   mutable std::shared_ptr<const model::ModelWeights> weights_;
 };
@@ -101,7 +106,10 @@ struct GenerateResult {
   // outputIds decoded with special tokens skipped; empty without a tokenizer.
   std::string text;
   GenerationStats stats;
-  sampling::DecodingKnobs knobs;
+  // The decode program that ran and its knobs as the request resolved them (unset optional
+  // knobs left out).
+  std::string policy;
+  artifact::Attributes knobs;
   // [firstLogitRows, vocabSize] float32 when captureFirstLogits.
   std::vector<float> firstLogits;
   int64_t firstLogitRows = 0;
@@ -145,6 +153,10 @@ private:
   Session(std::shared_ptr<const LoadedModel> model, std::unique_ptr<Backend> backend,
           profile::Profiler *profiler)
       : model_(std::move(model)), backend_(std::move(backend)), profiler_(profiler) {}
+
+  // The request as the decode program it selects (its index in `programIndex`) takes it.
+  StatusOr<program::ProgramRequest> programRequest(const GenerateRequest &request,
+                                                   size_t &programIndex) const;
 
   std::shared_ptr<const LoadedModel> model_;
   std::unique_ptr<Backend> backend_;

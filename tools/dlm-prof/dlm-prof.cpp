@@ -14,6 +14,7 @@
 // KV pages, activations, process RSS). --json prints the same as one object. --trace writes a
 // Chrome trace (open it in https://ui.perfetto.dev): a track per backend thread and per request.
 // Bad arguments: exit status 2; a failed generation: 1.
+#include "runtime/model/ModelSpec.h"
 #include "runtime/profile/ChromeTrace.h"
 #include "runtime/profile/ProfileSummary.h"
 #include "runtime/profile/Profiler.h"
@@ -175,6 +176,15 @@ struct RequestResult {
   int64_t promptTokens = 0;
   dlm::GenerationStats stats;
 };
+
+// An integer knob of a result (0 when the program has no such knob).
+int64_t integerKnob(const dlm::artifact::Attributes &knobs, std::string_view name) {
+  auto found = knobs.find(std::string(name));
+  if (found == knobs.end())
+    return 0;
+  const int64_t *value = std::get_if<int64_t>(&found->second);
+  return value ? *value : 0;
+}
 
 size_t peakRssBytes() {
   struct rusage usage {};
@@ -399,9 +409,9 @@ int main(int argc, char **argv) {
       report.totals.forwards += row.stats.forwards;
       report.totals.seconds += row.stats.seconds;
       report.requests.push_back(row);
-      report.policy = dlm::sampling::policyName(result->knobs.policy);
-      report.genLength = result->knobs.genLength;
-      report.blockLength = result->knobs.blockLength;
+      report.policy = result->policy;
+      report.genLength = integerKnob(result->knobs, dlm::spec::kKnobGenLength);
+      report.blockLength = integerKnob(result->knobs, dlm::spec::kKnobBlockLength);
     }
   }
 

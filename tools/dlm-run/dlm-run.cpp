@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
     out["blocks"] = stats.blocks;
     out["tokens_per_second"] = stats.tokensPerSecond();
     out["tokens_per_forward"] = stats.tokensPerForward();
-    out["policy"] = dlm::sampling::policyName(result->knobs.policy);
+    out["policy"] = result->policy;
     out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
     out["backend"] = std::string((*session)->backend().name());
     if (score)
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
                  "(%.2f tokens/forward), %s, cache %s\n",
                  static_cast<long long>(stats.generatedTokens), stats.seconds,
                  stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
-                 stats.tokensPerForward(), dlm::sampling::policyName(result->knobs.policy),
+                 stats.tokensPerForward(), result->policy.c_str(),
                  dlm::sampling::cacheModeName(options.request.cache));
     if (score)
       std::fprintf(stderr,

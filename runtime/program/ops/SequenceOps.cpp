@@ -16,6 +16,12 @@ Status runReserve(State &state, const Instruction &in, size_t at) {
   if (tokens < static_cast<int64_t>(state.seq.size()) || rows < 0)
     return state.error(at, "cannot reserve " + std::to_string(tokens) + " tokens and " +
                                std::to_string(rows) + " rows");
+  const ProgramRequest &request = state.request;
+  if (request.maxTokens > 0 && tokens > request.maxTokens)
+    return Status::error("prompt too long: " + std::to_string(state.promptLength) +
+                         " prompt tokens and " + std::to_string(tokens - state.promptLength) +
+                         " to generate need " + std::to_string(tokens) + " positions; " +
+                         request.maxTokensLimit);
   // A pending first-logits capture brings back every row of a forward.
   DLM_RETURN_IF_ERROR(
       state.model.reserve(tokens, state.request.captureFirstLogits ? tokens : rows));
@@ -127,7 +133,8 @@ Status runCommit(State &state, const Instruction &in, size_t at) {
                                std::to_string(end) + ") is outside the sequence");
   ++state.outcome.blocks;
   state.reg(in[kEos]).scalar.boolean = sampling::reportBlock(
-      state.seq, begin, end, state.integer(in[kIndex]), state.facts, state.onBlock);
+      state.seq, begin, end, state.integer(in[kIndex]), state.boolean(in[kLast]), state.facts,
+      state.onBlock);
   return Status::ok();
 }
 

@@ -13,6 +13,7 @@
 #include "runtime/cuda/emu/EmuDriver.h"
 #include "tests/runtime/model/TinyModel.h"
 
+#include "runtime/program/DecodeInterpreter.h"
 #include "runtime/sampling/Decoding.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace dlm::cuda {
 namespace {
@@ -427,6 +430,14 @@ std::vector<LoopSetting> loopSettings() {
          r.knobs.temperature = 0.5;
          r.cache = CacheMode::prefix;
        }},
+      {"threshold_step_cap",
+       [=](sampling::DecodeRequest &r) {
+         lowConfidence(r);
+         r.knobs.steps = 12;
+         r.knobs.threshold = 0.5;
+         r.knobs.temperature = 0.5;
+         r.knobs.stepCap = 2; // the second step takes every candidate left (the top-k kernel)
+       }},
       {"entropy_bound", entropyBound},
       {"entropy_bound_prefix_stable_argmax",
        [=](sampling::DecodeRequest &r) {
@@ -533,6 +544,86 @@ TEST_P(CudaBackendTest, DeviceBlockLoopDecodesExactlyLikeTheHostLoop) {
   }
 }
 
+// A loop setting as the decode program's request: the knobs its program declares.
+program::ProgramRequest programRequest(const sampling::DecodeRequest &r) {
+  program::ProgramRequest request;
+  request.prompt = r.prompt;
+  request.seed = r.seed;
+  request.request = r.request;
+  artifact::Attributes &k = request.knobs;
+  const sampling::DecodingKnobs &knobs = r.knobs;
+  k["gen_length"] = knobs.genLength;
+  k["block_length"] = knobs.blockLength;
+  k["temperature"] = knobs.temperature;
+  k["cache"] = std::string(sampling::cacheModeName(r.cache));
+  if (knobs.policy == sampling::Policy::lowConfidence) {
+    k["steps"] = knobs.steps;
+    if (knobs.threshold)
+      k["threshold"] = *knobs.threshold;
+    if (knobs.stepCap)
+      k["step_cap"] = *knobs.stepCap;
+    return request;
+  }
+  k["max_steps"] = knobs.maxSteps;
+  k["t_min"] = knobs.tMin;
+  k["t_max"] = knobs.tMax;
+  k["stability_threshold"] = knobs.stabilityThreshold;
+  k["entropy_bound"] = knobs.entropyBound;
+  k["confidence_threshold"] = knobs.confidenceThreshold;
+  if (!knobs.noise.empty())
+    k["noise"] = knobs.noise;
+  return request;
+}
+
+program::DecodeProgram loadDecodeProgram(const std::string &name) {
+  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + name);
+  std::stringstream text;
+  text << file.rdbuf();
+  StatusOr<program::DecodeProgramText> parsed = program::parseDecodeProgram(text.str());
+  EXPECT_TRUE(parsed.isOk()) << name << ": " << parsed.status().message();
+  if (!parsed)
+    return program::DecodeProgram();
+  StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(parsed->records);
+  EXPECT_TRUE(loaded.isOk()) << name << ": " << loaded.status().message();
+  return loaded ? std::move(*loaded) : program::DecodeProgram();
+}
+
+// The decode interpreter hands every denoise loop of the policies' programs to the device loop
+// as a plan of its records, and decodes exactly as its host loop on the CPU backend: the same
+// ids, forwards and RNG steps.
+TEST_P(CudaBackendTest, InterpreterRunsTheProgramsLoopsOnTheDevice) {
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  const program::DecodeProgram lowConfidence = loadDecodeProgram("low-confidence.decode");
+  const program::DecodeProgram entropyBound = loadDecodeProgram("entropy-bound.decode");
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  std::unique_ptr<CudaBackend> gpu =
+      cudaBackend(/*graphs=*/true, /*requireDeviceLoop=*/true, /*chunkSteps=*/0);
+  ASSERT_TRUE(gpu);
+  for (const LoopSetting &setting : loopSettings()) {
+    SCOPED_TRACE(setting.name);
+    const sampling::DecodeRequest legacy = loopRequest(setting, 11);
+    const program::DecodeInterpreter interpreter(
+        legacy.knobs.policy == sampling::Policy::lowConfidence ? lowConfidence : entropyBound);
+    const program::ProgramRequest request = programRequest(legacy);
+    StatusOr<sampling::DecodeOutcome> expected = interpreter.run(**cpu, facts, request, nullptr);
+    ASSERT_TRUE(expected.isOk()) << expected.status().message();
+    const BlockLoopStatistics before = gpu->blockLoopStatistics();
+    StatusOr<sampling::DecodeOutcome> got = interpreter.run(*gpu, facts, request, nullptr);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    EXPECT_EQ(got->outputIds, expected->outputIds);
+    EXPECT_EQ(got->forwards, expected->forwards);
+    EXPECT_EQ(got->decodeSteps, expected->decodeSteps);
+    // Every loop ran on the device.
+    const BlockLoopStatistics &after = gpu->blockLoopStatistics();
+    EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
+    EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+  }
+}
+
 // Without a chunk size in the settings the program's unroll factor (dlmc compile --unroll, the
 // knob unroll_steps) sets the steps per graph: 4 steps per block in chunks of 3 take two chunks
 // (the second holds the one step left under the cap), in chunks of 4 one.
@@ -585,7 +676,7 @@ TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {
   ASSERT_FALSE(failed.isOk());
   EXPECT_NE(failed.status().message().find(
                 "not supported yet: this block on the device loop: the artifact has no "
-                "low-confidence sampler/accept/gate/renoise kernels for blocks of 8"),
+                "block_loop_gate kernel for this loop's blocks of 8"),
             std::string::npos)
       << failed.status().message();
 }

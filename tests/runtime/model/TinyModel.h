@@ -3,8 +3,9 @@
 // model: the independent check the CPU backend's tests compare against.
 #pragma once
 
-#include "runtime/artifact/ArtifactWriter.h"
+#include "compiler/programs/DecodePrograms.h"
 #include "importer/model/CanonicalWeights.h"
+#include "runtime/artifact/ArtifactWriter.h"
 #include "runtime/model/ModelSpec.h"
 #include "tests/runtime/model/TinyKernelProgram.h"
 
@@ -149,6 +150,28 @@ public:
     return tinyCpuKernelTarget(shape);
   }
 
+  // The decode programs dlmc would embed: the options' policy first, then the others, each with
+  // the options' knobs it declares (unroll_steps: its denoise loops' unroll hint).
+  std::vector<artifact::DecodingProgram> decodePrograms() const {
+    std::vector<std::string> order{o_.policy};
+    for (const std::string &name : programs::decodeProgramPolicies())
+      if (name != o_.policy)
+        order.push_back(name);
+    int64_t unroll = 4;
+    auto unrollKnob = o_.knobs.find(std::string(spec::kKnobUnrollSteps));
+    if (unrollKnob != o_.knobs.end())
+      unroll = std::get<int64_t>(unrollKnob->second);
+    std::vector<artifact::DecodingProgram> result;
+    for (const std::string &name : order) {
+      StatusOr<artifact::DecodingProgram> program =
+          programs::buildDecodeProgram(name, o_.knobs, unroll);
+      EXPECT_TRUE(program.isOk()) << program.status().message();
+      if (program)
+        result.push_back(std::move(*program));
+    }
+    return result;
+  }
+
   // Writes the artifact; `skip` names a weight to leave out (for error tests).
   void write(const std::string &path, const std::string &skip = "") const {
     artifact::ArtifactContents contents;
@@ -156,6 +179,7 @@ public:
     contents.config = config();
     contents.program.policy = o_.policy;
     contents.program.knobs = o_.knobs;
+    contents.decodePrograms = decodePrograms();
     contents.kernelTargets = o_.kernelTargets;
     if (o_.cpuRecords)
       contents.kernelTargets.push_back(cpuKernelTarget());

@@ -226,7 +226,10 @@ struct Case {
 struct Block {
   int64_t index;
   std::vector<int32_t> ids;
-  bool operator==(const Block &o) const { return index == o.index && ids == o.ids; }
+  bool last;
+  bool operator==(const Block &o) const {
+    return index == o.index && ids == o.ids && last == o.last;
+  }
 };
 
 struct Decoded {
@@ -238,7 +241,7 @@ struct Decoded {
 
 sampling::BlockCallback recordBlocks(std::vector<Block> &blocks) {
   return [&blocks](const sampling::CommittedBlock &b) {
-    blocks.push_back({b.index, std::vector<int32_t>(b.ids, b.ids + b.count)});
+    blocks.push_back({b.index, std::vector<int32_t>(b.ids, b.ids + b.count), b.last});
   };
 }
 

@@ -315,15 +315,15 @@ class DeviceLoopModel : public FakeModel {
 public:
   bool serves = true;
   int64_t steps = 3;
-  std::vector<BlockLoopRequest> loops;
+  std::vector<LoopPlan> loops;
 
-  bool denoisesBlock(const BlockLoopRequest &) const override { return serves; }
-  StatusOr<BlockLoopResult> denoiseBlock(const BlockLoopRequest &loop, int32_t *canvas) override {
+  bool denoisesBlock(const LoopPlan &) const override { return serves; }
+  StatusOr<BlockLoopResult> denoiseBlock(const LoopPlan &loop, int32_t *canvas) override {
     loops.push_back(loop);
     loops.back().sequence = nullptr; // not owned past the call
     for (int64_t j = 0; j < loop.end - loop.begin; ++j)
       canvas[j] = target(loop.begin + j);
-    return BlockLoopResult{steps};
+    return BlockLoopResult{steps, true};
   }
 };
 
@@ -336,18 +336,27 @@ TEST(DeviceBlockLoopTest, LowConfidenceHandsEveryBlockToTheDevice) {
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_TRUE(model.calls.empty()); // no forward from the host
   ASSERT_EQ(model.loops.size(), 2u);
-  const BlockLoopRequest &second = model.loops[1];
-  EXPECT_EQ(second.policy, Policy::lowConfidence);
-  EXPECT_TRUE(second.prefixCache);
+  const LoopPlan &second = model.loops[1];
   EXPECT_EQ(second.begin, 6);
   EXPECT_EQ(second.end, 10);
-  EXPECT_EQ(second.keep, 6);
   EXPECT_EQ(second.total, 10);
-  EXPECT_EQ(second.firstStep, 3); // the first block's device steps
-  EXPECT_EQ(second.stepCap, 2);
-  EXPECT_THAT(second.transferSchedule, ElementsAre(2, 2));
-  EXPECT_EQ(second.excludedToken, kMask);
   EXPECT_EQ(second.seed, 7u);
+  // Steps per block: the cap; the prefix kept by the first step's full forward.
+  ASSERT_EQ(second.steps.size(), 2u);
+  EXPECT_TRUE(second.capped);
+  std::vector<int64_t> ks, rngSteps;
+  for (const StepPlan &step : second.steps) {
+    ks.push_back(step.accept.k);
+    rngSteps.push_back(step.sample.rngStep);
+    EXPECT_EQ(step.accept.rule, AcceptStep::Rule::topK);
+    EXPECT_EQ(step.sample.excluded, kMask);
+    EXPECT_EQ(step.forward.keep, 6);
+    EXPECT_EQ(step.forward.count, 10);
+  }
+  EXPECT_EQ(second.steps[0].forward.mode, ForwardStep::Mode::full);
+  EXPECT_EQ(second.steps[1].forward.mode, ForwardStep::Mode::cached);
+  EXPECT_THAT(ks, ElementsAre(2, 2));       // the transfer schedule
+  EXPECT_THAT(rngSteps, ElementsAre(3, 4)); // after the first block's device steps
   EXPECT_EQ(out->forwards, 6);
   EXPECT_EQ(out->decodeSteps, 6);
   // The host loop commits the same tokens on this fake.
@@ -366,7 +375,7 @@ TEST(DeviceBlockLoopTest, FirstLogitsCaptureKeepsTheFirstBlockOnTheHost) {
   EXPECT_EQ(model.calls.size(), 2u); // block 0: two host steps
   ASSERT_EQ(model.loops.size(), 1u);
   EXPECT_EQ(model.loops[0].begin, 6);
-  EXPECT_EQ(model.loops[0].firstStep, 2);
+  EXPECT_EQ(model.loops[0].steps.front().sample.rngStep, 2);
   EXPECT_EQ(out->forwards, 2 + 3);
   EXPECT_EQ(out->firstLogitRows, 10);
 }
@@ -393,13 +402,16 @@ TEST(DeviceBlockLoopTest, EntropyBoundRunsThePrefixForwardThenHandsTheCanvasOver
   EXPECT_EQ(model.calls[1].count, 6);
   EXPECT_EQ(model.calls[1].rows.count(), 0);
   ASSERT_EQ(model.loops.size(), 2u);
-  EXPECT_EQ(model.loops[1].policy, Policy::entropyBound);
-  EXPECT_EQ(model.loops[1].keep, 6);
-  EXPECT_EQ(model.loops[1].total, 10);
-  EXPECT_EQ(model.loops[1].firstStep, 3);
-  EXPECT_EQ(model.loops[1].stepCap, 6);
-  EXPECT_FALSE(model.loops[1].maskNoise);
-  EXPECT_EQ(model.loops[1].excludedToken, kNoExcludedToken);
+  const LoopPlan &second = model.loops[1];
+  EXPECT_EQ(second.total, 10);
+  ASSERT_EQ(second.steps.size(), 6u); // max_steps
+  EXPECT_EQ(second.steps[0].forward.mode, ForwardStep::Mode::cached);
+  EXPECT_EQ(second.steps[0].forward.keep, 6);
+  EXPECT_EQ(second.steps[0].sample.rngStep, 3);
+  EXPECT_EQ(second.steps[0].sample.excluded, kNoExcludedToken);
+  EXPECT_EQ(second.steps[0].renoise.noise, RenoiseStep::Noise::uniform);
+  EXPECT_FALSE(second.steps[4].gate.last);
+  EXPECT_TRUE(second.steps[5].gate.last);
   EXPECT_EQ(out->forwards, 2 * (1 + 3));
   EXPECT_EQ(out->decodeSteps, 6);
   EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5, 6, 7, 0, 1));

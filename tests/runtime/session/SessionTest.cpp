@@ -104,7 +104,8 @@ TEST_F(SessionTest, ArtifactKnobsAreTheDefaults) {
   r.promptIds = {7, 8};
   StatusOr<GenerateResult> result = s->generate(r);
   ASSERT_TRUE(result.isOk()) << result.status().message();
-  EXPECT_EQ(result->knobs.policy, sampling::Policy::entropyBound);
+  EXPECT_EQ(result->policy, "entropy-bound");
+  EXPECT_EQ(std::get<int64_t>(result->knobs.at("max_steps")), 3);
   EXPECT_EQ(result->outputIds.size(), 4u);
   EXPECT_LE(result->stats.forwards, 3);
 }
@@ -130,7 +131,7 @@ TEST_F(SessionTest, RequestErrorsAreNamed) {
   EXPECT_EQ(message(text), "a text prompt needs a tokenizer; the artifact has none");
 
   EXPECT_EQ(message(request(std::vector<int32_t>(125, 3))),
-            "prompt too long: 125 prompt tokens plus gen_length 8 need 133 positions; the model "
+            "prompt too long: 125 prompt tokens and 8 to generate need 133 positions; the model "
             "allows 128");
   GenerateRequest uneven = request();
   uneven.knobs["gen_length"] = int64_t(10);
