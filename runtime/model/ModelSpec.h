@@ -22,16 +22,11 @@ inline constexpr std::string_view kRopeStyleNeox = "neox";
 // K/V pages and converted weights in, "f32" or "bf16" (dlmc compile --precision).
 inline constexpr std::string_view kExtraDevicePrecision = "device_precision";
 
-// ---- Decoding policies (DecodingProgram::policy) ----------------------------------------------
-
-// LLaDA / Fast-dLLM blocks: fixed-count (top-k per step) or confidence-threshold unmasking.
-inline constexpr std::string_view kPolicyLowConfidence = "low-confidence";
-// DiffusionGemma's entropy-bound canvas decoding, adapted to mask-absorbing models.
-inline constexpr std::string_view kPolicyEntropyBound = "entropy-bound";
-
 // ---- Decoding knobs (DecodingProgram::knobs; a request may override each) ---------------------
+// The decode programs (compiler/programs/decode/) declare their own knobs; these are the names
+// dlmc's flags and the request API set.
 
-// Also accepted as a knob, overriding DecodingProgram::policy.
+// Not a knob of any program: it selects the decode program by its policy name.
 inline constexpr std::string_view kKnobPolicy = "policy";            // string
 // The cache mode ("none" or "prefix"), which GenerateRequest::cache sets.
 inline constexpr std::string_view kKnobCache = "cache";

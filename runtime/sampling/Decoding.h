@@ -1,18 +1,12 @@
-// Decoding programs on a DecodeModel, exactly as tests/reference/samplers.py runs them:
-//
-//   low-confidence  LLaDA / Fast-dLLM blocks with fixed-count or confidence-threshold unmasking
-//                   (LowConfidence.cpp);
-//   entropy-bound   DiffusionGemma's entropy-bound canvas on a mask-absorbing model
-//                   (EntropyBound.cpp).
-//
-// Both stop early at EOS and report each committed block through a callback. All randomness comes
-// from CounterRng.h keyed by (seed, request, stream, step, position); `step` counts the forwards
-// whose logits are decoded, over the whole request.
+// What decoding on a DecodeModel shares, whichever decode program runs (runtime/program/
+// DecodeInterpreter.h): the model's token facts, the cache modes, committed blocks and the outcome,
+// and the forward runner that counts forwards and captures the first decoded logits. All
+// randomness comes from CounterRng.h keyed by (seed, request, stream, step, position); `step`
+// counts the forwards whose logits are decoded, over the whole request.
 #pragma once
 
 #include "runtime/profile/Profiler.h"
 #include "runtime/sampling/DecodeModel.h"
-#include "runtime/sampling/DecodingKnobs.h"
 #include "support/Status.h"
 
 #include <cstdint>
@@ -42,19 +36,8 @@ struct TokenFacts {
   bool isEos(int64_t token) const;
 };
 
-struct DecodeRequest {
-  std::vector<int32_t> prompt;
-  DecodingKnobs knobs;
-  uint64_t seed = 0;
-  uint64_t request = 0;
-  CacheMode cache = CacheMode::none;
-  // Keep the logits of the first forward whose logits are decoded, every row of it.
-  bool captureFirstLogits = false;
-  // Times the request, its blocks, steps and forwards on the track of `request` (null: off).
-  profile::Profiler *profiler = nullptr;
-};
 
-// A block (low-confidence) or canvas (entropy-bound) whose tokens are final. Ids stop after the
+// A block (a canvas) whose tokens are final. Ids stop after the
 // first EOS of the output; nothing follows a block that contains one.
 struct CommittedBlock {
   int64_t index = 0;
@@ -76,21 +59,6 @@ struct DecodeOutcome {
   std::vector<float> firstLogits;
   int64_t firstLogitRows = 0;
 };
-
-// Checks a request against the knobs and the model: empty prompt, ids outside the vocabulary,
-// gen_length not a multiple of block_length, steps not divisible by the number of blocks, a
-// policy that needs a mask token the model lacks, out-of-range temperatures and bounds.
-Status validateRequest(const DecodeRequest &request, const TokenFacts &facts, int64_t vocab);
-
-// Tokens and logit rows the request's forwards need at most (for DecodeModel::reserve).
-int64_t maxSequenceTokens(const DecodeRequest &request);
-int64_t maxLogitRows(const DecodeRequest &request);
-
-// Validates, reserves and runs `request` on `model`.
-StatusOr<DecodeOutcome> decode(DecodeModel &model, const TokenFacts &facts,
-                               const DecodeRequest &request, const BlockCallback &onBlock);
-
-// ---- Shared by the policies ---------------------------------------------------------------------
 
 // Runs forwards, counts them, and keeps the first decoded forward's logits when asked.
 class ForwardRunner {
@@ -140,12 +108,5 @@ void finishOutput(const std::vector<int32_t> &sequence, size_t promptLength,
 // `last`: the request has no block after this one (an EOS makes any block last).
 bool reportBlock(const std::vector<int32_t> &sequence, int64_t begin, int64_t end, int64_t index,
                  bool last, const TokenFacts &facts, const BlockCallback &onBlock);
-
-Status runLowConfidence(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
-                        const DecodeRequest &request, const BlockCallback &onBlock,
-                        DecodeOutcome &outcome);
-Status runEntropyBound(ForwardRunner &runner, DecodeModel &model, const TokenFacts &facts,
-                       const DecodeRequest &request, const BlockCallback &onBlock,
-                       DecodeOutcome &outcome);
 
 } // namespace dlm::sampling

@@ -4,7 +4,7 @@
 // CUDA program chains on the device (sampler -> accept -> renoise). This checks the parts of the
 // policies that are not free functions (the convergence test, renoising, the temperature schedule,
 // the threshold rule's step cap) against the same definitions the CUDA kernels are held to.
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "tests/runtime/conformance/KernelReferences.h"
 
 #include <gtest/gtest.h>

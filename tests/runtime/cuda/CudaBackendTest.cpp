@@ -14,7 +14,7 @@
 #include "tests/runtime/model/TinyModel.h"
 
 #include "runtime/program/DecodeInterpreter.h"
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 
 #include <gtest/gtest.h>
 

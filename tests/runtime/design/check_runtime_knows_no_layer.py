@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""The artifact is the program: runtime/ must hold no per-architecture layer sequence.
+"""The artifact is the program: runtime/ must hold no per-architecture layer sequence and no
+per-policy decoding loop.
 
     check_runtime_knows_no_layer.py [SOURCE_ROOT] [--self-test]
 
 Every backend executes the artifact's kernel records, which name the weights they read; so no
 runtime code (comments aside) may name a weight role (q_proj, attn_norm, qBias, spec::kQNorm, a
-layerWeightName(...) call, the importer's CanonicalWeights.h, ...). Prints each offending line
-and exits 1; exits 0 when there is none. --self-test checks that the scan finds a planted role
-name and ignores it in a comment, so the check cannot pass by finding nothing.
-
-Not yet covered (issue 11): per-policy decoding loops (runtime/sampling/) still exist, so policy
-names are not checked here.
+layerWeightName(...) call, the importer's CanonicalWeights.h, ...). Likewise one interpreter runs
+the artifact's decode programs and a request selects one by the name the artifact gives it, so no
+runtime code may name a policy ("low-confidence", "entropy-bound"), hold a Policy enum or the
+per-policy knob set (DecodingKnobs), or a policy's loop (runLowConfidence, ...). Op and rule
+names of the decode programs (the accept rule and knob "entropy_bound") are not policies and
+pass. Prints
+each offending line and exits 1; exits 0 when there is none. --self-test checks that the scan
+finds a planted role and a planted policy name and ignores them in comments, so the check
+cannot pass by finding nothing.
 """
 
 import os
@@ -22,6 +26,9 @@ ROLE = re.compile(
     r"q_norm|k_norm|q_bias|k_bias|v_bias|attnNorm|mlpNorm|qNorm|kNorm|qBias|vBias|"
     r"kQ|kK|kV|kO|kQNorm|kKNorm|kAttnNorm|kMlpNorm|kGate|kUp|kDown|kQBias|kKBias|kVBias|"
     r"layerWeightName|LayerWeights|CanonicalWeights)\b")
+POLICY = re.compile(
+    r'("low-confidence"|"entropy-bound"|\bPolicy::|\benum class Policy\b|'
+    r"\bDecodingKnobs\b|\brunLowConfidence\b|\brunEntropyBound\b|\bkPolicy\w+)")
 SOURCE = (".h", ".cpp", ".cc", ".inc", ".fbs")
 
 
@@ -58,7 +65,7 @@ def code_of(text):
 def offending_lines(path, text):
     found = []
     for number, line in enumerate(code_of(text).split("\n"), 1):
-        if ROLE.search(line):
+        if ROLE.search(line) or POLICY.search(line):
             found.append(f"{path}:{number}: {line.strip()}")
     return found
 
@@ -78,12 +85,15 @@ def scan(root):
 
 
 def self_test():
-    planted = 'int a = 1; // q_proj in a comment\nconst char *b = "attn_norm";\n/* kQNorm */\n'
+    planted = ('int a = 1; // q_proj in a comment\nconst char *b = "attn_norm";\n/* kQNorm */\n'
+               'if (p == "low-confidence") {}\n// Policy::entropyBound\nRule::entropyBound = "entropy_bound";\n')
     found = offending_lines("planted.cpp", planted)
-    if found != ['planted.cpp:2: const char *b = "attn_norm";']:
+    if found != ['planted.cpp:2: const char *b = "attn_norm";',
+                 'planted.cpp:4: if (p == "low-confidence") {}']:
         print(f"self-test: the scan found {found!r}")
         return 1
-    print("self-test: the planted role name is found, the commented ones are not")
+    print("self-test: the planted role and policy names are found, the commented ones and an "
+          "accept rule are not")
     return 0
 
 
@@ -97,7 +107,7 @@ def main(argv):
         return 1
     for line in found:
         print(line)
-    print(f"{len(found)} line(s) of {scanned} runtime/ sources name a weight role")
+    print(f"{len(found)} line(s) of {scanned} runtime/ sources name a weight role or a policy")
     return 1 if found else 0
 
 

@@ -6,7 +6,7 @@
 //    for step, over a grid of policies, knobs, cache modes and model facts.
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/sampling/CounterRng.h"
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "runtime/sampling/SamplingMath.h"
 
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/sampling/CounterRng.h"
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/sampling/DecodingKnobs.h"
+#include "tests/runtime/sampling/legacy/DecodingKnobs.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The decoding policies on a fake model whose logits the test chooses, so that every unmasking
 // decision, forward and cache call can be predicted by hand.
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "runtime/sampling/SamplingMath.h"
 
 #include <gmock/gmock.h>

@@ -13,7 +13,7 @@
 //   ([0, block_start - 1) with a logit shift, whose chunk then starts one position early so the
 //   shifted row of block_start is exact); later steps feed x[keep:] over that cache.
 #include "runtime/sampling/CounterRng.h"
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "runtime/sampling/SamplingMath.h"
 
 #include <algorithm>

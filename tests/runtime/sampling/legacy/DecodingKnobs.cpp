@@ -1,4 +1,4 @@
-#include "runtime/sampling/DecodingKnobs.h"
+#include "tests/runtime/sampling/legacy/DecodingKnobs.h"
 
 #include "runtime/model/ModelSpec.h"
 
@@ -7,21 +7,27 @@
 
 namespace dlm::sampling {
 
+namespace {
+constexpr std::string_view kPolicyLowConfidence = "low-confidence";
+constexpr std::string_view kPolicyEntropyBound = "entropy-bound";
+} // namespace
+
+
 StatusOr<Policy> parsePolicy(std::string_view name) {
   std::string normalized(name);
   std::replace(normalized.begin(), normalized.end(), '_', '-');
-  if (normalized == spec::kPolicyLowConfidence)
+  if (normalized == kPolicyLowConfidence)
     return Policy::lowConfidence;
-  if (normalized == spec::kPolicyEntropyBound)
+  if (normalized == kPolicyEntropyBound)
     return Policy::entropyBound;
   return Status::error("unknown policy '" + std::string(name) + "' (expected " +
-                       std::string(spec::kPolicyLowConfidence) + " or " +
-                       std::string(spec::kPolicyEntropyBound) + ")");
+                       std::string(kPolicyLowConfidence) + " or " +
+                       std::string(kPolicyEntropyBound) + ")");
 }
 
 const char *policyName(Policy policy) {
-  return policy == Policy::lowConfidence ? spec::kPolicyLowConfidence.data()
-                                         : spec::kPolicyEntropyBound.data();
+  return policy == Policy::lowConfidence ? kPolicyLowConfidence.data()
+                                         : kPolicyEntropyBound.data();
 }
 
 namespace {

@@ -13,7 +13,7 @@
 // prefix cache one extra forward per canvas computes the K/V of prompt ++ committed (minus one
 // position for a logit shift), which does not decode and so does not advance the RNG step.
 #include "runtime/sampling/CounterRng.h"
-#include "runtime/sampling/Decoding.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "runtime/sampling/SamplingMath.h"
 
 #include <algorithm>
