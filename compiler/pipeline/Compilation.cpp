@@ -4,6 +4,7 @@
 #include "compiler/pipeline/CompilePipeline.h"
 #include "compiler/pipeline/KernelRecords.h"
 #include "compiler/programs/DecodePrograms.h"
+#include "runtime/program/DecodeProgramSet.h"
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
 #include "runtime/model/ModelSpec.h"
@@ -81,7 +82,7 @@ Status validateOptions(const CompileOptions &options) {
   const std::vector<std::string> policies = policyList(options);
   for (size_t i = 0; i < policies.size(); ++i) {
     if (std::find(known.begin(), known.end(), policies[i]) == known.end())
-      return fail("unknown policy '" + policies[i] + "' (expected " + programs::oneOf(known) +
+      return fail("unknown policy '" + policies[i] + "' (expected " + program::oneOf(known) +
                   ")");
     if (std::find(policies.begin(), policies.begin() + i, policies[i]) != policies.begin() + i)
       return fail("--policy names " + policies[i] + " twice");

@@ -1,6 +1,7 @@
 #include "compiler/programs/DecodePrograms.h"
 
 #include "runtime/program/DecodeProgram.h"
+#include "runtime/program/DecodeProgramSet.h"
 #include "runtime/program/DecodeProgramSpec.h"
 
 #include <iterator>
@@ -27,13 +28,6 @@ const EmbeddedProgram *findProgram(std::string_view policy) {
 
 } // namespace
 
-std::string oneOf(const std::vector<std::string> &names) {
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  return text;
-}
-
 std::vector<std::string> decodeProgramPolicies() {
   std::vector<std::string> names;
   for (const EmbeddedProgram &program : kEmbeddedPrograms)
@@ -47,7 +41,7 @@ StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
   const EmbeddedProgram *embedded = findProgram(policy);
   if (!embedded)
     return Status::error("unknown policy '" + std::string(policy) + "' (expected " +
-                         oneOf(decodeProgramPolicies()) + ")");
+                         program::oneOf(decodeProgramPolicies()) + ")");
   StatusOr<program::DecodeProgramText> parsed = program::parseDecodeProgram(embedded->text);
   if (!parsed)
     return Status::error("the built-in " + std::string(policy) +

@@ -17,9 +17,6 @@ namespace dlm::programs {
 // The policies there is a decode program for, in dlmc's default order.
 std::vector<std::string> decodeProgramPolicies();
 
-// "a", "a or b", "a, b or c": the names as an error message lists them.
-std::string oneOf(const std::vector<std::string> &names);
-
 // The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),
 // those the program declares become its stored knobs; `unroll` becomes every denoise loop's unroll
 // hint. The program is loaded once to check it: an unknown policy (the error names the known

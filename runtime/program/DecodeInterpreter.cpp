@@ -47,8 +47,14 @@ public:
         frames_(std::make_unique<Frame[]>(code_.size())) {}
 
   Status run() {
+    // A real program runs a few dozen records per forward; a loop that would run past this
+    // (an artifact's block_loop of 2^63 empty iterations) fails instead of hanging the request.
+    constexpr int64_t kMaxExecutedRecords = int64_t{1} << 28;
     size_t pc = 0;
-    while (pc < code_.size()) {
+    for (int64_t executed = 0; pc < code_.size(); ++executed) {
+      if (executed == kMaxExecutedRecords)
+        return state_.error(pc, "the decode program ran " + std::to_string(executed) +
+                                    " records without finishing");
       StatusOr<size_t> next = step(pc);
       if (!next)
         return next.status();
@@ -192,6 +198,11 @@ private:
   StatusOr<bool> runOnDevice(size_t pc) {
     const Instruction &in = code_[pc];
     const Frame &frame = frames_[pc];
+    // A plan holds every step the loop may run; a loop longer than any device loop captures
+    // (a request's max_steps, say) runs on the host rather than allocating a plan that size.
+    constexpr int64_t kMaxPlanSteps = int64_t{1} << 14;
+    if (frame.limit > kMaxPlanSteps)
+      return false;
     StatusOr<sampling::LoopPlan> plan =
         detail::buildLoopPlan(state_, pc, frame.limit, frame.capped, frame.base);
     if (!plan)

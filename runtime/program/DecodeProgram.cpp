@@ -209,6 +209,12 @@ public:
   explicit ProgramLoader(const std::vector<DecodeRecord> &records) : records_(records) {}
 
   StatusOr<DecodeProgram> load(const artifact::Attributes &storedKnobs) {
+    // Loading keeps a copy of the defined-register set per open construct: bounds keep a
+    // hostile artifact's program from costing records x depth x registers of memory.
+    constexpr size_t kMaxRecords = 1 << 16;
+    if (records_.size() > kMaxRecords)
+      return Status::error("a decode program of " + std::to_string(records_.size()) +
+                           " records (at most " + std::to_string(kMaxRecords) + ")");
     for (const DecodeRecord &record : records_)
       program_.recordKinds_.push_back(record.name.empty() ? record.kind
                                                           : record.kind + ":" + record.name);
@@ -407,6 +413,10 @@ private:
     auto it = records_[index].parameters.find(param.key);
     if (it == records_[index].parameters.end())
       return Status::ok();
+    const auto *reference_text = std::get_if<std::string>(&it->second);
+    if (param.type == ParamType::knob &&
+        (!isReference(it->second) || (*reference_text)[0] != dspec::kKnobPrefix))
+      return error(index, "parameter '" + std::string(param.key) + "' must name a knob ($name)");
     if (!isReference(it->second))
       return literal(index, param, operand);
     const std::string &text = std::get<std::string>(it->second);
@@ -569,6 +579,7 @@ private:
   }
 
   static bool isAlu(OpKind op) { return op >= OpKind::add && op <= OpKind::ne; }
+  static constexpr size_t kMaxNesting = 64;
 
   Status structure(size_t index, size_t position, Instruction &instruction) {
     const int32_t here = static_cast<int32_t>(position);
@@ -582,6 +593,8 @@ private:
                               "around denoise_loop)");
       [[fallthrough]];
     case OpKind::ifThen:
+      if (open_.size() >= kMaxNesting)
+        return error(index, "loops and ifs nest deeper than " + std::to_string(kMaxNesting));
       open_.push_back(OpenConstruct{position, instruction.op, defined_, {}, false});
       return Status::ok();
     case OpKind::elseBranch: {

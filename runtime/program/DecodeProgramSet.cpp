@@ -11,14 +11,14 @@ std::string withHyphens(std::string_view name) {
   return text;
 }
 
+} // namespace
+
 std::string oneOf(const std::vector<std::string> &names) {
   std::string text;
   for (size_t i = 0; i < names.size(); ++i)
     text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return text;
 }
-
-} // namespace
 
 StatusOr<DecodeProgramSet>
 DecodeProgramSet::load(const std::vector<artifact::DecodingProgram> &programs) {

@@ -33,6 +33,9 @@ private:
   std::vector<DecodeProgram> programs_;
 };
 
+// "a", "a or b", "a, b or c": names as an error message lists them.
+std::string oneOf(const std::vector<std::string> &names);
+
 // The knobs of `program` as `values` resolves them (unset optional knobs left out), typed as
 // their declarations say.
 artifact::Attributes knobAttributes(const DecodeProgram &program,

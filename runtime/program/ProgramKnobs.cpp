@@ -76,7 +76,9 @@ Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &va
     if (const auto *i = std::get_if<int64_t>(&value))
       result.integer = *i;
     else if (const auto *d = std::get_if<double>(&value);
-             d && std::isfinite(*d) && *d == std::floor(*d))
+             // Integral and within int64 (2^63 is exact in a double; the cast is defined below it).
+             d && std::isfinite(*d) && *d == std::floor(*d) && *d >= -9223372036854775808.0 &&
+             *d < 9223372036854775808.0)
       result.integer = static_cast<int64_t>(*d);
     else
       return wrongType(knob, value);

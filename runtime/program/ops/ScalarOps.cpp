@@ -185,8 +185,13 @@ Status runCheck(State &state, const Instruction &in, size_t) {
 
 Status runTransferSchedule(State &state, const Instruction &in, size_t) {
   using namespace dspec::transfer_schedule_params;
-  state.reg(in[kOut]).list =
-      sampling::numTransferTokens(state.integer(in[kMasked]), state.integer(in[kSteps]));
+  const int64_t masked = state.integer(in[kMasked]);
+  int64_t steps = state.integer(in[kSteps]);
+  // Past `masked` steps the schedule is all zeros and no mask is left to take them: a shorter
+  // list is the same schedule, and a request's huge step count allocates nothing.
+  if (masked > 0 && steps > masked)
+    steps = masked;
+  state.reg(in[kOut]).list = sampling::numTransferTokens(masked, steps);
   return Status::ok();
 }
 

@@ -13,7 +13,8 @@ Status runReserve(State &state, const Instruction &in, size_t at) {
   using namespace dspec::reserve_params;
   const int64_t tokens = state.integer(in[kTokens]);
   const int64_t rows = state.integer(in[kRows]);
-  if (tokens < static_cast<int64_t>(state.seq.size()) || rows < 0)
+  // A forward never returns more rows than it is fed tokens.
+  if (tokens < static_cast<int64_t>(state.seq.size()) || rows < 0 || rows > tokens)
     return state.error(at, "cannot reserve " + std::to_string(tokens) + " tokens and " +
                                std::to_string(rows) + " rows");
   const ProgramRequest &request = state.request;
@@ -25,6 +26,8 @@ Status runReserve(State &state, const Instruction &in, size_t at) {
   // A pending first-logits capture brings back every row of a forward.
   DLM_RETURN_IF_ERROR(
       state.model.reserve(tokens, state.request.captureFirstLogits ? tokens : rows));
+  // Reserving may reallocate the model's logits: the last forward's rows are gone.
+  state.hasLogits = false;
   state.reservedTokens = tokens;
   state.reservedRows = rows;
   const size_t n = static_cast<size_t>(rows);
@@ -58,7 +61,7 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at) {
   const int64_t size = static_cast<int64_t>(state.seq.size());
   if (state.reservedTokens < 0)
     return state.error(at, "the sequence grows before a 'reserve'");
-  if (count < 0 || size + count > state.reservedTokens)
+  if (count < 0 || count > state.reservedTokens - size)
     return state.error(at, "extending " + std::to_string(size) + " tokens by " +
                                std::to_string(count) + " passes the reserved " +
                                std::to_string(state.reservedTokens));

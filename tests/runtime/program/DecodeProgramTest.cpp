@@ -264,6 +264,8 @@ TEST(DecodeProgramTest, RefusesUnknownNamesAndBadParameters) {
             "decode record 4 ('accept'): parameter 'k' is required with rule=top_k");
   EXPECT_EQ(loadError(program("defined knob=%step -> out=%x\n")),
             "decode record 3 ('defined'): parameter 'knob' must name a knob ($name)");
+  EXPECT_EQ(loadError(program("defined knob=5 -> out=%x\n")),
+            "decode record 3 ('defined'): parameter 'knob' must name a knob ($name)");
   EXPECT_EQ(loadError(program("add a=1 b=2 -> out=7\n")),
             "decode record 3 ('add'): result 'out' must be a register (%name)");
   EXPECT_EQ(loadError("knob:x type=int\nfinish steps=0\n"),
@@ -437,6 +439,31 @@ TEST(DecodeInterpreterTest, ChecksFailWithTheirMessageAndArithmeticFailsLoudly) 
             "decode record 3 ('window'): a window of 1 rows passes the 0 reserved");
   EXPECT_EQ(runText(program("seq_extend count=1 fill=token token=0\n")).status().message(),
             "decode record 3 ('seq_extend'): the sequence grows before a 'reserve'");
+}
+
+// What a hostile artifact's program can ask for fails by name: no overflow, no huge allocation,
+// no hang.
+TEST(DecodeInterpreterTest, HostileProgramsFailByName) {
+  EXPECT_EQ(runText(program("reserve tokens=4 rows=9223372036854775807\n")).status().message(),
+            "decode record 3 ('reserve'): cannot reserve 4 tokens and 9223372036854775807 rows");
+  EXPECT_EQ(runText(program("reserve tokens=8 rows=4\n"
+                            "seq_extend count=9223372036854775807 fill=token token=0\n"))
+                .status()
+                .message(),
+            "decode record 4 ('seq_extend'): extending 2 tokens by 9223372036854775807 passes "
+            "the reserved 8");
+  EXPECT_EQ(runText(program("block_loop count=9223372036854775807 -> index=%b\nend\n"))
+                .status()
+                .message(),
+            "decode record 4 ('end'): the decode program ran 268435456 records without "
+            "finishing");
+  std::string nested;
+  for (int i = 0; i < 65; ++i)
+    nested += "if cond=true\n";
+  for (int i = 0; i < 65; ++i)
+    nested += "end\n";
+  EXPECT_EQ(loadError(program(nested)),
+            "decode record 67 ('if'): loops and ifs nest deeper than 64");
 }
 
 TEST(DecodeInterpreterTest, LoopsBranchesAndExitsRunAsWritten) {
