@@ -71,13 +71,16 @@ Status checkWeights(const std::vector<WeightSource> &weights) {
   return Status::ok();
 }
 
-// Unique non-empty policy names (a request selects a program by it), records with a kind.
+// Unique non-empty policy names (a request selects a program by it, '_' matching '-'), records
+// with a kind.
 Status checkDecodePrograms(const std::vector<DecodingProgram> &programs) {
   std::set<std::string> names;
   for (const DecodingProgram &program : programs) {
     if (program.policy.empty())
       return Status::error("a decode program has no policy name");
-    if (!names.insert(program.policy).second)
+    std::string selected = program.policy;
+    std::replace(selected.begin(), selected.end(), '_', '-');
+    if (!names.insert(selected).second)
       return Status::error("two decode programs are named '" + program.policy + "'");
     const std::string what = "decode program '" + program.policy + "'";
     DLM_RETURN_IF_ERROR(checkAttributes(program.knobs, what));

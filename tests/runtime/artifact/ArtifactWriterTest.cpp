@@ -85,6 +85,8 @@ TEST_F(ArtifactWriterTest, RejectsEmptyAttributeKey) {
 TEST_F(ArtifactWriterTest, RejectsDecodeProgramsARequestCouldNotTellApart) {
   sample.contents.decodePrograms[1].policy = "low-confidence";
   expectWriteError("two decode programs are named 'low-confidence'");
+  sample.contents.decodePrograms[1].policy = "low_confidence"; // a request selects both alike
+  expectWriteError("two decode programs are named 'low_confidence'");
   sample.contents.decodePrograms[1].policy = "";
   expectWriteError("a decode program has no policy name");
   sample.contents.decodePrograms[1].policy = "entropy-bound";
