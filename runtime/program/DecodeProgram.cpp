@@ -539,7 +539,7 @@ private:
     }
     // Operand types agree (ALU, select, fill_row); the result's type follows them.
     ValueType inferred = ValueType::none;
-    if (isAlu(instruction.op) || instruction.op == OpKind::set ||
+    if (isBinaryOp(instruction.op) || instruction.op == OpKind::set ||
         instruction.op == OpKind::select || instruction.op == OpKind::toReal ||
         instruction.op == OpKind::fillRow) {
       StatusOr<ValueType> type = inferredType(index, instruction.op, instruction.operands);
@@ -578,7 +578,6 @@ private:
     return Status::ok();
   }
 
-  static bool isAlu(OpKind op) { return op >= OpKind::add && op <= OpKind::ne; }
   static constexpr size_t kMaxNesting = 64;
 
   Status structure(size_t index, size_t position, Instruction &instruction) {

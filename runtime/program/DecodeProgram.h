@@ -96,6 +96,11 @@ enum class OpKind : uint8_t {
   finish,
 };
 
+// set .. defined: the scalar records (runtime/program/ops/ScalarOps.cpp runScalarOp).
+inline bool isScalarOp(OpKind op) { return op >= OpKind::set && op <= OpKind::defined; }
+// add .. ne: the two-operand arithmetic and comparisons, whose operand types must agree.
+inline bool isBinaryOp(OpKind op) { return op >= OpKind::add && op <= OpKind::ne; }
+
 enum class Fact : uint8_t { mask, shift, vocab, promptLength, sequenceLength };
 
 struct Operand {

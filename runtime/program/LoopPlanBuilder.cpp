@@ -25,10 +25,8 @@ using sampling::RenoiseStep;
 using sampling::SampleStep;
 using sampling::StepPlan;
 
-bool isAlu(OpKind op) { return op >= OpKind::set && op <= OpKind::defined; }
-
 // Records the dry run evaluates rather than reads into the plan.
-bool isEvaluated(OpKind op) { return isAlu(op) || op == OpKind::listAt; }
+bool isEvaluated(OpKind op) { return isScalarOp(op) || op == OpKind::listAt; }
 
 bool isControl(OpKind op) {
   return op == OpKind::ifThen || op == OpKind::elseBranch || op == OpKind::end;

@@ -4,6 +4,7 @@
 #include "runtime/program/DecodeProgram.h"
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/ProgramKnobs.h"
+#include "tests/runtime/program/DecodeTestSupport.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -37,13 +38,6 @@ namespace dlm::program {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string readInput(const std::string &name) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + name);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 StatusOr<DecodeProgram> loadText(const std::string &text, const artifact::Attributes &stored = {}) {
   StatusOr<DecodeProgramText> parsed = parseDecodeProgram(text);
@@ -129,7 +123,7 @@ TEST(DecodeProgramTextTest, PrintedRecordsParseBackToTheSameRecords) {
 TEST(DecodeProgramTextTest, TheFixturesRoundTrip) {
   for (const char *name : {"low-confidence.decode", "entropy-bound.decode"}) {
     SCOPED_TRACE(name);
-    StatusOr<DecodeProgramText> parsed = parseDecodeProgram(readInput(name));
+    StatusOr<DecodeProgramText> parsed = parseDecodeProgram(testing::readDecodeProgramText(name));
     ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
     EXPECT_GT(parsed->records.size(), 40u);
     const std::string printed = printDecodeProgram(*parsed);
@@ -526,7 +520,7 @@ TEST(DecodeInterpreterTest, HostArithmeticRoundsLikeTheCppExpression) {
 // number of denoising steps it runs.
 TEST(DecodeInterpreterTest, NoStepAllocates) {
   auto allocations = [](const char *input, const artifact::Attributes &knobs) {
-    StatusOr<DecodeProgram> loaded = loadText(readInput(input));
+    StatusOr<DecodeProgram> loaded = loadText(testing::readDecodeProgramText(input));
     EXPECT_TRUE(loaded.isOk()) << loaded.status().message();
     ConstantModel model; // uniform logits: entropy-bound never converges early
     ProgramRequest request;

@@ -6,6 +6,7 @@
 //    for step, over a grid of policies, knobs, cache modes and model facts.
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/sampling/CounterRng.h"
+#include "tests/runtime/program/DecodeTestSupport.h"
 #include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "runtime/sampling/SamplingMath.h"
 
@@ -33,69 +34,10 @@ using sampling::SampleStep;
 using sampling::StepPlan;
 using sampling::TokenFacts;
 
-constexpr int64_t kVocab = 12;
-constexpr int32_t kMask = 11;
-constexpr int64_t kEos = 3;
-
-// Logits that depend on the position and, through small noise, on every token fed; logs every
-// forward.
-class RandomModel : public sampling::DecodeModel {
-public:
-  struct Call {
-    bool cached;
-    int64_t count, keep, rowBegin, rowEnd;
-    std::vector<int32_t> tokens;
-    bool operator==(const Call &o) const {
-      return cached == o.cached && count == o.count && keep == o.keep && rowBegin == o.rowBegin &&
-             rowEnd == o.rowEnd && tokens == o.tokens;
-    }
-  };
-
-  explicit RandomModel(uint64_t seed) : seed_(seed) {}
-
-  std::vector<Call> calls;
-
-  int64_t vocabSize() const override { return kVocab; }
-  Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                   LogitRows rows) override {
-    calls.push_back({false, count, keep, rows.begin, rows.end, {tokens, tokens + count}});
-    cached_ = keep;
-    return fill(tokens, count, rows, 0);
-  }
-  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                     LogitRows rows) override {
-    if (keep != cached_)
-      return Status::error("fake: cache mismatch");
-    calls.push_back({true, count, keep, rows.begin, rows.end, {tokens, tokens + count}});
-    return fill(tokens, count, rows, keep);
-  }
-
-private:
-  LogitsView fill(const int32_t *tokens, int64_t count, LogitRows rows, int64_t first) {
-    uint64_t context = sampling::rng::mix64(seed_ ^ 0x5eedull);
-    for (int64_t i = 0; i < count; ++i)
-      context = sampling::rng::mix64(context ^ static_cast<uint64_t>(tokens[i] + 1));
-    constexpr float kHeights[] = {0.3f, 2.0f, 5.0f, 9.0f, 16.0f, 24.0f};
-    buffer_.assign(static_cast<size_t>(rows.count() * kVocab), 0.0f);
-    for (int64_t r = 0; r < rows.count(); ++r) {
-      const int64_t position = first + rows.begin + r;
-      const uint64_t here = sampling::rng::mix64(seed_ ^ static_cast<uint64_t>(position) * 7919);
-      const int64_t peak = static_cast<int64_t>(here % kVocab);
-      const float height = kHeights[(here >> 16) % std::size(kHeights)];
-      for (int64_t v = 0; v < kVocab; ++v) {
-        const double noise = sampling::rng::uniform(context ^ static_cast<uint64_t>(position),
-                                                    static_cast<uint64_t>(v));
-        buffer_[r * kVocab + v] = static_cast<float>(noise * 1.5) + (v == peak ? height : 0.0f);
-      }
-    }
-    return LogitsView{buffer_.data(), rows.count(), kVocab};
-  }
-
-  uint64_t seed_;
-  int64_t cached_ = -1;
-  std::vector<float> buffer_;
-};
+using testing::kEos;
+using testing::kMask;
+using testing::kVocab;
+using testing::RandomModel;
 
 // A "device" that runs a plan's steps on the host, from the plan alone: what a backend's device
 // loop must do. Its forwards go through the same logged fake.
@@ -255,10 +197,7 @@ public:
 };
 
 DecodeProgram loadProgram(const std::string &name) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + name);
-  std::stringstream text;
-  text << file.rdbuf();
-  StatusOr<DecodeProgramText> parsed = parseDecodeProgram(text.str());
+  StatusOr<DecodeProgramText> parsed = parseDecodeProgram(testing::readDecodeProgramText(name));
   if (!parsed) {
     ADD_FAILURE() << name << ": " << parsed.status().message();
     return DecodeProgram();
@@ -458,10 +397,7 @@ DecodeProgram loadText(const std::string &text) {
 // A loop whose steps do not resolve into the five step records, or whose registers are read after
 // it, runs on the host, as it would without a device.
 TEST(DeviceLoopPlanTest, LoopsWithoutAPlanRunOnTheHost) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/low-confidence.decode");
-  std::stringstream read;
-  read << file.rdbuf();
-  const std::string text = read.str();
+  const std::string text = testing::readDecodeProgramText("low-confidence.decode");
   auto edited = [](std::string source, const std::string &from, const std::string &to) {
     const size_t at = source.find(from);
     EXPECT_NE(at, std::string::npos) << from;
