@@ -22,6 +22,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace dlm::pipeline {
 namespace {
@@ -38,6 +40,37 @@ mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
   }
 }
 
+// A --knob value as written: true/false, an integer, a real, else text. The program's declaration
+// decides whether that fits (an integer serves a real knob).
+artifact::AttributeValue knobValueOf(const std::string &text) {
+  if (text == "true" || text == "false")
+    return text == "true";
+  char *end = nullptr;
+  errno = 0;
+  const long long integer = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && !*end && !errno)
+    return static_cast<int64_t>(integer);
+  errno = 0;
+  const double real = std::strtod(text.c_str(), &end);
+  if (!text.empty() && !*end && !errno)
+    return real;
+  return text;
+}
+
+// Every --knob must name a knob one of the artifact's programs declares.
+Status checkKnobsDeclared(const CompileOptions &options,
+                          const std::vector<artifact::DecodingProgram> &programs) {
+  for (const auto &[name, value] : options.knobs) {
+    const bool declared = std::any_of(programs.begin(), programs.end(), [&](const auto &p) {
+      return p.knobs.count(name) != 0;
+    });
+    if (!declared)
+      return Status::error("--knob " + name + ": no decode program of --policy " +
+                           options.policy + " declares a knob '" + name + "'");
+  }
+  return Status::ok();
+}
+
 // The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares.
 Status addDecodePrograms(const CompileOptions &options, const std::vector<std::string> &policies,
                          artifact::ArtifactContents &contents) {
@@ -50,12 +83,14 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
     knobs[std::string(spec::kKnobThreshold)] = options.threshold;
   if (options.stepCap > 0)
     knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
+  for (const auto &[name, value] : options.knobs)
+    knobs[name] = knobValueOf(value);
   for (const std::string &name : policies) {
     DLM_ASSIGN_OR_RETURN(artifact::DecodingProgram program,
                          programs::buildDecodeProgram(name, knobs, options.unroll));
     contents.decodePrograms.push_back(std::move(program));
   }
-  return Status::ok();
+  return checkKnobsDeclared(options, contents.decodePrograms);
 }
 
 } // namespace
@@ -106,6 +141,9 @@ Status validateOptions(const CompileOptions &options) {
     return fail("--step-cap caps a threshold block: give it with --threshold");
   if (options.temperature < 0.0)
     return fail("--temperature must be >= 0");
+  for (const auto &[name, value] : options.knobs)
+    if (name.empty())
+      return fail("--knob " + value + ": expected name=value");
   if (!options.precision.empty() && options.precision != "f32" && options.precision != "bf16")
     return fail("unknown --precision " + options.precision + " (expected f32 or bf16)");
   if (!options.precision.empty() && options.target == "cpu")

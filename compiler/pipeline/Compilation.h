@@ -36,6 +36,9 @@ struct CompileOptions {
   int64_t stepCap = 0; // threshold only; 0: none
   double temperature = 0.0;
   int64_t unroll = 4;
+  // --knob name=value: the default of any knob a decode program declares (text as written; a
+  // number or true/false is typed as such and checked against the knob's declaration).
+  std::vector<std::pair<std::string, std::string>> knobs;
 };
 
 // The policies of `options.policy`, in order.

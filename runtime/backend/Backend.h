@@ -19,7 +19,8 @@ namespace dlm {
 // Bumped when a hook is added or changes meaning. 2: memoryUsage(). 3: denoisesBlock() and
 // denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
 // 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
-inline constexpr int kBackendApiVersion = 4;
+// 5: forwardWindow() (the dual cache; optional, "not supported yet" by default).
+inline constexpr int kBackendApiVersion = 5;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.

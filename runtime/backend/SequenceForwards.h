@@ -1,10 +1,13 @@
 // What every backend's DecodeModel forwards share, whatever device runs the layers: the
 // bookkeeping of the one paged-KV sequence a backend decodes (forwardFull forgets it and keeps
 // `keep` tokens; forwardCached adds the fed tokens past `keep` and trims them again, leaving the
-// cache as it was) and the checks of a forward's arguments against what reserve() sized.
+// cache as it was; forwardWindow rewrites the fed window's slots inside the sequence in place)
+// and the checks of a forward's arguments against what reserve() sized.
 //
-// `run(tokens, count, first, rows)` is the backend's forward over tokens at positions first..:
-// it appends `count` tokens to the sequence and returns the requested logit rows.
+// `run(tokens, span, rows)` is the backend's forward over span.count tokens at positions
+// span.first..: it grows the sequence to span.keys slots (appending when the span ends past it),
+// writes the tokens' K/V to slots span.first.., lets them attend to slots [0, span.keys) and
+// returns the requested logit rows.
 #pragma once
 
 #include "runtime/kv/PagedKvCache.h"
@@ -12,18 +15,28 @@
 #include "support/Status.h"
 
 #include <string>
+#include <vector>
 
 namespace dlm {
 
-inline Status checkForwardArguments(const int32_t *tokens, int64_t count, int64_t first,
+// One backend forward: `count` tokens at positions (and K/V slots) first.., attending to the
+// slots [0, keys) of the sequence (first + count <= keys: past the fed tokens only for a window).
+struct ForwardSpan {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t keys = 0;
+};
+
+inline Status checkForwardArguments(const int32_t *tokens, const ForwardSpan &span,
                                     sampling::LogitRows rows, int64_t reservedTokens,
                                     int64_t reservedLogitRows, int64_t embeddingRows) {
   auto str = [](int64_t value) { return std::to_string(value); };
+  const int64_t count = span.count;
   if (rows.begin < 0 || rows.begin > rows.end || rows.end > count)
     return Status::error("forward: logit rows [" + str(rows.begin) + ", " + str(rows.end) +
                          ") are outside the " + str(count) + " tokens fed");
-  if (first + count > reservedTokens)
-    return Status::error("forward: positions up to " + str(first + count) +
+  if (span.keys > reservedTokens)
+    return Status::error("forward: positions up to " + str(span.keys) +
                          " exceed the reserved " + str(reservedTokens));
   if (rows.count() > reservedLogitRows)
     return Status::error("forward: " + str(rows.count()) + " logit rows exceed the reserved " +
@@ -43,7 +56,7 @@ forwardFullOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const in
     return Status::error("forward: keep " + std::to_string(keep) + " is outside [0, " +
                          std::to_string(count) + "]");
   DLM_RETURN_IF_ERROR(cache.trim(sequence, 0));
-  StatusOr<sampling::LogitsView> logits = run(tokens, count, 0, rows);
+  StatusOr<sampling::LogitsView> logits = run(tokens, ForwardSpan{0, count, count}, rows);
   if (!logits) {
     (void)cache.trim(sequence, 0);
     return logits.status();
@@ -62,9 +75,31 @@ forwardCachedOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
                          std::to_string(cache.length(sequence)) + " tokens, the caller expected " +
                          std::to_string(keep) + " of " + std::to_string(count));
   // The fed tokens' K/V go to slots past `keep`, released again here.
-  StatusOr<sampling::LogitsView> logits = run(tokens + keep, count - keep, keep, rows);
+  StatusOr<sampling::LogitsView> logits =
+      run(tokens + keep, ForwardSpan{keep, count - keep, count}, rows);
   DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
   return logits;
+}
+
+template <typename Run>
+StatusOr<sampling::LogitsView>
+forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
+                        int64_t count, int64_t feedBegin, int64_t feedEnd,
+                        sampling::LogitRows rows, Run &&run) {
+  auto str = [](int64_t value) { return std::to_string(value); };
+  if (cache.length(sequence) != count)
+    return Status::error("window forward: the KV cache holds " + str(cache.length(sequence)) +
+                         " tokens, the caller expected all " + str(count));
+  if (feedBegin < 0 || feedBegin > feedEnd || feedEnd > count)
+    return Status::error("window forward: the fed window [" + str(feedBegin) + ", " +
+                         str(feedEnd) + ") is outside the " + str(count) + " cached tokens");
+  // The fed tokens' K/V overwrite their slots in place: no other sequence may read those pages.
+  const std::vector<kv::PageIndex> &table = cache.blockTable(sequence);
+  for (int64_t page = feedBegin / cache.pageTokens(); page < cache.pagesFor(feedEnd); ++page)
+    if (cache.refCount(table[static_cast<size_t>(page)]) > 1)
+      return Status::error("not supported yet: a window forward over KV page " + str(page) +
+                           ", which a forked sequence shares");
+  return run(tokens + feedBegin, ForwardSpan{feedBegin, feedEnd - feedBegin, count}, rows);
 }
 
 } // namespace dlm

@@ -118,26 +118,34 @@ StatusOr<sampling::LogitsView> CpuBackend::forwardCached(const int32_t *tokens, 
                                  [this](auto... arguments) { return run(arguments...); });
 }
 
-StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, int64_t count, int64_t first,
+StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, int64_t count,
+                                                         int64_t feedBegin, int64_t feedEnd,
+                                                         sampling::LogitRows rows) {
+  return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
+                                 [this](auto... arguments) { return run(arguments...); });
+}
+
+StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, const ForwardSpan &span,
                                                sampling::LogitRows rows) {
   const model::ModelDims &d = weights_->dims();
-  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, count, first, rows, reservedTokens_,
+  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, span, rows, reservedTokens_,
                                             reservedLogitRows_, d.embeddingSize));
-  if (count == 0)
+  if (span.count == 0)
     return sampling::LogitsView{logits_.data(), 0, d.vocabSize};
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
-                         profile::TrackKind::thread, 0, -1, count);
-  DLM_RETURN_IF_ERROR(kv_->append(sequence_, count));
+                         profile::TrackKind::thread, 0, -1, span.count);
+  DLM_RETURN_IF_ERROR(kv_->append(sequence_, span.keys - kv_->length(sequence_)));
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
   for (const ProgramRecord &kernel : program_.kernels)
-    DLM_RETURN_IF_ERROR(runKernel(kernel, tokens, count, first, rows));
+    DLM_RETURN_IF_ERROR(runKernel(kernel, tokens, span, rows));
   return sampling::LogitsView{logits_.data(), rows.count(), d.vocabSize};
 }
 
-Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens, int64_t count,
-                             int64_t first, sampling::LogitRows rows) {
+Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
+                             const ForwardSpan &span, sampling::LogitRows rows) {
   using profile::Category;
+  const int64_t count = span.count, first = span.first;
   const int threads = pool_.threads();
   const std::vector<int64_t> &in = k.operands;
   const int64_t width = k.result >= 0 ? program_.slots[static_cast<size_t>(k.result)].width : 0;
@@ -204,7 +212,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens, int6
     const kv::PageIndex *table = kv_->blockTable(sequence_).data();
     AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal};
     return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
-      return pagedAttention(slot(in[0], count), count, first, first + count, shape, pages_, table,
+      return pagedAttention(slot(in[0], count), count, first, span.keys, shape, pages_, table,
                             k.layer, slot(k.result, count), attentionScratch_, pool_);
     });
   }

@@ -15,6 +15,7 @@
 #include "runtime/program/KernelProgram.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/SequenceForwards.h"
 
 #include <memory>
 #include <vector>
@@ -39,6 +40,9 @@ public:
                                              sampling::LogitRows rows) override;
   StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                                sampling::LogitRows rows) override;
+  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
+                                               int64_t feedBegin, int64_t feedEnd,
+                                               sampling::LogitRows rows) override;
 
   MemoryUsage memoryUsage() const override;
 
@@ -50,12 +54,13 @@ private:
   CpuBackend(std::shared_ptr<const model::ModelWeights> weights, program::KernelProgram program,
              int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options);
 
-  // Appends `count` tokens at positions first.. to the sequence, runs every layer over them and
-  // computes the requested logit rows.
-  StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
+  // Grows the sequence to span.keys slots, runs every layer over the span's tokens (their K/V
+  // written to slots span.first.., attending to slots [0, span.keys)) and computes the requested
+  // logit rows (SequenceForwards.h).
+  StatusOr<sampling::LogitsView> run(const int32_t *tokens, const ForwardSpan &span,
                                      sampling::LogitRows rows);
-  Status runKernel(const program::ProgramRecord &kernel, const int32_t *tokens, int64_t count, int64_t first,
-                   sampling::LogitRows rows);
+  Status runKernel(const program::ProgramRecord &kernel, const int32_t *tokens,
+                   const ForwardSpan &span, sampling::LogitRows rows);
   // The rows of `slot` for a forward of `count` tokens.
   float *slot(int64_t index, int64_t count) {
     return workspace_.data() + program_.slots[static_cast<size_t>(index)].offset * count;

@@ -282,10 +282,18 @@ StatusOr<sampling::LogitsView> CudaBackend::forwardCached(const int32_t *tokens,
                                  [this](auto... arguments) { return run(arguments...); });
 }
 
-StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, int64_t count,
-                                                int64_t first, sampling::LogitRows rows) {
+StatusOr<sampling::LogitsView> CudaBackend::forwardWindow(const int32_t *tokens, int64_t count,
+                                                          int64_t feedBegin, int64_t feedEnd,
+                                                          sampling::LogitRows rows) {
+  return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
+                                 [this](auto... arguments) { return run(arguments...); });
+}
+
+StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, const ForwardSpan &span,
+                                                sampling::LogitRows rows) {
   const model::ModelDims &d = dims_;
-  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, count, first, rows, reservedTokens_,
+  const int64_t count = span.count;
+  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, span, rows, reservedTokens_,
                                             reservedLogitRows_, d.embeddingSize));
   const float *hostLogits = static_cast<const float *>(hostLogits_.data());
   if (count == 0)
@@ -295,11 +303,11 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, int64_t c
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
                          profile::TrackKind::thread, 0, -1, count);
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
-  DLM_RETURN_IF_ERROR(kv_->append(sequence_, count));
+  DLM_RETURN_IF_ERROR(kv_->append(sequence_, span.keys - kv_->length(sequence_)));
   DLM_RETURN_IF_ERROR(pageCopyStatus_);
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  const Shape shape{count, first, rows.begin, rows.end, inputs_};
+  const Shape shape{count, span.first, span.keys, rows.begin, rows.end, inputs_};
   DLM_RETURN_IF_ERROR(uploadInputs(tokens, shape));
   DLM_RETURN_IF_ERROR(
       graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
@@ -324,7 +332,7 @@ Status CudaBackend::uploadInputs(const int32_t *tokens, const Shape &shape) {
     host[T + i] = static_cast<int32_t>(shape.first + i);
   host[2 * T] = 0;
   host[2 * T + 1] = static_cast<int32_t>(shape.count);
-  host[2 * T + 2] = static_cast<int32_t>(shape.first + shape.count);
+  host[2 * T + 2] = static_cast<int32_t>(shape.keys);
   const std::vector<kv::PageIndex> &table = kv_->blockTable(sequence_);
   const int64_t maxPages = kv_->pagesFor(maxSequenceLength_);
   if (static_cast<int64_t>(table.size()) > maxPages)

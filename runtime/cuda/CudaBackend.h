@@ -11,9 +11,9 @@
 // device, its pages handed out by kv::PagedKvCache as on the CPU. reserve() sizes every buffer,
 // the activations laid out by the program's per-token-row memory plan; a forward only copies
 // its inputs (tokens, positions, block table) in, enqueues the work and copies the logits out.
-// A forward whose shape (token count, first position, logit rows) was seen before is captured
-// once as a CUDA graph and replayed from then on: every denoising step of a block repeats its
-// shape.
+// A forward whose shape (token count, first position, key length, logit rows) was seen before is
+// captured once as a CUDA graph and replayed from then on: every denoising step of a block
+// repeats its shape.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
 // CudaBackendBlockLoop.cpp): per step of the loop plan the forward, the artifact's sampler,
@@ -34,6 +34,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/SequenceForwards.h"
 
 #include <list>
 #include <map>
@@ -101,6 +102,9 @@ public:
                                              sampling::LogitRows rows) override;
   StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                                sampling::LogitRows rows) override;
+  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
+                                               int64_t feedBegin, int64_t feedEnd,
+                                               sampling::LogitRows rows) override;
   MemoryUsage memoryUsage() const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;
   StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::LoopPlan &plan,
@@ -114,12 +118,16 @@ public:
   DeviceElement precision() const { return element_; }
 
 private:
-  // What a forward's enqueued work depends on besides the input buffers' contents.
+  // What a forward's enqueued work depends on besides the input buffers' contents: `count`
+  // tokens at positions (and K/V slots) first.. attending to the slots [0, keys)
+  // (SequenceForwards.h's ForwardSpan), returning rows [rowsBegin, rowsEnd) of them.
   struct Shape {
-    int64_t count = 0, first = 0, rowsBegin = 0, rowsEnd = 0;
+    int64_t count = 0, first = 0, keys = 0, rowsBegin = 0, rowsEnd = 0;
     // The device input buffer the forward reads (tokens, positions, KV lengths, block table).
     CUdeviceptr inputs = 0;
-    auto key() const { return std::tuple(count, first, rowsBegin, rowsEnd); }
+    // A window forward's keys run past its tokens; the key length is an uploaded input, but
+    // keying graphs by it keeps a window and a cached forward of one shape apart on principle.
+    auto key() const { return std::tuple(count, first, keys, rowsBegin, rowsEnd); }
   };
   // One step of the device loop as its accept and gate kernels are launched: the step's
   // parameters that are baked into a chunk's graph (CudaBackendBlockLoop.cpp).
@@ -131,13 +139,18 @@ private:
   // A loop plan resolved into kernels, launches and forwards (CudaBackendBlockLoop.cpp).
   struct LoopLaunch {
     // How the steps' forwards use the K/V cache: every step a full forward (the cache rebuilt,
-    // [0, keep) kept at the end); every step cached over the [0, keep) the cache holds; or a
-    // full forward keeping [0, keep) first, then cached steps over it.
-    enum class Cache { rebuilt, cached, prefixFirst };
+    // [0, keep) kept at the end); every step cached over the [0, keep) the cache holds; a full
+    // forward keeping [0, keep) first, then cached steps over it; or (the dual cache) a full
+    // forward keeping the whole sequence first, then window steps feeding [keep, block end)
+    // over it.
+    enum class Cache { rebuilt, cached, prefixFirst, dualFirst };
     const DeviceKernel *sampler = nullptr, *gate = nullptr, *renoise = nullptr;
     std::vector<LoopStepLaunch> steps;
     Cache cache = Cache::rebuilt;
+    // The prefix kept (a window's first fed position), and the slots the cache holds after the
+    // loop, as the host's forwards leave it.
     int64_t keep = 0;
+    int64_t keptAfter = 0;
     // Step 0's forward and every later one's.
     Shape first, later;
   };
@@ -173,9 +186,9 @@ private:
   // Parses the kernel program and binds each record to its kernel and weights.
   Status bindProgram(const artifact::ArtifactReader &artifact);
 
-  // Appends `count` tokens at positions first.. to the sequence, runs the forward and returns
-  // the requested logit rows.
-  StatusOr<sampling::LogitsView> run(const int32_t *tokens, int64_t count, int64_t first,
+  // Grows the sequence to span.keys slots, runs the forward of the span's tokens and returns
+  // the requested logit rows (SequenceForwards.h).
+  StatusOr<sampling::LogitsView> run(const int32_t *tokens, const ForwardSpan &span,
                                      sampling::LogitRows rows);
   // Copies the inputs of this forward into the fixed device input buffers.
   Status uploadInputs(const int32_t *tokens, const Shape &shape);

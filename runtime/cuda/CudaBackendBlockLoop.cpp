@@ -2,12 +2,12 @@
 // without the logits ever reaching the host, driven by the loop plan (sampling/LoopPlan.h), the
 // resolved parameters of each step's records. Per step, on the backend's one stream:
 //
-//   canvas -> the forward's token slots (a device-to-device copy), the forward (the step's full
-//   or cached forward; a plan whose first step is the full forward keeping the prefix that later
-//   steps read reads a second input buffer for it), the artifact's sampler over the block's logit
-//   rows, the step's accept kernel (keep mask, convergence flag), the gate
-//   (compiler/codegen/kernels/BlockLoopGate.cpp: finished? then freeze) and the renoise kernel
-//   (the next canvas).
+//   canvas -> the forward's token slots (a device-to-device copy), the forward (the step's full,
+//   cached or window forward; a plan whose first step is the full forward keeping the prefix, or
+//   the whole sequence, that later steps read reads a second input buffer for it), the
+//   artifact's sampler over the block's logit rows, the step's accept kernel (keep mask,
+//   convergence flag), the gate (compiler/codegen/kernels/BlockLoopGate.cpp: finished? then
+//   freeze) and the renoise kernel (the next canvas).
 //
 // The steps are unrolled into graphs of `deviceLoopChunkSteps` steps (else the plan's unroll),
 // captured once per chunk of step parameters: a graph's key is the canonical text of what its
@@ -55,8 +55,8 @@ const char *acceptKernelRule(AcceptStep::Rule rule) {
 }
 
 bool sameForward(const ForwardStep &a, const ForwardStep &b) {
-  return a.mode == b.mode && a.count == b.count && a.keep == b.keep && a.rowBegin == b.rowBegin &&
-         a.rowEnd == b.rowEnd;
+  return a.mode == b.mode && a.count == b.count && a.keep == b.keep && a.feedEnd == b.feedEnd &&
+         a.rowBegin == b.rowBegin && a.rowEnd == b.rowEnd;
 }
 
 // What a step bakes into a chunk's graph: its parameters but the table-driven ones.
@@ -150,43 +150,59 @@ StatusOr<CudaBackend::LoopStepLaunch> CudaBackend::resolveStep(const StepPlan &s
   return resolved;
 }
 
-// The forwards the device chains: every step the same one, or a full forward keeping the prefix
-// followed by cached forwards over it; each over sequence[0, total) returning the block's rows.
+// The forwards the device chains: every step the same one, a full forward keeping the prefix
+// followed by cached forwards over it, or (the dual cache) a full forward keeping the whole
+// sequence followed by window forwards feeding [keep, block end) over it; each over
+// sequence[0, total) returning the block's rows.
 Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) const {
+  using Mode = ForwardStep::Mode;
   const ForwardStep &first = plan.steps.front().forward;
   const ForwardStep &later = plan.steps.size() > 1 ? plan.steps[1].forward : first;
   for (size_t s = 1; s < plan.steps.size(); ++s)
     if (!sameForward(plan.steps[s].forward, later))
       return Status::error("step " + str(static_cast<int64_t>(s)) +
                            "'s forward differs from step 1's");
-  for (const ForwardStep *forward : {&first, &later}) {
+  for (const ForwardStep *forward : {&first, &later})
     if (forward->count != plan.total || forward->rowBegin != plan.begin ||
         forward->rowEnd != plan.end)
       return Status::error("a forward over [0, " + str(forward->count) + ") returning rows [" +
                            str(forward->rowBegin) + ", " + str(forward->rowEnd) +
                            ") rather than the sequence's " + str(plan.total) +
                            " tokens and the block's rows");
-    if (forward->keep < 0 || forward->keep > plan.begin)
-      return Status::error("a forward keeping " + str(forward->keep) +
-                           " tokens, past the block start " + str(plan.begin));
-  }
-  if (first.keep != later.keep)
+  if (first.mode == Mode::window)
+    return Status::error("a window forward first, over a cache the loop did not fill");
+  const bool dual = later.mode == Mode::window;
+  if (dual && (first.mode != Mode::full || first.keep != plan.total))
+    return Status::error("window forwards after a forward that does not keep the whole sequence");
+  if (dual && later.feedEnd != plan.end)
+    return Status::error("a window forward feeding up to " + str(later.feedEnd) +
+                         " rather than the block end " + str(plan.end));
+  if (!dual && first.keep != later.keep)
     return Status::error("forwards keeping different prefixes");
-  using Mode = ForwardStep::Mode;
-  if (first.mode == later.mode)
+  // A window's first fed position plays the kept prefix's part.
+  const int64_t keep = later.keep;
+  if (keep < 0 || keep > plan.begin)
+    return Status::error("a forward keeping " + str(keep) + " tokens, past the block start " +
+                         str(plan.begin));
+  if (dual)
+    loop.cache = LoopLaunch::Cache::dualFirst;
+  else if (first.mode == later.mode)
     loop.cache = first.mode == Mode::full ? LoopLaunch::Cache::rebuilt : LoopLaunch::Cache::cached;
   else if (first.mode == Mode::full)
     loop.cache = LoopLaunch::Cache::prefixFirst;
   else
     return Status::error("a cached forward followed by full ones");
-  loop.keep = first.keep;
-  const int64_t keep = loop.keep;
-  const Shape full{plan.total, 0, plan.begin, plan.end, inputs_};
-  const Shape cached{plan.total - keep, keep, plan.begin - keep, plan.end - keep, inputs_};
+  loop.keep = keep;
+  loop.keptAfter = dual ? plan.total : keep;
+  const Shape full{plan.total, 0, plan.total, plan.begin, plan.end, inputs_};
+  const Shape cached{plan.total - keep, keep, plan.total, plan.begin - keep, plan.end - keep,
+                     inputs_};
+  const Shape window{plan.end - keep, keep, plan.total, plan.begin - keep, plan.end - keep,
+                     inputs_};
   loop.first = loop.cache == LoopLaunch::Cache::rebuilt ? full : cached;
-  loop.later = loop.first;
-  if (loop.cache == LoopLaunch::Cache::prefixFirst) {
-    // The first forward reads its own buffer, which the cached steps' inputs do not overwrite.
+  loop.later = dual ? window : loop.first;
+  if (loop.cache == LoopLaunch::Cache::prefixFirst || dual) {
+    // The first forward reads its own buffer, which the later steps' inputs do not overwrite.
     loop.first = full;
     loop.first.inputs = loopInputs_;
   }
@@ -336,6 +352,18 @@ Status CudaBackend::enterLoopCache(const LoopPlan &plan, const LoopLaunch &loop)
     DLM_RETURN_IF_ERROR(kv_->trim(sequence_, keep));
     DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
     DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total - keep));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence + keep, loop.later));
+    break;
+  case LoopLaunch::Cache::dualFirst:
+    // The first forward's inputs over an empty cache, which then keeps the whole sequence for
+    // the window steps, whose inputs follow.
+    DLM_RETURN_IF_ERROR(kv_->trim(sequence_, 0));
+    DLM_RETURN_IF_ERROR(kv_->append(sequence_, plan.total));
+    DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence, loop.first));
+    // The staging buffer is reused below.
+    DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
+                                       "device block loop: cuStreamSynchronize"));
+    DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
     DLM_RETURN_IF_ERROR(uploadInputs(plan.sequence + keep, loop.later));
     break;
   case LoopLaunch::Cache::cached:
@@ -527,8 +555,10 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
                            " is outside [0, " + str(dims_.embeddingSize) + ")");
   DLM_RETURN_IF_ERROR(reserveLoopBuffers(canvas, steps));
   // A failure from here on leaves the cache as a failed host forward would: the prefix kept
-  // (cached forwards) or nothing.
+  // (cached forwards) or nothing (full forwards; the dual cache, whose windows rewrite the
+  // cache in place).
   const bool rebuilt = loop.cache == LoopLaunch::Cache::rebuilt;
+  const bool dual = loop.cache == LoopLaunch::Cache::dualFirst;
   struct TrimOnFailure {
     kv::PagedKvCache &cache;
     kv::SequenceId sequence;
@@ -538,7 +568,7 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
       if (armed)
         (void)cache.trim(sequence, length);
     }
-  } trimOnFailure{*kv_, sequence_, rebuilt ? 0 : loop.keep};
+  } trimOnFailure{*kv_, sequence_, rebuilt || dual ? 0 : loop.keep};
   DLM_RETURN_IF_ERROR(enterLoopCache(plan, loop));
   DLM_RETURN_IF_ERROR(uploadLoopTables(plan));
 
@@ -552,7 +582,8 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
                             loop.renoise->record->name + " " + str(canvas) + " " + str(plan.begin) +
                             " " + str(plan.maskToken) + " " + str(loop.first.count) + " " +
                             str(loop.first.first) + " " + str(loop.first.inputs == loopInputs_) +
-                            " " + str(loop.later.count) + " " + str(loop.later.first);
+                            " " + str(loop.later.count) + " " + str(loop.later.first) + " " +
+                            str(loop.later.keys);
   int32_t loopState[2] = {0, 0};
   for (int64_t start = 0; start < steps && !loopState[0]; start += chunkSteps)
     DLM_RETURN_IF_ERROR(
@@ -566,7 +597,7 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
                                      "device block loop: cuStreamSynchronize"));
   std::memcpy(canvasOut, hostCanvas, static_cast<size_t>(canvas) * sizeof(int32_t));
-  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, loop.keep));
+  DLM_RETURN_IF_ERROR(kv_->trim(sequence_, loop.keptAfter));
   if (rebuilt)
     DLM_RETURN_IF_ERROR(kv_->commit(sequence_));
   if (loopState[0] && (loopState[1] < 1 || loopState[1] > steps))

@@ -1,8 +1,8 @@
 // CUDA graphs of repeated forwards. A forward's enqueued work depends only on its shape (token
-// count, first position, logit rows) once its inputs sit in fixed device buffers, so a shape
-// that comes back (every denoising step of a block) is captured once on the stream and then
-// replayed with one cuGraphLaunch. A shape is captured the second time it is seen: a prefill or
-// a block's commit pass runs once and would only cost a capture.
+// count, first position, key length, logit rows) once its inputs sit in fixed device buffers,
+// so a shape that comes back (every denoising step of a block) is captured once on the stream
+// and then replayed with one cuGraphLaunch. A shape is captured the second time it is seen: a
+// prefill or a block's commit pass runs once and would only cost a capture.
 #pragma once
 
 #include "runtime/cuda/CudaDriver.h"
@@ -47,7 +47,8 @@ StatusOr<std::unique_ptr<CapturedGraph>> captureGraph(std::shared_ptr<const Cuda
 
 class ForwardGraphs {
 public:
-  using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  // Token count, first position, key length, first and last logit row.
+  using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
 
   // `enabled` false: every forward is enqueued eagerly. At most `capacity` graphs are kept, the
   // least recently used dropped first.

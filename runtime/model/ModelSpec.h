@@ -41,6 +41,15 @@ inline constexpr std::string_view kKnobThreshold = "threshold";
 // int >= 1, low-confidence with a threshold: a block's step cap, off when absent (the default).
 // The block's step `step_cap` unmasks every candidate left. "none" removes the artifact's cap.
 inline constexpr std::string_view kKnobStepCap = "step_cap";
+// real, low-confidence: dInfer's hierarchical decoding; each segment of masks takes its most
+// confident position when above this (see compiler/programs/decode/low-confidence.decode).
+inline constexpr std::string_view kKnobLowThreshold = "low_threshold";
+inline constexpr std::string_view kKnobDepth = "depth"; // int >= 1, hierarchical levels
+// bool, low-confidence: dInfer's credit decoding, with its alpha, beta (decay) and gamma.
+inline constexpr std::string_view kKnobCredit = "credit";
+inline constexpr std::string_view kKnobCreditAlpha = "credit_alpha";
+inline constexpr std::string_view kKnobCreditBeta = "credit_beta";
+inline constexpr std::string_view kKnobCreditGamma = "credit_gamma";
 inline constexpr std::string_view kKnobTemperature = "temperature";    // real, Gumbel T
 inline constexpr std::string_view kKnobTMin = "t_min";                 // real, entropy-bound
 inline constexpr std::string_view kKnobTMax = "t_max";                 // real, entropy-bound

@@ -109,6 +109,10 @@ private:
       return detail::runListAt(state_, in, at);
     case OpKind::fillRow:
       return detail::runFillRow(state_, in, at);
+    case OpKind::fillMatrix:
+      return detail::runFillMatrix(state_, in, at);
+    case OpKind::credit:
+      return detail::runCredit(state_, in, at);
     case OpKind::forward:
       return detail::runForward(state_, in, at);
     case OpKind::sample:

@@ -34,6 +34,8 @@ const char *valueTypeName(ValueType type) {
     return "flags";
   case ValueType::list:
     return "list";
+  case ValueType::matrix:
+    return "matrix";
   }
   return "unknown";
 }
@@ -86,8 +88,10 @@ constexpr OpEntry kOps[] = {
     {dspec::kKindTransferSchedule, OpKind::transferSchedule},
     {dspec::kKindListAt, OpKind::listAt},
     {dspec::kKindFillRow, OpKind::fillRow},
+    {dspec::kKindFillMatrix, OpKind::fillMatrix},
     {dspec::kKindForward, OpKind::forward},
     {dspec::kKindSample, OpKind::sample},
+    {dspec::kKindCredit, OpKind::credit},
     {dspec::kKindAccept, OpKind::accept},
     {dspec::kKindGate, OpKind::gate},
     {dspec::kKindRenoise, OpKind::renoise},
@@ -137,6 +141,8 @@ bool accepts(ParamType param, ValueType type) {
     return type == ValueType::tokens || type == ValueType::reals || type == ValueType::flags;
   case ParamType::list:
     return type == ValueType::list;
+  case ParamType::matrix:
+    return type == ValueType::matrix;
   case ParamType::knob:
     return true;
   }
@@ -162,6 +168,8 @@ ValueType fixedType(ParamType param) {
     return ValueType::flags;
   case ParamType::list:
     return ValueType::list;
+  case ParamType::matrix:
+    return ValueType::matrix;
   default:
     return ValueType::none;
   }
@@ -532,10 +540,14 @@ private:
     DLM_RETURN_IF_ERROR(checkRequirements(index, *kind, instruction.operands));
     if (instruction.op == OpKind::forward) {
       using namespace dspec::forward_params;
-      // ForwardRunner captures from every cached forward: there is no undecoded one.
+      // ForwardRunner captures from every cached or window forward: there is no undecoded one.
       const Operand &decoded = instruction.operands[kDecoded];
-      if (instruction.operands[kMode].choice == kModeCached && decoded.given() && !decoded.boolean)
-        return error(index, "a cached forward is always decoded");
+      const int mode = instruction.operands[kMode].choice;
+      if (mode != kModeFull && decoded.given() && !decoded.boolean)
+        return error(index, std::string("a ") + (mode == kModeCached ? "cached" : "window") +
+                                " forward is always decoded");
+      if (mode != kModeWindow && instruction.operands[kFeedEnd].given())
+        return error(index, "parameter 'feed_end' is only for mode=window");
     }
     // Operand types agree (ALU, select, fill_row); the result's type follows them.
     ValueType inferred = ValueType::none;

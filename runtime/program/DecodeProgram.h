@@ -48,7 +48,19 @@ std::string printDecodeRecord(const DecodeRecord &record);
 
 // ---- The loaded program -----------------------------------------------------------------------
 
-enum class ValueType : uint8_t { none, integer, real, boolean, text, tokens, reals, flags, list };
+// matrix: reals, a row of columns per window row.
+enum class ValueType : uint8_t {
+  none,
+  integer,
+  real,
+  boolean,
+  text,
+  tokens,
+  reals,
+  flags,
+  list,
+  matrix
+};
 const char *valueTypeName(ValueType type);
 
 enum class OpKind : uint8_t {
@@ -80,8 +92,10 @@ enum class OpKind : uint8_t {
   transferSchedule,
   listAt,
   fillRow,
+  fillMatrix,
   forward,
   sample,
+  credit,
   accept,
   gate,
   renoise,

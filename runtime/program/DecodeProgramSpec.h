@@ -74,8 +74,13 @@ inline constexpr std::string_view kKindTransferSchedule = "transfer_schedule";
 inline constexpr std::string_view kKindListAt = "list_at";
 // A row register of the window's length, every row `value` (int: tokens, real: reals, bool: flags).
 inline constexpr std::string_view kKindFillRow = "fill_row";
+// A matrix register of the window's rows by `columns`, every element `value`. Allocated by the
+// first fill (a program without one pays nothing), at most 2^28 elements.
+inline constexpr std::string_view kKindFillMatrix = "fill_matrix";
 // A forward over seq[0, count) (runtime/sampling/DecodeModel.h). mode=full keeps the K/V of
-// [0, keep) afterwards; mode=cached feeds [keep, count) over that cache. row_begin/row_end are
+// [0, keep) afterwards; mode=cached feeds [keep, count) over that cache; mode=window (the dual
+// cache) feeds [keep, feed_end) over a cache of all [0, count), its K/V replacing that range in
+// the cache (DecodeModel::forwardWindow). row_begin/row_end are
 // absolute positions (the interpreter makes them relative to the fed tokens). decoded=false: the
 // logits are never looked at (a cache fill), so they are neither captured nor a step.
 inline constexpr std::string_view kKindForward = "forward";
@@ -88,9 +93,16 @@ inline constexpr std::string_view kKindSample = "sample";
 //   rule=top_k          the first min(k, candidates) in sampling::confidenceOrder of `score`
 //   rule=threshold      the first max(#(score >= threshold), 1) of that order, at most all
 //   rule=entropy_bound  sampling::entropyAccept(score, bound)
+//   rule=hierarchical   sampling::hierarchicalAccept(score, threshold, low_threshold, depth):
+//                       dInfer's segment maxima, `depth` levels deep
 // converge=stable_confident → converged: run := (argmax == prev) ? run + 1 : 0, prev := argmax,
 // converged = run >= stability && mean(score) < confidence (prev and run are updated in place).
 inline constexpr std::string_view kKindAccept = "accept";
+// Credit decoding (dInfer, seed 001 appendix B.2) in front of a sample: `credit` (a matrix, a row
+// of @vocab credits per window row) is multiplied by `decay`; then, per candidate row, p =
+// softmax(logits) and credit[j, argmax p] += (max p)^gamma; the logits the next `sample` reads
+// become logits + alpha * log(1 + credit), rounded to float32 (sampling::creditRow).
+inline constexpr std::string_view kKindCredit = "credit";
 // Whether the denoise step ends its block → done:
 //   rule=no_mask_left      no candidate row (holding @mask) is left unkept
 //   rule=converged_or_last converged || last; then keep := every row and sampled := final
@@ -165,7 +177,8 @@ enum class ParamType : uint8_t {
   flags,
   row, // tokens, reals or flags
   list,
-  knob, // a $knob reference
+  matrix, // reals, a row of columns per window row
+  knob,   // a $knob reference
 };
 
 struct ParamSpec {
@@ -275,10 +288,16 @@ inline constexpr ParamSpec kFillRowParams[] = {
     {"value", PR::input, PT::scalar, true},
     {"out", PR::result, PT::row, true},
 };
+inline constexpr ParamSpec kFillMatrixParams[] = {
+    {"value", PR::input, PT::real, true},
+    {"columns", PR::input, PT::integer, true},
+    {"out", PR::result, PT::matrix, true},
+};
 inline constexpr ParamSpec kForwardParams[] = {
-    {"mode", PR::attribute, PT::text, true, "full,cached"},
+    {"mode", PR::attribute, PT::text, true, "full,cached,window"},
     {"count", PR::input, PT::integer, true},
     {"keep", PR::input, PT::integer, true},
+    {"feed_end", PR::input, PT::integer, false}, // window
     {"row_begin", PR::input, PT::integer, true},
     {"row_end", PR::input, PT::integer, true},
     {"decoded", PR::attribute, PT::boolean, false}, // default true
@@ -296,12 +315,14 @@ inline constexpr ParamSpec kSampleParams[] = {
     {"entropy", PR::result, PT::reals, false},    // tempered
 };
 inline constexpr ParamSpec kAcceptParams[] = {
-    {"rule", PR::attribute, PT::text, true, "top_k,threshold,entropy_bound"},
+    {"rule", PR::attribute, PT::text, true, "top_k,threshold,entropy_bound,hierarchical"},
     {"candidates", PR::attribute, PT::text, true, "masked,all"},
     {"score", PR::input, PT::reals, true},
     {"k", PR::input, PT::integer, false},      // top_k
-    {"threshold", PR::input, PT::real, false}, // threshold
+    {"threshold", PR::input, PT::real, false}, // threshold, hierarchical
     {"bound", PR::input, PT::real, false},     // entropy_bound
+    {"low_threshold", PR::input, PT::real, false}, // hierarchical
+    {"depth", PR::input, PT::integer, false},      // hierarchical
     {"converge", PR::attribute, PT::text, false, "none,stable_confident"},
     {"argmax", PR::input, PT::tokens, false},     // stable_confident
     {"prev", PR::inout, PT::tokens, false},       // stable_confident
@@ -310,6 +331,13 @@ inline constexpr ParamSpec kAcceptParams[] = {
     {"confidence", PR::input, PT::real, false},   // stable_confident
     {"keep", PR::result, PT::flags, true},
     {"converged", PR::result, PT::boolean, false}, // stable_confident
+};
+inline constexpr ParamSpec kCreditParams[] = {
+    {"credit", PR::inout, PT::matrix, true},
+    {"decay", PR::input, PT::real, true},
+    {"gamma", PR::input, PT::real, true},
+    {"alpha", PR::input, PT::real, true},
+    {"candidates", PR::attribute, PT::text, true, "masked,all"},
 };
 inline constexpr ParamSpec kGateParams[] = {
     {"rule", PR::attribute, PT::text, true, "no_mask_left,converged_or_last"},
@@ -397,9 +425,11 @@ inline constexpr KindSpec kKinds[] = {
     kindSpec(kKindTransferSchedule, kTransferScheduleParams),
     kindSpec(kKindListAt, kListAtParams),
     kindSpec(kKindFillRow, kFillRowParams),
+    kindSpec(kKindFillMatrix, kFillMatrixParams),
     kindSpec(kKindForward, kForwardParams),
     kindSpec(kKindSample, kSampleParams),
     kindSpec(kKindAccept, kAcceptParams),
+    kindSpec(kKindCredit, kCreditParams),
     kindSpec(kKindGate, kGateParams),
     kindSpec(kKindRenoise, kRenoiseParams),
     kindSpec(kKindCommit, kCommitParams),
@@ -423,11 +453,13 @@ struct Requirement {
 };
 
 inline constexpr Requirement kRequirements[] = {
+    {kKindForward, "mode", "window", "feed_end"},
     {kKindSample, "kind", "gumbel_max", "token,confidence"},
     {kKindSample, "kind", "tempered", "sample,argmax,entropy"},
     {kKindAccept, "rule", "top_k", "k"},
     {kKindAccept, "rule", "threshold", "threshold"},
     {kKindAccept, "rule", "entropy_bound", "bound"},
+    {kKindAccept, "rule", "hierarchical", "threshold,low_threshold,depth"},
     {kKindAccept, "converge", "stable_confident", "argmax,prev,run,stability,confidence,converged"},
     {kKindGate, "rule", "converged_or_last", "converged,last,sampled,final"},
 };
@@ -536,15 +568,26 @@ inline constexpr size_t kValue = paramIndex(kFillRowParams, "value");
 inline constexpr size_t kOut = paramIndex(kFillRowParams, "out");
 } // namespace fill_row_params
 
+namespace fill_matrix_params {
+inline constexpr size_t kValue = paramIndex(kFillMatrixParams, "value");
+inline constexpr size_t kColumns = paramIndex(kFillMatrixParams, "columns");
+inline constexpr size_t kOut = paramIndex(kFillMatrixParams, "out");
+} // namespace fill_matrix_params
+
 namespace forward_params {
 inline constexpr size_t kMode = paramIndex(kForwardParams, "mode");
 inline constexpr size_t kCount = paramIndex(kForwardParams, "count");
 inline constexpr size_t kKeep = paramIndex(kForwardParams, "keep");
+inline constexpr size_t kFeedEnd = paramIndex(kForwardParams, "feed_end");
 inline constexpr size_t kRowBegin = paramIndex(kForwardParams, "row_begin");
 inline constexpr size_t kRowEnd = paramIndex(kForwardParams, "row_end");
 inline constexpr size_t kDecoded = paramIndex(kForwardParams, "decoded");
+inline constexpr int kModeFull = choiceIndex(kForwardParams[kMode].choices, "full");
+static_assert(kModeFull >= 0);
 inline constexpr int kModeCached = choiceIndex(kForwardParams[kMode].choices, "cached");
 static_assert(kModeCached >= 0);
+inline constexpr int kModeWindow = choiceIndex(kForwardParams[kMode].choices, "window");
+static_assert(kModeWindow >= 0);
 } // namespace forward_params
 
 namespace sample_params {
@@ -571,6 +614,8 @@ inline constexpr size_t kScore = paramIndex(kAcceptParams, "score");
 inline constexpr size_t kTopK = paramIndex(kAcceptParams, "k");
 inline constexpr size_t kThreshold = paramIndex(kAcceptParams, "threshold");
 inline constexpr size_t kBound = paramIndex(kAcceptParams, "bound");
+inline constexpr size_t kLowThreshold = paramIndex(kAcceptParams, "low_threshold");
+inline constexpr size_t kDepth = paramIndex(kAcceptParams, "depth");
 inline constexpr size_t kConverge = paramIndex(kAcceptParams, "converge");
 inline constexpr size_t kArgmax = paramIndex(kAcceptParams, "argmax");
 inline constexpr size_t kPrev = paramIndex(kAcceptParams, "prev");
@@ -583,12 +628,26 @@ inline constexpr int kRuleTopK = choiceIndex(kAcceptParams[kRule].choices, "top_
 static_assert(kRuleTopK >= 0);
 inline constexpr int kRuleThreshold = choiceIndex(kAcceptParams[kRule].choices, "threshold");
 static_assert(kRuleThreshold >= 0);
+inline constexpr int kRuleEntropyBound = choiceIndex(kAcceptParams[kRule].choices, "entropy_bound");
+static_assert(kRuleEntropyBound >= 0);
+inline constexpr int kRuleHierarchical = choiceIndex(kAcceptParams[kRule].choices, "hierarchical");
+static_assert(kRuleHierarchical >= 0);
 inline constexpr int kCandidatesMasked = choiceIndex(kAcceptParams[kCandidates].choices, "masked");
 static_assert(kCandidatesMasked >= 0);
 inline constexpr int kConvergeStableConfident =
     choiceIndex(kAcceptParams[kConverge].choices, "stable_confident");
 static_assert(kConvergeStableConfident >= 0);
 } // namespace accept_params
+
+namespace credit_params {
+inline constexpr size_t kCredit = paramIndex(kCreditParams, "credit");
+inline constexpr size_t kDecay = paramIndex(kCreditParams, "decay");
+inline constexpr size_t kGamma = paramIndex(kCreditParams, "gamma");
+inline constexpr size_t kAlpha = paramIndex(kCreditParams, "alpha");
+inline constexpr size_t kCandidates = paramIndex(kCreditParams, "candidates");
+inline constexpr int kCandidatesMasked = choiceIndex(kCreditParams[kCandidates].choices, "masked");
+static_assert(kCandidatesMasked >= 0);
+} // namespace credit_params
 
 namespace gate_params {
 inline constexpr size_t kRule = paramIndex(kGateParams, "rule");

@@ -75,9 +75,13 @@ public:
   int64_t reservedRows = 0;
   sampling::LogitsView logits;
   bool hasLogits = false;
+  // Logit rows a record rewrote (credit), which `logits` then views.
+  std::vector<float> fusedLogits;
 
   // Scratch of the accept rules, reserved with the rows.
   std::vector<int64_t> candidateRows, positions, order;
+  // (begin, end) pairs of hierarchical segments: at most rows of them per level, two levels live.
+  std::vector<int64_t> segments;
   std::vector<double> scores;
   std::vector<uint8_t> accepted;
 };
@@ -92,6 +96,8 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at);
 Status runWindow(State &state, const Instruction &in, size_t at);
 Status runCountEq(State &state, const Instruction &in, size_t at);
 Status runFillRow(State &state, const Instruction &in, size_t at);
+Status runFillMatrix(State &state, const Instruction &in, size_t at);
+Status runCredit(State &state, const Instruction &in, size_t at);
 Status runCommit(State &state, const Instruction &in, size_t at);
 Status runFinish(State &state, const Instruction &in, size_t at);
 Status runForward(State &state, const Instruction &in, size_t at);

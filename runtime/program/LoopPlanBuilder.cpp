@@ -218,13 +218,16 @@ private:
 
   Status readForward(const Instruction &in, size_t pc, ForwardStep &forward) {
     using namespace dspec::forward_params;
-    DLM_RETURN_IF_ERROR(requireStatic(in, pc, {kCount, kKeep, kRowBegin, kRowEnd}));
+    DLM_RETURN_IF_ERROR(requireStatic(in, pc, {kCount, kKeep, kFeedEnd, kRowBegin, kRowEnd}));
     if (in[kDecoded].given() && !in[kDecoded].boolean)
       return whyNot(state_.program.where(pc) + " is not decoded");
-    forward.mode =
-        in[kMode].choice == kModeCached ? ForwardStep::Mode::cached : ForwardStep::Mode::full;
+    const int mode = in[kMode].choice;
+    forward.mode = mode == kModeWindow   ? ForwardStep::Mode::window
+                   : mode == kModeCached ? ForwardStep::Mode::cached
+                                         : ForwardStep::Mode::full;
     forward.count = state_.integer(in[kCount]);
     forward.keep = state_.integer(in[kKeep]);
+    forward.feedEnd = mode == kModeWindow ? state_.integer(in[kFeedEnd]) : forward.count;
     forward.rowBegin = state_.integer(in[kRowBegin]);
     forward.rowEnd = state_.integer(in[kRowEnd]);
     // The device samples the window's rows from the forward's.
@@ -265,9 +268,11 @@ private:
     } else if (rule == kRuleThreshold) {
       accept.rule = AcceptStep::Rule::threshold;
       accept.threshold = state_.real(in[kThreshold]);
-    } else {
+    } else if (rule == kRuleEntropyBound) {
       accept.rule = AcceptStep::Rule::entropyBound;
       accept.bound = state_.real(in[kBound]);
+    } else {
+      return whyNot(state_.program.where(pc) + " has a rule no device loop runs");
     }
     wiring.keep = &in[kKeep];
     wiring.converged = nullptr;

@@ -1,5 +1,6 @@
 // What a decoding policy needs from a model: forwards over a token sequence, with or without the
-// K/V of a prefix kept from an earlier forward, returning only the logit rows it will decode.
+// K/V of a prefix (or of the whole sequence, around a fed window) kept from an earlier forward,
+// returning only the logit rows it will decode.
 // Backends implement it; tests implement it with a fake model.
 #pragma once
 
@@ -58,13 +59,29 @@ public:
   virtual StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                              LogitRows rows) = 0;
 
+  // Optional (the dual cache): runs tokens[feedBegin, feedEnd) at positions feedBegin.. over a
+  // cache that holds the K/V of every position [0, count) (0 <= feedBegin <= feedEnd <= count),
+  // as a full forward keeping `count` leaves it. The fed tokens attend, with the model's mask
+  // over absolute positions, to the cached K/V of [0, feedBegin) and [feedEnd, count) and to
+  // their own fresh K/V, which replace [feedBegin, feedEnd) in the cache: it still holds
+  // [0, count) afterwards, and a later window over the same range overwrites what this one
+  // wrote before reading it (after a failure that range's K/V are unspecified). `rows` index
+  // the fed tokens, i.e. row 0 is position feedBegin, the logit shift applied inside them as
+  // in forwardCached.
+  virtual StatusOr<LogitsView> forwardWindow(const int32_t * /*tokens*/, int64_t /*count*/,
+                                             int64_t /*feedBegin*/, int64_t /*feedEnd*/,
+                                             LogitRows /*rows*/) {
+    return Status::error("not supported yet: window forwards (the dual cache) on this model");
+  }
+
   // Optional: whether denoiseBlock serves `plan` (the kernels it needs exist, the loop is on).
   virtual bool denoisesBlock(const LoopPlan & /*plan*/) const { return false; }
 
   // Optional: runs the plan's steps until a step's gate finishes the loop or the steps run out,
   // exactly as the host would run the records (same tokens, same forwards, same RNG steps), and
   // writes the final canvas into canvas[0, end - begin). The K/V cache is left as the host's
-  // forwards leave it: [0, keep) of the last cached or keeping forward, else empty.
+  // forwards leave it: [0, keep) of the last cached or keeping forward ([0, count) after window
+  // forwards), else empty.
   virtual StatusOr<BlockLoopResult> denoiseBlock(const LoopPlan & /*plan*/, int32_t * /*canvas*/) {
     return Status::error("not supported yet: denoising a block on this model's device");
   }

@@ -15,10 +15,23 @@ StatusOr<CacheMode> parseCacheMode(std::string_view name) {
     return CacheMode::none;
   if (name == "prefix")
     return CacheMode::prefix;
-  return Status::error("unknown cache mode '" + std::string(name) + "' (expected none or prefix)");
+  if (name == "dual")
+    return CacheMode::dual;
+  return Status::error("unknown cache mode '" + std::string(name) +
+                       "' (expected none, prefix or dual)");
 }
 
-const char *cacheModeName(CacheMode mode) { return mode == CacheMode::none ? "none" : "prefix"; }
+const char *cacheModeName(CacheMode mode) {
+  switch (mode) {
+  case CacheMode::none:
+    return "none";
+  case CacheMode::prefix:
+    return "prefix";
+  case CacheMode::dual:
+    return "dual";
+  }
+  return "?";
+}
 
 bool TokenFacts::isEos(int64_t token) const {
   return std::find(eosTokenIds.begin(), eosTokenIds.end(), token) != eosTokenIds.end();
@@ -37,6 +50,14 @@ StatusOr<LogitsView> ForwardRunner::cached(const std::vector<int32_t> &tokens, i
   LogitRows asked = capture_ ? LogitRows{0, count - keep} : rows;
   profile::Scope timer = scope(profile::Category::forward, "cached_forward");
   return finish(model_.forwardCached(tokens.data(), count, keep, asked), rows, capture_);
+}
+
+StatusOr<LogitsView> ForwardRunner::window(const std::vector<int32_t> &tokens, int64_t count,
+                                           int64_t feedBegin, int64_t feedEnd, LogitRows rows) {
+  LogitRows asked = capture_ ? LogitRows{0, feedEnd - feedBegin} : rows;
+  profile::Scope timer = scope(profile::Category::forward, "window_forward");
+  return finish(model_.forwardWindow(tokens.data(), count, feedBegin, feedEnd, asked), rows,
+                capture_);
 }
 
 StatusOr<std::optional<BlockLoopResult>> ForwardRunner::runOnDevice(const LoopPlan &plan,

@@ -22,6 +22,9 @@ enum class CacheMode {
   none,
   // Fast-dLLM prefix cache: K/V of the committed prefix is kept between the steps of a block.
   prefix,
+  // Fast-dLLM / dInfer dual cache: the K/V of the whole sequence (prefix and suffix) from a
+  // block's first forward; later steps feed only the block (DecodeModel::forwardWindow).
+  dual,
 };
 
 StatusOr<CacheMode> parseCacheMode(std::string_view name);
@@ -80,6 +83,10 @@ public:
                             LogitRows rows, bool decoded = true);
   StatusOr<LogitsView> cached(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
                               LogitRows rows);
+  // A window forward (see DecodeModel::forwardWindow): `rows` index the fed tokens
+  // [feedBegin, feedEnd).
+  StatusOr<LogitsView> window(const std::vector<int32_t> &tokens, int64_t count, int64_t feedBegin,
+                              int64_t feedEnd, LogitRows rows);
 
   // Runs `plan` on the model's device when it serves it and no first-logits capture is pending
   // (a device loop never brings logits to the host), writing the block into `canvas` and

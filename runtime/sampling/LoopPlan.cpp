@@ -8,7 +8,15 @@ namespace dlm::sampling {
 namespace {
 
 const char *forwardModeName(ForwardStep::Mode mode) {
-  return mode == ForwardStep::Mode::full ? "full" : "cached";
+  switch (mode) {
+  case ForwardStep::Mode::full:
+    return "full";
+  case ForwardStep::Mode::cached:
+    return "cached";
+  case ForwardStep::Mode::window:
+    return "window";
+  }
+  return "?";
 }
 
 const char *sampleKindName(SampleStep::Kind kind) {
@@ -29,8 +37,10 @@ const char *acceptRuleName(AcceptStep::Rule rule) {
 
 void printStep(std::ostream &out, const StepPlan &step) {
   const ForwardStep &f = step.forward;
-  out << "forward " << forwardModeName(f.mode) << " count=" << f.count << " keep=" << f.keep
-      << " rows=" << f.rowBegin << ',' << f.rowEnd;
+  out << "forward " << forwardModeName(f.mode) << " count=" << f.count << " keep=" << f.keep;
+  if (f.mode == ForwardStep::Mode::window)
+    out << " feed_end=" << f.feedEnd;
+  out << " rows=" << f.rowBegin << ',' << f.rowEnd;
   const SampleStep &s = step.sample;
   out << "; sample " << sampleKindName(s.kind) << " temperature=" << s.temperature
       << " excluded=" << s.excluded << " step=" << s.rngStep;

@@ -13,14 +13,17 @@
 
 namespace dlm::sampling {
 
-// The forward record: full (the K/V cache is rebuilt, then [0, keep) is kept) or cached (fed
-// [keep, count) over the cached K/V of [0, keep), which stays as it was), over sequence[0, count),
-// returning the absolute logit rows [rowBegin, rowEnd).
+// The forward record: full (the K/V cache is rebuilt, then [0, keep) is kept), cached (fed
+// [keep, count) over the cached K/V of [0, keep), which stays as it was) or window (fed
+// [keep, feedEnd) over the cached K/V of all [0, count), its own replacing [keep, feedEnd):
+// DecodeModel::forwardWindow), over sequence[0, count), returning the absolute logit rows
+// [rowBegin, rowEnd).
 struct ForwardStep {
-  enum class Mode : uint8_t { full, cached };
+  enum class Mode : uint8_t { full, cached, window };
   Mode mode = Mode::full;
   int64_t count = 0;
   int64_t keep = 0;
+  int64_t feedEnd = 0; // window only
   int64_t rowBegin = 0;
   int64_t rowEnd = 0;
 };

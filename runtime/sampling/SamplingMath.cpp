@@ -123,4 +123,79 @@ void entropyAccept(const std::vector<double> &entropy, double bound, std::vector
   }
 }
 
+namespace {
+
+// Keeps the candidates at the maximum of segment [begin, end) when it exceeds `low`, and appends
+// the pieces between them to `next` as (begin, end) pairs.
+void splitAtMaximum(const std::vector<double> &confidence, int64_t begin, int64_t end, double low,
+                    std::vector<int64_t> &next, std::vector<uint8_t> &keep) {
+  double maximum = confidence[static_cast<size_t>(begin)];
+  for (int64_t i = begin + 1; i < end; ++i)
+    maximum = std::max(maximum, confidence[static_cast<size_t>(i)]);
+  if (!(maximum > low))
+    return;
+  int64_t piece = begin;
+  for (int64_t i = begin; i < end; ++i) {
+    if (confidence[static_cast<size_t>(i)] != maximum)
+      continue;
+    keep[static_cast<size_t>(i)] = 1;
+    if (piece < i)
+      next.insert(next.end(), {piece, i});
+    piece = i + 1;
+  }
+  if (piece < end)
+    next.insert(next.end(), {piece, end});
+}
+
+} // namespace
+
+void hierarchicalAccept(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
+                        const HierarchicalRule &rule, std::vector<int64_t> &segments,
+                        std::vector<uint8_t> &keep) {
+  const int64_t count = static_cast<int64_t>(confidence.size());
+  keep.assign(static_cast<size_t>(count), 0);
+  if (count == 0)
+    return;
+  // Level 1: the runs of adjacent positions.
+  segments.clear();
+  int64_t run = 0;
+  for (int64_t i = 1; i <= count; ++i)
+    if (i == count || positions[static_cast<size_t>(i)] != positions[static_cast<size_t>(i - 1)] + 1) {
+      segments.insert(segments.end(), {run, i});
+      run = i;
+    }
+  for (int64_t level = 0; level < rule.depth && !segments.empty(); ++level) {
+    const size_t current = segments.size();
+    for (size_t s = 0; s < current; s += 2)
+      splitAtMaximum(confidence, segments[s], segments[s + 1], rule.lowThreshold, segments, keep);
+    segments.erase(segments.begin(), segments.begin() + static_cast<std::ptrdiff_t>(current));
+  }
+  size_t best = 0;
+  for (size_t i = 0; i < confidence.size(); ++i) {
+    if (confidence[i] > rule.threshold)
+      keep[i] = 1;
+    if (confidence[i] > confidence[best])
+      best = i;
+  }
+  keep[best] = 1;
+}
+
+void addCredit(const float *logits, int64_t vocab, double gamma, double *credit) {
+  int64_t best = 0;
+  for (int64_t v = 1; v < vocab; ++v)
+    if (logits[v] > logits[best])
+      best = v;
+  const double maximum = static_cast<double>(logits[best]);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(logits[v]) - maximum);
+  credit[best] += std::pow(1.0 / sum, gamma);
+}
+
+void fuseCredit(const float *logits, const double *credit, int64_t vocab, double alpha,
+                float *fused) {
+  for (int64_t v = 0; v < vocab; ++v)
+    fused[v] = static_cast<float>(static_cast<double>(logits[v]) + alpha * std::log1p(credit[v]));
+}
+
 } // namespace dlm::sampling

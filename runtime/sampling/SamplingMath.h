@@ -46,4 +46,27 @@ void confidenceOrder(const std::vector<double> &confidence, const std::vector<in
 void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
                    std::vector<uint8_t> &accepted);
 
+// dInfer's hierarchical decoding (HierarchyDecoder; seed 001 appendix B.1) over the candidates of
+// a step, given in ascending position with their confidences. Kept: the most confident candidate
+// (ties to the lower position); every candidate above `threshold`; and, level by level, the
+// candidates at the maximum of their segment when that maximum is above `lowThreshold`. Level 1's
+// segments are the maximal runs of adjacent positions; each later level splits the segments of
+// the one before at the candidates it chose. depth 1 is dInfer's code, deeper levels the paper's
+// recursive partition. Comparisons are strict, as dInfer's. `segments` is scratch.
+struct HierarchicalRule {
+  double threshold = 1.0;
+  double lowThreshold = 0.4;
+  int64_t depth = 1;
+};
+void hierarchicalAccept(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
+                        const HierarchicalRule &rule, std::vector<int64_t> &segments,
+                        std::vector<uint8_t> &keep);
+
+// Credit decoding (dInfer CreditThresholdParallelDecoder; seed 001 appendix B.2) on one row:
+// p = softmax(logits); credit[argmax p] += (max p)^gamma (argmax ties to the lower id).
+void addCredit(const float *logits, int64_t vocab, double gamma, double *credit);
+// fused[v] = float(logits[v] + alpha * log(1 + credit[v])).
+void fuseCredit(const float *logits, const double *credit, int64_t vocab, double alpha,
+                float *fused);
+
 } // namespace dlm::sampling

@@ -4,7 +4,7 @@
     generate.py CKPT_DIR (--prompt-ids 1,2,3 | --prompt TEXT)
                 [--policy low-confidence|entropy-bound] [--gen-length 32] [--block-length 8]
                 [--steps 16] [--threshold T] [--step-cap N] [--temperature 0] [--seed 0] [--request 0]
-                [--cache none|prefix] [--dump-logits first_forward.npy] [--json]
+                [--cache none|prefix|dual] [--dump-logits first_forward.npy] [--json]
                 entropy-bound: [--max-steps 48] [--t-min 0.4] [--t-max 0.8]
                                [--entropy-bound 0.1] [--stability-threshold 1]
                                [--confidence-threshold 0.005] [--noise mask|uniform]
@@ -64,9 +64,18 @@ def parse_args(argv):
     ap.add_argument("--step-cap", type=int, default=None,
                     help="low-confidence with --threshold: the block's last step (default: none)")
     ap.add_argument("--temperature", type=float, default=0.0, help="low-confidence: Gumbel T")
+    ap.add_argument("--low-threshold", type=float, default=None,
+                    help="low-confidence: dInfer's hierarchical decoding")
+    ap.add_argument("--depth", type=int, default=1, help="hierarchical decoding's levels")
+    ap.add_argument("--credit", default="off", choices=["on", "off"],
+                    help="low-confidence: dInfer's credit decoding")
+    ap.add_argument("--credit-alpha", type=float, default=0.7)
+    ap.add_argument("--credit-beta", type=float, default=0.8)
+    ap.add_argument("--credit-gamma", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--request", type=int, default=0)
-    ap.add_argument("--cache", default="none", choices=["none", "prefix"])
+    ap.add_argument("--cache", default="none", choices=["none", "prefix", "dual"],
+                    help="dual: low-confidence only (the Fast-dLLM / dInfer dual cache)")
     ap.add_argument("--dump-logits", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--max-steps", type=int, default=48, help="entropy-bound: S")
@@ -112,7 +121,11 @@ def main(argv=None):
                                           block_length=a.block_length, steps=a.steps,
                                           threshold=a.threshold, temperature=a.temperature,
                                           seed=a.seed, request=a.request, cache=a.cache,
-                                          dump=a.dump_logits is not None, step_cap=a.step_cap)
+                                          dump=a.dump_logits is not None, step_cap=a.step_cap,
+                                          low_threshold=a.low_threshold, depth=a.depth,
+                                          credit=a.credit == "on", credit_alpha=a.credit_alpha,
+                                          credit_beta=a.credit_beta,
+                                          credit_gamma=a.credit_gamma)
         else:
             res = samplers.entropy_bound(model, prompt, gen_length=a.gen_length,
                                          block_length=a.block_length, max_steps=a.max_steps,

@@ -7,7 +7,7 @@ model.safetensors.index.json) directly and computes everything in float32:
   * weights are upcast to float32 (bf16 checkpoints included);
   * RMSNorm  y = x * rsqrt(mean(x^2) + eps) * w   (fp32, weight used as-is, not 1+w);
   * NeoX RoPE: rotate_half, pairs (j, j + d/2), inv_freq[i] = theta^(-2i/d), positions 0..L-1
-    (or P..P+n-1 for a KV-cached forward);
+    (or P..P+n-1 for a KV-cached or window forward);
   * GQA by repeating each KV head n_heads/n_kv_heads times; attention scale 1/sqrt(head_dim);
   * attention mask per architecture: LLaDA and Dream bidirectional, Qwen3 and Llama causal;
   * gated MLP  down(SiLU(gate x) * up x);
@@ -222,7 +222,7 @@ class Model:
     def logit_shift(self):
         return self.spec.logit_shift
 
-    def _attention(self, lw, h, positions, past, causal):
+    def _attention(self, lw, h, positions, past, causal, future=None):
         s = self.spec
         n = h.shape[0]
         q = h @ lw["q"].T
@@ -245,6 +245,9 @@ class Model:
             k = torch.cat([past[0], k], dim=1)
             v = torch.cat([past[1], v], dim=1)
         new_kv = (k, v)
+        if future is not None:   # the cached K/V of the positions after the new tokens
+            k = torch.cat([k, future[0]], dim=1)
+            v = torch.cat([v, future[1]], dim=1)
         rep = s.n_heads // s.n_kv_heads
         kk = k.repeat_interleave(rep, dim=0)   # head h uses kv head h // rep
         vv = v.repeat_interleave(rep, dim=0)
@@ -273,22 +276,54 @@ class Model:
         position earlier (see samplers.py).
         """
         s = self.spec
-        ids = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
-        n = ids.shape[0]
+        ids = self._ids(ids)
         if past_kv is not None:
             if len(past_kv) != s.n_layers or past_kv[0][0].shape[1] != start:
                 raise ValueError("past_kv does not match start")
         elif start != 0:
             raise ValueError("start > 0 needs past_kv")
-        if int(ids.min()) < 0 or int(ids.max()) >= s.embedding_size:
+        return self._layers(ids, start, past_kv, None, return_kv, shift)
+
+    def forward_window(self, ids, start, cache_kv, shift=None):
+        """Logits for `ids` placed at positions start..start+n-1 inside a cached sequence.
+
+        cache_kv: a list (one per layer) of (K, V) tensors [n_kv_heads, T, head_dim] holding the
+        keys (after RoPE) and values of every position 0..T-1 (start + n <= T), as
+        forward(..., return_kv=True) over the whole sequence returns them.  For this forward the
+        new tokens' own keys and values take the place of positions start..start+n-1: they
+        attend to the cached K/V of [0, start) and [start+n, T) and to each other with the
+        architecture's mask over absolute positions (the dual cache of Fast-dLLM and dInfer).
+        cache_kv is not changed.  The logit shift looks only inside the new tokens, as in a
+        cached forward.
+        """
+        s = self.spec
+        ids = self._ids(ids)
+        n = ids.shape[0]
+        if len(cache_kv) != s.n_layers or start < 0 or start + n > cache_kv[0][0].shape[1]:
+            raise ValueError("cache_kv does not hold the window's positions")
+        past = [(k[:, :start], v[:, :start]) for k, v in cache_kv]
+        future = [(k[:, start + n:], v[:, start + n:]) for k, v in cache_kv]
+        return self._layers(ids, start, past, future, False, shift)
+
+    def _ids(self, ids):
+        ids = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
+        if int(ids.min()) < 0 or int(ids.max()) >= self.spec.embedding_size:
             raise ValueError("token id out of range")
+        return ids
+
+    def _layers(self, ids, start, past_kv, future_kv, return_kv, shift):
+        """The transformer over `ids` at positions start..; past_kv / future_kv: per-layer K/V of
+        the positions before / after them (None: none)."""
+        s = self.spec
+        n = ids.shape[0]
         positions = torch.arange(start, start + n)
         h = self.embed[ids]
         kvs = []
         with torch.no_grad():
             for li, lw in enumerate(self.layers):
                 a, kv = self._attention(lw, rms_norm(h, lw["attn_norm"], self.eps), positions,
-                                        None if past_kv is None else past_kv[li], s.causal)
+                                        None if past_kv is None else past_kv[li], s.causal,
+                                        None if future_kv is None else future_kv[li])
                 kvs.append(kv)
                 h = h + a
                 x = rms_norm(h, lw["ffn_norm"], self.eps)

@@ -37,6 +37,11 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     positions block_start..L-1 over the cached prefix.  For logit-shift models (Dream) the cache
     keeps [0, block_start-1) and the fed chunk starts one position earlier, so the shifted row of
     block_start is exact.
+    cache="dual" (Fast-dLLM / dInfer dual cache): the first step of a block is a full forward
+    whose logits are decoded and whose K/V of every position (the later blocks' masks included)
+    are kept; later steps feed only x[keep:block_end] (keep as for the prefix cache) at their
+    positions, attending to that first forward's K/V of [0, keep) and [block_end, L) and to
+    their own fresh K/V, which serve that forward only.
 
 entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
     positions (initialised to the mask token; uniform-noise models: random_token stream 2 with
@@ -142,6 +147,54 @@ def decode_rows(logits, positions, temperature, seed, request, step, mask_id):
     return x0.astype(np.int64), conf
 
 
+def hierarchical_accept(conf, pos, threshold, low_threshold, depth):
+    """dInfer's hierarchical decoding (HierarchyDecoder; dInfer paper appendix B.1), with the
+    paper's recursion to `depth` levels (depth 1 = dInfer's code).  conf / pos: the step's
+    candidates in position order.  Returns a bool mask over them: the global top-1 (lowest
+    position among ties), every conf > threshold, and per segment every candidate at the
+    segment's maximum when that maximum is > low_threshold; level 1's segments are the maximal
+    runs of adjacent positions, each deeper level recurses into the pieces between the chosen."""
+    conf = np.asarray(conf, dtype=np.float64)
+    pos = np.asarray(pos)
+    keep = np.zeros(conf.shape[0], dtype=bool)
+    if not conf.size:
+        return keep
+
+    def descend(lo, hi, level):
+        if lo >= hi or level > depth:
+            return
+        best = conf[lo:hi].max()
+        if not best > low_threshold:
+            return
+        chosen = lo + np.nonzero(conf[lo:hi] == best)[0]
+        keep[chosen] = True
+        bounds = [lo - 1, *chosen.tolist(), hi]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            descend(a + 1, b, level + 1)
+
+    breaks = (np.nonzero(np.diff(pos) != 1)[0] + 1).tolist()
+    for lo, hi in zip([0, *breaks], [*breaks, conf.size]):
+        descend(lo, hi, 1)
+    keep |= conf > threshold
+    keep[int(np.argmax(conf))] = True
+    return keep
+
+
+def credit_fused(rows, credits, masked, i, alpha, beta, gamma):
+    """dInfer's credit decoding (CreditThresholdParallelDecoder; paper appendix B.2) on a block's
+    logit rows: credits (block_length x V, zero at the block's start) decay by beta after the
+    first step; each masked row adds (max p)^gamma at argmax p, p = softmax(row); returns
+    float32(rows + alpha * log(1 + credits)).  Updates `credits` in place."""
+    lg = np.asarray(rows, dtype=np.float64)
+    if i > 0:
+        credits *= beta
+    p = softmax64(lg)
+    top = p.argmax(axis=-1)
+    for j in np.nonzero(masked)[0]:
+        credits[j, top[j]] += p[j, top[j]] ** gamma
+    return (lg + alpha * np.log1p(credits)).astype(np.float32)
+
+
 class _Runner:
     """Runs model forwards, counts them, remembers the first forward's logits."""
 
@@ -159,6 +212,12 @@ class _Runner:
     def cached(self, seq, keep, past):
         logits = self.model.forward(torch.as_tensor(np.asarray(seq[keep:]), dtype=torch.long),
                                     start=keep, past_kv=past)
+        return self._done(logits)
+
+    def window(self, seq, keep, end, cache):
+        """seq[keep:end] over the K/V `cache` of all of seq (models.Model.forward_window)."""
+        logits = self.model.forward_window(torch.as_tensor(np.asarray(seq[keep:end]),
+                                                           dtype=torch.long), keep, cache)
         return self._done(logits)
 
     def _done(self, logits):
@@ -185,7 +244,9 @@ def _finish(prompt, x, eos, runner, t0, extra=None):
 
 
 def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, threshold=None,
-                   temperature=0.0, seed=0, request=0, cache="none", dump=False, step_cap=None):
+                   temperature=0.0, seed=0, request=0, cache="none", dump=False, step_cap=None,
+                   low_threshold=None, depth=1, credit=False, credit_alpha=0.7, credit_beta=0.8,
+                   credit_gamma=0.2):
     prompt = [int(t) for t in prompt]
     mask_id = model.mask_token_id
     if mask_id is None:
@@ -196,7 +257,7 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
     num_blocks = gen_length // block_length
     if steps <= 0 or steps % num_blocks:
         raise GenerateError(f"steps {steps} is not divisible by the number of blocks {num_blocks}")
-    if cache not in ("none", "prefix"):
+    if cache not in ("none", "prefix", "dual"):
         raise GenerateError(f"unknown cache mode {cache!r}")
     spb = steps // num_blocks
     eos = model.eos_token_id
@@ -211,30 +272,41 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
     for b in range(num_blocks):
         bs, be = P + b * block_length, P + (b + 1) * block_length
         schedule = num_transfer_tokens(int((x[bs:be] == mask_id).sum()), spb)
+        credits = np.zeros((block_length, model.vocab_size)) if credit else None
         i = 0
         past = None
         keep = bs - shift
         while (x[bs:be] == mask_id).any():
             if cache == "none" or i == 0:
-                logits, kv = runner.full(x, return_kv=(cache == "prefix"))
+                logits, kv = runner.full(x, return_kv=(cache != "none"))
                 rows = logits[bs:be]
                 if cache == "prefix":
                     past = _truncate_kv(kv, keep)
-            else:
+                elif cache == "dual":
+                    past = kv  # every position's, the later blocks' masks included
+            elif cache == "prefix":
                 logits = runner.cached(x, keep, past)
+                rows = logits[bs - keep: be - keep]
+            else:
+                logits = runner.window(x, keep, be, past)
                 rows = logits[bs - keep: be - keep]
             cand = np.nonzero(x[bs:be] == mask_id)[0]
             pos = bs + cand
+            if credit:
+                rows = credit_fused(rows, credits, x[bs:be] == mask_id, i, credit_alpha,
+                                    credit_beta, credit_gamma)
             x0, conf = decode_rows(rows[cand], pos, temperature, seed, request, step, mask_id)
             order = top_k_order(conf, pos)
-            if threshold is None:
-                k = schedule[i] if i < len(schedule) else 1
+            if threshold is None and low_threshold is None:
+                sel = order[:schedule[i] if i < len(schedule) else 1]
             elif step_cap is not None and i >= step_cap - 1:
-                k = len(cand)  # the explicit step cap: unmask everything left
+                sel = order  # the explicit step cap: unmask everything left
+            elif low_threshold is not None:
+                sel = np.nonzero(hierarchical_accept(conf, pos, 1.0 if threshold is None
+                                                     else threshold, low_threshold, depth))[0]
             else:
-                k = max(1, int((conf >= threshold).sum()))
                 # `conf >= threshold` is a prefix of `order` since order sorts conf descending
-            sel = order[:k]
+                sel = order[:max(1, int((conf >= threshold).sum()))]
             x[pos[sel]] = x0[sel]
             i += 1
             step += 1

@@ -12,9 +12,11 @@ namespace dlm::tools {
 
 const char *const kGenerationFlagsUsage =
     "               [--policy P] [--gen-length N] [--block-length N] [--steps N]\n"
-    "               [--threshold X|none] [--step-cap N|none] [--temperature X] [--seed N]\n"
+    "               [--threshold X|none] [--step-cap N|none] [--low-threshold X|none]\n"
+    "               [--depth N] [--credit on|off] [--credit-alpha X] [--credit-beta X]\n"
+    "               [--credit-gamma X] [--temperature X] [--seed N]\n"
     "               [--request N]\n"
-    "               [--cache none|prefix] [--max-steps N] [--t-min X] [--t-max X]\n"
+    "               [--cache none|prefix|dual] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
     "               [--noise mask|uniform] [--device cpu|cuda|cuda-emu] [--threads N]\n";
 
@@ -76,7 +78,7 @@ bool parseIdList(const std::string &text, std::vector<int32_t> &ids) {
 namespace {
 
 // The knob flags: flag -> (knob name, kind).
-enum class KnobKind { integer, integerOrNone, real, text, threshold };
+enum class KnobKind { integer, integerOrNone, real, text, threshold, boolean };
 const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() {
   namespace s = dlm::spec;
   static const std::map<std::string, std::pair<std::string_view, KnobKind>> flags = {
@@ -86,6 +88,12 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--steps", {s::kKnobSteps, KnobKind::integer}},
       {"--threshold", {s::kKnobThreshold, KnobKind::threshold}},
       {"--step-cap", {s::kKnobStepCap, KnobKind::integerOrNone}},
+      {"--low-threshold", {s::kKnobLowThreshold, KnobKind::threshold}},
+      {"--depth", {s::kKnobDepth, KnobKind::integer}},
+      {"--credit", {s::kKnobCredit, KnobKind::boolean}},
+      {"--credit-alpha", {s::kKnobCreditAlpha, KnobKind::real}},
+      {"--credit-beta", {s::kKnobCreditBeta, KnobKind::real}},
+      {"--credit-gamma", {s::kKnobCreditGamma, KnobKind::real}},
       {"--temperature", {s::kKnobTemperature, KnobKind::real}},
       {"--max-steps", {s::kKnobMaxSteps, KnobKind::integer}},
       {"--t-min", {s::kKnobTMin, KnobKind::real}},
@@ -142,6 +150,11 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
       break;
     case KnobKind::text:
       request.knobs[name] = value;
+      break;
+    case KnobKind::boolean:
+      if (value != "on" && value != "off")
+        return bad();
+      request.knobs[name] = value == "on";
       break;
     }
     return FlagParse::parsed;

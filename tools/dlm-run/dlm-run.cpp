@@ -4,7 +4,7 @@
 //           [--policy low-confidence|entropy-bound] [--gen-length N] [--block-length N]
 //           [--steps N] [--threshold X|none] [--step-cap N|none] [--temperature X] [--seed N]
 //           [--request N]
-//           [--cache none|prefix] [--device cpu|cuda|cuda-emu] [--threads N]
+//           [--cache none|prefix|dual] [--device cpu|cuda|cuda-emu] [--threads N]
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
 //                          mask|uniform]
@@ -40,15 +40,22 @@ constexpr int kFailed = 1;
 const char *kUsage =
     "usage: dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3) [--policy P]\n"
     "               [--gen-length N] [--block-length N] [--steps N] [--threshold X|none]\n"
-    "               [--step-cap N|none]\n"
-    "               [--temperature X] [--seed N] [--request N] [--cache none|prefix]\n"
+    "               [--step-cap N|none] [--low-threshold X|none] [--depth N]\n"
+    "               [--credit on|off] [--credit-alpha X] [--credit-beta X] [--credit-gamma X]\n"
+    "               [--temperature X] [--seed N] [--request N] [--cache none|prefix|dual]\n"
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
     "               [--score]\n"
     "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
     "at least one per step, until the block has no mask (Fast-dLLM, dInfer, SGLang); --steps\n"
-    "does not cap it. --step-cap N (off by default) makes a block's N-th step unmask all left.\n";
+    "does not cap it. --step-cap N (off by default) makes a block's N-th step unmask all left.\n"
+    "--low-threshold X: dInfer's hierarchical decoding: each run of masks also unmasks its most\n"
+    "confident position when above X (strictly; --threshold then too), --depth N levels deep.\n"
+    "--credit on: dInfer's credit decoding: tokens a block's steps kept predicting gain\n"
+    "confidence (logits + alpha * log(1 + credit); decay beta, boost gamma; 0.7, 0.8, 0.2).\n"
+    "--cache prefix: a block's later steps reuse the K/V of everything before the block;\n"
+    "--cache dual (low-confidence): also of everything after it, feeding only the block.\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;

@@ -70,6 +70,11 @@ int main(int argc, char **argv) {
       cl::init(0), cl::sub(compileCommand));
   cl::opt<double> temperature("temperature", cl::desc("Default sampling temperature"),
                               cl::init(0.0), cl::sub(compileCommand));
+  cl::list<std::string> knobs(
+      "knob",
+      cl::desc("Default of a decode-program knob, name=value (repeatable), e.g. "
+               "low_threshold=0.62, depth=2, credit=true"),
+      cl::sub(compileCommand));
   cl::opt<int64_t> unroll(
       "unroll",
       cl::desc("Denoising steps per unrolled loop iteration (>= 1; 1 = not unrolled): the device "
@@ -103,6 +108,13 @@ int main(int argc, char **argv) {
     options.stepCap = stepCap;
     options.temperature = temperature;
     options.unroll = unroll;
+    for (const std::string &knob : knobs) {
+      const size_t equals = knob.find('=');
+      if (equals == std::string::npos)
+        options.knobs.emplace_back("", knob);
+      else
+        options.knobs.emplace_back(knob.substr(0, equals), knob.substr(equals + 1));
+    }
     return dlm::dlmc::runCompile(command);
   }
   if (inspectCommand)

@@ -69,7 +69,8 @@ void dlm_request_set_prompt_ids(dlm_request *request, const int32_t *ids, size_t
 void dlm_request_set_prompt_text(dlm_request *request, const char *text);
 void dlm_request_set_seed(dlm_request *request, uint64_t seed);
 void dlm_request_set_request_id(dlm_request *request, uint64_t request_id);
-/* "none" (recompute every step) or "prefix" (Fast-dLLM prefix cache). */
+/* "none" (recompute every step), "prefix" (Fast-dLLM prefix cache) or "dual" (Fast-dLLM / dInfer
+   dual cache: prefix and suffix K/V kept, later steps feed only the block). */
 dlm_status dlm_request_set_cache(dlm_request *request, const char *mode);
 /* Knob overrides; names and types are checked when the request runs. The string "none" removes
  * the artifact's threshold (fixed-count unmasking). */

@@ -1,7 +1,7 @@
 // The records that turn a step's decisions into the next canvas: `accept` (which candidates a
 // step keeps, and whether an entropy-bound canvas has converged), `gate` (whether the step ends
-// its block) and `renoise` (writing the canvas). The rules are sampling::confidenceOrder and
-// sampling::entropyAccept, applied as the policy loops apply them.
+// its block) and `renoise` (writing the canvas). The rules are sampling::confidenceOrder,
+// sampling::entropyAccept and sampling::hierarchicalAccept (SamplingMath.h).
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 #include "runtime/sampling/CounterRng.h"
@@ -37,6 +37,12 @@ void keepMostConfident(State &state, int64_t take, std::vector<uint8_t> &keep) {
   take = std::min(take, static_cast<int64_t>(state.positions.size()));
   for (int64_t s = 0; s < take; ++s)
     keep[static_cast<size_t>(state.candidateRows[static_cast<size_t>(state.order[s])])] = 1;
+}
+
+// keep[row] for every candidate the rule accepted (state.accepted, in candidate order).
+void keepAccepted(const State &state, std::vector<uint8_t> &keep) {
+  for (size_t c = 0; c < state.accepted.size(); ++c)
+    keep[static_cast<size_t>(state.candidateRows[c])] = state.accepted[c];
 }
 
 // run := (argmax == prev) ? run + 1 : 0; prev := argmax; converged when the argmax canvas has
@@ -76,10 +82,15 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
     const int64_t confident = std::count_if(state.scores.begin(), state.scores.end(),
                                             [&](double c) { return c >= threshold; });
     keepMostConfident(state, std::max<int64_t>(confident, 1), keep);
+  } else if (rule == kRuleHierarchical) {
+    const sampling::HierarchicalRule hierarchical{
+        state.real(in[kThreshold]), state.real(in[kLowThreshold]), state.integer(in[kDepth])};
+    sampling::hierarchicalAccept(state.scores, state.positions, hierarchical, state.segments,
+                                 state.accepted);
+    keepAccepted(state, keep);
   } else {
     sampling::entropyAccept(state.scores, state.real(in[kBound]), state.order, state.accepted);
-    for (size_t c = 0; c < state.accepted.size(); ++c)
-      keep[static_cast<size_t>(state.candidateRows[c])] = state.accepted[c];
+    keepAccepted(state, keep);
   }
   if (in[kConverge].given() && in[kConverge].choice == kConvergeStableConfident)
     return converge(state, in, at, **score);

@@ -50,6 +50,7 @@ Status runReserve(State &state, const Instruction &in, size_t at) {
   }
   for (std::vector<int64_t> *scratch : {&state.candidateRows, &state.positions, &state.order})
     scratch->reserve(n);
+  state.segments.reserve(4 * n);
   state.scores.reserve(n);
   state.accepted.reserve(n);
   return Status::ok();

@@ -155,6 +155,92 @@ TEST_P(CpuBackendTest, CachedForwardReproducesTheFullForward) {
   EXPECT_EQ(cpu->kvCache().freePages(), cpu->kvCache().pageCount() - 2);
 }
 
+// The dual cache's window forward: with the cache filled by a full forward of the same tokens,
+// the window's rows are that forward's rows (and the double reference's), the window crossing
+// page boundaries; the cache keeps all of [0, n) and the same pages.
+TEST_P(CpuBackendTest, WindowForwardOverAFreshCacheReproducesTheFullForward) {
+  const int64_t n = 14, feedBegin = 5, feedEnd = 11;
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  StatusOr<sampling::LogitsView> full = cpu->forwardFull(tokens.data(), n, n, {0, n});
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  std::vector<float> copy(full->data, full->data + n * full->vocab);
+  const int32_t pages = cpu->kvCache().pageCount() - cpu->kvCache().freePages();
+  EXPECT_EQ(cpu->kvCache().length(0), n);
+
+  StatusOr<sampling::LogitsView> window =
+      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, {0, feedEnd - feedBegin});
+  ASSERT_TRUE(window.isOk()) << window.status().message();
+  ASSERT_EQ(window->rows, feedEnd - feedBegin);
+  const std::vector<double> expected = tiny->referenceLogits(tokens);
+  // A shifting model's row 0 predicts from its own position, as in a cached forward.
+  const int64_t first = tiny->options().logitShift ? 1 : 0;
+  const int64_t vocab = window->vocab;
+  for (int64_t r = first; r < window->rows; ++r) {
+    for (int64_t v = 0; v < vocab; ++v)
+      ASSERT_NEAR(window->row(r)[v], copy[(feedBegin + r) * vocab + v], 2e-5f)
+          << "row " << r << " token " << v;
+    EXPECT_LT(relativeError(window->row(r), &expected[(feedBegin + r) * vocab], vocab), 2e-5)
+        << "row " << r;
+  }
+  EXPECT_EQ(cpu->kvCache().length(0), n);
+  EXPECT_EQ(cpu->kvCache().pageCount() - cpu->kvCache().freePages(), pages);
+}
+
+// The fed tokens' K/V replace their range in the cache: after a window of other tokens, a window
+// of the original ones over the same range reads none of what the first wrote.
+TEST_P(CpuBackendTest, WindowForwardOverwritesItsRangeInPlace) {
+  const int64_t n = 13, feedBegin = 3, feedEnd = 9;
+  const sampling::LogitRows rows{0, feedEnd - feedBegin};
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  std::vector<int32_t> other = tokens;
+  for (int64_t i = feedBegin; i < feedEnd; ++i)
+    other[i] = static_cast<int32_t>((other[i] + 5) % tiny->options().vocab);
+  ASSERT_TRUE(cpu->forwardFull(tokens.data(), n, n, {0, 0}).isOk());
+  StatusOr<sampling::LogitsView> first =
+      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  const std::vector<float> expected(first->data, first->data + rows.count() * first->vocab);
+  StatusOr<sampling::LogitsView> changed =
+      cpu->forwardWindow(other.data(), n, feedBegin, feedEnd, rows);
+  ASSERT_TRUE(changed.isOk()) << changed.status().message();
+  EXPECT_FALSE(std::equal(expected.begin(), expected.end(), changed->data));
+  StatusOr<sampling::LogitsView> again =
+      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), again->data));
+}
+
+// What follows the window comes from the cache: stale there, the window's logits change, unless
+// the model is causal (its queries never see later positions).
+TEST_P(CpuBackendTest, WindowForwardReadsTheCachedSuffix) {
+  const int64_t n = 12, feedBegin = 2, feedEnd = 7;
+  const sampling::LogitRows rows{0, feedEnd - feedBegin};
+  std::unique_ptr<CpuBackend> cpu = backend();
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  std::vector<int32_t> staleSuffix = tokens;
+  for (int64_t i = feedEnd; i < n; ++i)
+    staleSuffix[i] = static_cast<int32_t>((staleSuffix[i] + 3) % tiny->options().vocab);
+  auto window = [&](const std::vector<int32_t> &cached) {
+    EXPECT_TRUE(cpu->forwardFull(cached.data(), n, n, {0, 0}).isOk());
+    StatusOr<sampling::LogitsView> logits =
+        cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+    EXPECT_TRUE(logits.isOk()) << logits.status().message();
+    return logits ? std::vector<float>(logits->data, logits->data + rows.count() * logits->vocab)
+                  : std::vector<float>{};
+  };
+  const std::vector<float> fresh = window(tokens), stale = window(staleSuffix);
+  ASSERT_EQ(fresh.size(), stale.size());
+  if (tiny->options().causal)
+    EXPECT_EQ(fresh, stale);
+  else
+    EXPECT_NE(fresh, stale);
+}
+
 TEST_P(CpuBackendTest, ThreadCountDoesNotChangeTheResult) {
   const int64_t n = 11;
   const std::vector<int32_t> tokens = ids(n);
@@ -199,6 +285,16 @@ TEST_P(CpuBackendErrorTest, BadInputsAreNamed) {
             "forward: token id 48 is outside [0, 48)");
   EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
             "cached forward: the KV cache holds 0 tokens, the caller expected 3 of 8");
+  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 3, 5, {0, 1}).status().message(),
+            "window forward: the KV cache holds 0 tokens, the caller expected all 8");
+  tokens[3] = 1;
+  ASSERT_TRUE(cpu->forwardFull(tokens.data(), 8, 8, {0, 0}).isOk());
+  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 6, 9, {0, 1}).status().message(),
+            "window forward: the fed window [6, 9) is outside the 8 cached tokens");
+  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 3}).status().message(),
+            "forward: logit rows [0, 3) are outside the 2 tokens fed");
+  EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
+            "cached forward: the KV cache holds 8 tokens, the caller expected 3 of 8");
   EXPECT_EQ(cpu->reserve(1000, 1).message(),
             "a sequence of 1000 tokens exceeds the session's maximum of 128");
 }

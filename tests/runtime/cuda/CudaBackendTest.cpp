@@ -1,10 +1,10 @@
 // The cuda backend on the emulated driver and cuBLASLt, on tiny artifacts carrying generated f32
-// kernels: forwardFull and forwardCached logits within 1e-4 (relative to the largest logit) of
-// the double-precision reference forward (tests/runtime/model/TinyModel.h) for each architectural
-// variant; CUDA graph replays bit-identical to eager forwards; the KV cache left as the contract
-// says; named errors for artifacts it cannot run. Cached forwards over a new canvas against the
-// CPU backend on the same artifact (and whole generations: tests/runtime/e2e/
-// check_cuda_emu_matches_cpu.py).
+// kernels: forwardFull, forwardCached and forwardWindow logits within 1e-4 (relative to the
+// largest logit) of the double-precision reference forward (tests/runtime/model/TinyModel.h) for
+// each architectural variant; CUDA graph replays bit-identical to eager forwards; the KV cache
+// left as the contract says; named errors for artifacts it cannot run. Cached and window
+// forwards over a new canvas against the CPU backend on the same artifact (and whole
+// generations: tests/runtime/e2e/check_cuda_emu_matches_cpu.py).
 #include "runtime/cuda/CudaBackend.h"
 
 #include "compiler/codegen/Kernels.h"
@@ -329,6 +329,54 @@ TEST_P(CudaBackendTest, CachedForwardsOverANewCanvasMatchTheCpuBackend) {
   EXPECT_EQ(gpu->graphStatistics().replays, 1);
 }
 
+// The dual cache's window forwards: over a cache of the same tokens, the reference's rows; over
+// the cache of a block's first forward with a new canvas in the window (every later denoising
+// step), the CPU backend's. The cache keeps the whole sequence, and the window's shape is
+// captured once and replayed.
+TEST_P(CudaBackendTest, WindowForwardsMatchTheReferenceAndTheCpuBackend) {
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(gpu);
+  const int64_t count = 15, feedBegin = 6, feedEnd = 11, vocab = tiny->options().vocab;
+  const sampling::LogitRows rows{0, feedEnd - feedBegin};
+  std::vector<int32_t> ids = tokens(count);
+  for (Backend *backend : {static_cast<Backend *>(cpu->get()), static_cast<Backend *>(gpu.get())}) {
+    ASSERT_TRUE(backend->reserve(count, count).isOk());
+    ASSERT_TRUE(backend->forwardFull(ids.data(), count, count, {0, 0}).isOk());
+  }
+  StatusOr<sampling::LogitsView> same =
+      gpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+  ASSERT_TRUE(same.isOk()) << same.status().message();
+  // With the shift, row 0 of a window predicts from its own position, unlike the full forward.
+  const int64_t first = tiny->options().logitShift ? 1 : 0;
+  const std::vector<double> reference = tiny->referenceLogits(ids);
+  const std::vector<float> want(reference.begin() + (feedBegin + first) * vocab,
+                                reference.begin() + feedEnd * vocab);
+  const std::vector<float> got = copy(*same);
+  EXPECT_LE(relativeError(std::vector<float>(got.begin() + first * vocab, got.end()), want), 1e-4);
+  EXPECT_EQ(gpu->kvCache().length(0), count);
+
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = feedBegin + step; i < feedEnd; i += 2)
+      ids[i] = static_cast<int32_t>(tiny->options().maskTokenId);
+    StatusOr<sampling::LogitsView> expected =
+        (*cpu)->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+    ASSERT_TRUE(expected.isOk()) << expected.status().message();
+    const std::vector<float> cpuLogits = copy(*expected);
+    StatusOr<sampling::LogitsView> window =
+        gpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+    ASSERT_TRUE(window.isOk()) << window.status().message();
+    EXPECT_LE(relativeError(copy(*window), cpuLogits), 1e-4) << "step " << step;
+  }
+  EXPECT_EQ(gpu->kvCache().length(0), count);
+  EXPECT_EQ(gpu->graphStatistics().captures, 1);
+  EXPECT_EQ(gpu->graphStatistics().replays, 2);
+}
+
 TEST_P(CudaBackendTest, GraphReplaysAreIdenticalToEagerForwards) {
   std::unique_ptr<CudaBackend> eager = cudaBackend(/*graphs=*/false);
   std::unique_ptr<CudaBackend> graphs = cudaBackend(/*graphs=*/true);
@@ -621,6 +669,63 @@ TEST_P(CudaBackendTest, InterpreterRunsTheProgramsLoopsOnTheDevice) {
     const BlockLoopStatistics &after = gpu->blockLoopStatistics();
     EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
     EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+  }
+}
+
+// The dual cache through the low-confidence program: the device loop (a full forward keeping
+// the whole sequence, then window forwards over the block) decodes exactly as the host loop on
+// the CPU backend: the same ids, forwards and RNG steps, every loop on the device.
+TEST_P(CudaBackendTest, InterpreterRunsTheDualCacheOnTheDevice) {
+  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+  ASSERT_NE(records, nullptr);
+  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
+      weights, records->kernels, tiny->options().maxPositions, backendOptions());
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  // The interpreter refers to its program.
+  const program::DecodeProgram lowConfidence = loadDecodeProgram("low-confidence.decode");
+  const program::DecodeInterpreter interpreter(lowConfidence);
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  auto dual = [](sampling::DecodeRequest &r) {
+    r.knobs.policy = sampling::Policy::lowConfidence;
+    r.knobs.steps = 6;
+    r.cache = sampling::CacheMode::dual;
+  };
+  const std::vector<LoopSetting> settings = {
+      {"greedy_dual", dual},
+      {"gumbel_dual",
+       [=](sampling::DecodeRequest &r) {
+         dual(r);
+         r.knobs.temperature = 0.8;
+       }},
+      {"threshold_gumbel_dual",
+       [=](sampling::DecodeRequest &r) {
+         dual(r);
+         r.knobs.steps = 12;
+         r.knobs.threshold = 0.035;
+         r.knobs.temperature = 0.5;
+       }},
+  };
+  for (int64_t chunk : {int64_t(0), int64_t(1)}) {
+    std::unique_ptr<CudaBackend> gpu =
+        cudaBackend(/*graphs=*/chunk == 0, /*requireDeviceLoop=*/true, chunk);
+    ASSERT_TRUE(gpu);
+    for (const LoopSetting &setting : settings) {
+      SCOPED_TRACE(std::string(setting.name) + ", chunk " + std::to_string(chunk));
+      const program::ProgramRequest request = programRequest(loopRequest(setting, 11));
+      StatusOr<sampling::DecodeOutcome> expected = interpreter.run(**cpu, facts, request, nullptr);
+      ASSERT_TRUE(expected.isOk()) << expected.status().message();
+      const BlockLoopStatistics before = gpu->blockLoopStatistics();
+      StatusOr<sampling::DecodeOutcome> got = interpreter.run(*gpu, facts, request, nullptr);
+      ASSERT_TRUE(got.isOk()) << got.status().message();
+      EXPECT_EQ(got->outputIds, expected->outputIds);
+      EXPECT_EQ(got->forwards, expected->forwards);
+      EXPECT_EQ(got->decodeSteps, expected->decodeSteps);
+      const BlockLoopStatistics &after = gpu->blockLoopStatistics();
+      EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
+      EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+      // The cache as the host's window forwards leave it: the whole sequence.
+      EXPECT_EQ(gpu->kvCache().length(0), (*cpu)->kvCache().length(0));
+    }
   }
 }
 

@@ -10,8 +10,8 @@ artifact.
 With --device cuda on a machine without a CUDA driver the check is skipped (exit status 77) with
 the runtime's "CUDA driver not available" message.
 
-For each model and each decoding setting below (low-confidence greedy / Gumbel / threshold,
-entropy-bound; cache none and prefix):
+For each model and each decoding setting below (low-confidence greedy / Gumbel / threshold /
+hierarchical / credit, entropy-bound; cache none, prefix and, for low-confidence, dual):
   * output_ids and forwards identical;
   * the first decoded forward's logits (--dump-logits) within 1e-4 of the CPU's, relative to the
     largest CPU logit.
@@ -55,6 +55,13 @@ SETTINGS = {
     "gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "5"],
     "gumbel_prefix": ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
     "threshold_prefix": ["--steps", "32", "--threshold", "0.9", "--cache", "prefix"],
+    # dInfer's hierarchical and credit decoding (the host runs their steps, the device forwards).
+    "hierarchical_depth3_prefix": ["--steps", "32", "--threshold", "0.3", "--low-threshold",
+                                   "0.05", "--depth", "3", "--cache", "prefix"],
+    "credit_hierarchical_gumbel": ["--steps", "32", "--low-threshold", "0.02", "--depth", "2",
+                                   "--credit", "on", "--temperature", "0.5", "--seed", "3"],
+    "greedy_dual": ["--steps", "16", "--cache", "dual"],
+    "gumbel_dual": ["--steps", "16", "--temperature", "0.8", "--seed", "7", "--cache", "dual"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
                              "--cache", "prefix"],
@@ -78,6 +85,11 @@ DEVICE_LOOP_SETTINGS = {
     "loop_gumbel_prefix_chunk1_eager": (
         "fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
         {"DLM_CUDA_DEVICE_LOOP_CHUNK": "1", "DLM_CUDA_GRAPHS": "0"}),
+    # The dual cache: a full forward keeping the whole sequence, then window forwards.
+    "loop_greedy_dual": ("fixed", ["--steps", "16", "--cache", "dual"], {}),
+    "loop_gumbel_dual_chunk1_eager": (
+        "fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "7", "--cache", "dual"],
+        {"DLM_CUDA_DEVICE_LOOP_CHUNK": "1", "DLM_CUDA_GRAPHS": "0"}),
     "loop_threshold": ("threshold", ["--steps", "32", "--threshold", "0.9"], {}),
     # The step count does not decide a threshold block; an explicit cap does.
     "loop_threshold_few_steps": ("threshold", ["--steps", "8", "--threshold", "0.9"], {}),
@@ -86,6 +98,11 @@ DEVICE_LOOP_SETTINGS = {
     "loop_threshold_gumbel_prefix": (
         "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
                       "9", "--cache", "prefix"], {}),
+    "loop_threshold_gumbel_dual": (
+        "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
+                      "9", "--cache", "dual"], {}),
+    "loop_dual_dump": ("fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "5",
+                                 "--cache", "dual"], {"dump": True}),
     "loop_entropy_bound": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",
                                        "--seed", "3"], {}),
     "loop_entropy_bound_prefix": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",

@@ -6,7 +6,8 @@ generate exactly what the independent PyTorch reference (tests/reference/generat
                                           [--models llada,dream] [--keep DIR]
 
 For each model of tests/models/make_tiny_models.py that dlm supports and each decoding setting
-below (low-confidence greedy / Gumbel / threshold, entropy-bound; cache none and prefix):
+below (low-confidence greedy / Gumbel / threshold / dInfer's hierarchical and credit decoding,
+entropy-bound; cache none, prefix and, for low-confidence, dual):
   * output_ids and forwards identical;
   * prompt_ids and text identical (text prompts go through both tokenizers);
   * first decoded forward's logits (--dump-logits) within 1e-3 of the reference, relative to the
@@ -45,12 +46,30 @@ SETTINGS = {
     "gumbel_prefix": ["--steps", "16", "--temperature", "0.8", "--seed", "6", "--cache", "prefix"],
     "threshold": ["--steps", "32", "--threshold", "0.9"],
     "threshold_prefix": ["--steps", "32", "--threshold", "0.9", "--cache", "prefix"],
+    # The dual cache: a block's later steps feed only the block (Dream: from one position before
+    # it) over the K/V of the whole sequence from its first step.
+    "greedy_dual": ["--steps", "16", "--cache", "dual"],
+    "gumbel_dual": ["--steps", "16", "--temperature", "0.8", "--seed", "7", "--cache", "dual"],
+    "threshold_dual": ["--steps", "32", "--threshold", "0.9", "--cache", "dual"],
+    "small_blocks_dual": ["--gen-length", "16", "--block-length", "4", "--steps", "8",
+                          "--temperature", "0.6", "--seed", "2", "--cache", "dual"],
     # Fast-dLLM semantics: as many steps as the confidence needs, whatever --steps says; a cap
     # only when asked for.
     "threshold_any_steps": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],
     "threshold_step_cap": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5",
                            "--step-cap", "2"],
     "small_blocks": ["--gen-length", "16", "--block-length", "4", "--steps", "8"],
+    # dInfer's hierarchical decoding (run maxima above --low-threshold), its paper's deeper
+    # levels, and credit decoding; thresholds sized to the tiny models' confidences, so that
+    # steps unmask several positions.
+    "hierarchical": ["--steps", "32", "--low-threshold", "0.05"],
+    "hierarchical_depth3": ["--steps", "32", "--threshold", "0.3", "--low-threshold", "0.05",
+                            "--depth", "3", "--cache", "prefix"],
+    "credit": ["--steps", "32", "--threshold", "0.3", "--credit", "on"],
+    "credit_hierarchical_gumbel": ["--steps", "32", "--low-threshold", "0.02", "--depth", "2",
+                                   "--credit", "on", "--credit-alpha", "1.5", "--credit-beta",
+                                   "0.5", "--credit-gamma", "0.5", "--temperature", "0.5",
+                                   "--seed", "3"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
                              "--cache", "prefix"],
@@ -71,6 +90,7 @@ COMMON = ["--gen-length", "32", "--block-length", "8"]
 EARLY_STOP_POLICIES = {
     "eos_stop": ["--steps", "32", "--temperature", "5"],
     "eos_stop_prefix": ["--steps", "32", "--temperature", "5", "--cache", "prefix"],
+    "eos_stop_dual": ["--steps", "32", "--temperature", "5", "--cache", "dual"],
     "eos_stop_entropy_bound": ["--policy", "entropy-bound", "--max-steps", "4", "--t-min", "5",
                                "--t-max", "8"],
 }
@@ -172,7 +192,10 @@ def check_bad_arguments(dlm_run, artifact):
          "gen_length 30 is not a positive multiple of block_length 8"),
         (["--prompt-ids", "1,2", "--gen-length", "32", "--block-length", "8", "--steps", "6"],
          "steps 6 is not divisible by the number of blocks 4"),
-        (["--prompt-ids", "1,2", "--cache", "dual"], "unknown cache mode 'dual'"),
+        (["--prompt-ids", "1,2", "--cache", "triple"],
+         "unknown cache mode 'triple' (expected none, prefix or dual)"),
+        (["--prompt-ids", "1,2", "--policy", "entropy-bound", "--cache", "dual"],
+         "unknown cache mode 'dual' (expected none or prefix)"),
         (["--prompt-ids", "1,2", "--policy", "magic"], "unknown policy 'magic'"),
         (["--prompt-ids", ",".join(["5"] * 600)], "prompt too long"),
         (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),

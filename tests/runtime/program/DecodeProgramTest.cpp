@@ -246,11 +246,19 @@ TEST(DecodeProgramTest, RefusesUnknownNamesAndBadParameters) {
   EXPECT_EQ(loadError(program("forward mode=%m count=1 keep=0 row_begin=0 row_end=1\n")),
             "decode record 3 ('forward'): parameter 'mode' must be a literal");
   EXPECT_EQ(loadError(program("forward mode=partial count=1 keep=0 row_begin=0 row_end=1\n")),
-            "decode record 3 ('forward'): parameter 'mode' must be one of full,cached, got "
+            "decode record 3 ('forward'): parameter 'mode' must be one of full,cached,window, got "
             "'partial'");
   EXPECT_EQ(loadError(program("forward mode=cached count=1 keep=0 row_begin=0 row_end=1 "
                               "decoded=false\n")),
             "decode record 3 ('forward'): a cached forward is always decoded");
+  EXPECT_EQ(loadError(program("forward mode=window count=1 keep=0 row_begin=0 row_end=1\n")),
+            "decode record 3 ('forward'): parameter 'feed_end' is required with mode=window");
+  EXPECT_EQ(loadError(program("forward mode=window count=2 keep=0 feed_end=1 row_begin=0 "
+                              "row_end=1 decoded=false\n")),
+            "decode record 3 ('forward'): a window forward is always decoded");
+  EXPECT_EQ(loadError(program("forward mode=full count=2 keep=0 feed_end=1 row_begin=0 "
+                              "row_end=1\n")),
+            "decode record 3 ('forward'): parameter 'feed_end' is only for mode=window");
   EXPECT_EQ(loadError(program("accept rule=top_k candidates=masked score=%s -> keep=%k\n")),
             "decode record 3 ('accept'): undefined register '%s'");
   EXPECT_EQ(loadError(program("fill_row value=0.5 -> out=%s\n"
@@ -460,6 +468,91 @@ TEST(DecodeInterpreterTest, HostileProgramsFailByName) {
             "decode record 67 ('if'): loops and ifs nest deeper than 64");
 }
 
+// The credit records refuse what would read or allocate out of bounds.
+TEST(DecodeInterpreterTest, CreditMatricesFailByName) {
+  const std::string window = "reserve tokens=8 rows=4\n"
+                             "seq_extend count=2 fill=token token=3\n"
+                             "window begin=2 end=4\n";
+  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=-1 -> out=%m\n"))
+                .status()
+                .message(),
+            "decode record 6 ('fill_matrix'): a matrix of 2 rows by -1 columns is not allowed");
+  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=9223372036854775807 -> "
+                                     "out=%m\n"))
+                .status()
+                .message(),
+            "decode record 6 ('fill_matrix'): a matrix of 2 rows by 9223372036854775807 columns "
+            "is not allowed");
+  // A matrix of other columns than the vocabulary, and one before any logits.
+  const std::string forward = "forward mode=full count=4 keep=0 row_begin=2 row_end=4\n";
+  EXPECT_EQ(runText(program(window + forward + "fill_matrix value=0.0 columns=3 -> out=%m\n" +
+                            "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 candidates=masked\n"))
+                .status()
+                .message(),
+            "decode record 8 ('credit'): the credit matrix holds 6 values, not the window's 2 rows "
+            "by 4");
+  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=4 -> out=%m\n" +
+                            "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 candidates=masked\n"))
+                .status()
+                .message(),
+            "decode record 7 ('credit'): no decoded logits for the window's 2 rows");
+  // The loader: a credit matrix must exist, and be a matrix.
+  EXPECT_EQ(loadError(program("credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 "
+                              "candidates=masked\n")),
+            "decode record 3 ('credit'): undefined register '%m'");
+  EXPECT_EQ(loadError(program("fill_row value=0.5 -> out=%m\n"
+                              "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 "
+                              "candidates=masked\n")),
+            "decode record 4 ('credit'): parameter 'credit' must be matrix, but '%m' is reals");
+}
+
+// A model that records its window forwards.
+class WindowModel : public ConstantModel {
+public:
+  struct Window {
+    int64_t count, feedBegin, feedEnd, rowBegin, rowEnd;
+  };
+  std::vector<Window> windows;
+  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
+                                               int64_t feedBegin, int64_t feedEnd,
+                                               sampling::LogitRows rows) override {
+    windows.push_back({count, feedBegin, feedEnd, rows.begin, rows.end});
+    return forwardFull(tokens, count, count, rows);
+  }
+};
+
+// mode=window feeds [keep, feed_end) over the cache of [0, count) and returns the absolute rows
+// relative to the fed tokens; rows outside what it feeds, and a model without window forwards,
+// fail by name.
+TEST(DecodeInterpreterTest, WindowForwardsFeedTheirRange) {
+  const std::string text = program("reserve tokens=8 rows=4\n"
+                                   "seq_extend count=4 fill=token token=3\n"
+                                   "forward mode=full count=6 keep=6 row_begin=2 row_end=6\n"
+                                   "add a=$n b=1 -> out=%rowBegin\n"
+                                   "forward mode=window count=6 keep=2 feed_end=5 "
+                                   "row_begin=%rowBegin row_end=5\n");
+  StatusOr<DecodeProgram> loaded = loadText(text);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  ProgramRequest request;
+  request.prompt = {1, 2};
+  sampling::TokenFacts facts;
+  facts.maskTokenId = 3;
+  WindowModel model;
+  StatusOr<sampling::DecodeOutcome> out = DecodeInterpreter(*loaded).run(model, facts, request, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ(out->forwards, 2);
+  ASSERT_EQ(model.windows.size(), 1u);
+  const WindowModel::Window &w = model.windows[0];
+  EXPECT_EQ(std::vector<int64_t>({w.count, w.feedBegin, w.feedEnd, w.rowBegin, w.rowEnd}),
+            std::vector<int64_t>({6, 2, 5, 1, 3}));
+  request.knobs = {{"n", int64_t{0}}};
+  EXPECT_EQ(DecodeInterpreter(*loaded).run(model, facts, request, {}).status().message(),
+            "decode record 7 ('forward'): forward of 6 tokens keeping 2 and feeding [2, 5) cannot "
+            "return rows [1, 5) of a sequence of 6");
+  EXPECT_EQ(runText(text).status().message(),
+            "not supported yet: window forwards (the dual cache) on this model");
+}
+
 TEST(DecodeInterpreterTest, LoopsBranchesAndExitsRunAsWritten) {
   // Three blocks of two steps each, the second block's exit_if leaving after it: 4 steps.
   const std::string text =
@@ -547,6 +640,16 @@ TEST(DecodeInterpreterTest, NoStepAllocates) {
   EXPECT_EQ(manyLcSteps, 16);
   EXPECT_GT(fewLcAllocations, 0); // the counter counts
   EXPECT_EQ(fewLcAllocations, manyLcAllocations);
+  // Credit decoding allocates its matrix and fused logits once, whatever the steps.
+  artifact::Attributes fewCredit = fewLc, manyCredit = manyLc;
+  fewCredit["credit"] = manyCredit["credit"] = true;
+  const auto [fewCreditAllocations, fewCreditSteps] =
+      allocations("low-confidence.decode", fewCredit);
+  const auto [manyCreditAllocations, manyCreditSteps] =
+      allocations("low-confidence.decode", manyCredit);
+  EXPECT_EQ(fewCreditSteps, 2);
+  EXPECT_EQ(manyCreditSteps, 16);
+  EXPECT_EQ(fewCreditAllocations, manyCreditAllocations);
   const artifact::Attributes fewEb = {
       {"gen_length", int64_t{16}}, {"max_steps", int64_t{2}}, {"noise", std::string("uniform")}};
   const artifact::Attributes manyEb = {

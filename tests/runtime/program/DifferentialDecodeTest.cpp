@@ -409,12 +409,12 @@ TEST(DifferentialDecodeTest, KnobErrorsMatchDecodingKnobs) {
   // The cache mode, a request field of sampling::decode, is a knob of the programs.
   ProgramRequest request;
   request.prompt = {1};
-  request.knobs["cache"] = std::string("dual");
+  request.knobs["cache"] = std::string("triple");
   RandomModel model(1);
   StatusOr<DecodeOutcome> actual =
       DecodeInterpreter(lowConfidence).run(model, Case().facts(), request, {});
   ASSERT_FALSE(actual.isOk());
-  EXPECT_EQ(actual.status().message(), sampling::parseCacheMode("dual").status().message());
+  EXPECT_EQ(actual.status().message(), sampling::parseCacheMode("triple").status().message());
 }
 
 // "none" unsets an optional knob: a stored threshold turned off per request decodes with the

@@ -124,5 +124,81 @@ TEST(EntropyAcceptTest, TheLowestEntropyIsAlwaysAccepted) {
   EXPECT_TRUE(accept({}, 0.1).empty());
 }
 
+std::vector<uint8_t> hierarchical(const std::vector<double> &confidence,
+                                  const std::vector<int64_t> &positions, double threshold,
+                                  double low, int64_t depth) {
+  std::vector<int64_t> segments;
+  std::vector<uint8_t> keep;
+  hierarchicalAccept(confidence, positions, HierarchicalRule{threshold, low, depth}, segments,
+                     keep);
+  return keep;
+}
+
+TEST(HierarchicalAcceptTest, DepthOneTakesEachRunsMaximumAboveTheLowThreshold) {
+  // Runs: positions 10-12 (maximum 0.6 at 11), 14-15 (maximum 0.5 at 15), 17 (0.3).
+  const std::vector<int64_t> positions = {10, 11, 12, 14, 15, 17};
+  const std::vector<double> confidence = {0.2, 0.6, 0.55, 0.1, 0.5, 0.3};
+  EXPECT_THAT(hierarchical(confidence, positions, 0.9, 0.4, 1), ElementsAre(0, 1, 0, 0, 1, 0));
+  // Strict comparisons: a maximum at the low threshold is not taken...
+  EXPECT_THAT(hierarchical(confidence, positions, 0.9, 0.5, 1), ElementsAre(0, 1, 0, 0, 0, 0));
+  // ...nor a confidence at the high threshold; above it, any candidate is.
+  EXPECT_THAT(hierarchical(confidence, positions, 0.55, 0.9, 1), ElementsAre(0, 1, 0, 0, 0, 0));
+  EXPECT_THAT(hierarchical(confidence, positions, 0.54, 0.9, 1), ElementsAre(0, 1, 1, 0, 0, 0));
+}
+
+TEST(HierarchicalAcceptTest, TheMostConfidentIsAlwaysTakenTiesToTheLowerPosition) {
+  EXPECT_THAT(hierarchical({0.2, 0.3, 0.3}, {0, 1, 2}, 1.0, 0.9, 1), ElementsAre(0, 1, 0));
+  EXPECT_THAT(hierarchical({0.7}, {5}, 1.0, 0.9, 3), ElementsAre(1));
+  EXPECT_TRUE(hierarchical({}, {}, 1.0, 0.4, 1).empty());
+}
+
+TEST(HierarchicalAcceptTest, EveryTiedMaximumOfARunIsTaken) {
+  // dInfer compares each confidence with its segment's maximum.
+  EXPECT_THAT(hierarchical({0.5, 0.2, 0.5}, {0, 1, 2}, 1.0, 0.4, 1), ElementsAre(1, 0, 1));
+}
+
+TEST(HierarchicalAcceptTest, DeeperLevelsSplitEachSegmentAtItsChoice) {
+  // One run of 7. Level 1 takes 3 (0.9); level 2 the maxima of [0,3) and [4,7): 1 (0.7) and 5
+  // (0.8); level 3 those of [0,1), [2,3), [4,5), [6,7) above 0.4: 0 (0.5), 6 (0.6).
+  const std::vector<int64_t> positions = {0, 1, 2, 3, 4, 5, 6};
+  const std::vector<double> confidence = {0.5, 0.7, 0.3, 0.9, 0.2, 0.8, 0.6};
+  EXPECT_THAT(hierarchical(confidence, positions, 1.0, 0.4, 1),
+              ElementsAre(0, 0, 0, 1, 0, 0, 0));
+  EXPECT_THAT(hierarchical(confidence, positions, 1.0, 0.4, 2),
+              ElementsAre(0, 1, 0, 1, 0, 1, 0));
+  EXPECT_THAT(hierarchical(confidence, positions, 1.0, 0.4, 3),
+              ElementsAre(1, 1, 0, 1, 0, 1, 1));
+  // Depth past the last split changes nothing.
+  EXPECT_EQ(hierarchical(confidence, positions, 1.0, 0.4, 3),
+            hierarchical(confidence, positions, 1.0, 0.4, 9));
+  // A segment whose maximum is not above the low threshold is not split further.
+  EXPECT_THAT(hierarchical(confidence, positions, 1.0, 0.75, 3),
+              ElementsAre(0, 0, 0, 1, 0, 1, 0));
+}
+
+TEST(CreditTest, AddsTheTopProbabilityToThePowerGammaAtTheArgmax) {
+  // softmax of {0, log 3}: {0.25, 0.75}.
+  const float logits[] = {0.0f, static_cast<float>(std::log(3.0))};
+  double credit[] = {0.5, 0.25};
+  addCredit(logits, 2, 0.5, credit);
+  EXPECT_DOUBLE_EQ(credit[0], 0.5);
+  EXPECT_NEAR(credit[1], 0.25 + std::sqrt(0.75), 1e-7);
+  // Ties go to the lower id: uniform over 4, 0.25^1.
+  const float flat[] = {1.0f, 1.0f, 1.0f, 1.0f};
+  double fresh[] = {0, 0, 0, 0};
+  addCredit(flat, 4, 1.0, fresh);
+  EXPECT_THAT(fresh, ElementsAre(0.25, 0, 0, 0));
+}
+
+TEST(CreditTest, FusesAlphaLogOnePlusCreditIntoTheLogits) {
+  const float logits[] = {1.0f, -2.0f, 0.5f};
+  const double credit[] = {0.0, 1.0, std::exp(2.0) - 1.0};
+  float fused[3];
+  fuseCredit(logits, credit, 3, 0.5, fused);
+  EXPECT_FLOAT_EQ(fused[0], 1.0f);
+  EXPECT_FLOAT_EQ(fused[1], static_cast<float>(-2.0 + 0.5 * std::log(2.0)));
+  EXPECT_FLOAT_EQ(fused[2], 1.5f);
+}
+
 } // namespace
 } // namespace dlm::sampling

@@ -112,9 +112,10 @@ TEST(CApiTest, ErrorsCarryTheirMessage) {
   ASSERT_EQ(dlm_session_create(model, &options, &session), nullptr);
   dlm_request *request = nullptr;
   ASSERT_EQ(dlm_request_create(&request), nullptr);
-  status = dlm_request_set_cache(request, "dual");
+  status = dlm_request_set_cache(request, "triple");
   ASSERT_NE(status, nullptr);
-  EXPECT_STREQ(dlm_status_message(status), "unknown cache mode 'dual' (expected none or prefix)");
+  EXPECT_STREQ(dlm_status_message(status),
+               "unknown cache mode 'triple' (expected none, prefix or dual)");
   dlm_status_free(status);
 
   dlm_result *result = nullptr;
