@@ -13,14 +13,17 @@
 namespace dlm::profile {
 class Profiler;
 }
+namespace dlm::program {
+struct ProgramRecord;
+}
 
 namespace dlm {
 
 // Bumped when a hook is added or changes meaning. 2: memoryUsage(). 3: denoisesBlock() and
 // denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
 // 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
-// 5: forwardWindow() (the dual cache; optional, "not supported yet" by default).
-inline constexpr int kBackendApiVersion = 5;
+// 5: forwardWindow() (the dual cache; optional, "not supported yet" by default). 6: supports().
+inline constexpr int kBackendApiVersion = 6;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.
@@ -59,6 +62,12 @@ public:
   virtual int64_t maxSequenceLength() const = 0;
   // Optional: what the backend holds (zeros when it does not say).
   virtual MemoryUsage memoryUsage() const { return {}; }
+  // Optional: whether this backend runs `record`, else why not ("not supported yet: ..."). A
+  // backend asks it of every record when it is created, so that a program it cannot run fails
+  // by name then, not in a forward.
+  virtual Status supports(const program::ProgramRecord & /*record*/) const {
+    return Status::ok();
+  }
 };
 
 } // namespace dlm

@@ -14,6 +14,12 @@ namespace dlm::cuda {
 namespace {
 
 constexpr int64_t kDefaultMaxSequence = 4096;
+
+// A linear record, and an lm_head without a fused norm, run as cuBLASLt GEMMs alone.
+bool runsAsGemmOnly(const program::ProgramRecord &record) {
+  return record.kind == program::KernelKind::linear ||
+         (record.kind == program::KernelKind::lmHead && !record.norm);
+}
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
@@ -182,6 +188,17 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   return Status::ok();
 }
 
+Status CudaBackend::supports(const program::ProgramRecord &record) const {
+  // The compiler folds residual adds into the GEMM before them, and dlmc generates no CUDA
+  // kernels for a program with another add.
+  if (record.kind == program::KernelKind::add)
+    return Status::error("not supported yet: add record '" + record.fullName + "' on cuda");
+  if (!runsAsGemmOnly(record) && record.cudaKernel.empty())
+    return Status::error("kernel record '" + record.fullName +
+                         "' names no CUDA kernel; recompile with dlmc compile --target cuda");
+  return Status::ok();
+}
+
 Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   const artifact::KernelTarget *records = artifact.findKernelTarget(spec::kernels::kTarget);
   if (!records)
@@ -193,13 +210,8 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   bound_.assign(program_.kernels.size(), BoundRecord{});
   for (size_t i = 0; i < program_.kernels.size(); ++i) {
     const program::ProgramRecord &record = program_.kernels[i];
-    using program::KernelKind;
-    const bool gemmOnly = record.kind == KernelKind::linear ||
-                          (record.kind == KernelKind::lmHead && !record.norm);
-    if (!gemmOnly) {
-      if (record.cudaKernel.empty())
-        return Status::error("kernel record '" + record.fullName +
-                             "' names no CUDA kernel; recompile with dlmc compile --target cuda");
+    DLM_RETURN_IF_ERROR(supports(record));
+    if (!runsAsGemmOnly(record)) {
       DLM_ASSIGN_OR_RETURN(bound_[i].kernel, modules_->named(record.cudaKernel));
       kernels.push_back(bound_[i].kernel);
     }
@@ -503,9 +515,8 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
                   static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
   case KernelKind::add:
-    // The compiler folds residual adds into the GEMM before them; dlmc refuses to generate
-    // CUDA kernels for a program with another add, so a record here is a damaged artifact.
-    return Status::error("not supported yet: add record '" + k.fullName + "' on cuda");
+    // supports() refused it when the program was bound.
+    return Status::error("cuda backend: internal error: an add record reached a forward");
   case KernelKind::lmHead:
     return enqueueLogits(k, bound, shape);
   }

@@ -106,6 +106,7 @@ public:
                                                int64_t feedBegin, int64_t feedEnd,
                                                sampling::LogitRows rows) override;
   MemoryUsage memoryUsage() const override;
+  Status supports(const program::ProgramRecord &record) const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;
   StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::LoopPlan &plan,
                                                    int32_t *canvas) override;

@@ -902,6 +902,36 @@ TEST(CudaBackendErrors, APageSizeOtherThanTheKernelsIsNotSupportedYet) {
             "generated for pages of 4 (the page size is fixed when dlmc compiles them)");
 }
 
+// What the backend cannot run is refused by name when it binds the program (supports()).
+TEST(CudaBackendErrors, SupportsNamesTheRecordsItCannotRun) {
+  TempDir dir;
+  TinyModelOptions options = baseOptions();
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+  TinyModel tiny(options);
+  BackendOptions backendOptions;
+  backendOptions.kvPageTokens = kPageSize;
+  std::unique_ptr<StandaloneBackend> created =
+      createStandalone(tiny, dir, "supports.dlm", backendOptions);
+  ASSERT_TRUE(created->backend.isOk()) << created->backend.status().message();
+  const CudaBackend &backend = **created->backend;
+  program::ProgramRecord add;
+  add.kind = program::KernelKind::add;
+  add.fullName = "layers.0.residual";
+  EXPECT_EQ(backend.supports(add).message(),
+            "not supported yet: add record 'layers.0.residual' on cuda");
+  program::ProgramRecord norm;
+  norm.kind = program::KernelKind::rmsNorm;
+  norm.fullName = "layers.0.attn_norm";
+  EXPECT_EQ(backend.supports(norm).message(),
+            "kernel record 'layers.0.attn_norm' names no CUDA kernel; recompile with dlmc "
+            "compile --target cuda");
+  norm.cudaKernel = "dlm_rms_norm_w32_f32";
+  EXPECT_TRUE(backend.supports(norm).isOk());
+  program::ProgramRecord linear;
+  linear.kind = program::KernelKind::linear; // a cuBLASLt GEMM: no kernel of its own
+  EXPECT_TRUE(backend.supports(linear).isOk());
+}
+
 TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
   TempDir dir;
   TinyModelOptions options = baseOptions();
