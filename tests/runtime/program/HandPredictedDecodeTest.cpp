@@ -1,7 +1,9 @@
-// The decoding policies on a fake model whose logits the test chooses, so that every unmasking
-// decision, forward and cache call can be predicted by hand.
-#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
+// The decode programs dlmc embeds, run by the interpreter on a fake model whose logits the test
+// chooses, so that every unmasking decision, forward and cache call can be predicted by hand.
+#include "runtime/program/DecodeInterpreter.h"
+#include "runtime/program/DecodeProgram.h"
 #include "runtime/sampling/SamplingMath.h"
+#include "tests/runtime/program/DecodeTestSupport.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,6 +27,7 @@ public:
     int64_t keep;
     LogitRows rows;
     std::vector<int32_t> tokens;
+    int64_t feedEnd = -1; // a window forward's; -1 for the others
   };
 
   std::function<int32_t(int64_t)> target = [](int64_t p) { return static_cast<int32_t>(p % 8); };
@@ -48,6 +51,13 @@ public:
     calls.push_back({true, count, keep, rows, {tokens, tokens + count}});
     return fill(rows, keep);
   }
+  StatusOr<LogitsView> forwardWindow(const int32_t *tokens, int64_t count, int64_t feedBegin,
+                                     int64_t feedEnd, LogitRows rows) override {
+    if (cached != count)
+      return Status::error("fake: the window needs the whole sequence cached");
+    calls.push_back({true, count, feedBegin, rows, {tokens, tokens + count}, feedEnd});
+    return fill(rows, feedBegin);
+  }
 
 private:
   LogitsView fill(LogitRows rows, int64_t firstPosition) {
@@ -68,13 +78,36 @@ TokenFacts facts(std::vector<int64_t> eos = {}) {
   return f;
 }
 
+// A request for the decode program of `policy` (compiler/programs/decode/<policy>.decode).
+struct DecodeRequest {
+  std::string policy = "low-confidence";
+  program::ProgramRequest program;
+  artifact::Attributes &knobs = program.knobs;
+
+  DecodeRequest() = default;
+  DecodeRequest(const DecodeRequest &other) : policy(other.policy), program(other.program) {}
+};
+
 DecodeRequest request(int64_t gen, int64_t block, int64_t steps) {
   DecodeRequest r;
-  r.prompt = {5, 6};
-  r.knobs.genLength = gen;
-  r.knobs.blockLength = block;
-  r.knobs.steps = steps;
+  r.program.prompt = {5, 6};
+  r.knobs["gen_length"] = gen;
+  r.knobs["block_length"] = block;
+  r.knobs["steps"] = steps;
   return r;
+}
+
+StatusOr<DecodeOutcome> decode(DecodeModel &model, const TokenFacts &facts,
+                               const DecodeRequest &request, const BlockCallback &onBlock) {
+  StatusOr<program::DecodeProgramText> text =
+      program::parseDecodeProgram(program::testing::readDecodeProgramText(request.policy +
+                                                                          ".decode"));
+  if (!text)
+    return text.status();
+  StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(text->records, {});
+  if (!loaded)
+    return loaded.status();
+  return program::DecodeInterpreter(*loaded).run(model, facts, request.program, onBlock);
 }
 
 TEST(LowConfidenceTest, FixedScheduleUnmasksTheMostConfidentFirst) {
@@ -99,7 +132,7 @@ TEST(LowConfidenceTest, ThresholdUnmasksEveryConfidentCandidateAndAtLeastOne) {
   model.score = [&](int64_t p) { return scores[p]; };
   model.target = [](int64_t p) { return static_cast<int32_t>(p); };
   DecodeRequest r = request(4, 4, 4);
-  r.knobs.threshold = 0.9;
+  r.knobs["threshold"] = 0.9;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5));
@@ -115,12 +148,12 @@ TEST(LowConfidenceTest, ThresholdIgnoresStepsAndHonoursAnExplicitStepCap) {
   const float scores[] = {0, 0, 10, 10, 1, 1};
   model.score = [&](int64_t p) { return scores[p]; };
   DecodeRequest r = request(4, 4, 2);
-  r.knobs.threshold = 0.9;
+  r.knobs["threshold"] = 0.9;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->forwards, 3);
   model.calls.clear();
-  r.knobs.stepCap = 2;
+  r.knobs["step_cap"] = int64_t{2};
   out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->forwards, 2);
@@ -155,7 +188,7 @@ TEST(LowConfidenceTest, EveryBlockIsReportedInOrder) {
 TEST(LowConfidenceTest, PrefixCacheRunsOneFullForwardPerBlock) {
   FakeModel model;
   DecodeRequest r = request(8, 4, 4);
-  r.cache = CacheMode::prefix;
+  r.knobs["cache"] = std::string("prefix");
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   ASSERT_EQ(model.calls.size(), 4u);
@@ -175,10 +208,86 @@ TEST(LowConfidenceTest, PrefixCacheRunsOneFullForwardPerBlock) {
   EXPECT_EQ(out->outputIds, reference->outputIds);
 }
 
+// The dual cache: per block one full forward keeping the whole sequence, then windows of the
+// block alone over it.
+TEST(LowConfidenceTest, DualCacheFeedsTheBlockOverTheWholeSequence) {
+  FakeModel model;
+  DecodeRequest r = request(8, 4, 4);
+  r.knobs["cache"] = std::string("dual");
+  StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  ASSERT_EQ(model.calls.size(), 4u);
+  EXPECT_FALSE(model.calls[0].cached);
+  EXPECT_EQ(model.calls[0].keep, 10);
+  EXPECT_EQ(model.calls[1].keep, 2); // the window [2, 6)
+  EXPECT_EQ(model.calls[1].feedEnd, 6);
+  EXPECT_EQ(model.calls[1].rows.begin, 0);
+  EXPECT_EQ(model.calls[1].rows.end, 4);
+  EXPECT_EQ(model.calls[2].keep, 10);
+  EXPECT_EQ(model.calls[3].keep, 6); // the window [6, 10)
+  EXPECT_EQ(model.calls[3].feedEnd, 10);
+  FakeModel plain;
+  StatusOr<DecodeOutcome> reference = decode(plain, facts(), request(8, 4, 4), {});
+  ASSERT_TRUE(reference.isOk());
+  EXPECT_EQ(out->outputIds, reference->outputIds);
+}
+
+// Confidence at score s: e^s / (e^s + 9). Positions 2..5 score 1, 4, 2, 3: confidences 0.23,
+// 0.86, 0.45, 0.69.
+TEST(LowConfidenceTest, HierarchicalDecodingTakesEachSegmentsMaximum) {
+  const float scores[] = {0, 0, 1, 4, 2, 3};
+  auto run = [&](int64_t depth, FakeModel &model) {
+    model.score = [&](int64_t p) { return scores[p]; };
+    model.target = [](int64_t p) { return static_cast<int32_t>(p); };
+    DecodeRequest r = request(4, 4, 4);
+    r.knobs["low_threshold"] = 0.4;
+    r.knobs["depth"] = depth;
+    return decode(model, facts(), r, {});
+  };
+  // Depth 1 (dInfer): step 0 takes 3, the one run's maximum; step 1 the runs [2] and [4, 5]
+  // give 5; step 2 [2] and [4] give 4 (0.45 > 0.4); step 3 the top-1, 2.
+  FakeModel one;
+  StatusOr<DecodeOutcome> out = run(1, one);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ(out->forwards, 4);
+  EXPECT_THAT(one.calls[1].tokens, ElementsAre(5, 6, kMask, 3, kMask, kMask));
+  EXPECT_THAT(one.calls[2].tokens, ElementsAre(5, 6, kMask, 3, kMask, 5));
+  // Depth 2: step 0 also splits at 3 and takes 5 from [4, 5]; step 1 takes 4; step 2 takes 2.
+  FakeModel two;
+  out = run(2, two);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ(out->forwards, 3);
+  EXPECT_THAT(two.calls[1].tokens, ElementsAre(5, 6, kMask, 3, kMask, 5));
+  EXPECT_THAT(out->outputIds, ElementsAre(2, 3, 4, 5));
+}
+
+// Every candidate at score 2 has confidence 0.45, under the threshold 0.5: one per step. With
+// credit (alpha 1, gamma 1) step 0 fuses log(1 + 0.45) into each target's logit, which lifts
+// its confidence to 0.54: the whole block at once.
+TEST(LowConfidenceTest, CreditLiftsConsistentTokensOverTheThreshold) {
+  auto run = [](bool credit) {
+    FakeModel model;
+    model.score = [](int64_t) { return 2.0f; };
+    DecodeRequest r = request(4, 4, 4);
+    r.knobs["threshold"] = 0.5;
+    r.knobs["credit"] = credit;
+    r.knobs["credit_alpha"] = 1.0;
+    r.knobs["credit_gamma"] = 1.0;
+    return decode(model, facts(), r, {});
+  };
+  StatusOr<DecodeOutcome> without = run(false);
+  ASSERT_TRUE(without.isOk()) << without.status().message();
+  EXPECT_EQ(without->forwards, 4);
+  StatusOr<DecodeOutcome> with = run(true);
+  ASSERT_TRUE(with.isOk()) << with.status().message();
+  EXPECT_EQ(with->forwards, 1);
+  EXPECT_EQ(with->outputIds, without->outputIds);
+}
+
 TEST(LowConfidenceTest, LogitShiftStartsTheCachedChunkOnePositionEarly) {
   FakeModel model;
   DecodeRequest r = request(4, 4, 2);
-  r.cache = CacheMode::prefix;
+  r.knobs["cache"] = std::string("prefix");
   TokenFacts f = facts();
   f.logitShift = true;
   ASSERT_TRUE(decode(model, f, r, {}).isOk());
@@ -192,7 +301,7 @@ TEST(LowConfidenceTest, LogitShiftStartsTheCachedChunkOnePositionEarly) {
 TEST(LowConfidenceTest, CapturesTheWholeFirstForward) {
   FakeModel model;
   DecodeRequest r = request(4, 4, 2);
-  r.captureFirstLogits = true;
+  r.program.captureFirstLogits = true;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->firstLogitRows, 6);
@@ -203,31 +312,34 @@ TEST(LowConfidenceTest, CapturesTheWholeFirstForward) {
 
 TEST(ValidateRequestTest, NamesEveryProblem) {
   auto message = [](DecodeRequest r, TokenFacts f = facts()) {
-    return validateRequest(r, f, kVocab).message();
+    FakeModel model;
+    return decode(model, f, r, {}).status().message();
   };
   DecodeRequest empty = request(8, 4, 4);
-  empty.prompt.clear();
+  empty.program.prompt.clear();
   EXPECT_EQ(message(empty), "empty prompt");
   EXPECT_EQ(message(request(10, 4, 4)), "gen_length 10 is not a positive multiple of "
                                         "block_length 4");
   EXPECT_EQ(message(request(8, 4, 3)), "steps 3 is not divisible by the number of blocks 2");
   DecodeRequest outside = request(8, 4, 4);
-  outside.prompt = {3, 10};
+  outside.program.prompt = {3, 10};
   EXPECT_EQ(message(outside), "prompt token id 10 is outside the vocabulary [0, 10)");
   TokenFacts noMask = facts();
   noMask.maskTokenId = -1;
   EXPECT_EQ(message(request(8, 4, 4), noMask),
             "the low-confidence policy needs a mask token; the model has none");
   DecodeRequest bound = request(8, 4, 4);
-  bound.knobs.policy = Policy::entropyBound;
-  bound.knobs.entropyBound = 0;
+  bound.policy = "entropy-bound";
+  bound.knobs.erase("steps");
+  bound.knobs["entropy_bound"] = 0.0;
   EXPECT_EQ(message(bound), "entropy_bound must be > 0");
-  EXPECT_TRUE(validateRequest(request(8, 4, 4), facts(), kVocab).isOk());
+  EXPECT_EQ(message(request(8, 4, 4)), "");
 }
 
 DecodeRequest entropyRequest(int64_t gen, int64_t canvas) {
   DecodeRequest r = request(gen, canvas, 1);
-  r.knobs.policy = Policy::entropyBound;
+  r.policy = "entropy-bound";
+  r.knobs.erase("steps");
   return r;
 }
 
@@ -248,7 +360,7 @@ TEST(EntropyBoundTest, NoStabilityRequirementCommitsAfterOneStep) {
   FakeModel model;
   model.score = [](int64_t) { return 60.0f; };
   DecodeRequest r = entropyRequest(8, 4);
-  r.knobs.stabilityThreshold = 0;
+  r.knobs["stability_threshold"] = int64_t{0};
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->forwards, 2);
@@ -258,7 +370,7 @@ TEST(EntropyBoundTest, UnconfidentCanvasRunsToTheStepCap) {
   FakeModel model;
   model.score = [](int64_t) { return 0.5f; };
   DecodeRequest r = entropyRequest(4, 4);
-  r.knobs.maxSteps = 5;
+  r.knobs["max_steps"] = int64_t{5};
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->forwards, 5);
@@ -272,7 +384,7 @@ TEST(EntropyBoundTest, RejectedPositionsAreRenoisedWithTheMask) {
   // is accepted, then position 3 (the entropy before it is ~0), then the budget is spent.
   model.score = [](int64_t p) { return p == 2 ? 60.0f : 0.1f; };
   DecodeRequest r = entropyRequest(4, 4);
-  r.knobs.maxSteps = 3;
+  r.knobs["max_steps"] = int64_t{3};
   ASSERT_TRUE(decode(model, facts(), r, {}).isOk());
   ASSERT_GE(model.calls.size(), 2u);
   const std::vector<int32_t> &fed = model.calls[1].tokens;
@@ -286,7 +398,7 @@ TEST(EntropyBoundTest, PrefixCacheAddsOneUndecodedForwardPerCanvas) {
   FakeModel model;
   model.score = [](int64_t) { return 60.0f; };
   DecodeRequest r = entropyRequest(8, 4);
-  r.cache = CacheMode::prefix;
+  r.knobs["cache"] = std::string("prefix");
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_EQ(out->forwards, 6);
@@ -330,8 +442,8 @@ public:
 TEST(DeviceBlockLoopTest, LowConfidenceHandsEveryBlockToTheDevice) {
   DeviceLoopModel model;
   DecodeRequest r = request(8, 4, 4);
-  r.cache = CacheMode::prefix;
-  r.seed = 7;
+  r.knobs["cache"] = std::string("prefix");
+  r.program.seed = 7;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_TRUE(model.calls.empty()); // no forward from the host
@@ -369,7 +481,7 @@ TEST(DeviceBlockLoopTest, LowConfidenceHandsEveryBlockToTheDevice) {
 TEST(DeviceBlockLoopTest, FirstLogitsCaptureKeepsTheFirstBlockOnTheHost) {
   DeviceLoopModel model;
   DecodeRequest r = request(8, 4, 4);
-  r.captureFirstLogits = true;
+  r.program.captureFirstLogits = true;
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_EQ(model.calls.size(), 2u); // block 0: two host steps
@@ -392,9 +504,9 @@ TEST(DeviceBlockLoopTest, ModelThatDoesNotServeTheBlockRunsTheHostLoop) {
 TEST(DeviceBlockLoopTest, EntropyBoundRunsThePrefixForwardThenHandsTheCanvasOver) {
   DeviceLoopModel model;
   DecodeRequest r = entropyRequest(8, 4);
-  r.cache = CacheMode::prefix;
-  r.knobs.maxSteps = 6;
-  r.knobs.noise = "uniform";
+  r.knobs["cache"] = std::string("prefix");
+  r.knobs["max_steps"] = int64_t{6};
+  r.knobs["noise"] = std::string("uniform");
   StatusOr<DecodeOutcome> out = decode(model, facts(), r, {});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   // Per canvas the host's undecoded prefix forward, then the device's steps.
