@@ -40,11 +40,13 @@ mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
   }
 }
 
-// A --knob value as written: true/false, an integer, a real, else text. The program's declaration
-// decides whether that fits (an integer serves a real knob).
+// A --knob value as written: true/false (or on/off, as dlm-run's flags), an integer, a real,
+// else text. The program's declaration decides whether that fits (an integer serves a real knob).
 artifact::AttributeValue knobValueOf(const std::string &text) {
-  if (text == "true" || text == "false")
-    return text == "true";
+  if (text == "true" || text == "on")
+    return true;
+  if (text == "false" || text == "off")
+    return false;
   char *end = nullptr;
   errno = 0;
   const long long integer = std::strtoll(text.c_str(), &end, 10);

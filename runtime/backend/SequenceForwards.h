@@ -32,6 +32,9 @@ inline Status checkForwardArguments(const int32_t *tokens, const ForwardSpan &sp
                                     int64_t reservedLogitRows, int64_t embeddingRows) {
   auto str = [](int64_t value) { return std::to_string(value); };
   const int64_t count = span.count;
+  if (span.first < 0 || count < 0 || span.first + count > span.keys)
+    return Status::error("forward: " + str(count) + " tokens at " + str(span.first) +
+                         " do not fit in " + str(span.keys) + " key slots");
   if (rows.begin < 0 || rows.begin > rows.end || rows.end > count)
     return Status::error("forward: logit rows [" + str(rows.begin) + ", " + str(rows.end) +
                          ") are outside the " + str(count) + " tokens fed");
@@ -99,7 +102,13 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
     if (cache.refCount(table[static_cast<size_t>(page)]) > 1)
       return Status::error("not supported yet: a window forward over KV page " + str(page) +
                            ", which a forked sequence shares");
-  return run(tokens + feedBegin, ForwardSpan{feedBegin, feedEnd - feedBegin, count}, rows);
+  StatusOr<sampling::LogitsView> logits =
+      run(tokens + feedBegin, ForwardSpan{feedBegin, feedEnd - feedBegin, count}, rows);
+  // A failed window may have written part of its range: forget the sequence, as a failed full
+  // forward does, so that nothing runs on half-written K/V.
+  if (!logits)
+    (void)cache.trim(sequence, 0);
+  return logits;
 }
 
 } // namespace dlm

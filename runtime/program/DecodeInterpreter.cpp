@@ -109,8 +109,8 @@ private:
       return detail::runListAt(state_, in, at);
     case OpKind::fillRow:
       return detail::runFillRow(state_, in, at);
-    case OpKind::fillMatrix:
-      return detail::runFillMatrix(state_, in, at);
+    case OpKind::creditReset:
+      return detail::runCreditReset(state_, in, at);
     case OpKind::credit:
       return detail::runCredit(state_, in, at);
     case OpKind::forward:

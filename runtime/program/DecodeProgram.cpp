@@ -34,8 +34,8 @@ const char *valueTypeName(ValueType type) {
     return "flags";
   case ValueType::list:
     return "list";
-  case ValueType::matrix:
-    return "matrix";
+  case ValueType::credit:
+    return "credit";
   }
   return "unknown";
 }
@@ -88,7 +88,7 @@ constexpr OpEntry kOps[] = {
     {dspec::kKindTransferSchedule, OpKind::transferSchedule},
     {dspec::kKindListAt, OpKind::listAt},
     {dspec::kKindFillRow, OpKind::fillRow},
-    {dspec::kKindFillMatrix, OpKind::fillMatrix},
+    {dspec::kKindCreditReset, OpKind::creditReset},
     {dspec::kKindForward, OpKind::forward},
     {dspec::kKindSample, OpKind::sample},
     {dspec::kKindCredit, OpKind::credit},
@@ -141,8 +141,8 @@ bool accepts(ParamType param, ValueType type) {
     return type == ValueType::tokens || type == ValueType::reals || type == ValueType::flags;
   case ParamType::list:
     return type == ValueType::list;
-  case ParamType::matrix:
-    return type == ValueType::matrix;
+  case ParamType::credit:
+    return type == ValueType::credit;
   case ParamType::knob:
     return true;
   }
@@ -168,8 +168,8 @@ ValueType fixedType(ParamType param) {
     return ValueType::flags;
   case ParamType::list:
     return ValueType::list;
-  case ParamType::matrix:
-    return ValueType::matrix;
+  case ParamType::credit:
+    return ValueType::credit;
   default:
     return ValueType::none;
   }

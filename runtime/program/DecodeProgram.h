@@ -48,7 +48,8 @@ std::string printDecodeRecord(const DecodeRecord &record);
 
 // ---- The loaded program -----------------------------------------------------------------------
 
-// matrix: reals, a row of columns per window row.
+// credit: per window row, tokens with a credit (Register::tokens and reals, `capacity` slots a
+// row, and the count used in Register::list).
 enum class ValueType : uint8_t {
   none,
   integer,
@@ -59,7 +60,7 @@ enum class ValueType : uint8_t {
   reals,
   flags,
   list,
-  matrix
+  credit
 };
 const char *valueTypeName(ValueType type);
 
@@ -92,7 +93,7 @@ enum class OpKind : uint8_t {
   transferSchedule,
   listAt,
   fillRow,
-  fillMatrix,
+  creditReset,
   forward,
   sample,
   credit,

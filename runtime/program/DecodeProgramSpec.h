@@ -74,9 +74,9 @@ inline constexpr std::string_view kKindTransferSchedule = "transfer_schedule";
 inline constexpr std::string_view kKindListAt = "list_at";
 // A row register of the window's length, every row `value` (int: tokens, real: reals, bool: flags).
 inline constexpr std::string_view kKindFillRow = "fill_row";
-// A matrix register of the window's rows by `columns`, every element `value`. Allocated by the
-// first fill (a program without one pays nothing), at most 2^28 elements.
-inline constexpr std::string_view kKindFillMatrix = "fill_matrix";
+// An empty credit register for the window's rows, with room for `capacity` tokens per row (the
+// steps that may add one; at most 2^16); sizes what `credit` writes, so no step allocates.
+inline constexpr std::string_view kKindCreditReset = "credit_reset";
 // A forward over seq[0, count) (runtime/sampling/DecodeModel.h). mode=full keeps the K/V of
 // [0, keep) afterwards; mode=cached feeds [keep, count) over that cache; mode=window (the dual
 // cache) feeds [keep, feed_end) over a cache of all [0, count), its K/V replacing that range in
@@ -98,10 +98,12 @@ inline constexpr std::string_view kKindSample = "sample";
 // converge=stable_confident → converged: run := (argmax == prev) ? run + 1 : 0, prev := argmax,
 // converged = run >= stability && mean(score) < confidence (prev and run are updated in place).
 inline constexpr std::string_view kKindAccept = "accept";
-// Credit decoding (dInfer, seed 001 appendix B.2) in front of a sample: `credit` (a matrix, a row
-// of @vocab credits per window row) is multiplied by `decay`; then, per candidate row, p =
-// softmax(logits) and credit[j, argmax p] += (max p)^gamma; the logits the next `sample` reads
-// become logits + alpha * log(1 + credit), rounded to float32 (sampling::creditRow).
+// Credit decoding (dInfer, seed 001 appendix B.2) in front of a sample. `credit` holds, per window
+// row, the tokens with a credit (the rest have none): every credit is multiplied by `decay`; then,
+// per candidate row, p = softmax(logits) and credit[j, argmax p] += (max p)^gamma
+// (sampling::topProbability); the logits the next `sample` reads become logits + alpha * log(1 +
+// credit), rounded to float32, which changes only the tokens with a credit
+// (sampling::creditedLogit). decay in [0, 1], alpha and gamma finite.
 inline constexpr std::string_view kKindCredit = "credit";
 // Whether the denoise step ends its block → done:
 //   rule=no_mask_left      no candidate row (holding @mask) is left unkept
@@ -177,7 +179,7 @@ enum class ParamType : uint8_t {
   flags,
   row, // tokens, reals or flags
   list,
-  matrix, // reals, a row of columns per window row
+  credit, // per window row, tokens and their credits (credit_reset, credit)
   knob,   // a $knob reference
 };
 
@@ -288,10 +290,9 @@ inline constexpr ParamSpec kFillRowParams[] = {
     {"value", PR::input, PT::scalar, true},
     {"out", PR::result, PT::row, true},
 };
-inline constexpr ParamSpec kFillMatrixParams[] = {
-    {"value", PR::input, PT::real, true},
-    {"columns", PR::input, PT::integer, true},
-    {"out", PR::result, PT::matrix, true},
+inline constexpr ParamSpec kCreditResetParams[] = {
+    {"capacity", PR::input, PT::integer, true},
+    {"out", PR::result, PT::credit, true},
 };
 inline constexpr ParamSpec kForwardParams[] = {
     {"mode", PR::attribute, PT::text, true, "full,cached,window"},
@@ -333,7 +334,7 @@ inline constexpr ParamSpec kAcceptParams[] = {
     {"converged", PR::result, PT::boolean, false}, // stable_confident
 };
 inline constexpr ParamSpec kCreditParams[] = {
-    {"credit", PR::inout, PT::matrix, true},
+    {"credit", PR::inout, PT::credit, true},
     {"decay", PR::input, PT::real, true},
     {"gamma", PR::input, PT::real, true},
     {"alpha", PR::input, PT::real, true},
@@ -425,7 +426,7 @@ inline constexpr KindSpec kKinds[] = {
     kindSpec(kKindTransferSchedule, kTransferScheduleParams),
     kindSpec(kKindListAt, kListAtParams),
     kindSpec(kKindFillRow, kFillRowParams),
-    kindSpec(kKindFillMatrix, kFillMatrixParams),
+    kindSpec(kKindCreditReset, kCreditResetParams),
     kindSpec(kKindForward, kForwardParams),
     kindSpec(kKindSample, kSampleParams),
     kindSpec(kKindAccept, kAcceptParams),
@@ -568,11 +569,10 @@ inline constexpr size_t kValue = paramIndex(kFillRowParams, "value");
 inline constexpr size_t kOut = paramIndex(kFillRowParams, "out");
 } // namespace fill_row_params
 
-namespace fill_matrix_params {
-inline constexpr size_t kValue = paramIndex(kFillMatrixParams, "value");
-inline constexpr size_t kColumns = paramIndex(kFillMatrixParams, "columns");
-inline constexpr size_t kOut = paramIndex(kFillMatrixParams, "out");
-} // namespace fill_matrix_params
+namespace credit_reset_params {
+inline constexpr size_t kCapacity = paramIndex(kCreditResetParams, "capacity");
+inline constexpr size_t kOut = paramIndex(kCreditResetParams, "out");
+} // namespace credit_reset_params
 
 namespace forward_params {
 inline constexpr size_t kMode = paramIndex(kForwardParams, "mode");

@@ -96,7 +96,7 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at);
 Status runWindow(State &state, const Instruction &in, size_t at);
 Status runCountEq(State &state, const Instruction &in, size_t at);
 Status runFillRow(State &state, const Instruction &in, size_t at);
-Status runFillMatrix(State &state, const Instruction &in, size_t at);
+Status runCreditReset(State &state, const Instruction &in, size_t at);
 Status runCredit(State &state, const Instruction &in, size_t at);
 Status runCommit(State &state, const Instruction &in, size_t at);
 Status runFinish(State &state, const Instruction &in, size_t at);

@@ -84,7 +84,11 @@ Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &va
       return wrongType(knob, value);
     break;
   case ValueType::real:
-    if (const auto *d = std::get_if<double>(&value))
+    // No program's arithmetic means anything with an infinity or a NaN in it.
+    if (const auto *d = std::get_if<double>(&value); d && !std::isfinite(*d))
+      return Status::error("knob '" + knob.name + "' must be a finite real, got " +
+                           artifact::attributeValueText(*d));
+    else if (d)
       result.real = *d;
     else if (const auto *i = std::get_if<int64_t>(&value))
       result.real = static_cast<double>(*i);

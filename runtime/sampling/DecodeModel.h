@@ -65,9 +65,9 @@ public:
   // over absolute positions, to the cached K/V of [0, feedBegin) and [feedEnd, count) and to
   // their own fresh K/V, which replace [feedBegin, feedEnd) in the cache: it still holds
   // [0, count) afterwards, and a later window over the same range overwrites what this one
-  // wrote before reading it (after a failure that range's K/V are unspecified). `rows` index
-  // the fed tokens, i.e. row 0 is position feedBegin, the logit shift applied inside them as
-  // in forwardCached.
+  // wrote before reading it. After a failure the cache is empty, as after a failed forwardFull.
+  // `rows` index the fed tokens, i.e. row 0 is position feedBegin, the logit shift applied
+  // inside them as in forwardCached.
   virtual StatusOr<LogitsView> forwardWindow(const int32_t * /*tokens*/, int64_t /*count*/,
                                              int64_t /*feedBegin*/, int64_t /*feedEnd*/,
                                              LogitRows /*rows*/) {

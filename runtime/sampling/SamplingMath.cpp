@@ -28,6 +28,14 @@ double rowMax(const float *logits, int64_t vocab) {
   return maximum;
 }
 
+// The softmax denominator over `maximum`, summed in index order.
+double expSum(const float *logits, int64_t vocab, double maximum) {
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(logits[v]) - maximum);
+  return sum;
+}
+
 } // namespace
 
 RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
@@ -47,10 +55,8 @@ RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, ui
     }
   }
   const double maximum = rowMax(logits, vocab);
-  double sum = 0;
-  for (int64_t v = 0; v < vocab; ++v)
-    sum += std::exp(static_cast<double>(logits[v]) - maximum);
-  decision.confidence = std::exp(static_cast<double>(logits[decision.token]) - maximum) / sum;
+  decision.confidence = std::exp(static_cast<double>(logits[decision.token]) - maximum) /
+                        expSum(logits, vocab, maximum);
   return decision;
 }
 
@@ -95,9 +101,13 @@ void confidenceOrder(const std::vector<double> &confidence, const std::vector<in
                      std::vector<int64_t> &order) {
   order.resize(confidence.size());
   std::iota(order.begin(), order.end(), 0);
+  // A NaN confidence ranks as -infinity: a strict weak order whatever the logits held.
+  auto rank = [&](int64_t i) {
+    return std::isnan(confidence[i]) ? -std::numeric_limits<double>::infinity() : confidence[i];
+  };
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (confidence[a] != confidence[b])
-      return confidence[a] > confidence[b];
+    if (rank(a) != rank(b))
+      return rank(a) > rank(b);
     return positions[a] < positions[b];
   });
 }
@@ -107,9 +117,13 @@ void entropyAccept(const std::vector<double> &entropy, double bound, std::vector
   const size_t count = entropy.size();
   order.resize(count);
   std::iota(order.begin(), order.end(), 0);
+  // A NaN entropy ranks as +infinity: a strict weak order whatever the logits held.
+  auto rank = [&](int64_t i) {
+    return std::isnan(entropy[i]) ? std::numeric_limits<double>::infinity() : entropy[i];
+  };
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (entropy[a] != entropy[b])
-      return entropy[a] < entropy[b];
+    if (rank(a) != rank(b))
+      return rank(a) < rank(b);
     return a < b;
   });
   accepted.assign(count, 0);
@@ -180,22 +194,18 @@ void hierarchicalAccept(const std::vector<double> &confidence, const std::vector
   keep[best] = 1;
 }
 
-void addCredit(const float *logits, int64_t vocab, double gamma, double *credit) {
-  int64_t best = 0;
-  for (int64_t v = 1; v < vocab; ++v)
-    if (logits[v] > logits[best])
-      best = v;
-  const double maximum = static_cast<double>(logits[best]);
-  double sum = 0;
+TopProbability topProbability(const float *logits, int64_t vocab) {
+  TopProbability top;
   for (int64_t v = 0; v < vocab; ++v)
-    sum += std::exp(static_cast<double>(logits[v]) - maximum);
-  credit[best] += std::pow(1.0 / sum, gamma);
+    if (top.token < 0 || logits[v] > logits[top.token])
+      top.token = static_cast<int32_t>(v);
+  if (top.token >= 0)
+    top.probability = 1.0 / expSum(logits, vocab, static_cast<double>(logits[top.token]));
+  return top;
 }
 
-void fuseCredit(const float *logits, const double *credit, int64_t vocab, double alpha,
-                float *fused) {
-  for (int64_t v = 0; v < vocab; ++v)
-    fused[v] = static_cast<float>(static_cast<double>(logits[v]) + alpha * std::log1p(credit[v]));
+float creditedLogit(float logit, double credit, double alpha) {
+  return static_cast<float>(static_cast<double>(logit) + alpha * std::log1p(credit));
 }
 
 } // namespace dlm::sampling

@@ -51,8 +51,9 @@ void entropyAccept(const std::vector<double> &entropy, double bound, std::vector
 // (ties to the lower position); every candidate above `threshold`; and, level by level, the
 // candidates at the maximum of their segment when that maximum is above `lowThreshold`. Level 1's
 // segments are the maximal runs of adjacent positions; each later level splits the segments of
-// the one before at the candidates it chose. depth 1 is dInfer's code, deeper levels the paper's
-// recursive partition. Comparisons are strict, as dInfer's. `segments` is scratch.
+// the one before at the candidates it chose. depth 1 is dInfer's code; deeper levels are dlm's
+// reading of the paper's recursive partition within one step (docs/design/decode-program.md §3).
+// Comparisons are strict, as dInfer's. `segments` is scratch.
 struct HierarchicalRule {
   double threshold = 1.0;
   double lowThreshold = 0.4;
@@ -62,11 +63,16 @@ void hierarchicalAccept(const std::vector<double> &confidence, const std::vector
                         const HierarchicalRule &rule, std::vector<int64_t> &segments,
                         std::vector<uint8_t> &keep);
 
-// Credit decoding (dInfer CreditThresholdParallelDecoder; seed 001 appendix B.2) on one row:
-// p = softmax(logits); credit[argmax p] += (max p)^gamma (argmax ties to the lower id).
-void addCredit(const float *logits, int64_t vocab, double gamma, double *credit);
-// fused[v] = float(logits[v] + alpha * log(1 + credit[v])).
-void fuseCredit(const float *logits, const double *credit, int64_t vocab, double alpha,
-                float *fused);
+// argmax softmax(logits) (ties to the lower id) and its probability, in double: what credit
+// decoding (dInfer CreditThresholdParallelDecoder; seed 001 appendix B.2) credits each step.
+struct TopProbability {
+  int32_t token = -1;
+  double probability = 0;
+};
+TopProbability topProbability(const float *logits, int64_t vocab);
+
+// A logit fused with its token's credit: float(logit + alpha * log(1 + credit)). A token without
+// credit keeps its logit exactly, which is why only credited tokens need rewriting.
+float creditedLogit(float logit, double credit, double alpha);
 
 } // namespace dlm::sampling

@@ -291,10 +291,14 @@ TEST_P(CpuBackendErrorTest, BadInputsAreNamed) {
   ASSERT_TRUE(cpu->forwardFull(tokens.data(), 8, 8, {0, 0}).isOk());
   EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 6, 9, {0, 1}).status().message(),
             "window forward: the fed window [6, 9) is outside the 8 cached tokens");
-  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 3}).status().message(),
-            "forward: logit rows [0, 3) are outside the 2 tokens fed");
   EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
             "cached forward: the KV cache holds 8 tokens, the caller expected 3 of 8");
+  // A window that fails after its checks of the cache forgets the sequence, as a failed full
+  // forward does: nothing may run on K/V it half wrote.
+  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 3}).status().message(),
+            "forward: logit rows [0, 3) are outside the 2 tokens fed");
+  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 1}).status().message(),
+            "window forward: the KV cache holds 0 tokens, the caller expected all 8");
   EXPECT_EQ(cpu->reserve(1000, 1).message(),
             "a sequence of 1000 tokens exceeds the session's maximum of 128");
 }

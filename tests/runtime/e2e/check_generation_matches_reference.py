@@ -195,7 +195,7 @@ def check_bad_arguments(dlm_run, artifact):
         (["--prompt-ids", "1,2", "--cache", "triple"],
          "unknown cache mode 'triple' (expected none, prefix or dual)"),
         (["--prompt-ids", "1,2", "--policy", "entropy-bound", "--cache", "dual"],
-         "unknown cache mode 'dual' (expected none or prefix)"),
+         "the entropy-bound policy has no cache mode 'dual' (expected none or prefix)"),
         (["--prompt-ids", "1,2", "--policy", "magic"], "unknown policy 'magic'"),
         (["--prompt-ids", ",".join(["5"] * 600)], "prompt too long"),
         (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),

@@ -333,6 +333,18 @@ std::string knobError(const artifact::Attributes &overrides) {
   return status.isOk() ? "ok" : status.message();
 }
 
+// Infinities and NaNs mean nothing to any program (the legacy loops let a NaN temperature
+// through to "temperature must be >= 0"); they are refused by name.
+TEST(ProgramKnobsTest, RealsMustBeFinite) {
+  StatusOr<DecodeProgram> loaded = loadText(testing::readDecodeProgramText("low-confidence.decode"));
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  std::vector<KnobValue> values;
+  EXPECT_EQ(resolveKnobs(*loaded, {{"temperature", std::nan("")}}, values).message(),
+            "knob 'temperature' must be a finite real, got nan");
+  EXPECT_EQ(resolveKnobs(*loaded, {{"credit_alpha", HUGE_VAL}}, values).message(),
+            "knob 'credit_alpha' must be a finite real, got inf");
+}
+
 TEST(ProgramKnobsTest, ErrorsNameTheKnob) {
   EXPECT_EQ(knobError({{"stepz", int64_t{1}}}), "unknown knob 'stepz'");
   EXPECT_EQ(knobError({{"steps", std::string("x")}}), "knob 'steps' must be an integer");
@@ -469,41 +481,54 @@ TEST(DecodeInterpreterTest, HostileProgramsFailByName) {
 }
 
 // The credit records refuse what would read or allocate out of bounds.
-TEST(DecodeInterpreterTest, CreditMatricesFailByName) {
+TEST(DecodeInterpreterTest, CreditRecordsFailByName) {
   const std::string window = "reserve tokens=8 rows=4\n"
                              "seq_extend count=2 fill=token token=3\n"
                              "window begin=2 end=4\n";
-  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=-1 -> out=%m\n"))
+  EXPECT_EQ(runText(program(window + "credit_reset capacity=-1 -> out=%c\n")).status().message(),
+            "decode record 6 ('credit_reset'): a credit capacity of -1 tokens is outside [0, "
+            "65536]");
+  EXPECT_EQ(runText(program(window + "credit_reset capacity=9223372036854775807 -> out=%c\n"))
                 .status()
                 .message(),
-            "decode record 6 ('fill_matrix'): a matrix of 2 rows by -1 columns is not allowed");
-  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=9223372036854775807 -> "
-                                     "out=%m\n"))
-                .status()
-                .message(),
-            "decode record 6 ('fill_matrix'): a matrix of 2 rows by 9223372036854775807 columns "
-            "is not allowed");
-  // A matrix of other columns than the vocabulary, and one before any logits.
+            "decode record 6 ('credit_reset'): a credit capacity of 9223372036854775807 tokens "
+            "is outside [0, 65536]");
   const std::string forward = "forward mode=full count=4 keep=0 row_begin=2 row_end=4\n";
-  EXPECT_EQ(runText(program(window + forward + "fill_matrix value=0.0 columns=3 -> out=%m\n" +
-                            "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 candidates=masked\n"))
-                .status()
-                .message(),
-            "decode record 8 ('credit'): the credit matrix holds 6 values, not the window's 2 rows "
-            "by 4");
-  EXPECT_EQ(runText(program(window + "fill_matrix value=0.0 columns=4 -> out=%m\n" +
-                            "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 candidates=masked\n"))
+  const std::string credit = "credit credit=%c decay=1.0 gamma=0.2 alpha=0.7 candidates=masked\n";
+  EXPECT_EQ(runText(program(window + "credit_reset capacity=2 -> out=%c\n" + credit))
                 .status()
                 .message(),
             "decode record 7 ('credit'): no decoded logits for the window's 2 rows");
-  // The loader: a credit matrix must exist, and be a matrix.
-  EXPECT_EQ(loadError(program("credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 "
-                              "candidates=masked\n")),
-            "decode record 3 ('credit'): undefined register '%m'");
-  EXPECT_EQ(loadError(program("fill_row value=0.5 -> out=%m\n"
-                              "credit credit=%m decay=1.0 gamma=0.2 alpha=0.7 "
-                              "candidates=masked\n")),
-            "decode record 4 ('credit'): parameter 'credit' must be matrix, but '%m' is reals");
+  // Reset for another window.
+  EXPECT_EQ(runText(program("reserve tokens=8 rows=4\n"
+                            "seq_extend count=2 fill=token token=3\n"
+                            "window begin=2 end=3\n"
+                            "credit_reset capacity=2 -> out=%c\n"
+                            "window begin=2 end=4\n" +
+                            forward + credit))
+                .status()
+                .message(),
+            "decode record 9 ('credit'): the credit was reset for 1 rows, not the window's 2");
+  // A capacity of 1 holds one credited token per row: the constant model credits the same one
+  // every step, a second token would not fit.
+  EXPECT_TRUE(
+      runText(program(window + "credit_reset capacity=1 -> out=%c\n" + forward + credit + forward +
+                      credit))
+          .isOk());
+  EXPECT_EQ(runText(program(window + "credit_reset capacity=0 -> out=%c\n" + forward + credit))
+                .status()
+                .message(),
+            "decode record 8 ('credit'): row 0 credits more than its capacity of 0 tokens");
+  EXPECT_EQ(runText(program(window + "credit_reset capacity=1 -> out=%c\n" + forward +
+                            "credit credit=%c decay=1.5 gamma=0.2 alpha=0.7 candidates=masked\n"))
+                .status()
+                .message(),
+            "decode record 8 ('credit'): credit needs a decay in [0, 1] and a finite gamma and "
+            "alpha");
+  // The loader: a credit must exist, and be a credit.
+  EXPECT_EQ(loadError(program(credit)), "decode record 3 ('credit'): undefined register '%c'");
+  EXPECT_EQ(loadError(program("fill_row value=0.5 -> out=%c\n" + credit)),
+            "decode record 4 ('credit'): parameter 'credit' must be credit, but '%c' is reals");
 }
 
 // A model that records its window forwards.
@@ -640,7 +665,7 @@ TEST(DecodeInterpreterTest, NoStepAllocates) {
   EXPECT_EQ(manyLcSteps, 16);
   EXPECT_GT(fewLcAllocations, 0); // the counter counts
   EXPECT_EQ(fewLcAllocations, manyLcAllocations);
-  // Credit decoding allocates its matrix and fused logits once, whatever the steps.
+  // Credit decoding allocates its credit and fused logits once, whatever the steps.
   artifact::Attributes fewCredit = fewLc, manyCredit = manyLc;
   fewCredit["credit"] = manyCredit["credit"] = true;
   const auto [fewCreditAllocations, fewCreditSteps] =

@@ -176,28 +176,28 @@ TEST(HierarchicalAcceptTest, DeeperLevelsSplitEachSegmentAtItsChoice) {
               ElementsAre(0, 0, 0, 1, 0, 1, 0));
 }
 
-TEST(CreditTest, AddsTheTopProbabilityToThePowerGammaAtTheArgmax) {
+TEST(CreditTest, TopProbabilityIsTheArgmaxOfTheSoftmax) {
   // softmax of {0, log 3}: {0.25, 0.75}.
   const float logits[] = {0.0f, static_cast<float>(std::log(3.0))};
-  double credit[] = {0.5, 0.25};
-  addCredit(logits, 2, 0.5, credit);
-  EXPECT_DOUBLE_EQ(credit[0], 0.5);
-  EXPECT_NEAR(credit[1], 0.25 + std::sqrt(0.75), 1e-7);
-  // Ties go to the lower id: uniform over 4, 0.25^1.
+  const TopProbability top = topProbability(logits, 2);
+  EXPECT_EQ(top.token, 1);
+  EXPECT_NEAR(top.probability, 0.75, 1e-7);
+  // Ties go to the lower id: uniform over 4.
   const float flat[] = {1.0f, 1.0f, 1.0f, 1.0f};
-  double fresh[] = {0, 0, 0, 0};
-  addCredit(flat, 4, 1.0, fresh);
-  EXPECT_THAT(fresh, ElementsAre(0.25, 0, 0, 0));
+  EXPECT_EQ(topProbability(flat, 4).token, 0);
+  EXPECT_DOUBLE_EQ(topProbability(flat, 4).probability, 0.25);
 }
 
-TEST(CreditTest, FusesAlphaLogOnePlusCreditIntoTheLogits) {
-  const float logits[] = {1.0f, -2.0f, 0.5f};
-  const double credit[] = {0.0, 1.0, std::exp(2.0) - 1.0};
-  float fused[3];
-  fuseCredit(logits, credit, 3, 0.5, fused);
-  EXPECT_FLOAT_EQ(fused[0], 1.0f);
-  EXPECT_FLOAT_EQ(fused[1], static_cast<float>(-2.0 + 0.5 * std::log(2.0)));
-  EXPECT_FLOAT_EQ(fused[2], 1.5f);
+TEST(CreditTest, CreditedLogitAddsAlphaLogOnePlusCredit) {
+  EXPECT_EQ(creditedLogit(1.0f, 0.0, 0.5), 1.0f); // no credit: the logit, exactly
+  EXPECT_FLOAT_EQ(creditedLogit(-2.0f, 1.0, 0.5), static_cast<float>(-2.0 + 0.5 * std::log(2.0)));
+  EXPECT_FLOAT_EQ(creditedLogit(0.5f, std::exp(2.0) - 1.0, 0.5), 1.5f);
+}
+
+TEST(ConfidenceOrderTest, NanRanksLast) {
+  std::vector<int64_t> order;
+  confidenceOrder({std::nan(""), 0.5, std::nan(""), 0.9}, {0, 1, 2, 3}, order);
+  EXPECT_THAT(order, ElementsAre(3, 1, 0, 2));
 }
 
 } // namespace
