@@ -62,9 +62,10 @@ public:
   virtual int64_t maxSequenceLength() const = 0;
   // Optional: what the backend holds (zeros when it does not say).
   virtual MemoryUsage memoryUsage() const { return {}; }
-  // Optional: whether this backend runs `record`, else why not ("not supported yet: ..."). A
-  // backend asks it of every record when it is created, so that a program it cannot run fails
-  // by name then, not in a forward.
+  // Optional: whether this backend runs `record`, else an error naming the record and why. A
+  // backend that cannot run every kind asks it of each record when it is created (the CUDA
+  // backend does; the CPU backend runs every kind), so that a program it cannot run fails by
+  // name then, not in a forward.
   virtual Status supports(const program::ProgramRecord & /*record*/) const {
     return Status::ok();
   }
