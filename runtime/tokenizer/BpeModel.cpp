@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <queue>
 #include <shared_mutex>
@@ -32,7 +34,7 @@ struct BpeModel::WordCache {
   std::unordered_map<std::string, std::vector<int32_t>> idsByWord;
 };
 
-BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) {}
+BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) { byteTokenIds_.fill(-1); }
 BpeModel::BpeModel(BpeModel &&) noexcept = default;
 BpeModel &BpeModel::operator=(BpeModel &&) noexcept = default;
 BpeModel::~BpeModel() = default;
@@ -120,15 +122,20 @@ StatusOr<BpeModel> BpeModel::fromJson(const Json &config) {
     return Status::error("not supported yet: BPE continuing_subword_prefix");
   if (!isNullOrEmptyString(config, "end_of_word_suffix"))
     return Status::error("not supported yet: BPE end_of_word_suffix");
-  const auto byteFallback = config.find("byte_fallback");
-  if (byteFallback != config.end() && byteFallback->is_boolean() && byteFallback->get<bool>())
-    return Status::error("not supported yet: BPE byte_fallback");
-
   BpeModel model;
   DLM_RETURN_IF_ERROR(model.loadVocabulary(config.contains("vocab") ? config["vocab"] : Json()));
   DLM_RETURN_IF_ERROR(model.loadMerges(config.contains("merges") ? config["merges"] : Json()));
   model.ignoreMerges_ = config.value("ignore_merges", false);
   model.fuseUnknown_ = config.value("fuse_unk", false);
+  model.byteFallback_ = config.value("byte_fallback", false);
+  model.byteTokenIds_.fill(-1);
+  for (int byte = 0; byte < 256; ++byte) {
+    // Hugging Face looks up format!("<{b:#04X}>"): "<0x" and two upper-case hex digits.
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", byte);
+    if (const auto id = model.vocabulary_.find(name); id != model.vocabulary_.end())
+      model.byteTokenIds_[byte] = id->second;
+  }
   const auto unknown = config.find("unk_token");
   if (unknown != config.end() && unknown->is_string()) {
     const auto id = model.vocabulary_.find(unknown->get<std::string>());
@@ -157,19 +164,32 @@ std::vector<int32_t> BpeModel::mergeWord(std::string_view word) const {
       symbols[index - 1].next = index;
   };
 
+  // A character with no token goes through byte fallback, then the unknown token. Like Hugging
+  // Face, byte tokens are added without first emitting a pending unknown token, so an unknown
+  // character followed by a byte-fallback character comes out as bytes, then <unk>.
   uint32_t pendingUnknownLength = 0; // bytes of a run of unknown characters not yet emitted
   size_t offset = 0;
   while (offset < word.size()) {
     const size_t length = utf8CharLength(word, offset);
-    const auto id = vocabulary_.find(std::string(word.substr(offset, length)));
+    const std::string_view character = word.substr(offset, length);
     offset += length;
+    const auto id = vocabulary_.find(std::string(character));
     if (id != vocabulary_.end()) {
       if (pendingUnknownLength) {
         addSymbol(*unknownId_, pendingUnknownLength);
         pendingUnknownLength = 0;
       }
       addSymbol(id->second, static_cast<uint32_t>(length));
-    } else if (unknownId_) {
+      continue;
+    }
+    if (byteFallback_ && std::all_of(character.begin(), character.end(), [this](char byte) {
+          return byteTokenIds_[static_cast<unsigned char>(byte)] >= 0;
+        })) {
+      for (const char byte : character)
+        addSymbol(byteTokenIds_[static_cast<unsigned char>(byte)], 1);
+      continue;
+    }
+    if (unknownId_) {
       if (pendingUnknownLength && !fuseUnknown_) {
         addSymbol(*unknownId_, pendingUnknownLength);
         pendingUnknownLength = 0;

@@ -1,13 +1,16 @@
 // The BPE "model" of tokenizer.json: a vocabulary and ranked merges. A word is split into its
 // characters, then the adjacent pair with the lowest merge rank (leftmost on ties) is merged until
-// no pair merges, exactly as Hugging Face's BPE does with its priority queue. Results for words
-// seen before come from a cache, so repeated words cost one lookup.
+// no pair merges, exactly as Hugging Face's BPE does with its priority queue. With byte_fallback
+// (SentencePiece conversions), a character missing from the vocabulary becomes the <0xNN> tokens
+// of its UTF-8 bytes. Results for words seen before come from a cache, so repeated words cost one
+// lookup.
 #pragma once
 
 #include "support/Status.h"
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,8 +30,9 @@ public:
   BpeModel &operator=(BpeModel &&) noexcept;
   ~BpeModel();
 
-  // Appends the ids of one pre-token to `ids`. Characters missing from the vocabulary become the
-  // unknown token when the model has one and are dropped otherwise (as Hugging Face does).
+  // Appends the ids of one pre-token to `ids`. A character missing from the vocabulary becomes its
+  // byte tokens with byte_fallback (when all of them exist), else the unknown token when the
+  // model has one, and is dropped otherwise (as Hugging Face does).
   void tokenize(std::string_view word, std::vector<int32_t> &ids) const;
 
   std::optional<int32_t> tokenToId(std::string_view token) const;
@@ -62,6 +66,8 @@ private:
   bool ignoreMerges_ = false;
   std::optional<int32_t> unknownId_;
   bool fuseUnknown_ = false;
+  bool byteFallback_ = false;
+  std::array<int32_t, 256> byteTokenIds_; // id of "<0xNN>" for each byte, or -1
   std::unique_ptr<WordCache> cache_;
 };
 

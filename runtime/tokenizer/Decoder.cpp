@@ -1,36 +1,242 @@
 #include "runtime/tokenizer/Decoder.h"
 
 #include "runtime/tokenizer/ByteLevel.h"
+#include "runtime/tokenizer/Utf8.h"
 
 #include <nlohmann/json.hpp>
 
 namespace dlm::tokenizer {
+namespace {
 
-StatusOr<Decoder> Decoder::fromJson(const nlohmann::json &config) {
-  Decoder decoder;
-  if (config.is_null())
-    return decoder;
+using Json = nlohmann::json;
+
+// Sequences inside sequences are allowed, but not without bound (the loader recurses).
+constexpr int kMaxSequenceDepth = 16;
+const std::string kReplacementCharacter = "\xEF\xBF\xBD";
+
+int hexDigitValue(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+// The byte a "<0xNN>" token stands for. Hugging Face checks the length (6 bytes), "<0x" and ">",
+// then parses the two characters with Rust's u8::from_str_radix, which takes either case and a
+// '+' sign: "<0x+A>" is byte 0x0A too.
+std::optional<unsigned char> byteOfToken(std::string_view token) {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>')
+    return std::nullopt;
+  std::string_view digits = token.substr(3, 2);
+  if (digits.front() == '+')
+    digits.remove_prefix(1);
+  int value = 0;
+  for (const char c : digits) {
+    const int digit = hexDigitValue(c);
+    if (digit < 0)
+      return std::nullopt;
+    value = value * 16 + digit;
+  }
+  return static_cast<unsigned char>(value);
+}
+
+// A JSON value that must be a string of exactly one character.
+StatusOr<std::string> oneCharacter(const Json &config, const char *key, const std::string &where) {
+  const auto it = config.find(key);
+  if (it == config.end() || !it->is_string())
+    return Status::error(where + " has no \"" + key + "\" string");
+  std::string text = it->get<std::string>();
+  if (text.empty() || utf8CharLength(text, 0) != text.size())
+    return Status::error(where + ": \"" + key + "\" must be one character, not '" + text + "'");
+  return text;
+}
+
+StatusOr<size_t> count(const Json &config, const char *key, const std::string &where) {
+  const auto it = config.find(key);
+  if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+    return Status::error(where + " has no non-negative integer \"" + key + "\"");
+  return static_cast<size_t>(it->get<int64_t>());
+}
+
+} // namespace
+
+// The token list between steps. With keepCutCharacter, `cutCharacter` holds the raw bytes of a
+// character cut short that belong after the last token.
+struct Decoder::Tokens {
+  std::vector<std::string> list;
+  std::string cutCharacter;
+};
+
+Status Decoder::append(const Json &config, int depth) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     return Status::error("decoder has no \"type\"");
   const std::string type = config["type"].get<std::string>();
-  // Some exporters wrap the one decoder in a Sequence; that is the decoder itself.
-  if (type == "Sequence" && config.contains("decoders") && config["decoders"].is_array() &&
-      config["decoders"].size() == 1)
-    return fromJson(config["decoders"][0]);
-  if (type != "ByteLevel")
+  if (type == "Sequence") {
+    if (!config.contains("decoders") || !config["decoders"].is_array())
+      return Status::error("decoder Sequence has no \"decoders\" list");
+    if (depth >= kMaxSequenceDepth)
+      return Status::error("decoder Sequences are nested more than " +
+                           std::to_string(kMaxSequenceDepth) + " deep");
+    for (const Json &inner : config["decoders"])
+      DLM_RETURN_IF_ERROR(append(inner, depth + 1));
+    return Status::ok();
+  }
+
+  Step step;
+  if (type == "ByteLevel") {
+    step.kind = Step::Kind::ByteLevel;
+  } else if (type == "ByteFallback") {
+    step.kind = Step::Kind::ByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = Step::Kind::Fuse;
+  } else if (type == "Replace") {
+    StatusOr<Replace> replace = Replace::fromJson(config, "decoder");
+    if (!replace)
+      return replace.status();
+    step.kind = Step::Kind::Replace;
+    step.replace = std::move(*replace);
+  } else if (type == "Metaspace") {
+    StatusOr<Metaspace> metaspace = Metaspace::fromJson(config, "decoder");
+    if (!metaspace)
+      return metaspace.status();
+    step.kind = Step::Kind::Metaspace;
+    step.metaspace = std::move(*metaspace);
+  } else if (type == "Strip") {
+    step.kind = Step::Kind::Strip;
+    DLM_ASSIGN_OR_RETURN(step.stripContent, oneCharacter(config, "content", "decoder Strip"));
+    DLM_ASSIGN_OR_RETURN(step.stripStart, count(config, "start", "decoder Strip"));
+    DLM_ASSIGN_OR_RETURN(step.stripStop, count(config, "stop", "decoder Strip"));
+  } else {
     return Status::error("not supported yet: decoder " + type);
-  decoder.byteLevel_ = true;
+  }
+  steps_.push_back(std::move(step));
+  return Status::ok();
+}
+
+StatusOr<Decoder> Decoder::fromJson(const Json &config) {
+  Decoder decoder;
+  if (config.is_null()) {
+    decoder.joinWithSpaces_ = true;
+    return decoder;
+  }
+  DLM_RETURN_IF_ERROR(decoder.append(config, 0));
   return decoder;
 }
 
-void Decoder::appendToken(std::string &out, std::string_view token, bool first) const {
-  if (byteLevel_) {
-    appendByteLevelDecoded(out, token);
+void Decoder::applyStep(const Step &step, Tokens &tokens, bool keepCutCharacter) {
+  std::vector<std::string> &list = tokens.list;
+  switch (step.kind) {
+  case Step::Kind::ByteLevel: {
+    // All tokens become one string of bytes, repaired as Rust's from_utf8_lossy does.
+    std::string bytes;
+    for (const std::string &token : list)
+      appendByteLevelDecoded(bytes, token);
+    bytes += tokens.cutCharacter;
+    const size_t cut = keepCutCharacter ? cutCharacterLength(bytes) : 0;
+    tokens.cutCharacter = bytes.substr(bytes.size() - cut);
+    bytes.resize(bytes.size() - cut);
+    list.assign(1, isValidUtf8(bytes) ? std::move(bytes) : repairUtf8(bytes));
     return;
   }
-  if (!first)
-    out += ' ';
-  out.append(token);
+  case Step::Kind::Replace:
+    for (std::string &token : list)
+      token = step.replace->apply(token);
+    return;
+  case Step::Kind::ByteFallback: {
+    // Each run of byte tokens becomes its text when that is valid UTF-8, or else one U+FFFD per
+    // byte (not per invalid sequence, unlike from_utf8_lossy).
+    std::vector<std::string> out;
+    out.reserve(list.size());
+    std::string run; // one byte per byte token
+    const auto flushRun = [&](bool atEnd) {
+      if (run.empty())
+        return;
+      if (isValidUtf8(run)) {
+        out.push_back(std::move(run));
+      } else if (const size_t cut = cutCharacterLength(run);
+                 atEnd && keepCutCharacter && tokens.cutCharacter.empty() && cut > 0 &&
+                 isValidUtf8(std::string_view(run).substr(0, run.size() - cut))) {
+        // The rest of the character may still come: keep its first bytes for the caller.
+        tokens.cutCharacter = run.substr(run.size() - cut);
+        run.resize(run.size() - cut);
+        out.push_back(std::move(run));
+      } else {
+        std::string replaced;
+        for (size_t i = 0; i < run.size(); ++i)
+          replaced += kReplacementCharacter;
+        out.push_back(std::move(replaced));
+      }
+      run.clear();
+    };
+    for (std::string &token : list) {
+      if (const std::optional<unsigned char> byte = byteOfToken(token)) {
+        run += static_cast<char>(*byte);
+        continue;
+      }
+      flushRun(false);
+      out.push_back(std::move(token));
+    }
+    flushRun(true);
+    list = std::move(out);
+    return;
+  }
+  case Step::Kind::Fuse: {
+    std::string fused;
+    for (const std::string &token : list)
+      fused += token;
+    list.assign(1, std::move(fused));
+    return;
+  }
+  case Step::Kind::Strip: {
+    const std::string &content = step.stripContent;
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string_view token = list[i];
+      size_t begin = 0, end = token.size();
+      for (size_t n = 0; n < step.stripStart && token.substr(begin, content.size()) == content; ++n)
+        begin += content.size();
+      // A cut character ends the last token, and it is not the content. Hugging Face panics when
+      // the two cuts cross; here they stop at each other.
+      const bool endsInCutCharacter = i + 1 == list.size() && !tokens.cutCharacter.empty();
+      for (size_t n = 0;
+           n < step.stripStop && !endsInCutCharacter && end >= begin + content.size() &&
+           token.substr(end - content.size(), content.size()) == content;
+           ++n)
+        end -= content.size();
+      list[i] = std::string(token.substr(begin, end - begin));
+    }
+    return;
+  }
+  case Step::Kind::Metaspace:
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string decoded;
+      step.metaspace->decodeToken(decoded, list[i], i);
+      list[i] = std::move(decoded);
+    }
+    return;
+  }
+}
+
+std::string Decoder::decode(const std::vector<std::string_view> &tokens,
+                            bool keepCutCharacter) const {
+  std::string text;
+  if (joinWithSpaces_) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0)
+        text += ' ';
+      text.append(tokens[i]);
+    }
+    return text;
+  }
+  Tokens state;
+  state.list.assign(tokens.begin(), tokens.end());
+  for (const Step &step : steps_)
+    applyStep(step, state, keepCutCharacter);
+  for (const std::string &token : state.list)
+    text += token;
+  return text + state.cutCharacter;
 }
 
 } // namespace dlm::tokenizer

@@ -9,6 +9,9 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Sequences inside sequences are allowed, but not without bound (the loader recurses).
+constexpr int kMaxSequenceDepth = 16;
+
 // A template piece names either the sequence ("A") or a special token listed in
 // "special_tokens", whose ids it stands for.
 Status templateIds(const Json &config, std::vector<int32_t> &prefix, std::vector<int32_t> &suffix) {
@@ -56,7 +59,7 @@ StatusOr<int32_t> pairId(const Json &config, const char *key, const std::string 
 
 } // namespace
 
-Status PostProcessor::append(const Json &config) {
+Status PostProcessor::append(const Json &config, int depth) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     return Status::error("post_processor has no \"type\"");
   const std::string type = config["type"].get<std::string>();
@@ -65,8 +68,11 @@ Status PostProcessor::append(const Json &config) {
   if (type == "Sequence") {
     if (!config.contains("processors") || !config["processors"].is_array())
       return Status::error("post_processor Sequence has no \"processors\" list");
+    if (depth >= kMaxSequenceDepth)
+      return Status::error("post_processor Sequences are nested more than " +
+                           std::to_string(kMaxSequenceDepth) + " deep");
     for (const Json &inner : config["processors"])
-      DLM_RETURN_IF_ERROR(append(inner));
+      DLM_RETURN_IF_ERROR(append(inner, depth + 1));
     return Status::ok();
   }
   std::vector<int32_t> prefix, suffix;
@@ -93,7 +99,7 @@ Status PostProcessor::append(const Json &config) {
 StatusOr<PostProcessor> PostProcessor::fromJson(const Json &config) {
   PostProcessor processor;
   if (!config.is_null())
-    DLM_RETURN_IF_ERROR(processor.append(config));
+    DLM_RETURN_IF_ERROR(processor.append(config, 0));
   return processor;
 }
 

@@ -25,7 +25,7 @@ public:
   const std::vector<int32_t> &suffixIds() const { return suffix_; }
 
 private:
-  Status append(const nlohmann::json &config);
+  Status append(const nlohmann::json &config, int depth);
 
   std::vector<int32_t> prefix_;
   std::vector<int32_t> suffix_;

@@ -4,10 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace dlm::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
+
+// Sequences inside sequences are allowed, but not without bound (the loader recurses).
+constexpr int kMaxSequenceDepth = 16;
 
 // The pattern GPT-2 (and ByteLevel with use_regex=true) splits words with.
 constexpr const char *kGpt2Pattern =
@@ -99,7 +104,7 @@ std::vector<Segment> applyBehavior(std::vector<Segment> segments, SplitBehavior 
 
 } // namespace
 
-Status PreTokenizer::appendSteps(const Json &config, std::vector<Step> &steps) {
+Status PreTokenizer::appendSteps(const Json &config, int depth, std::vector<Step> &steps) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     return Status::error("pre_tokenizer has no \"type\"");
   const std::string type = config["type"].get<std::string>();
@@ -107,8 +112,11 @@ Status PreTokenizer::appendSteps(const Json &config, std::vector<Step> &steps) {
   if (type == "Sequence") {
     if (!config.contains("pretokenizers") || !config["pretokenizers"].is_array())
       return Status::error("pre_tokenizer Sequence has no \"pretokenizers\" list");
+    if (depth >= kMaxSequenceDepth)
+      return Status::error("pre_tokenizer Sequences are nested more than " +
+                           std::to_string(kMaxSequenceDepth) + " deep");
     for (const Json &inner : config["pretokenizers"])
-      DLM_RETURN_IF_ERROR(appendSteps(inner, steps));
+      DLM_RETURN_IF_ERROR(appendSteps(inner, depth + 1, steps));
     return Status::ok();
   }
 
@@ -122,6 +130,16 @@ Status PreTokenizer::appendSteps(const Json &config, std::vector<Step> &steps) {
         return regex.status().withContext("pre_tokenizer ByteLevel");
       step.regex = std::move(*regex);
     }
+    steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  if (type == "Metaspace") {
+    StatusOr<Metaspace> metaspace = Metaspace::fromJson(config, "pre_tokenizer");
+    if (!metaspace)
+      return metaspace.status();
+    step.kind = Step::Kind::Metaspace;
+    step.metaspace = std::move(*metaspace);
     steps.push_back(std::move(step));
     return Status::ok();
   }
@@ -156,58 +174,98 @@ Status PreTokenizer::appendSteps(const Json &config, std::vector<Step> &steps) {
 StatusOr<PreTokenizer> PreTokenizer::fromJson(const Json &config) {
   PreTokenizer preTokenizer;
   if (!config.is_null())
-    DLM_RETURN_IF_ERROR(appendSteps(config, preTokenizer.steps_));
+    DLM_RETURN_IF_ERROR(appendSteps(config, 0, preTokenizer.steps_));
   return preTokenizer;
 }
 
-void PreTokenizer::applyStep(const Step &step, std::string_view text,
-                             std::vector<std::string> &out) {
+void PreTokenizer::applyStep(const Step &step, const Piece &piece, std::vector<Piece> &out) {
+  // A sub-piece starting at `offset` keeps the part of the parent's `aligned` prefix it covers.
+  const auto emitFrom = [&out](std::string text, size_t offset, size_t aligned) {
+    if (!text.empty()) {
+      const size_t kept = offset < aligned ? std::min(aligned - offset, text.size()) : 0;
+      out.push_back({std::move(text), kept});
+    }
+  };
+  const auto emit = [&](std::string text, size_t offset) {
+    emitFrom(std::move(text), offset, piece.startAligned);
+  };
+  const std::string_view whole = piece.text;
+
   if (step.kind == Step::Kind::Split) {
-    for (const Segment &piece :
-         applyBehavior(segmentsOf(*step.regex, text, step.invert), step.behavior))
-      if (piece.end > piece.begin)
-        out.emplace_back(text.substr(piece.begin, piece.end - piece.begin));
+    for (const Segment &segment :
+         applyBehavior(segmentsOf(*step.regex, whole, step.invert), step.behavior))
+      emit(std::string(whole.substr(segment.begin, segment.end - segment.begin)), segment.begin);
     return;
   }
 
+  if (step.kind == Step::Kind::Metaspace) {
+    const Metaspace &metaspace = *step.metaspace;
+    size_t aligned = piece.startAligned;
+    const std::string replaced = metaspace.replaceSpaces(whole, aligned);
+    if (!metaspace.split()) {
+      emitFrom(replaced, 0, aligned);
+      return;
+    }
+    // Split with MergedWithNext on one character: a new piece starts at each replacement
+    // character (consecutive ones stand alone but the last, which joins what follows).
+    const std::string &mark = metaspace.replacement();
+    size_t begin = 0;
+    for (size_t at = replaced.find(mark, 1); at != std::string::npos;
+         at = replaced.find(mark, at + mark.size())) {
+      emitFrom(replaced.substr(begin, at - begin), begin, aligned);
+      begin = at;
+    }
+    emitFrom(replaced.substr(begin), begin, aligned);
+    return;
+  }
+
+  std::string_view text = whole;
   std::string prefixed;
+  size_t aligned = piece.startAligned;
   if (step.addPrefixSpace && (text.empty() || text.front() != ' ')) {
     prefixed = " ";
     prefixed.append(text);
     text = prefixed;
+    if (aligned > 0) // the space takes the alignment of the first character
+      ++aligned;
   }
-  const auto appendEncoded = [&out](std::string_view word) {
+  const auto appendEncoded = [&](std::string_view word, size_t offset) {
     if (word.empty())
       return;
     std::string encoded;
     encoded.reserve(word.size() * 2);
     appendByteLevelEncoded(encoded, word);
-    out.push_back(std::move(encoded));
+    // Each byte becomes one alphabet character, aligned as the byte was.
+    std::string alignedPart;
+    if (offset < aligned)
+      appendByteLevelEncoded(alignedPart, word.substr(0, aligned - offset));
+    out.push_back({std::move(encoded), alignedPart.size()});
   };
   if (!step.regex) {
-    appendEncoded(text);
+    appendEncoded(text, 0);
     return;
   }
-  for (const Segment &piece : segmentsOf(*step.regex, text, /*invert=*/false))
-    appendEncoded(text.substr(piece.begin, piece.end - piece.begin));
+  for (const Segment &segment : segmentsOf(*step.regex, text, /*invert=*/false))
+    appendEncoded(text.substr(segment.begin, segment.end - segment.begin), segment.begin);
 }
 
-void PreTokenizer::apply(std::string_view text, std::vector<std::string> &out) const {
+void PreTokenizer::apply(std::string_view text, size_t startAligned,
+                         std::vector<std::string> &out) const {
   if (text.empty())
     return;
   if (steps_.empty()) {
     out.emplace_back(text);
     return;
   }
-  std::vector<std::string> current{std::string(text)}, next;
+  std::vector<Piece> current{Piece{std::string(text), std::min(startAligned, text.size())}}, next;
   for (const Step &step : steps_) {
     next.clear();
-    for (const std::string &piece : current)
+    for (const Piece &piece : current)
       applyStep(step, piece, next);
     current.swap(next);
   }
-  for (std::string &piece : current)
-    out.push_back(std::move(piece));
+  for (Piece &piece : current)
+    out.push_back(std::move(piece.text));
 }
 
 } // namespace dlm::tokenizer

@@ -26,6 +26,9 @@ public:
   // out (every caller drops empty pieces). `text` must be valid UTF-8.
   std::vector<std::pair<size_t, size_t>> findAll(std::string_view text) const;
 
+  // True when the pattern may match empty text (PCRE2's lower bound on a match's length is 0).
+  bool canMatchEmpty() const;
+
 private:
   struct Compiled;
   explicit Regex(std::unique_ptr<Compiled> compiled);

@@ -29,6 +29,8 @@ struct Tokenizer::Impl {
   tokenizer::Decoder decoder;
 
   static StatusOr<std::unique_ptr<Impl>> load(const Json &root);
+  StatusOr<std::string> decode(const std::vector<int32_t> &ids, bool skipSpecialTokens,
+                               bool keepCutCharacter, int32_t vocabSize) const;
 };
 
 namespace {
@@ -135,8 +137,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
       continue;
     }
     std::string_view piece = text.substr(raw.begin, raw.end - raw.begin);
+    // Bytes of the normalized piece that Hugging Face aligns with the piece's first character.
+    size_t startAligned = piece.empty() ? 0 : tokenizer::utf8CharLength(piece, 0);
     if (!impl.normalizer.isIdentity()) {
-      normalized = impl.normalizer.apply(piece);
+      normalized = impl.normalizer.apply(piece, &startAligned);
       piece = normalized;
     }
     for (const tokenizer::TextSpan &span : impl.addedVocabulary.split(piece, true)) {
@@ -145,7 +149,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
         continue;
       }
       words.clear();
-      impl.preTokenizer.apply(piece.substr(span.begin, span.end - span.begin), words);
+      const size_t spanAligned =
+          raw.begin == 0 && span.begin < startAligned ? startAligned - span.begin : 0;
+      impl.preTokenizer.apply(piece.substr(span.begin, span.end - span.begin), spanAligned, words);
       for (const std::string &word : words)
         impl.model.tokenize(word, ids);
     }
@@ -153,43 +159,42 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
   return addSpecialTokens ? impl.postProcessor.apply(std::move(ids)) : ids;
 }
 
-StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
-                                             bool skipSpecialTokens) const {
-  const Impl &impl = *impl_;
-  std::string out;
-  bool first = true;
+StatusOr<std::string> Tokenizer::Impl::decode(const std::vector<int32_t> &ids,
+                                              bool skipSpecialTokens, bool keepCutCharacter,
+                                              int32_t vocabSize) const {
+  std::vector<std::string_view> tokens;
+  tokens.reserve(ids.size());
   for (const int32_t id : ids) {
     const std::string *token = nullptr;
     bool special = false;
-    if (const AddedToken *added = impl.addedVocabulary.findById(id)) {
+    if (const AddedToken *added = addedVocabulary.findById(id)) {
       token = &added->content;
       special = added->special;
     } else {
-      token = impl.model.idToToken(id);
+      token = model.idToToken(id);
     }
     if (!token) {
-      if (id < 0 || id >= vocabSize())
+      if (id < 0 || id >= vocabSize)
         return Status::error("token id " + std::to_string(id) +
-                             " is out of range (vocabulary size " + std::to_string(vocabSize()) +
+                             " is out of range (vocabulary size " + std::to_string(vocabSize) +
                              ")");
       return Status::error("token id " + std::to_string(id) + " has no token");
     }
     if (skipSpecialTokens && special)
       continue;
-    impl.decoder.appendToken(out, *token, first);
-    first = false;
+    tokens.push_back(*token);
   }
-  return out;
+  return decoder.decode(tokens, keepCutCharacter);
+}
+
+StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
+                                             bool skipSpecialTokens) const {
+  return impl_->decode(ids, skipSpecialTokens, /*keepCutCharacter=*/true, vocabSize());
 }
 
 StatusOr<std::string> Tokenizer::decode(const std::vector<int32_t> &ids,
                                         bool skipSpecialTokens) const {
-  StatusOr<std::string> bytes = decodeBytes(ids, skipSpecialTokens);
-  if (!bytes)
-    return bytes.status();
-  if (tokenizer::isValidUtf8(*bytes))
-    return bytes;
-  return tokenizer::repairUtf8(*bytes);
+  return impl_->decode(ids, skipSpecialTokens, /*keepCutCharacter=*/false, vocabSize());
 }
 
 std::optional<int32_t> Tokenizer::tokenToId(std::string_view token) const {

@@ -1,5 +1,6 @@
-// Hugging Face tokenizer.json for byte-level BPE models (GPT-2, Llama 3, Qwen2/3, LLaDA, Dream),
-// implemented without Python or Rust: added tokens are cut out first, the rest is normalized,
+// Hugging Face tokenizer.json for BPE models, implemented without Python or Rust: byte-level BPE
+// (GPT-2, Llama 3, Qwen2/3, LLaDA, Dream) and SentencePiece-converted BPE with byte fallback
+// (Gemma, Llama 2, Mistral). Added tokens are cut out first, the rest is normalized,
 // pre-tokenized and merged by BPE, then the post-processor adds special tokens. encode() and
 // decode() give the same ids and text as the `tokenizers` library does for these files.
 //
@@ -47,8 +48,11 @@ public:
   // Fails on an id that names no token.
   StatusOr<std::string> decode(const std::vector<int32_t> &ids,
                                bool skipSpecialTokens = false) const;
-  // The raw bytes of `ids` before UTF-8 repair. A streaming caller appends these and emits text
-  // only up to the last complete character.
+  // decode(), except that a character cut short at the very end stays as its first raw bytes
+  // instead of becoming U+FFFD. A streaming caller decodes the ids so far and emits text only up
+  // to the last complete character. (With byte fallback, Hugging Face turns a whole run of
+  // <0xNN> tokens into U+FFFDs when it does not end as valid UTF-8; a stream may already have
+  // shown the complete characters at the start of such a run.)
   StatusOr<std::string> decodeBytes(const std::vector<int32_t> &ids,
                                     bool skipSpecialTokens = false) const;
 

@@ -139,4 +139,20 @@ std::string repairUtf8(std::string_view text) {
   return out;
 }
 
+size_t cutCharacterLength(std::string_view text) {
+  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const size_t start = text.size() - back;
+    const auto lead = static_cast<unsigned char>(text[start]);
+    if (isContinuation(lead))
+      continue;
+    if (lead < 0xC2 || lead > 0xF4)
+      return 0;
+    // A lead byte whose following bytes are all allowed continuations, but too few of them.
+    bool complete = false;
+    const size_t length = scanCharacter(text, start, complete);
+    return !complete && length == back ? back : 0;
+  }
+  return 0;
+}
+
 } // namespace dlm::tokenizer

@@ -28,4 +28,8 @@ bool isValidUtf8(std::string_view text);
 // `text` with each maximal invalid subsequence replaced by U+FFFD.
 std::string repairUtf8(std::string_view text);
 
+// Length of the bytes at the end of `text` that begin a valid character cut short (0-3): what a
+// streaming decoder holds back until the rest of the character arrives.
+size_t cutCharacterLength(std::string_view text);
+
 } // namespace dlm::tokenizer

@@ -325,8 +325,9 @@ TEST(TokenizerErrors, UnsupportedStages) {
   config["normalizer"] = {{"type", "Sequence"},
                           {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "NFKC"}}})}};
   EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: normalizer NFKC");
-  config = byteLevelTokenizer({}, {{"type", "Metaspace"}});
-  EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: pre_tokenizer Metaspace");
+  config = byteLevelTokenizer({}, {{"type", "Whitespace"}});
+  EXPECT_EQ(loadError(config.dump()),
+            "tokenizer.json: not supported yet: pre_tokenizer Whitespace");
   config = byteLevelTokenizer({});
   config["decoder"] = {{"type", "WordPiece"}};
   EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: decoder WordPiece");

@@ -42,6 +42,19 @@ TEST(Utf8, ForbiddenSequencesBecomeOneReplacementPerByte) {
   EXPECT_FALSE(isValidUtf8("\xED\xA0\x80"));
 }
 
+TEST(Utf8, CutCharacterAtTheEnd) {
+  EXPECT_EQ(cutCharacterLength(""), 0u);
+  EXPECT_EQ(cutCharacterLength("ab"), 0u);
+  EXPECT_EQ(cutCharacterLength("a\xC3"), 1u);        // first byte of é
+  EXPECT_EQ(cutCharacterLength("a\xE2\x82"), 2u);    // two of the three bytes of €
+  EXPECT_EQ(cutCharacterLength("\xF0\x9F\x98"), 3u); // three of the four bytes of 😀
+  EXPECT_EQ(cutCharacterLength("\xE2\x82\xAC"), 0u); // complete
+  EXPECT_EQ(cutCharacterLength("a\xFF"), 0u);        // invalid, not cut
+  EXPECT_EQ(cutCharacterLength("\xE0\x80"), 0u);     // overlong start, not cut
+  EXPECT_EQ(cutCharacterLength("\xED\xA0"), 0u);     // surrogate start, not cut
+  EXPECT_EQ(cutCharacterLength("\x82\x82"), 0u);     // stray continuation bytes
+}
+
 TEST(Utf8, DecodeAndEncodeRoundTrip) {
   for (char32_t codePoint : {U'A', U'\u00E9', U'\u20AC', U'\U0001F600', U'\U0010FFFF'}) {
     std::string encoded;
