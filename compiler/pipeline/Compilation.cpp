@@ -124,6 +124,14 @@ Status validateOptions(const CompileOptions &options) {
     if (std::find(policies.begin(), policies.begin() + i, policies[i]) != policies.begin() + i)
       return fail("--policy names " + policies[i] + " twice");
   }
+  // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
+  // for the default programs; DiffusionGemma's model side (encoder/decoder forwards,
+  // self-conditioning) does not exist yet either (compiler/programs/decode/diffusion-gemma.decode).
+  const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
+  if (std::find(defaults.begin(), defaults.end(), policies.front()) == defaults.end())
+    return fail("not supported yet: --policy " + policies.front() +
+                " as the artifact's default program; name it after " + program::oneOf(defaults) +
+                " (e.g. --policy " + defaults.front() + "," + policies.front() + ")");
   if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
     return fail("--gen-length, --block-length and --steps must be positive");
   if (options.genLength % options.blockLength != 0)

@@ -14,8 +14,11 @@
 
 namespace dlm::programs {
 
-// The policies there is a decode program for, in dlmc's default order.
+// The policies there is a decode program for: the default ones in dlmc's default order, then
+// those embedded only on request (diffusion-gemma).
 std::vector<std::string> decodeProgramPolicies();
+// The ones dlmc compile embeds without --policy, in its default order.
+std::vector<std::string> defaultDecodeProgramPolicies();
 
 // The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),
 // those the program declares become its stored knobs; `unroll` becomes every denoise loop's unroll

@@ -87,6 +87,8 @@ private:
       return static_cast<size_t>(code_[static_cast<size_t>(in.target)].target) + 1;
     default:
       DLM_RETURN_IF_ERROR(runHandler(in, pc));
+      if (const ProgramTestHooks *hooks = state_.request.testHooks; hooks && hooks->afterRecord)
+        hooks->afterRecord(state_.program.recordKind(pc), RegisterView(state_));
       return pc + 1;
     }
   }
@@ -205,7 +207,8 @@ private:
     // A plan holds every step the loop may run; a loop longer than any device loop captures
     // (a request's max_steps, say) runs on the host rather than allocating a plan that size.
     constexpr int64_t kMaxPlanSteps = int64_t{1} << 14;
-    if (frame.limit > kMaxPlanSteps)
+    // Test hooks replace host draws and watch host records: the host runs the loop.
+    if (frame.limit > kMaxPlanSteps || state_.request.testHooks)
       return false;
     StatusOr<sampling::LoopPlan> plan =
         detail::buildLoopPlan(state_, pc, frame.limit, frame.capped, frame.base);

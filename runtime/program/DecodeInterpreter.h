@@ -14,9 +14,55 @@
 #include "runtime/sampling/Decoding.h"
 
 #include <cstdint>
+#include <functional>
+#include <string_view>
 #include <vector>
 
 namespace dlm::program {
+
+namespace detail {
+class State;
+struct Register;
+} // namespace detail
+
+// Read access to a running program's registers by name (without the '%'), for test hooks. A
+// name the program lacks, or a register of another type, reads as an empty register.
+class RegisterView {
+public:
+  explicit RegisterView(const detail::State &state) : state_(state) {}
+
+  int64_t integer(std::string_view name) const;
+  double real(std::string_view name) const;
+  bool boolean(std::string_view name) const;
+  const std::vector<int32_t> &tokens(std::string_view name) const;
+  const std::vector<double> &reals(std::string_view name) const;
+  const std::vector<uint8_t> &flags(std::string_view name) const;
+  // seq[window]: the canvas as the records left it.
+  std::vector<int32_t> window() const;
+
+private:
+  const detail::Register &find(std::string_view name) const;
+
+  const detail::State &state_;
+};
+
+// FOR TESTS ONLY: no session, tool or backend sets these. They replace dlm's counter-RNG draws
+// with draws a test supplies, so that a test can replay another implementation's random choices
+// (tests/runtime/program/DiffusionGemmaReplayTest.cpp replays transformers' DiffusionGemma
+// trace), and let it watch the registers after every record. Unset members keep dlm's draws. A
+// request with hooks runs every denoise loop on the host (never DecodeModel::denoiseBlock).
+struct ProgramTestHooks {
+  // seq_extend fill=noise: the token at sequence position `position` (`step`: the record's).
+  std::function<int32_t(int64_t step, int64_t position)> noiseToken;
+  // sample kind=tempered: the sampled token of `position` at RNG step `step` (the argmax and
+  // entropy are still computed from the logits).
+  std::function<int32_t(int64_t step, int64_t position)> sampledToken;
+  // renoise noise=uniform: the fresh token of a rejected `position` at RNG step `step`.
+  std::function<int32_t(int64_t step, int64_t position)> renoiseToken;
+  // Called after every record that is not control flow (loops, if/else/end, until, exit_if),
+  // with the record's kind.
+  std::function<void(std::string_view kind, const RegisterView &registers)> afterRecord;
+};
 
 struct ProgramRequest {
   std::vector<int32_t> prompt;
@@ -34,6 +80,8 @@ struct ProgramRequest {
   // a program that reserves more fails with "prompt too long: ...".
   int64_t maxTokens = 0;
   std::string maxTokensLimit;
+  // Tests only (see ProgramTestHooks); null otherwise.
+  const ProgramTestHooks *testHooks = nullptr;
 };
 
 class DecodeInterpreter {

@@ -52,6 +52,11 @@ std::string DecodeProgram::where(size_t index) const {
   return "decode record " + std::to_string(record) + " ('" + recordKinds_[record] + "')";
 }
 
+std::string_view DecodeProgram::recordKind(size_t index) const {
+  const std::string_view kind = recordKinds_[code_[index].record];
+  return kind.substr(0, kind.find(':'));
+}
+
 namespace {
 
 struct OpEntry {
@@ -558,6 +563,29 @@ private:
       if (!type)
         return type.status();
       inferred = *type;
+    }
+    if (isBinaryOp(instruction.op) && instruction.op <= OpKind::max) {
+      const Operand &precision = instruction.operands[dspec::arithmetic_params::kPrecision];
+      if (precision.given() && precision.choice == dspec::arithmetic_params::kPrecisionF32 &&
+          inferred != ValueType::real)
+        return error(index, "precision=f32 needs real operands");
+    }
+    if (instruction.op == OpKind::sample) {
+      using namespace dspec::sample_params;
+      const Operand &precision = instruction.operands[kPrecision];
+      if (precision.given() && precision.choice == kPrecisionF32 &&
+          instruction.operands[kKind].choice != kKindTempered)
+        return error(index, "precision=f32 is only for kind=tempered");
+    }
+    if (instruction.op == OpKind::accept) {
+      using namespace dspec::accept_params;
+      const Operand &precision = instruction.operands[kPrecision];
+      const Operand &converge = instruction.operands[kConverge];
+      if (precision.given() && precision.choice == kPrecisionF32 &&
+          instruction.operands[kRule].choice != kRuleEntropyBound &&
+          !(converge.given() && converge.choice == kConvergeStableConfident))
+        return error(index,
+                     "precision=f32 is only for rule=entropy_bound or converge=stable_confident");
     }
     const size_t position = program_.code_.size();
     // A construct opens before its results exist: a loop's index is defined only inside it.

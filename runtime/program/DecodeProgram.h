@@ -194,6 +194,8 @@ public:
   int32_t findKnob(std::string_view name) const;
   // "decode record 12 ('forward')" for instruction `index`.
   std::string where(size_t index) const;
+  // The kind of instruction `index`'s record ("forward").
+  std::string_view recordKind(size_t index) const;
 
 private:
   friend class ProgramLoader;

@@ -35,6 +35,11 @@ inline constexpr std::string_view kKindKnob = "knob";
 // truncate as C++ does, division by zero fails the request. Comparisons give bool; eq/ne also
 // compare bools and texts. `select` gives cond ? a : b; `defined` whether an optional knob is set
 // (an unset knob reads as its type's zero: 0, 0.0, false, "").
+// precision=f32 (real arithmetic and to_real only; default f64): the operands are rounded to
+// float32 and the operation is one float32 operation, out = f32(f32(a) op f32(b)) (to_real:
+// f32(a)), held exactly in the real register. It is how torch evaluates a float32 tensor
+// expression with Python-float scalars (DiffusionGemma's temperature, docs/design/
+// diffusion-gemma.md §6.3).
 inline constexpr std::string_view kKindSet = "set";
 inline constexpr std::string_view kKindAdd = "add";
 inline constexpr std::string_view kKindSub = "sub";
@@ -88,6 +93,10 @@ inline constexpr std::string_view kKindForward = "forward";
 // positionKey(stepKey(seed, request, gumbel stream, step), position):
 //   kind=gumbel_max  sampling::decodeRow → token, confidence (softmax at unit temperature)
 //   kind=tempered    sampling::temperedRow → sample, argmax, entropy
+//                    precision=f32: sampling::temperedRowF32, transformers' float32 sampler:
+//                    z = f32(logit) / f32(temperature) as a float32 division, argmax(z) (first
+//                    index), the entropy of softmax(z) rounded to float32, the sample
+//                    argmax(z + gumbel)
 inline constexpr std::string_view kKindSample = "sample";
 // Which candidates a step keeps → keep (flags):
 //   rule=top_k          the first min(k, candidates) in sampling::confidenceOrder of `score`
@@ -97,6 +106,9 @@ inline constexpr std::string_view kKindSample = "sample";
 //                       dInfer's segment maxima, `depth` levels deep
 // converge=stable_confident → converged: run := (argmax == prev) ? run + 1 : 0, prev := argmax,
 // converged = run >= stability && mean(score) < confidence (prev and run are updated in place).
+// precision=f32 (default f64), transformers' float32 decisions: entropy_bound is
+// sampling::entropyAcceptF32 (float32 scores, torch's CPU cumsum, f32(cs_k - H_k) <= f32(bound));
+// the mean score is f32(sum / count) and is compared with f32(confidence).
 inline constexpr std::string_view kKindAccept = "accept";
 // Credit decoding (dInfer, seed 001 appendix B.2) in front of a sample. `credit` holds, per window
 // row, the tokens with a credit (the rest have none): every credit is multiplied by `decay`; then,
@@ -213,6 +225,7 @@ inline constexpr ParamSpec kSetParams[] = {
 inline constexpr ParamSpec kArithmeticParams[] = {
     {"a", PR::input, PT::number, true},
     {"b", PR::input, PT::number, true},
+    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // real operands only; default f64
     {"out", PR::result, PT::number, true},
 };
 inline constexpr ParamSpec kOrderParams[] = {
@@ -242,6 +255,7 @@ inline constexpr ParamSpec kSelectParams[] = {
 };
 inline constexpr ParamSpec kToRealParams[] = {
     {"a", PR::input, PT::number, true},
+    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // default f64
     {"out", PR::result, PT::real, true},
 };
 inline constexpr ParamSpec kDefinedParams[] = {
@@ -309,6 +323,7 @@ inline constexpr ParamSpec kSampleParams[] = {
     {"excluded", PR::input, PT::integer, true}, // a token id no argmax picks; -1: none
     {"step", PR::input, PT::integer, true},
     {"candidates", PR::attribute, PT::text, true, "masked,all"},
+    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // tempered only; default f64
     {"token", PR::result, PT::tokens, false},     // gumbel_max
     {"confidence", PR::result, PT::reals, false}, // gumbel_max
     {"sample", PR::result, PT::tokens, false},    // tempered
@@ -325,6 +340,8 @@ inline constexpr ParamSpec kAcceptParams[] = {
     {"low_threshold", PR::input, PT::real, false}, // hierarchical
     {"depth", PR::input, PT::integer, false},      // hierarchical
     {"converge", PR::attribute, PT::text, false, "none,stable_confident"},
+    // entropy_bound and stable_confident; default f64
+    {"precision", PR::attribute, PT::text, false, "f64,f32"},
     {"argmax", PR::input, PT::tokens, false},     // stable_confident
     {"prev", PR::inout, PT::tokens, false},       // stable_confident
     {"run", PR::inout, PT::integer, false},       // stable_confident
@@ -520,6 +537,19 @@ inline constexpr size_t kError = paramIndex(kKnobParams, "error");
 inline constexpr size_t kMin = paramIndex(kKnobParams, "min");
 } // namespace knob_params
 
+// The `precision` attribute of the arithmetic records and to_real (the index differs).
+namespace arithmetic_params {
+inline constexpr size_t kPrecision = paramIndex(kArithmeticParams, "precision");
+inline constexpr int kPrecisionF32 = choiceIndex(kArithmeticParams[kPrecision].choices, "f32");
+static_assert(kPrecisionF32 >= 0);
+} // namespace arithmetic_params
+
+namespace to_real_params {
+inline constexpr size_t kPrecision = paramIndex(kToRealParams, "precision");
+inline constexpr int kPrecisionF32 = choiceIndex(kToRealParams[kPrecision].choices, "f32");
+static_assert(kPrecisionF32 >= 0);
+} // namespace to_real_params
+
 namespace check_params {
 inline constexpr size_t kCond = paramIndex(kCheckParams, "cond");
 inline constexpr size_t kMessage = paramIndex(kCheckParams, "message");
@@ -603,6 +633,9 @@ inline constexpr size_t kArgmax = paramIndex(kSampleParams, "argmax");
 inline constexpr size_t kEntropy = paramIndex(kSampleParams, "entropy");
 inline constexpr int kKindTempered = choiceIndex(kSampleParams[kKind].choices, "tempered");
 static_assert(kKindTempered >= 0);
+inline constexpr size_t kPrecision = paramIndex(kSampleParams, "precision");
+inline constexpr int kPrecisionF32 = choiceIndex(kSampleParams[kPrecision].choices, "f32");
+static_assert(kPrecisionF32 >= 0);
 inline constexpr int kCandidatesMasked = choiceIndex(kSampleParams[kCandidates].choices, "masked");
 static_assert(kCandidatesMasked >= 0);
 } // namespace sample_params
@@ -637,6 +670,9 @@ static_assert(kCandidatesMasked >= 0);
 inline constexpr int kConvergeStableConfident =
     choiceIndex(kAcceptParams[kConverge].choices, "stable_confident");
 static_assert(kConvergeStableConfident >= 0);
+inline constexpr size_t kPrecision = paramIndex(kAcceptParams, "precision");
+inline constexpr int kPrecisionF32 = choiceIndex(kAcceptParams[kPrecision].choices, "f32");
+static_assert(kPrecisionF32 >= 0);
 } // namespace accept_params
 
 namespace credit_params {

@@ -139,3 +139,32 @@ Status State::error(size_t at, const std::string &message) const {
 }
 
 } // namespace dlm::program::detail
+
+namespace dlm::program {
+
+const detail::Register &RegisterView::find(std::string_view name) const {
+  static const detail::Register kEmpty;
+  const std::vector<RegisterInfo> &infos = state_.program.registers();
+  for (size_t r = 0; r < infos.size(); ++r)
+    if (infos[r].name == name)
+      return state_.registers[r];
+  return kEmpty;
+}
+
+int64_t RegisterView::integer(std::string_view name) const { return find(name).scalar.integer; }
+double RegisterView::real(std::string_view name) const { return find(name).scalar.real; }
+bool RegisterView::boolean(std::string_view name) const { return find(name).scalar.boolean; }
+const std::vector<int32_t> &RegisterView::tokens(std::string_view name) const {
+  return find(name).tokens;
+}
+const std::vector<double> &RegisterView::reals(std::string_view name) const {
+  return find(name).reals;
+}
+const std::vector<uint8_t> &RegisterView::flags(std::string_view name) const {
+  return find(name).flags;
+}
+std::vector<int32_t> RegisterView::window() const {
+  return {state_.seq.begin() + state_.windowBegin, state_.seq.begin() + state_.windowEnd};
+}
+
+} // namespace dlm::program

@@ -97,6 +97,55 @@ TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, 
   return row;
 }
 
+TemperedRow temperedRowF32(const float *logits, int64_t vocab, float temperature,
+                           uint64_t gumbelKey, int64_t excluded) {
+  TemperedRow row;
+  float maximum = -std::numeric_limits<float>::infinity();
+  float bestArgmax = -std::numeric_limits<float>::infinity();
+  double bestSample = -std::numeric_limits<double>::infinity();
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float z = logits[v] / temperature;
+    maximum = std::max(maximum, z);
+    if (v == excluded)
+      continue;
+    if (z > bestArgmax || row.argmax < 0) {
+      bestArgmax = z;
+      row.argmax = static_cast<int32_t>(v);
+    }
+    const double noisy = static_cast<double>(z) + rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
+    if (noisy > bestSample || row.sample < 0) {
+      bestSample = noisy;
+      row.sample = static_cast<int32_t>(v);
+    }
+  }
+  // torch's Categorical(logits=z).entropy(): lz = z - logsumexp(z), H = -sum softmax(lz) * lz.
+  // logsumexp is max + log(sum exp(z - max)) in float32 tensor ops: its final rounding to float32
+  // shifts every lz by up to half an ulp of the max (2e-6 at |z| ~ 40), and H by as much, which
+  // for a confident row is far more than every other rounding; so it is rounded here as torch
+  // rounds it, and the rest is computed in double and rounded once.
+  const double shift = static_cast<double>(maximum);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(logits[v] / temperature) - shift);
+  const float logSum = static_cast<float>(std::log(static_cast<double>(static_cast<float>(sum))));
+  const float logSumExp = logSum + maximum;
+  float maxLogP = -std::numeric_limits<float>::infinity();
+  for (int64_t v = 0; v < vocab; ++v)
+    maxLogP = std::max(maxLogP, logits[v] / temperature - logSumExp);
+  double normalizer = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    normalizer += std::exp(static_cast<double>(logits[v] / temperature - logSumExp) -
+                           static_cast<double>(maxLogP));
+  double entropy = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double logP = static_cast<double>(logits[v] / temperature - logSumExp);
+    const double p = std::exp(logP - static_cast<double>(maxLogP)) / normalizer;
+    entropy -= p * logP;
+  }
+  row.entropy = static_cast<float>(entropy);
+  return row;
+}
+
 void confidenceOrder(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
                      std::vector<int64_t> &order) {
   order.resize(confidence.size());
@@ -133,6 +182,32 @@ void entropyAccept(const std::vector<double> &entropy, double bound, std::vector
     const double h = entropy[static_cast<size_t>(order[k])];
     running += h;
     const double before = running - h;
+    accepted[static_cast<size_t>(order[k])] = (k == 0 || before <= bound) ? 1 : 0;
+  }
+}
+
+void entropyAcceptF32(const std::vector<double> &entropy, float bound,
+                      std::vector<int64_t> &order, std::vector<uint8_t> &accepted) {
+  const size_t count = entropy.size();
+  order.resize(count);
+  std::iota(order.begin(), order.end(), 0);
+  auto rank = [&](int64_t i) {
+    const float h = static_cast<float>(entropy[static_cast<size_t>(i)]);
+    return std::isnan(h) ? std::numeric_limits<float>::infinity() : h;
+  };
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (rank(a) != rank(b))
+      return rank(a) < rank(b);
+    return a < b;
+  });
+  accepted.assign(count, 0);
+  // torch's CPU cumsum of float32 accumulates in double and rounds every prefix to float32; the
+  // subtraction and the comparison are float32 tensor operations.
+  double running = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const float h = static_cast<float>(entropy[static_cast<size_t>(order[k])]);
+    running += static_cast<double>(h);
+    const float before = static_cast<float>(running) - h;
     accepted[static_cast<size_t>(order[k])] = (k == 0 || before <= bound) ? 1 : 0;
   }
 }

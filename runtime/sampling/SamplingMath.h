@@ -35,6 +35,15 @@ struct TemperedRow {
 TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
                         int64_t excluded);
 
+// transformers' float32 sampler (DiffusionGemma, docs/design/diffusion-gemma.md §6.3): z =
+// logits[v] / temperature as a float32 division (not a multiplication by 1/T), argmax(z) over
+// v != excluded (first index), sample = argmax(z + gumbel) over v != excluded, and the entropy of
+// softmax(z) over the whole row as torch's float32 Categorical(logits=z).entropy() computes it up
+// to its reduction order: log-sum-exp rounded to float32 as torch rounds it (which moves the
+// entropy of a confident row by up to ~2e-6), the rest in double, rounded to float32 once.
+TemperedRow temperedRowF32(const float *logits, int64_t vocab, float temperature,
+                           uint64_t gumbelKey, int64_t excluded);
+
 // Indices 0..count-1 ordered by descending confidence, ties to the lower position.
 void confidenceOrder(const std::vector<double> &confidence, const std::vector<int64_t> &positions,
                      std::vector<int64_t> &order);
@@ -45,6 +54,12 @@ void confidenceOrder(const std::vector<double> &confidence, const std::vector<in
 // lowest-entropy position is always accepted. accepted[i] is 1 for accepted index i.
 void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
                    std::vector<uint8_t> &accepted);
+
+// entropyAccept in transformers' float32 (EntropyBoundSampler): the entropies are float32, the
+// inclusive cumsum over the ascending order is torch's CPU one (accumulated in double, each
+// prefix rounded to float32), and position k is accepted when the float32 cs_k - H_k <= bound.
+void entropyAcceptF32(const std::vector<double> &entropy, float bound,
+                      std::vector<int64_t> &order, std::vector<uint8_t> &accepted);
 
 // dInfer's hierarchical decoding (HierarchyDecoder; seed 001 appendix B.1) over the candidates of
 // a step, given in ascending position with their confidences. Kept: the most confident candidate

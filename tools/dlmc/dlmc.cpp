@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
       cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
-                                       "first: low-confidence, entropy-bound"),
+                                       "first: low-confidence, entropy-bound (the default "
+                                       "set), diffusion-gemma"),
                               cl::init("low-confidence,entropy-bound"), cl::sub(compileCommand));
   cl::opt<int64_t> genLength("gen-length", cl::desc("Default tokens to generate"), cl::init(64),
                              cl::sub(compileCommand));

@@ -45,6 +45,10 @@ void keepAccepted(const State &state, std::vector<uint8_t> &keep) {
     keep[static_cast<size_t>(state.candidateRows[c])] = state.accepted[c];
 }
 
+bool isF32(const Instruction &in) {
+  return in[accept::kPrecision].given() && in[accept::kPrecision].choice == accept::kPrecisionF32;
+}
+
 // run := (argmax == prev) ? run + 1 : 0; prev := argmax; converged when the argmax canvas has
 // been the same for `stability` steps and the mean score (entropy) is below `confidence`.
 Status converge(State &state, const Instruction &in, size_t at, const std::vector<double> &score) {
@@ -59,7 +63,12 @@ Status converge(State &state, const Instruction &in, size_t at, const std::vecto
   double sum = 0;
   for (double s : score)
     sum += s;
-  const bool confident = sum / static_cast<double>(score.size()) < state.real(in[kConfidence]);
+  const double mean = sum / static_cast<double>(score.size());
+  // precision=f32: transformers' float32 mean (the scores are float32 already; their sum in
+  // double is exact for a canvas) against the threshold rounded to float32.
+  const bool confident =
+      isF32(in) ? static_cast<float>(mean) < static_cast<float>(state.real(in[kConfidence]))
+                : mean < state.real(in[kConfidence]);
   state.reg(in[kConverged]).scalar.boolean = run >= state.integer(in[kStability]) && confident;
   return Status::ok();
 }
@@ -87,6 +96,10 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
         state.real(in[kThreshold]), state.real(in[kLowThreshold]), state.integer(in[kDepth])};
     sampling::hierarchicalAccept(state.scores, state.positions, hierarchical, state.segments,
                                  state.accepted);
+    keepAccepted(state, keep);
+  } else if (isF32(in)) {
+    sampling::entropyAcceptF32(state.scores, static_cast<float>(state.real(in[kBound])),
+                               state.order, state.accepted);
     keepAccepted(state, keep);
   } else {
     sampling::entropyAccept(state.scores, state.real(in[kBound]), state.order, state.accepted);
@@ -133,9 +146,12 @@ Status runRenoise(State &state, const Instruction &in, size_t at) {
   if (noise < 0)
     return state.error(at, "unknown noise '" + state.text(in[kNoise]) + "'");
   const bool maskedOnly = in[kCandidates].choice == kCandidatesMaskedOnly;
+  const int64_t step = state.integer(in[kStep]);
   const uint64_t stepKey = sampling::rng::stepKey(state.request.seed, state.request.request,
                                                   sampling::rng::kStreamRenoise,
-                                                  static_cast<uint64_t>(state.integer(in[kStep])));
+                                                  static_cast<uint64_t>(step));
+  const ProgramTestHooks *hooks = state.request.testHooks;
+  const bool hooked = hooks && hooks->renoiseToken;
   for (int64_t j = 0; j < state.rows(); ++j) {
     if (maskedOnly && !state.isMask(j))
       continue;
@@ -143,6 +159,8 @@ Status runRenoise(State &state, const Instruction &in, size_t at) {
     int32_t &token = state.seq[static_cast<size_t>(position)];
     if ((**keep)[static_cast<size_t>(j)])
       token = (**sampled)[static_cast<size_t>(j)];
+    else if (noise == kNoiseUniform && hooked)
+      token = hooks->renoiseToken(step, position);
     else if (noise == kNoiseUniform)
       token = static_cast<int32_t>(
           sampling::rng::randomToken(sampling::rng::positionKey(stepKey, position), state.vocab));

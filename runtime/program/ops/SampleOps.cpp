@@ -1,6 +1,6 @@
 // The `sample` record: one decision per window row from the last forward's logits, through
-// sampling::decodeRow (gumbel_max) or sampling::temperedRow (tempered), keyed by the counter RNG
-// as the policy loops key them.
+// sampling::decodeRow (gumbel_max) or sampling::temperedRow / temperedRowF32 (tempered), keyed
+// by the counter RNG as the policy loops key them.
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 #include "runtime/sampling/CounterRng.h"
@@ -41,6 +41,9 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
 void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
   const size_t rows = static_cast<size_t>(state.rows());
   const double temperature = state.real(in[kTemperature]);
+  const bool f32 = in[kPrecision].given() && in[kPrecision].choice == kPrecisionF32;
+  const ProgramTestHooks *hooks = state.request.testHooks;
+  const int64_t step = state.integer(in[kStep]);
   const int64_t excluded = state.integer(in[kExcluded]);
   std::vector<int32_t> &sample = state.reg(in[kSample]).tokens;
   std::vector<int32_t> &argmax = state.reg(in[kArgmax]).tokens;
@@ -55,10 +58,13 @@ void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t ste
       entropy[j] = 0;
       continue;
     }
+    const float *logits = state.logits.row(static_cast<int64_t>(j));
+    const uint64_t key = sampling::rng::positionKey(stepKey, position);
     const sampling::TemperedRow row =
-        sampling::temperedRow(state.logits.row(static_cast<int64_t>(j)), state.vocab, temperature,
-                              sampling::rng::positionKey(stepKey, position), excluded);
-    sample[j] = row.sample;
+        f32 ? sampling::temperedRowF32(logits, state.vocab, static_cast<float>(temperature), key,
+                                       excluded)
+            : sampling::temperedRow(logits, state.vocab, temperature, key, excluded);
+    sample[j] = hooks && hooks->sampledToken ? hooks->sampledToken(step, position) : row.sample;
     argmax[j] = row.argmax;
     entropy[j] = row.entropy;
   }

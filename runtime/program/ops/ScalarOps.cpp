@@ -1,6 +1,6 @@
 // Scalar records: the ALU, `check`, and the host lists of the fixed-count schedule. Built with
 // -ffp-contract=off: a chain such as t_min + (t_max - t_min) * r / S must round like the C++
-// expression it stands for, operation by operation.
+// expression it stands for, operation by operation (in float32 with precision=f32).
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 #include "runtime/sampling/SamplingMath.h"
@@ -44,7 +44,9 @@ Status integerArithmetic(State &state, OpKind op, int64_t a, int64_t b, int64_t 
   return overflow ? state.error(at, "integer overflow") : Status::ok();
 }
 
-Status realArithmetic(State &state, OpKind op, double a, double b, double &out, size_t at) {
+// T is double, or float for precision=f32 (one float32 operation on float32 operands).
+template <typename T>
+Status realArithmetic(State &state, OpKind op, T a, T b, T &out, size_t at) {
   switch (op) {
   case OpKind::add:
     out = a + b;
@@ -68,6 +70,13 @@ Status realArithmetic(State &state, OpKind op, double a, double b, double &out, 
     break;
   }
   return Status::ok();
+}
+
+// precision=f32 (the loader resolved the literal's choice; the index of f32 is the same for
+// every kind that has the attribute).
+bool isF32(const Operand &precision) {
+  static_assert(dspec::arithmetic_params::kPrecisionF32 == dspec::to_real_params::kPrecisionF32);
+  return precision.given() && precision.choice == dspec::arithmetic_params::kPrecisionF32;
 }
 
 template <typename V> bool compare(OpKind op, const V &a, const V &b) {
@@ -132,6 +141,13 @@ Status runScalarOp(State &state, const Instruction &in, size_t at) {
     if (in[0].type == ValueType::integer)
       return integerArithmetic(state, in.op, state.integer(in[0]), state.integer(in[1]),
                                out.integer, at);
+    if (isF32(in[dspec::arithmetic_params::kPrecision])) {
+      float result = 0;
+      DLM_RETURN_IF_ERROR(realArithmetic(state, in.op, static_cast<float>(state.real(in[0])),
+                                         static_cast<float>(state.real(in[1])), result, at));
+      out.real = result;
+      return Status::ok();
+    }
     return realArithmetic(state, in.op, state.real(in[0]), state.real(in[1]), out.real, at);
   case OpKind::lt:
   case OpKind::le:
@@ -156,6 +172,8 @@ Status runScalarOp(State &state, const Instruction &in, size_t at) {
   case OpKind::toReal:
     out.real = in[0].type == ValueType::integer ? static_cast<double>(state.integer(in[0]))
                                                 : state.real(in[0]);
+    if (isF32(in[dspec::to_real_params::kPrecision]))
+      out.real = static_cast<float>(out.real);
     return Status::ok();
   case OpKind::defined:
     out.boolean = state.knobs[static_cast<size_t>(in[0].index)].defined;

@@ -79,9 +79,13 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at) {
   const uint64_t step = static_cast<uint64_t>(in[kStep].given() ? state.integer(in[kStep]) : 0);
   const uint64_t stepKey =
       sampling::rng::stepKey(state.request.seed, state.request.request, stream, step);
+  const ProgramTestHooks *hooks = state.request.testHooks;
   for (int64_t p = size; p < size + count; ++p)
-    state.seq.push_back(static_cast<int32_t>(
-        sampling::rng::randomToken(sampling::rng::positionKey(stepKey, p), state.vocab)));
+    state.seq.push_back(
+        hooks && hooks->noiseToken
+            ? hooks->noiseToken(static_cast<int64_t>(step), p)
+            : static_cast<int32_t>(sampling::rng::randomToken(
+                  sampling::rng::positionKey(stepKey, p), state.vocab)));
   return Status::ok();
 }
 

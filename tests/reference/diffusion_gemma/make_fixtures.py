@@ -47,6 +47,7 @@ from transformers.models.diffusion_gemma import generation_diffusion_gemma as ge
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import dg_reference  # noqa: E402
+import extract_replay  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
 TORCH_VERSION = "2.15.0"
@@ -390,6 +391,8 @@ def make_fixture(spec, out_dir):
         os.chmod(os.path.join(tmp_dir, f), 0o644)  # safetensors writes 0600
     shutil.rmtree(out_dir, ignore_errors=True)
     os.rename(tmp_dir, out_dir)
+    # replay/: the arrays the C++ replay test reads (DiffusionGemmaReplayTest.cpp).
+    extract_replay.extract(out_dir, check=False)
     return meta
 
 
@@ -545,6 +548,12 @@ def compare_dirs(want_dir, got_dir, errors):
         a, b = os.path.join(want_dir, f), os.path.join(got_dir, f)
         if not os.path.exists(b):
             continue
+        if f == "replay":
+            # Derived from trace.npz (compared above or below): the committed files must be what
+            # extract_replay.py makes from the committed trace.
+            if extract_replay.extract(want_dir, check=True):
+                errors.append("%s/replay is stale: rerun extract_replay.py" % name)
+            continue
         if f.endswith(".safetensors"):
             ta, tb = load_file(a), load_file(b)
             if sorted(ta) != sorted(tb):
@@ -590,8 +599,12 @@ def write_manifest(root):
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
         if os.path.isdir(d):
+            files = sorted(os.listdir(d))
+            if "replay" in files:
+                files.remove("replay")
+                files += ["replay/" + f for f in sorted(os.listdir(os.path.join(d, "replay")))]
             entries[name] = {f: {"bytes": os.path.getsize(os.path.join(d, f)), "sha256": sha256(os.path.join(d, f))}
-                             for f in sorted(os.listdir(d))}
+                             for f in files}
     with open(os.path.join(root, "MANIFEST.json"), "w") as f:
         json.dump({"made_by": "tests/reference/diffusion_gemma/make_fixtures.py",
                    "versions": {"torch": torch.__version__, "transformers": transformers.__version__},

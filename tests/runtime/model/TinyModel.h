@@ -150,11 +150,12 @@ public:
     return tinyCpuKernelTarget(shape);
   }
 
-  // The decode programs dlmc would embed: the options' policy first, then the others, each with
+  // The decode programs dlmc would embed by default: the options' policy first, then the others
+  // (an options' policy outside the defaults is embedded too), each with
   // the options' knobs it declares (unroll_steps: its denoise loops' unroll hint).
   std::vector<artifact::DecodingProgram> decodePrograms() const {
     std::vector<std::string> order{o_.policy};
-    for (const std::string &name : programs::decodeProgramPolicies())
+    for (const std::string &name : programs::defaultDecodeProgramPolicies())
       if (name != o_.policy)
         order.push_back(name);
     int64_t unroll = 4;

@@ -121,7 +121,8 @@ TEST(DecodeProgramTextTest, PrintedRecordsParseBackToTheSameRecords) {
 }
 
 TEST(DecodeProgramTextTest, TheFixturesRoundTrip) {
-  for (const char *name : {"low-confidence.decode", "entropy-bound.decode"}) {
+  for (const char *name :
+       {"low-confidence.decode", "entropy-bound.decode", "diffusion-gemma.decode"}) {
     SCOPED_TRACE(name);
     StatusOr<DecodeProgramText> parsed = parseDecodeProgram(testing::readDecodeProgramText(name));
     ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
@@ -632,6 +633,53 @@ TEST(DecodeInterpreterTest, HostArithmeticRoundsLikeTheCppExpression) {
             {{"t_min", tMin}, {"t_max", tMax}, {"s", steps}, {"n", n}, {"expected", expected}});
         EXPECT_TRUE(out.isOk()) << out.status().message() << " S=" << steps << " n=" << n;
       }
+}
+
+// precision=f32: T_n = f32(t_min) + f32(f32(t_max - t_min) * f32(f32(S - n) / f32(S))), bit for
+// bit as torch evaluates DiffusionGemma's temperature (docs/design/diffusion-gemma.md §6.3), which
+// is not the double formula rounded once at the end.
+TEST(DecodeInterpreterTest, Float32ArithmeticRoundsEveryOperation) {
+  const std::string text = "knob:t_min type=real default=0.4\n"
+                           "knob:t_max type=real default=0.8\n"
+                           "knob:s type=int default=1\n"
+                           "knob:n type=int default=0\n"
+                           "knob:expected type=real default=0.0\n"
+                           "sub a=$s b=$n -> out=%r\n"
+                           "to_real a=%r precision=f32 -> out=%rf\n"
+                           "to_real a=$s precision=f32 -> out=%sf\n"
+                           "sub a=$t_max b=$t_min -> out=%d\n"
+                           "div a=%rf b=%sf precision=f32 -> out=%q\n"
+                           "mul a=%d b=%q precision=f32 -> out=%m\n"
+                           "add a=$t_min b=%m precision=f32 -> out=%T\n"
+                           "eq a=%T b=$expected -> out=%same\n"
+                           "check cond=%same message=\"T {} differs\" arg0=%T\n"
+                           "finish steps=0\n";
+  int roundedOnceDiffers = 0;
+  for (int64_t steps : {12, 16, 48})
+    for (int64_t n = 0; n < steps; ++n) {
+      volatile double lo = 0.4, hi = 0.8; // keep the compiler from folding the oracle
+      const float fraction = static_cast<float>(steps - n) / static_cast<float>(steps);
+      const float expected = static_cast<float>(lo) +
+                             static_cast<float>(hi - lo) * fraction;
+      const double inDouble =
+          lo + (hi - lo) * (static_cast<double>(steps - n) / static_cast<double>(steps));
+      roundedOnceDiffers += static_cast<float>(inDouble) != expected;
+      StatusOr<sampling::DecodeOutcome> out =
+          runText(text, {{"s", steps}, {"n", n}, {"expected", static_cast<double>(expected)}});
+      EXPECT_TRUE(out.isOk()) << out.status().message() << " S=" << steps << " n=" << n;
+    }
+  EXPECT_GT(roundedOnceDiffers, 0);
+  // Only real arithmetic has a float32 form.
+  EXPECT_EQ(loadError("add a=1 b=2 precision=f32 -> out=%x\nfinish steps=0\n"),
+            "decode record 0 ('add'): precision=f32 needs real operands");
+  EXPECT_EQ(loadError("sample kind=gumbel_max precision=f32 temperature=0.0 excluded=-1 step=0 "
+                      "candidates=all -> token=%t confidence=%c\nfinish steps=0\n"),
+            "decode record 0 ('sample'): precision=f32 is only for kind=tempered");
+  EXPECT_EQ(loadError("fill_row value=0.5 -> out=%score\n"
+                      "accept rule=top_k k=1 precision=f32 candidates=all score=%score "
+                      "-> keep=%keep\nfinish steps=0\n"),
+            "decode record 1 ('accept'): precision=f32 is only for rule=entropy_bound or "
+            "converge=stable_confident");
 }
 
 // Registers and scratch are sized by `reserve`: a request's allocations do not grow with the

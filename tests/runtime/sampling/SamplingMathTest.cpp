@@ -124,6 +124,40 @@ TEST(EntropyAcceptTest, TheLowestEntropyIsAlwaysAccepted) {
   EXPECT_TRUE(accept({}, 0.1).empty());
 }
 
+std::vector<uint8_t> acceptF32(const std::vector<float> &entropy, float bound) {
+  std::vector<int64_t> order;
+  std::vector<uint8_t> accepted;
+  entropyAcceptF32(std::vector<double>(entropy.begin(), entropy.end()), bound, order, accepted);
+  return accepted;
+}
+
+// Expected values are what torch 2.15 gives for transformers' rule (sort, cumsum, cs - H <= 0.1)
+// on these float32 entropies.
+TEST(EntropyAcceptF32Test, DecidesAsTransformersFloat32Rule) {
+  // 0.05f + 0.05f = 0.1000000015 passes the double bound 0.1 but not the float32 one.
+  EXPECT_THAT(accept({0.05f, 0.05f, 0.0625f}, 0.1), ElementsAre(1, 1, 0));
+  EXPECT_THAT(acceptF32({0.05f, 0.05f, 0.0625f}, 0.1f), ElementsAre(1, 1, 1));
+  // The float32 prefix sum rounds: 0.18f - 0.08f is 0.100000024 > 0.1f.
+  EXPECT_THAT(acceptF32({0.05f, 0.05f, 0.08f}, 0.1f), ElementsAre(1, 1, 0));
+  EXPECT_THAT(acceptF32({0.5f, 0.125f, 2.0f, 0.125f}, 0.25f), ElementsAre(1, 1, 0, 1));
+  EXPECT_THAT(acceptF32({7.0f, 5.0f}, 0.1f), ElementsAre(0, 1));
+}
+
+TEST(TemperedRowF32Test, DividesInFloat32WhereTiesGoToTheFirstIndex) {
+  // Adjacent floats whose float32 quotients by T = 0.7f tie (torch.argmax gives 0); in double
+  // the second is larger.
+  const float logits[] = {6.0243382f, 6.0243387f};
+  const float T = 0.70000004768371582f;
+  ASSERT_EQ(logits[0] / T, logits[1] / T);
+  EXPECT_EQ(temperedRowF32(logits, 2, T, 1, kNoExcludedToken).argmax, 0);
+  EXPECT_EQ(temperedRow(logits, 2, T, 1, kNoExcludedToken).argmax, 1);
+  // The entropy is float32 and close to the exact one.
+  const float uniform[] = {1.0f, 1.0f, 1.0f, 1.0f};
+  const TemperedRow row = temperedRowF32(uniform, 4, 0.5f, 1, kNoExcludedToken);
+  EXPECT_EQ(row.entropy, static_cast<double>(static_cast<float>(row.entropy)));
+  EXPECT_NEAR(row.entropy, std::log(4.0), 1e-6);
+}
+
 std::vector<uint8_t> hierarchical(const std::vector<double> &confidence,
                                   const std::vector<int64_t> &positions, double threshold,
                                   double low, int64_t depth) {
