@@ -123,6 +123,11 @@ StatusOr<Decoder> Decoder::fromJson(const Json &config) {
     return decoder;
   }
   DLM_RETURN_IF_ERROR(decoder.append(config, 0));
+  double growth = 1;
+  for (const Step &step : decoder.steps_)
+    if (step.replace)
+      growth *= step.replace->growth();
+  DLM_RETURN_IF_ERROR(checkTextGrowth("decoder", growth, 0, decoder.steps_.size()));
   return decoder;
 }
 

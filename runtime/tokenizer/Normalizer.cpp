@@ -108,6 +108,14 @@ StatusOr<Normalizer> Normalizer::fromJson(const nlohmann::json &config) {
   Normalizer normalizer;
   if (!config.is_null())
     DLM_RETURN_IF_ERROR(normalizer.add(config, 0));
+  double growth = 1;
+  size_t added = 0;
+  for (const Step &step : normalizer.steps_) {
+    if (step.replace)
+      growth *= step.replace->growth();
+    added += step.prepend.size();
+  }
+  DLM_RETURN_IF_ERROR(checkTextGrowth("normalizer", growth, added, normalizer.steps_.size()));
   return normalizer;
 }
 

@@ -135,11 +135,13 @@ std::vector<std::pair<size_t, size_t>> Regex::findAll(std::string_view text) con
   return matches;
 }
 
-bool Regex::canMatchEmpty() const {
+uint32_t Regex::minimumMatchLength() const {
   uint32_t minimumLength = 0;
   if (pcre2_pattern_info(compiled_->code, PCRE2_INFO_MINLENGTH, &minimumLength) != 0)
-    return true;
-  return minimumLength == 0;
+    return 0;
+  return minimumLength;
 }
+
+bool Regex::canMatchEmpty() const { return minimumMatchLength() == 0; }
 
 } // namespace dlm::tokenizer

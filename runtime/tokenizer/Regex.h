@@ -26,7 +26,9 @@ public:
   // out (every caller drops empty pieces). `text` must be valid UTF-8.
   std::vector<std::pair<size_t, size_t>> findAll(std::string_view text) const;
 
-  // True when the pattern may match empty text (PCRE2's lower bound on a match's length is 0).
+  // PCRE2's lower bound on the characters (so bytes) a match spans; 0 when it may be empty.
+  uint32_t minimumMatchLength() const;
+  // True when the pattern may match empty text.
   bool canMatchEmpty() const;
 
 private:

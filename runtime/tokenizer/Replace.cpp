@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace dlm::tokenizer {
 
 StatusOr<Replace> Replace::fromJson(const nlohmann::json &config, const std::string &stage) {
@@ -34,6 +36,23 @@ StatusOr<Replace> Replace::fromJson(const nlohmann::json &config, const std::str
                          "empty text ('" + text + "')");
   replace.regex_ = std::move(*regex);
   return replace;
+}
+
+double Replace::growth() const {
+  const size_t shortest = regex_ ? regex_->minimumMatchLength() : literal_.size();
+  return std::max(1.0, static_cast<double>(content_.size()) /
+                           static_cast<double>(std::max<size_t>(shortest, 1)));
+}
+
+Status checkTextGrowth(const std::string &stage, double growth, size_t added, size_t steps) {
+  if (steps > kMaxSteps)
+    return Status::error("not supported yet: " + stage + " of " + std::to_string(steps) +
+                         " steps (at most " + std::to_string(kMaxSteps) + ")");
+  if (growth > kMaxTextGrowth || added > kMaxAddedBytes)
+    return Status::error("not supported yet: " + stage + " steps that can grow a text more than " +
+                         std::to_string(static_cast<int>(kMaxTextGrowth)) + "-fold or by more than " +
+                         std::to_string(kMaxAddedBytes) + " bytes");
+  return Status::ok();
 }
 
 std::vector<std::pair<size_t, size_t>> Replace::matches(std::string_view text) const {

@@ -18,6 +18,17 @@
 
 namespace dlm::tokenizer {
 
+// A tokenizer.json chooses its steps, so a chain of them could grow text without bound ("a" ->
+// "aa" forty times is 2^40): a normalizer's or decoder's steps may multiply a text's length by
+// at most kMaxTextGrowth in all, add at most kMaxAddedBytes (Prepend), and number at most
+// kMaxSteps. Real files stay far below (Gemma: ' ' -> '▁' is 3-fold).
+inline constexpr double kMaxTextGrowth = 256;
+inline constexpr size_t kMaxAddedBytes = 1024;
+inline constexpr size_t kMaxSteps = 64;
+
+// "not supported yet: ..." naming `stage` when `growth`, `added` bytes or `steps` pass the limits.
+Status checkTextGrowth(const std::string &stage, double growth, size_t added, size_t steps);
+
 class Replace {
 public:
   // `config` is {"type": "Replace", "pattern": {"String": s} or {"Regex": r}, "content": c};
@@ -29,6 +40,10 @@ public:
   // that Hugging Face aligns with the first character of the original text, and is updated to
   // count them in the result (see Normalizer::apply).
   std::string apply(std::string_view text, size_t *startAligned = nullptr) const;
+
+  // The most one application multiplies a text's length by: content bytes over the fewest bytes
+  // a match spans (at least 1).
+  double growth() const;
 
 private:
   std::vector<std::pair<size_t, size_t>> matches(std::string_view text) const;

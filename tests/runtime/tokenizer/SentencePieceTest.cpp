@@ -114,6 +114,29 @@ TEST(SentencePieceNormalizer, Errors) {
   EXPECT_EQ(normalizerError(nested), "normalizer Sequences are nested more than 16 deep");
 }
 
+// A tokenizer.json cannot make a short text grow without bound (40 x "a" -> "aa" is 2^40-fold).
+TEST(SentencePieceNormalizer, StepsThatGrowTextWithoutBoundAreRefused) {
+  const std::string tooMuch = "not supported yet: normalizer steps that can grow a text more "
+                              "than 256-fold or by more than 1024 bytes";
+  Json doubling = Json::array();
+  for (int i = 0; i < 40; ++i)
+    doubling.push_back(replaceConfig("a", "aa"));
+  EXPECT_EQ(normalizerError(sequence("normalizers", doubling)), tooMuch);
+  EXPECT_EQ(normalizerError(replaceConfig("a", std::string(1000, 'b'))), tooMuch);
+  EXPECT_EQ(normalizerError({{"type", "Prepend"}, {"prepend", std::string(2000, 'p')}}), tooMuch);
+  // A regex's shortest match counts: "[ab]+" spans at least one byte.
+  EXPECT_EQ(normalizerError(replaceConfig("[ab]+", std::string(300, 'c'), /*regex=*/true)),
+            tooMuch);
+  Json many = Json::array();
+  for (int i = 0; i < 65; ++i)
+    many.push_back({{"type", "Prepend"}, {"prepend", "x"}});
+  EXPECT_EQ(normalizerError(sequence("normalizers", many)),
+            "not supported yet: normalizer of 65 steps (at most 64)");
+  // Real files: Llama 2's Prepend + Replace, 3-fold.
+  normalizer(sequence("normalizers", Json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                  replaceConfig(" ", "\u2581")})));
+}
+
 // --- Metaspace pre-tokenizer --------------------------------------------------------------------
 
 Strings preTokenize(const Json &config, const std::string &text, size_t startAligned) {
@@ -198,6 +221,15 @@ std::string decoderError(const Json &config) {
 }
 
 const Json kByteFallback = {{"type", "ByteFallback"}};
+
+TEST(SentencePieceDecoder, StepsThatGrowTextWithoutBoundAreRefused) {
+  Json doubling = Json::array();
+  for (int i = 0; i < 40; ++i)
+    doubling.push_back(replaceConfig("a", "aa"));
+  EXPECT_EQ(decoderError(sequence("decoders", doubling)),
+            "not supported yet: decoder steps that can grow a text more than 256-fold or by more "
+            "than 1024 bytes");
+}
 
 TEST(SentencePieceDecoder, ByteFallbackDecodesRunsOfByteTokens) {
   EXPECT_EQ(decode(kByteFallback, {"<0x41>", "<0xC3>", "<0xA9>", "b", "<0x0A>"}), "A\xC3\xA9"
