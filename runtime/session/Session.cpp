@@ -113,7 +113,9 @@ public:
       return {};
     const std::vector<int32_t> known = knownIds(*tokenizer_, ids, count);
     ids_.insert(ids_.end(), known.begin(), known.end());
-    StatusOr<std::string> bytes = tokenizer_->decodeBytes(ids_, /*skipSpecialTokens=*/true);
+    // The last push takes the final text, which may repair what was held back.
+    StatusOr<std::string> bytes = last ? tokenizer_->decode(ids_, /*skipSpecialTokens=*/true)
+                                       : tokenizer_->decodeBytes(ids_, /*skipSpecialTokens=*/true);
     if (!bytes || bytes->size() < emitted_)
       return {};
     const size_t ready = last ? bytes->size() : completeUtf8Prefix(*bytes);

@@ -152,21 +152,20 @@ void Decoder::applyStep(const Step &step, Tokens &tokens, bool keepCutCharacter)
     return;
   case Step::Kind::ByteFallback: {
     // Each run of byte tokens becomes its text when that is valid UTF-8, or else one U+FFFD per
-    // byte (not per invalid sequence, unlike from_utf8_lossy).
+    // byte (not per invalid sequence, unlike from_utf8_lossy). So a run's text is final only
+    // once a token that is not a byte ends it: while streaming, a run at the very end is left
+    // out, as later bytes may complete it or turn all of it into U+FFFDs.
     std::vector<std::string> out;
     out.reserve(list.size());
     std::string run; // one byte per byte token
     const auto flushRun = [&](bool atEnd) {
       if (run.empty())
         return;
+      if (atEnd && keepCutCharacter) {
+        run.clear();
+        return;
+      }
       if (isValidUtf8(run)) {
-        out.push_back(std::move(run));
-      } else if (const size_t cut = cutCharacterLength(run);
-                 atEnd && keepCutCharacter && tokens.cutCharacter.empty() && cut > 0 &&
-                 isValidUtf8(std::string_view(run).substr(0, run.size() - cut))) {
-        // The rest of the character may still come: keep its first bytes for the caller.
-        tokens.cutCharacter = run.substr(run.size() - cut);
-        run.resize(run.size() - cut);
         out.push_back(std::move(run));
       } else {
         std::string replaced;

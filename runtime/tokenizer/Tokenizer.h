@@ -48,11 +48,11 @@ public:
   // Fails on an id that names no token.
   StatusOr<std::string> decode(const std::vector<int32_t> &ids,
                                bool skipSpecialTokens = false) const;
-  // decode(), except that a character cut short at the very end stays as its first raw bytes
-  // instead of becoming U+FFFD. A streaming caller decodes the ids so far and emits text only up
-  // to the last complete character. (With byte fallback, Hugging Face turns a whole run of
-  // <0xNN> tokens into U+FFFDs when it does not end as valid UTF-8; a stream may already have
-  // shown the complete characters at the start of such a run.)
+  // The part of decode() that later ids cannot change, for streaming: a character cut short at
+  // the very end (byte-level BPE) stays as its first raw bytes instead of becoming U+FFFD, and a
+  // run of <0xNN> tokens at the very end (byte fallback) is left out, since Hugging Face turns a
+  // whole run into U+FFFDs when it does not end as valid UTF-8. A streaming caller decodes the
+  // ids so far, emits text up to the last complete character, and ends with decode().
   StatusOr<std::string> decodeBytes(const std::vector<int32_t> &ids,
                                     bool skipSpecialTokens = false) const;
 

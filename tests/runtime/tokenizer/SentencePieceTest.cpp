@@ -249,20 +249,41 @@ TEST(SentencePieceDecoder, ByteFallbackGivesOneReplacementPerByteOfAnInvalidRun)
   EXPECT_EQ(decode(kByteFallback, {"<0xFF>"}), kReplacement);
 }
 
-TEST(SentencePieceDecoder, ByteFallbackKeepsACutCharacterForStreaming) {
-  EXPECT_EQ(decode(kByteFallback, {"a", "<0xE2>", "<0x82>"}, true), "a\xE2\x82");
-  EXPECT_EQ(decode(kByteFallback, {"<0xC3>", "<0xA9>", "<0xE2>"}, true), "\xC3\xA9\xE2");
-  // Only at the very end, and only a valid beginning of a character.
+// While streaming, a run of byte tokens at the very end is left out: more bytes may complete it,
+// or turn the whole run, its complete characters included, into U+FFFDs.
+TEST(SentencePieceDecoder, ByteFallbackHoldsBackTheLastRunWhileStreaming) {
+  EXPECT_EQ(decode(kByteFallback, {"a", "<0xE2>", "<0x82>"}, true), "a");
+  EXPECT_EQ(decode(kByteFallback, {"<0xC3>", "<0xA9>", "<0xE2>"}, true), "");
+  EXPECT_EQ(decode(kByteFallback, {"<0xC3>", "<0xA9>", "<0xE2>", "x"}, true),
+            kReplacement + kReplacement + kReplacement + "x");
+  // A run that a token ends is final.
   EXPECT_EQ(decode(kByteFallback, {"<0xE2>", "<0x82>", "b"}, true),
             kReplacement + kReplacement + "b");
-  EXPECT_EQ(decode(kByteFallback, {"<0xFF>", "<0xE2>"}, true), kReplacement + kReplacement);
-  // Later steps leave the cut character alone: Strip does not look past it.
-  const Json withStrip = sequence(
-      "decoders", Json::array({kByteFallback,
-                               {{"type", "Fuse"}},
-                               {{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 1}}}));
-  EXPECT_EQ(decode(withStrip, {"a ", "<0xE2>"}, true), "a \xE2");
-  EXPECT_EQ(decode(withStrip, {"a ", "<0xE2>"}, false), "a " + kReplacement);
+  EXPECT_EQ(decode(kByteFallback, {"<0xC3>", "<0xA9>", "b"}, true), "\xC3\xA9" "b");
+}
+
+// What a stream shows is always a prefix of the final text, whatever bytes come next.
+TEST(SentencePieceDecoder, StreamedTextIsAlwaysAPrefixOfTheFinalText) {
+  const std::vector<std::string> pieces = {"<0xC3>", "<0xA9>", "<0xE2>", "<0x82>", "<0xAC>",
+                                           "<0xFF>", "<0x41>", "a", "\u2581b"};
+  const Json llama = sequence(
+      "decoders", Json::array({replaceConfig("\u2581", " "), kByteFallback, {{"type", "Fuse"}},
+                               {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}));
+  uint64_t state = 12345;
+  for (int trial = 0; trial < 2000; ++trial) {
+    Strings tokens;
+    for (int i = 0; i < 8; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      tokens.push_back(pieces[(state >> 33) % pieces.size()]);
+    }
+    const std::string final = decode(llama, tokens, false);
+    for (size_t k = 0; k <= tokens.size(); ++k) {
+      const std::string shown = decode(llama, Strings(tokens.begin(), tokens.begin() + k), true);
+      ASSERT_EQ(final.compare(0, shown.size(), shown), 0)
+          << "after " << k << " tokens the stream shows '" << shown << "', the end is '" << final
+          << "'";
+    }
+  }
 }
 
 TEST(SentencePieceDecoder, Llama2SequenceRestoresSpacesAndDropsTheFirst) {
@@ -408,7 +429,7 @@ TEST(SentencePieceBpe, WithoutByteFallbackByteTokensAreNotUsed) {
   EXPECT_EQ(tokensOf(tokenizer, tokenizer.encode("é", false)), (Strings{kSpace, "<unk>"}));
 }
 
-TEST(SentencePieceBpe, DecodeBytesKeepsACutCharacter) {
+TEST(SentencePieceBpe, DecodeBytesHoldsBackTheLastByteRun) {
   const dlm::Tokenizer tokenizer =
       load(llama2Tokenizer({0xE2, 0x82, 0xAC}, {kSpace, "a"}, Json::array()));
   const Ids ids = tokenizer.encode("a€", false); // ▁ a <0xE2> <0x82> <0xAC>
@@ -416,7 +437,8 @@ TEST(SentencePieceBpe, DecodeBytesKeepsACutCharacter) {
   EXPECT_EQ(*tokenizer.decode(ids), "a€");
   const Ids cut(ids.begin(), ids.begin() + 4);
   EXPECT_EQ(*tokenizer.decode(cut), "a" + kReplacement + kReplacement);
-  EXPECT_EQ(*tokenizer.decodeBytes(cut), "a\xE2\x82");
+  EXPECT_EQ(*tokenizer.decodeBytes(cut), "a");
+  EXPECT_EQ(*tokenizer.decodeBytes(ids), "a");
 }
 
 TEST(SentencePieceBpe, MetaspaceFirstSkipsPiecesAfterAnAddedToken) {
