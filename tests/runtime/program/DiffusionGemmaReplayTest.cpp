@@ -34,8 +34,14 @@ struct NpyArray {
       n *= d;
     return n;
   }
+  // Element i; a replay that diverged may ask past the end, which fails the test instead of
+  // reading out of bounds.
   template <typename T> T at(int64_t i) const {
-    T value;
+    T value{};
+    if (i < 0 || (i + 1) * static_cast<int64_t>(sizeof(T)) > static_cast<int64_t>(bytes.size())) {
+      ADD_FAILURE() << "element " << i << " is outside a " << bytes.size() << "-byte array";
+      return value;
+    }
     std::memcpy(&value, bytes.data() + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
     return value;
   }
