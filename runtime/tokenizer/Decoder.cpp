@@ -151,8 +151,8 @@ void Decoder::applyStep(const Step &step, Tokens &tokens, bool keepCutCharacter)
       token = step.replace->apply(token);
     return;
   case Step::Kind::ByteFallback: {
-    // Each run of byte tokens becomes its text when that is valid UTF-8, or else one U+FFFD per
-    // byte (not per invalid sequence, unlike from_utf8_lossy). So a run's text is final only
+    // Each run of byte tokens becomes its text when that is valid UTF-8, or else one U+FFFD
+    // token per byte (not per invalid sequence, unlike from_utf8_lossy). So a run's text is final only
     // once a token that is not a byte ends it: while streaming, a run at the very end is left
     // out, as later bytes may complete it or turn all of it into U+FFFDs.
     std::vector<std::string> out;
@@ -168,10 +168,9 @@ void Decoder::applyStep(const Step &step, Tokens &tokens, bool keepCutCharacter)
       if (isValidUtf8(run)) {
         out.push_back(std::move(run));
       } else {
-        std::string replaced;
-        for (size_t i = 0; i < run.size(); ++i)
-          replaced += kReplacementCharacter;
-        out.push_back(std::move(replaced));
+        // One token per byte, as Hugging Face pushes them: later steps (Strip, Metaspace) act
+        // per token.
+        out.insert(out.end(), run.size(), kReplacementCharacter);
       }
       run.clear();
     };

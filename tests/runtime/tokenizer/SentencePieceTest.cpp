@@ -249,6 +249,16 @@ TEST(SentencePieceDecoder, ByteFallbackGivesOneReplacementPerByteOfAnInvalidRun)
   EXPECT_EQ(decode(kByteFallback, {"<0xFF>"}), kReplacement);
 }
 
+// An invalid run becomes one U+FFFD token per byte, so a per-token Strip sees each (checked
+// against tokenizers 0.20.3: "a").
+TEST(SentencePieceDecoder, ByteFallbackGivesOneTokenPerReplacedByte) {
+  const Json withStrip = sequence(
+      "decoders", Json::array({kByteFallback,
+                               {{"type", "Strip"}, {"content", "\uFFFD"}, {"start", 1},
+                                {"stop", 0}}}));
+  EXPECT_EQ(decode(withStrip, {"<0xFF>", "<0xFE>", "a"}), "a");
+}
+
 // While streaming, a run of byte tokens at the very end is left out: more bytes may complete it,
 // or turn the whole run, its complete characters included, into U+FFFDs.
 TEST(SentencePieceDecoder, ByteFallbackHoldsBackTheLastRunWhileStreaming) {
