@@ -64,8 +64,9 @@ Status converge(State &state, const Instruction &in, size_t at, const std::vecto
   for (double s : score)
     sum += s;
   const double mean = sum / static_cast<double>(score.size());
-  // precision=f32: transformers' float32 mean (the scores are float32 already; their sum in
-  // double is exact for a canvas) against the threshold rounded to float32.
+  // precision=f32: the float32 mean against the threshold rounded to float32. The float32
+  // scores are summed in double and rounded once, which can differ from torch's float32
+  // reduction in the last bit; only a mean within an ulp of the threshold would decide otherwise.
   const bool confident =
       isF32(in) ? static_cast<float>(mean) < static_cast<float>(state.real(in[kConfidence]))
                 : mean < state.real(in[kConfidence]);
