@@ -96,12 +96,9 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   if (feedBegin < 0 || feedBegin > feedEnd || feedEnd > count)
     return Status::error("window forward: the fed window [" + str(feedBegin) + ", " +
                          str(feedEnd) + ") is outside the " + str(count) + " cached tokens");
-  // The fed tokens' K/V overwrite their slots in place: no other sequence may read those pages.
-  const std::vector<kv::PageIndex> &table = cache.blockTable(sequence);
-  for (int64_t page = feedBegin / cache.pageTokens(); page < cache.pagesFor(feedEnd); ++page)
-    if (cache.refCount(table[static_cast<size_t>(page)]) > 1)
-      return Status::error("not supported yet: a window forward over KV page " + str(page) +
-                           ", which a forked sequence shares");
+  // The fed tokens' K/V overwrite their slots in place: the slots become pending again (only the
+  // prefix before the window stays final) and a page a fork shares is copied first.
+  DLM_RETURN_IF_ERROR(cache.rewrite(sequence, feedBegin, feedEnd));
   StatusOr<sampling::LogitsView> logits =
       run(tokens + feedBegin, ForwardSpan{feedBegin, feedEnd - feedBegin, count}, rows);
   // A failed window may have written part of its range: forget the sequence, as a failed full

@@ -603,10 +603,15 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
   if (loopState[0] && (loopState[1] < 1 || loopState[1] > steps))
     return Status::error("device block loop: loop state " + str(loopState[0]) + ", " +
                          str(loopState[1]) + " after a plan of " + str(steps) + " steps");
-  trimOnFailure.armed = false;
-  ++loopStatistics_.blocks;
   // A loop that never finished ran every step (its cap; the caller decides).
   const int64_t ran = loopState[0] ? loopState[1] : steps;
+  // The window steps rewrote their slots in place: the cache's bookkeeping says so, as after
+  // the host's window forwards (PagedKvCache::rewrite).
+  if (dual && ran > 1)
+    DLM_RETURN_IF_ERROR(
+        kv_->rewrite(sequence_, plan.steps[1].forward.keep, plan.steps[1].forward.feedEnd));
+  trimOnFailure.armed = false;
+  ++loopStatistics_.blocks;
   loopStatistics_.stepsUsed += ran;
   return sampling::BlockLoopResult{ran, loopState[0] != 0};
 }

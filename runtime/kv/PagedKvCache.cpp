@@ -80,6 +80,37 @@ Status PagedKvCache::commit(SequenceId sequence) {
   return Status::ok();
 }
 
+Status PagedKvCache::rewrite(SequenceId sequence, int64_t begin, int64_t end) {
+  StatusOr<Sequence *> found = find(sequence, "rewrite");
+  if (!found)
+    return found.status();
+  Sequence &seq = **found;
+  if (begin < 0 || begin > end || end > seq.length)
+    return Status::error("KV cache rewrite: slots [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + ") are outside [0, " + std::to_string(seq.length) +
+                         ")");
+  if (begin == end)
+    return Status::ok();
+  const size_t first = static_cast<size_t>(begin / pageTokens_);
+  const size_t last = static_cast<size_t>(pagesFor(end));
+  int64_t shared = 0;
+  for (size_t p = first; p < last; ++p)
+    shared += refCount(seq.pages[p]) > 1 ? 1 : 0;
+  if (shared > freePages())
+    return Status::error("KV cache exhausted: need " + std::to_string(shared) + " pages, " +
+                         std::to_string(freePages()) + " free");
+  for (size_t p = first; p < last; ++p) {
+    if (refCount(seq.pages[p]) <= 1)
+      continue;
+    PageIndex copy = takePage();
+    copyPage_(seq.pages[p], copy);
+    releasePage(seq.pages[p]);
+    seq.pages[p] = copy;
+  }
+  seq.committed = std::min(seq.committed, begin);
+  return Status::ok();
+}
+
 Status PagedKvCache::trim(SequenceId sequence, int64_t length) {
   StatusOr<Sequence *> found = find(sequence, "trim");
   if (!found)

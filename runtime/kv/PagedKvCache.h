@@ -43,6 +43,10 @@ public:
   Status append(SequenceId sequence, int64_t tokens);
   // Makes every slot of `sequence` committed.
   Status commit(SequenceId sequence);
+  // Makes slots [begin, end) of `sequence` writable again: every slot from `begin` on becomes
+  // pending, and a page of the range that a fork shares is copied first (copy-on-write). On
+  // "KV cache exhausted" the cache is left unchanged.
+  Status rewrite(SequenceId sequence, int64_t begin, int64_t end);
   // Keeps the first `length` slots (committed or not) and releases pages no longer used.
   Status trim(SequenceId sequence, int64_t length);
   // A new sequence sharing the committed slots of `source` (pages are shared, not copied).

@@ -147,6 +147,45 @@ TEST_F(PagedKvCacheTest, CopyOnWriteCountsTowardsExhaustion) {
   EXPECT_TRUE(copies.empty());
 }
 
+// A window forward (the dual cache) rewrites slots in place: from the window on nothing is final,
+// and a page of the window that a fork shares is copied before it is written.
+TEST_F(PagedKvCacheTest, RewriteMakesTheRangePendingAndCopiesSharedPages) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 12).isOk()); // pages 0, 1, 2
+  ASSERT_TRUE(cache.commit(a).isOk());
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  const std::vector<PageIndex> before = cache.blockTable(*b);
+  ASSERT_TRUE(cache.rewrite(*b, 5, 7).isOk()); // inside page 1 only
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].first, before[1]);
+  EXPECT_EQ(cache.blockTable(*b)[0], before[0]);
+  EXPECT_NE(cache.blockTable(*b)[1], before[1]);
+  EXPECT_EQ(cache.blockTable(*b)[2], before[2]);
+  EXPECT_EQ(cache.committedLength(*b), 5);
+  EXPECT_EQ(cache.length(*b), 12);
+  EXPECT_EQ(cache.committedLength(a), 12); // the source is untouched
+  // Unshared now: rewriting it again copies nothing; an empty range changes nothing.
+  ASSERT_TRUE(cache.rewrite(*b, 4, 8).isOk());
+  EXPECT_EQ(copies.size(), 1u);
+  EXPECT_EQ(cache.committedLength(*b), 4);
+  ASSERT_TRUE(cache.rewrite(*b, 2, 2).isOk());
+  EXPECT_EQ(cache.committedLength(*b), 4);
+  EXPECT_EQ(cache.rewrite(*b, 10, 13).message(),
+            "KV cache rewrite: slots [10, 13) are outside [0, 12)");
+}
+
+TEST_F(PagedKvCacheTest, RewriteOfSharedPagesCountsTowardsExhaustion) {
+  SequenceId a = cache.create();
+  ASSERT_TRUE(cache.append(a, 28).isOk()); // 7 of 8 pages
+  ASSERT_TRUE(cache.commit(a).isOk());
+  StatusOr<SequenceId> b = cache.fork(a);
+  ASSERT_TRUE(b.isOk());
+  EXPECT_EQ(cache.rewrite(*b, 0, 8).message(), "KV cache exhausted: need 2 pages, 1 free");
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(cache.committedLength(*b), 28); // unchanged
+}
+
 TEST_F(PagedKvCacheTest, UnknownSequencesAreNamed) {
   Status status = cache.append(42, 1);
   ASSERT_FALSE(status.isOk());
