@@ -566,23 +566,20 @@ private:
     }
     if (isBinaryOp(instruction.op) && instruction.op <= OpKind::max) {
       const Operand &precision = instruction.operands[dspec::arithmetic_params::kPrecision];
-      if (precision.given() && precision.choice == dspec::arithmetic_params::kPrecisionF32 &&
-          inferred != ValueType::real)
+      if (isF32(precision) && inferred != ValueType::real)
         return error(index, "precision=f32 needs real operands");
     }
     if (instruction.op == OpKind::sample) {
       using namespace dspec::sample_params;
       const Operand &precision = instruction.operands[kPrecision];
-      if (precision.given() && precision.choice == kPrecisionF32 &&
-          instruction.operands[kKind].choice != kKindTempered)
+      if (isF32(precision) && instruction.operands[kKind].choice != kKindTempered)
         return error(index, "precision=f32 is only for kind=tempered");
     }
     if (instruction.op == OpKind::accept) {
       using namespace dspec::accept_params;
       const Operand &precision = instruction.operands[kPrecision];
       const Operand &converge = instruction.operands[kConverge];
-      if (precision.given() && precision.choice == kPrecisionF32 &&
-          instruction.operands[kRule].choice != kRuleEntropyBound &&
+      if (isF32(precision) && instruction.operands[kRule].choice != kRuleEntropyBound &&
           !(converge.given() && converge.choice == kConvergeStableConfident))
         return error(index,
                      "precision=f32 is only for rule=entropy_bound or converge=stable_confident");

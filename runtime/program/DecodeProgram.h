@@ -23,6 +23,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "runtime/program/DecodeProgramSpec.h"
 #include "support/Status.h"
 
 #include <cstdint>
@@ -132,6 +133,11 @@ struct Operand {
 
   bool given() const { return source != Source::absent; }
 };
+
+// precision=f32 on any kind that has the attribute (the loader resolved its choice).
+inline bool isF32(const Operand &precision) {
+  return precision.given() && precision.choice == spec::decode::kPrecisionF32;
+}
 
 struct Instruction {
   OpKind op = OpKind::set;

@@ -208,6 +208,10 @@ struct ParamSpec {
 using PR = ParamRole;
 using PT = ParamType;
 
+// The `precision` attribute's values, the same for every kind that has it (arithmetic, to_real,
+// sample, accept); f64 when absent.
+inline constexpr std::string_view kPrecisionChoices = "f64,f32";
+
 // clang-format off
 
 inline constexpr ParamSpec kKnobParams[] = {
@@ -225,7 +229,7 @@ inline constexpr ParamSpec kSetParams[] = {
 inline constexpr ParamSpec kArithmeticParams[] = {
     {"a", PR::input, PT::number, true},
     {"b", PR::input, PT::number, true},
-    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // real operands only; default f64
+    {"precision", PR::attribute, PT::text, false, kPrecisionChoices}, // real operands only; default f64
     {"out", PR::result, PT::number, true},
 };
 inline constexpr ParamSpec kOrderParams[] = {
@@ -255,7 +259,7 @@ inline constexpr ParamSpec kSelectParams[] = {
 };
 inline constexpr ParamSpec kToRealParams[] = {
     {"a", PR::input, PT::number, true},
-    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // default f64
+    {"precision", PR::attribute, PT::text, false, kPrecisionChoices}, // default f64
     {"out", PR::result, PT::real, true},
 };
 inline constexpr ParamSpec kDefinedParams[] = {
@@ -323,7 +327,7 @@ inline constexpr ParamSpec kSampleParams[] = {
     {"excluded", PR::input, PT::integer, true}, // a token id no argmax picks; -1: none
     {"step", PR::input, PT::integer, true},
     {"candidates", PR::attribute, PT::text, true, "masked,all"},
-    {"precision", PR::attribute, PT::text, false, "f64,f32"}, // tempered only; default f64
+    {"precision", PR::attribute, PT::text, false, kPrecisionChoices}, // tempered only; default f64
     {"token", PR::result, PT::tokens, false},     // gumbel_max
     {"confidence", PR::result, PT::reals, false}, // gumbel_max
     {"sample", PR::result, PT::tokens, false},    // tempered
@@ -341,7 +345,7 @@ inline constexpr ParamSpec kAcceptParams[] = {
     {"depth", PR::input, PT::integer, false},      // hierarchical
     {"converge", PR::attribute, PT::text, false, "none,stable_confident"},
     // entropy_bound and stable_confident; default f64
-    {"precision", PR::attribute, PT::text, false, "f64,f32"},
+    {"precision", PR::attribute, PT::text, false, kPrecisionChoices},
     {"argmax", PR::input, PT::tokens, false},     // stable_confident
     {"prev", PR::inout, PT::tokens, false},       // stable_confident
     {"run", PR::inout, PT::integer, false},       // stable_confident
@@ -537,17 +541,17 @@ inline constexpr size_t kError = paramIndex(kKnobParams, "error");
 inline constexpr size_t kMin = paramIndex(kKnobParams, "min");
 } // namespace knob_params
 
+// The index of f32 among kPrecisionChoices, for every kind's `precision`.
+inline constexpr int kPrecisionF32 = choiceIndex(kPrecisionChoices, "f32");
+static_assert(kPrecisionF32 >= 0);
+
 // The `precision` attribute of the arithmetic records and to_real (the index differs).
 namespace arithmetic_params {
 inline constexpr size_t kPrecision = paramIndex(kArithmeticParams, "precision");
-inline constexpr int kPrecisionF32 = choiceIndex(kArithmeticParams[kPrecision].choices, "f32");
-static_assert(kPrecisionF32 >= 0);
 } // namespace arithmetic_params
 
 namespace to_real_params {
 inline constexpr size_t kPrecision = paramIndex(kToRealParams, "precision");
-inline constexpr int kPrecisionF32 = choiceIndex(kToRealParams[kPrecision].choices, "f32");
-static_assert(kPrecisionF32 >= 0);
 } // namespace to_real_params
 
 namespace check_params {
@@ -634,8 +638,6 @@ inline constexpr size_t kEntropy = paramIndex(kSampleParams, "entropy");
 inline constexpr int kKindTempered = choiceIndex(kSampleParams[kKind].choices, "tempered");
 static_assert(kKindTempered >= 0);
 inline constexpr size_t kPrecision = paramIndex(kSampleParams, "precision");
-inline constexpr int kPrecisionF32 = choiceIndex(kSampleParams[kPrecision].choices, "f32");
-static_assert(kPrecisionF32 >= 0);
 inline constexpr int kCandidatesMasked = choiceIndex(kSampleParams[kCandidates].choices, "masked");
 static_assert(kCandidatesMasked >= 0);
 } // namespace sample_params
@@ -671,8 +673,6 @@ inline constexpr int kConvergeStableConfident =
     choiceIndex(kAcceptParams[kConverge].choices, "stable_confident");
 static_assert(kConvergeStableConfident >= 0);
 inline constexpr size_t kPrecision = paramIndex(kAcceptParams, "precision");
-inline constexpr int kPrecisionF32 = choiceIndex(kAcceptParams[kPrecision].choices, "f32");
-static_assert(kPrecisionF32 >= 0);
 } // namespace accept_params
 
 namespace credit_params {

@@ -239,7 +239,7 @@ private:
   Status readSample(const Instruction &in, size_t pc, SampleStep &sample, Wiring &wiring) {
     using namespace dspec::sample_params;
     DLM_RETURN_IF_ERROR(requireStatic(in, pc, {kTemperature, kExcluded, kStep}));
-    if (in[kPrecision].given() && in[kPrecision].choice == kPrecisionF32)
+    if (isF32(in[kPrecision]))
       return whyNot(state_.program.where(pc) + " samples in float32, which no device loop does");
     wiring.tempered = in[kKind].choice == kKindTempered;
     sample.kind = wiring.tempered ? SampleStep::Kind::tempered : SampleStep::Kind::gumbelMax;
@@ -257,7 +257,7 @@ private:
     using namespace dspec::accept_params;
     DLM_RETURN_IF_ERROR(
         requireStatic(in, pc, {kTopK, kThreshold, kBound, kStability, kConfidence}));
-    if (in[kPrecision].given() && in[kPrecision].choice == kPrecisionF32)
+    if (isF32(in[kPrecision]))
       return whyNot(state_.program.where(pc) + " decides in float32, which no device loop does");
     if (!sameRegister(in[kScore], *wiring.score))
       return whyNot(state_.program.where(pc) + " scores other than the sample's score");

@@ -45,9 +45,7 @@ void keepAccepted(const State &state, std::vector<uint8_t> &keep) {
     keep[static_cast<size_t>(state.candidateRows[c])] = state.accepted[c];
 }
 
-bool isF32(const Instruction &in) {
-  return in[accept::kPrecision].given() && in[accept::kPrecision].choice == accept::kPrecisionF32;
-}
+bool isF32(const Instruction &in) { return program::isF32(in[accept::kPrecision]); }
 
 // run := (argmax == prev) ? run + 1 : 0; prev := argmax; converged when the argmax canvas has
 // been the same for `stability` steps and the mean score (entropy) is below `confidence`.

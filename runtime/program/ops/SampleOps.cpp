@@ -41,7 +41,7 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
 void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
   const size_t rows = static_cast<size_t>(state.rows());
   const double temperature = state.real(in[kTemperature]);
-  const bool f32 = in[kPrecision].given() && in[kPrecision].choice == kPrecisionF32;
+  const bool f32 = isF32(in[kPrecision]);
   const ProgramTestHooks *hooks = state.request.testHooks;
   const int64_t step = state.integer(in[kStep]);
   const int64_t excluded = state.integer(in[kExcluded]);

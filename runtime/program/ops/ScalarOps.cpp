@@ -72,13 +72,6 @@ Status realArithmetic(State &state, OpKind op, T a, T b, T &out, size_t at) {
   return Status::ok();
 }
 
-// precision=f32 (the loader resolved the literal's choice; the index of f32 is the same for
-// every kind that has the attribute).
-bool isF32(const Operand &precision) {
-  static_assert(dspec::arithmetic_params::kPrecisionF32 == dspec::to_real_params::kPrecisionF32);
-  return precision.given() && precision.choice == dspec::arithmetic_params::kPrecisionF32;
-}
-
 template <typename V> bool compare(OpKind op, const V &a, const V &b) {
   switch (op) {
   case OpKind::lt:
