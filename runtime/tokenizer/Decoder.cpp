@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/Decoder.h"
 
 #include "runtime/tokenizer/ByteLevel.h"
+#include "runtime/tokenizer/SequenceDepth.h"
 #include "runtime/tokenizer/Utf8.h"
 
 #include <nlohmann/json.hpp>
@@ -10,8 +11,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Sequences inside sequences are allowed, but not without bound (the loader recurses).
-constexpr int kMaxSequenceDepth = 16;
 const std::string kReplacementCharacter = "\xEF\xBF\xBD";
 
 int hexDigitValue(char c) {
@@ -77,9 +76,7 @@ Status Decoder::append(const Json &config, int depth) {
   if (type == "Sequence") {
     if (!config.contains("decoders") || !config["decoders"].is_array())
       return Status::error("decoder Sequence has no \"decoders\" list");
-    if (depth >= kMaxSequenceDepth)
-      return Status::error("decoder Sequences are nested more than " +
-                           std::to_string(kMaxSequenceDepth) + " deep");
+    DLM_RETURN_IF_ERROR(checkSequenceDepth("decoder", depth));
     for (const Json &inner : config["decoders"])
       DLM_RETURN_IF_ERROR(append(inner, depth + 1));
     return Status::ok();

@@ -1,5 +1,6 @@
 #include "runtime/tokenizer/Normalizer.h"
 
+#include "runtime/tokenizer/SequenceDepth.h"
 #include "runtime/tokenizer/Utf8.h"
 
 #include <nlohmann/json.hpp>
@@ -10,8 +11,6 @@
 namespace dlm::tokenizer {
 namespace {
 
-// Sequences inside sequences are allowed, but not without bound (the loader recurses).
-constexpr int kMaxSequenceDepth = 16;
 
 // ICU owns the instance and keeps it for the life of the process; loading checked it exists.
 const icu::Normalizer2 *nfcInstance() {
@@ -65,9 +64,7 @@ Status Normalizer::add(const nlohmann::json &config, int depth) {
   if (type == "Sequence") {
     if (!config.contains("normalizers") || !config["normalizers"].is_array())
       return Status::error("normalizer Sequence has no \"normalizers\" list");
-    if (depth >= kMaxSequenceDepth)
-      return Status::error("normalizer Sequences are nested more than " +
-                           std::to_string(kMaxSequenceDepth) + " deep");
+    DLM_RETURN_IF_ERROR(checkSequenceDepth("normalizer", depth));
     for (const nlohmann::json &inner : config["normalizers"])
       DLM_RETURN_IF_ERROR(add(inner, depth + 1));
     return Status::ok();

@@ -1,5 +1,7 @@
 #include "runtime/tokenizer/PostProcessor.h"
 
+#include "runtime/tokenizer/SequenceDepth.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -9,8 +11,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Sequences inside sequences are allowed, but not without bound (the loader recurses).
-constexpr int kMaxSequenceDepth = 16;
 
 // A template piece names either the sequence ("A") or a special token listed in
 // "special_tokens", whose ids it stands for.
@@ -68,9 +68,7 @@ Status PostProcessor::append(const Json &config, int depth) {
   if (type == "Sequence") {
     if (!config.contains("processors") || !config["processors"].is_array())
       return Status::error("post_processor Sequence has no \"processors\" list");
-    if (depth >= kMaxSequenceDepth)
-      return Status::error("post_processor Sequences are nested more than " +
-                           std::to_string(kMaxSequenceDepth) + " deep");
+    DLM_RETURN_IF_ERROR(checkSequenceDepth("post_processor", depth));
     for (const Json &inner : config["processors"])
       DLM_RETURN_IF_ERROR(append(inner, depth + 1));
     return Status::ok();

@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/PreTokenizer.h"
 
 #include "runtime/tokenizer/ByteLevel.h"
+#include "runtime/tokenizer/SequenceDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,8 +12,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Sequences inside sequences are allowed, but not without bound (the loader recurses).
-constexpr int kMaxSequenceDepth = 16;
 
 // The pattern GPT-2 (and ByteLevel with use_regex=true) splits words with.
 constexpr const char *kGpt2Pattern =
@@ -112,9 +111,7 @@ Status PreTokenizer::appendSteps(const Json &config, int depth, std::vector<Step
   if (type == "Sequence") {
     if (!config.contains("pretokenizers") || !config["pretokenizers"].is_array())
       return Status::error("pre_tokenizer Sequence has no \"pretokenizers\" list");
-    if (depth >= kMaxSequenceDepth)
-      return Status::error("pre_tokenizer Sequences are nested more than " +
-                           std::to_string(kMaxSequenceDepth) + " deep");
+    DLM_RETURN_IF_ERROR(checkSequenceDepth("pre_tokenizer", depth));
     for (const Json &inner : config["pretokenizers"])
       DLM_RETURN_IF_ERROR(appendSteps(inner, depth + 1, steps));
     return Status::ok();
