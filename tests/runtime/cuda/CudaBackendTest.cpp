@@ -226,6 +226,18 @@ protected:
     return created ? std::move(*created) : nullptr;
   }
 
+  // The CPU backend over the artifact's kernel program: the reference of the CUDA backend.
+  std::unique_ptr<cpu::CpuBackend> cpuBackend() const {
+    const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
+    EXPECT_NE(records, nullptr);
+    if (!records)
+      return nullptr;
+    StatusOr<std::unique_ptr<cpu::CpuBackend>> created = cpu::CpuBackend::create(
+        weights, records->kernels, tiny->options().maxPositions, backendOptions());
+    EXPECT_TRUE(created.isOk()) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+
   std::vector<int32_t> tokens(int64_t count) const {
     std::vector<int32_t> ids(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i)
@@ -302,16 +314,13 @@ TEST_P(CudaBackendTest, FullAndCachedForwardsMatchTheReference) {
 // A new canvas over a kept prefix (what every denoising step with the prefix cache does) has no
 // plain-forward reference in a bidirectional model: the CPU backend on the same artifact is it.
 TEST_P(CudaBackendTest, CachedForwardsOverANewCanvasMatchTheCpuBackend) {
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
   std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
   ASSERT_TRUE(gpu);
   const int64_t count = 15, keep = 7;
   std::vector<int32_t> ids = tokens(count);
-  for (Backend *backend : {static_cast<Backend *>(cpu->get()), static_cast<Backend *>(gpu.get())}) {
+  for (Backend *backend : {static_cast<Backend *>(cpu.get()), static_cast<Backend *>(gpu.get())}) {
     ASSERT_TRUE(backend->reserve(count, count).isOk());
     ASSERT_TRUE(backend->forwardFull(ids.data(), count, keep, {0, 0}).isOk());
   }
@@ -319,7 +328,7 @@ TEST_P(CudaBackendTest, CachedForwardsOverANewCanvasMatchTheCpuBackend) {
     for (int64_t i = keep + step; i < count; i += 2)
       ids[i] = static_cast<int32_t>(tiny->options().maskTokenId);
     const sampling::LogitRows rows{0, count - keep};
-    StatusOr<sampling::LogitsView> expected = (*cpu)->forwardCached(ids.data(), count, keep, rows);
+    StatusOr<sampling::LogitsView> expected = cpu->forwardCached(ids.data(), count, keep, rows);
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     const std::vector<float> want = copy(*expected);
     StatusOr<sampling::LogitsView> got = gpu->forwardCached(ids.data(), count, keep, rows);
@@ -334,17 +343,14 @@ TEST_P(CudaBackendTest, CachedForwardsOverANewCanvasMatchTheCpuBackend) {
 // step), the CPU backend's. The cache keeps the whole sequence, and the window's shape is
 // captured once and replayed.
 TEST_P(CudaBackendTest, WindowForwardsMatchTheReferenceAndTheCpuBackend) {
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
   std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
   ASSERT_TRUE(gpu);
   const int64_t count = 15, feedBegin = 6, feedEnd = 11, vocab = tiny->options().vocab;
   const sampling::LogitRows rows{0, feedEnd - feedBegin};
   std::vector<int32_t> ids = tokens(count);
-  for (Backend *backend : {static_cast<Backend *>(cpu->get()), static_cast<Backend *>(gpu.get())}) {
+  for (Backend *backend : {static_cast<Backend *>(cpu.get()), static_cast<Backend *>(gpu.get())}) {
     ASSERT_TRUE(backend->reserve(count, count).isOk());
     ASSERT_TRUE(backend->forwardFull(ids.data(), count, count, {0, 0}).isOk());
   }
@@ -364,7 +370,7 @@ TEST_P(CudaBackendTest, WindowForwardsMatchTheReferenceAndTheCpuBackend) {
     for (int64_t i = feedBegin + step; i < feedEnd; i += 2)
       ids[i] = static_cast<int32_t>(tiny->options().maskTokenId);
     StatusOr<sampling::LogitsView> expected =
-        (*cpu)->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+        cpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     const std::vector<float> cpuLogits = copy(*expected);
     StatusOr<sampling::LogitsView> window =
@@ -528,18 +534,15 @@ sampling::TokenFacts loopFacts(const TinyModelOptions &o) {
 // chunks of 4 steps captured once per block configuration and replayed by a second request of
 // the same shape; chunks of 1 and graphs off give the same tokens.
 TEST_P(CudaBackendTest, DeviceBlockLoopDecodesExactlyLikeTheHostLoop) {
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
   const sampling::TokenFacts facts = loopFacts(tiny->options());
   for (const LoopSetting &setting : loopSettings()) {
     SCOPED_TRACE(setting.name);
     for (uint64_t seed : {uint64_t(11), uint64_t(12)}) {
       const sampling::DecodeRequest request = loopRequest(setting, seed);
       StatusOr<sampling::DecodeOutcome> expected =
-          sampling::decode(**cpu, facts, request, nullptr);
+          sampling::decode(*cpu, facts, request, nullptr);
       ASSERT_TRUE(expected.isOk()) << expected.status().message();
       // The early ends are exercised: a block whose masks run out before its steps do, a
       // converging canvas. (Whether a threshold ends a block early depends on the model.)
@@ -636,15 +639,31 @@ program::DecodeProgram loadDecodeProgram(const std::string &name) {
   return loaded ? std::move(*loaded) : program::DecodeProgram();
 }
 
+// `request` decodes on the device exactly as on the host backend: the same ids, forwards and RNG
+// steps, with every loop on the device.
+void expectDeviceLoopsDecodeAsTheHost(const program::DecodeInterpreter &interpreter,
+                                      sampling::DecodeModel &host, CudaBackend &gpu,
+                                      const sampling::TokenFacts &facts,
+                                      const program::ProgramRequest &request) {
+  StatusOr<sampling::DecodeOutcome> expected = interpreter.run(host, facts, request, nullptr);
+  ASSERT_TRUE(expected.isOk()) << expected.status().message();
+  const BlockLoopStatistics before = gpu.blockLoopStatistics();
+  StatusOr<sampling::DecodeOutcome> got = interpreter.run(gpu, facts, request, nullptr);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  EXPECT_EQ(got->outputIds, expected->outputIds);
+  EXPECT_EQ(got->forwards, expected->forwards);
+  EXPECT_EQ(got->decodeSteps, expected->decodeSteps);
+  const BlockLoopStatistics &after = gpu.blockLoopStatistics();
+  EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
+  EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+}
+
 // The decode interpreter hands every denoise loop of the policies' programs to the device loop
 // as a plan of its records, and decodes exactly as its host loop on the CPU backend: the same
 // ids, forwards and RNG steps.
 TEST_P(CudaBackendTest, InterpreterRunsTheProgramsLoopsOnTheDevice) {
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
   const program::DecodeProgram lowConfidence = loadDecodeProgram("low-confidence.decode");
   const program::DecodeProgram entropyBound = loadDecodeProgram("entropy-bound.decode");
   const sampling::TokenFacts facts = loopFacts(tiny->options());
@@ -656,19 +675,7 @@ TEST_P(CudaBackendTest, InterpreterRunsTheProgramsLoopsOnTheDevice) {
     const sampling::DecodeRequest legacy = loopRequest(setting, 11);
     const program::DecodeInterpreter interpreter(
         legacy.knobs.policy == sampling::Policy::lowConfidence ? lowConfidence : entropyBound);
-    const program::ProgramRequest request = programRequest(legacy);
-    StatusOr<sampling::DecodeOutcome> expected = interpreter.run(**cpu, facts, request, nullptr);
-    ASSERT_TRUE(expected.isOk()) << expected.status().message();
-    const BlockLoopStatistics before = gpu->blockLoopStatistics();
-    StatusOr<sampling::DecodeOutcome> got = interpreter.run(*gpu, facts, request, nullptr);
-    ASSERT_TRUE(got.isOk()) << got.status().message();
-    EXPECT_EQ(got->outputIds, expected->outputIds);
-    EXPECT_EQ(got->forwards, expected->forwards);
-    EXPECT_EQ(got->decodeSteps, expected->decodeSteps);
-    // Every loop ran on the device.
-    const BlockLoopStatistics &after = gpu->blockLoopStatistics();
-    EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
-    EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+    expectDeviceLoopsDecodeAsTheHost(interpreter, *cpu, *gpu, facts, programRequest(legacy));
   }
 }
 
@@ -676,11 +683,8 @@ TEST_P(CudaBackendTest, InterpreterRunsTheProgramsLoopsOnTheDevice) {
 // the whole sequence, then window forwards over the block) decodes exactly as the host loop on
 // the CPU backend: the same ids, forwards and RNG steps, every loop on the device.
 TEST_P(CudaBackendTest, InterpreterRunsTheDualCacheOnTheDevice) {
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> cpu = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
   // The interpreter refers to its program.
   const program::DecodeProgram lowConfidence = loadDecodeProgram("low-confidence.decode");
   const program::DecodeInterpreter interpreter(lowConfidence);
@@ -711,20 +715,10 @@ TEST_P(CudaBackendTest, InterpreterRunsTheDualCacheOnTheDevice) {
     ASSERT_TRUE(gpu);
     for (const LoopSetting &setting : settings) {
       SCOPED_TRACE(std::string(setting.name) + ", chunk " + std::to_string(chunk));
-      const program::ProgramRequest request = programRequest(loopRequest(setting, 11));
-      StatusOr<sampling::DecodeOutcome> expected = interpreter.run(**cpu, facts, request, nullptr);
-      ASSERT_TRUE(expected.isOk()) << expected.status().message();
-      const BlockLoopStatistics before = gpu->blockLoopStatistics();
-      StatusOr<sampling::DecodeOutcome> got = interpreter.run(*gpu, facts, request, nullptr);
-      ASSERT_TRUE(got.isOk()) << got.status().message();
-      EXPECT_EQ(got->outputIds, expected->outputIds);
-      EXPECT_EQ(got->forwards, expected->forwards);
-      EXPECT_EQ(got->decodeSteps, expected->decodeSteps);
-      const BlockLoopStatistics &after = gpu->blockLoopStatistics();
-      EXPECT_EQ(after.blocks - before.blocks, expected->blocks);
-      EXPECT_EQ(after.stepsUsed - before.stepsUsed, expected->decodeSteps);
+      expectDeviceLoopsDecodeAsTheHost(interpreter, *cpu, *gpu, facts,
+                                       programRequest(loopRequest(setting, 11)));
       // The cache as the host's window forwards leave it: the whole sequence.
-      EXPECT_EQ(gpu->kvCache().length(0), (*cpu)->kvCache().length(0));
+      EXPECT_EQ(gpu->kvCache().length(0), cpu->kvCache().length(0));
     }
   }
 }
@@ -736,13 +730,10 @@ TEST_P(CudaBackendTest, DeviceBlockLoopChunksAsTheProgramUnrolls) {
   const sampling::TokenFacts facts = loopFacts(tiny->options());
   sampling::DecodeRequest request = loopRequest(loopSettings()[0], 11);
   request.knobs.steps = 12; // 4 per block: 1 token per step, every step needed
-  const artifact::KernelTarget *records = reader->findKernelTarget("cpu");
-  ASSERT_NE(records, nullptr);
-  StatusOr<std::unique_ptr<cpu::CpuBackend>> reference = cpu::CpuBackend::create(
-      weights, records->kernels, tiny->options().maxPositions, backendOptions());
-  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  std::unique_ptr<cpu::CpuBackend> reference = cpuBackend();
+  ASSERT_TRUE(reference);
   StatusOr<sampling::DecodeOutcome> expected =
-      sampling::decode(**reference, facts, request, nullptr);
+      sampling::decode(*reference, facts, request, nullptr);
   ASSERT_TRUE(expected.isOk()) << expected.status().message();
   for (int64_t unroll : {3, 4}) {
     request.knobs.unrollSteps = unroll;
