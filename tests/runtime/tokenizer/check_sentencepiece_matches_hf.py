@@ -26,7 +26,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 import unicodedata
 
 from tokenizers import AddedToken, Tokenizer
@@ -34,8 +33,8 @@ from tokenizers import AddedToken, Tokenizer
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "models"))
 sys.path.insert(0, HERE)
-from check_tokenizer_matches_hf import (describe_decode, describe_encode,  # noqa: E402
-                                        report_mismatches, run_tool)
+from check_tokenizer_matches_hf import (check_decoding, check_speed,  # noqa: E402
+                                        describe_encode, report_mismatches, run_tool)
 from train_sentencepiece_tokenizer import SPACE, train_sentencepiece_tokenizer  # noqa: E402
 
 SEED = 20250312
@@ -352,26 +351,8 @@ def check_variant(tool, name, path, samples, sample_lines, rng):
     id_lists += [[rng.randrange(vocab_size) for _ in range(rng.randint(1, 40))]
                  for _ in range(1000)]
     id_lists += byte_heavy_id_lists(rng, hf, 2000)
-    for skip in (False, True):
-        expected = hf.decode_batch(id_lists, skip_special_tokens=skip)
-        actual = run_tool(tool, path, "--decode-jsonl", [json.dumps(ids) for ids in id_lists],
-                          ("--skip-special-tokens",) if skip else ())
-        failures += report_mismatches(f"{name} decode skip_special_tokens={skip}", id_lists,
-                                      expected, actual, describe_decode)
-        totals["decoded_chars"] += sum(len(text) for text in expected)
+    failures += check_decoding(tool, name, path, hf, id_lists, totals)
     return failures, totals
-
-
-def check_speed(tool, path, text):
-    start = time.monotonic()
-    completed = subprocess.run([tool, path, "--encode"], input=text.encode(), capture_output=True)
-    seconds = time.monotonic() - start
-    if completed.returncode != 0:
-        sys.exit(f"FAIL: {tool} --encode exited with {completed.returncode}")
-    count = len(completed.stdout.split())
-    print(f"speed: {len(text.encode())} bytes as one input -> {count} ids in {seconds:.3f} s "
-          f"(process start and loading included)")
-    return seconds <= ENCODE_SECONDS_LIMIT
 
 
 def main():
@@ -410,7 +391,7 @@ def main():
             if expected != actual:
                 print(f"FAIL: {name}: the whole text as one input encodes differently")
                 failures += 1
-            if not check_speed(args.tool, path, whole):
+            if not check_speed(args.tool, path, whole, ENCODE_SECONDS_LIMIT):
                 print(f"FAIL: encoding took longer than {ENCODE_SECONDS_LIMIT} s")
                 failures += 1
     if failures:
