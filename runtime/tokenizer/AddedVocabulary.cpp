@@ -1,11 +1,11 @@
 #include "runtime/tokenizer/AddedVocabulary.h"
 
-#include "runtime/tokenizer/BpeModel.h"
+#include "runtime/tokenizer/CharacterClass.h"
+#include "runtime/tokenizer/Model.h"
 #include "runtime/tokenizer/Normalizer.h"
 #include "runtime/tokenizer/Utf8.h"
 
 #include <nlohmann/json.hpp>
-#include <unicode/uchar.h>
 
 #include <algorithm>
 #include <unordered_set>
@@ -14,18 +14,6 @@ namespace dlm::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
-
-// Rust regex's \s and \w, which Hugging Face uses for lstrip/rstrip and single_word.
-bool isWhiteSpace(char32_t c) {
-  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
-}
-
-bool isWordCharacter(char32_t c) {
-  const auto codePoint = static_cast<UChar32>(c);
-  return u_hasBinaryProperty(codePoint, UCHAR_ALPHABETIC) ||
-         (U_GET_GC_MASK(codePoint) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0 ||
-         u_hasBinaryProperty(codePoint, UCHAR_JOIN_CONTROL);
-}
 
 // Start of the run of white space that ends at `end`.
 size_t startOfTrailingSpace(std::string_view text, size_t end) {
@@ -120,7 +108,7 @@ std::pair<size_t, int32_t> AddedVocabulary::Matcher::longestAt(std::string_view 
   return best;
 }
 
-StatusOr<AddedVocabulary> AddedVocabulary::fromJson(const Json &addedTokens, const BpeModel &model,
+StatusOr<AddedVocabulary> AddedVocabulary::fromJson(const Json &addedTokens, const Model &model,
                                                     const Normalizer &normalizer) {
   AddedVocabulary vocabulary;
   if (addedTokens.is_null())

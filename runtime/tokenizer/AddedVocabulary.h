@@ -19,7 +19,7 @@
 
 namespace dlm::tokenizer {
 
-class BpeModel;
+class Model;
 class Normalizer;
 
 // A byte range of the text, either an added token (tokenId >= 0) or ordinary text (-1).
@@ -32,7 +32,7 @@ struct TextSpan {
 class AddedVocabulary {
 public:
   static StatusOr<AddedVocabulary> fromJson(const nlohmann::json &addedTokens,
-                                            const BpeModel &model, const Normalizer &normalizer);
+                                            const Model &model, const Normalizer &normalizer);
 
   // Splits `text` (valid UTF-8) into non-empty spans. The raw pass matches tokens with
   // normalized=false on the original text; the normalized pass matches the others on text that

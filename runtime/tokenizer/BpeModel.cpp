@@ -15,8 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Ids above this are treated as a corrupt file rather than allocating a huge id table.
-constexpr int64_t kMaxTokenId = (int64_t{1} << 27) - 1;
 // Bounds the cache's memory on long-running servers; beyond it words are merged each time.
 constexpr size_t kCacheCapacity = 100000;
 // Longer words are rarely repeated and would bloat the cache.
@@ -34,33 +32,13 @@ struct BpeModel::WordCache {
   std::unordered_map<std::string, std::vector<int32_t>> idsByWord;
 };
 
-BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) { byteTokenIds_.fill(-1); }
+BpeModel::BpeModel(Vocabulary vocabulary)
+    : vocabulary_(std::move(vocabulary)), cache_(std::make_unique<WordCache>()) {
+  byteTokenIds_.fill(-1);
+}
 BpeModel::BpeModel(BpeModel &&) noexcept = default;
 BpeModel &BpeModel::operator=(BpeModel &&) noexcept = default;
 BpeModel::~BpeModel() = default;
-
-Status BpeModel::loadVocabulary(const Json &vocab) {
-  if (!vocab.is_object())
-    return Status::error("BPE model has no \"vocab\" object");
-  int64_t maxId = -1;
-  for (const auto &[token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
-      return Status::error("BPE vocab entry '" + token + "' has invalid id " + id.dump());
-    maxId = std::max(maxId, id.get<int64_t>());
-  }
-  tokensById_.assign(static_cast<size_t>(maxId + 1), std::string());
-  idAssigned_.assign(static_cast<size_t>(maxId + 1), false);
-  vocabulary_.reserve(vocab.size());
-  for (const auto &[token, id] : vocab.items()) {
-    const auto index = static_cast<int32_t>(id.get<int64_t>());
-    vocabulary_.emplace(token, index);
-    if (!idAssigned_[index]) {
-      tokensById_[index] = token;
-      idAssigned_[index] = true;
-    }
-  }
-  return Status::ok();
-}
 
 Status BpeModel::loadMerges(const Json &merges) {
   if (!merges.is_array())
@@ -88,18 +66,18 @@ Status BpeModel::loadMerges(const Json &merges) {
     } else {
       return Status::error(where() + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    const auto leftId = vocabulary_.find(left);
-    if (leftId == vocabulary_.end())
+    const std::optional<int32_t> leftId = vocabulary_.find(left);
+    if (!leftId)
       return Status::error(where() + " references unknown token '" + left + "'");
-    const auto rightId = vocabulary_.find(right);
-    if (rightId == vocabulary_.end())
+    const std::optional<int32_t> rightId = vocabulary_.find(right);
+    if (!rightId)
       return Status::error(where() + " references unknown token '" + right + "'");
-    const auto mergedId = vocabulary_.find(left + right);
-    if (mergedId == vocabulary_.end())
+    const std::optional<int32_t> mergedId = vocabulary_.find(left + right);
+    if (!mergedId)
       return Status::error(where() + " produces '" + left + right +
                            "', which is not in the vocabulary");
     // A repeated pair takes its last rank, as in Hugging Face's hash map.
-    merges_[pairKey(leftId->second, rightId->second)] = {rank, mergedId->second};
+    merges_[pairKey(*leftId, *rightId)] = {rank, *mergedId};
     ++rank;
   }
   return Status::ok();
@@ -122,8 +100,11 @@ StatusOr<BpeModel> BpeModel::fromJson(const Json &config) {
     return Status::error("not supported yet: BPE continuing_subword_prefix");
   if (!isNullOrEmptyString(config, "end_of_word_suffix"))
     return Status::error("not supported yet: BPE end_of_word_suffix");
-  BpeModel model;
-  DLM_RETURN_IF_ERROR(model.loadVocabulary(config.contains("vocab") ? config["vocab"] : Json()));
+  StatusOr<Vocabulary> vocabulary =
+      Vocabulary::fromJson(config.contains("vocab") ? config["vocab"] : Json(), "BPE");
+  if (!vocabulary)
+    return vocabulary.status();
+  BpeModel model(std::move(*vocabulary));
   DLM_RETURN_IF_ERROR(model.loadMerges(config.contains("merges") ? config["merges"] : Json()));
   model.ignoreMerges_ = config.value("ignore_merges", false);
   model.fuseUnknown_ = config.value("fuse_unk", false);
@@ -133,16 +114,16 @@ StatusOr<BpeModel> BpeModel::fromJson(const Json &config) {
     // Hugging Face looks up format!("<{b:#04X}>"): "<0x" and two upper-case hex digits.
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", byte);
-    if (const auto id = model.vocabulary_.find(name); id != model.vocabulary_.end())
-      model.byteTokenIds_[byte] = id->second;
+    if (const std::optional<int32_t> id = model.vocabulary_.find(name))
+      model.byteTokenIds_[byte] = *id;
   }
   const auto unknown = config.find("unk_token");
   if (unknown != config.end() && unknown->is_string()) {
-    const auto id = model.vocabulary_.find(unknown->get<std::string>());
-    if (id == model.vocabulary_.end())
+    const std::optional<int32_t> id = model.vocabulary_.find(unknown->get<std::string>());
+    if (!id)
       return Status::error("BPE unk_token '" + unknown->get<std::string>() +
                            "' is not in the vocabulary");
-    model.unknownId_ = id->second;
+    model.unknownId_ = *id;
   }
   return model;
 }
@@ -173,13 +154,12 @@ std::vector<int32_t> BpeModel::mergeWord(std::string_view word) const {
     const size_t length = utf8CharLength(word, offset);
     const std::string_view character = word.substr(offset, length);
     offset += length;
-    const auto id = vocabulary_.find(std::string(character));
-    if (id != vocabulary_.end()) {
+    if (const std::optional<int32_t> id = vocabulary_.find(character)) {
       if (pendingUnknownLength) {
         addSymbol(*unknownId_, pendingUnknownLength);
         pendingUnknownLength = 0;
       }
-      addSymbol(id->second, static_cast<uint32_t>(length));
+      addSymbol(*id, static_cast<uint32_t>(length));
       continue;
     }
     if (byteFallback_ && std::all_of(character.begin(), character.end(), [this](char byte) {
@@ -254,9 +234,8 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t> &ids) const 
     return;
   if (ignoreMerges_) {
     // Llama 3: a word that is itself a vocabulary entry is taken whole, whatever the merges say.
-    const auto whole = vocabulary_.find(std::string(word));
-    if (whole != vocabulary_.end()) {
-      ids.push_back(whole->second);
+    if (const std::optional<int32_t> whole = vocabulary_.find(word)) {
+      ids.push_back(*whole);
       return;
     }
   }
@@ -278,19 +257,6 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t> &ids) const 
     if (cache_->idsByWord.size() < kCacheCapacity)
       cache_->idsByWord.emplace(std::move(key), std::move(merged));
   }
-}
-
-std::optional<int32_t> BpeModel::tokenToId(std::string_view token) const {
-  const auto it = vocabulary_.find(std::string(token));
-  if (it == vocabulary_.end())
-    return std::nullopt;
-  return it->second;
-}
-
-const std::string *BpeModel::idToToken(int32_t id) const {
-  if (id < 0 || id >= idLimit() || !idAssigned_[id])
-    return nullptr;
-  return &tokensById_[id];
 }
 
 } // namespace dlm::tokenizer

@@ -6,6 +6,8 @@
 // lookup.
 #pragma once
 
+#include "runtime/tokenizer/Model.h"
+#include "runtime/tokenizer/Vocabulary.h"
 #include "support/Status.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -21,7 +23,7 @@
 
 namespace dlm::tokenizer {
 
-class BpeModel {
+class BpeModel final : public Model {
 public:
   // `config` is the "model" value of tokenizer.json.
   static StatusOr<BpeModel> fromJson(const nlohmann::json &config);
@@ -33,15 +35,14 @@ public:
   // Appends the ids of one pre-token to `ids`. A character missing from the vocabulary becomes its
   // byte tokens with byte_fallback (when all of them exist), else the unknown token when the
   // model has one, and is dropped otherwise (as Hugging Face does).
-  void tokenize(std::string_view word, std::vector<int32_t> &ids) const;
+  void tokenize(std::string_view word, std::vector<int32_t> &ids) const override;
 
-  std::optional<int32_t> tokenToId(std::string_view token) const;
-  // Null when no vocabulary entry has this id.
-  const std::string *idToToken(int32_t id) const;
-  // One more than the largest id in the vocabulary.
-  int32_t idLimit() const { return static_cast<int32_t>(tokensById_.size()); }
-  // Number of vocabulary entries (equal to idLimit() unless ids have gaps).
-  int32_t entryCount() const { return static_cast<int32_t>(vocabulary_.size()); }
+  std::optional<int32_t> tokenToId(std::string_view token) const override {
+    return vocabulary_.find(token);
+  }
+  const std::string *idToToken(int32_t id) const override { return vocabulary_.token(id); }
+  int32_t idLimit() const override { return vocabulary_.idLimit(); }
+  int32_t entryCount() const override { return vocabulary_.entryCount(); }
 
 private:
   struct MergeResult {
@@ -50,18 +51,15 @@ private:
   };
   struct WordCache;
 
-  BpeModel();
+  explicit BpeModel(Vocabulary vocabulary);
   static uint64_t pairKey(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
            static_cast<uint32_t>(right);
   }
-  Status loadVocabulary(const nlohmann::json &vocab);
   Status loadMerges(const nlohmann::json &merges);
   std::vector<int32_t> mergeWord(std::string_view word) const;
 
-  std::unordered_map<std::string, int32_t> vocabulary_;
-  std::vector<std::string> tokensById_;
-  std::vector<bool> idAssigned_;
+  Vocabulary vocabulary_;
   std::unordered_map<uint64_t, MergeResult> merges_;
   bool ignoreMerges_ = false;
   std::optional<int32_t> unknownId_;

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string_view>
+#include <utility>
+
 namespace dlm::tokenizer {
 namespace {
 
@@ -60,6 +63,32 @@ StatusOr<size_t> count(const Json &config, const char *key, const std::string &w
   return static_cast<size_t>(it->get<int64_t>());
 }
 
+// Every occurrence of `from` in `text` (non-overlapping, left to right) replaced by `to`, as Rust's
+// str::replace does.
+void replaceAll(std::string &text, std::string_view from, std::string_view to) {
+  size_t at = text.find(from);
+  if (at == std::string::npos)
+    return;
+  std::string out;
+  size_t done = 0;
+  for (; at != std::string::npos; at = text.find(from, done)) {
+    out.append(text, done, at - done).append(to);
+    done = at + from.size();
+  }
+  out.append(text, done, std::string::npos);
+  text = std::move(out);
+}
+
+// Hugging Face's decoders::wordpiece::cleanup, applied to each token on its own.
+void wordPieceCleanup(std::string &token) {
+  static constexpr std::pair<std::string_view, std::string_view> kReplacements[] = {
+      {" .", "."},      {" ?", "?"},     {" !", "!"},   {" ,", ","},
+      {" ' ", "'"},     {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"},
+      {" 's", "'s"},    {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto &[from, to] : kReplacements)
+    replaceAll(token, from, to);
+}
+
 } // namespace
 
 // The token list between steps. With keepCutCharacter, `cutCharacter` holds the raw bytes of a
@@ -106,6 +135,16 @@ Status Decoder::append(const Json &config, int depth) {
     DLM_ASSIGN_OR_RETURN(step.stripContent, oneCharacter(config, "content", "decoder Strip"));
     DLM_ASSIGN_OR_RETURN(step.stripStart, count(config, "start", "decoder Strip"));
     DLM_ASSIGN_OR_RETURN(step.stripStop, count(config, "stop", "decoder Strip"));
+  } else if (type == "WordPiece") {
+    step.kind = Step::Kind::WordPiece;
+    const auto prefix = config.find("prefix");
+    if (prefix == config.end() || !prefix->is_string())
+      return Status::error("decoder WordPiece has no \"prefix\" string");
+    step.wordPiecePrefix = prefix->get<std::string>();
+    const auto cleanup = config.find("cleanup");
+    if (cleanup == config.end() || !cleanup->is_boolean())
+      return Status::error("decoder WordPiece has no \"cleanup\" true or false");
+    step.wordPieceCleanup = cleanup->get<bool>();
   } else {
     return Status::error("not supported yet: decoder " + type);
   }
@@ -209,6 +248,22 @@ void Decoder::applyStep(const Step &step, Tokens &tokens, bool keepCutCharacter)
     }
     return;
   }
+  case Step::Kind::WordPiece:
+    // The first token is kept as it is, prefix included; each later one gets a space in front
+    // unless it starts with the prefix, which is removed instead.
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string &token = list[i];
+      if (i != 0) {
+        if (std::string_view(token).substr(0, step.wordPiecePrefix.size()) ==
+            step.wordPiecePrefix)
+          token.erase(0, step.wordPiecePrefix.size());
+        else
+          token.insert(0, 1, ' ');
+      }
+      if (step.wordPieceCleanup)
+        wordPieceCleanup(token);
+    }
+    return;
   case Step::Kind::Metaspace:
     for (size_t i = 0; i < list.size(); ++i) {
       std::string decoded;

@@ -1,10 +1,12 @@
 // The "decoder" stage of tokenizer.json: turns the token strings of a decode call back into text,
 // as Hugging Face's Decoder::decode does (each step maps the whole token list, then the pieces
 // are concatenated). Steps: ByteLevel (the byte-level alphabet back to bytes), Replace,
-// ByteFallback (runs of <0xNN> tokens become their bytes), Fuse, Strip, Metaspace and Sequence of
-// those. GPT-2-style tokenizers use ByteLevel alone; SentencePiece conversions (Gemma, Llama 2,
-// Mistral) use Sequence[Replace('▁' -> ' '), ByteFallback, Fuse, Strip] or Metaspace. A null
-// decoder joins tokens with spaces (Hugging Face's fallback).
+// ByteFallback (runs of <0xNN> tokens become their bytes), Fuse, Strip, Metaspace, WordPiece
+// (a space before each token but the first, none before a token with the continuation prefix,
+// which is removed; optional cleanup of spaces before punctuation) and Sequence of those.
+// GPT-2-style tokenizers use ByteLevel alone; SentencePiece conversions (Gemma, Llama 2,
+// Mistral) use Sequence[Replace('▁' -> ' '), ByteFallback, Fuse, Strip] or Metaspace; word-level
+// tokenizers use WordPiece. A null decoder joins tokens with spaces (Hugging Face's fallback).
 #pragma once
 
 #include "runtime/tokenizer/Metaspace.h"
@@ -32,12 +34,14 @@ public:
 
 private:
   struct Step {
-    enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace } kind;
+    enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece } kind;
     std::optional<Replace> replace;
     std::optional<Metaspace> metaspace;
     std::string stripContent; // Strip's character, as UTF-8
     size_t stripStart = 0;    // at most this many leading copies are removed
     size_t stripStop = 0;     // at most this many trailing copies are removed
+    std::string wordPiecePrefix; // WordPiece's continuing-subword prefix ("##")
+    bool wordPieceCleanup = false;
   };
   struct Tokens;
 

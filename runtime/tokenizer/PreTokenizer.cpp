@@ -1,7 +1,9 @@
 #include "runtime/tokenizer/PreTokenizer.h"
 
 #include "runtime/tokenizer/ByteLevel.h"
+#include "runtime/tokenizer/CharacterClass.h"
 #include "runtime/tokenizer/SequenceDepth.h"
+#include "runtime/tokenizer/Utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,7 +13,6 @@ namespace dlm::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
-
 
 // The pattern GPT-2 (and ByteLevel with use_regex=true) splits words with.
 constexpr const char *kGpt2Pattern =
@@ -101,6 +102,36 @@ std::vector<Segment> applyBehavior(std::vector<Segment> segments, SplitBehavior 
   return segments;
 }
 
+// The maximal runs of characters of one class, as [begin, end) byte ranges; characters of class 0
+// separate runs and are left out. `classOf` maps a code point to its class.
+template <typename ClassOf>
+std::vector<Segment> runsOf(std::string_view text, ClassOf classOf) {
+  std::vector<Segment> runs;
+  int runClass = 0;
+  size_t offset = 0;
+  while (offset < text.size()) {
+    const size_t begin = offset;
+    const int characterClass = classOf(decodeUtf8(text, offset));
+    if (characterClass != 0 && characterClass == runClass)
+      runs.back().end = offset;
+    else if (characterClass != 0)
+      runs.push_back({begin, offset, true});
+    runClass = characterClass;
+  }
+  return runs;
+}
+
+// WhitespaceSplit: Hugging Face splits on char::is_whitespace with behavior Removed.
+std::vector<Segment> whitespaceSplit(std::string_view text) {
+  return runsOf(text, [](char32_t c) { return isWhiteSpace(c) ? 0 : 1; });
+}
+
+// Whitespace: the matches of \w+|[^\w\s]+ (Rust regex classes), kept; what lies between them,
+// white space, is removed.
+std::vector<Segment> whitespaceWords(std::string_view text) {
+  return runsOf(text, [](char32_t c) { return isWordCharacter(c) ? 1 : isWhiteSpace(c) ? 0 : 2; });
+}
+
 } // namespace
 
 Status PreTokenizer::appendSteps(const Json &config, int depth, std::vector<Step> &steps) {
@@ -127,6 +158,12 @@ Status PreTokenizer::appendSteps(const Json &config, int depth, std::vector<Step
         return regex.status().withContext("pre_tokenizer ByteLevel");
       step.regex = std::move(*regex);
     }
+    steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  if (type == "WhitespaceSplit" || type == "Whitespace") {
+    step.kind = type == "Whitespace" ? Step::Kind::Whitespace : Step::Kind::WhitespaceSplit;
     steps.push_back(std::move(step));
     return Status::ok();
   }
@@ -191,6 +228,13 @@ void PreTokenizer::applyStep(const Step &step, const Piece &piece, std::vector<P
   if (step.kind == Step::Kind::Split) {
     for (const Segment &segment :
          applyBehavior(segmentsOf(*step.regex, whole, step.invert), step.behavior))
+      emit(std::string(whole.substr(segment.begin, segment.end - segment.begin)), segment.begin);
+    return;
+  }
+
+  if (step.kind == Step::Kind::WhitespaceSplit || step.kind == Step::Kind::Whitespace) {
+    for (const Segment &segment : step.kind == Step::Kind::Whitespace ? whitespaceWords(whole)
+                                                                      : whitespaceSplit(whole))
       emit(std::string(whole.substr(segment.begin, segment.end - segment.begin)), segment.begin);
     return;
   }

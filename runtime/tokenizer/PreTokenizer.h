@@ -1,8 +1,11 @@
 // The "pre_tokenizer" stage of tokenizer.json: splits text into the words that BPE merges
 // within. Supported: Split (regex or literal, any behavior, invert), ByteLevel (optional prefix
 // space, optional GPT-2 regex, then the byte-level alphabet), Metaspace (spaces become '▁', which
-// may be prepended, then optionally a split before each '▁') and Sequence of those. This covers
-// GPT-2, Llama 3, Qwen2/3, LLaDA, Dream and the SentencePiece conversions (Mistral, Llama 2).
+// may be prepended, then optionally a split before each '▁'), WhitespaceSplit (cut at white
+// space, which is dropped), Whitespace (runs of word characters and runs of other non-space
+// characters, Rust regex's \w+|[^\w\s]+) and Sequence of those. This covers GPT-2, Llama 3,
+// Qwen2/3, LLaDA, Dream, the SentencePiece conversions (Mistral, Llama 2) and word-level
+// tokenizers.
 #pragma once
 
 #include "runtime/tokenizer/Metaspace.h"
@@ -35,7 +38,7 @@ public:
 
 private:
   struct Step {
-    enum class Kind { Split, ByteLevel, Metaspace } kind = Kind::Split;
+    enum class Kind { Split, ByteLevel, Metaspace, WhitespaceSplit, Whitespace } kind = Kind::Split;
     std::optional<Regex> regex; // Split's pattern, or ByteLevel's GPT-2 regex when enabled
     SplitBehavior behavior = SplitBehavior::Isolated;
     bool invert = false;

@@ -1,8 +1,8 @@
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include "runtime/tokenizer/AddedVocabulary.h"
-#include "runtime/tokenizer/BpeModel.h"
 #include "runtime/tokenizer/Decoder.h"
+#include "runtime/tokenizer/Model.h"
 #include "runtime/tokenizer/Normalizer.h"
 #include "runtime/tokenizer/PostProcessor.h"
 #include "runtime/tokenizer/PreTokenizer.h"
@@ -21,7 +21,7 @@ namespace dlm {
 using Json = nlohmann::json;
 
 struct Tokenizer::Impl {
-  tokenizer::BpeModel model;
+  std::unique_ptr<tokenizer::Model> model;
   tokenizer::Normalizer normalizer;
   tokenizer::PreTokenizer preTokenizer;
   tokenizer::AddedVocabulary addedVocabulary;
@@ -51,7 +51,7 @@ StatusOr<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::load(const Json &roo
   if (!root.contains("model"))
     return Status::error("missing \"model\"");
 
-  StatusOr<tokenizer::BpeModel> model = tokenizer::BpeModel::fromJson(root["model"]);
+  StatusOr<std::unique_ptr<tokenizer::Model>> model = tokenizer::Model::fromJson(root["model"]);
   if (!model)
     return model.status();
   StatusOr<tokenizer::Normalizer> normalizer =
@@ -63,7 +63,7 @@ StatusOr<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::load(const Json &roo
   if (!preTokenizer)
     return preTokenizer.status();
   StatusOr<tokenizer::AddedVocabulary> addedVocabulary =
-      tokenizer::AddedVocabulary::fromJson(fieldOrNull(root, "added_tokens"), *model, *normalizer);
+      tokenizer::AddedVocabulary::fromJson(fieldOrNull(root, "added_tokens"), **model, *normalizer);
   if (!addedVocabulary)
     return addedVocabulary.status();
   StatusOr<tokenizer::PostProcessor> postProcessor =
@@ -153,7 +153,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
           raw.begin == 0 && span.begin < startAligned ? startAligned - span.begin : 0;
       impl.preTokenizer.apply(piece.substr(span.begin, span.end - span.begin), spanAligned, words);
       for (const std::string &word : words)
-        impl.model.tokenize(word, ids);
+        impl.model->tokenize(word, ids);
     }
   }
   return addSpecialTokens ? impl.postProcessor.apply(std::move(ids)) : ids;
@@ -171,7 +171,7 @@ StatusOr<std::string> Tokenizer::Impl::decode(const std::vector<int32_t> &ids,
       token = &added->content;
       special = added->special;
     } else {
-      token = model.idToToken(id);
+      token = model->idToToken(id);
     }
     if (!token) {
       if (id < 0 || id >= vocabSize)
@@ -200,19 +200,19 @@ StatusOr<std::string> Tokenizer::decode(const std::vector<int32_t> &ids,
 std::optional<int32_t> Tokenizer::tokenToId(std::string_view token) const {
   if (std::optional<int32_t> id = impl_->addedVocabulary.findByContent(token))
     return id;
-  return impl_->model.tokenToId(token);
+  return impl_->model->tokenToId(token);
 }
 
 std::optional<std::string> Tokenizer::idToToken(int32_t id) const {
   if (const AddedToken *added = impl_->addedVocabulary.findById(id))
     return added->content;
-  if (const std::string *token = impl_->model.idToToken(id))
+  if (const std::string *token = impl_->model->idToToken(id))
     return *token;
   return std::nullopt;
 }
 
 int32_t Tokenizer::vocabSize() const {
-  return std::max(impl_->model.idLimit(), impl_->addedVocabulary.idLimit());
+  return std::max(impl_->model->idLimit(), impl_->addedVocabulary.idLimit());
 }
 
 const std::vector<AddedToken> &Tokenizer::addedTokens() const {

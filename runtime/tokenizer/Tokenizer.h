@@ -1,7 +1,8 @@
-// Hugging Face tokenizer.json for BPE models, implemented without Python or Rust: byte-level BPE
-// (GPT-2, Llama 3, Qwen2/3, LLaDA, Dream) and SentencePiece-converted BPE with byte fallback
-// (Gemma, Llama 2, Mistral). Added tokens are cut out first, the rest is normalized,
-// pre-tokenized and merged by BPE, then the post-processor adds special tokens. encode() and
+// Hugging Face tokenizer.json for BPE and WordLevel models, implemented without Python or Rust:
+// byte-level BPE (GPT-2, Llama 3, Qwen2/3, LLaDA, Dream), SentencePiece-converted BPE with byte
+// fallback (Gemma, Llama 2, Mistral) and word-level vocabularies (the tiny DiffusionGemma test
+// checkpoints). Added tokens are cut out first, the rest is normalized, pre-tokenized and turned
+// into ids by the model, then the post-processor adds special tokens. encode() and
 // decode() give the same ids and text as the `tokenizers` library does for these files.
 //
 // A Tokenizer is immutable after loading and safe to use from several threads.
@@ -56,7 +57,7 @@ public:
   StatusOr<std::string> decodeBytes(const std::vector<int32_t> &ids,
                                     bool skipSpecialTokens = false) const;
 
-  // Vocabulary lookups cover the BPE vocabulary and the added tokens.
+  // Vocabulary lookups cover the model's vocabulary and the added tokens.
   std::optional<int32_t> tokenToId(std::string_view token) const;
   std::optional<std::string> idToToken(int32_t id) const;
   // One more than the largest id (the embedding table needs at least this many rows).

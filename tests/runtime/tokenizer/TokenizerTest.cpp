@@ -325,12 +325,12 @@ TEST(TokenizerErrors, UnsupportedStages) {
   config["normalizer"] = {{"type", "Sequence"},
                           {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "NFKC"}}})}};
   EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: normalizer NFKC");
-  config = byteLevelTokenizer({}, {{"type", "Whitespace"}});
+  config = byteLevelTokenizer({}, {{"type", "BertPreTokenizer"}});
   EXPECT_EQ(loadError(config.dump()),
-            "tokenizer.json: not supported yet: pre_tokenizer Whitespace");
+            "tokenizer.json: not supported yet: pre_tokenizer BertPreTokenizer");
   config = byteLevelTokenizer({});
-  config["decoder"] = {{"type", "WordPiece"}};
-  EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: decoder WordPiece");
+  config["decoder"] = {{"type", "BPEDecoder"}};
+  EXPECT_EQ(loadError(config.dump()), "tokenizer.json: not supported yet: decoder BPEDecoder");
 }
 
 TEST(TokenizerErrors, MissingFile) {

@@ -1,0 +1,33 @@
+#include "runtime/tokenizer/Vocabulary.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace dlm::tokenizer {
+
+StatusOr<Vocabulary> Vocabulary::fromJson(const nlohmann::json &vocab, const std::string &model) {
+  if (!vocab.is_object())
+    return Status::error(model + " model has no \"vocab\" object");
+  int64_t maxId = -1;
+  for (const auto &[token, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
+      return Status::error(model + " vocab entry '" + token + "' has invalid id " + id.dump());
+    maxId = std::max(maxId, id.get<int64_t>());
+  }
+  Vocabulary vocabulary;
+  vocabulary.tokensById_.assign(static_cast<size_t>(maxId + 1), std::string());
+  vocabulary.idAssigned_.assign(static_cast<size_t>(maxId + 1), false);
+  vocabulary.idsByToken_.reserve(vocab.size());
+  for (const auto &[token, id] : vocab.items()) {
+    const auto index = static_cast<int32_t>(id.get<int64_t>());
+    vocabulary.idsByToken_.emplace(token, index);
+    if (!vocabulary.idAssigned_[index]) {
+      vocabulary.tokensById_[index] = token;
+      vocabulary.idAssigned_[index] = true;
+    }
+  }
+  return vocabulary;
+}
+
+} // namespace dlm::tokenizer

@@ -1,0 +1,51 @@
+// The "vocab" object of a tokenizer.json model ({"token": id, ...}), shared by BPE and WordLevel:
+// token -> id for encoding, id -> token for decoding. Ids may have gaps. When several tokens share
+// an id, each keeps it for encoding and the first in key order names it when decoding (Hugging
+// Face keeps an arbitrary one).
+#pragma once
+
+#include "support/Status.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dlm::tokenizer {
+
+// Ids above this are treated as a corrupt file rather than allocating a huge id table.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 27) - 1;
+
+class Vocabulary {
+public:
+  // `vocab` is the model's "vocab" value; `model` ("BPE", "WordLevel") names it in errors.
+  static StatusOr<Vocabulary> fromJson(const nlohmann::json &vocab, const std::string &model);
+
+  std::optional<int32_t> find(std::string_view token) const {
+    const auto it = idsByToken_.find(std::string(token));
+    if (it == idsByToken_.end())
+      return std::nullopt;
+    return it->second;
+  }
+  // Null when no entry has this id.
+  const std::string *token(int32_t id) const {
+    if (id < 0 || id >= idLimit() || !idAssigned_[id])
+      return nullptr;
+    return &tokensById_[id];
+  }
+  // One more than the largest id.
+  int32_t idLimit() const { return static_cast<int32_t>(tokensById_.size()); }
+  // Number of entries (equal to idLimit() unless ids have gaps or repeat).
+  int32_t entryCount() const { return static_cast<int32_t>(idsByToken_.size()); }
+
+private:
+  std::unordered_map<std::string, int32_t> idsByToken_;
+  std::vector<std::string> tokensById_;
+  std::vector<bool> idAssigned_;
+};
+
+} // namespace dlm::tokenizer
