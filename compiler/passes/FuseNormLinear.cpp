@@ -19,7 +19,9 @@ struct FuseNormIntoLinear : OpRewritePattern<LinearOp> {
   LogicalResult matchAndRewrite(LinearOp linear, PatternRewriter &rewriter) const override {
     auto norm = linear.getInput().getDefiningOp<RMSNormOp>();
     // dlm.norm_linear normalises rows of a matrix; a norm over another rank stays apart.
-    if (!norm || cast<RankedTensorType>(norm.getInput().getType()).getRank() != 2)
+    // A norm without weight has nothing for the GEMM's prologue to fold.
+    if (!norm || !norm.getWeight() ||
+        cast<RankedTensorType>(norm.getInput().getType()).getRank() != 2)
       return failure();
     rewriter.replaceOpWithNewOp<NormLinearOp>(linear, linear.getType(), norm.getInput(),
                                               norm.getWeight(), linear.getWeight(),

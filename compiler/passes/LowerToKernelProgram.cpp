@@ -119,6 +119,7 @@ private:
                             Value bias, std::optional<double> eps, Value result);
   LogicalResult lowerAttention(MaskedAttentionOp op);
   LogicalResult lowerGatedMlp(GatedMLPOp op);
+  LogicalResult lowerMoe(MoEOp op);
   LogicalResult lowerLmHead(LMHeadOp op);
   LogicalResult checkReturn(func::ReturnOp ret);
   void plan();
@@ -140,10 +141,10 @@ private:
 };
 
 LogicalResult ProgramBuilder::build() {
-  if (fn_.getNumArguments() != 2)
+  if (fn_.getNumArguments() != 2 && fn_.getNumArguments() != 3)
     return fn_.emitError() << "dlm-lower-to-kernel-program: @" << fn_.getSymName()
-                           << " must take (token ids, positions), got " << fn_.getNumArguments()
-                           << " arguments";
+                           << " must take (token ids, positions[, input rows]), got "
+                           << fn_.getNumArguments() << " arguments";
   if (!fn_.getBody().hasOneBlock())
     return unsupported(fn_, "a forward with several blocks");
   slots_[fn_.getArgument(0)] = newSlot(1);
@@ -222,12 +223,12 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
   if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
     if (embedding.getIds() != fn_.getArgument(0))
       return unsupported(&op, "an embedding of other ids than the forward's token ids");
-    if (embedding.getScale().convertToFloat() != 1.0f)
-      return unsupported(&op, "a scaled embedding on the cpu");
     Record &r = add(kp::kEmbedding, "embedding", -1);
     r.operands.push_back(kp::kTokensSlot);
     if (failed(setWeight(&op, r, kp::kWeight, embedding.getTable())))
       return failure();
+    if (embedding.getScale().convertToFloat() != 1.0f)
+      setAttr(r, kp::kScaleParameter, embedding.getScaleAttr());
     defineResult(r, embedding.getResult());
     return success();
   }
@@ -238,12 +239,17 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     FailureOr<int64_t> input = slotOf(&op, norm.getInput());
     if (failed(input))
       return failure();
-    StringRef role = kp::weightRole(weightName(norm.getWeight()));
+    StringRef role = norm.getWeight() ? kp::weightRole(weightName(norm.getWeight())) : "";
     Record &r = add(kp::kRmsNorm, role.ends_with("norm") ? role : "rms_norm", -1);
     r.operands.push_back(*input);
     r.inPlace = true;
-    if (failed(setWeight(&op, r, kp::kWeight, norm.getWeight())))
-      return failure();
+    if (norm.getWeight()) {
+      if (failed(setWeight(&op, r, kp::kWeight, norm.getWeight())))
+        return failure();
+    } else {
+      auto type = cast<RankedTensorType>(norm.getInput().getType());
+      setAttr(r, kp::kNormWidth, b_.getI64IntegerAttr(type.getShape().back()));
+    }
     r.layer = currentLayer_;
     setAttr(r, kp::kEps, norm.getEpsAttr());
     defineResult(r, norm.getResult());
@@ -272,9 +278,39 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     r.inPlace = true;
     setAttr(r, kp::kTheta, rope.getThetaAttr());
     setAttr(r, kp::kHeadDim, b_.getI64IntegerAttr(type.getDimSize(2)));
+    if (rope.getRotatedPairs() &&
+        static_cast<int64_t>(*rope.getRotatedPairs()) != type.getDimSize(2) / 2)
+      setAttr(r, kp::kRotatedPairs, rope.getRotatedPairsAttr());
     defineResult(r, rope.getResult());
     return success();
   }
+  if (auto scale = dyn_cast<ScaleOp>(op)) {
+    FailureOr<int64_t> input = slotOf(&op, scale.getInput());
+    if (failed(input))
+      return failure();
+    Record &r = add(kp::kScale, "scale", -1);
+    r.operands.push_back(*input);
+    r.inPlace = true;
+    if (failed(setWeight(&op, r, kp::kWeight, scale.getFactor())))
+      return failure();
+    StringRef role = kp::weightRole(weightName(scale.getFactor()));
+    r.name = role.str();
+    r.layer = currentLayer_;
+    defineResult(r, scale.getResult());
+    return success();
+  }
+  if (auto soft = dyn_cast<SoftEmbeddingOp>(op)) {
+    if (fn_.getNumArguments() != 3 || soft.getLogits() != fn_.getArgument(2))
+      return unsupported(&op, "a soft embedding of other logits than the forward's input rows");
+    Record &r = add(kp::kSoftEmbedding, "soft_embedding", -1);
+    if (failed(setWeight(&op, r, kp::kWeight, soft.getTable())))
+      return failure();
+    setAttr(r, kp::kScaleParameter, soft.getScaleAttr());
+    defineResult(r, soft.getResult());
+    return success();
+  }
+  if (auto moe = dyn_cast<MoEOp>(op))
+    return lowerMoe(moe);
   if (auto attention = dyn_cast<MaskedAttentionOp>(op))
     return lowerAttention(attention);
   if (auto addf = dyn_cast<arith::AddFOp>(op)) {
@@ -347,19 +383,24 @@ LogicalResult ProgramBuilder::lowerLinear(Operation *op, StringRef kind, Value i
 LogicalResult ProgramBuilder::lowerAttention(MaskedAttentionOp op) {
   if (op.getQueryPositions() || op.getBlockTable())
     return unsupported(op, "attention with explicit positions or pages in @forward");
+  // A window is the record's: causal (sliding_window) or over the keys before the fed span
+  // (prefix_window), runtime/model/KernelProgram.h.
   StringRef mask;
   switch (op.getMask()) {
   case MaskKind::causal:
+  case MaskKind::sliding_window:
     mask = "causal";
     break;
   case MaskKind::bidirectional:
+  case MaskKind::prefix_window:
     mask = "bidirectional";
     break;
   default:
-    return unsupported(op, "attention mask '" + stringifyMaskKind(op.getMask()) + "' on the cpu");
+    return unsupported(op, "attention mask '" + stringifyMaskKind(op.getMask()) +
+                               "' in a kernel program");
   }
-  if (op.getWindow() || op.getBlockSize() || op.getScale())
-    return unsupported(op, "attention with a window, block size or scale on the cpu");
+  if (op.getBlockSize())
+    return unsupported(op, "attention with a block size in a kernel program");
   FailureOr<int64_t> q = slotOf(op, op.getQuery()), k = slotOf(op, op.getKey()),
                      v = slotOf(op, op.getValue());
   if (failed(q) || failed(k) || failed(v))
@@ -379,16 +420,17 @@ LogicalResult ProgramBuilder::lowerAttention(MaskedAttentionOp op) {
   setAttr(r, kp::kHeads, b_.getI64IntegerAttr(qType.getDimSize(1)));
   setAttr(r, kp::kKvHeads, b_.getI64IntegerAttr(kType.getDimSize(1)));
   setAttr(r, kp::kHeadDim, b_.getI64IntegerAttr(qType.getDimSize(2)));
+  if (op.getWindow())
+    setAttr(r, kp::kWindow, op.getWindowAttr());
+  if (op.getScale())
+    setAttr(r, kp::kScaleParameter, op.getScaleAttr());
   defineResult(r, op.getResult());
   return success();
 }
 
-// Four launches, as the CPU runs it: gate and up projections, silu(gate) * up into the gate's
-// buffer, the down projection.
+// Four launches, as the CPU runs it: gate and up projections, act(gate) * up into the gate's
+// buffer (silu_mul or gelu_mul), the down projection.
 LogicalResult ProgramBuilder::lowerGatedMlp(GatedMLPOp op) {
-  if (op.getActivation() != Activation::silu)
-    return unsupported(op, "gated MLP activation '" + stringifyActivation(op.getActivation()) +
-                               "' on the cpu");
   FailureOr<int64_t> input = slotOf(op, op.getInput());
   if (failed(input))
     return failure();
@@ -406,7 +448,9 @@ LogicalResult ProgramBuilder::lowerGatedMlp(GatedMLPOp op) {
       return unsupported(op, "a weight operand that is not a dlm.weight");
   int64_t gate = projection("gate_proj", op.getGate(), *input, intermediate);
   int64_t up = projection("up_proj", op.getUp(), *input, intermediate);
-  Record &mul = add(kp::kSiluMul, "silu_mul", currentLayer_);
+  const bool silu = op.getActivation() == Activation::silu;
+  Record &mul = add(silu ? kp::kSiluMul : kp::kGeluMul, silu ? "silu_mul" : "gelu_mul",
+                    currentLayer_);
   mul.operands = {gate, up};
   mul.inPlace = true;
   mul.result = newSlot(intermediate);
@@ -416,9 +460,34 @@ LogicalResult ProgramBuilder::lowerGatedMlp(GatedMLPOp op) {
   return success();
 }
 
+// One launch: routing and the experts' grouped GEMMs are the kernel's business.
+LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
+  if (op.getActivation() != Activation::gelu_tanh)
+    return unsupported(op, "experts with activation '" + stringifyActivation(op.getActivation()) +
+                               "'");
+  FailureOr<int64_t> router = slotOf(op, op.getRouterInput()), input = slotOf(op, op.getInput());
+  if (failed(router) || failed(input))
+    return failure();
+  Record &r = add(kp::kMoe, "moe", -1);
+  r.operands = {*router, *input};
+  for (auto [key, weight] : {std::pair<StringRef, Value>{kp::kRouter, op.getRouter()},
+                             {kp::kRouterScale, op.getRouterScale()},
+                             {kp::kExpertScale, op.getExpertScale()},
+                             {kp::kGateUp, op.getGateUp()},
+                             {kp::kDownWeight, op.getDown()}})
+    if (failed(setWeight(op, r, key, weight)))
+      return failure();
+  auto gateUp = cast<RankedTensorType>(op.getGateUp().getType());
+  setAttr(r, kp::kExperts, b_.getI64IntegerAttr(gateUp.getDimSize(0)));
+  setAttr(r, kp::kTopK, op.getTopKAttr());
+  setAttr(r, kp::kEps, op.getEpsAttr());
+  setAttr(r, kp::kRouterInputScale, op.getRouterInputScaleAttr());
+  r.layer = currentLayer_;
+  defineResult(r, op.getResult());
+  return success();
+}
+
 LogicalResult ProgramBuilder::lowerLmHead(LMHeadOp op) {
-  if (op.getSoftcap())
-    return unsupported(op, "logit soft-capping on the cpu");
   if (op.getResult() != logits_)
     return unsupported(op, "a dlm.lm_head whose logits the forward does not return");
   Value input = op.getInput();
@@ -438,6 +507,8 @@ LogicalResult ProgramBuilder::lowerLmHead(LMHeadOp op) {
   if (failed(setWeight(op, r, kp::kWeight, op.getWeight())))
     return failure();
   setAttr(r, kp::kLogitShift, b_.getBoolAttr(logitShift_));
+  if (op.getSoftcap())
+    setAttr(r, kp::kSoftcap, op.getSoftcapAttr());
   r.layer = -1;
   r.planned = false; // the logits go to the caller's buffer, only the rows it asks for
   defineResult(r, op.getResult());
@@ -502,12 +573,16 @@ void ProgramBuilder::plan() {
 }
 
 // Record names are unique within a target: "layers.0.q_proj", and "#2", "#3" on repeats
-// ("layers.0.rope", "layers.0.rope#2").
+// ("layers.0.rope", "layers.0.rope#2"); a function other than @forward prefixes its name
+// ("decode.layers.0.q_proj").
 void ProgramBuilder::attach() {
   SmallVector<Attribute> program;
   llvm::StringMap<int> seen;
+  const std::string prefix =
+      fn_.getSymName() == StringRef(kp::kDefaultFunction) ? "" : (fn_.getSymName() + ".").str();
   for (const Record &r : records_) {
-    std::string name = r.layer >= 0 ? "layers." + std::to_string(r.layer) + "." + r.name : r.name;
+    std::string name =
+        prefix + (r.layer >= 0 ? "layers." + std::to_string(r.layer) + "." + r.name : r.name);
     int repeat = ++seen[name];
     if (repeat > 1)
       name += "#" + std::to_string(repeat);
@@ -516,6 +591,8 @@ void ProgramBuilder::attach() {
         b_.getNamedAttr("name", b_.getStringAttr(name)),
         b_.getNamedAttr(kp::kLayer, b_.getI64IntegerAttr(r.layer)),
         b_.getNamedAttr(kp::kOperands, b_.getDenseI64ArrayAttr(r.operands))};
+    if (!prefix.empty())
+      entries.push_back(b_.getNamedAttr(kp::kFunction, fn_.getSymNameAttr()));
     if (r.result >= 0) {
       entries.push_back(b_.getNamedAttr(kp::kResult, b_.getI64IntegerAttr(r.result)));
       entries.push_back(b_.getNamedAttr(kp::kWidth, b_.getI64IntegerAttr(slotWidth_[r.result])));
@@ -536,14 +613,22 @@ struct LowerToKernelProgramPass
   using LowerToKernelProgramPassBase::LowerToKernelProgramPassBase;
 
   void runOnOperation() override {
-    auto fn = getOperation().lookupSymbol<func::FuncOp>(function);
-    if (!fn || fn.isExternal()) {
-      getOperation().emitError() << "dlm-lower-to-kernel-program: no function @" << function;
-      return signalPassFailure();
+    SmallVector<StringRef> functions{function};
+    if (auto listed = getOperation()->getAttrOfType<ArrayAttr>("dlm.forward_functions")) {
+      functions.clear();
+      for (Attribute name : listed)
+        functions.push_back(cast<StringAttr>(name).getValue());
     }
-    ProgramBuilder builder(fn);
-    if (failed(builder.build()))
-      signalPassFailure();
+    for (StringRef name : functions) {
+      auto fn = getOperation().lookupSymbol<func::FuncOp>(name);
+      if (!fn || fn.isExternal()) {
+        getOperation().emitError() << "dlm-lower-to-kernel-program: no function @" << name;
+        return signalPassFailure();
+      }
+      ProgramBuilder builder(fn);
+      if (failed(builder.build()))
+        return signalPassFailure();
+    }
   }
 };
 

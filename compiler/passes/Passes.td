@@ -94,6 +94,12 @@ def LowerToKernelProgramPass : Pass<"dlm-lower-to-kernel-program", "::mlir::Modu
     in place when that operand dies there. The function gets
     `dlm.workspace_row_elements` and `dlm.unplanned_row_elements`.
     An op the program cannot express is a "not supported yet" error.
+
+    A module whose `dlm.forward_functions` lists several forwards
+    (DiffusionGemma's @encode and @decode) gets each of them lowered, and
+    `function` is ignored. A forward may take a third argument, float32
+    rows read only by `dlm.soft_embedding` (the record reads the caller's
+    input rows directly).
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",

@@ -67,16 +67,18 @@ Status checkKnobsDeclared(const CompileOptions &options,
       return p.knobs.count(name) != 0;
     });
     if (!declared)
-      return Status::error("--knob " + name + ": no decode program of --policy " +
-                           options.policy + " declares a knob '" + name + "'");
+      return Status::error("--knob " + name + ": no decode program of the artifact declares a "
+                           "knob '" + name + "'");
   }
   return Status::ok();
 }
 
-// The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares.
+// The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares,
+// over the defaults the checkpoint states (`modelKnobs`, generation_config.json).
 Status addDecodePrograms(const CompileOptions &options, const std::vector<std::string> &policies,
+                         const artifact::Attributes &modelKnobs,
                          artifact::ArtifactContents &contents) {
-  artifact::Attributes knobs;
+  artifact::Attributes knobs = modelKnobs;
   knobs[std::string(spec::kKnobGenLength)] = options.genLength;
   knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
   knobs[std::string(spec::kKnobSteps)] = options.steps;
@@ -97,8 +99,14 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
 
 } // namespace
 
+std::string defaultPolicies(const importer::ModelDescription &model) {
+  return model.blockDiffusion ? "diffusion-gemma" : "low-confidence,entropy-bound";
+}
+
 std::vector<std::string> policyList(const CompileOptions &options) {
   std::vector<std::string> policies;
+  if (options.policy.empty())
+    return policies;
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(options.policy).split(parts, ',');
   for (llvm::StringRef part : parts)
@@ -124,14 +132,6 @@ Status validateOptions(const CompileOptions &options) {
     if (std::find(policies.begin(), policies.begin() + i, policies[i]) != policies.begin() + i)
       return fail("--policy names " + policies[i] + " twice");
   }
-  // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
-  // for the default programs; DiffusionGemma's model side (encoder/decoder forwards,
-  // self-conditioning) does not exist yet either (compiler/programs/decode/diffusion-gemma.decode).
-  const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
-  if (std::find(defaults.begin(), defaults.end(), policies.front()) == defaults.end())
-    return fail("not supported yet: --policy " + policies.front() +
-                " as the artifact's default program; name it after " + program::oneOf(defaults) +
-                " (e.g. --policy " + defaults.front() + "," + policies.front() + ")");
   if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
     return fail("--gen-length, --block-length and --steps must be positive");
   if (options.genLength % options.blockLength != 0)
@@ -199,15 +199,19 @@ Status Compilation::compile(const CompileOptions &options) {
   if (!module_)
     return Status::error("internal error: the imported IR of '" + checkpoint_->directory +
                          "' does not verify");
+  DLM_RETURN_IF_ERROR(resolvePolicies(options));
+  const std::vector<std::string> &policies = policies_;
   programs::DecodingPolicy policy;
-  const std::vector<std::string> policies = policyList(options);
   policy.name = policies.front();
   policy.genLength = options.genLength;
   policy.blockLength = options.blockLength;
   policy.steps = options.steps;
   policy.threshold = options.threshold;
   policy.stepCap = options.stepCap;
-  if (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_)))
+  // @generate documents the default program over @forward; a model of several forward functions
+  // (DiffusionGemma) has only its decode program (compiler/programs/decode/).
+  if (!checkpoint_->model.blockDiffusion &&
+      (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_))))
     return Status::error("could not build the decoding program");
   // The program names weights as the artifact stores them.
   std::map<std::string, std::string> canonicalNames;
@@ -233,7 +237,59 @@ Status Compilation::compile(const CompileOptions &options) {
   contents.tokenizerJson = checkpoint_->tokenizerJson;
   contents.program.policy = policies.front();
   contents.program.mlir = programText_;
-  artifact::Attributes &knobs = contents.program.knobs;
+  setProgramKnobs(options, policy);
+  DLM_RETURN_IF_ERROR(addDecodePrograms(options, policies, model.knobDefaults, contents));
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    const safetensors::TensorView &view = *checkpoint_->views[i];
+    contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
+                                view.shape, view.data, view.byteSize});
+  }
+  // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
+  // launches.
+  DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
+  if (options.target != "cpu")
+    DLM_RETURN_IF_ERROR(generateCudaKernels(options, program));
+  contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(program));
+  return Status::ok();
+}
+
+// --policy as given, or the model's default set; DiffusionGemma's forwards (encode, decode) serve
+// only its own sampler, and the other programs' forwards only the other models.
+Status Compilation::resolvePolicies(const CompileOptions &options) {
+  policies_ = policyList(options);
+  if (policies_.empty()) {
+    CompileOptions defaults = options;
+    defaults.policy = defaultPolicies(checkpoint_->model);
+    policies_ = policyList(defaults);
+  }
+  const bool blockDiffusion = checkpoint_->model.blockDiffusion.has_value();
+  if (blockDiffusion) {
+    if (policies_ != std::vector<std::string>{"diffusion-gemma"})
+      return Status::error("not supported yet: --policy " + options.policy + " for " +
+                           checkpoint_->model.config.architecture +
+                           ", which runs only its own sampler (--policy diffusion-gemma)");
+    return Status::ok();
+  }
+  // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
+  // for the default programs.
+  const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
+  if (std::find(defaults.begin(), defaults.end(), policies_.front()) == defaults.end())
+    return Status::error("not supported yet: --policy " + policies_.front() +
+                         " as the artifact's default program; name it after " +
+                         program::oneOf(defaults) + " (e.g. --policy " + defaults.front() + "," +
+                         policies_.front() + ")");
+  return Status::ok();
+}
+
+// The legacy program section's knobs: the defaults of the program the artifact was built for.
+void Compilation::setProgramKnobs(const CompileOptions &options,
+                                  const programs::DecodingPolicy &policy) {
+  artifact::Attributes &knobs = contents_.program.knobs;
+  if (checkpoint_->model.blockDiffusion) {
+    // Its sampler's knobs are the checkpoint's generation_config.json, not the block flags.
+    knobs = checkpoint_->model.knobDefaults;
+    return;
+  }
   knobs[std::string(spec::kKnobGenLength)] = options.genLength;
   knobs[std::string(spec::kKnobBlockLength)] = options.blockLength;
   knobs[std::string(spec::kKnobSteps)] = options.steps;
@@ -253,24 +309,15 @@ Status Compilation::compile(const CompileOptions &options) {
     knobs[std::string(spec::kKnobStabilityThreshold)] = policy.stability;
     knobs[std::string(spec::kKnobConfidenceThreshold)] = policy.confidenceBound;
   }
-  DLM_RETURN_IF_ERROR(addDecodePrograms(options, policies, contents));
-  for (size_t i = 0; i < model.weights.size(); ++i) {
-    const safetensors::TensorView &view = *checkpoint_->views[i];
-    contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
-                                view.shape, view.data, view.byteSize});
-  }
-  // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
-  // launches.
-  DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
-  if (options.target != "cpu")
-    DLM_RETURN_IF_ERROR(generateCudaKernels(options, program));
-  contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(program));
-  return Status::ok();
 }
 
 Status Compilation::generateCudaKernels(const CompileOptions &options,
                                         artifact::KernelTarget &program) {
 #ifdef DLM_HAVE_NVRTC
+  if (checkpoint_->model.blockDiffusion)
+    return Status::error("not supported yet: --target " + options.target + " for " +
+                         checkpoint_->model.config.architecture +
+                         " (its records' CUDA kernels: experts, GELU, soft-cap, windows)");
   // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
   // fails the compile with NVRTC's log. The device precision: as asked, else f32 for an all-f32
@@ -287,7 +334,7 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   codegen::ModelKernelOptions kernelOptions;
   kernelOptions.element =
       precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
-  kernelOptions.policy = policyList(options).front();
+  kernelOptions.policy = policies_.front();
   kernelOptions.confidenceThreshold = options.threshold > 0.0;
   kernelOptions.canvas = options.blockLength;
   kernelOptions.pageSize = programs::DecodingPolicy{}.pageSize;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "compiler/codegen/KernelSource.h"
+#include "compiler/programs/DecodingProgram.h"
 #include "importer/model/Checkpoint.h"
 #include "importer/onnx/OnnxImport.h"
 #include "runtime/artifact/ArtifactWriter.h"
@@ -27,8 +28,9 @@ struct CompileOptions {
   std::string target = "cpu"; // "cpu" (the kernel program), "cuda" or "all" (+ CUDA kernels)
   std::string precision;      // "f32", "bf16", or empty: from the checkpoint's weights
   // The decode programs the artifact carries, comma-separated; the first is the default (and the
-  // one @generate and the CUDA decoding kernels are built for).
-  std::string policy = "low-confidence,entropy-bound";
+  // one @generate and the CUDA decoding kernels are built for). Empty: the architecture's
+  // default set (defaultPolicies).
+  std::string policy;
   int64_t genLength = 64;
   int64_t blockLength = 32;
   int64_t steps = 64;
@@ -41,8 +43,12 @@ struct CompileOptions {
   std::vector<std::pair<std::string, std::string>> knobs;
 };
 
-// The policies of `options.policy`, in order.
+// The policies of `options.policy`, in order; empty when it is empty.
 std::vector<std::string> policyList(const CompileOptions &options);
+
+// The decode programs a model gets when --policy is not given: DiffusionGemma's own sampler for
+// DiffusionGemma, "low-confidence,entropy-bound" for everything else.
+std::string defaultPolicies(const importer::ModelDescription &model);
 
 // Named errors for options no compile can honour ("--gen-length 30 is not a multiple of
 // --block-length 8", "unknown --target tpu (expected cpu, cuda or all)", ...).
@@ -71,6 +77,8 @@ private:
   Compilation();
   Status compile(const CompileOptions &options);
   Status generateCudaKernels(const CompileOptions &options, artifact::KernelTarget &program);
+  Status resolvePolicies(const CompileOptions &options);
+  void setProgramKnobs(const CompileOptions &options, const programs::DecodingPolicy &policy);
 
   mlir::MLIRContext context_;
   importer::onnx::OnnxModel onnx_; // owns what an imported model.onnx's views point into
@@ -78,6 +86,8 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   // The module's text, which contents_.program.mlir views.
   std::string programText_;
+  // The decode programs' policies, the default first (--policy, or the model's default set).
+  std::vector<std::string> policies_;
   artifact::ArtifactContents contents_;
   std::vector<codegen::KernelSource> cudaKernels_;
   // Owns the compiled images the artifact's CUDA kernel records view.

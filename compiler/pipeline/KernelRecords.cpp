@@ -7,6 +7,10 @@
 
 namespace dlm::pipeline {
 
+namespace {
+Status appendRecords(mlir::ArrayAttr program, artifact::KernelTarget &target);
+} // namespace
+
 void renameWeightsToCanonical(mlir::ModuleOp module,
                               const std::map<std::string, std::string> &canonicalByCheckpoint) {
   mlir::Builder b(module.getContext());
@@ -18,12 +22,28 @@ void renameWeightsToCanonical(mlir::ModuleOp module,
 }
 
 StatusOr<artifact::KernelTarget> kernelProgramTarget(mlir::ModuleOp module) {
-  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
-  auto program = forward ? forward->getAttrOfType<mlir::ArrayAttr>("dlm.kernel_program") : nullptr;
-  if (!program)
-    return Status::error("internal error: @forward has no dlm.kernel_program");
+  // Every forward function's records, one after the other (each names its function).
+  std::vector<std::string> functions{std::string(spec::kernels::kDefaultFunction)};
+  if (auto listed = module->getAttrOfType<mlir::ArrayAttr>("dlm.forward_functions")) {
+    functions.clear();
+    for (mlir::Attribute name : listed)
+      functions.push_back(mlir::cast<mlir::StringAttr>(name).str());
+  }
   artifact::KernelTarget target;
   target.target = std::string(spec::kernels::kTarget);
+  for (const std::string &function : functions) {
+    auto forward = module.lookupSymbol<mlir::func::FuncOp>(function);
+    auto program =
+        forward ? forward->getAttrOfType<mlir::ArrayAttr>("dlm.kernel_program") : nullptr;
+    if (!program)
+      return Status::error("internal error: @" + function + " has no dlm.kernel_program");
+    DLM_RETURN_IF_ERROR(appendRecords(program, target));
+  }
+  return target;
+}
+
+namespace {
+Status appendRecords(mlir::ArrayAttr program, artifact::KernelTarget &target) {
   for (mlir::Attribute entry : program) {
     auto record = mlir::cast<mlir::DictionaryAttr>(entry);
     artifact::Kernel kernel;
@@ -56,7 +76,8 @@ StatusOr<artifact::KernelTarget> kernelProgramTarget(mlir::ModuleOp module) {
     }
     target.kernels.push_back(std::move(kernel));
   }
-  return target;
+  return Status::ok();
 }
+} // namespace
 
 } // namespace dlm::pipeline

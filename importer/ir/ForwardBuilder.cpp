@@ -1,8 +1,10 @@
+// The model's forward functions as dlm IR. For every family but DiffusionGemma one,
 // @forward(ids: tensor<?xi32>, positions: tensor<?xi32>) -> tensor<?xVxf32>, one layer at a time:
 //   x = embed(ids)
 //   per layer: x += o(attention(rope(q(norm x)), rope(k(norm x)), v(norm x)));
 //              x += mlp(norm x)
 //   logits = lm_head(norm x)   (shifted by one row for Dream)
+// DiffusionGemma has two, @encode and @decode (BlockDiffusionBuilder below).
 #include "importer/ir/ForwardBuilder.h"
 
 #include "compiler/dialects/dlm/DlmDialect.h"
@@ -14,6 +16,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <map>
 
 namespace dlm::importer {
@@ -21,47 +24,16 @@ namespace {
 
 using namespace mlir;
 
-class ForwardBuilder {
-public:
-  ForwardBuilder(MLIRContext &context, const ModelDescription &model,
-                 const std::vector<Type> &weightTypes)
+// What every model's IR builder shares: the builder, the weights by canonical name (one dlm.weight
+// each, created on first use), and the common ops over [tokens, width] activations.
+class ModelIr {
+protected:
+  ModelIr(MLIRContext &context, const ModelDescription &model,
+          const std::vector<Type> &weightTypes)
       : model_(model), config_(model.config), b_(&context), loc_(b_.getUnknownLoc()) {
     for (size_t i = 0; i < model.weights.size(); ++i)
       weights_[model.weights[i].canonicalName] = {&model.weights[i], weightTypes[i]};
   }
-
-  OwningOpRef<ModuleOp> build() {
-    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
-    describeModule(*module);
-    b_.setInsertionPointToEnd(module->getBody());
-
-    Type i32 = b_.getI32Type();
-    auto ids = RankedTensorType::get({ShapedType::kDynamic}, i32);
-    auto logitsType =
-        RankedTensorType::get({ShapedType::kDynamic, config_.vocabSize}, b_.getF32Type());
-    auto fn = func::FuncOp::create(b_, loc_, "forward",
-                                   b_.getFunctionType({ids, ids}, {logitsType}));
-    Block *entry = fn.addEntryBlock();
-    b_.setInsertionPointToStart(entry);
-    Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
-    length_ = tensor::DimOp::create(b_, loc_, tokens, 0);
-
-    Value x = EmbeddingOp::create(b_, loc_, activations(config_.hiddenSize), tokens,
-                                  weight(spec::kEmbed), b_.getF32FloatAttr(1.0f));
-    for (int64_t layer = 0; layer < config_.numLayers; ++layer)
-      x = buildLayer(layer, x, positions);
-    Value h = rmsNorm(x, weight(spec::kFinalNorm));
-    Value head = config_.tiedEmbeddings ? weight(spec::kEmbed) : weight(spec::kLmHead);
-    Value logits = LMHeadOp::create(b_, loc_, logitsType, h, head, FloatAttr());
-    if (model_.traits.logitShift)
-      logits = shiftLogits(logits, logitsType);
-    func::ReturnOp::create(b_, loc_, logits);
-    return module;
-  }
-
-private:
-  using EmbeddingOp = dlm::ir::EmbeddingOp;
-  using LMHeadOp = dlm::ir::LMHeadOp;
 
   void describeModule(ModuleOp module) {
     auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
@@ -83,9 +55,11 @@ private:
   RankedTensorType activations(int64_t width) {
     return RankedTensorType::get({ShapedType::kDynamic, width}, b_.getF32Type());
   }
-  RankedTensorType heads(int64_t count) {
-    return RankedTensorType::get({ShapedType::kDynamic, count, config_.headDim},
-                                 b_.getF32Type());
+  RankedTensorType heads(int64_t count, int64_t headDim) {
+    return RankedTensorType::get({ShapedType::kDynamic, count, headDim}, b_.getF32Type());
+  }
+  RankedTensorType logitsType() {
+    return RankedTensorType::get({ShapedType::kDynamic, config_.vocabSize}, b_.getF32Type());
   }
 
   // One dlm.weight per canonical weight, created on first use.
@@ -105,7 +79,11 @@ private:
   bool hasLayerWeight(int64_t layer, std::string_view role) const {
     return weights_.count(spec::layerWeightName(layer, role)) != 0;
   }
+  Type weightElementType(std::string_view canonicalName) const {
+    return weights_.at(std::string(canonicalName)).second;
+  }
 
+  // `w` may be null: a norm without weight.
   Value rmsNorm(Value x, Value w) {
     return dlm::ir::RMSNormOp::create(b_, loc_, x.getType(), x, w,
                                       b_.getF64FloatAttr(config_.rmsNormEps));
@@ -116,17 +94,67 @@ private:
   }
 
   // [S, n*hd] <-> [S, n, hd]
-  Value splitHeads(Value x, int64_t count) {
-    SmallVector<OpFoldResult> shape{length_, b_.getIndexAttr(count),
-                                    b_.getIndexAttr(config_.headDim)};
-    return tensor::ExpandShapeOp::create(b_, loc_, heads(count), x,
+  Value splitHeads(Value x, int64_t count, int64_t headDim) {
+    SmallVector<OpFoldResult> shape{length_, b_.getIndexAttr(count), b_.getIndexAttr(headDim)};
+    return tensor::ExpandShapeOp::create(b_, loc_, heads(count, headDim), x,
                                          SmallVector<ReassociationIndices>{{0}, {1, 2}}, shape);
   }
-  Value mergeHeads(Value x, int64_t count) {
-    return tensor::CollapseShapeOp::create(b_, loc_, activations(count * config_.headDim), x,
+  Value mergeHeads(Value x, int64_t count, int64_t headDim) {
+    return tensor::CollapseShapeOp::create(b_, loc_, activations(count * headDim), x,
                                            SmallVector<ReassociationIndices>{{0}, {1, 2}});
   }
 
+  // func @name(ids, positions [, extra...]) with its entry block as the insertion point;
+  // length_ is the token count.
+  Block *beginFunction(ModuleOp module, StringRef name, ArrayRef<Type> extraInputs) {
+    b_.setInsertionPointToEnd(module.getBody());
+    auto ids = RankedTensorType::get({ShapedType::kDynamic}, b_.getI32Type());
+    SmallVector<Type> inputs{ids, ids};
+    inputs.append(extraInputs.begin(), extraInputs.end());
+    auto fn = func::FuncOp::create(b_, loc_, name, b_.getFunctionType(inputs, {logitsType()}));
+    Block *entry = fn.addEntryBlock();
+    b_.setInsertionPointToStart(entry);
+    length_ = tensor::DimOp::create(b_, loc_, entry->getArgument(0), 0);
+    return entry;
+  }
+
+  using EmbeddingOp = dlm::ir::EmbeddingOp;
+  using LMHeadOp = dlm::ir::LMHeadOp;
+
+  const ModelDescription &model_;
+  const artifact::ModelConfig &config_;
+  OpBuilder b_;
+  Location loc_;
+  Value length_;
+  std::map<std::string, std::pair<const WeightBinding *, Type>> weights_;
+  std::map<std::string, Value> created_;
+};
+
+class ForwardBuilder : ModelIr {
+public:
+  ForwardBuilder(MLIRContext &context, const ModelDescription &model,
+                 const std::vector<Type> &weightTypes)
+      : ModelIr(context, model, weightTypes) {}
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+    describeModule(*module);
+    Block *entry = beginFunction(*module, "forward", {});
+    Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
+    Value x = EmbeddingOp::create(b_, loc_, activations(config_.hiddenSize), tokens,
+                                  weight(spec::kEmbed), b_.getF32FloatAttr(1.0f));
+    for (int64_t layer = 0; layer < config_.numLayers; ++layer)
+      x = buildLayer(layer, x, positions);
+    Value h = rmsNorm(x, weight(spec::kFinalNorm));
+    Value head = config_.tiedEmbeddings ? weight(spec::kEmbed) : weight(spec::kLmHead);
+    Value logits = LMHeadOp::create(b_, loc_, logitsType(), h, head, FloatAttr());
+    if (model_.traits.logitShift)
+      logits = shiftLogits(logits, cast<RankedTensorType>(logitsType()));
+    func::ReturnOp::create(b_, loc_, logits);
+    return module;
+  }
+
+private:
   Value buildLayer(int64_t layer, Value x, Value positions) {
     const int64_t qHeads = config_.numHeads, kvHeads = config_.numKvHeads,
                   hd = config_.headDim;
@@ -136,27 +164,27 @@ private:
     Value h = rmsNorm(x, layerWeightValue(layer, spec::kAttnNorm));
     Value q = splitHeads(linear(h, layerWeightValue(layer, spec::kQ), optional(spec::kQBias),
                                 qHeads * hd),
-                         qHeads);
+                         qHeads, hd);
     Value k = splitHeads(linear(h, layerWeightValue(layer, spec::kK), optional(spec::kKBias),
                                 kvHeads * hd),
-                         kvHeads);
+                         kvHeads, hd);
     Value v = splitHeads(linear(h, layerWeightValue(layer, spec::kV), optional(spec::kVBias),
                                 kvHeads * hd),
-                         kvHeads);
+                         kvHeads, hd);
     if (model_.traits.qkNorm) {
       q = rmsNorm(q, layerWeightValue(layer, spec::kQNorm));
       k = rmsNorm(k, layerWeightValue(layer, spec::kKNorm));
     }
     FloatAttr theta = b_.getF64FloatAttr(config_.ropeTheta);
-    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr());
-    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr());
+    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr(), IntegerAttr());
+    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr(), IntegerAttr());
     auto mask = config_.attentionMask == artifact::AttentionMaskKind::causal
                     ? dlm::ir::MaskKind::causal
                     : dlm::ir::MaskKind::bidirectional;
     Value attended = dlm::ir::MaskedAttentionOp::create(
-        b_, loc_, heads(qHeads), q, k, v, Value(), Value(), Value(), mask, IntegerAttr(),
+        b_, loc_, heads(qHeads, hd), q, k, v, Value(), Value(), Value(), mask, IntegerAttr(),
         IntegerAttr(), FloatAttr());
-    Value out = linear(mergeHeads(attended, qHeads), layerWeightValue(layer, spec::kO), Value(),
+    Value out = linear(mergeHeads(attended, qHeads, hd), layerWeightValue(layer, spec::kO), Value(),
                        config_.hiddenSize);
     x = arith::AddFOp::create(b_, loc_, x, out);
 
@@ -183,13 +211,138 @@ private:
     return tensor::ConcatOp::create(b_, loc_, type, 0, ValueRange{first, previous});
   }
 
-  const ModelDescription &model_;
-  const artifact::ModelConfig &config_;
-  OpBuilder b_;
-  Location loc_;
-  Value length_;
-  std::map<std::string, std::pair<const WeightBinding *, Type>> weights_;
-  std::map<std::string, Value> created_;
+};
+
+// DiffusionGemma (docs/design/diffusion-gemma.md §3-§5) as two functions over the same weights:
+//   @encode(ids, positions): the causal encoder that writes K/V (the prompt's prefill and the
+//     commit of every finished canvas); encoder layer scalars; plain scaled embedding.
+//   @decode(ids, positions, sc_logits): the bidirectional decoder over a canvas and the cached
+//     prefix; decoder layer scalars; input rms_norm(E[x]·√H + SC_MLP(pre_norm(
+//     soft_embedding(sc_logits)))), the soft embedding zero when the caller has no logits.
+// Both end in the final norm and the soft-capped tied LM head.
+class BlockDiffusionBuilder : ModelIr {
+public:
+  BlockDiffusionBuilder(MLIRContext &context, const ModelDescription &model,
+                        const std::vector<Type> &weightTypes)
+      : ModelIr(context, model, weightTypes), s_(*model.blockDiffusion) {}
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+    describeModule(*module);
+    (*module)->setAttr("dlm.forward_functions",
+                       b_.getStrArrayAttr({"encode", "decode"}));
+    buildFunction(*module, /*decoder=*/false);
+    created_.clear();
+    buildFunction(*module, /*decoder=*/true);
+    return module;
+  }
+
+private:
+  void buildFunction(ModuleOp module, bool decoder) {
+    SmallVector<Type> extra;
+    if (decoder)
+      extra.push_back(logitsType());
+    Block *entry = beginFunction(module, decoder ? "decode" : "encode", extra);
+    Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
+    Value x = EmbeddingOp::create(b_, loc_, activations(config_.hiddenSize), tokens,
+                                  weight(spec::kEmbed), embedScale());
+    if (decoder)
+      x = rmsNorm(arith::AddFOp::create(b_, loc_, x, selfConditioning(entry->getArgument(2))),
+                  Value());
+    for (int64_t layer = 0; layer < config_.numLayers; ++layer)
+      x = buildLayer(layer, x, positions, decoder);
+    Value h = rmsNorm(x, weight(spec::kFinalNorm));
+    Value logits = LMHeadOp::create(b_, loc_, logitsType(), h, weight(spec::kEmbed),
+                                    b_.getF64FloatAttr(s_.logitSoftcap));
+    func::ReturnOp::create(b_, loc_, logits);
+  }
+
+  // √H rounded to the embedding's dtype, as transformers multiplies it (MOD:745).
+  FloatAttr embedScale() {
+    llvm::APFloat scale(static_cast<float>(std::sqrt(static_cast<double>(config_.hiddenSize))));
+    Type element = weightElementType(spec::kEmbed);
+    if (auto fp = dyn_cast<FloatType>(element); fp && !element.isF32()) {
+      bool losesInfo = false;
+      scale.convert(fp.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+      scale.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+    }
+    return b_.getF32FloatAttr(scale.convertToFloat());
+  }
+
+  // SC_MLP(pre_norm(softmax(sc_logits) @ E · √H)): zero when the caller has no logits.
+  Value selfConditioning(Value scLogits) {
+    auto hidden = activations(config_.hiddenSize);
+    Value soft = dlm::ir::SoftEmbeddingOp::create(b_, loc_, hidden, scLogits, weight(spec::kEmbed),
+                                                  embedScale());
+    Value normed = rmsNorm(soft, weight(spec::kScPreNorm));
+    return dlm::ir::GatedMLPOp::create(b_, loc_, hidden, normed, weight(spec::kScGate),
+                                       weight(spec::kScUp), weight(spec::kScDown),
+                                       dlm::ir::Activation::gelu_tanh);
+  }
+
+  Value attention(int64_t layer, Value x, Value positions, bool decoder) {
+    const BlockDiffusionLayer &l = s_.layers[static_cast<size_t>(layer)];
+    const int64_t nH = config_.numHeads, hd = l.headDim, nKV = l.kvHeads;
+    Value normed = rmsNorm(x, layerWeightValue(layer, spec::kAttnNorm));
+    Value q = splitHeads(linear(normed, layerWeightValue(layer, spec::kQ), Value(), nH * hd), nH,
+                         hd);
+    Value rawK =
+        splitHeads(linear(normed, layerWeightValue(layer, spec::kK), Value(), nKV * hd), nKV, hd);
+    // Full layers have no v_proj: V is the raw k projection, before k_norm and RoPE (MOD:325).
+    Value v = l.valueFromKey ? rawK
+                             : splitHeads(linear(normed, layerWeightValue(layer, spec::kV),
+                                                 Value(), nKV * hd),
+                                          nKV, hd);
+    FloatAttr theta = b_.getF64FloatAttr(l.ropeTheta);
+    IntegerAttr pairs = b_.getI64IntegerAttr(l.rotatedPairs);
+    q = rmsNorm(q, layerWeightValue(layer, spec::kQNorm));
+    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr(), pairs);
+    Value k = rmsNorm(rawK, layerWeightValue(layer, spec::kKNorm));
+    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr(), pairs);
+    v = rmsNorm(v, Value());
+    // Encoder: causal, sliding layers see i - W < j <= i. Decoder: the canvas sees itself and
+    // the cached prefix, on sliding layers only its last W - 1 positions (§4).
+    auto mask = decoder ? (l.sliding ? dlm::ir::MaskKind::prefix_window
+                                     : dlm::ir::MaskKind::bidirectional)
+                        : (l.sliding ? dlm::ir::MaskKind::sliding_window
+                                     : dlm::ir::MaskKind::causal);
+    IntegerAttr window = l.sliding ? b_.getI64IntegerAttr(s_.slidingWindow) : IntegerAttr();
+    Value attended = dlm::ir::MaskedAttentionOp::create(
+        b_, loc_, heads(nH, hd), q, k, v, Value(), Value(), Value(), mask, window, IntegerAttr(),
+        b_.getF32FloatAttr(1.0f));
+    Value out = linear(mergeHeads(attended, nH, hd), layerWeightValue(layer, spec::kO), Value(),
+                       config_.hiddenSize);
+    return rmsNorm(out, layerWeightValue(layer, spec::kPostAttnNorm));
+  }
+
+  // post_ffn_norm(post_mlp_norm(mlp(pre(r))) + post_expert_norm(experts(pre2(r), router(r)))).
+  Value feedForward(int64_t layer, Value r) {
+    auto hidden = activations(config_.hiddenSize);
+    auto w = [&](std::string_view role) { return layerWeightValue(layer, role); };
+    Value dense = dlm::ir::GatedMLPOp::create(b_, loc_, hidden, rmsNorm(r, w(spec::kMlpNorm)),
+                                              w(spec::kGate), w(spec::kUp), w(spec::kDown),
+                                              dlm::ir::Activation::gelu_tanh);
+    dense = rmsNorm(dense, w(spec::kPostMlpNorm));
+    Value experts = dlm::ir::MoEOp::create(
+        b_, loc_, hidden, r, rmsNorm(r, w(spec::kPreExpertNorm)), w(spec::kRouter),
+        w(spec::kRouterScale), w(spec::kExpertScale), w(spec::kExpertsGateUp),
+        w(spec::kExpertsDown), b_.getI64IntegerAttr(s_.topK),
+        b_.getF64FloatAttr(config_.rmsNormEps),
+        b_.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(config_.hiddenSize))),
+        dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::gelu_tanh));
+    experts = rmsNorm(experts, w(spec::kPostExpertNorm));
+    return rmsNorm(arith::AddFOp::create(b_, loc_, dense, experts), w(spec::kPostFfnNorm));
+  }
+
+  Value buildLayer(int64_t layer, Value h, Value positions, bool decoder) {
+    h = arith::AddFOp::create(b_, loc_, h, attention(layer, h, positions, decoder));
+    h = arith::AddFOp::create(b_, loc_, h, feedForward(layer, h));
+    // layer_scalar multiplies the whole residual stream; each mode has its own (MOD:604, 682).
+    Value scalar = layerWeightValue(layer, decoder ? spec::kLayerScalar : spec::kEncoderLayerScalar);
+    return dlm::ir::ScaleOp::create(b_, loc_, h.getType(), h, scalar);
+  }
+
+  const BlockDiffusionStructure &s_;
 };
 
 } // namespace
@@ -198,6 +351,8 @@ OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &context, const ModelDescri
                                          const std::vector<Type> &weightTypes) {
   context.loadDialect<dlm::ir::DlmDialect, func::FuncDialect, arith::ArithDialect,
                       tensor::TensorDialect>();
+  if (model.blockDiffusion)
+    return BlockDiffusionBuilder(context, model, weightTypes).build();
   return ForwardBuilder(context, model, weightTypes).build();
 }
 

@@ -36,6 +36,26 @@ inline constexpr std::string_view kGate = "gate";        // [I, H]
 inline constexpr std::string_view kUp = "up";            // [I, H]
 inline constexpr std::string_view kDown = "down";        // [H, I]
 
+// DiffusionGemma (docs/design/diffusion-gemma.md §2): Gemma's sandwich norms, the router and
+// experts every layer has beside its dense MLP, the two layer scalars (decoder and encoder mode)
+// and the self-conditioning MLP.
+inline constexpr std::string_view kPostAttnNorm = "post_attn_norm";     // [H]
+inline constexpr std::string_view kPostMlpNorm = "post_mlp_norm";       // [H], after the dense MLP
+inline constexpr std::string_view kPreExpertNorm = "pre_expert_norm";   // [H]
+inline constexpr std::string_view kPostExpertNorm = "post_expert_norm"; // [H]
+inline constexpr std::string_view kPostFfnNorm = "post_ffn_norm";       // [H], of the sum of both
+inline constexpr std::string_view kRouter = "router";                   // [experts, H]
+inline constexpr std::string_view kRouterScale = "router_scale";        // [H]
+inline constexpr std::string_view kExpertScale = "expert_scale";        // [experts]
+inline constexpr std::string_view kExpertsGateUp = "experts_gate_up";   // [experts, 2I', H]
+inline constexpr std::string_view kExpertsDown = "experts_down";        // [experts, H, I']
+inline constexpr std::string_view kLayerScalar = "layer_scalar";        // [1], decoder mode
+inline constexpr std::string_view kEncoderLayerScalar = "encoder_layer_scalar"; // [1]
+inline constexpr std::string_view kScPreNorm = "sc_pre_norm";           // [H]
+inline constexpr std::string_view kScGate = "sc_gate";                  // [I, H]
+inline constexpr std::string_view kScUp = "sc_up";                      // [I, H]
+inline constexpr std::string_view kScDown = "sc_down";                  // [H, I]
+
 // "layers.3.q"
 inline std::string layerWeightName(int64_t layer, std::string_view role) {
   std::string name = "layers.";

@@ -50,7 +50,19 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   nlohmann::json config = nlohmann::json::parse(*configText, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded())
     return Status::error("checkpoint '" + directory + "': config.json is not valid JSON");
-  auto description = describeModel(config);
+  // generation_config.json is optional; DiffusionGemma takes its EOS and sampler defaults there.
+  nlohmann::json generation;
+  const bool hasGeneration = fs::exists(dir / "generation_config.json", ec);
+  if (hasGeneration) {
+    auto generationText = readTextFile(dir / "generation_config.json");
+    if (!generationText)
+      return generationText.status().withContext("checkpoint '" + directory + "'");
+    generation = nlohmann::json::parse(*generationText, nullptr, /*allow_exceptions=*/false);
+    if (generation.is_discarded())
+      return Status::error("checkpoint '" + directory +
+                           "': generation_config.json is not valid JSON");
+  }
+  auto description = describeModel(config, hasGeneration ? &generation : nullptr);
   if (!description)
     return description.status().withContext("checkpoint '" + directory + "'");
   result.model = std::move(*description);

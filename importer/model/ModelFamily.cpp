@@ -2,6 +2,8 @@
 #include "importer/model/ModelFamily.h"
 
 #include "importer/model/CanonicalWeights.h"
+#include "importer/model/ConfigFields.h"
+#include "importer/model/DiffusionGemmaFamily.h"
 #include "runtime/model/ModelSpec.h"
 
 #include <nlohmann/json.hpp>
@@ -15,79 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-// Reads typed fields of config.json with errors that name the field.
-class ConfigFields {
-public:
-  explicit ConfigFields(const json &config) : config_(config) {}
-
-  StatusOr<int64_t> positiveInt(const char *field) const {
-    auto it = config_.find(field);
-    if (it == config_.end())
-      return Status::error(std::string("config.json: missing field '") + field + "'");
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
-      return Status::error(std::string("config.json: field '") + field +
-                           "' must be a positive integer, got " + it->dump());
-    return it->get<int64_t>();
-  }
-  StatusOr<int64_t> positiveIntOr(const char *field, int64_t fallback) const {
-    auto it = config_.find(field);
-    if (it == config_.end() || it->is_null())
-      return fallback;
-    return positiveInt(field);
-  }
-  StatusOr<double> positiveNumberOr(const char *field, double fallback) const {
-    auto it = config_.find(field);
-    if (it == config_.end() || it->is_null())
-      return fallback;
-    if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
-      return Status::error(std::string("config.json: field '") + field +
-                           "' must be a positive number, got " + it->dump());
-    return it->get<double>();
-  }
-  StatusOr<bool> boolOr(const char *field, bool fallback) const {
-    auto it = config_.find(field);
-    if (it == config_.end() || it->is_null())
-      return fallback;
-    if (!it->is_boolean())
-      return Status::error(std::string("config.json: field '") + field +
-                           "' must be true or false, got " + it->dump());
-    return it->get<bool>();
-  }
-  // A token id (-1 when absent); eos may also be a list.
-  StatusOr<std::vector<int64_t>> tokenIds(const char *field) const {
-    auto it = config_.find(field);
-    if (it == config_.end() || it->is_null())
-      return std::vector<int64_t>{};
-    std::vector<int64_t> ids;
-    auto add = [&](const json &value) -> Status {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0)
-        return Status::error(std::string("config.json: field '") + field +
-                             "' must hold non-negative token ids, got " + it->dump());
-      ids.push_back(value.get<int64_t>());
-      return Status::ok();
-    };
-    if (it->is_array()) {
-      for (const json &value : *it)
-        DLM_RETURN_IF_ERROR(add(value));
-    } else {
-      DLM_RETURN_IF_ERROR(add(*it));
-    }
-    return ids;
-  }
-  StatusOr<int64_t> tokenId(const char *field) const {
-    auto ids = tokenIds(field);
-    if (!ids)
-      return ids.status();
-    if (ids->size() > 1)
-      return Status::error(std::string("config.json: field '") + field +
-                           "' must be a single token id");
-    return ids->empty() ? int64_t{-1} : ids->front();
-  }
-
-private:
-  const json &config_;
-};
-
+} // namespace
 
 // Checks the relations between sizes every transformer here relies on.
 Status checkHeads(const artifact::ModelConfig &c) {
@@ -110,6 +40,8 @@ Status checkHeads(const artifact::ModelConfig &c) {
                          " is outside the vocabulary (" + std::to_string(c.vocabSize) + ")");
   return Status::ok();
 }
+
+namespace {
 
 // The per-layer tensor names of one family, as printf-free suffix functions of the layer.
 struct LayerNames {
@@ -267,7 +199,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
 
 } // namespace
 
-StatusOr<ModelDescription> describeModel(const json &config) {
+StatusOr<ModelDescription> describeModel(const json &config, const json *generation) {
   if (!config.is_object())
     return Status::error("config.json: not a JSON object");
   auto archIt = config.find("architectures");
@@ -290,15 +222,17 @@ StatusOr<ModelDescription> describeModel(const json &config) {
   };
   // Architectures dLLM users bring that dlm will import, but not yet.
   static const char *const kNotYet[] = {
-      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "DiffusionGemmaForBlockDiffusion",
-      "SDARForCausalLM", "Qwen3MoeForCausalLM", "DFlashDraftModel"};
+      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "SDARForCausalLM", "Qwen3MoeForCausalLM",
+      "DFlashDraftModel"};
 
+  if (architecture == "DiffusionGemmaForBlockDiffusion")
+    return describeDiffusionGemma(config, generation);
   if (auto it = supported.find(architecture); it != supported.end())
     return it->second(config);
   for (const char *name : kNotYet)
     if (architecture == name)
       return Status::error("architecture " + architecture + " is not supported yet");
-  std::string known;
+  std::string known = "DiffusionGemmaForBlockDiffusion";
   for (const auto &[name, unused] : supported)
     known += (known.empty() ? "" : ", ") + name;
   return Status::error("unknown architecture '" + architecture + "' (supported: " + known + ")");

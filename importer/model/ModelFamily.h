@@ -28,15 +28,45 @@ struct WeightBinding {
   std::vector<int64_t> shape;
 };
 
+// One layer of a block-diffusion Gemma (DiffusionGemma): its attention geometry, which differs
+// between sliding-window and full-attention layers (docs/design/diffusion-gemma.md §1.2, §3).
+struct BlockDiffusionLayer {
+  bool sliding = false;
+  int64_t headDim = 0;
+  int64_t kvHeads = 0;
+  double ropeTheta = 0;
+  int64_t rotatedPairs = 0;  // RoPE pairs (j, j + hd/2) that rotate; the rest pass through
+  bool valueFromKey = false; // no v_proj: V is the raw k projection (full layers)
+};
+
+// What a DiffusionGemma checkpoint adds to ModelConfig: per-layer geometry, the sliding window,
+// the experts, the logit soft-cap and the canvas.
+struct BlockDiffusionStructure {
+  std::vector<BlockDiffusionLayer> layers;
+  int64_t slidingWindow = 0;
+  int64_t experts = 0;
+  int64_t topK = 0;
+  int64_t expertIntermediate = 0;
+  double logitSoftcap = 30.0;
+  int64_t canvasLength = 0;
+};
+
 struct ModelDescription {
-  std::string family; // "llada", "dream", "qwen2", "qwen3", "llama"
+  std::string family; // "llada", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"
   artifact::ModelConfig config;
   ArchitectureTraits traits;
   std::vector<WeightBinding> weights;
+  std::optional<BlockDiffusionStructure> blockDiffusion; // DiffusionGemma only
+  // Defaults of decode-program knobs the checkpoint states (generation_config.json), by knob name.
+  artifact::Attributes knobDefaults;
+  // What the import left out on purpose, for the compile report ("the vision tower ...").
+  std::vector<std::string> notes;
 };
 
 // Reads config.json (already parsed) into a description, or a named error:
 // "unknown architecture 'X'", "architecture X is not supported yet", "config.json: field ...".
-StatusOr<ModelDescription> describeModel(const nlohmann::json &config);
+// `generation` is generation_config.json when the checkpoint has one (null otherwise).
+StatusOr<ModelDescription> describeModel(const nlohmann::json &config,
+                                         const nlohmann::json *generation = nullptr);
 
 } // namespace dlm::importer

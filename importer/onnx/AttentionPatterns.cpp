@@ -150,7 +150,7 @@ LogicalResult raiseRope(OnnxNode root, RaisingContext &context, RewriterBase &re
           return failure();
         Value y = dlm::ir::RoPEOp::create(rewriter, root.op()->getLoc(), xType, x, positions,
                                           rewriter.getF64FloatAttr(context.config().ropeTheta),
-                                          IntegerAttr());
+                                          IntegerAttr(), IntegerAttr());
         rewriter.replaceOp(root.op(), y);
         return success();
       }

@@ -1,7 +1,8 @@
 // What every backend's DecodeModel forwards share, whatever device runs the layers: the
 // bookkeeping of the one paged-KV sequence a backend decodes (forwardFull forgets it and keeps
 // `keep` tokens; forwardCached adds the fed tokens past `keep` and trims them again, leaving the
-// cache as it was; forwardWindow rewrites the fed window's slots inside the sequence in place)
+// cache as it was; an append forward adds them past `keep` and commits them; forwardWindow
+// rewrites the fed window's slots inside the sequence in place)
 // and the checks of a forward's arguments against what reserve() sized.
 //
 // `run(tokens, span, rows)` is the backend's forward over span.count tokens at positions
@@ -81,6 +82,26 @@ forwardCachedOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   StatusOr<sampling::LogitsView> logits =
       run(tokens + keep, ForwardSpan{keep, count - keep, count}, rows);
   DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
+  return logits;
+}
+
+// ForwardSpec::Mode::append: feeds [keep, count) over the cached [0, keep) and keeps their K/V,
+// committed; after a failure the cache is back to [0, keep).
+template <typename Run>
+StatusOr<sampling::LogitsView>
+forwardAppendOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
+                        int64_t count, int64_t keep, sampling::LogitRows rows, Run &&run) {
+  if (cache.length(sequence) != keep || keep < 0 || keep > count)
+    return Status::error("append forward: the KV cache holds " +
+                         std::to_string(cache.length(sequence)) + " tokens, the caller expected " +
+                         std::to_string(keep) + " of " + std::to_string(count));
+  StatusOr<sampling::LogitsView> logits =
+      run(tokens + keep, ForwardSpan{keep, count - keep, count}, rows);
+  if (!logits) {
+    (void)cache.trim(sequence, keep);
+    return logits.status();
+  }
+  DLM_RETURN_IF_ERROR(cache.commit(sequence));
   return logits;
 }
 

@@ -10,7 +10,7 @@ namespace dlm::cpu {
 
 void storeKv(HostKvPages &pages, const kv::PageIndex *blockTable, int64_t layer, int64_t firstSlot,
              int64_t count, const float *k, const float *v) {
-  const int64_t width = pages.kvWidth();
+  const int64_t width = pages.kvWidth(layer);
   const int64_t pageTokens = pages.pageTokens();
   for (int64_t r = 0; r < count; ++r) {
     const int64_t slot = firstSlot + r;
@@ -27,7 +27,7 @@ namespace {
 // value products are plain GEMMs.
 void gatherKv(const HostKvPages &pages, const kv::PageIndex *blockTable, int64_t layer,
               int64_t keyCount, int64_t kvHeads, int64_t headDim, float *keys, float *values) {
-  const int64_t width = pages.kvWidth();
+  const int64_t width = pages.kvWidth(layer);
   const int64_t pageTokens = pages.pageTokens();
   for (int64_t first = 0; first < keyCount; first += pageTokens) {
     const float *pageKeys = pages.keys(blockTable[first / pageTokens], layer);
@@ -42,8 +42,10 @@ void gatherKv(const HostKvPages &pages, const kv::PageIndex *blockTable, int64_t
   }
 }
 
-// Row-wise softmax over the first `visible` scores of each row; the rest become 0.
-DLM_VECTOR_CLONES void softmaxRow(float *scores, int64_t visible, int64_t keyCount) {
+// Softmax over the scores [begin, end) of a row of keyCount; the rest become 0.
+DLM_VECTOR_CLONES void softmaxRow(float *row, int64_t begin, int64_t end, int64_t keyCount) {
+  float *scores = row + begin;
+  const int64_t visible = end - begin;
   float maximum = -INFINITY;
   for (int64_t j = 0; j < visible; ++j)
     maximum = std::max(maximum, scores[j]);
@@ -56,7 +58,8 @@ DLM_VECTOR_CLONES void softmaxRow(float *scores, int64_t visible, int64_t keyCou
   const float inverse = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < visible; ++j)
     scores[j] *= inverse;
-  std::fill(scores + visible, scores + keyCount, 0.0f);
+  std::fill(row, row + begin, 0.0f);
+  std::fill(row + end, row + keyCount, 0.0f);
 }
 
 } // namespace
@@ -68,7 +71,9 @@ Status pagedAttention(const float *q, int64_t queries, int64_t firstPosition, in
   const int64_t headDim = shape.headDim;
   const int64_t qWidth = shape.heads * headDim;
   const int64_t group = shape.heads / shape.kvHeads;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+  const float scale = static_cast<float>(
+      shape.scale != 0 ? shape.scale : 1.0 / std::sqrt(static_cast<double>(headDim)));
+  const int64_t window = shape.window;
   gatherKv(pages, blockTable, layer, keyCount, shape.kvHeads, headDim, scratch.keys.data(),
            scratch.values.data());
 
@@ -92,9 +97,14 @@ Status pagedAttention(const float *q, int64_t queries, int64_t firstPosition, in
       Status status = matmul(/*transposeB=*/true, rows, keyCount, headDim, scale, query, qWidth,
                              keys, headDim, scores, keyCount, 1);
       for (int64_t r = 0; status.isOk() && r < rows; ++r) {
+        // The visible keys [begin, end) of the query at `position` (runtime/model/
+        // KernelProgram.h): a causal mask ends them at the query; a window starts them W - 1
+        // before the query (causal) or before the forward's first position (bidirectional).
         const int64_t position = firstPosition + firstRow + r;
-        const int64_t visible = shape.causal ? std::min(keyCount, position + 1) : keyCount;
-        softmaxRow(scores + r * keyCount, visible, keyCount);
+        const int64_t end = shape.causal ? std::min(keyCount, position + 1) : keyCount;
+        const int64_t anchor = shape.causal ? position : firstPosition;
+        const int64_t begin = window > 0 ? std::max<int64_t>(0, anchor - window + 1) : 0;
+        softmaxRow(scores + r * keyCount, begin, end, keyCount);
       }
       if (status.isOk())
         status = matmul(/*transposeB=*/false, rows, headDim, keyCount, 1.0f, scores, keyCount,

@@ -1,6 +1,7 @@
 #include "runtime/cpu/CpuBackend.h"
 
 #include "runtime/backend/SequenceForwards.h"
+#include "runtime/model/KernelProgram.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +11,9 @@
 namespace dlm::cpu {
 
 using program::KernelKind;
+using program::KernelProgram;
 using program::ProgramRecord;
+namespace kp = spec::kernels;
 
 namespace {
 
@@ -30,21 +33,10 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
                    const BackendOptions &options) {
   if (!weights)
     return Status::error("cpu backend: no weights");
-  StatusOr<program::KernelProgram> program = program::KernelProgram::build(records, *weights);
-  if (!program)
-    return program.status().withContext("cpu backend");
-  // One RoPE table serves every rope record.
-  const ProgramRecord *firstRope = nullptr;
-  for (const ProgramRecord &k : program->kernels) {
-    if (k.kind != KernelKind::rope)
-      continue;
-    if (!firstRope)
-      firstRope = &k;
-    else if (k.headDim != firstRope->headDim || k.theta != firstRope->theta)
-      return Status::error("cpu backend: not supported yet: rope records with different theta "
-                           "or head_dim ('" + firstRope->fullName + "', '" + k.fullName +
-                           "'; the cpu backend keeps one table)");
-  }
+  StatusOr<std::map<std::string, KernelProgram>> functions =
+      KernelProgram::buildFunctions(records, *weights);
+  if (!functions)
+    return functions.status().withContext("cpu backend");
   if (options.kvPageTokens <= 0)
     return Status::error("cpu backend: kv page size must be positive, got " +
                          str(options.kvPageTokens));
@@ -59,24 +51,44 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
     pages = (maxSequence + options.kvPageTokens - 1) / options.kvPageTokens;
   if (pages > INT32_MAX)
     return Status::error("cpu backend: " + str(pages) + " KV pages is too many");
-  return std::unique_ptr<CpuBackend>(
-      new CpuBackend(std::move(weights), std::move(*program), maxSequence, pages, options));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(weights), std::move(*functions),
+                                                    maxSequence, pages, options));
 }
 
 CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
-                       program::KernelProgram program,
+                       std::map<std::string, KernelProgram> functions,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
-    : weights_(std::move(weights)), program_(std::move(program)),
+    : weights_(std::move(weights)), functions_(functions.begin(), functions.end()),
       maxSequenceLength_(maxSequenceLength), pool_(options.threads),
-      pages_(static_cast<int32_t>(kvPages), options.kvPageTokens, weights_->dims().layers,
-             weights_->dims().kvWidth()),
+      pages_(static_cast<int32_t>(kvPages), options.kvPageTokens,
+             functions_.begin()->second.kvLayerWidths),
       profiler_(options.profiler) {
   pool_.setProfiler(profiler_);
-  for (const ProgramRecord &k : program_.kernels)
-    if (k.kind == KernelKind::rope) {
-      ropeHeadDim_ = k.headDim;
-      ropeTheta_ = k.theta;
+  for (const auto &[name, program] : functions_) {
+    rowElements_ = std::max(rowElements_, program.rowElements);
+    normRowElements_ = std::max(normRowElements_, program.normRowElements);
+    for (const ProgramRecord &k : program.kernels) {
+      if (k.kind == KernelKind::rope &&
+          std::none_of(ropes_.begin(), ropes_.end(), [&](const Rope &r) {
+            return r.theta == k.theta && r.headDim == k.headDim &&
+                   r.rotatedPairs == k.rotatedPairs;
+          })) {
+        Rope rope;
+        rope.theta = k.theta;
+        rope.headDim = k.headDim;
+        rope.rotatedPairs = k.rotatedPairs;
+        ropes_.push_back(std::move(rope));
+      }
+      if (k.kind == KernelKind::softEmbedding)
+        softEmbeddingRows_ = std::max(softEmbeddingRows_, k.weight->rows);
+      if (k.kind == KernelKind::moe) {
+        moeHidden_ = std::max(moeHidden_, program.slots[static_cast<size_t>(k.result)].width);
+        moeExperts_ = std::max(moeExperts_, k.experts);
+        moeTopK_ = std::max(moeTopK_, k.topK);
+        moeWidth_ = std::max(moeWidth_, k.expertWidth);
+      }
     }
+  }
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
@@ -90,11 +102,18 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   const model::ModelDims &d = weights_->dims();
   if (tokens > reservedTokens_) {
     auto size = [tokens](int64_t width) { return static_cast<size_t>(tokens * width); };
-    workspace_.resize(size(program_.rowElements));
-    normed_.resize(size(program_.normRowElements));
-    attentionScratch_.reserve(tokens, d.kvWidth(), pool_.threads());
-    if (ropeHeadDim_ > 0)
-      rope_.build(tokens, ropeHeadDim_, ropeTheta_);
+    workspace_.resize(size(rowElements_));
+    normed_.resize(size(normRowElements_));
+    const std::vector<int64_t> &kvWidths = pages_.kvWidths();
+    const int64_t widest =
+        kvWidths.empty() ? 0 : *std::max_element(kvWidths.begin(), kvWidths.end());
+    attentionScratch_.reserve(tokens, widest, pool_.threads());
+    for (Rope &rope : ropes_)
+      rope.table.build(tokens, rope.headDim, rope.theta, rope.rotatedPairs);
+    softEmbeddingScratch_.resize(
+        static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) * softEmbeddingRows_));
+    if (moeExperts_ > 0)
+      moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
     reservedTokens_ = tokens;
   }
   logitRows = std::min(logitRows, tokens);
@@ -106,26 +125,90 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   return Status::ok();
 }
 
+StatusOr<const KernelProgram *> CpuBackend::function(std::string_view name) const {
+  if (name.empty())
+    name = kp::kDefaultFunction;
+  auto it = functions_.find(name);
+  if (it != functions_.end())
+    return &it->second;
+  std::string names;
+  for (const auto &[known, program] : functions_)
+    names += (names.empty() ? "'" : ", '") + known + "'";
+  return Status::error("forward: the kernel program has no function '" + std::string(name) +
+                       "' (it has " + names + ")");
+}
+
 StatusOr<sampling::LogitsView> CpuBackend::forwardFull(const int32_t *tokens, int64_t count,
                                                        int64_t keep, sampling::LogitRows rows) {
-  return forwardFullOnSequence(*kv_, sequence_, tokens, count, keep, rows,
-                               [this](auto... arguments) { return run(arguments...); });
+  sampling::ForwardSpec spec;
+  spec.mode = sampling::ForwardSpec::Mode::full;
+  spec.tokens = tokens;
+  spec.count = count;
+  spec.keep = keep;
+  spec.rows = rows;
+  return forward(spec);
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::forwardCached(const int32_t *tokens, int64_t count,
                                                          int64_t keep, sampling::LogitRows rows) {
-  return forwardCachedOnSequence(*kv_, sequence_, tokens, count, keep, rows,
-                                 [this](auto... arguments) { return run(arguments...); });
+  sampling::ForwardSpec spec;
+  spec.mode = sampling::ForwardSpec::Mode::cached;
+  spec.tokens = tokens;
+  spec.count = count;
+  spec.keep = keep;
+  spec.rows = rows;
+  return forward(spec);
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, int64_t count,
                                                          int64_t feedBegin, int64_t feedEnd,
                                                          sampling::LogitRows rows) {
-  return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
-                                 [this](auto... arguments) { return run(arguments...); });
+  const KernelProgram *program = nullptr;
+  DLM_ASSIGN_OR_RETURN(program, function({}));
+  return forwardWindowOnSequence(
+      *kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
+      [this, program](auto... arguments) { return run(*program, {}, arguments...); });
 }
 
-StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, const ForwardSpan &span,
+StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &spec) {
+  const KernelProgram *program = nullptr;
+  DLM_ASSIGN_OR_RETURN(program, function(spec.function));
+  const ForwardInput input{spec.input, spec.inputWidth};
+  if (spec.input) {
+    bool reads = false;
+    for (const ProgramRecord &k : program->kernels) {
+      if (k.kind != KernelKind::softEmbedding)
+        continue;
+      reads = true;
+      if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
+        return Status::error("forward: input rows of " + str(spec.inputWidth) +
+                             " values do not fit record '" + k.fullName + "', whose table has " +
+                             str(k.weight->rows) + " rows");
+    }
+    if (!reads)
+      return Status::error("forward: function '" + program->function +
+                           "' reads no input rows (it has no soft_embedding record)");
+  }
+  auto runIt = [this, program, &input](auto... arguments) {
+    return run(*program, input, arguments...);
+  };
+  switch (spec.mode) {
+  case sampling::ForwardSpec::Mode::full:
+    return forwardFullOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep, spec.rows,
+                                 runIt);
+  case sampling::ForwardSpec::Mode::cached:
+    return forwardCachedOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, runIt);
+  case sampling::ForwardSpec::Mode::append:
+    return forwardAppendOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, runIt);
+  }
+  return Status::error("forward: unknown mode");
+}
+
+StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
+                                               const ForwardInput &input, const int32_t *tokens,
+                                               const ForwardSpan &span,
                                                sampling::LogitRows rows) {
   const model::ModelDims &d = weights_->dims();
   DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, span, rows, reservedTokens_,
@@ -137,19 +220,29 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const int32_t *tokens, const Forw
   DLM_RETURN_IF_ERROR(kv_->append(sequence_, span.keys - kv_->length(sequence_)));
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  for (const ProgramRecord &kernel : program_.kernels)
-    DLM_RETURN_IF_ERROR(runKernel(kernel, tokens, span, rows));
+  program_ = &program;
+  for (const ProgramRecord &kernel : program.kernels)
+    DLM_RETURN_IF_ERROR(runKernel(kernel, input, tokens, span, rows));
   return sampling::LogitsView{logits_.data(), rows.count(), d.vocabSize};
 }
 
-Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
-                             const ForwardSpan &span, sampling::LogitRows rows) {
+const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
+  for (const Rope &rope : ropes_)
+    if (rope.theta == k.theta && rope.headDim == k.headDim && rope.rotatedPairs == k.rotatedPairs)
+      return rope.table;
+  return ropes_.front().table; // unreachable: the constructor made one per distinct record
+}
+
+Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
+                             const int32_t *tokens, const ForwardSpan &span,
+                             sampling::LogitRows rows) {
   using profile::Category;
   const int64_t count = span.count, first = span.first;
   const int threads = pool_.threads();
   const std::vector<int64_t> &in = k.operands;
-  const int64_t width = k.result >= 0 ? program_.slots[static_cast<size_t>(k.result)].width : 0;
-  auto widthOf = [&](int64_t s) { return program_.slots[static_cast<size_t>(s)].width; };
+  const int64_t width =
+      k.result >= 0 ? program_->slots[static_cast<size_t>(k.result)].width : 0;
+  auto widthOf = [&](int64_t s) { return program_->slots[static_cast<size_t>(s)].width; };
   switch (k.kind) {
   case KernelKind::embedding:
     timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
@@ -157,14 +250,21 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
       float *out = slot(k.result, count);
       for (int64_t i = 0; i < count; ++i)
         std::memcpy(out + i * width, table + tokens[i] * width, width * sizeof(float));
+      if (k.scale != 1.0)
+        scaleInPlace(out, static_cast<float>(k.scale), count * width);
     });
     return Status::ok();
+  case KernelKind::softEmbedding:
+    return timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+      return softEmbedding(input.rows, count, input.width, *k.weight, k.scale,
+                           slot(k.result, count), softEmbeddingScratch_, threads);
+    });
   case KernelKind::rmsNorm:
-    // A norm weight shorter than the row normalises each head of the row (q/k norm).
+    // A group shorter than the row normalises each head of the row (q/k norm).
     timed(Category::rmsnorm, k.name.c_str(), k.layer, count, [&] {
-      const int64_t n = k.weight->cols;
-      rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight->data, k.eps,
-              slot(k.result, count));
+      const int64_t n = k.normWidth;
+      rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight ? k.weight->data : nullptr,
+              k.eps, slot(k.result, count));
     });
     return Status::ok();
   case KernelKind::normLinear:
@@ -198,7 +298,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
       const float *x = slot(in[0], count);
       if (out != x)
         std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-      applyRope(out, count, width, width / k.headDim, k.headDim, rope_, first);
+      applyRope(out, count, width, width / k.headDim, k.headDim, ropeTable(k), first);
     });
     return Status::ok();
   case KernelKind::kvStore: {
@@ -210,14 +310,40 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
   }
   case KernelKind::attention: {
     const kv::PageIndex *table = kv_->blockTable(sequence_).data();
-    AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal};
+    AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
     return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
       return pagedAttention(slot(in[0], count), count, first, span.keys, shape, pages_, table,
                             k.layer, slot(k.result, count), attentionScratch_, pool_);
     });
   }
+  case KernelKind::moe:
+    return timed(Category::moe, k.name.c_str(), k.layer, count, [&] {
+      MoeParameters moe;
+      moe.router = k.moeWeights.router;
+      moe.routerScale = k.moeWeights.routerScale;
+      moe.expertScale = k.moeWeights.expertScale;
+      moe.gateUp = k.moeWeights.gateUp;
+      moe.down = k.moeWeights.down;
+      moe.experts = k.experts;
+      moe.topK = k.topK;
+      moe.expertWidth = k.expertWidth;
+      moe.eps = k.eps;
+      moe.routerInputScale = k.routerInputScale;
+      return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
+                        slot(k.result, count), moeScratch_, threads);
+    });
+  case KernelKind::scale:
+    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+      float *out = slot(k.result, count);
+      const float *x = slot(in[0], count);
+      if (out != x)
+        std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+      scaleInPlace(out, k.weight->data[0], count * width);
+    });
+    return Status::ok();
   case KernelKind::add:
   case KernelKind::siluMul:
+  case KernelKind::geluMul:
     timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
       float *out = slot(k.result, count);
       const float *a = slot(in[0], count), *b = slot(in[1], count);
@@ -232,8 +358,10 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
         std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
       if (k.kind == KernelKind::add)
         addInPlace(out, b, n);
-      else
+      else if (k.kind == KernelKind::siluMul)
         siluMultiply(out, b, n);
+      else
+        geluTanhMultiply(out, b, n);
     });
     return Status::ok();
   case KernelKind::lmHead: {
@@ -254,8 +382,11 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const int32_t *tokens,
                 headInput_.data());
       });
     return timed(Category::lmHead, k.name.c_str(), -1, rows.count(), [&] {
-      return linear(headInput_.data(), rows.count(), *k.weight, width, nullptr, logits_.data(),
-                    threads);
+      DLM_RETURN_IF_ERROR(linear(headInput_.data(), rows.count(), *k.weight, width, nullptr,
+                                 logits_.data(), threads));
+      if (k.softcap > 0)
+        softcapInPlace(logits_.data(), static_cast<float>(k.softcap), rows.count() * width);
+      return Status::ok();
     });
   }
   }
@@ -266,10 +397,11 @@ MemoryUsage CpuBackend::memoryUsage() const {
   MemoryUsage usage;
   // The weights the records read; tied weights are one tensor, counted once.
   std::set<const float *> seen;
-  for (const ProgramRecord &k : program_.kernels)
-    for (const model::HostTensor *t : {k.weight, k.bias, k.norm})
-      if (t && seen.insert(t->data).second)
-        usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
+  for (const auto &[name, program] : functions_)
+    for (const ProgramRecord &k : program.kernels)
+      for (const model::HostTensor *t : k.tensors())
+        if (seen.insert(t->data).second)
+          usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
   usage.convertedWeightBytes = weights_->ownedBytes();
   const size_t pageBytes = pages_.pageBytes();
   usage.kvPoolBytes = static_cast<size_t>(kv_->pageCount()) * pageBytes;
@@ -277,7 +409,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
   usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;
   usage.activationBytes = bytesOf(workspace_) + bytesOf(normed_) + bytesOf(attentionScratch_.keys) +
                           bytesOf(attentionScratch_.values) + bytesOf(attentionScratch_.scores) +
-                          bytesOf(headInput_) + bytesOf(logits_);
+                          bytesOf(headInput_) + bytesOf(logits_) +
+                          bytesOf(softEmbeddingScratch_) + moeScratch_.bytes();
   return usage;
 }
 

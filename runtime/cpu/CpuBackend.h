@@ -1,10 +1,13 @@
-// The CPU backend: runs the compiled forward — the artifact's kernel records
-// (runtime/program/KernelProgram.h: embedding, RMSNorm, norm + linear, linear with optional bias
-// and residual accumulation, NeoX RoPE, KV store and paged attention with GQA under the record's
-// mask, add, SiLU gating, final norm + LM head with Dream's logit shift) — over one sequence of a paged KV cache in host memory, every intermediate
-// in one workspace laid out by the compiler's per-token-row memory plan. GEMMs go to oneDNN;
-// everything else is plain loops the compiler vectorises. Every buffer is sized by reserve();
-// forwards allocate nothing.
+// The CPU backend: runs the compiled forward functions — the artifact's kernel records
+// (runtime/program/KernelProgram.h: embedding, soft embedding of the forward's input rows,
+// RMSNorm with or without weight, norm + linear, linear with optional bias and residual
+// accumulation, NeoX RoPE (all or some pairs), KV store and paged attention with GQA under the
+// record's mask and window, add, scale, SiLU and GELU gating, mixture of experts, final norm + LM
+// head with Dream's logit shift and a softcap) — over one sequence of a paged KV cache in host
+// memory (each layer its own K/V width), every intermediate in one workspace laid out by the
+// compiler's per-token-row memory plan of the function run (sized for the largest). GEMMs go to
+// oneDNN; everything else is plain loops the compiler vectorises. Every buffer is sized by
+// reserve(); forwards allocate nothing.
 #pragma once
 
 #include "runtime/cpu/HostKvPages.h"
@@ -17,14 +20,17 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/SequenceForwards.h"
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace dlm::cpu {
 
 class CpuBackend final : public Backend {
 public:
-  // `records` are the artifact's "cpu" kernel records (validated here, errors name the record);
+  // `records` are the artifact's "cpu" kernel records, one or several functions (validated here,
+  // errors name the record);
   // `maxPositions` is the model's limit (0 = unknown).
   static StatusOr<std::unique_ptr<CpuBackend>>
   create(std::shared_ptr<const model::ModelWeights> weights,
@@ -43,6 +49,8 @@ public:
   StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
                                                int64_t feedBegin, int64_t feedEnd,
                                                sampling::LogitRows rows) override;
+  // Any function by name, in the full, cached or append mode, with or without input rows.
+  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
 
   MemoryUsage memoryUsage() const override;
 
@@ -51,20 +59,33 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
-  CpuBackend(std::shared_ptr<const model::ModelWeights> weights, program::KernelProgram program,
-             int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options);
+  CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
+             std::map<std::string, program::KernelProgram> functions, int64_t maxSequenceLength,
+             int64_t kvPages, const BackendOptions &options);
 
-  // Grows the sequence to span.keys slots, runs every layer over the span's tokens (their K/V
-  // written to slots span.first.., attending to slots [0, span.keys)) and computes the requested
-  // logit rows (SequenceForwards.h).
-  StatusOr<sampling::LogitsView> run(const int32_t *tokens, const ForwardSpan &span,
-                                     sampling::LogitRows rows);
-  Status runKernel(const program::ProgramRecord &kernel, const int32_t *tokens,
-                   const ForwardSpan &span, sampling::LogitRows rows);
-  // The rows of `slot` for a forward of `count` tokens.
+  // The forward's float input rows (ForwardSpec::input), for its soft_embedding records.
+  struct ForwardInput {
+    const float *rows = nullptr;
+    int64_t width = 0;
+  };
+
+  // The function called `name` (empty: the default), else an error listing them.
+  StatusOr<const program::KernelProgram *> function(std::string_view name) const;
+
+  // Grows the sequence to span.keys slots, runs the function's records over the span's tokens
+  // (their K/V written to slots span.first.., attending to slots [0, span.keys)) and computes the
+  // requested logit rows (SequenceForwards.h).
+  StatusOr<sampling::LogitsView> run(const program::KernelProgram &program,
+                                     const ForwardInput &input, const int32_t *tokens,
+                                     const ForwardSpan &span, sampling::LogitRows rows);
+  Status runKernel(const program::ProgramRecord &kernel, const ForwardInput &input,
+                   const int32_t *tokens, const ForwardSpan &span, sampling::LogitRows rows);
+  // The rows of `slot` of the running function for a forward of `count` tokens.
   float *slot(int64_t index, int64_t count) {
-    return workspace_.data() + program_.slots[static_cast<size_t>(index)].offset * count;
+    return workspace_.data() + program_->slots[static_cast<size_t>(index)].offset * count;
   }
+  // The table of a rope record.
+  const RopeTable &ropeTable(const program::ProgramRecord &kernel) const;
 
   // Runs body() inside a kernel timer on the calling thread (just body() without a profiler).
   template <typename Body>
@@ -74,16 +95,25 @@ private:
   }
 
   std::shared_ptr<const model::ModelWeights> weights_;
-  program::KernelProgram program_;
+  std::map<std::string, program::KernelProgram, std::less<>> functions_;
+  const program::KernelProgram *program_ = nullptr; // the function running
+  int64_t rowElements_ = 0, normRowElements_ = 0;   // the largest function's
   int64_t maxSequenceLength_;
   ThreadPool pool_;
   HostKvPages pages_;
   std::unique_ptr<kv::PagedKvCache> kv_;
   kv::SequenceId sequence_;
-  // The rope records' table (one theta and head_dim for all: see create()).
-  RopeTable rope_;
-  double ropeTheta_ = 0;
-  int64_t ropeHeadDim_ = 0; // 0: no rope record
+  // One table per distinct (theta, head_dim, rotated_pairs) of the rope records.
+  struct Rope {
+    double theta = 0;
+    int64_t headDim = 0, rotatedPairs = 0;
+    RopeTable table;
+  };
+  std::vector<Rope> ropes_;
+  // The widest soft_embedding table (its rows: the most input columns a forward may give).
+  int64_t softEmbeddingRows_ = 0;
+  // The widest moe record's sizes (0 experts: none).
+  int64_t moeHidden_ = 0, moeExperts_ = 0, moeTopK_ = 0, moeWidth_ = 0;
   profile::Profiler *profiler_;
   // The most KV pages the sequence has held at once.
   int64_t peakKvPages_ = 0;
@@ -91,9 +121,11 @@ private:
   // Workspace, sized by reserve().
   int64_t reservedTokens_ = 0;
   int64_t reservedLogitRows_ = 0;
-  std::vector<float> workspace_; // program_.rowElements per token
+  std::vector<float> workspace_; // rowElements_ per token
   std::vector<float> normed_;    // norm_linear's normalised rows
   AttentionScratch attentionScratch_;
+  std::vector<float> softEmbeddingScratch_;
+  MoeScratch moeScratch_;
   std::vector<float> headInput_, logits_;
 };
 

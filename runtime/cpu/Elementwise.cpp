@@ -1,6 +1,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace dlm::cpu {
@@ -39,6 +40,24 @@ DLM_VECTOR_CLONES void siluMultiply(float *gate, const float *up, int64_t count)
     const float g = gate[i];
     gate[i] = g / (1.0f + expPolynomial(-g)) * up[i];
   }
+}
+
+void geluTanhMultiply(float *gate, const float *up, int64_t count) {
+  const float k = 0.7978845608028654f; // sqrt(2 / pi)
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+DLM_VECTOR_CLONES void scaleInPlace(float *x, float factor, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    x[i] *= factor;
+}
+
+void softcapInPlace(float *x, float cap, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    x[i] = cap * std::tanh(x[i] / cap);
 }
 
 DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {

@@ -1,5 +1,6 @@
 // The CPU backend's kernels, one per file: Gemm.cpp (oneDNN), RmsNorm.cpp, Rope.cpp,
-// Elementwise.cpp, Attention.cpp. Row-major float32 throughout; `rows` is the token count.
+// Elementwise.cpp, Attention.cpp, SoftEmbedding.cpp, Moe.cpp. Row-major float32 throughout;
+// `rows` is the token count.
 #pragma once
 
 #include "runtime/cpu/HostKvPages.h"
@@ -30,15 +31,16 @@ Status matmul(bool transposeB, int64_t m, int64_t n, int64_t k, float alpha, con
               int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int threads);
 
 // y = x * rsqrt(mean(x^2) + eps) * weight per row of `width` values, in float32 with a double
-// sum of squares; `rowStride` separates rows (>= width). y may alias x.
+// sum of squares; `rowStride` separates rows (>= width). y may alias x. A null weight: no weight.
 void rmsNorm(const float *x, int64_t rows, int64_t width, int64_t rowStride, const float *weight,
              double eps, float *y);
 
 // cos and sin of position * theta^(-2i/headDim), i < headDim/2, computed in double and rounded
-// to float (as the references do), for positions [0, positions()).
+// to float (as the references do), for positions [0, positions()). Only pairs i < rotatedPairs
+// rotate (negative: all of them); the others get cos 1, sin 0 and pass through exactly.
 class RopeTable {
 public:
-  void build(int64_t positions, int64_t headDim, double theta);
+  void build(int64_t positions, int64_t headDim, double theta, int64_t rotatedPairs = -1);
   int64_t positions() const { return positions_; }
   const float *cos(int64_t position) const { return cos_.data() + position * half_; }
   const float *sin(int64_t position) const { return sin_.data() + position * half_; }
@@ -46,6 +48,7 @@ public:
 private:
   int64_t positions_ = 0;
   int64_t half_ = 0;
+  int64_t rotated_ = 0;
   double theta_ = 0;
   std::vector<float> cos_, sin_;
 };
@@ -62,6 +65,16 @@ void expInPlace(float *x, int64_t count);
 // gate = silu(gate) * up, elementwise.
 void siluMultiply(float *gate, const float *up, int64_t count);
 
+// gate = gelu_tanh(gate) * up, elementwise, in float32:
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+void geluTanhMultiply(float *gate, const float *up, int64_t count);
+
+// x *= factor, elementwise.
+void scaleInPlace(float *x, float factor, int64_t count);
+
+// x = cap * tanh(x / cap), elementwise, in float32.
+void softcapInPlace(float *x, float cap, int64_t count);
+
 // h += delta, elementwise.
 void addInPlace(float *h, const float *delta, int64_t count);
 
@@ -74,6 +87,12 @@ struct AttentionShape {
   int64_t kvHeads = 0;
   int64_t headDim = 0;
   bool causal = false;
+  // Scores are scale * q.k; 0: 1 / sqrt(headDim).
+  double scale = 0;
+  // 0: none. Causal: the query at position i sees keys j with i - window < j <= i.
+  // Bidirectional: every key at or after the forward's first position, and the keys j before it
+  // with first - j < window.
+  int64_t window = 0;
 };
 
 // Query rows are processed this many at a time, bounding the score buffer.
@@ -85,19 +104,66 @@ struct AttentionScratch {
   std::vector<float> keys, values, scores;
 
   void reserve(int64_t tokens, int64_t kvWidth, int threads) {
+    if (static_cast<size_t>(tokens * kvWidth) <= keys.size() &&
+        static_cast<size_t>(threads * std::min(tokens, kAttentionQueryChunk) * tokens) <=
+            scores.size())
+      return;
     keys.resize(static_cast<size_t>(tokens * kvWidth));
     values.resize(static_cast<size_t>(tokens * kvWidth));
     scores.resize(static_cast<size_t>(threads * std::min(tokens, kAttentionQueryChunk) * tokens));
   }
 };
 
-// out[q, heads*headDim] = softmax(Q K^T / sqrt(headDim)) V for `queries` query rows at positions
+// out[q, heads*headDim] = softmax(scale Q K^T) V for `queries` query rows at positions
 // firstPosition.., over the keys of slots [0, keyCount) read through `blockTable`; a causal mask
-// hides keys after the query's position. Query head h reads KV head h / (heads / kvHeads).
+// hides keys after the query's position, a window (AttentionShape) the keys it leaves out.
+// Query head h reads KV head h / (heads / kvHeads).
 // Scores and weighted sums are GEMMs over K and V gathered per KV head.
 Status pagedAttention(const float *q, int64_t queries, int64_t firstPosition, int64_t keyCount,
                       const AttentionShape &shape, const HostKvPages &pages,
                       const kv::PageIndex *blockTable, int64_t layer, float *out,
                       AttentionScratch &scratch, ThreadPool &pool);
+
+// The forward's float input rows as a soft_embedding reads them: out[t, H] =
+// (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
+// float32 with a double sum); zeros when input is null. `scratch` holds kSoftEmbeddingChunk rows
+// of inputWidth probabilities (SoftEmbeddingScratch).
+inline constexpr int64_t kSoftEmbeddingChunk = 32;
+Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
+                     const model::HostTensor &table, double scale, float *out,
+                     std::vector<float> &scratch, int threads);
+
+// Scratch of moeForward for up to `tokens` tokens.
+struct MoeScratch {
+  std::vector<float> routed;     // [T, H] the router's normalised input
+  std::vector<float> logits;     // [T, E] router logits, then probabilities
+  std::vector<int32_t> choice;   // [T, topK] chosen experts
+  std::vector<float> weight;     // [T, topK] their weights
+  std::vector<int32_t> order;    // [E] the experts of one token, by weight
+  std::vector<int32_t> tokens;   // an expert's (token, choice) pairs, as token * topK + choice
+  std::vector<float> gathered;   // [T, H] an expert's input rows
+  std::vector<float> gateUp;     // [T, 2I]
+  std::vector<float> activation; // [T, I]
+  std::vector<float> output;     // [T, H]
+
+  void reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK,
+               int64_t expertWidth);
+  size_t bytes() const;
+};
+
+// A mixture of experts (runtime/model/KernelProgram.h, kind "moe") over `rows` tokens: router
+// input r and expert input x, both [rows, H], into y [rows, H] (not aliasing them). Routing in
+// float32 (softmax over the experts, the topK largest with ties to the lower expert id, their
+// weights renormalised and times expertScale[e]); each expert's tokens gathered and run through
+// its slice of gateUp ([2I, H]: gate rows first) and down ([H, I]) as two GEMMs with
+// gelu_tanh(gate) * up between; y = sum of weight * expert output, in float32.
+struct MoeParameters {
+  const model::HostTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
+                          *gateUp = nullptr, *down = nullptr;
+  int64_t experts = 0, topK = 0, expertWidth = 0;
+  double eps = 0, routerInputScale = 1;
+};
+Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
+                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads);
 
 } // namespace dlm::cpu

@@ -16,8 +16,12 @@ DLM_VECTOR_CLONES void rmsNorm(const float *x, int64_t rows, int64_t width, int6
     // The references compute in float32: rsqrt(mean + eps) rounded to float, then two products.
     const float scale =
         static_cast<float>(1.0 / std::sqrt(static_cast<float>(sumSquares / width) + eps));
-    for (int64_t i = 0; i < width; ++i)
-      out[i] = in[i] * scale * weight[i];
+    if (weight)
+      for (int64_t i = 0; i < width; ++i)
+        out[i] = in[i] * scale * weight[i];
+    else
+      for (int64_t i = 0; i < width; ++i)
+        out[i] = in[i] * scale;
   }
 }
 

@@ -1,15 +1,18 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dlm::cpu {
 
-void RopeTable::build(int64_t positions, int64_t headDim, double theta) {
-  if (positions <= positions_ && headDim / 2 == half_ && theta == theta_)
+void RopeTable::build(int64_t positions, int64_t headDim, double theta, int64_t rotatedPairs) {
+  const int64_t rotated = rotatedPairs < 0 ? headDim / 2 : std::min(rotatedPairs, headDim / 2);
+  if (positions <= positions_ && headDim / 2 == half_ && theta == theta_ && rotated == rotated_)
     return;
   positions_ = positions;
   half_ = headDim / 2;
+  rotated_ = rotated;
   theta_ = theta;
   cos_.resize(static_cast<size_t>(positions * half_));
   sin_.resize(static_cast<size_t>(positions * half_));
@@ -18,9 +21,10 @@ void RopeTable::build(int64_t positions, int64_t headDim, double theta) {
     inverseFrequency[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / headDim);
   for (int64_t p = 0; p < positions; ++p) {
     for (int64_t i = 0; i < half_; ++i) {
+      // The frequencies use the whole head dim; pairs past `rotated` pass through.
       const double angle = static_cast<double>(p) * inverseFrequency[i];
-      cos_[p * half_ + i] = static_cast<float>(std::cos(angle));
-      sin_[p * half_ + i] = static_cast<float>(std::sin(angle));
+      cos_[p * half_ + i] = i < rotated ? static_cast<float>(std::cos(angle)) : 1.0f;
+      sin_[p * half_ + i] = i < rotated ? static_cast<float>(std::sin(angle)) : 0.0f;
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <variant>
 
 namespace dlm::cuda {
@@ -189,10 +190,51 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
 }
 
 Status CudaBackend::supports(const program::ProgramRecord &record) const {
+  using program::KernelKind;
+  auto refuse = [&](const std::string &what) {
+    return Status::error("not supported yet: " + what + " (record '" + record.fullName +
+                         "') on cuda");
+  };
   // The compiler folds residual adds into the GEMM before them, and dlmc generates no CUDA
   // kernels for a program with another add.
-  if (record.kind == program::KernelKind::add)
+  if (record.kind == KernelKind::add)
     return Status::error("not supported yet: add record '" + record.fullName + "' on cuda");
+  if (!record.function.empty() && record.function != spec::kernels::kDefaultFunction)
+    return refuse("forward function '" + record.function + "'");
+  switch (record.kind) {
+  case KernelKind::scale:
+    return refuse("kernel kind 'scale'");
+  case KernelKind::geluMul:
+    return refuse("kernel kind 'gelu_mul'");
+  case KernelKind::softEmbedding:
+    return refuse("kernel kind 'soft_embedding'");
+  case KernelKind::moe:
+    return refuse("kernel kind 'moe'");
+  case KernelKind::embedding:
+    if (record.scale != 1.0)
+      return refuse("an embedding scale");
+    break;
+  case KernelKind::rmsNorm:
+    if (record.weightName.empty())
+      return refuse("an rms_norm without weight");
+    break;
+  case KernelKind::rope:
+    if (record.rotatedPairs != record.headDim / 2)
+      return refuse("rope of some pairs (rotated_pairs)");
+    break;
+  case KernelKind::attention:
+    if (record.window > 0)
+      return refuse("an attention window");
+    if (record.scale != 1.0 / std::sqrt(static_cast<double>(record.headDim)))
+      return refuse("an attention scale other than 1 / sqrt(head_dim)");
+    break;
+  case KernelKind::lmHead:
+    if (record.softcap > 0)
+      return refuse("a logit softcap");
+    break;
+  default:
+    break;
+  }
   if (!runsAsGemmOnly(record) && record.cudaKernel.empty())
     return Status::error("kernel record '" + record.fullName +
                          "' names no CUDA kernel; recompile with dlmc compile --target cuda");
@@ -204,7 +246,25 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   if (!records)
     return Status::error("artifact '" + artifact.path() +
                          "' has no kernel program; recompile it with dlmc compile --target cuda");
-  DLM_ASSIGN_OR_RETURN(program_, program::KernelProgram::build(records->kernels, *hostWeights_));
+  std::map<std::string, program::KernelProgram> functions;
+  DLM_ASSIGN_OR_RETURN(functions,
+                       program::KernelProgram::buildFunctions(records->kernels, *hostWeights_));
+  // Every function's records, so that one this backend cannot run fails by name now.
+  for (const auto &[name, function] : functions)
+    for (const program::ProgramRecord &record : function.kernels)
+      DLM_RETURN_IF_ERROR(supports(record));
+  auto defaultFunction = functions.find(std::string(spec::kernels::kDefaultFunction));
+  if (defaultFunction == functions.end())
+    return Status::error("the kernel program has no '" +
+                         std::string(spec::kernels::kDefaultFunction) + "' function");
+  program_ = std::move(defaultFunction->second);
+  // The KV pool is uniform: every layer of ModelDims::kvWidth().
+  for (size_t layer = 0; layer < program_.kvLayerWidths.size(); ++layer)
+    if (program_.kvLayerWidths[layer] != 0 && program_.kvLayerWidths[layer] != dims_.kvWidth())
+      return Status::error("not supported yet: layer " + str(static_cast<int64_t>(layer)) +
+                           " keeps K/V of " + str(program_.kvLayerWidths[layer]) +
+                           " values per token, not the model's " + str(dims_.kvWidth()) +
+                           " (per-layer KV widths on cuda)");
   std::vector<DeviceKernel> kernels;
   std::vector<std::string> weightNames;
   bound_.assign(program_.kernels.size(), BoundRecord{});
@@ -215,9 +275,8 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       DLM_ASSIGN_OR_RETURN(bound_[i].kernel, modules_->named(record.cudaKernel));
       kernels.push_back(bound_[i].kernel);
     }
-    for (const std::string *name : {&record.weightName, &record.biasName, &record.normWeightName})
-      if (!name->empty())
-        weightNames.push_back(*name);
+    for (const std::string &name : record.tensorNames())
+      weightNames.push_back(name);
   }
   DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(kernels));
   DLM_ASSIGN_OR_RETURN(weights_,
@@ -515,8 +574,13 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
                   static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
   case KernelKind::add:
-    // supports() refused it when the program was bound.
-    return Status::error("cuda backend: internal error: an add record reached a forward");
+  case KernelKind::scale:
+  case KernelKind::geluMul:
+  case KernelKind::softEmbedding:
+  case KernelKind::moe:
+    // supports() refused them when the program was bound.
+    return Status::error("cuda backend: internal error: record '" + k.fullName +
+                         "' of a kind the cuda backend does not run reached a forward");
   case KernelKind::lmHead:
     return enqueueLogits(k, bound, shape);
   }

@@ -16,6 +16,24 @@
 //   accumulate  bool  linear / norm_linear: a second operand, the residual, is added to the
 //                     product (the GEMM's epilogue; the compiler folds residual adds into it)
 //   cuda_kernel text  the generated CUDA kernel the record launches (dlmc --target cuda|all)
+//   function    text  the forward function the record belongs to; absent = "forward". An
+//                     artifact may hold several (DiffusionGemma: "encode" and "decode"), each a
+//                     complete program of its own (own slots, own memory plan, own lm_head) over
+//                     the same weights and the same KV cache; DecodeModel::forward names one.
+//
+// Optional parameters of the kinds (absent = the default given):
+//   embedding   scale real (1.0): the looked-up rows are multiplied by it (in float32)
+//   rms_norm    weight absent: no weight (x * rsqrt(mean x^2 + eps)); then norm_width int gives
+//               the normalised group (a divisor of the row width; the row when absent)
+//   rope        rotated_pairs int (head_dim / 2): only pairs j < rotated_pairs of (j, j + hd/2)
+//               rotate, by position * theta^(-2j / head_dim) (the frequencies always use the
+//               whole head dim: Gemma's "proportional" RoPE); the other pairs pass through
+//   attention   scale real (1 / sqrt(head_dim)): scores are scale * q.k
+//               window int (none): causal: query at position i sees keys j with i - W < j <= i;
+//               bidirectional: every key at or after the forward's first fed position, and the
+//               keys j before it with first - j < W (DiffusionGemma's decoder on sliding
+//               layers: the last W - 1 cached positions)
+//   lm_head     softcap real (none): logits = softcap * tanh(logits / softcap), in float32
 //
 // Value slots: 0 is the token ids, 1 the positions (the forward's two inputs); records number
 // their results from 2 upward. Every intermediate is [tokens, width] and the token count is only
@@ -47,6 +65,25 @@ inline constexpr std::string_view kAdd = "add";          // a, b → a + b
 inline constexpr std::string_view kSiluMul = "silu_mul"; // gate, up → silu(gate) * up
 // x → logits of the requested rows; norm_weight? (final norm), weight, logit_shift. Last record.
 inline constexpr std::string_view kLmHead = "lm_head";
+inline constexpr std::string_view kScale = "scale";      // x → x * weight[0]; weight [1]
+inline constexpr std::string_view kGeluMul = "gelu_mul"; // gate, up → gelu_tanh(gate) * up
+// (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale for each fed token, where the
+// input is the forward's float input rows ([T, V'], V' <= the table's rows; DecodeModel's
+// ForwardSpec::input), and zero rows when the forward has no input (self-conditioning's first
+// step). weight [E, H] (the embedding table), scale real.
+inline constexpr std::string_view kSoftEmbedding = "soft_embedding";
+// Mixture of experts, as DiffusionGemma computes it: operands (router input r, expert input x),
+// both [T, H] → y [T, H].
+//   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale; p = softmax(z @ router^T)
+//   over the `experts` experts (float32); the top_k largest (ties: lower expert id first), their
+//   weights renormalised to sum 1, each times expert_scale[e];
+//   y = sum over the chosen e of weight_e * down_e(gelu_tanh(gate_e x) * up_e x), where
+//   gate_up_e = gate_up[e] is [2I, H] (rows [0, I) the gate, [I, 2I) the up projection) and
+//   down_e = down[e] is [H, I].
+// Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
+// [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
+// Parameters: experts int, top_k int, eps real, router_input_scale real.
+inline constexpr std::string_view kMoe = "moe";
 
 // ---- Parameters -------------------------------------------------------------------------------
 inline constexpr std::string_view kLayer = "layer";
@@ -66,6 +103,23 @@ inline constexpr std::string_view kHeadDim = "head_dim";
 inline constexpr std::string_view kLogitShift = "logit_shift";
 inline constexpr std::string_view kAccumulate = "accumulate";
 inline constexpr std::string_view kCudaKernel = "cuda_kernel";
+inline constexpr std::string_view kFunction = "function";
+inline constexpr std::string_view kScaleParameter = "scale";
+inline constexpr std::string_view kNormWidth = "norm_width";
+inline constexpr std::string_view kRotatedPairs = "rotated_pairs";
+inline constexpr std::string_view kWindow = "window";
+inline constexpr std::string_view kSoftcap = "softcap";
+inline constexpr std::string_view kRouter = "router";
+inline constexpr std::string_view kRouterScale = "router_scale";
+inline constexpr std::string_view kExpertScale = "expert_scale";
+inline constexpr std::string_view kGateUp = "gate_up";
+inline constexpr std::string_view kDownWeight = "down";
+inline constexpr std::string_view kExperts = "experts";
+inline constexpr std::string_view kTopK = "top_k";
+inline constexpr std::string_view kRouterInputScale = "router_input_scale";
+
+// The function of records without a `function` parameter.
+inline constexpr std::string_view kDefaultFunction = "forward";
 
 inline constexpr int64_t kTokensSlot = 0;
 inline constexpr int64_t kPositionsSlot = 1;

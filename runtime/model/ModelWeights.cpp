@@ -142,12 +142,13 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
   };
   for (const artifact::WeightView &view : reader.weights()) {
     const std::vector<int64_t> shape = view.shape.toVector();
-    // The kernels read vectors and matrices; another tensor is left out, and a record that
-    // names it reports it missing.
-    if (shape.empty() || shape.size() > 2)
+    // The kernels read vectors, matrices and rank-3 stacks of matrices ([E, N, K] held as E * N
+    // rows of K: a moe record's experts); another tensor is left out, and a record that names it
+    // reports it missing.
+    if (shape.empty() || shape.size() > 3)
       continue;
     HostTensor tensor;
-    tensor.rows = shape.size() == 2 ? shape[0] : 1;
+    tensor.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     tensor.cols = shape.back();
     const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
     switch (view.dtype) {

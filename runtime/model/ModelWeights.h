@@ -20,7 +20,7 @@ namespace dlm::model {
 // A float32 tensor that this object does not own; null data means "absent" (optional weights).
 struct HostTensor {
   const float *data = nullptr;
-  int64_t rows = 0; // 1 for vectors
+  int64_t rows = 0; // 1 for vectors; d0 * d1 for a rank-3 tensor [d0, d1, d2]
   int64_t cols = 0;
 
   explicit operator bool() const { return data != nullptr; }

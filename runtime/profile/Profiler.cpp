@@ -18,6 +18,8 @@ const char *categoryName(Category category) {
     return "attention";
   case Category::elementwise:
     return "elementwise";
+  case Category::moe:
+    return "moe";
   case Category::lmHead:
     return "lm_head";
   case Category::forward:

@@ -26,6 +26,7 @@ enum class Category : uint8_t {
   kvStore,
   attention,
   elementwise,
+  moe, // a mixture-of-experts record: routing and every expert's GEMMs
   lmHead,
   // Not kernels:
   forward,

@@ -113,6 +113,10 @@ private:
       return detail::runFillRow(state_, in, at);
     case OpKind::creditReset:
       return detail::runCreditReset(state_, in, at);
+    case OpKind::holdLogits:
+      return detail::runHoldLogits(state_, in, at);
+    case OpKind::dropLogits:
+      return detail::runDropLogits(state_, in, at);
     case OpKind::credit:
       return detail::runCredit(state_, in, at);
     case OpKind::forward:

@@ -36,6 +36,8 @@ const char *valueTypeName(ValueType type) {
     return "list";
   case ValueType::credit:
     return "credit";
+  case ValueType::logits:
+    return "logits";
   }
   return "unknown";
 }
@@ -97,6 +99,8 @@ constexpr OpEntry kOps[] = {
     {dspec::kKindForward, OpKind::forward},
     {dspec::kKindSample, OpKind::sample},
     {dspec::kKindCredit, OpKind::credit},
+    {dspec::kKindHoldLogits, OpKind::holdLogits},
+    {dspec::kKindDropLogits, OpKind::dropLogits},
     {dspec::kKindAccept, OpKind::accept},
     {dspec::kKindGate, OpKind::gate},
     {dspec::kKindRenoise, OpKind::renoise},
@@ -148,6 +152,8 @@ bool accepts(ParamType param, ValueType type) {
     return type == ValueType::list;
   case ParamType::credit:
     return type == ValueType::credit;
+  case ParamType::logits:
+    return type == ValueType::logits;
   case ParamType::knob:
     return true;
   }
@@ -175,6 +181,8 @@ ValueType fixedType(ParamType param) {
     return ValueType::list;
   case ParamType::credit:
     return ValueType::credit;
+  case ParamType::logits:
+    return ValueType::logits;
   default:
     return ValueType::none;
   }
@@ -548,7 +556,8 @@ private:
       // ForwardRunner captures from every cached or window forward: there is no undecoded one.
       const Operand &decoded = instruction.operands[kDecoded];
       const int mode = instruction.operands[kMode].choice;
-      if (mode != kModeFull && decoded.given() && !decoded.boolean)
+      // An append (a commit) may be a cache fill too.
+      if (mode != kModeFull && mode != kModeAppend && decoded.given() && !decoded.boolean)
         return error(index, std::string("a ") + (mode == kModeCached ? "cached" : "window") +
                                 " forward is always decoded");
       if (mode != kModeWindow && instruction.operands[kFeedEnd].given())

@@ -61,7 +61,8 @@ enum class ValueType : uint8_t {
   reals,
   flags,
   list,
-  credit
+  credit,
+  logits
 };
 const char *valueTypeName(ValueType type);
 
@@ -96,6 +97,8 @@ enum class OpKind : uint8_t {
   fillRow,
   creditReset,
   forward,
+  holdLogits,
+  dropLogits,
   sample,
   credit,
   accept,

@@ -85,10 +85,20 @@ inline constexpr std::string_view kKindCreditReset = "credit_reset";
 // A forward over seq[0, count) (runtime/sampling/DecodeModel.h). mode=full keeps the K/V of
 // [0, keep) afterwards; mode=cached feeds [keep, count) over that cache; mode=window (the dual
 // cache) feeds [keep, feed_end) over a cache of all [0, count), its K/V replacing that range in
-// the cache (DecodeModel::forwardWindow). row_begin/row_end are
+// the cache (DecodeModel::forwardWindow); mode=append feeds [keep, count) over that cache and
+// keeps all of [0, count) (a commit). row_begin/row_end are
 // absolute positions (the interpreter makes them relative to the fed tokens). decoded=false: the
 // logits are never looked at (a cache fill), so they are neither captured nor a step.
+// function=name runs the artifact's forward function of that name (DiffusionGemma's encode and
+// decode; absent: the default one); input=%logits hands it a logits register's rows, one per
+// fed token (an empty register: no input) (DecodeModel::forward, ForwardSpec).
 inline constexpr std::string_view kKindForward = "forward";
+// The last forward's logit rows divided by `temperature` as one float32 division per element,
+// f32(logit) / f32(temperature) → out (logits): transformers' processed logits, which
+// DiffusionGemma's self-conditioning reads at the next step.
+inline constexpr std::string_view kKindHoldLogits = "hold_logits";
+// Empties a logits register (a forward then gets no input from it).
+inline constexpr std::string_view kKindDropLogits = "drop_logits";
 // Per window row (candidates=masked: rows holding @mask; all: every row), keyed by
 // positionKey(stepKey(seed, request, gumbel stream, step), position):
 //   kind=gumbel_max  sampling::decodeRow → token, confidence (softmax at unit temperature)
@@ -192,6 +202,7 @@ enum class ParamType : uint8_t {
   row, // tokens, reals or flags
   list,
   credit, // per window row, tokens and their credits (credit_reset, credit)
+  logits, // float32 logit rows (hold_logits, drop_logits), a forward's input
   knob,   // a $knob reference
 };
 
@@ -312,14 +323,23 @@ inline constexpr ParamSpec kCreditResetParams[] = {
     {"capacity", PR::input, PT::integer, true},
     {"out", PR::result, PT::credit, true},
 };
+inline constexpr ParamSpec kHoldLogitsParams[] = {
+    {"temperature", PR::input, PT::real, true},
+    {"out", PR::result, PT::logits, true},
+};
+inline constexpr ParamSpec kDropLogitsParams[] = {
+    {"out", PR::result, PT::logits, true},
+};
 inline constexpr ParamSpec kForwardParams[] = {
-    {"mode", PR::attribute, PT::text, true, "full,cached,window"},
+    {"mode", PR::attribute, PT::text, true, "full,cached,window,append"},
     {"count", PR::input, PT::integer, true},
     {"keep", PR::input, PT::integer, true},
     {"feed_end", PR::input, PT::integer, false}, // window
     {"row_begin", PR::input, PT::integer, true},
     {"row_end", PR::input, PT::integer, true},
     {"decoded", PR::attribute, PT::boolean, false}, // default true
+    {"function", PR::attribute, PT::text, false},   // default: the artifact's default forward
+    {"input", PR::input, PT::logits, false},
 };
 inline constexpr ParamSpec kSampleParams[] = {
     {"kind", PR::attribute, PT::text, true, "gumbel_max,tempered"},
@@ -449,6 +469,8 @@ inline constexpr KindSpec kKinds[] = {
     kindSpec(kKindFillRow, kFillRowParams),
     kindSpec(kKindCreditReset, kCreditResetParams),
     kindSpec(kKindForward, kForwardParams),
+    kindSpec(kKindHoldLogits, kHoldLogitsParams),
+    kindSpec(kKindDropLogits, kDropLogitsParams),
     kindSpec(kKindSample, kSampleParams),
     kindSpec(kKindAccept, kAcceptParams),
     kindSpec(kKindCredit, kCreditParams),
@@ -622,7 +644,20 @@ inline constexpr int kModeCached = choiceIndex(kForwardParams[kMode].choices, "c
 static_assert(kModeCached >= 0);
 inline constexpr int kModeWindow = choiceIndex(kForwardParams[kMode].choices, "window");
 static_assert(kModeWindow >= 0);
+inline constexpr int kModeAppend = choiceIndex(kForwardParams[kMode].choices, "append");
+static_assert(kModeAppend >= 0);
+inline constexpr size_t kFunction = paramIndex(kForwardParams, "function");
+inline constexpr size_t kInput = paramIndex(kForwardParams, "input");
 } // namespace forward_params
+
+namespace hold_logits_params {
+inline constexpr size_t kTemperature = paramIndex(kHoldLogitsParams, "temperature");
+inline constexpr size_t kOut = paramIndex(kHoldLogitsParams, "out");
+} // namespace hold_logits_params
+
+namespace drop_logits_params {
+inline constexpr size_t kOut = paramIndex(kDropLogitsParams, "out");
+} // namespace drop_logits_params
 
 namespace sample_params {
 inline constexpr size_t kKind = paramIndex(kSampleParams, "kind");

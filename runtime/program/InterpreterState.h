@@ -26,6 +26,7 @@ struct Register {
   std::vector<double> reals;
   std::vector<uint8_t> flags;
   std::vector<int64_t> list;
+  std::vector<float> logits; // rows of the vocabulary's width
 };
 
 class State {
@@ -101,6 +102,8 @@ Status runCredit(State &state, const Instruction &in, size_t at);
 Status runCommit(State &state, const Instruction &in, size_t at);
 Status runFinish(State &state, const Instruction &in, size_t at);
 Status runForward(State &state, const Instruction &in, size_t at);
+Status runHoldLogits(State &state, const Instruction &in, size_t at);
+Status runDropLogits(State &state, const Instruction &in, size_t at);
 Status runSample(State &state, const Instruction &in, size_t at);
 Status runAccept(State &state, const Instruction &in, size_t at);
 Status runGate(State &state, const Instruction &in, size_t at);

@@ -3,6 +3,7 @@
 #include "runtime/model/KernelProgram.h"
 
 #include <algorithm>
+#include <cmath>
 #include <variant>
 
 namespace dlm::program {
@@ -31,20 +32,25 @@ constexpr KindInfo kKinds[] = {
     {kp::kAdd, KernelKind::add, 2, true},
     {kp::kSiluMul, KernelKind::siluMul, 2, true},
     {kp::kLmHead, KernelKind::lmHead, 1, true},
+    {kp::kScale, KernelKind::scale, 1, true},
+    {kp::kGeluMul, KernelKind::geluMul, 2, true},
+    {kp::kSoftEmbedding, KernelKind::softEmbedding, 0, true},
+    {kp::kMoe, KernelKind::moe, 2, true},
 };
 
 // Elementwise kernels read each element before writing it, so their result may sit exactly on an
 // operand (planned in place).
 bool elementwise(KernelKind kind) {
   return kind == KernelKind::rmsNorm || kind == KernelKind::rope || kind == KernelKind::add ||
-         kind == KernelKind::siluMul;
+         kind == KernelKind::siluMul || kind == KernelKind::scale || kind == KernelKind::geluMul;
 }
 
-// The role of a canonical name, the profile label of a fused norm: "layers.0.attn_norm" →
-// "attn_norm".
-// The profile label of a record name: "layers.0.rope#2" → "rope".
-std::string labelOf(const std::string &name) {
+// The profile label of a record name: "layers.0.rope#2" → "rope"; a function's prefix goes too
+// ("decode.layers.0.q_proj" → "q_proj" for the record of function "decode").
+std::string labelOf(const std::string &name, const std::string &function) {
   std::string label = name;
+  if (!function.empty() && label.rfind(function + ".", 0) == 0)
+    label = label.substr(function.size() + 1);
   if (label.rfind("layers.", 0) == 0) {
     size_t dot = label.find('.', 7);
     if (dot != std::string::npos)
@@ -132,18 +138,47 @@ private:
 // below it); a record past it is corrupt.
 constexpr int64_t kMaxRowElements = int64_t(1) << 26;
 
-StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel> &records,
-                                             const model::ModelWeights &weights) {
+namespace {
+
+// The function of a record: its `function` parameter, kDefaultFunction when absent.
+StatusOr<std::string> functionOf(const artifact::Kernel &record, size_t index) {
+  auto it = record.parameters.find(kp::kFunction);
+  if (it == record.parameters.end())
+    return std::string(kp::kDefaultFunction);
+  if (!std::holds_alternative<std::string>(it->second) || std::get<std::string>(it->second).empty())
+    return RecordReader(record, index).error("parameter 'function' is not a function name");
+  return std::get<std::string>(it->second);
+}
+
+// An optional parameter: `fallback` when absent, else it must have the type.
+template <typename T>
+StatusOr<T> optional(const RecordReader &r, std::string_view key, const char *type, T fallback) {
+  if (!r.has(key))
+    return fallback;
+  return r.get<T>(key, type);
+}
+
+// One function: records[indices[i]], in order. Errors carry the records' indices in the whole
+// list. `kvWidths` (one per model layer, 0 = not seen yet) is shared by every function.
+StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &records,
+                                      const std::vector<size_t> &indices,
+                                      const model::ModelWeights &weights,
+                                      const std::string &function,
+                                      std::vector<int64_t> &kvWidths) {
   const model::ModelDims &d = weights.dims();
   KernelProgram program;
+  program.function = function;
   program.slots.resize(kp::kFirstResultSlot, SlotPlace{-1, 1});
   std::vector<bool> defined(kp::kFirstResultSlot, true);
   std::vector<int64_t> storedK(static_cast<size_t>(d.layers), -1),
       storedV(static_cast<size_t>(d.layers), -1);
-  if (records.empty())
+  const std::string inFunction =
+      function == kp::kDefaultFunction ? "" : "function '" + function + "': ";
+  if (indices.empty())
     return Status::error("the kernel program is empty");
 
-  for (size_t index = 0; index < records.size(); ++index) {
+  for (size_t position = 0; position < indices.size(); ++position) {
+    const size_t index = indices[position];
     const artifact::Kernel &record = records[index];
     RecordReader r(record, index);
     const KindInfo *info = nullptr;
@@ -155,10 +190,16 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
                            r.where() + ")");
     ProgramRecord kernel;
     kernel.kind = info->kind;
+    kernel.function = function;
     kernel.fullName = record.name.empty() ? record.kind : record.name;
-    kernel.name = labelOf(kernel.fullName);
+    kernel.name = labelOf(kernel.fullName, function == kp::kDefaultFunction ? "" : function);
     DLM_ASSIGN(kernel.layer, r.integer(kp::kLayer));
-    DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
+    StatusOr<std::string> operandList =
+        r.has(kp::kOperands) ? r.text(kp::kOperands) : StatusOr<std::string>(std::string());
+    if (info->operands == 0 && operandList && operandList->empty())
+      kernel.operands.clear(); // a record without operands may leave the list out
+    else
+      DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
     if (r.has(kp::kAccumulate)) {
       if (info->kind != KernelKind::linear && info->kind != KernelKind::normLinear)
         return r.error("only linear and norm_linear records accumulate");
@@ -195,7 +236,7 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       DLM_ASSIGN(place.width, r.integer(kp::kWidth));
       // At most one result per record: the slots are dense.
       if (kernel.result < kp::kFirstResultSlot ||
-          kernel.result >= kp::kFirstResultSlot + static_cast<int64_t>(records.size()))
+          kernel.result >= kp::kFirstResultSlot + static_cast<int64_t>(indices.size()))
         return r.error("result slot " + str(kernel.result) + " is out of range");
       if (kernel.result < static_cast<int64_t>(defined.size()) && defined[kernel.result])
         return r.error("result slot " + str(kernel.result) + " is already defined");
@@ -224,14 +265,40 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       if (kernel.weight->rows < d.embeddingSize)
         return r.error("the table has " + str(kernel.weight->rows) + " rows for " +
                        str(d.embeddingSize) + " token ids");
+      DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
+      break;
+    case KernelKind::softEmbedding:
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
+      DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
       break;
     case KernelKind::rmsNorm:
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName, true));
       DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
       DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
-      if (kernel.weight->rows != 1 || width % kernel.weight->cols != 0)
-        return r.error("norm weight of " + str(kernel.weight->cols) +
-                       " values does not divide rows of " + str(width));
+      if (kernel.weight) {
+        if (kernel.weight->rows != 1 || width % kernel.weight->cols != 0)
+          return r.error("norm weight of " + str(kernel.weight->cols) +
+                         " values does not divide rows of " + str(width));
+        kernel.normWidth = kernel.weight->cols;
+        if (r.has(kp::kNormWidth)) {
+          int64_t given = 0;
+          DLM_ASSIGN(given, r.integer(kp::kNormWidth));
+          DLM_RETURN_IF_ERROR(expectWidth(given, kernel.normWidth, "norm_width"));
+        }
+      } else {
+        DLM_ASSIGN(kernel.normWidth, optional<int64_t>(r, kp::kNormWidth, "an integer", width));
+        if (kernel.normWidth <= 0 || width % kernel.normWidth != 0)
+          return r.error("norm_width " + str(kernel.normWidth) + " does not divide rows of " +
+                         str(width));
+      }
+      break;
+    case KernelKind::scale:
+      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
+      if (kernel.weight->rows * kernel.weight->cols != 1)
+        return r.error("the scale weight has " + str(kernel.weight->rows * kernel.weight->cols) +
+                       " values, expected 1");
       break;
     case KernelKind::normLinear:
     case KernelKind::linear:
@@ -264,6 +331,13 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
         return r.error("head_dim " + str(kernel.headDim) + " does not split rows of " + str(width) +
                        " into heads of pairs");
       kernel.heads = width / kernel.headDim;
+      DLM_ASSIGN(kernel.rotatedPairs,
+                 optional<int64_t>(r, kp::kRotatedPairs, "an integer", kernel.headDim / 2));
+      if (kernel.rotatedPairs < 0 || kernel.rotatedPairs > kernel.headDim / 2)
+        return r.error("rotated_pairs " + str(kernel.rotatedPairs) + " is outside [0, " +
+                       str(kernel.headDim / 2) + "] (head_dim " + str(kernel.headDim) + ")");
+      if (!(kernel.theta > 0))
+        return r.error("theta must be positive");
       break;
     case KernelKind::kvStore:
     case KernelKind::attention: {
@@ -271,10 +345,15 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
         return r.error("layer " + str(kernel.layer) + " has no KV cache (the model has " +
                        str(d.layers) + " layers)");
       const size_t layer = static_cast<size_t>(kernel.layer);
-      const size_t k = info->kind == KernelKind::kvStore ? 0 : 1;
-      DLM_RETURN_IF_ERROR(expectWidth(widths[k], d.kvWidth(), "the keys' width"));
-      DLM_RETURN_IF_ERROR(expectWidth(widths[k + 1], d.kvWidth(), "the values' width"));
       if (info->kind == KernelKind::kvStore) {
+        // The layer's KV width is what its kv_store records store; every one of them, in every
+        // function, agrees.
+        DLM_RETURN_IF_ERROR(expectWidth(widths[1], widths[0], "the values' width"));
+        if (kvWidths[layer] != 0 && kvWidths[layer] != widths[0])
+          return r.error("layer " + str(kernel.layer) + " stores K/V of " + str(widths[0]) +
+                         " values per token where another kv_store of it stores " +
+                         str(kvWidths[layer]));
+        kvWidths[layer] = widths[0];
         storedK[layer] = kernel.operands[0];
         storedV[layer] = kernel.operands[1];
         break;
@@ -282,6 +361,7 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       if (storedK[layer] != kernel.operands[1] || storedV[layer] != kernel.operands[2])
         return r.error("attention reads keys and values that no kv_store of layer " +
                        str(kernel.layer) + " stored");
+      const int64_t kvWidth = kvWidths[layer];
       std::string mask;
       DLM_ASSIGN(mask, r.text(kp::kMask));
       if (mask != "causal" && mask != "bidirectional")
@@ -290,22 +370,69 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       DLM_ASSIGN(kernel.heads, r.integer(kp::kHeads));
       DLM_ASSIGN(kernel.kvHeads, r.integer(kp::kKvHeads));
       DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
-      if (kernel.kvHeads <= 0 || kernel.heads % kernel.kvHeads != 0 ||
-          kernel.kvHeads * kernel.headDim != d.kvWidth())
+      if (kernel.kvHeads <= 0 || kernel.headDim <= 0 || kernel.heads % kernel.kvHeads != 0 ||
+          kernel.kvHeads * kernel.headDim != kvWidth)
         return r.error(str(kernel.heads) + " heads over " + str(kernel.kvHeads) + " KV heads of " +
-                       str(kernel.headDim) + " do not fit the KV cache's " + str(d.kvWidth()) +
+                       str(kernel.headDim) + " do not fit the KV cache's " + str(kvWidth) +
                        " values per token");
-      DLM_RETURN_IF_ERROR(expectWidth(widths[0], kernel.heads * kernel.headDim, "the queries' width"));
+      DLM_RETURN_IF_ERROR(
+          expectWidth(widths[0], kernel.heads * kernel.headDim, "the queries' width"));
       DLM_RETURN_IF_ERROR(expectWidth(width, widths[0], "the result width"));
+      DLM_ASSIGN(kernel.scale,
+                 optional<double>(r, kp::kScaleParameter, "a real",
+                                  1.0 / std::sqrt(static_cast<double>(kernel.headDim))));
+      if (!std::isfinite(kernel.scale))
+        return r.error("the attention scale is not finite");
+      DLM_ASSIGN(kernel.window, optional<int64_t>(r, kp::kWindow, "an integer", 0));
+      if (r.has(kp::kWindow) && kernel.window <= 0)
+        return r.error("window " + str(kernel.window) + " is not positive");
+      break;
+    }
+    case KernelKind::moe: {
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the router input's width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the expert input's width"));
+      DLM_ASSIGN(kernel.experts, r.integer(kp::kExperts));
+      DLM_ASSIGN(kernel.topK, r.integer(kp::kTopK));
+      DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
+      DLM_ASSIGN(kernel.routerInputScale, r.real(kp::kRouterInputScale));
+      const int64_t e = kernel.experts;
+      if (e <= 0)
+        return r.error("experts " + str(e) + " is not positive");
+      if (kernel.topK < 1 || kernel.topK > e)
+        return r.error("top_k " + str(kernel.topK) + " is outside [1, " + str(e) + "]");
+      MoeTensors &m = kernel.moeWeights;
+      kernel.moeWeightNames.resize(5);
+      DLM_ASSIGN(m.router, r.weight(kp::kRouter, weights, kernel.moeWeightNames[0]));
+      DLM_ASSIGN(m.routerScale, r.weight(kp::kRouterScale, weights, kernel.moeWeightNames[1]));
+      DLM_ASSIGN(m.expertScale, r.weight(kp::kExpertScale, weights, kernel.moeWeightNames[2]));
+      DLM_ASSIGN(m.gateUp, r.weight(kp::kGateUp, weights, kernel.moeWeightNames[3]));
+      DLM_ASSIGN(m.down, r.weight(kp::kDownWeight, weights, kernel.moeWeightNames[4]));
+      auto shape = [&](const model::HostTensor *t, int64_t rows, int64_t cols,
+                       std::string_view what) {
+        return t->rows == rows && t->cols == cols
+                   ? Status::ok()
+                   : r.error("the " + std::string(what) + " weight is [" + str(t->rows) + ", " +
+                             str(t->cols) + "], expected [" + str(rows) + ", " + str(cols) + "]");
+      };
+      DLM_RETURN_IF_ERROR(shape(m.router, e, width, kp::kRouter));
+      DLM_RETURN_IF_ERROR(shape(m.routerScale, 1, width, kp::kRouterScale));
+      DLM_RETURN_IF_ERROR(shape(m.expertScale, 1, e, kp::kExpertScale));
+      if (m.gateUp->cols != width || m.gateUp->rows % (2 * e) != 0 || m.gateUp->rows == 0)
+        return r.error("the gate_up weight of " + str(m.gateUp->rows) + " rows of " +
+                       str(m.gateUp->cols) + " is not " + str(e) + " experts of [2I, " +
+                       str(width) + "]");
+      kernel.expertWidth = m.gateUp->rows / (2 * e);
+      DLM_RETURN_IF_ERROR(shape(m.down, e * width, kernel.expertWidth, kp::kDownWeight));
       break;
     }
     case KernelKind::add:
     case KernelKind::siluMul:
+    case KernelKind::geluMul:
       DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the first operand's width"));
       DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the second operand's width"));
       break;
     case KernelKind::lmHead:
-      if (index + 1 != records.size())
+      if (position + 1 != indices.size())
         return r.error("lm_head must be the last record");
       DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, kernel.normWeightName, true));
       if (kernel.norm) {
@@ -321,6 +448,9 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
       if (kernel.weight->rows < width)
         return r.error("the weight has " + str(kernel.weight->rows) + " rows for " + str(width) +
                        " logits");
+      DLM_ASSIGN(kernel.softcap, optional<double>(r, kp::kSoftcap, "a real", 0.0));
+      if (r.has(kp::kSoftcap) && !(kernel.softcap > 0 && std::isfinite(kernel.softcap)))
+        return r.error("softcap must be positive");
       break;
     }
     if (kernel.kind == KernelKind::normLinear && !program.kernels.empty()) {
@@ -343,7 +473,7 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
     program.kernels.push_back(std::move(kernel));
   }
   if (program.kernels.back().kind != KernelKind::lmHead)
-    return Status::error("the kernel program does not end with an lm_head record");
+    return Status::error(inFunction + "the kernel program does not end with an lm_head record");
 
   // The memory plan: a result may not land on a value that is still to be read, except exactly on
   // an operand of an elementwise kernel (in place).
@@ -373,7 +503,7 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
         const bool inPlace = inPlaceOperand && other.offset == out.offset &&
                              other.width == out.width && lastRead[slot] == static_cast<int64_t>(i);
         if (!inPlace)
-          return Status::error("kernel record " + str(static_cast<int64_t>(i)) + " ('" +
+          return Status::error("kernel record " + str(static_cast<int64_t>(indices[i])) + " ('" +
                                k.name + "'): result slot " + str(k.result) + " overlaps slot " +
                                str(slot) + ", which is read later");
       }
@@ -381,6 +511,70 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
     }
   }
   return program;
+}
+
+} // namespace
+
+StatusOr<std::map<std::string, KernelProgram>>
+KernelProgram::buildFunctions(const std::vector<artifact::Kernel> &records,
+                              const model::ModelWeights &weights) {
+  if (records.empty())
+    return Status::error("the kernel program is empty");
+  // The records of each function, in their order.
+  std::map<std::string, std::vector<size_t>> grouped;
+  for (size_t i = 0; i < records.size(); ++i) {
+    std::string function;
+    DLM_ASSIGN(function, functionOf(records[i], i));
+    grouped[function].push_back(i);
+  }
+  std::vector<int64_t> kvWidths(static_cast<size_t>(std::max<int64_t>(weights.dims().layers, 0)),
+                                0);
+  std::map<std::string, KernelProgram> functions;
+  for (const auto &[name, indices] : grouped) {
+    StatusOr<KernelProgram> program = buildFunction(records, indices, weights, name, kvWidths);
+    if (!program)
+      return program.status();
+    functions.emplace(name, std::move(*program));
+  }
+  for (auto &[name, program] : functions)
+    program.kvLayerWidths = kvWidths;
+  return functions;
+}
+
+StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel> &records,
+                                             const model::ModelWeights &weights) {
+  StatusOr<std::map<std::string, KernelProgram>> functions = buildFunctions(records, weights);
+  if (!functions)
+    return functions.status();
+  auto it = functions->find(std::string(kp::kDefaultFunction));
+  if (it == functions->end()) {
+    std::string names;
+    for (const auto &[name, program] : *functions)
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    return Status::error("the kernel program has no '" + std::string(kp::kDefaultFunction) +
+                         "' function (it has " + names + ")");
+  }
+  return std::move(it->second);
+}
+
+std::vector<const model::HostTensor *> ProgramRecord::tensors() const {
+  std::vector<const model::HostTensor *> all;
+  for (const model::HostTensor *t : {weight, bias, norm, moeWeights.router, moeWeights.routerScale,
+                                     moeWeights.expertScale, moeWeights.gateUp, moeWeights.down})
+    if (t)
+      all.push_back(t);
+  return all;
+}
+
+std::vector<std::string> ProgramRecord::tensorNames() const {
+  std::vector<std::string> all;
+  for (const std::string *name : {&weightName, &biasName, &normWeightName})
+    if (!name->empty())
+      all.push_back(*name);
+  for (const std::string &name : moeWeightNames)
+    if (!name.empty())
+      all.push_back(name);
+  return all;
 }
 
 } // namespace dlm::program

@@ -9,6 +9,7 @@
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,25 @@ enum class KernelKind {
   add,
   siluMul,
   lmHead,
+  scale,         // x * weight[0]
+  geluMul,       // gelu_tanh(gate) * up
+  softEmbedding, // softmax(the forward's input rows) @ table * scale
+  moe,           // mixture of experts (runtime/model/KernelProgram.h)
+};
+
+// The weights of a moe record (their shapes checked: router [E, H], router_scale [H],
+// expert_scale [E], gate_up [E * 2I, H], down [E * H, I]).
+struct MoeTensors {
+  const model::HostTensor *router = nullptr;
+  const model::HostTensor *routerScale = nullptr;
+  const model::HostTensor *expertScale = nullptr;
+  const model::HostTensor *gateUp = nullptr;
+  const model::HostTensor *down = nullptr;
 };
 
 struct ProgramRecord {
   KernelKind kind = KernelKind::embedding;
+  std::string function; // the forward function the record belongs to (kDefaultFunction if unnamed)
   std::string name;     // profile label ("q_proj")
   std::string fullName; // the record's name ("layers.0.q_proj")
   std::string normName; // profile label of a fused norm ("attn_norm", "final_norm")
@@ -45,6 +61,24 @@ struct ProgramRecord {
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   bool causal = false;
   bool logitShift = false;
+  // embedding, soft_embedding: the rows' factor (1 = none). attention: the scores' factor
+  // (1 / sqrt(head_dim) unless the record gives one).
+  double scale = 1.0;
+  // rms_norm: the normalised group of each row (the weight's size; the row, or the record's
+  // norm_width, when the norm has no weight).
+  int64_t normWidth = 0;
+  // rope: pairs j < rotatedPairs rotate (head_dim / 2 unless the record gives fewer).
+  int64_t rotatedPairs = 0;
+  // attention: the window (0 = none), as the contract defines it for each mask.
+  int64_t window = 0;
+  // lm_head: logits = softcap * tanh(logits / softcap) (0 = none).
+  double softcap = 0;
+  // moe: the weights, the expert count, the experts per token, each expert's intermediate width
+  // (I), and the router input's factor; eps is the router norm's.
+  MoeTensors moeWeights;
+  std::vector<std::string> moeWeightNames; // router, router_scale, expert_scale, gate_up, down
+  int64_t experts = 0, topK = 0, expertWidth = 0;
+  double routerInputScale = 1.0;
   // linear / norm_linear: result = operands[1] + x W^T (+ bias), the residual add the compiler
   // folded into the GEMM's epilogue (planned in place on operands[1] when it can be).
   bool accumulate = false;
@@ -54,6 +88,11 @@ struct ProgramRecord {
   // norm_linear: the previous record normalised the same input with the same norm (q, k, v), so
   // its normalised rows are still in the scratch.
   bool reusesNorm = false;
+
+  // Every host tensor the record reads (weight, bias, norm, the moe weights), non-null ones only.
+  std::vector<const model::HostTensor *> tensors() const;
+  // Their canonical names, in the same order.
+  std::vector<std::string> tensorNames() const;
 };
 
 // Where a value slot lives: elements [offset * T, (offset + width) * T) of the workspace for T
@@ -63,16 +102,30 @@ struct SlotPlace {
   int64_t width = 0;
 };
 
+// One forward function: its records, in order, ending with the lm_head.
 struct KernelProgram {
+  std::string function; // its name (kDefaultFunction for records without one)
   std::vector<ProgramRecord> kernels;
   std::vector<SlotPlace> slots;
   int64_t rowElements = 0;     // workspace floats per token
   int64_t normRowElements = 0; // norm_linear scratch floats per token
+  // The KV width (floats per token of K, and of V) of each model layer, as the layer's kv_store
+  // records store it; 0 for a layer without a KV cache. Every function of an artifact agrees.
+  std::vector<int64_t> kvLayerWidths;
 
-  // Errors name the record: "kernel record 3 ('k_proj'): missing weight 'layers.0.k'",
-  // "not supported yet: kernel kind 'conv' (kernel record 5 'x')".
+  // The default function of `records` (every function is built and checked; a record list
+  // without a default function is an error). Errors name the record: "kernel record 3
+  // ('k_proj'): missing weight 'layers.0.k'", "not supported yet: kernel kind 'conv' (kernel
+  // record 5 'x')"; indices count in the whole record list.
   static StatusOr<KernelProgram> build(const std::vector<artifact::Kernel> &records,
                                        const model::ModelWeights &weights);
+
+  // Every function of `records`, by name: the records grouped by their `function` parameter (in
+  // their order), each function a complete program of its own (slots from 2, own memory plan,
+  // ending with an lm_head), all of them agreeing on each layer's KV width (every program's
+  // kvLayerWidths is the union of all functions').
+  static StatusOr<std::map<std::string, KernelProgram>>
+  buildFunctions(const std::vector<artifact::Kernel> &records, const model::ModelWeights &weights);
 };
 
 } // namespace dlm::program

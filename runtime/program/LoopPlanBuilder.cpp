@@ -222,6 +222,9 @@ private:
     if (in[kDecoded].given() && !in[kDecoded].boolean)
       return whyNot(state_.program.where(pc) + " is not decoded");
     const int mode = in[kMode].choice;
+    if (mode == kModeAppend || in[kFunction].given() || in[kInput].given())
+      return whyNot(state_.program.where(pc) +
+                    " runs a named function, an input or an append, which no device loop does");
     forward.mode = mode == kModeWindow   ? ForwardStep::Mode::window
                    : mode == kModeCached ? ForwardStep::Mode::cached
                                          : ForwardStep::Mode::full;

@@ -8,6 +8,7 @@
 #include "support/Status.h"
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace dlm::sampling {
@@ -27,6 +28,29 @@ struct LogitsView {
   int64_t rows = 0;
   int64_t vocab = 0;
   const float *row(int64_t r) const { return data + r * vocab; }
+};
+
+// One forward of one of the artifact's forward functions (its kernel records' `function`).
+// DiffusionGemma's encoder and decoder are two functions over the same weights and K/V cache.
+struct ForwardSpec {
+  enum class Mode {
+    full,   // forwardFull: forget the cache, feed [0, count), keep the K/V of [0, keep)
+    cached, // forwardCached: feed [keep, count) over the cached [0, keep); the cache is unchanged
+    // Feed [keep, count) at positions keep.. over the cached [0, keep) (which must be exactly what
+    // the cache holds), under the function's masks; afterwards the cache holds [0, count), all of
+    // it final (a commit).
+    append,
+  };
+  Mode mode = Mode::full;
+  std::string_view function; // empty: the default function ("forward")
+  const int32_t *tokens = nullptr;
+  int64_t count = 0;
+  int64_t keep = 0;
+  LogitRows rows; // as in forwardFull / forwardCached: they index the fed tokens
+  // Float rows for the fed tokens, [fed, inputWidth] with row 0 the first fed token, which the
+  // function's soft_embedding records read; null: the forward has no input.
+  const float *input = nullptr;
+  int64_t inputWidth = 0;
 };
 
 struct BlockLoopResult {
@@ -72,6 +96,20 @@ public:
                                              int64_t /*feedBegin*/, int64_t /*feedEnd*/,
                                              LogitRows /*rows*/) {
     return Status::error("not supported yet: window forwards (the dual cache) on this model");
+  }
+
+  // A forward of a named function, with an input, or in append mode. The default serves the
+  // default function without input in the full and cached modes through the two methods above;
+  // anything else is "not supported yet" unless the model overrides it.
+  virtual StatusOr<LogitsView> forward(const ForwardSpec &spec) {
+    if (spec.function.empty() && !spec.input) {
+      if (spec.mode == ForwardSpec::Mode::full)
+        return forwardFull(spec.tokens, spec.count, spec.keep, spec.rows);
+      if (spec.mode == ForwardSpec::Mode::cached)
+        return forwardCached(spec.tokens, spec.count, spec.keep, spec.rows);
+    }
+    return Status::error("not supported yet: forwards of named functions, with inputs or in "
+                         "append mode on this model");
   }
 
   // Optional: whether denoiseBlock serves `plan` (the kernels it needs exist, the loop is on).

@@ -60,6 +60,16 @@ StatusOr<LogitsView> ForwardRunner::window(const std::vector<int32_t> &tokens, i
                 capture_);
 }
 
+StatusOr<LogitsView> ForwardRunner::forward(const ForwardSpec &spec, bool decoded) {
+  const bool captureNow = decoded && capture_;
+  const int64_t fed = spec.mode == ForwardSpec::Mode::full ? spec.count : spec.count - spec.keep;
+  ForwardSpec asked = spec;
+  if (captureNow)
+    asked.rows = LogitRows{0, fed};
+  profile::Scope timer = scope(profile::Category::forward, decoded ? "forward" : "prefix_forward");
+  return finish(model_.forward(asked), spec.rows, captureNow);
+}
+
 StatusOr<std::optional<BlockLoopResult>> ForwardRunner::runOnDevice(const LoopPlan &plan,
                                                                     int32_t *canvas) {
   if (capture_ || !model_.denoisesBlock(plan))

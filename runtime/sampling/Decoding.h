@@ -88,6 +88,10 @@ public:
   StatusOr<LogitsView> window(const std::vector<int32_t> &tokens, int64_t count, int64_t feedBegin,
                               int64_t feedEnd, LogitRows rows);
 
+  // A forward through DecodeModel::forward (a named function, an input, or append mode);
+  // `decoded` as for full().
+  StatusOr<LogitsView> forward(const ForwardSpec &spec, bool decoded);
+
   // Runs `plan` on the model's device when it serves it and no first-logits capture is pending
   // (a device loop never brings logits to the host), writing the block into `canvas` and
   // counting its forwards. Returns what ran, or nullopt when the caller must run the block on

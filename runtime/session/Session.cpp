@@ -169,6 +169,7 @@ StatusOr<program::ProgramRequest> Session::programRequest(const GenerateRequest 
   decodeRequest.seed = request.seed;
   decodeRequest.request = request.requestId;
   decodeRequest.captureFirstLogits = request.captureFirstLogits;
+  decodeRequest.initialNoise = request.initialCanvas;
   decodeRequest.profiler = profiler_;
   if (request.promptText) {
     const Tokenizer *tokenizer = model_->tokenizer();

@@ -8,12 +8,13 @@
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
 //                          mask|uniform]
-//           [--json] [--dump-logits PATH.npy] [--score]
+//           [--json] [--dump-logits PATH.npy] [--decoder-input-ids 1,2,3] [--score]
 //
 // Knobs not given come from the artifact's decoding program. --json prints one object instead of
 // streaming: prompt_ids, output_ids (prompt excluded, up to and including the first EOS), text,
 // forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
-// .npy [tokens fed, vocab_size]. --score also reports the output's mean negative log-likelihood
+// .npy [tokens fed, vocab_size]. --decoder-input-ids starts the first canvas from these tokens
+// instead of noise (to replay a reference run, e.g. transformers' DiffusionGemma). --score also reports the output's mean negative log-likelihood
 // under the model, read left to right (Session::score; one forward per output token, not
 // counted in the generation's figures). Bad arguments: a message and exit status 2; a failed generation:
 // exit status 1.
@@ -46,7 +47,7 @@ const char *kUsage =
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
-    "               [--score]\n"
+    "               [--decoder-input-ids 1,2,3] [--score]\n"
     "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
     "at least one per step, until the block has no mask (Fast-dLLM, dInfer, SGLang); --steps\n"
     "does not cap it. --step-cap N (off by default) makes a block's N-th step unmask all left.\n"
@@ -56,7 +57,8 @@ const char *kUsage =
     "--credit on: dInfer's credit decoding: tokens a block's steps kept predicting gain\n"
     "confidence (logits + alpha * log(1 + credit); decay beta, boost gamma; 0.7, 0.8, 0.2).\n"
     "--cache prefix: a block's later steps reuse the K/V of everything before the block;\n"
-    "--cache dual (low-confidence): also of everything after it, feeding only the block.\n";
+    "--cache dual (low-confidence): also of everything after it, feeding only the block.\n"
+    "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;
@@ -105,6 +107,9 @@ int parseArguments(int argc, char **argv, Options &options) {
         options.request.promptText = value;
       else if (!dlm::tools::parseIdList(value, options.request.promptIds))
         return "--prompt-ids must be comma-separated integers, got '" + value + "'";
+    } else if (flag == "--decoder-input-ids") {
+      if (!dlm::tools::parseIdList(value, options.request.initialCanvas))
+        return "--decoder-input-ids must be comma-separated integers, got '" + value + "'";
     } else if (flag == "--dump-logits") {
       options.dumpLogits = value;
       options.request.captureFirstLogits = true;
@@ -195,6 +200,10 @@ int main(int argc, char **argv) {
   }
 
   const dlm::GenerationStats &stats = result->stats;
+  // Denoising steps per committed block (canvas): how fast the blocks converge.
+  const double stepsPerBlock =
+      stats.blocks > 0 ? static_cast<double>(stats.decodeSteps) / static_cast<double>(stats.blocks)
+                       : 0.0;
   if (options.json) {
     Json out;
     out["prompt_ids"] = result->promptIds;
@@ -206,6 +215,7 @@ int main(int argc, char **argv) {
     out["blocks"] = stats.blocks;
     out["tokens_per_second"] = stats.tokensPerSecond();
     out["tokens_per_forward"] = stats.tokensPerForward();
+    out["steps_per_block"] = stepsPerBlock;
     out["policy"] = result->policy;
     out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
     out["backend"] = std::string((*session)->backend().name());
@@ -217,10 +227,10 @@ int main(int argc, char **argv) {
     std::fputc('\n', stdout);
     std::fprintf(stderr,
                  "[dlm-run] %lld tokens in %.3f s (%.1f tokens/s), %lld forwards "
-                 "(%.2f tokens/forward), %s, cache %s\n",
+                 "(%.2f tokens/forward, %.1f steps/block), %s, cache %s\n",
                  static_cast<long long>(stats.generatedTokens), stats.seconds,
                  stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
-                 stats.tokensPerForward(), result->policy.c_str(),
+                 stats.tokensPerForward(), stepsPerBlock, result->policy.c_str(),
                  dlm::sampling::cacheModeName(options.request.cache));
     if (score)
       std::fprintf(stderr,

@@ -51,9 +51,10 @@ int main(int argc, char **argv) {
       cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
-                                       "first: low-confidence, entropy-bound (the default "
-                                       "set), diffusion-gemma"),
-                              cl::init("low-confidence,entropy-bound"), cl::sub(compileCommand));
+                                       "first: low-confidence, entropy-bound, diffusion-gemma "
+                                       "(default: diffusion-gemma for DiffusionGemma, else "
+                                       "low-confidence,entropy-bound)"),
+                              cl::init(""), cl::sub(compileCommand));
   cl::opt<int64_t> genLength("gen-length", cl::desc("Default tokens to generate"), cl::init(64),
                              cl::sub(compileCommand));
   cl::opt<int64_t> blockLength("block-length", cl::desc("Default block (canvas) length"),

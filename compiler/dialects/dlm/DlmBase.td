@@ -40,7 +40,8 @@ def Dlm_MaskKind : I32EnumAttr<"MaskKind", "which keys a query may see", [
     I32EnumAttrCase<"bidirectional", 1>,
     I32EnumAttrCase<"block_causal", 2>,
     I32EnumAttrCase<"sliding_window", 3>,
-    I32EnumAttrCase<"sliding_window_symmetric", 4>
+    I32EnumAttrCase<"sliding_window_symmetric", 4>,
+    I32EnumAttrCase<"prefix_window", 5>
   ]> {
   let cppNamespace = "::dlm::ir";
   let genSpecializedAttr = 0;

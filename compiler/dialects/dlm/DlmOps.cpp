@@ -112,7 +112,8 @@ LogicalResult MaskedAttentionOp::verify() {
     return failure();
 
   MaskKind kind = getMask();
-  bool sliding = kind == MaskKind::sliding_window || kind == MaskKind::sliding_window_symmetric;
+  bool sliding = kind == MaskKind::sliding_window || kind == MaskKind::sliding_window_symmetric ||
+                 kind == MaskKind::prefix_window;
   if (sliding) {
     if (!getWindow())
       return emitOpError() << "mask " << stringifyMaskKind(kind) << " needs a window";
@@ -476,9 +477,10 @@ LogicalResult RMSNormOp::verify() {
   auto x = tensorType(getInput());
   if (x.getRank() < 1)
     return emitOpError("input must have rank >= 1");
-  if (failed(expectRank(op, getWeight(), 1, "weight")) ||
-      failed(expectDim(op, tensorType(getWeight()).getDimSize(0), x.getShape().back(),
-                       "weight length")))
+  if (getWeight() &&
+      (failed(expectRank(op, getWeight(), 1, "weight")) ||
+       failed(expectDim(op, tensorType(getWeight()).getDimSize(0), x.getShape().back(),
+                        "weight length"))))
     return failure();
   if (tensorType(getResult()).getShape() != x.getShape())
     return emitOpError("result shape must equal the input shape");
@@ -509,6 +511,14 @@ LogicalResult RoPEOp::verify() {
     if (rotary <= 0 || rotary % 2 != 0 || (isStatic(headDim) && rotary > headDim))
       return emitOpError() << "rotary_dim must be even and in (0, head_dim " << headDim
                            << "], got " << rotary;
+  }
+  if (IntegerAttr pairsAttr = getRotatedPairsAttr()) {
+    if (getRotaryDimAttr())
+      return emitOpError("rotary_dim and rotated_pairs exclude each other");
+    int64_t pairs = pairsAttr.getInt();
+    if (pairs < 0 || (isStatic(headDim) && pairs > headDim / 2))
+      return emitOpError() << "rotated_pairs must be in [0, head_dim / 2 = " << headDim / 2
+                           << "], got " << pairs;
   }
   return success();
 }
@@ -557,6 +567,75 @@ LogicalResult LMHeadOp::verify() {
     if (!(c > 0.0) || !std::isfinite(c))
       return emitOpError() << "softcap must be positive and finite, got " << number(c);
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleOp, SoftEmbeddingOp, MoEOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleOp::verify() {
+  auto factor = tensorType(getFactor());
+  if (factor.getRank() != 1 || factor.getDimSize(0) != 1)
+    return emitOpError("factor must be a one-element vector, got ") << factor;
+  return success();
+}
+
+LogicalResult SoftEmbeddingOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, getLogits(), 2, "logits")) ||
+      failed(expectRank(op, getTable(), 2, "table")) ||
+      failed(expectRank(op, getResult(), 2, "result")))
+    return failure();
+  auto l = tensorType(getLogits()).getShape(), t = tensorType(getTable()).getShape(),
+       r = tensorType(getResult()).getShape();
+  if (isStatic(l[1]) && isStatic(t[0]) && l[1] > t[0])
+    return emitOpError() << "logits over " << l[1] << " tokens need a table of at least that "
+                         << "many rows, got " << t[0];
+  if (failed(expectDim(op, r[0], l[0], "result rows")) ||
+      failed(expectDim(op, r[1], t[1], "result width")))
+    return failure();
+  double scale = getScale().convertToDouble();
+  if (!std::isfinite(scale))
+    return emitOpError() << "scale must be finite, got " << number(scale);
+  return success();
+}
+
+LogicalResult MoEOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, getRouterInput(), 2, "router input")) ||
+      failed(expectRank(op, getInput(), 2, "input")) ||
+      failed(expectRank(op, getRouter(), 2, "router")) ||
+      failed(expectRank(op, getRouterScale(), 1, "router scale")) ||
+      failed(expectRank(op, getExpertScale(), 1, "expert scale")) ||
+      failed(expectRank(op, getGateUp(), 3, "gate_up")) ||
+      failed(expectRank(op, getDown(), 3, "down")))
+    return failure();
+  auto x = tensorType(getInput()).getShape(), router = tensorType(getRouter()).getShape(),
+       gateUp = tensorType(getGateUp()).getShape(), down = tensorType(getDown()).getShape();
+  const int64_t hidden = x[1], experts = router[0];
+  if (tensorType(getRouterInput()).getShape() != x || tensorType(getResult()).getShape() != x)
+    return emitOpError("router input, input and result must have one shape");
+  if (failed(expectDim(op, router[1], hidden, "router width")) ||
+      failed(expectDim(op, tensorType(getRouterScale()).getDimSize(0), hidden,
+                       "router scale length")) ||
+      failed(expectDim(op, tensorType(getExpertScale()).getDimSize(0), experts,
+                       "expert scale length")) ||
+      failed(expectDim(op, gateUp[0], experts, "gate_up experts")) ||
+      failed(expectDim(op, gateUp[2], hidden, "gate_up width")) ||
+      failed(expectDim(op, down[0], experts, "down experts")) ||
+      failed(expectDim(op, down[1], hidden, "down rows")) ||
+      failed(expectDim(op, gateUp[1], 2 * down[2], "gate_up rows (twice down's width)")))
+    return failure();
+  int64_t topK = getTopK();
+  if (topK < 1 || (isStatic(experts) && topK > experts))
+    return emitOpError() << "top_k must be in [1, " << experts << "], got " << topK;
+  double eps = getEps().convertToDouble(), scale = getRouterInputScale().convertToDouble();
+  if (!(eps > 0.0 && eps < 1.0))
+    return emitOpError() << "eps must be in (0, 1), got " << number(eps);
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError() << "router_input_scale must be positive and finite, got "
+                         << number(scale);
   return success();
 }
 

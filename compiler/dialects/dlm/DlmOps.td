@@ -37,7 +37,11 @@ def Dlm_MaskedAttentionOp : Dlm_Op<"masked_attention",
     - `bidirectional`: every key;
     - `block_causal`: `key / block_size <= query / block_size`;
     - `sliding_window`: `0 <= query - key < window`;
-    - `sliding_window_symmetric`: `|query - key| < window`.
+    - `sliding_window_symmetric`: `|query - key| < window`;
+    - `prefix_window`: every key at or after the first query's position `F`
+      (the fed tokens, bidirectionally), and the keys before it with
+      `F - key < window` (DiffusionGemma's decoder on sliding layers: the
+      canvas sees the last `window - 1` cached positions, whatever its offset).
 
     `scale` defaults to `1/sqrt(D)`.
 
@@ -350,15 +354,17 @@ def Dlm_RMSNormOp : Dlm_Op<"rms_norm", [Pure]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
     `x * rsqrt(mean(x^2) + eps) * weight` over the last dimension (of size H),
-    computed in fp32; `weight : [H]` is used as is (not `1 + w`).
+    computed in fp32; `weight : [H]` is used as is (not `1 + w`). Without a
+    weight, `x * rsqrt(mean(x^2) + eps)` (Gemma's v_norm and router norm).
 
     Example:
     `%y = dlm.rms_norm %x, %w {eps = 1.0e-05 : f64} : tensor<8x64xf32>, tensor<64xf32> -> tensor<8x64xf32>`
+    `%y = dlm.rms_norm %x {eps = 1.0e-06 : f64} : tensor<8x64xf32> -> tensor<8x64xf32>`
   }];
-  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$weight, F64Attr:$eps);
+  let arguments = (ins Dlm_FloatTensor:$input, Optional<Dlm_FloatTensor>:$weight, F64Attr:$eps);
   let results = (outs Dlm_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+    $input (`,` $weight^)? attr-dict `:` type($input) (`,` type($weight)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -370,11 +376,17 @@ def Dlm_RoPEOp : Dlm_Op<"rope", [Pure]> {
     the first `R = rotary_dim` (default D) are rotated by
     `positions[s] * theta^(-2j/R)`; the rest pass through.
 
+    With `rotated_pairs = P` instead (Gemma's "proportional" RoPE), the pairs
+    are `(j, j + D/2)` over the whole head, pair `j < P` rotates by
+    `positions[s] * theta^(-2j/D)` (the exponent uses the whole head dim) and
+    the pairs `j >= P` pass through. At most one of the two is given.
+
     Example:
     `%y = dlm.rope %x, %pos {theta = 5.0e+05 : f64} : tensor<8x4x16xf32>, tensor<8xi32> -> tensor<8x4x16xf32>`
   }];
   let arguments = (ins Dlm_FloatTensor:$input, RankedTensorOf<[I32]>:$positions,
-                       F64Attr:$theta, OptionalAttr<I64Attr>:$rotary_dim);
+                       F64Attr:$theta, OptionalAttr<I64Attr>:$rotary_dim,
+                       OptionalAttr<I64Attr>:$rotated_pairs);
   let results = (outs Dlm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $positions attr-dict `:` type($input) `,` type($positions) `->` type($result)
@@ -418,6 +430,80 @@ def Dlm_LMHeadOp : Dlm_Op<"lm_head", [Pure]> {
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_ScaleOp : Dlm_Op<"scale", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "multiplies every element by a one-element weight";
+  let description = [{
+    `result = input * factor[0]` with `factor : [1]` (Gemma's per-layer
+    `layer_scalar`, which scales the whole residual stream).
+
+    Example:
+    `%y = dlm.scale %x, %s : tensor<8x64xf32>, tensor<1xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$input, Dlm_FloatTensor:$factor);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $factor attr-dict `:` type($input) `,` type($factor)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_SoftEmbeddingOp : Dlm_Op<"soft_embedding", [Pure]> {
+  let summary = "the expected embedding under softmax(logits), scaled";
+  let description = [{
+    `result[s] = scale * softmax(logits[s]) @ table[:V]` with `logits : [S, V]`
+    (float32), `table : [Vpad, H]`, `V <= Vpad`: DiffusionGemma's
+    self-conditioning signal from the previous step's logits, without a
+    `[S, V]` probability tensor in memory. When the logits are absent at run
+    time (a canvas's first step) the result is zero.
+
+    Example:
+    `%e = dlm.soft_embedding %l, %t {scale = 8.0 : f32} : tensor<8x512xf32>, tensor<512x64xf32> -> tensor<8x64xf32>`
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$logits, Dlm_FloatTensor:$table,
+                       DefaultValuedAttr<F32Attr, "1.0">:$scale);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $table attr-dict `:` type($logits) `,` type($table) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dlm_MoEOp : Dlm_Op<"moe", [Pure]> {
+  let summary = "routed mixture of gated experts (DiffusionGemma's router and experts)";
+  let description = [{
+    `router_input, input : [S, H]`; `router : [E, H]`, `router_scale : [H]`,
+    `expert_scale : [E]`, `gate_up : [E, 2I, H]` (rows `[0, I)` the gate,
+    `[I, 2I)` the up projection), `down : [E, H, I]`; result `[S, H]`:
+
+        z = rms_norm(router_input) * router_scale * router_input_scale
+        p = softmax(z @ router^T)                 over the E experts, fp32
+        w, e = top_k(p)                           ties to the lower expert id
+        w = w / sum(w) * expert_scale[e]
+        result = sum_j w_j * down[e_j] (act(gate[e_j] x) * up[e_j] x)
+
+    Example:
+    ```mlir
+    %y = dlm.moe %r, %x, %router, %rs, %es, %gu, %d {top_k = 2 : i64, eps = 1.0e-06 : f64,
+          router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
+        : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
+          tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Dlm_FloatTensor:$router_input, Dlm_FloatTensor:$input,
+                       Dlm_FloatTensor:$router, Dlm_FloatTensor:$router_scale,
+                       Dlm_FloatTensor:$expert_scale, Dlm_FloatTensor:$gate_up,
+                       Dlm_FloatTensor:$down, I64Attr:$top_k, F64Attr:$eps,
+                       F64Attr:$router_input_scale, Dlm_ActivationAttr:$activation);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $router_input `,` $input `,` $router `,` $router_scale `,` $expert_scale `,` $gate_up `,`
+    $down attr-dict `:` type($router_input) `,` type($input) `,` type($router) `,`
+    type($router_scale) `,` type($expert_scale) `,` type($gate_up) `,` type($down)
+    `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -80,12 +80,24 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at) {
   const uint64_t stepKey =
       sampling::rng::stepKey(state.request.seed, state.request.request, stream, step);
   const ProgramTestHooks *hooks = state.request.testHooks;
-  for (int64_t p = size; p < size + count; ++p)
+  const std::vector<int32_t> &given = state.request.initialNoise;
+  for (int64_t p = size; p < size + count; ++p) {
+    const int64_t g = p - state.promptLength;
+    if (g >= 0 && g < static_cast<int64_t>(given.size())) {
+      const int32_t token = given[static_cast<size_t>(g)];
+      if (token < 0 || token >= state.vocab)
+        return state.error(at, "initial canvas token " + std::to_string(token) +
+                                   " is outside the vocabulary [0, " +
+                                   std::to_string(state.vocab) + ")");
+      state.seq.push_back(token);
+      continue;
+    }
     state.seq.push_back(
         hooks && hooks->noiseToken
             ? hooks->noiseToken(static_cast<int64_t>(step), p)
             : static_cast<int32_t>(sampling::rng::randomToken(
                   sampling::rng::positionKey(stepKey, p), state.vocab)));
+  }
   return Status::ok();
 }
 

@@ -650,3 +650,67 @@ func.func @kv_empty_bad(%x: i1) {
   %kv = dlm.kv_empty : !dlm.kv_cache<layers = 1, kv_heads = 1, head_dim = 0, page_size = 16>
   return
 }
+
+// -----
+
+func.func @rope_both_widths(%x: tensor<8x4x16xf32>, %p: tensor<8xi32>) -> tensor<8x4x16xf32> {
+  // expected-error@+1 {{rotary_dim and rotated_pairs exclude each other}}
+  %0 = dlm.rope %x, %p {theta = 1.0e4 : f64, rotary_dim = 8, rotated_pairs = 2} : tensor<8x4x16xf32>, tensor<8xi32> -> tensor<8x4x16xf32>
+  return %0 : tensor<8x4x16xf32>
+}
+
+// -----
+
+func.func @rope_rotated_pairs(%x: tensor<8x4x16xf32>, %p: tensor<8xi32>) -> tensor<8x4x16xf32> {
+  // expected-error@+1 {{rotated_pairs must be in [0, head_dim / 2 = 8], got 9}}
+  %0 = dlm.rope %x, %p {theta = 1.0e4 : f64, rotated_pairs = 9} : tensor<8x4x16xf32>, tensor<8xi32> -> tensor<8x4x16xf32>
+  return %0 : tensor<8x4x16xf32>
+}
+
+// -----
+
+func.func @prefix_window_needs_window(%q: tensor<8x4x16xf32>, %k: tensor<16x2x16xf32>) -> tensor<8x4x16xf32> {
+  // expected-error@+1 {{mask prefix_window needs a window}}
+  %0 = dlm.masked_attention %q, %k, %k {mask = #dlm.mask<prefix_window>} : tensor<8x4x16xf32>, tensor<16x2x16xf32>, tensor<16x2x16xf32> -> tensor<8x4x16xf32>
+  return %0 : tensor<8x4x16xf32>
+}
+
+// -----
+
+func.func @scale_factor(%x: tensor<8x64xf32>, %s: tensor<2xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{factor must be a one-element vector, got 'tensor<2xf32>'}}
+  %0 = dlm.scale %x, %s : tensor<8x64xf32>, tensor<2xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @soft_embedding_table(%l: tensor<8x512xf32>, %t: tensor<256x64xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{logits over 512 tokens need a table of at least that many rows, got 256}}
+  %0 = dlm.soft_embedding %l, %t : tensor<8x512xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @moe_top_k(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>, %es: tensor<4xf32>,
+                     %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{top_k must be in [1, 4], got 5}}
+  %0 = dlm.moe %x, %x, %r, %rs, %es, %gu, %d {top_k = 5 : i64, eps = 1.0e-6 : f64,
+        router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
+        tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @moe_shapes(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>, %es: tensor<4xf32>,
+                      %gu: tensor<4x30x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{gate_up rows (twice down's width) is 30, expected 32}}
+  %0 = dlm.moe %x, %x, %r, %rs, %es, %gu, %d {top_k = 2 : i64, eps = 1.0e-6 : f64,
+        router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
+        tensor<4x30x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}

@@ -142,3 +142,31 @@ func.func @transformer_pieces(%ids: tensor<8xi32>, %pos: tensor<8xi32>) -> tenso
   %logits = dlm.lm_head %m, %wte {softcap = 30.0 : f64} : tensor<8x64xf32>, tensor<576x64xbf16> -> tensor<8x512xf32>
   return %logits : tensor<8x512xf32>
 }
+
+// DiffusionGemma's ops: a weightless norm, proportional RoPE, the layer scalar, the
+// self-conditioning soft embedding and the experts.
+// CHECK-LABEL: func.func @gemma_ops
+func.func @gemma_ops(%x: tensor<8x64xf32>, %v: tensor<8x2x16xf32>, %pos: tensor<8xi32>,
+                     %l: tensor<8x512xf32>) -> (tensor<8x64xf32>, tensor<8x2x16xf32>) {
+  %wte = dlm.weight "embed" : tensor<576x64xbf16>
+  %s = dlm.weight "layer_scalar" : tensor<1xbf16>
+  %router = dlm.weight "router" : tensor<4x64xf32>
+  %rs = dlm.weight "router_scale" : tensor<64xf32>
+  %es = dlm.weight "expert_scale" : tensor<4xf32>
+  %gu = dlm.weight "gate_up" : tensor<4x32x64xf32>
+  %dn = dlm.weight "down" : tensor<4x64x16xf32>
+  // CHECK: dlm.rms_norm %{{[a-z0-9]+}} {eps = {{.*}} : f64} : tensor<8x2x16xf32> -> tensor<8x2x16xf32>
+  %vn = dlm.rms_norm %v {eps = 1.0e-5 : f64} : tensor<8x2x16xf32> -> tensor<8x2x16xf32>
+  // CHECK: dlm.rope %{{.*}}, %{{.*}} {rotated_pairs = 2 : i64, theta = 1.000000e+06 : f64}
+  %r = dlm.rope %vn, %pos {theta = 1.0e6 : f64, rotated_pairs = 2} : tensor<8x2x16xf32>, tensor<8xi32> -> tensor<8x2x16xf32>
+  // CHECK: dlm.scale %{{.*}}, %{{.*}} : tensor<8x64xf32>, tensor<1xbf16>
+  %y = dlm.scale %x, %s : tensor<8x64xf32>, tensor<1xbf16>
+  // CHECK: dlm.soft_embedding %{{.*}}, %{{.*}} {scale = 8.000000e+00 : f32}
+  %e = dlm.soft_embedding %l, %wte {scale = 8.0 : f32} : tensor<8x512xf32>, tensor<576x64xbf16> -> tensor<8x64xf32>
+  // CHECK: dlm.moe {{.*}} {activation = #dlm.activation<gelu_tanh>, eps = {{.*}} : f64, router_input_scale = 1.250000e-01 : f64, top_k = 2 : i64}
+  %m = dlm.moe %y, %e, %router, %rs, %es, %gu, %dn {top_k = 2 : i64, eps = 1.0e-6 : f64,
+        router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
+        tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %m, %r : tensor<8x64xf32>, tensor<8x2x16xf32>
+}

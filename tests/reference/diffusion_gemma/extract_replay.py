@@ -2,7 +2,8 @@
 """Extracts from a fixture's trace.npz the arrays the C++ replay test reads, as plain .npy files.
 
 tests/runtime/program/DiffusionGemmaReplayTest.cpp replays transformers' generate() loop through the
-diffusion-gemma decode program and must not need Python (or zip) at run time, so this writes
+diffusion-gemma decode program, and tests/runtime/cpu/DiffusionGemmaForwardTest.cpp checks the
+model's forwards; neither may need Python (or zip) at run time, so this writes
 fixtures/<name>/replay/<array>.npy, each a version-1.0 .npy of a little-endian int32, uint8 (for bools) or
 float32 array (the bf16 fixture's raw logits too: its recorded logits are float32 values that are not all
 bfloat16, and the replay makes its decisions from exactly those). Any numpy; run with the repo venv:
@@ -36,6 +37,12 @@ ARRAYS = {
     "step_accept": "|u1",
     "step_renoised": "<i4",
     "step_stop": "|u1",
+    # The standalone forwards (prefill, then the decoder without and with self-conditioning),
+    # which tests/runtime/cpu/DiffusionGemmaForwardTest compares dlm's forwards with.
+    "fwd_canvas": "<i4",
+    "fwd_raw_nosc": "<f4",
+    "fwd_sc_logits": "<f4",
+    "fwd_raw_sc": "<f4",
 }
 
 

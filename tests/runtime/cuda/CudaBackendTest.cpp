@@ -913,6 +913,7 @@ TEST(CudaBackendErrors, SupportsNamesTheRecordsItCannotRun) {
   program::ProgramRecord norm;
   norm.kind = program::KernelKind::rmsNorm;
   norm.fullName = "layers.0.attn_norm";
+  norm.weightName = "layers.0.attn_norm";
   EXPECT_EQ(backend.supports(norm).message(),
             "kernel record 'layers.0.attn_norm' names no CUDA kernel; recompile with dlmc "
             "compile --target cuda");
@@ -921,6 +922,39 @@ TEST(CudaBackendErrors, SupportsNamesTheRecordsItCannotRun) {
   program::ProgramRecord linear;
   linear.kind = program::KernelKind::linear; // a cuBLASLt GEMM: no kernel of its own
   EXPECT_TRUE(backend.supports(linear).isOk());
+  // What the cuda kernels do not compute yet is refused by name, not run wrongly.
+  linear.function = "decode";
+  linear.fullName = "layers.0.q_proj";
+  EXPECT_EQ(backend.supports(linear).message(),
+            "not supported yet: forward function 'decode' (record 'layers.0.q_proj') on cuda");
+  program::ProgramRecord moe;
+  moe.kind = program::KernelKind::moe;
+  moe.fullName = "layers.0.moe";
+  moe.cudaKernel = "k";
+  EXPECT_EQ(backend.supports(moe).message(),
+            "not supported yet: kernel kind 'moe' (record 'layers.0.moe') on cuda");
+  norm.weightName.clear();
+  EXPECT_EQ(backend.supports(norm).message(),
+            "not supported yet: an rms_norm without weight (record 'layers.0.attn_norm') on cuda");
+  program::ProgramRecord attention;
+  attention.kind = program::KernelKind::attention;
+  attention.fullName = "layers.0.attention";
+  attention.cudaKernel = "k";
+  attention.headDim = 16;
+  attention.scale = 0.25;
+  EXPECT_TRUE(backend.supports(attention).isOk());
+  attention.window = 8;
+  EXPECT_EQ(backend.supports(attention).message(),
+            "not supported yet: an attention window (record 'layers.0.attention') on cuda");
+  attention.window = 0;
+  attention.scale = 1.0;
+  EXPECT_NE(backend.supports(attention).message().find("an attention scale"), std::string::npos);
+  program::ProgramRecord head;
+  head.kind = program::KernelKind::lmHead;
+  head.fullName = "lm_head";
+  head.softcap = 30;
+  EXPECT_EQ(backend.supports(head).message(),
+            "not supported yet: a logit softcap (record 'lm_head') on cuda");
 }
 
 TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {

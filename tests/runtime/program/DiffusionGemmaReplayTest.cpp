@@ -8,6 +8,7 @@
 // of every canvas and the committed canvases (docs/design/diffusion-gemma.md §6, §8).
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/DecodeProgram.h"
+#include "tests/runtime/NpyArray.h"
 #include "tests/runtime/program/DecodeTestSupport.h"
 
 #include <gtest/gtest.h>
@@ -21,84 +22,8 @@
 namespace dlm::program {
 namespace {
 
-// ---- A minimal .npy reader: version 1.0/2.0, little-endian <i4, <f4 or |u1, C order ----------
-
-struct NpyArray {
-  std::string descr;
-  std::vector<int64_t> shape;
-  std::vector<char> bytes;
-
-  int64_t size() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-  // Element i; a replay that diverged may ask past the end, which fails the test instead of
-  // reading out of bounds.
-  template <typename T> T at(int64_t i) const {
-    T value{};
-    if (i < 0 || (i + 1) * static_cast<int64_t>(sizeof(T)) > static_cast<int64_t>(bytes.size())) {
-      ADD_FAILURE() << "element " << i << " is outside a " << bytes.size() << "-byte array";
-      return value;
-    }
-    std::memcpy(&value, bytes.data() + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
-    return value;
-  }
-};
-
-// The value of `key` in the header's dict literal, up to the next ',' or ')' ('shape': its tuple).
-std::string headerField(const std::string &header, const std::string &key) {
-  const size_t at = header.find("'" + key + "':");
-  if (at == std::string::npos)
-    return "";
-  size_t begin = at + key.size() + 3;
-  while (begin < header.size() && header[begin] == ' ')
-    ++begin;
-  const size_t end = header.find(header[begin] == '(' ? ')' : ',', begin);
-  return header.substr(begin, end == std::string::npos ? std::string::npos : end - begin + 1);
-}
-
-StatusOr<NpyArray> readNpy(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return Status::error("cannot open " + path);
-  char magic[8];
-  if (!file.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    return Status::error(path + ": not a .npy file");
-  uint32_t headerLength = 0;
-  if (magic[6] == 1) {
-    uint16_t length = 0;
-    file.read(reinterpret_cast<char *>(&length), 2);
-    headerLength = length;
-  } else {
-    file.read(reinterpret_cast<char *>(&headerLength), 4);
-  }
-  std::string header(headerLength, '\0');
-  file.read(header.data(), headerLength);
-  NpyArray array;
-  const std::string descr = headerField(header, "descr");
-  array.descr = descr.size() >= 5 ? descr.substr(1, 3) : "";
-  if (headerField(header, "fortran_order").rfind("False", 0) != 0)
-    return Status::error(path + ": not C order");
-  const std::string shape = headerField(header, "shape");
-  for (size_t i = 1; i < shape.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(shape[i]))) {
-      ++i;
-      continue;
-    }
-    size_t used = 0;
-    array.shape.push_back(std::stoll(shape.substr(i), &used));
-    i += used;
-  }
-  const int64_t width = array.descr == "|u1" ? 1 : 4;
-  if (array.descr != "<i4" && array.descr != "<f4" && array.descr != "|u1")
-    return Status::error(path + ": unsupported dtype '" + array.descr + "'");
-  array.bytes.resize(static_cast<size_t>(array.size() * width));
-  if (!file.read(array.bytes.data(), static_cast<std::streamsize>(array.bytes.size())))
-    return Status::error(path + ": truncated");
-  return array;
-}
+using ::dlm::testing::NpyArray;
+using ::dlm::testing::readNpy;
 
 uint32_t bits(float value) {
   uint32_t out;
@@ -161,35 +86,70 @@ Status load(const std::string &dir, Trace &trace) {
   return Status::ok();
 }
 
-// Returns step r's recorded raw logits to the r-th decoded forward, and keeps what each was fed.
+// Returns step r's recorded raw logits to the r-th decoder forward and keeps what each was fed;
+// checks each decoder forward's self-conditioning input (none on a canvas's first step, else the
+// previous step's logits / T in float32, transformers' processed logits) and records the encoder
+// forwards (the prefill and the commits).
 class ReplayModel : public sampling::DecodeModel {
 public:
   explicit ReplayModel(const Trace &trace) : trace_(trace) {}
 
-  std::vector<std::vector<int32_t>> fed; // every decoded forward's tokens [0, count)
+  std::vector<std::vector<int32_t>> fed; // every decoder forward's tokens [0, count)
+  struct Encoded {
+    sampling::ForwardSpec::Mode mode;
+    int64_t begin, end;
+  };
+  std::vector<Encoded> encoded;
 
   int64_t vocabSize() const override { return trace_.vocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
   StatusOr<sampling::LogitsView> forwardFull(const int32_t *, int64_t, int64_t,
-                                             sampling::LogitRows rows) override {
-    if (rows.count() != 0)
-      return Status::error("replay: a decoded full forward");
-    return sampling::LogitsView{trace_.rawLogits.bytes.empty() ? nullptr : logits(0), 0,
-                                trace_.vocab};
+                                             sampling::LogitRows) override {
+    return Status::error("replay: a forward of the default function");
   }
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t,
-                                               sampling::LogitRows rows) override {
+  StatusOr<sampling::LogitsView> forwardCached(const int32_t *, int64_t, int64_t,
+                                               sampling::LogitRows) override {
+    return Status::error("replay: a forward of the default function");
+  }
+  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
+    using Mode = sampling::ForwardSpec::Mode;
+    if (spec.function == "encode") {
+      if (spec.rows.count() != 0 || spec.input || spec.mode == Mode::cached)
+        return Status::error("replay: an encoder forward that is decoded, has an input or does "
+                             "not keep its K/V");
+      encoded.push_back({spec.mode, spec.mode == Mode::full ? 0 : spec.keep, spec.count});
+      return sampling::LogitsView{logits(0), 0, trace_.vocab};
+    }
+    if (spec.function != "decode" || spec.mode != Mode::cached)
+      return Status::error("replay: a forward other than encode or a cached decode");
     const int64_t step = static_cast<int64_t>(fed.size());
     if (step >= trace_.steps)
       return Status::error("replay: more decoded forwards than the trace's " +
                            std::to_string(trace_.steps) + " steps");
-    if (rows.count() != trace_.canvas)
-      return Status::error("replay: a forward of " + std::to_string(rows.count()) + " rows");
-    fed.emplace_back(tokens, tokens + count);
+    if (spec.rows.count() != trace_.canvas)
+      return Status::error("replay: a forward of " + std::to_string(spec.rows.count()) + " rows");
+    checkInput(step, spec);
+    fed.emplace_back(spec.tokens, spec.tokens + spec.count);
     return sampling::LogitsView{logits(step), trace_.canvas, trace_.vocab};
   }
 
 private:
+  void checkInput(int64_t step, const sampling::ForwardSpec &spec) const {
+    const bool first = step == 0 || trace_.stepCanvas.at<int32_t>(step) !=
+                                        trace_.stepCanvas.at<int32_t>(step - 1);
+    if (first) {
+      EXPECT_EQ(spec.input, nullptr) << "step " << step << ": self-conditioned first step";
+      return;
+    }
+    ASSERT_NE(spec.input, nullptr) << "step " << step << ": no self-conditioning input";
+    ASSERT_EQ(spec.inputWidth, trace_.vocab);
+    const float temperature = trace_.temperature.at<float>(step - 1);
+    const float *previous = logits(step - 1);
+    for (int64_t i = 0; i < trace_.canvas * trace_.vocab; ++i)
+      ASSERT_EQ(bits(spec.input[i]), bits(previous[i] / temperature))
+          << "step " << step << ": input element " << i;
+  }
+
   const float *logits(int64_t step) const {
     return reinterpret_cast<const float *>(trace_.rawLogits.bytes.data()) +
            step * trace_.canvas * trace_.vocab;
@@ -322,6 +282,18 @@ TEST_P(DiffusionGemmaReplayTest, EveryDecisionIsTransformers) {
     for (int64_t j = 0; j < C; ++j)
       EXPECT_EQ(fed[begin + j], trace.token(trace.decoderInput, s, j))
           << "step " << s << " canvas " << j;
+  }
+  // The encoder runs over the prompt, then re-encodes every canvas but the last one generated
+  // (transformers commits canvas k at the start of canvas k + 1).
+  ASSERT_EQ(static_cast<int64_t>(model.encoded.size()), trace.canvases);
+  EXPECT_EQ(model.encoded[0].mode, sampling::ForwardSpec::Mode::full);
+  EXPECT_EQ(model.encoded[0].begin, 0);
+  EXPECT_EQ(model.encoded[0].end, P0);
+  for (int64_t k = 1; k < trace.canvases; ++k) {
+    const auto &commit = model.encoded[static_cast<size_t>(k)];
+    EXPECT_EQ(commit.mode, sampling::ForwardSpec::Mode::append) << "commit " << k;
+    EXPECT_EQ(commit.begin, P0 + (k - 1) * C) << "commit " << k;
+    EXPECT_EQ(commit.end, P0 + k * C) << "commit " << k;
   }
   // transformers pads after the first EOS; dlm's output stops there.
   std::vector<int32_t> expected(trace.sequences.begin() + P0, trace.sequences.end());

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 namespace dlm::program {
 namespace {
 
@@ -217,6 +220,124 @@ TEST_F(KernelProgramTest, LmHeadMustBeLast) {
   records.push_back(records[find("layers.1.mlp_norm")]);
   records.back().name = "late_add";
   EXPECT_NE(error().find("lm_head must be the last record"), std::string::npos) << error();
+}
+
+// Records grouped by their `function`: each function a program of its own, slots from 2, the
+// KV widths of each layer shared.
+TEST_F(KernelProgramTest, EachFunctionIsAProgramOfItsOwn) {
+  const size_t count = records.size();
+  for (size_t i = 0; i < count; ++i) {
+    artifact::Kernel copy = records[i];
+    copy.parameters["function"] = std::string("decode");
+    records.push_back(std::move(copy));
+  }
+  StatusOr<std::map<std::string, KernelProgram>> functions =
+      KernelProgram::buildFunctions(records, *weights);
+  ASSERT_TRUE(functions.isOk()) << functions.status().message();
+  ASSERT_EQ(functions->size(), 2u);
+  const KernelProgram &forward = functions->at("forward"), &decode = functions->at("decode");
+  EXPECT_EQ(forward.kernels.size(), count);
+  EXPECT_EQ(decode.kernels.size(), count);
+  EXPECT_EQ(decode.function, "decode");
+  EXPECT_EQ(decode.kernels.front().function, "decode");
+  EXPECT_EQ(forward.kernels.front().function, "forward");
+  EXPECT_EQ(decode.rowElements, forward.rowElements);
+  // kv_heads 2 of head_dim 6 in both layers.
+  EXPECT_EQ(forward.kvLayerWidths, (std::vector<int64_t>{12, 12}));
+  EXPECT_EQ(decode.kvLayerWidths, forward.kvLayerWidths);
+  // build() picks the default function.
+  StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
+  ASSERT_TRUE(program.isOk()) << program.status().message();
+  EXPECT_EQ(program->function, "forward");
+  EXPECT_EQ(program->kernels.size(), count);
+  // Without a default function, build() says which there are.
+  for (size_t i = 0; i < count; ++i)
+    records[i].parameters["function"] = std::string("encode");
+  EXPECT_EQ(error(), "the kernel program has no 'forward' function (it has 'decode', 'encode')");
+}
+
+TEST_F(KernelProgramTest, ARecordOfAnotherFunctionIsNotPartOfThisOne) {
+  // The record joins a function of its own, which reads slots it never defined; the default
+  // function lost it (its lm_head still last).
+  record("layers.1.up_proj").parameters["function"] = std::string("other");
+  EXPECT_NE(error().find("is not defined by an earlier record"), std::string::npos) << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("lm_head").parameters["function"] = std::string("other");
+  EXPECT_NE(error().find("the kernel program does not end with an lm_head record"),
+            std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("lm_head").parameters["function"] = int64_t{3};
+  EXPECT_NE(error().find("('lm_head'): parameter 'function' is not a function name"),
+            std::string::npos)
+      << error();
+}
+
+TEST_F(KernelProgramTest, BadOptionalParametersNameTheRecord) {
+  record("layers.0.attention").parameters["window"] = int64_t{0};
+  EXPECT_NE(error().find("('layers.0.attention'): window 0 is not positive"), std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.0.attention").parameters["scale"] = std::string("big");
+  EXPECT_NE(error().find("('layers.0.attention'): parameter 'scale' is missing or not a real"),
+            std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.1.rope#2").parameters["rotated_pairs"] = int64_t{4};
+  EXPECT_NE(error().find("('layers.1.rope#2'): rotated_pairs 4 is outside [0, 3] (head_dim 6)"),
+            std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("lm_head").parameters["softcap"] = -1.0;
+  EXPECT_NE(error().find("('lm_head'): softcap must be positive"), std::string::npos) << error();
+  records = tiny.cpuKernelTarget().kernels;
+  EXPECT_EQ(error(), "(built)");
+  StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
+  ASSERT_TRUE(program.isOk());
+  const ProgramRecord &attention = program->kernels[find("layers.0.attention")];
+  EXPECT_DOUBLE_EQ(attention.scale, 1.0 / std::sqrt(6.0));
+  EXPECT_EQ(attention.window, 0);
+  EXPECT_EQ(program->kernels[find("layers.1.rope#2")].rotatedPairs, 3);
+}
+
+TEST_F(KernelProgramTest, MoeRecordsNameTheirMissingWeights) {
+  // A moe record reading the output projection's result, the lm_head reading its result.
+  const size_t head = find("lm_head");
+  artifact::Kernel moe = records[head];
+  moe.kind = "moe";
+  moe.name = "layers.1.moe";
+  moe.parameters.clear();
+  const std::string input = std::get<std::string>(records[head].parameters.at("operands"));
+  moe.parameters["layer"] = int64_t{1};
+  moe.parameters["operands"] = input + "," + input;
+  int64_t slots = 0, offset = 0;
+  for (const artifact::Kernel &k : records) {
+    if (k.parameters.count("result"))
+      slots = std::max(slots, std::get<int64_t>(k.parameters.at("result")));
+    if (k.parameters.count("offset"))
+      offset = std::max(offset, std::get<int64_t>(k.parameters.at("offset")) + 64);
+  }
+  moe.parameters["result"] = slots; // the lm_head's, which moves up one
+  moe.parameters["width"] = int64_t{16};
+  moe.parameters["offset"] = offset;
+  moe.parameters["experts"] = int64_t{4};
+  moe.parameters["top_k"] = int64_t{2};
+  moe.parameters["eps"] = 1e-6;
+  moe.parameters["router_input_scale"] = 0.25;
+  for (const char *weight : {"router", "router_scale", "expert_scale", "gate_up", "down"})
+    moe.parameters[weight] = "layers.1." + std::string(weight);
+  records[head].parameters["result"] = slots + 1;
+  records[head].parameters["operands"] = std::to_string(slots);
+  records.insert(records.begin() + static_cast<std::ptrdiff_t>(head), moe);
+  EXPECT_NE(error().find("('layers.1.moe'): missing weight 'layers.1.router'"), std::string::npos)
+      << error();
+  records[head].parameters["top_k"] = int64_t{5};
+  EXPECT_NE(error().find("('layers.1.moe'): top_k 5 is outside [1, 4]"), std::string::npos)
+      << error();
+  records[head].parameters.erase("experts");
+  EXPECT_NE(error().find("('layers.1.moe'): parameter 'experts' is missing or not an integer"),
+            std::string::npos)
+      << error();
 }
 
 TEST(CpuProgramSessionTest, AnArtifactWithoutCpuRecordsAsksForARecompile) {

@@ -1,0 +1,94 @@
+// Typed reads of config.json fields with errors that name the field, shared by the families'
+// readers (ModelFamily.cpp, DiffusionGemmaFamily.cpp).
+#pragma once
+
+#include "support/Status.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dlm::importer {
+
+// Reads typed fields of config.json with errors that name the field.
+class ConfigFields {
+public:
+  explicit ConfigFields(const nlohmann::json &config, std::string file = "config.json")
+      : config_(config), file_(std::move(file)) {}
+
+  StatusOr<int64_t> positiveInt(const char *field) const {
+    auto it = config_.find(field);
+    if (it == config_.end())
+      return Status::error(file_ + ": missing field '" + field + "'");
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+      return Status::error(file_ + ": field '" + field +
+                           "' must be a positive integer, got " + it->dump());
+    return it->get<int64_t>();
+  }
+  StatusOr<int64_t> positiveIntOr(const char *field, int64_t fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    return positiveInt(field);
+  }
+  StatusOr<double> positiveNumberOr(const char *field, double fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
+      return Status::error(file_ + ": field '" + field +
+                           "' must be a positive number, got " + it->dump());
+    return it->get<double>();
+  }
+  StatusOr<bool> boolOr(const char *field, bool fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_boolean())
+      return Status::error(file_ + ": field '" + field +
+                           "' must be true or false, got " + it->dump());
+    return it->get<bool>();
+  }
+  // A token id (-1 when absent); eos may also be a list.
+  StatusOr<std::vector<int64_t>> tokenIds(const char *field) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return std::vector<int64_t>{};
+    std::vector<int64_t> ids;
+    auto add = [&](const nlohmann::json &value) -> Status {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0)
+        return Status::error(file_ + ": field '" + field +
+                             "' must hold non-negative token ids, got " + it->dump());
+      ids.push_back(value.get<int64_t>());
+      return Status::ok();
+    };
+    if (it->is_array()) {
+      for (const nlohmann::json &value : *it)
+        DLM_RETURN_IF_ERROR(add(value));
+    } else {
+      DLM_RETURN_IF_ERROR(add(*it));
+    }
+    return ids;
+  }
+  StatusOr<int64_t> tokenId(const char *field) const {
+    auto ids = tokenIds(field);
+    if (!ids)
+      return ids.status();
+    if (ids->size() > 1)
+      return Status::error(file_ + ": field '" + field +
+                           "' must be a single token id");
+    return ids->empty() ? int64_t{-1} : ids->front();
+  }
+
+private:
+  const nlohmann::json &config_;
+  std::string file_;
+};
+
+
+
+} // namespace dlm::importer

@@ -1,0 +1,118 @@
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dlm::cpu {
+
+void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK,
+                         int64_t expertWidth) {
+  auto grow = [](auto &buffer, int64_t size) {
+    if (buffer.size() < static_cast<size_t>(size))
+      buffer.resize(static_cast<size_t>(size));
+  };
+  grow(routed, tokens * hidden);
+  grow(logits, tokens * experts);
+  grow(choice, tokens * topK);
+  grow(order, experts);
+  grow(weight, tokens * topK);
+  grow(this->tokens, tokens);
+  grow(gathered, tokens * hidden);
+  grow(gateUp, tokens * 2 * expertWidth);
+  grow(activation, tokens * expertWidth);
+  grow(output, tokens * hidden);
+}
+
+size_t MoeScratch::bytes() const {
+  return (routed.size() + logits.size() + weight.size() + gathered.size() + gateUp.size() +
+          activation.size() + output.size()) *
+             sizeof(float) +
+         (choice.size() + order.size() + tokens.size()) * sizeof(int32_t);
+}
+
+Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
+                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads) {
+  const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
+  // The router: z = rms_norm_noweight(r) * router_scale * router_input_scale (two float32
+  // products in that order), logits = z @ router^T.
+  rmsNorm(r, rows, hidden, hidden, nullptr, moe.eps, scratch.routed.data());
+  const float *routerScale = moe.routerScale->data;
+  const float inputScale = static_cast<float>(moe.routerInputScale);
+  for (int64_t t = 0; t < rows; ++t) {
+    float *z = scratch.routed.data() + t * hidden;
+    for (int64_t h = 0; h < hidden; ++h)
+      z[h] = z[h] * routerScale[h] * inputScale;
+  }
+  DLM_RETURN_IF_ERROR(
+      linear(scratch.routed.data(), rows, *moe.router, nullptr, scratch.logits.data(), threads));
+
+  // Per token: softmax over the experts, the topK largest (ties: the lower expert id), their
+  // weights renormalised and scaled per expert.
+  const float *expertScale = moe.expertScale->data;
+  std::vector<int32_t> &order = scratch.order;
+  for (int64_t t = 0; t < rows; ++t) {
+    float *p = scratch.logits.data() + t * experts;
+    float maximum = -INFINITY;
+    for (int64_t e = 0; e < experts; ++e)
+      maximum = std::max(maximum, p[e]);
+    float sum = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      p[e] = std::exp(p[e] - maximum);
+      sum += p[e];
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      p[e] /= sum;
+    for (int64_t e = 0; e < experts; ++e)
+      order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+    std::partial_sort(order.begin(), order.begin() + topK, order.begin() + experts,
+                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float chosen = 0;
+    for (int64_t j = 0; j < topK; ++j)
+      chosen += p[order[static_cast<size_t>(j)]];
+    for (int64_t j = 0; j < topK; ++j) {
+      const int32_t e = order[static_cast<size_t>(j)];
+      scratch.choice[static_cast<size_t>(t * topK + j)] = e;
+      scratch.weight[static_cast<size_t>(t * topK + j)] = p[e] / chosen * expertScale[e];
+    }
+  }
+
+  // Per expert: its tokens' rows through gate_up and down, accumulated into y with their weights.
+  std::memset(y, 0, static_cast<size_t>(rows * hidden) * sizeof(float));
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t j = 0; j < topK; ++j)
+        if (scratch.choice[static_cast<size_t>(t * topK + j)] == e) {
+          scratch.tokens[static_cast<size_t>(count)] = static_cast<int32_t>(t * topK + j);
+          std::memcpy(scratch.gathered.data() + count * hidden, x + t * hidden,
+                      static_cast<size_t>(hidden) * sizeof(float));
+          ++count;
+        }
+    if (count == 0)
+      continue;
+    const model::HostTensor gateUp{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden};
+    const model::HostTensor down{moe.down->data + e * hidden * inner, hidden, inner};
+    DLM_RETURN_IF_ERROR(linear(scratch.gathered.data(), count, gateUp, nullptr,
+                               scratch.gateUp.data(), threads));
+    for (int64_t i = 0; i < count; ++i) {
+      float *a = scratch.activation.data() + i * inner;
+      const float *row = scratch.gateUp.data() + i * 2 * inner;
+      std::memcpy(a, row, static_cast<size_t>(inner) * sizeof(float));
+      geluTanhMultiply(a, row + inner, inner);
+    }
+    DLM_RETURN_IF_ERROR(linear(scratch.activation.data(), count, down, nullptr,
+                               scratch.output.data(), threads));
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t slot = scratch.tokens[static_cast<size_t>(i)];
+      const float w = scratch.weight[static_cast<size_t>(slot)];
+      float *out = y + (slot / topK) * hidden;
+      const float *from = scratch.output.data() + i * hidden;
+      for (int64_t h = 0; h < hidden; ++h)
+        out[h] += w * from[h];
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace dlm::cpu

@@ -1,0 +1,688 @@
+// The CPU backend on the kinds and optional parameters DiffusionGemma brought into the kernel
+// records (runtime/model/KernelProgram.h): embedding scale, weightless per-head norm, scale,
+// gelu_mul, lm_head softcap, rope of some pairs (several tables), attention scale and window,
+// soft_embedding, moe, per-layer KV widths and several forward functions with the append mode.
+// Each against a double-precision loop written here, on small artifacts built in the test whose
+// lm_head is an identity on the hidden state (so the logits are the values under test).
+#include "runtime/cpu/CpuBackend.h"
+
+#include "runtime/model/KernelProgram.h"
+#include "tests/runtime/model/TinyModel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+
+namespace dlm::cpu {
+namespace {
+
+namespace kp = spec::kernels;
+using dlm::testing::TempDir;
+using dlm::testing::TinyModel;
+using dlm::testing::TinyModelOptions;
+using Parameters = std::map<std::string, artifact::AttributeValue, std::less<>>;
+
+constexpr int64_t kVocab = 24, kHidden = 8;
+
+// A small artifact: config, named weights and records, loaded back as ModelWeights.
+class Mini {
+public:
+  Mini() {
+    std::vector<float> head(kVocab * kHidden, 0.0f); // logits[:, :H] = the hidden state
+    for (int64_t i = 0; i < kHidden; ++i)
+      head[i * kHidden + i] = 1.0f;
+    set("head", {kVocab, kHidden}, head);
+    random("embed", {kVocab, kHidden}, 1.0f);
+  }
+
+  void set(const std::string &name, std::vector<int64_t> shape, std::vector<float> values) {
+    shapes_[name] = std::move(shape);
+    values_[name] = std::move(values);
+  }
+  const std::vector<float> &random(const std::string &name, std::vector<int64_t> shape,
+                                   float scale) {
+    size_t count = 1;
+    for (int64_t d : shape)
+      count *= static_cast<size_t>(d);
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> values(count);
+    for (float &v : values)
+      v = normal(generator_);
+    set(name, std::move(shape), std::move(values));
+    return values_[name];
+  }
+  const std::vector<float> &w(const std::string &name) const { return values_.at(name); }
+
+  // A record of `function` (empty: no function parameter) with its result in a slot and a
+  // region of its own; returns the result slot.
+  int64_t add(std::string_view kind, const std::string &name, std::vector<int64_t> operands,
+              int64_t width, Parameters parameters = {}, const std::string &function = "",
+              int64_t layer = -1) {
+    artifact::Kernel k;
+    k.kind = std::string(kind);
+    k.name = name;
+    std::string list;
+    for (int64_t slot : operands)
+      list += (list.empty() ? "" : ",") + std::to_string(slot);
+    k.parameters = std::move(parameters);
+    k.parameters[std::string(kp::kLayer)] = layer;
+    k.parameters[std::string(kp::kOperands)] = list;
+    if (!function.empty())
+      k.parameters[std::string(kp::kFunction)] = function;
+    int64_t result = -1;
+    if (width > 0) {
+      int64_t &next = nextSlot_.try_emplace(function, kp::kFirstResultSlot).first->second;
+      result = next++;
+      k.parameters[std::string(kp::kResult)] = result;
+      k.parameters[std::string(kp::kWidth)] = width;
+      if (kind != kp::kLmHead) {
+        k.parameters[std::string(kp::kOffset)] = nextOffset_;
+        nextOffset_ += (width + 15) / 16 * 16;
+      }
+    }
+    records.push_back(std::move(k));
+    return result;
+  }
+  int64_t embedding(const std::string &function = "", double scale = 1.0) {
+    Parameters p{{"weight", std::string("embed")}};
+    if (scale != 1.0)
+      p["scale"] = scale;
+    return add(kp::kEmbedding, "embed", {kp::kTokensSlot}, kHidden, p, function);
+  }
+  void head(int64_t x, const std::string &function = "", Parameters extra = {}) {
+    extra["weight"] = std::string("head");
+    extra["logit_shift"] = false;
+    add(kp::kLmHead, "lm_head", {x}, kVocab, extra, function);
+  }
+
+  // Writes and loads the artifact, then creates a backend over `records`.
+  std::unique_ptr<CpuBackend> backend(int64_t layers = 2) {
+    TinyModelOptions options;
+    options.cpuRecords = false;
+    TinyModel tiny(options);
+    artifact::ArtifactContents contents;
+    contents.producer = "CpuKernelKindsTest";
+    contents.config = tiny.config();
+    contents.config.vocabSize = kVocab;
+    contents.config.embeddingSize = kVocab;
+    contents.config.hiddenSize = kHidden;
+    contents.config.numLayers = layers;
+    contents.config.numHeads = 2;
+    contents.config.numKvHeads = 1;
+    contents.config.headDim = 4;
+    contents.config.intermediateSize = 8;
+    contents.program.policy = tiny.options().policy;
+    contents.decodePrograms = tiny.decodePrograms();
+    for (const auto &[name, values] : values_) {
+      artifact::WeightSource source;
+      source.name = name;
+      source.shape = shapes_.at(name);
+      source.dtype = artifact::DType::f32;
+      source.data = values.data();
+      source.size = values.size() * sizeof(float);
+      contents.weights.push_back(std::move(source));
+    }
+    const std::string path = dir_.file("mini.dlm");
+    Status written = artifact::writeArtifact(path, contents);
+    EXPECT_TRUE(written.isOk()) << written.message();
+    StatusOr<artifact::ArtifactReader> opened = artifact::ArtifactReader::open(path);
+    EXPECT_TRUE(opened.isOk()) << opened.status().message();
+    if (!opened)
+      return nullptr;
+    reader_ = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+        model::ModelWeights::load(*reader_);
+    EXPECT_TRUE(loaded.isOk()) << loaded.status().message();
+    if (!loaded)
+      return nullptr;
+    weights = *loaded;
+    BackendOptions backendOptions;
+    backendOptions.threads = 2;
+    backendOptions.kvPageTokens = 4;
+    StatusOr<std::unique_ptr<CpuBackend>> created =
+        CpuBackend::create(weights, records, 64, backendOptions);
+    EXPECT_TRUE(created.isOk()) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+
+  std::vector<artifact::Kernel> records;
+  std::shared_ptr<const model::ModelWeights> weights;
+
+private:
+  std::mt19937 generator_{11};
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, std::vector<float>> values_;
+  std::map<std::string, int64_t> nextSlot_;
+  int64_t nextOffset_ = 0;
+  TempDir dir_;
+  std::unique_ptr<artifact::ArtifactReader> reader_;
+};
+
+std::vector<int32_t> ids(int64_t n, int64_t salt = 0) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < n; ++i)
+    tokens.push_back(static_cast<int32_t>((i * 7 + 3 + salt * 5) % kVocab));
+  return tokens;
+}
+
+// The embedding rows of `tokens` in double.
+std::vector<double> embedded(const Mini &m, const std::vector<int32_t> &tokens, double scale = 1) {
+  std::vector<double> x;
+  for (int32_t t : tokens)
+    for (int64_t c = 0; c < kHidden; ++c)
+      x.push_back(m.w("embed")[t * kHidden + c] * scale);
+  return x;
+}
+
+// y[rows, out] = x[rows, in] W^T, W [out, in] read from `data`.
+std::vector<double> linear(const std::vector<double> &x, int64_t rows, int64_t in,
+                           const float *data, int64_t out) {
+  std::vector<double> y(rows * out, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (int64_t i = 0; i < in; ++i)
+        s += x[r * in + i] * data[o * in + i];
+      y[r * out + o] = s;
+    }
+  return y;
+}
+
+double gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// Checks logits[:, :H] of every row against `expected` [rows, H].
+void expectHidden(const sampling::LogitsView &logits, const std::vector<double> &expected,
+                  double tolerance, const std::string &what) {
+  ASSERT_EQ(static_cast<size_t>(logits.rows * kHidden), expected.size()) << what;
+  for (int64_t r = 0; r < logits.rows; ++r)
+    for (int64_t c = 0; c < kHidden; ++c)
+      ASSERT_NEAR(logits.row(r)[c], expected[r * kHidden + c], tolerance)
+          << what << ": row " << r << " column " << c;
+}
+
+// embedding * 2.5 -> weightless norm per group of 4 -> x * 0.7 (a scale record) ->
+// gelu_tanh(that) * embedding -> lm_head with a softcap of 3.
+TEST(CpuKernelKinds, ScaledEmbeddingWeightlessNormScaleGeluAndSoftcap) {
+  Mini m;
+  m.set("factor", {1}, {0.7f});
+  const int64_t e = m.embedding("", 2.5);
+  const int64_t n =
+      m.add(kp::kRmsNorm, "norm", {e}, kHidden, {{"eps", 1e-6}, {"norm_width", int64_t{4}}});
+  const int64_t s = m.add(kp::kScale, "scale", {n}, kHidden, {{"weight", std::string("factor")}});
+  const int64_t g = m.add(kp::kGeluMul, "gelu", {s, e}, kHidden);
+  m.head(g, "", {{"softcap", 3.0}});
+  std::unique_ptr<CpuBackend> cpu = m.backend();
+  ASSERT_TRUE(cpu);
+  const int64_t count = 6;
+  ASSERT_TRUE(cpu->reserve(count, count).isOk());
+  const std::vector<int32_t> tokens = ids(count);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, 0, {0, count});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+
+  const std::vector<double> x = embedded(m, tokens, 2.5);
+  std::vector<double> expected(x.size());
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t group = 0; group < 2; ++group) {
+      double squares = 0;
+      for (int64_t i = 0; i < 4; ++i)
+        squares += x[r * kHidden + group * 4 + i] * x[r * kHidden + group * 4 + i];
+      const double inverse = 1 / std::sqrt(squares / 4 + 1e-6);
+      for (int64_t i = 0; i < 4; ++i) {
+        const int64_t c = r * kHidden + group * 4 + i;
+        const double v = gelu(x[c] * inverse * 0.7) * x[c];
+        expected[c] = 3 * std::tanh(v / 3);
+      }
+    }
+  expectHidden(*logits, expected, 2e-5, "chain");
+  // The softcap bounds every logit, the zero columns too.
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t v = kHidden; v < kVocab; ++v)
+      ASSERT_EQ(logits->row(r)[v], 0.0f);
+}
+
+// rope over 8-wide heads with theta 1e6 and 2 of 4 pairs rotated, plus rope over 4-wide heads
+// with theta 1e4 (a second table), added; checked at positions 0.. and at a cached offset.
+TEST(CpuKernelKinds, RopeOfSomePairsAndSeveralTables) {
+  Mini m;
+  const int64_t e = m.embedding();
+  const int64_t a = m.add(kp::kRope, "rope_full", {e, kp::kPositionsSlot}, kHidden,
+                          {{"theta", 1e6},
+                           {"head_dim", int64_t{8}},
+                           {"rotated_pairs", int64_t{2}}});
+  const int64_t b = m.add(kp::kRope, "rope_sliding", {e, kp::kPositionsSlot}, kHidden,
+                          {{"theta", 1e4}, {"head_dim", int64_t{4}}});
+  // A kv_store gives the forward a KV layer (a cached forward needs the layer's cache).
+  m.add(kp::kKvStore, "kv", {b, b}, 0, {}, "", 0);
+  const int64_t sum = m.add(kp::kAdd, "sum", {a, b}, kHidden);
+  m.head(sum);
+  std::unique_ptr<CpuBackend> cpu = m.backend();
+  ASSERT_TRUE(cpu);
+  const int64_t count = 9, keep = 5;
+  ASSERT_TRUE(cpu->reserve(count, count).isOk());
+  const std::vector<int32_t> tokens = ids(count);
+  const std::vector<double> x = embedded(m, tokens);
+  auto rope = [&](int64_t row, int64_t headDim, double theta, int64_t rotated) {
+    std::vector<double> y(x.begin() + row * kHidden, x.begin() + (row + 1) * kHidden);
+    const int64_t half = headDim / 2;
+    for (int64_t h = 0; h < kHidden / headDim; ++h)
+      for (int64_t j = 0; j < rotated; ++j) {
+        const double angle = row * std::pow(theta, -2.0 * j / headDim);
+        const double lo = y[h * headDim + j], hi = y[h * headDim + j + half];
+        y[h * headDim + j] = lo * std::cos(angle) - hi * std::sin(angle);
+        y[h * headDim + j + half] = hi * std::cos(angle) + lo * std::sin(angle);
+      }
+    return y;
+  };
+  std::vector<double> expected;
+  for (int64_t r = 0; r < count; ++r) {
+    const std::vector<double> full = rope(r, 8, 1e6, 2), sliding = rope(r, 4, 1e4, 2);
+    for (int64_t c = 0; c < kHidden; ++c)
+      expected.push_back(full[c] + sliding[c]);
+  }
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, keep, {0, count});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, expected, 1e-5, "full");
+  // The pairs past rotated_pairs pass through exactly.
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t c : {2, 3, 6, 7}) {
+      const float rotatedOnlyBySliding = static_cast<float>(rope(r, 4, 1e4, 2)[c]);
+      EXPECT_NEAR(logits->row(r)[c] - rotatedOnlyBySliding,
+                  static_cast<float>(x[r * kHidden + c]), 1e-5);
+    }
+  StatusOr<sampling::LogitsView> cached =
+      cpu->forwardCached(tokens.data(), count, keep, {0, count - keep});
+  ASSERT_TRUE(cached.isOk()) << cached.status().message();
+  expectHidden(*cached, std::vector<double>(expected.begin() + keep * kHidden, expected.end()),
+               1e-5, "cached");
+}
+
+// One attention layer: q = x Wq^T (2 heads of 4), k, v = x Wk^T, x Wv^T (1 KV head of 4),
+// scale 0.5, under `mask` and `window`; positions [first, count) fed over the cached [0, first).
+struct AttentionCase {
+  bool causal;
+  int64_t window;
+};
+
+std::vector<double> attentionReference(const Mini &m, const std::vector<int32_t> &tokens,
+                                       int64_t first, const AttentionCase &c) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const std::vector<double> x = embedded(m, tokens);
+  const std::vector<double> q = linear(x, n, kHidden, m.w("wq").data(), 8),
+                            k = linear(x, n, kHidden, m.w("wk").data(), 4),
+                            v = linear(x, n, kHidden, m.w("wv").data(), 4);
+  std::vector<double> out;
+  for (int64_t i = first; i < n; ++i) {
+    std::vector<double> row(8, 0.0);
+    for (int64_t h = 0; h < 2; ++h) {
+      std::vector<double> s(n, -INFINITY);
+      double maximum = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        bool visible = c.causal ? j <= i : true;
+        if (c.window > 0)
+          visible = visible && (c.causal ? i - c.window < j : (j >= first || first - j < c.window));
+        if (!visible)
+          continue;
+        double dot = 0;
+        for (int64_t d = 0; d < 4; ++d)
+          dot += q[i * 8 + h * 4 + d] * k[j * 4 + d];
+        s[j] = 0.5 * dot;
+        maximum = std::max(maximum, s[j]);
+      }
+      double sum = 0;
+      for (double &value : s) {
+        value = std::exp(value - maximum);
+        sum += value;
+      }
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < 4; ++d)
+          row[h * 4 + d] += s[j] / sum * v[j * 4 + d];
+    }
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+void PrintTo(const AttentionCase &c, std::ostream *out) {
+  *out << (c.causal ? "causal" : "bidirectional") << " window " << c.window;
+}
+
+class CpuAttentionWindow : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(CpuAttentionWindow, MatchesTheMaskedReferenceFullAndOverACachedPrefix) {
+  const AttentionCase c = GetParam();
+  Mini m;
+  m.random("wq", {8, kHidden}, 0.5f);
+  m.random("wk", {4, kHidden}, 0.5f);
+  m.random("wv", {4, kHidden}, 0.5f);
+  const int64_t e = m.embedding();
+  const int64_t q = m.add(kp::kLinear, "q", {e}, 8, {{"weight", std::string("wq")}});
+  const int64_t k = m.add(kp::kLinear, "k", {e}, 4, {{"weight", std::string("wk")}});
+  const int64_t v = m.add(kp::kLinear, "v", {e}, 4, {{"weight", std::string("wv")}});
+  m.add(kp::kKvStore, "kv", {k, v}, 0, {}, "", 0);
+  Parameters attention{{"mask", std::string(c.causal ? "causal" : "bidirectional")},
+                       {"heads", int64_t{2}},
+                       {"kv_heads", int64_t{1}},
+                       {"head_dim", int64_t{4}},
+                       {"scale", 0.5}};
+  if (c.window > 0)
+    attention["window"] = c.window;
+  const int64_t o = m.add(kp::kAttention, "attention", {q, k, v}, 8, attention, "", 0);
+  m.head(o);
+  std::unique_ptr<CpuBackend> cpu = m.backend();
+  ASSERT_TRUE(cpu);
+  const int64_t count = 13, keep = 7;
+  ASSERT_TRUE(cpu->reserve(count, count).isOk());
+  const std::vector<int32_t> tokens = ids(count);
+  StatusOr<sampling::LogitsView> full = cpu->forwardFull(tokens.data(), count, keep, {0, count});
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  expectHidden(*full, attentionReference(m, tokens, 0, c), 1e-5, "full");
+  StatusOr<sampling::LogitsView> cached =
+      cpu->forwardCached(tokens.data(), count, keep, {0, count - keep});
+  ASSERT_TRUE(cached.isOk()) << cached.status().message();
+  expectHidden(*cached, attentionReference(m, tokens, keep, c), 1e-5, "cached");
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, CpuAttentionWindow,
+                         ::testing::Values(AttentionCase{true, 0}, AttentionCase{true, 3},
+                                           AttentionCase{false, 0}, AttentionCase{false, 3},
+                                           AttentionCase{false, 1}),
+                         [](const ::testing::TestParamInfo<AttentionCase> &info) {
+                           return std::string(info.param.causal ? "causal" : "bidirectional") +
+                                  "_window" + std::to_string(info.param.window);
+                         });
+
+// moe over E = 4 experts of I = 6, top_k 2, with expert scales, a router input scale and, in the
+// tied variant, three identical router rows (ties go to the lower expert id).
+void runMoe(bool tied) {
+  Mini m;
+  const int64_t experts = 4, inner = 6, topK = 2;
+  std::vector<float> router = m.random("router", {experts, kHidden}, 1.0f);
+  if (tied) {
+    for (int64_t e = 2; e < experts; ++e)
+      std::copy(router.begin() + kHidden, router.begin() + 2 * kHidden,
+                router.begin() + e * kHidden);
+    m.set("router", {experts, kHidden}, router);
+  }
+  m.random("router_scale", {kHidden}, 1.0f);
+  m.set("expert_scale", {experts}, {1.5f, 0.5f, 2.0f, 0.75f});
+  m.random("gate_up", {experts, 2 * inner, kHidden}, 0.5f);
+  m.random("down", {experts, kHidden, inner}, 0.5f);
+  const int64_t e = m.embedding();
+  const int64_t r = m.add(kp::kScale, "residual", {e}, kHidden, {{"weight", std::string("two")}});
+  m.set("two", {1}, {2.0f});
+  const int64_t y = m.add(kp::kMoe, "moe", {r, e}, kHidden,
+                          {{"router", std::string("router")},
+                           {"router_scale", std::string("router_scale")},
+                           {"expert_scale", std::string("expert_scale")},
+                           {"gate_up", std::string("gate_up")},
+                           {"down", std::string("down")},
+                           {"experts", experts},
+                           {"top_k", topK},
+                           {"eps", 1e-6},
+                           {"router_input_scale", 0.35}});
+  m.head(y);
+  std::unique_ptr<CpuBackend> cpu = m.backend();
+  ASSERT_TRUE(cpu);
+  const int64_t count = 11;
+  ASSERT_TRUE(cpu->reserve(count, count).isOk());
+  const std::vector<int32_t> tokens = ids(count);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, 0, {0, count});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+
+  const std::vector<double> x = embedded(m, tokens);
+  std::vector<double> expected(x.size(), 0.0);
+  std::vector<int> chosenCount(experts, 0);
+  for (int64_t t = 0; t < count; ++t) {
+    const double *xr = &x[t * kHidden];
+    double squares = 0;
+    for (int64_t h = 0; h < kHidden; ++h)
+      squares += 4 * xr[h] * xr[h];
+    const double inverse = 1 / std::sqrt(squares / kHidden + 1e-6);
+    std::vector<double> z(kHidden), p(experts);
+    for (int64_t h = 0; h < kHidden; ++h)
+      z[h] = 2 * xr[h] * inverse * m.w("router_scale")[h] * 0.35;
+    double maximum = -INFINITY, sum = 0;
+    for (int64_t ex = 0; ex < experts; ++ex) {
+      p[ex] = 0;
+      for (int64_t h = 0; h < kHidden; ++h)
+        p[ex] += z[h] * m.w("router")[ex * kHidden + h];
+      maximum = std::max(maximum, p[ex]);
+    }
+    for (double &value : p)
+      sum += (value = std::exp(value - maximum));
+    for (double &value : p)
+      value /= sum;
+    std::vector<int64_t> order(experts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    const double chosen = p[order[0]] + p[order[1]];
+    for (int64_t j = 0; j < topK; ++j) {
+      const int64_t ex = order[j];
+      ++chosenCount[ex];
+      const double weight = p[ex] / chosen * m.w("expert_scale")[ex];
+      const float *gu = m.w("gate_up").data() + ex * 2 * inner * kHidden;
+      const float *dn = m.w("down").data() + ex * kHidden * inner;
+      const std::vector<double> h = linear(std::vector<double>(xr, xr + kHidden), 1, kHidden, gu,
+                                           2 * inner);
+      std::vector<double> a(inner);
+      for (int64_t i = 0; i < inner; ++i)
+        a[i] = gelu(h[i]) * h[inner + i];
+      const std::vector<double> out = linear(a, 1, inner, dn, kHidden);
+      for (int64_t c = 0; c < kHidden; ++c)
+        expected[t * kHidden + c] += weight * out[c];
+    }
+  }
+  if (tied) { // experts 1, 2 and 3 tie: 3 never wins a place, 2 only beside 1
+    EXPECT_EQ(chosenCount[3], 0);
+    EXPECT_GT(chosenCount[1], 0);
+    EXPECT_LE(chosenCount[2], chosenCount[1]);
+  }
+  expectHidden(*logits, expected, 2e-5, tied ? "tied" : "random");
+}
+
+TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe(false); }
+TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe(true); }
+
+// Two functions over one K/V cache with layers of different KV widths: "encode" (causal, writes
+// K/V) and "decode" (soft_embedding of the input added to the embedding, bidirectional). Layer 0
+// keeps 1 KV head of 4, layer 1 1 KV head of 8; both read the same embedding-derived keys.
+class TwoFunctions : public ::testing::Test {
+protected:
+  void SetUp() override {
+    m.random("wq0", {8, kHidden}, 0.5f);
+    m.random("wk0", {4, kHidden}, 0.5f);
+    m.random("wv0", {4, kHidden}, 0.5f);
+    m.random("wq1", {8, kHidden}, 0.5f);
+    m.random("wk1", {8, kHidden}, 0.5f);
+    m.random("wv1", {8, kHidden}, 0.5f);
+    for (const char *function : {"encode", "decode"}) {
+      const std::string f = function;
+      const bool decode = f == "decode";
+      int64_t x = m.embedding(f);
+      if (decode) {
+        const int64_t soft = m.add(kp::kSoftEmbedding, "soft", {}, kHidden,
+                                   {{"weight", std::string("embed")}, {"scale", 1.5}}, f);
+        x = m.add(kp::kAdd, "input", {x, soft}, kHidden, {}, f);
+      }
+      const std::string mask = decode ? "bidirectional" : "causal";
+      int64_t total = -1;
+      for (int64_t layer = 0; layer < 2; ++layer) {
+        const std::string l = std::to_string(layer);
+        const int64_t kv = layer == 0 ? 4 : 8, hd = layer == 0 ? 4 : 8, heads = layer == 0 ? 2 : 1;
+        const int64_t q = m.add(kp::kLinear, "q" + l, {x}, 8, {{"weight", "wq" + l}}, f);
+        const int64_t k = m.add(kp::kLinear, "k" + l, {x}, kv, {{"weight", "wk" + l}}, f);
+        const int64_t v = m.add(kp::kLinear, "v" + l, {x}, kv, {{"weight", "wv" + l}}, f);
+        m.add(kp::kKvStore, "kv" + l, {k, v}, 0, {}, f, layer);
+        const int64_t o = m.add(kp::kAttention, "attention" + l, {q, k, v}, 8,
+                                {{"mask", mask},
+                                 {"heads", heads},
+                                 {"kv_heads", int64_t{1}},
+                                 {"head_dim", hd}},
+                                f, layer);
+        total = total < 0 ? o : m.add(kp::kAdd, "sum", {total, o}, kHidden, {}, f);
+      }
+      m.head(total, f);
+    }
+    cpu = m.backend();
+    ASSERT_TRUE(cpu);
+    ASSERT_TRUE(cpu->reserve(16, 16).isOk());
+  }
+
+  // The two layers' outputs summed for fed positions [first, n): keys and values of positions
+  // before `first` come from `cachedX` (the encoder's inputs), the fed ones from `fedX`.
+  std::vector<double> reference(const std::vector<double> &cachedX,
+                                const std::vector<double> &fedX, int64_t first,
+                                bool causal) const {
+    const int64_t fed = static_cast<int64_t>(fedX.size()) / kHidden, n = first + fed;
+    std::vector<double> keysX(cachedX.begin(), cachedX.begin() + first * kHidden);
+    keysX.insert(keysX.end(), fedX.begin(), fedX.end());
+    std::vector<double> out(fed * kHidden, 0.0);
+    for (int64_t layer = 0; layer < 2; ++layer) {
+      const std::string l = std::to_string(layer);
+      const int64_t kv = layer == 0 ? 4 : 8, hd = kv, heads = layer == 0 ? 2 : 1;
+      const std::vector<double> q = linear(fedX, fed, kHidden, m.w("wq" + l).data(), 8),
+                                k = linear(keysX, n, kHidden, m.w("wk" + l).data(), kv),
+                                v = linear(keysX, n, kHidden, m.w("wv" + l).data(), kv);
+      for (int64_t i = 0; i < fed; ++i)
+        for (int64_t h = 0; h < heads; ++h) {
+          std::vector<double> s;
+          double maximum = -INFINITY, sum = 0;
+          const int64_t visible = causal ? first + i + 1 : n;
+          for (int64_t j = 0; j < visible; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < hd; ++d)
+              dot += q[i * 8 + h * hd + d] * k[j * kv + d];
+            s.push_back(dot / std::sqrt(double(hd)));
+            maximum = std::max(maximum, s.back());
+          }
+          for (double &value : s)
+            sum += (value = std::exp(value - maximum));
+          for (int64_t j = 0; j < visible; ++j)
+            for (int64_t d = 0; d < hd; ++d)
+              out[i * kHidden + h * hd + d] += s[j] / sum * v[j * kv + d];
+        }
+    }
+    return out;
+  }
+
+  StatusOr<sampling::LogitsView> forward(sampling::ForwardSpec::Mode mode, std::string_view f,
+                                         const std::vector<int32_t> &tokens, int64_t keep,
+                                         const std::vector<float> *input = nullptr,
+                                         int64_t inputWidth = 0) {
+    sampling::ForwardSpec spec;
+    spec.mode = mode;
+    spec.function = f;
+    spec.tokens = tokens.data();
+    spec.count = static_cast<int64_t>(tokens.size());
+    spec.keep = keep;
+    spec.rows = {0, spec.count - keep};
+    spec.input = input ? input->data() : nullptr;
+    spec.inputWidth = inputWidth;
+    return cpu->forward(spec);
+  }
+
+  Mini m;
+  std::unique_ptr<CpuBackend> cpu;
+};
+
+TEST_F(TwoFunctions, AppendKeepsAndCommitsTheKvAndLaterCachedForwardsSeeIt) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const std::vector<int32_t> prompt = ids(5), all = ids(9); // all[0, 5) == prompt
+  // The encoder appends the prompt to the empty cache.
+  StatusOr<sampling::LogitsView> encoded = forward(Mode::append, "encode", prompt, 0);
+  ASSERT_TRUE(encoded.isOk()) << encoded.status().message();
+  expectHidden(*encoded, reference({}, embedded(m, prompt), 0, true), 1e-5, "encode");
+  EXPECT_EQ(cpu->kvCache().length(0), 5);
+  EXPECT_EQ(cpu->kvCache().committedLength(0), 5);
+
+  // The decoder over the cached prompt, without input: its soft embedding is zero.
+  StatusOr<sampling::LogitsView> decoded = forward(Mode::cached, "decode", all, 5);
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().message();
+  const std::vector<int32_t> canvas(all.begin() + 5, all.end());
+  expectHidden(*decoded, reference(embedded(m, prompt), embedded(m, canvas), 5, false), 1e-5,
+               "decode without input");
+  EXPECT_EQ(cpu->kvCache().length(0), 5);
+
+  // With input rows of 20 of the table's 24 rows.
+  const int64_t width = 20;
+  std::vector<float> input(4 * width);
+  for (size_t i = 0; i < input.size(); ++i)
+    input[i] = static_cast<float>(std::sin(0.37 * i) * 3);
+  std::vector<double> fed = embedded(m, canvas);
+  for (int64_t t = 0; t < 4; ++t) {
+    double maximum = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < width; ++j)
+      maximum = std::max<double>(maximum, input[t * width + j]);
+    std::vector<double> p(width);
+    for (int64_t j = 0; j < width; ++j)
+      sum += (p[j] = std::exp(input[t * width + j] - maximum));
+    for (int64_t c = 0; c < kHidden; ++c)
+      for (int64_t j = 0; j < width; ++j)
+        fed[t * kHidden + c] += 1.5 * p[j] / sum * m.w("embed")[j * kHidden + c];
+  }
+  decoded = forward(Mode::cached, "decode", all, 5, &input, width);
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().message();
+  expectHidden(*decoded, reference(embedded(m, prompt), fed, 5, false), 1e-5, "decode with input");
+
+  // The encoder commits the canvas; a later decoder forward sees all 9 cached positions.
+  encoded = forward(Mode::append, "encode", all, 5);
+  ASSERT_TRUE(encoded.isOk()) << encoded.status().message();
+  expectHidden(*encoded, reference(embedded(m, prompt), embedded(m, canvas), 5, true), 1e-5,
+               "encode appended");
+  EXPECT_EQ(cpu->kvCache().committedLength(0), 9);
+  std::vector<int32_t> longer = all;
+  for (int32_t t : ids(3, 1))
+    longer.push_back(t);
+  decoded = forward(Mode::cached, "decode", longer, 9);
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().message();
+  expectHidden(*decoded,
+               reference(embedded(m, all), embedded(m, std::vector<int32_t>(longer.begin() + 9,
+                                                                            longer.end())),
+                         9, false),
+               1e-5, "decode after the commit");
+  EXPECT_EQ(cpu->kvCache().length(0), 9);
+}
+
+TEST_F(TwoFunctions, ErrorsNameTheFunctionAndTheInput) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const std::vector<int32_t> tokens = ids(6);
+  EXPECT_EQ(forward(Mode::full, "generate", tokens, 0).status().message(),
+            "forward: the kernel program has no function 'generate' (it has 'decode', 'encode')");
+  // The default function is absent here.
+  EXPECT_EQ(cpu->forwardFull(tokens.data(), 6, 0, {0, 6}).status().message(),
+            "forward: the kernel program has no function 'forward' (it has 'decode', 'encode')");
+  std::vector<float> input(6 * 30, 0.0f);
+  EXPECT_EQ(forward(Mode::full, "decode", tokens, 0, &input, 30).status().message(),
+            "forward: input rows of 30 values do not fit record 'soft', whose table has 24 rows");
+  EXPECT_EQ(forward(Mode::full, "decode", tokens, 0, &input, 0).status().message(),
+            "forward: input rows of 0 values do not fit record 'soft', whose table has 24 rows");
+  EXPECT_EQ(forward(Mode::full, "encode", tokens, 0, &input, 4).status().message(),
+            "forward: function 'encode' reads no input rows (it has no soft_embedding record)");
+  EXPECT_EQ(forward(Mode::append, "encode", tokens, 2).status().message(),
+            "append forward: the KV cache holds 0 tokens, the caller expected 2 of 6");
+  // A failed append leaves the cache as it was.
+  const std::vector<int32_t> three(tokens.begin(), tokens.begin() + 3);
+  ASSERT_TRUE(forward(Mode::append, "encode", three, 0).isOk());
+  std::vector<int32_t> bad = tokens;
+  bad[4] = 99;
+  EXPECT_EQ(forward(Mode::append, "encode", bad, 3).status().message(),
+            "forward: token id 99 is outside [0, 24)");
+  EXPECT_EQ(cpu->kvCache().length(0), 3);
+  EXPECT_TRUE(forward(Mode::append, "encode", tokens, 3).isOk());
+  EXPECT_EQ(cpu->kvCache().length(0), 6);
+}
+
+TEST_F(TwoFunctions, MemoryUsageCountsEveryFunctionsWeightsOnce) {
+  // embed, head and the six projections (24*8 + 24*8 + 8*8*4 + 4*8*2 floats).
+  EXPECT_EQ(cpu->memoryUsage().weightBytes,
+            static_cast<size_t>(24 * 8 + 24 * 8 + 8 * 8 * 4 + 4 * 8 * 2) * sizeof(float));
+}
+
+} // namespace
+} // namespace dlm::cpu
