@@ -140,24 +140,14 @@ StatusOr<const KernelProgram *> CpuBackend::function(std::string_view name) cons
 
 StatusOr<sampling::LogitsView> CpuBackend::forwardFull(const int32_t *tokens, int64_t count,
                                                        int64_t keep, sampling::LogitRows rows) {
-  sampling::ForwardSpec spec;
-  spec.mode = sampling::ForwardSpec::Mode::full;
-  spec.tokens = tokens;
-  spec.count = count;
-  spec.keep = keep;
-  spec.rows = rows;
-  return forward(spec);
+  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::full, tokens, count, keep,
+                                           rows));
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::forwardCached(const int32_t *tokens, int64_t count,
                                                          int64_t keep, sampling::LogitRows rows) {
-  sampling::ForwardSpec spec;
-  spec.mode = sampling::ForwardSpec::Mode::cached;
-  spec.tokens = tokens;
-  spec.count = count;
-  spec.keep = keep;
-  spec.rows = rows;
-  return forward(spec);
+  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::cached, tokens, count,
+                                           keep, rows));
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, int64_t count,

@@ -51,6 +51,18 @@ struct ForwardSpec {
   // function's soft_embedding records read; null: the forward has no input.
   const float *input = nullptr;
   int64_t inputWidth = 0;
+
+  // A forward of the default function without input.
+  static ForwardSpec of(Mode mode, const int32_t *tokens, int64_t count, int64_t keep,
+                        LogitRows rows) {
+    ForwardSpec spec;
+    spec.mode = mode;
+    spec.tokens = tokens;
+    spec.count = count;
+    spec.keep = keep;
+    spec.rows = rows;
+    return spec;
+  }
 };
 
 struct BlockLoopResult {

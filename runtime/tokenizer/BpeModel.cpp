@@ -33,7 +33,7 @@ struct BpeModel::WordCache {
 };
 
 BpeModel::BpeModel(Vocabulary vocabulary)
-    : vocabulary_(std::move(vocabulary)), cache_(std::make_unique<WordCache>()) {
+    : Model(std::move(vocabulary)), cache_(std::make_unique<WordCache>()) {
   byteTokenIds_.fill(-1);
 }
 BpeModel::BpeModel(BpeModel &&) noexcept = default;

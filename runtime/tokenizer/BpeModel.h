@@ -37,13 +37,6 @@ public:
   // model has one, and is dropped otherwise (as Hugging Face does).
   void tokenize(std::string_view word, std::vector<int32_t> &ids) const override;
 
-  std::optional<int32_t> tokenToId(std::string_view token) const override {
-    return vocabulary_.find(token);
-  }
-  const std::string *idToToken(int32_t id) const override { return vocabulary_.token(id); }
-  int32_t idLimit() const override { return vocabulary_.idLimit(); }
-  int32_t entryCount() const override { return vocabulary_.entryCount(); }
-
 private:
   struct MergeResult {
     int32_t rank;
@@ -59,7 +52,6 @@ private:
   Status loadMerges(const nlohmann::json &merges);
   std::vector<int32_t> mergeWord(std::string_view word) const;
 
-  Vocabulary vocabulary_;
   std::unordered_map<uint64_t, MergeResult> merges_;
   bool ignoreMerges_ = false;
   std::optional<int32_t> unknownId_;

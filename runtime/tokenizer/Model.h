@@ -2,6 +2,7 @@
 // vocabulary. BPE (BpeModel) and WordLevel (WordLevelModel) are supported.
 #pragma once
 
+#include "runtime/tokenizer/Vocabulary.h"
 #include "support/Status.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -26,20 +27,25 @@ public:
   // Appends the ids of one pre-token to `ids`.
   virtual void tokenize(std::string_view word, std::vector<int32_t> &ids) const = 0;
 
-  virtual std::optional<int32_t> tokenToId(std::string_view token) const = 0;
+  // The vocabulary, which every model kind has and names the same way.
+  std::optional<int32_t> tokenToId(std::string_view token) const {
+    return vocabulary_.find(token);
+  }
   // Null when no vocabulary entry has this id.
-  virtual const std::string *idToToken(int32_t id) const = 0;
+  const std::string *idToToken(int32_t id) const { return vocabulary_.token(id); }
   // One more than the largest id in the vocabulary.
-  virtual int32_t idLimit() const = 0;
+  int32_t idLimit() const { return vocabulary_.idLimit(); }
   // Number of vocabulary entries (Hugging Face's get_vocab_size, which numbers added tokens).
-  virtual int32_t entryCount() const = 0;
+  int32_t entryCount() const { return vocabulary_.entryCount(); }
 
 protected:
-  Model() = default;
+  explicit Model(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary)) {}
   Model(const Model &) = default;
   Model(Model &&) noexcept = default;
   Model &operator=(const Model &) = default;
   Model &operator=(Model &&) noexcept = default;
+
+  Vocabulary vocabulary_;
 };
 
 } // namespace dlm::tokenizer

@@ -16,18 +16,11 @@ public:
   static StatusOr<WordLevelModel> fromJson(const nlohmann::json &config);
 
   void tokenize(std::string_view word, std::vector<int32_t> &ids) const override;
-  std::optional<int32_t> tokenToId(std::string_view token) const override {
-    return vocabulary_.find(token);
-  }
-  const std::string *idToToken(int32_t id) const override { return vocabulary_.token(id); }
-  int32_t idLimit() const override { return vocabulary_.idLimit(); }
-  int32_t entryCount() const override { return vocabulary_.entryCount(); }
 
 private:
   WordLevelModel(Vocabulary vocabulary, int32_t unknownId)
-      : vocabulary_(std::move(vocabulary)), unknownId_(unknownId) {}
+      : Model(std::move(vocabulary)), unknownId_(unknownId) {}
 
-  Vocabulary vocabulary_;
   int32_t unknownId_;
 };
 

@@ -92,22 +92,16 @@ TEST_P(DiffusionGemmaForwardTest, DecoderLogitsMatchTransformers) {
   const int64_t total = promptLength + canvasLength;
   ASSERT_TRUE((*backend)->reserve(total, canvasLength).isOk());
 
-  sampling::ForwardSpec encode;
-  encode.mode = sampling::ForwardSpec::Mode::full;
+  using Mode = sampling::ForwardSpec::Mode;
+  sampling::ForwardSpec encode =
+      sampling::ForwardSpec::of(Mode::full, tokens.data(), promptLength, promptLength, {0, 0});
   encode.function = "encode";
-  encode.tokens = tokens.data();
-  encode.count = promptLength;
-  encode.keep = promptLength;
   StatusOr<sampling::LogitsView> encoded = (*backend)->forward(encode);
   ASSERT_TRUE(encoded) << encoded.status().message();
 
-  sampling::ForwardSpec decode;
-  decode.mode = sampling::ForwardSpec::Mode::cached;
+  sampling::ForwardSpec decode = sampling::ForwardSpec::of(Mode::cached, tokens.data(), total,
+                                                           promptLength, {0, canvasLength});
   decode.function = "decode";
-  decode.tokens = tokens.data();
-  decode.count = total;
-  decode.keep = promptLength;
-  decode.rows = {0, canvasLength};
   StatusOr<sampling::LogitsView> noSc = (*backend)->forward(decode);
   ASSERT_TRUE(noSc) << noSc.status().message();
   ASSERT_EQ(noSc->rows * noSc->vocab, rawNoSc->size());
