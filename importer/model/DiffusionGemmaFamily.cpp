@@ -171,7 +171,7 @@ Status readGeneration(const json &generation, ModelDescription &d) {
     d.knobDefaults[std::string(knob)] = object[field].get<double>();
     return Status::ok();
   };
-  DLM_RETURN_IF_ERROR(knobInt("max_new_tokens", "max_new_tokens"));
+  DLM_RETURN_IF_ERROR(knobInt("max_new_tokens", spec::kKnobMaxNewTokens));
   DLM_RETURN_IF_ERROR(knobInt("max_denoising_steps", spec::kKnobMaxSteps));
   DLM_RETURN_IF_ERROR(knobReal(generation, "t_min", spec::kKnobTMin));
   DLM_RETURN_IF_ERROR(knobReal(generation, "t_max", spec::kKnobTMax));
@@ -325,7 +325,7 @@ StatusOr<ModelDescription> describeDiffusionGemma(const json &config, const json
   c.attentionMask = artifact::AttentionMaskKind::bidirectional;
   if (generation)
     DLM_RETURN_IF_ERROR(readGeneration(*generation, d));
-  d.knobDefaults["canvas_length"] = s.canvasLength;
+  d.knobDefaults[std::string(spec::kKnobCanvasLength)] = s.canvasLength;
   DLM_RETURN_IF_ERROR(checkHeads(c));
   c.extra["sliding_window"] = s.slidingWindow;
   c.extra["num_experts"] = s.experts;

@@ -54,6 +54,9 @@ inline constexpr std::string_view kKnobTemperature = "temperature";    // real, 
 inline constexpr std::string_view kKnobTMin = "t_min";                 // real, entropy-bound
 inline constexpr std::string_view kKnobTMax = "t_max";                 // real, entropy-bound
 inline constexpr std::string_view kKnobMaxSteps = "max_steps";         // int, entropy-bound
+// int, diffusion-gemma: tokens to generate (rounded up to whole canvases) and the canvas length.
+inline constexpr std::string_view kKnobMaxNewTokens = "max_new_tokens";
+inline constexpr std::string_view kKnobCanvasLength = "canvas_length";
 inline constexpr std::string_view kKnobEntropyBound = "entropy_bound"; // real, entropy-bound
 inline constexpr std::string_view kKnobStabilityThreshold = "stability_threshold";   // int
 inline constexpr std::string_view kKnobConfidenceThreshold = "confidence_threshold"; // real

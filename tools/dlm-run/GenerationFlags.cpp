@@ -18,7 +18,8 @@ const char *const kGenerationFlagsUsage =
     "               [--request N]\n"
     "               [--cache none|prefix|dual] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
-    "               [--noise mask|uniform] [--device cpu|cuda|cuda-emu] [--threads N]\n";
+    "               [--noise mask|uniform] [--max-new-tokens N] [--canvas-length N]\n"
+    "               [--device cpu|cuda|cuda-emu] [--threads N]\n";
 
 bool parseInteger(const std::string &text, int64_t &out) {
   if (text.empty())
@@ -102,6 +103,8 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--stability-threshold", {s::kKnobStabilityThreshold, KnobKind::integer}},
       {"--confidence-threshold", {s::kKnobConfidenceThreshold, KnobKind::real}},
       {"--noise", {s::kKnobNoise, KnobKind::text}},
+      {"--max-new-tokens", {s::kKnobMaxNewTokens, KnobKind::integer}},
+      {"--canvas-length", {s::kKnobCanvasLength, KnobKind::integer}},
   };
   return flags;
 }

@@ -8,6 +8,8 @@
 //           entropy-bound: [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]
 //                          [--stability-threshold N] [--confidence-threshold X] [--noise
 //                          mask|uniform]
+//           diffusion-gemma: the entropy-bound flags but --noise, [--max-new-tokens N]
+//                            [--canvas-length N]
 //           [--json] [--dump-logits PATH.npy] [--decoder-input-ids 1,2,3] [--score]
 //
 // Knobs not given come from the artifact's decoding program. --json prints one object instead of
@@ -46,6 +48,7 @@ const char *kUsage =
     "               [--temperature X] [--seed N] [--request N] [--cache none|prefix|dual]\n"
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
+    "               [--max-new-tokens N] [--canvas-length N]\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
     "               [--decoder-input-ids 1,2,3] [--score]\n"
     "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
