@@ -122,6 +122,8 @@ Status applyLayerOverrides(const json &text, const std::vector<bool> &sliding,
       BlockDiffusionLayer &l = layers[static_cast<size_t>(layer)];
       DLM_ASSIGN_OR_RETURN(l.headDim, f.positiveIntOr("head_dim", l.headDim));
       DLM_ASSIGN_OR_RETURN(l.kvHeads, f.positiveIntOr("num_key_value_heads", l.kvHeads));
+      if (l.headDim > (int64_t{1} << 24) || l.kvHeads > (int64_t{1} << 24))
+        return Status::error(where + ": head_dim and num_key_value_heads must be at most 2^24");
     }
     return Status::ok();
   }
@@ -129,6 +131,9 @@ Status applyLayerOverrides(const json &text, const std::vector<bool> &sliding,
   int64_t globalHeadDim, globalKvHeads;
   DLM_ASSIGN_OR_RETURN(globalHeadDim, f.positiveIntOr("global_head_dim", 512));
   DLM_ASSIGN_OR_RETURN(globalKvHeads, f.positiveIntOr("num_global_key_value_heads", 0));
+  if (globalHeadDim > (int64_t{1} << 24) || globalKvHeads > (int64_t{1} << 24))
+    return Status::error("config.json: text_config.global_head_dim and "
+                         "num_global_key_value_heads must be at most 2^24");
   for (size_t i = 0; i < layers.size(); ++i) {
     if (sliding[i])
       continue;
@@ -136,6 +141,23 @@ Status applyLayerOverrides(const json &text, const std::vector<bool> &sliding,
     if (globalKvHeads > 0)
       layers[i].kvHeads = globalKvHeads;
   }
+  return Status::ok();
+}
+
+// Bounds far above any released model that keep every product of sizes below (products of the
+// weights' dimensions, heads × head_dim) within int64.
+Status checkSizes(const artifact::ModelConfig &c, const BlockDiffusionStructure &s) {
+  const std::pair<const char *, int64_t> sizes[] = {
+      {"hidden_size", c.hiddenSize},         {"num_attention_heads", c.numHeads},
+      {"num_key_value_heads", c.numKvHeads}, {"head_dim", c.headDim},
+      {"intermediate_size", c.intermediateSize}, {"moe_intermediate_size", s.expertIntermediate},
+      {"num_experts", s.experts},            {"num_hidden_layers", c.numLayers},
+      {"vocab_size", c.vocabSize},           {"canvas_length", s.canvasLength}};
+  constexpr int64_t kLimit = int64_t{1} << 24;
+  for (const auto &[field, value] : sizes)
+    if (value > kLimit)
+      return Status::error(std::string("config.json: ") + field + " " + str(value) +
+                           " exceeds the supported " + str(kLimit));
   return Status::ok();
 }
 
@@ -147,6 +169,29 @@ Status checkLayer(const BlockDiffusionLayer &l, int64_t heads, size_t index) {
   if (l.headDim % 2 != 0)
     return Status::error(where + ": head_dim " + str(l.headDim) +
                          " must be even for rotary embeddings");
+  return Status::ok();
+}
+
+// DiffusionGemmaGenerationConfig.validate (GEN:159-195) and EntropyBoundSamplerConfig's check,
+// over the knobs generation_config.json gave (transformers' defaults for the others).
+Status checkSamplerKnobs(const artifact::Attributes &knobs) {
+  auto real = [&](std::string_view name, double fallback) {
+    auto it = knobs.find(std::string(name));
+    return it == knobs.end() ? fallback : std::get<double>(it->second);
+  };
+  const double tMin = real(spec::kKnobTMin, 0.4), tMax = real(spec::kKnobTMax, 0.8);
+  auto fail = [](const std::string &what) {
+    return Status::error("generation_config.json: " + what);
+  };
+  if (tMin < 0)
+    return fail("t_min must be >= 0, got " + std::to_string(tMin));
+  if (tMax <= tMin)
+    return fail("t_max must be greater than t_min, got " + std::to_string(tMax) + " <= " +
+                std::to_string(tMin));
+  if (!(real(spec::kKnobEntropyBound, 0.1) > 0))
+    return fail("sampler_config.entropy_bound must be > 0");
+  if (!(real(spec::kKnobConfidenceThreshold, 0.005) > 0))
+    return fail("confidence_threshold must be > 0");
   return Status::ok();
 }
 
@@ -194,7 +239,16 @@ Status readGeneration(const json &generation, ModelDescription &d) {
   // EOS and padding come from generation_config.json only (GEN:679-680).
   DLM_ASSIGN_OR_RETURN(d.config.eosTokenIds, f.tokenIds("eos_token_id"));
   DLM_ASSIGN_OR_RETURN(d.config.padTokenId, f.tokenId("pad_token_id"));
-  return Status::ok();
+  if (d.config.padTokenId >= d.config.vocabSize)
+    return Status::error("generation_config.json: pad_token_id " +
+                         std::to_string(d.config.padTokenId) + " is outside the vocabulary (" +
+                         std::to_string(d.config.vocabSize) + ")");
+  // max_length caps prompt + output and, with max_new_tokens left at 256, replaces it
+  // (GEN:888-890, 1200-1201): a per-request rule dlm's program does not have.
+  if (generation.contains("max_length") && !generation["max_length"].is_null())
+    return Status::error("not supported yet: generation_config.json max_length (give "
+                         "max_new_tokens instead)");
+  return checkSamplerKnobs(d.knobDefaults);
 }
 
 // The tensors as save_pretrained writes them: the decoder copy of the tied stack, the encoder's
@@ -305,6 +359,7 @@ StatusOr<ModelDescription> describeDiffusionGemma(const json &config, const json
   if (text.contains("use_bidirectional_attention") && text["use_bidirectional_attention"] == "all")
     return Status::error("not supported yet: use_bidirectional_attention \"all\"");
 
+  DLM_RETURN_IF_ERROR(checkSizes(c, s));
   DLM_ASSIGN_OR_RETURN(std::vector<bool> sliding, slidingLayers(text, c.numLayers));
   s.layers.assign(static_cast<size_t>(c.numLayers), {false, c.headDim, c.numKvHeads, 0, 0, false});
   for (size_t i = 0; i < s.layers.size(); ++i)

@@ -275,6 +275,9 @@ DecodeInterpreter::run(sampling::DecodeModel &model, const sampling::TokenFacts 
       resolveKnobs(program_, request.knobs, state.knobs, request.declaredElsewhere));
   DLM_RETURN_IF_ERROR(checkPrompt(request.prompt, model.vocabSize()));
   DLM_RETURN_IF_ERROR(Executor(state).run());
+  if (!request.initialNoise.empty() && !state.initialNoiseUsed)
+    return Status::error("the initial canvas was given, but the decode program never starts a "
+                         "canvas from noise");
   return outcome;
 }
 

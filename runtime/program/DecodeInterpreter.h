@@ -72,9 +72,10 @@ struct ProgramRequest {
   uint64_t request = 0;
   // Keep the logits of the first forward whose logits are decoded, every row of it.
   bool captureFirstLogits = false;
-  // Tokens that replace the noise draws of `seq_extend fill=noise` at positions prompt_len.. (the
-  // first canvas's initial tokens, to start from a given canvas as a reference run did); each
-  // must be in [0, vocab). Empty: all noise is drawn.
+  // Tokens that replace the noise draws of the first `seq_extend fill=noise` (the first canvas's
+  // initial tokens, to start from a given canvas as a reference run did): exactly as many as it
+  // draws, each in [0, vocab), and an error if the program never draws a canvas from noise.
+  // Empty: all noise is drawn.
   std::vector<int32_t> initialNoise;
   // Times the request, its loops and forwards on the track of `request` (null: off).
   profile::Profiler *profiler = nullptr;

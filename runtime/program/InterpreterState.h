@@ -76,6 +76,8 @@ public:
   int64_t reservedRows = 0;
   sampling::LogitsView logits;
   bool hasLogits = false;
+  // Whether seq_extend placed ProgramRequest::initialNoise (the first canvas drawn from noise).
+  bool initialNoiseUsed = false;
   // Logit rows a record rewrote (credit), which `logits` then views.
   std::vector<float> fusedLogits;
 

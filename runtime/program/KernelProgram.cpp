@@ -266,11 +266,15 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
         return r.error("the table has " + str(kernel.weight->rows) + " rows for " +
                        str(d.embeddingSize) + " token ids");
       DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
+      if (!std::isfinite(kernel.scale))
+        return r.error("the embedding scale is not finite");
       break;
     case KernelKind::softEmbedding:
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
       DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
+      if (!std::isfinite(kernel.scale))
+        return r.error("the embedding scale is not finite");
       break;
     case KernelKind::rmsNorm:
       DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName, true));
@@ -381,8 +385,10 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_ASSIGN(kernel.scale,
                  optional<double>(r, kp::kScaleParameter, "a real",
                                   1.0 / std::sqrt(static_cast<double>(kernel.headDim))));
-      if (!std::isfinite(kernel.scale))
-        return r.error("the attention scale is not finite");
+      // Positive: a kernel reads 0 as "1 / sqrt(head_dim)" (AttentionShape).
+      if (!(kernel.scale > 0) || !std::isfinite(kernel.scale))
+        return r.error("the attention scale " + std::to_string(kernel.scale) +
+                       " is not positive and finite");
       DLM_ASSIGN(kernel.window, optional<int64_t>(r, kp::kWindow, "an integer", 0));
       if (r.has(kp::kWindow) && kernel.window <= 0)
         return r.error("window " + str(kernel.window) + " is not positive");
@@ -395,6 +401,11 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_ASSIGN(kernel.topK, r.integer(kp::kTopK));
       DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
       DLM_ASSIGN(kernel.routerInputScale, r.real(kp::kRouterInputScale));
+      if (!(kernel.eps > 0 && kernel.eps < 1))
+        return r.error("eps " + std::to_string(kernel.eps) + " is not in (0, 1)");
+      if (!(kernel.routerInputScale > 0) || !std::isfinite(kernel.routerInputScale))
+        return r.error("router_input_scale " + std::to_string(kernel.routerInputScale) +
+                       " is not positive and finite");
       const int64_t e = kernel.experts;
       if (e <= 0)
         return r.error("experts " + str(e) + " is not positive");

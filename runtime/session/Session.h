@@ -73,7 +73,8 @@ struct GenerateRequest {
   sampling::CacheMode cache = sampling::CacheMode::none;
   // Keep the first decoded forward's logits (every row) in the result.
   bool captureFirstLogits = false;
-  // The first canvas's initial tokens instead of noise (program::ProgramRequest::initialNoise).
+  // The first canvas's initial tokens instead of noise, exactly one canvas of them
+  // (program::ProgramRequest::initialNoise).
   std::vector<int32_t> initialCanvas;
 };
 

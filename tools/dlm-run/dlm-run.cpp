@@ -219,6 +219,11 @@ int main(int argc, char **argv) {
     out["tokens_per_second"] = stats.tokensPerSecond();
     out["tokens_per_forward"] = stats.tokensPerForward();
     out["steps_per_block"] = stepsPerBlock;
+    // Per decoding step, not counting the forwards that only fill the cache (prefill, commits):
+    // what transformers' DiffusionGemma reports as tokens per forward.
+    out["tokens_per_step"] = stats.decodeSteps > 0 ? static_cast<double>(stats.generatedTokens) /
+                                                         static_cast<double>(stats.decodeSteps)
+                                                   : 0.0;
     out["policy"] = result->policy;
     out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
     out["backend"] = std::string((*session)->backend().name());

@@ -79,25 +79,28 @@ Status runSeqExtend(State &state, const Instruction &in, size_t at) {
   const uint64_t step = static_cast<uint64_t>(in[kStep].given() ? state.integer(in[kStep]) : 0);
   const uint64_t stepKey =
       sampling::rng::stepKey(state.request.seed, state.request.request, stream, step);
-  const ProgramTestHooks *hooks = state.request.testHooks;
   const std::vector<int32_t> &given = state.request.initialNoise;
-  for (int64_t p = size; p < size + count; ++p) {
-    const int64_t g = p - state.promptLength;
-    if (g >= 0 && g < static_cast<int64_t>(given.size())) {
-      const int32_t token = given[static_cast<size_t>(g)];
+  if (!given.empty() && !state.initialNoiseUsed) {
+    // The caller's first canvas replaces the first noise draw, whole.
+    if (static_cast<int64_t>(given.size()) != count)
+      return state.error(at, "the initial canvas has " + std::to_string(given.size()) +
+                                 " tokens; the canvas has " + std::to_string(count));
+    for (int32_t token : given)
       if (token < 0 || token >= state.vocab)
         return state.error(at, "initial canvas token " + std::to_string(token) +
                                    " is outside the vocabulary [0, " +
                                    std::to_string(state.vocab) + ")");
-      state.seq.push_back(token);
-      continue;
-    }
+    state.seq.insert(state.seq.end(), given.begin(), given.end());
+    state.initialNoiseUsed = true;
+    return Status::ok();
+  }
+  const ProgramTestHooks *hooks = state.request.testHooks;
+  for (int64_t p = size; p < size + count; ++p)
     state.seq.push_back(
         hooks && hooks->noiseToken
             ? hooks->noiseToken(static_cast<int64_t>(step), p)
             : static_cast<int32_t>(sampling::rng::randomToken(
                   sampling::rng::positionKey(stepKey, p), state.vocab)));
-  }
   return Status::ok();
 }
 

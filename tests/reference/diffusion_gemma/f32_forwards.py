@@ -8,7 +8,9 @@ the bf16 weights widened, every operation in float32, the model's own constants 
 scale rounded to bf16, as transformers defines it) kept — so that
 tests/runtime/e2e/DiffusionGemmaForwardTest can hold dlm to 1e-4 of it, and to transformers within
 the bf16 rounding this reference itself shows. Writes replay/fwd_raw_nosc_f32.npy and
-replay/fwd_raw_sc_f32.npy (float32, [C, V]) next to the fixture's other replay arrays. Any torch
+replay/fwd_raw_sc_f32.npy (float32, [C, V]) and replay/step_raw_logits_f32.npy (float32, [steps, C,
+V]: every decoder forward of the recorded run, chained as the test chains them) next to the
+fixture's other replay arrays. Any torch
 >= 1.13 (the repo .venv):
 
     .venv/bin/python tests/reference/diffusion_gemma/f32_forwards.py tests/reference/diffusion_gemma/fixtures/tiny_bf16
@@ -40,8 +42,37 @@ def f32_forwards(fixture):
     pos = torch.arange(P, P + C)
     raw0 = m.decode(cache, canvas, pos)
     raw1 = m.decode(cache, canvas, pos, sc_logits=torch.from_numpy(t["fwd_sc_logits"]).float())
+    steps = trace_steps(m, t, prompt)
     return {"fwd_raw_nosc_f32": raw0.float().numpy(), "fwd_raw_sc_f32": raw1.float().numpy(),
-            "transformers": (t["fwd_raw_nosc"], t["fwd_raw_sc"])}
+            "step_raw_logits_f32": steps,
+            "transformers": (t["fwd_raw_nosc"], t["fwd_raw_sc"], t["step_raw_logits"])}
+
+
+def trace_steps(m, t, prompt):
+    """Every decoder forward of the recorded generate() run, as DiffusionGemmaForwardTest chains
+    them: the prompt encoded, each finished canvas committed (encoded) before the next, each step's
+    recorded decoder input, self-conditioned on the previous step's recorded logits / T in float32
+    (none on a canvas's first step)."""
+    P, C = prompt.shape[0], m.c.canvas_length
+    raw, canvas_of = t["step_raw_logits"], t["step_canvas"]
+    cache = m.new_cache()
+    m.encode(cache, prompt, torch.arange(P))
+    out, canvas = [], 0
+    for s in range(raw.shape[0]):
+        k = int(canvas_of[s])
+        first = s == 0 or k != canvas
+        if k != canvas:
+            m.encode(cache, torch.from_numpy(t["committed"][canvas]).long(),
+                     torch.arange(P + canvas * C, P + k * C))
+            canvas = k
+        sc = None
+        if not first:
+            sc = torch.from_numpy(raw[s - 1]) / torch.tensor(float(t["step_temperature"][s - 1]),
+                                                             dtype=torch.float32)
+        ids = torch.from_numpy(t["step_decoder_input_ids"][s]).long()
+        out.append(m.decode(cache, ids, torch.arange(P + k * C, P + (k + 1) * C), sc_logits=sc)
+                   .float().numpy())
+    return np.stack(out)
 
 
 def relative(a, b):
@@ -57,10 +88,12 @@ def main(argv):
     bad = 0
     for fixture in args.fixtures:
         out = f32_forwards(fixture)
-        nosc, sc = out.pop("transformers")
+        nosc, sc, steps = out.pop("transformers")
         print("%s: float32 reading vs transformers (bf16): relative error %.3g without, %.3g with "
-              "self-conditioning" % (fixture, relative(out["fwd_raw_nosc_f32"], nosc),
-                                     relative(out["fwd_raw_sc_f32"], sc)))
+              "self-conditioning; over the %d steps of the trace at most %.3g" %
+              (fixture, relative(out["fwd_raw_nosc_f32"], nosc),
+               relative(out["fwd_raw_sc_f32"], sc), steps.shape[0],
+               max(relative(a, b) for a, b in zip(out["step_raw_logits_f32"], steps))))
         for name, array in out.items():
             path = os.path.join(fixture, "replay", name + ".npy")
             if args.check:

@@ -25,6 +25,12 @@ ROLE = re.compile(
     r"\b(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|attn_norm|mlp_norm|ffn_norm|"
     r"q_norm|k_norm|q_bias|k_bias|v_bias|attnNorm|mlpNorm|qNorm|kNorm|qBias|vBias|"
     r"kQ|kK|kV|kO|kQNorm|kKNorm|kAttnNorm|kMlpNorm|kGate|kUp|kDown|kQBias|kKBias|kVBias|"
+    # DiffusionGemma's roles (the moe record's own operand names, router and gate_up, are a
+    # kernel's, like weight and bias, and pass).
+    r"post_attn_norm|post_mlp_norm|pre_expert_norm|post_expert_norm|post_ffn_norm|layer_scalar|"
+    r"encoder_layer_scalar|sc_pre_norm|sc_gate|sc_up|sc_down|experts_gate_up|experts_down|"
+    r"kPostAttnNorm|kPostMlpNorm|kPreExpertNorm|kPostExpertNorm|kPostFfnNorm|kLayerScalar|"
+    r"kEncoderLayerScalar|kScPreNorm|kScGate|kScUp|kScDown|kExpertsGateUp|kExpertsDown|"
     r"layerWeightName|LayerWeights|CanonicalWeights)\b")
 POLICY = re.compile(
     r'("low-confidence"|"entropy-bound"|\bPolicy::|\benum class Policy\b|'

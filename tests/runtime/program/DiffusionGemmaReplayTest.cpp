@@ -88,7 +88,9 @@ Status load(const std::string &dir, Trace &trace) {
 
 // Returns step r's recorded raw logits to the r-th decoder forward and keeps what each was fed;
 // checks each decoder forward's self-conditioning input (none on a canvas's first step, else the
-// previous step's logits / T in float32, transformers' processed logits) and records the encoder
+// previous step's logits / T in float32: transformers' processed logits, which transformers then
+// rounds to the model dtype — the same for an f32 model; dlm's forward reads them in float32)
+// and records the encoder
 // forwards (the prefill and the commits).
 class ReplayModel : public sampling::DecodeModel {
 public:
