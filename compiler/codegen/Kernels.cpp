@@ -29,6 +29,8 @@ std::string_view maskKindName(MaskKind kind) {
     return "sliding_window";
   case MaskKind::slidingWindowSymmetric:
     return "sliding_window_symmetric";
+  case MaskKind::bidirectionalWindow:
+    return "bidirectional_window";
   }
   return "unknown";
 }

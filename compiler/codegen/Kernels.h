@@ -27,6 +27,9 @@ enum class MaskKind {
   blockCausal,            // key / block_size <= query / block_size
   slidingWindow,          // 0 <= query - key < window
   slidingWindowSymmetric, // |query - key| < window
+  // DiffusionGemma's decoder on sliding layers: every key at or after the forward's first query
+  // position `first` (its first fed token), and keys before it with first - key < window.
+  bidirectionalWindow,
 };
 
 enum class Activation { silu, geluTanh };
@@ -186,6 +189,8 @@ StatusOr<KernelSource> generateSelfCondition(const SelfConditionParams &params);
 struct EmbeddingParams {
   int64_t width = 0;
   ElementType element = ElementType::bf16;
+  // The looked-up rows times this factor, in float32 (1: a plain copy of the row's bits).
+  double scale = 1.0;
 };
 StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params);
 
@@ -197,5 +202,59 @@ struct KvStoreParams {
   ElementType element = ElementType::bf16;
 };
 StatusOr<KernelSource> generateKvStore(const KvStoreParams &params);
+
+// out = a + b over rows of `width` (an add no GEMM absorbed). out may alias a or b.
+struct AddParams {
+  int64_t width = 0;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateAdd(const AddParams &params);
+
+// out = x * factor[0] over rows of `width` (the factor a one-element device tensor): a layer's
+// scalar `scale` record. out may alias x.
+struct ScaleParams {
+  int64_t width = 0;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateScale(const ScaleParams &params);
+
+// x = softcap * tanh(x / softcap) in place over float32 logits (the LM head's soft-cap).
+struct SoftcapParams {
+  double softcap = 0; // > 0
+};
+StatusOr<KernelSource> generateSoftcap(const SoftcapParams &params);
+
+// The soft_embedding record: out[row] = scale * softmax(input[row]) @ table[:inputWidth] for
+// float32 input rows of a run-time width (<= the table's rows), zero rows without input. The
+// row softmax statistics and the [rows x inputWidth] x [inputWidth x width] product fused in one
+// kernel (the probabilities are never stored).
+struct SoftEmbeddingParams {
+  int64_t width = 0; // H
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params);
+
+// The mixture of experts record (runtime/model/KernelProgram.h, kind moe) as four kernels:
+// routing (router input norm and scales, the router product, softmax over the experts, top-k,
+// renormalisation, expert scales), the per-expert token lists, the grouped expert products
+// (gate_up with the gelu_tanh(gate) * up epilogue, then down) and the weighted sum.
+struct MoeParams {
+  int64_t hidden = 0;      // H
+  int64_t experts = 0;     // E
+  int64_t topK = 0;        // k
+  int64_t expertWidth = 0; // I
+  ElementType element = ElementType::bf16;
+};
+// A named error for sizes the moe kernels do not serve (every moe generator checks them).
+Status checkMoeParams(const MoeParams &params);
+// choice [tokens, k] (expert ids) and weight [tokens, k] (float32) per token.
+StatusOr<KernelSource> generateMoeRoute(const MoeParams &params);
+// lists [E, tokens] (slots t * k + j, ascending) and counts [E] from choice.
+StatusOr<KernelSource> generateMoePlan(const MoeParams &params);
+// The grouped expert GEMMs over each expert's slots: `gated` true: act[slot, I] =
+// gelu_tanh(x W_gate^T) * (x W_up^T); false: out[slot, H] = act[slot] W_down^T (float32).
+StatusOr<KernelSource> generateMoeExperts(const MoeParams &params, bool gated);
+// y[t] = sum over the token's experts, ascending, of weight * out[slot] (float32 sum).
+StatusOr<KernelSource> generateMoeCombine(const MoeParams &params);
 
 } // namespace dlm::codegen

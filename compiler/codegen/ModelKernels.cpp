@@ -2,6 +2,7 @@
 
 #include "runtime/model/KernelProgram.h"
 
+#include <utility>
 #include <variant>
 
 namespace dlm::codegen {
@@ -66,81 +67,150 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
                                                       const ModelKernelOptions &options) {
   KernelSet kernels;
   const ElementType element = options.element;
-  std::map<int64_t, int64_t> slotWidth; // result slot → elements per token row
+  // Result slot → elements per token row, per forward function (each numbers its own slots).
+  std::map<std::pair<std::string, int64_t>, int64_t> slotWidth;
   for (size_t index = 0; index < records.size(); ++index) {
     artifact::Kernel &record = records[index];
     RecordView r(record, index);
+    std::string function(kp::kDefaultFunction);
+    if (r.has(kp::kFunction)) {
+      DLM_ASSIGN_OR_RETURN(function, r.get<std::string>(kp::kFunction));
+    }
     int64_t width = 0;
     if (r.has(kp::kResult)) {
       DLM_ASSIGN_OR_RETURN(int64_t result, r.get<int64_t>(kp::kResult));
       DLM_ASSIGN_OR_RETURN(width, r.get<int64_t>(kp::kWidth));
-      slotWidth[result] = width;
+      slotWidth[{function, result}] = width;
     }
     auto inputWidth = [&]() -> StatusOr<int64_t> {
       DLM_ASSIGN_OR_RETURN(int64_t operand, r.firstOperand());
-      auto it = slotWidth.find(operand);
+      auto it = slotWidth.find({function, operand});
       if (it == slotWidth.end())
         return r.error("operand slot " + std::to_string(operand) + " is no earlier result");
       return it->second;
     };
-    // A norm over rows of the norm weight's length (a per-head norm has one row per head).
-    auto normOf = [&](std::string_view key) -> StatusOr<KernelSource> {
+    auto shapeOf = [&](std::string_view key) -> StatusOr<std::vector<int64_t>> {
       DLM_ASSIGN_OR_RETURN(std::string name, r.get<std::string>(key));
       auto shape = weightShapes.find(name);
       if (shape == weightShapes.end() || shape->second.empty())
         return r.error("no weight '" + name + "'");
-      return generateRmsNorm({shape->second.back(), true, element});
+      return shape->second;
     };
-    StatusOr<KernelSource> kernel = Status::error("");
+    // A norm over rows of the norm weight's length (a per-head norm has one row per head).
+    auto normOf = [&](std::string_view key) -> StatusOr<KernelSource> {
+      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(key));
+      return generateRmsNorm({shape.back(), true, element});
+    };
+    auto real = [&](std::string_view key, double fallback) -> StatusOr<double> {
+      return r.has(key) ? r.get<double>(key) : StatusOr<double>(fallback);
+    };
+    // The kernels the record launches: one, or (lm_head with a norm and a soft-cap, moe)
+    // several, named in the record's cuda_kernel as a comma-separated list.
+    std::vector<StatusOr<KernelSource>> launched;
     const std::string &kind = record.kind;
     if (kind == kp::kLinear) {
       continue; // cuBLASLt
     } else if (kind == kp::kEmbedding) {
-      kernel = generateEmbedding({width, element});
+      DLM_ASSIGN_OR_RETURN(double scale, real(kp::kScaleParameter, 1.0));
+      launched.push_back(generateEmbedding({width, element, scale}));
     } else if (kind == kp::kRmsNorm) {
-      kernel = normOf(kp::kWeight);
+      if (r.has(kp::kWeight)) {
+        launched.push_back(normOf(kp::kWeight));
+      } else {
+        int64_t group = width;
+        if (r.has(kp::kNormWidth)) {
+          DLM_ASSIGN_OR_RETURN(group, r.get<int64_t>(kp::kNormWidth));
+        }
+        launched.push_back(generateRmsNorm({group, false, element}));
+      }
     } else if (kind == kp::kNormLinear) {
-      kernel = normOf(kp::kNormWeight);
+      launched.push_back(normOf(kp::kNormWeight));
     } else if (kind == kp::kLmHead) {
-      if (!r.has(kp::kNormWeight))
-        continue;
-      kernel = normOf(kp::kNormWeight);
+      if (r.has(kp::kNormWeight))
+        launched.push_back(normOf(kp::kNormWeight));
+      DLM_ASSIGN_OR_RETURN(double softcap, real(kp::kSoftcap, 0.0));
+      if (softcap > 0)
+        launched.push_back(generateSoftcap({softcap}));
+      if (launched.empty())
+        continue; // cuBLASLt alone
     } else if (kind == kp::kRope) {
       RopeParams rope;
       DLM_ASSIGN_OR_RETURN(rope.headDim, r.get<int64_t>(kp::kHeadDim));
       DLM_ASSIGN_OR_RETURN(rope.theta, r.get<double>(kp::kTheta));
+      if (r.has(kp::kRotatedPairs)) {
+        // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
+        DLM_ASSIGN_OR_RETURN(int64_t pairs, r.get<int64_t>(kp::kRotatedPairs));
+        if (pairs < rope.headDim / 2) {
+          if (pairs <= 0)
+            return r.error("not supported yet: a rope record that rotates no pair");
+          rope.frequencyPairs = pairs;
+          rope.frequencyDim = rope.headDim;
+        }
+      }
       rope.element = element;
-      kernel = generateRope(rope);
+      launched.push_back(generateRope(rope));
     } else if (kind == kp::kKvStore) {
       DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
-      kernel = generateKvStore({kvWidth, options.pageSize, element});
+      launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
     } else if (kind == kp::kAttention) {
       AttentionParams attention;
       DLM_ASSIGN_OR_RETURN(attention.headDim, r.get<int64_t>(kp::kHeadDim));
       DLM_ASSIGN_OR_RETURN(attention.heads, r.get<int64_t>(kp::kHeads));
       DLM_ASSIGN_OR_RETURN(attention.kvHeads, r.get<int64_t>(kp::kKvHeads));
       DLM_ASSIGN_OR_RETURN(std::string mask, r.get<std::string>(kp::kMask));
+      int64_t window = 0;
+      if (r.has(kp::kWindow)) {
+        DLM_ASSIGN_OR_RETURN(window, r.get<int64_t>(kp::kWindow));
+      }
       if (mask == "causal")
-        attention.mask = MaskKind::causal;
+        attention.mask = window > 0 ? MaskKind::slidingWindow : MaskKind::causal;
       else if (mask == "bidirectional")
-        attention.mask = MaskKind::bidirectional;
+        attention.mask = window > 0 ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
       else
         return r.error("not supported yet: attention mask '" + mask + "'");
       attention.pageSize = options.pageSize;
       attention.element = element;
-      kernel = generateAttention(attention);
-    } else if (kind == kp::kSiluMul) {
-      kernel = generateGatedActivation({width, Activation::silu, element});
+      launched.push_back(generateAttention(attention));
+    } else if (kind == kp::kSiluMul || kind == kp::kGeluMul) {
+      launched.push_back(generateGatedActivation(
+          {width, kind == kp::kSiluMul ? Activation::silu : Activation::geluTanh, element}));
+    } else if (kind == kp::kAdd) {
+      // An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
+      // before it when it can).
+      launched.push_back(generateAdd({width, element}));
+    } else if (kind == kp::kScale) {
+      launched.push_back(generateScale({width, element}));
+    } else if (kind == kp::kSoftEmbedding) {
+      launched.push_back(generateSoftEmbedding({width, element}));
+    } else if (kind == kp::kMoe) {
+      MoeParams moe;
+      moe.element = element;
+      DLM_ASSIGN_OR_RETURN(moe.experts, r.get<int64_t>(kp::kExperts));
+      DLM_ASSIGN_OR_RETURN(moe.topK, r.get<int64_t>(kp::kTopK));
+      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(kp::kRouter));
+      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(kp::kGateUp));
+      if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)
+        return r.error("moe weights of unexpected ranks (router [E, H], gate_up [E, 2I, H])");
+      moe.hidden = router[1];
+      moe.expertWidth = gateUp[1] / 2;
+      launched.push_back(generateMoeRoute(moe));
+      launched.push_back(generateMoePlan(moe));
+      launched.push_back(generateMoeExperts(moe, true));
+      launched.push_back(generateMoeExperts(moe, false));
+      launched.push_back(generateMoeCombine(moe));
     } else {
-      // An add that no GEMM absorbed (dlm-lower-to-kernel-program folds residual adds into the
-      // GEMM before them), or a kind this generator does not know.
+      // A kind this generator does not know.
       return r.error("not supported yet: a CUDA kernel for a '" + kind + "' record");
     }
-    if (!kernel)
-      return kernel.status().withContext("--target cuda: kernel record " + std::to_string(index) +
-                                         " ('" + record.name + "')");
-    DLM_ASSIGN_OR_RETURN(std::string name, kernels.add(std::move(kernel)));
-    record.parameters[std::string(kp::kCudaKernel)] = name;
+    std::string names;
+    for (StatusOr<KernelSource> &kernel : launched) {
+      if (!kernel)
+        return kernel.status().withContext("--target cuda: kernel record " +
+                                           std::to_string(index) + " ('" + record.name + "')");
+      DLM_ASSIGN_OR_RETURN(std::string name, kernels.add(std::move(kernel)));
+      names += (names.empty() ? "" : ",") + name;
+    }
+    record.parameters[std::string(kp::kCudaKernel)] = names;
   }
   return kernels.take();
 }
@@ -148,6 +218,11 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
 StatusOr<std::vector<KernelSource>> decodingKernels(const artifact::ModelConfig &config,
                                                     const ModelKernelOptions &options) {
   KernelSet kernels;
+  // DiffusionGemma's sampler (the diffusion-gemma decode program) runs on the host over the
+  // device's forwards: the device block loop serves only the low-confidence and entropy-bound
+  // policies, so it needs no decoding kernels.
+  if (options.policy == "diffusion-gemma")
+    return kernels.take();
   auto add = [&](StatusOr<KernelSource> kernel) -> Status {
     StatusOr<std::string> added = kernels.add(std::move(kernel));
     return added ? Status::ok() : added.status();

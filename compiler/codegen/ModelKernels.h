@@ -16,7 +16,8 @@
 namespace dlm::codegen {
 
 struct ModelKernelOptions {
-  std::string policy = "low-confidence"; // or "entropy-bound"
+  // or "entropy-bound"; "diffusion-gemma" (host-driven: no decoding kernels)
+  std::string policy = "low-confidence";
   bool confidenceThreshold = false;      // low-confidence with --threshold
   int64_t canvas = 32;                   // block length
   int64_t pageSize = 16;
@@ -27,7 +28,9 @@ struct ModelKernelOptions {
 
 // The kernel every record of a kernel program (runtime/model/KernelProgram.h) launches, each
 // kernel once, and the record's `cuda_kernel` parameter set to its entry point: norm_linear and
-// lm_head name their norm (their GEMM is cuBLASLt's), linear names none. `weightShapes` are the
+// lm_head name their norm (their GEMM is cuBLASLt's), linear names none. A record that launches
+// several kernels names them comma-separated: lm_head its norm and its soft-cap (either may be
+// absent), moe its route, plan, gate_up, down and combine kernels. `weightShapes` are the
 // artifact's weights by canonical name. Named errors for a shape no generator serves (a head dim
 // that is not a multiple of 8) or a record kind without a CUDA kernel.
 using WeightShapes = std::map<std::string, std::vector<int64_t>>;
@@ -36,7 +39,9 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
                                                       const ModelKernelOptions &options);
 
 // The decoding policy's kernels (sampler, accept, gate, renoise), chosen so that the device
-// makes the CPU decoder's decisions (runtime/sampling/).
+// makes the CPU decoder's decisions (runtime/sampling/). None for "diffusion-gemma", whose
+// decode program drives the device forwards from the host (the device block loop does not run
+// it).
 StatusOr<std::vector<KernelSource>> decodingKernels(const artifact::ModelConfig &config,
                                                     const ModelKernelOptions &options);
 

@@ -314,10 +314,6 @@ void Compilation::setProgramKnobs(const CompileOptions &options,
 Status Compilation::generateCudaKernels(const CompileOptions &options,
                                         artifact::KernelTarget &program) {
 #ifdef DLM_HAVE_NVRTC
-  if (checkpoint_->model.blockDiffusion)
-    return Status::error("not supported yet: --target " + options.target + " for " +
-                         checkpoint_->model.config.architecture +
-                         " (its records' CUDA kernels: experts, GELU, soft-cap, windows)");
   // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
   // fails the compile with NVRTC's log. The device precision: as asked, else f32 for an all-f32

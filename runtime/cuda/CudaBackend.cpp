@@ -142,17 +142,19 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
 
   // The KV pool: the page size is the one the attention and kv_store kernels were built for.
   pageTokens_ = 0;
-  for (size_t i = 0; i < bound_.size(); ++i) {
-    const program::ProgramRecord &record = program_.kernels[i];
-    if (record.kind != program::KernelKind::attention &&
-        record.kind != program::KernelKind::kvStore)
-      continue;
-    const int64_t page = bound_[i].kernel.integer("page_size");
-    if (page <= 0 || (pageTokens_ != 0 && page != pageTokens_))
-      return Status::error("kernel " + bound_[i].kernel.record->name + " of record '" +
-                           record.fullName + "' records page_size " + str(page) +
-                           (pageTokens_ ? " where others record " + str(pageTokens_) : ""));
-    pageTokens_ = page;
+  for (const auto &[name, function] : functions_) {
+    for (size_t i = 0; i < function.bound.size(); ++i) {
+      const program::ProgramRecord &record = function.program.kernels[i];
+      if (record.kind != program::KernelKind::attention &&
+          record.kind != program::KernelKind::kvStore)
+        continue;
+      const int64_t page = function.bound[i].kernel.integer("page_size");
+      if (page <= 0 || (pageTokens_ != 0 && page != pageTokens_))
+        return Status::error("kernel " + function.bound[i].kernel.record->name + " of record '" +
+                             record.fullName + "' records page_size " + str(page) +
+                             (pageTokens_ ? " where others record " + str(pageTokens_) : ""));
+      pageTokens_ = page;
+    }
   }
   if (pageTokens_ <= 0)
     return Status::error("the kernel program has no attention record");
@@ -174,10 +176,15 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   if (pages > INT32_MAX)
     return Status::error("cuda backend: " + str(pages) + " KV pages is too many");
   kvPageCount_ = pages;
-  const size_t poolBytes = static_cast<size_t>(2 * dims_.layers * pages * pageTokens_ *
-                                               dims_.kvWidth()) *
-                           elementBytes(element_);
-  DLM_RETURN_IF_ERROR(kvPool_.allocate(driver_, poolBytes, "KV pool"));
+  // Each layer's K and V regions at its own width (the kv_store records'; a layer without one
+  // keeps no cache).
+  size_t poolBytes = 0;
+  kvOffsets_.clear();
+  for (int64_t width : kvWidths_) {
+    kvOffsets_.push_back(poolBytes);
+    poolBytes += static_cast<size_t>(2 * pages * pageTokens_ * width) * elementBytes(element_);
+  }
+  DLM_RETURN_IF_ERROR(kvPool_.allocate(driver_, std::max<size_t>(poolBytes, 1), "KV pool"));
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(pages), static_cast<int32_t>(pageTokens_),
       [this](kv::PageIndex from, kv::PageIndex to) {
@@ -191,53 +198,93 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
 
 Status CudaBackend::supports(const program::ProgramRecord &record) const {
   using program::KernelKind;
-  auto refuse = [&](const std::string &what) {
-    return Status::error("not supported yet: " + what + " (record '" + record.fullName +
-                         "') on cuda");
-  };
-  // The compiler folds residual adds into the GEMM before them, and dlmc generates no CUDA
-  // kernels for a program with another add.
-  if (record.kind == KernelKind::add)
-    return Status::error("not supported yet: add record '" + record.fullName + "' on cuda");
-  if (!record.function.empty() && record.function != spec::kernels::kDefaultFunction)
-    return refuse("forward function '" + record.function + "'");
-  switch (record.kind) {
-  case KernelKind::scale:
-    return refuse("kernel kind 'scale'");
-  case KernelKind::geluMul:
-    return refuse("kernel kind 'gelu_mul'");
-  case KernelKind::softEmbedding:
-    return refuse("kernel kind 'soft_embedding'");
-  case KernelKind::moe:
-    return refuse("kernel kind 'moe'");
-  case KernelKind::embedding:
-    if (record.scale != 1.0)
-      return refuse("an embedding scale");
-    break;
-  case KernelKind::rmsNorm:
-    if (record.weightName.empty())
-      return refuse("an rms_norm without weight");
-    break;
-  case KernelKind::rope:
-    if (record.rotatedPairs != record.headDim / 2)
-      return refuse("rope of some pairs (rotated_pairs)");
-    break;
-  case KernelKind::attention:
-    if (record.window > 0)
-      return refuse("an attention window");
-    if (record.scale != 1.0 / std::sqrt(static_cast<double>(record.headDim)))
-      return refuse("an attention scale other than 1 / sqrt(head_dim)");
-    break;
-  case KernelKind::lmHead:
-    if (record.softcap > 0)
-      return refuse("a logit softcap");
-    break;
-  default:
-    break;
-  }
+  if (record.kind == KernelKind::rope && record.rotatedPairs <= 0)
+    return Status::error("not supported yet: a rope record that rotates no pair (record '" +
+                         record.fullName + "') on cuda");
   if (!runsAsGemmOnly(record) && record.cudaKernel.empty())
     return Status::error("kernel record '" + record.fullName +
                          "' names no CUDA kernel; recompile with dlmc compile --target cuda");
+  return Status::ok();
+}
+
+Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord &bound,
+                               std::vector<DeviceKernel> &kernels) {
+  using program::KernelKind;
+  auto mismatch = [&](const std::string &what) {
+    return Status::error("kernel record '" + record.fullName + "' (cuda_kernel '" +
+                         record.cudaKernel + "'): " + what +
+                         "; recompile with dlmc compile --target cuda");
+  };
+  std::string_view list = record.cudaKernel;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string name(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    DLM_ASSIGN_OR_RETURN(DeviceKernel kernel, modules_->named(name));
+    kernels.push_back(kernel);
+    const std::string &kind = kernel.record->kind;
+    auto text = [&](std::string_view key) -> std::string {
+      auto it = kernel.record->parameters.find(key);
+      return it != kernel.record->parameters.end() &&
+                     std::holds_alternative<std::string>(it->second)
+                 ? std::get<std::string>(it->second)
+                 : std::string();
+    };
+    if (kind == "softcap")
+      bound.softcap = kernel;
+    else if (kind == "moe_route")
+      bound.moeRoute = kernel;
+    else if (kind == "moe_plan")
+      bound.moePlan = kernel;
+    else if (kind == "moe_experts")
+      (text("stage") == "gate_up" ? bound.moeGateUp : bound.moeDown) = kernel;
+    else if (kind == "moe_combine")
+      bound.moeCombine = kernel;
+    else
+      bound.kernel = kernel;
+  }
+  // Kernels of an older dlmc would compute something else than the record asks: refuse by name.
+  switch (record.kind) {
+  case KernelKind::moe:
+    if (!bound.moeRoute.function || !bound.moePlan.function || !bound.moeGateUp.function ||
+        !bound.moeDown.function || !bound.moeCombine.function)
+      return mismatch("a moe record needs its route, plan, gate_up, down and combine kernels");
+    break;
+  case KernelKind::lmHead:
+    if (record.softcap > 0 && (!bound.softcap.function ||
+                               bound.softcap.record->parameters.count("softcap") == 0 ||
+                               std::get<double>(bound.softcap.record->parameters.at("softcap")) !=
+                                   record.softcap))
+      return mismatch("no soft-cap kernel of cap " + std::to_string(record.softcap));
+    if (record.norm && !bound.kernel.function)
+      return mismatch("no norm kernel");
+    break;
+  case KernelKind::attention: {
+    auto mask = bound.kernel.record->parameters.find("mask");
+    const std::string name = mask != bound.kernel.record->parameters.end() &&
+                                     std::holds_alternative<std::string>(mask->second)
+                                 ? std::get<std::string>(mask->second)
+                                 : std::string();
+    const bool windowed = name == "sliding_window" || name == "bidirectional_window";
+    if (windowed != (record.window > 0))
+      return mismatch(record.window > 0 ? "a window of " + str(record.window) +
+                                              " but an unwindowed '" + name + "' kernel"
+                                        : "a windowed kernel for an unwindowed record");
+    break;
+  }
+  case KernelKind::embedding: {
+    const double scale = bound.kernel.record->parameters.count("scale")
+                             ? std::get<double>(bound.kernel.record->parameters.at("scale"))
+                             : 1.0;
+    if (scale != record.scale)
+      return mismatch("an embedding kernel of another scale");
+    break;
+  }
+  default:
+    if (!runsAsGemmOnly(record) && !bound.kernel.function)
+      return mismatch("no kernel for the record");
+    break;
+  }
   return Status::ok();
 }
 
@@ -246,51 +293,73 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   if (!records)
     return Status::error("artifact '" + artifact.path() +
                          "' has no kernel program; recompile it with dlmc compile --target cuda");
-  std::map<std::string, program::KernelProgram> functions;
-  DLM_ASSIGN_OR_RETURN(functions,
+  std::map<std::string, program::KernelProgram> programs;
+  DLM_ASSIGN_OR_RETURN(programs,
                        program::KernelProgram::buildFunctions(records->kernels, *hostWeights_));
   // Every function's records, so that one this backend cannot run fails by name now.
-  for (const auto &[name, function] : functions)
+  for (const auto &[name, function] : programs)
     for (const program::ProgramRecord &record : function.kernels)
       DLM_RETURN_IF_ERROR(supports(record));
-  auto defaultFunction = functions.find(std::string(spec::kernels::kDefaultFunction));
-  if (defaultFunction == functions.end())
-    return Status::error("the kernel program has no '" +
-                         std::string(spec::kernels::kDefaultFunction) + "' function");
-  program_ = std::move(defaultFunction->second);
-  // The KV pool is uniform: every layer of ModelDims::kvWidth().
-  for (size_t layer = 0; layer < program_.kvLayerWidths.size(); ++layer)
-    if (program_.kvLayerWidths[layer] != 0 && program_.kvLayerWidths[layer] != dims_.kvWidth())
-      return Status::error("not supported yet: layer " + str(static_cast<int64_t>(layer)) +
-                           " keeps K/V of " + str(program_.kvLayerWidths[layer]) +
-                           " values per token, not the model's " + str(dims_.kvWidth()) +
-                           " (per-layer KV widths on cuda)");
   std::vector<DeviceKernel> kernels;
   std::vector<std::string> weightNames;
-  bound_.assign(program_.kernels.size(), BoundRecord{});
-  for (size_t i = 0; i < program_.kernels.size(); ++i) {
-    const program::ProgramRecord &record = program_.kernels[i];
-    DLM_RETURN_IF_ERROR(supports(record));
-    if (!runsAsGemmOnly(record)) {
-      DLM_ASSIGN_OR_RETURN(bound_[i].kernel, modules_->named(record.cudaKernel));
-      kernels.push_back(bound_[i].kernel);
+  for (auto &[name, built] : programs) {
+    Function &function = functions_[name];
+    function.program = std::move(built);
+    const program::KernelProgram &program = function.program;
+    rowElements_ = std::max(rowElements_, program.rowElements);
+    normRowElements_ = std::max(normRowElements_, program.normRowElements);
+    // Every function agrees on the layers' K/V widths (buildFunctions checks it).
+    if (kvWidths_.empty())
+      kvWidths_ = program.kvLayerWidths;
+    function.bound.assign(program.kernels.size(), BoundRecord{});
+    for (size_t i = 0; i < program.kernels.size(); ++i) {
+      const program::ProgramRecord &record = program.kernels[i];
+      DLM_RETURN_IF_ERROR(bindRecord(record, function.bound[i], kernels));
+      for (const std::string &weight : record.tensorNames())
+        weightNames.push_back(weight);
+      if (record.kind == program::KernelKind::softEmbedding)
+        softEmbeddingRows_ = std::max(softEmbeddingRows_, record.weight->rows);
+      if (record.kind == program::KernelKind::moe) {
+        moeHidden_ = std::max(moeHidden_, program.slots[static_cast<size_t>(record.result)].width);
+        moeExperts_ = std::max(moeExperts_, record.experts);
+        moeTopK_ = std::max(moeTopK_, record.topK);
+        moeWidth_ = std::max(moeWidth_, record.expertWidth);
+      }
     }
-    for (const std::string &name : record.tensorNames())
-      weightNames.push_back(name);
   }
+  auto defaultFunction = functions_.find(spec::kernels::kDefaultFunction);
+  default_ = defaultFunction == functions_.end() ? nullptr : &defaultFunction->second;
   DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(kernels));
   DLM_ASSIGN_OR_RETURN(weights_,
                        DeviceWeights::upload(driver_, *hostWeights_, weightNames, element_));
-  for (size_t i = 0; i < program_.kernels.size(); ++i) {
-    const program::ProgramRecord &record = program_.kernels[i];
-    auto device = [&](const std::string &name) {
-      return name.empty() ? nullptr : weights_->find(name);
-    };
-    bound_[i].weight = device(record.weightName);
-    bound_[i].bias = device(record.biasName);
-    bound_[i].norm = device(record.normWeightName);
+  auto device = [&](const std::string &name) {
+    return name.empty() ? nullptr : weights_->find(name);
+  };
+  for (auto &[name, function] : functions_) {
+    for (size_t i = 0; i < function.program.kernels.size(); ++i) {
+      const program::ProgramRecord &record = function.program.kernels[i];
+      BoundRecord &bound = function.bound[i];
+      bound.weight = device(record.weightName);
+      bound.bias = device(record.biasName);
+      bound.norm = device(record.normWeightName);
+      for (size_t w = 0; w < record.moeWeightNames.size() && w < 5; ++w)
+        bound.moe[w] = device(record.moeWeightNames[w]);
+    }
   }
   return Status::ok();
+}
+
+StatusOr<const CudaBackend::Function *> CudaBackend::function(std::string_view name) const {
+  if (name.empty())
+    name = spec::kernels::kDefaultFunction;
+  auto it = functions_.find(name);
+  if (it != functions_.end())
+    return &it->second;
+  std::string names;
+  for (const auto &[known, function] : functions_)
+    names += (names.empty() ? "'" : ", '") + known + "'";
+  return Status::error("forward: the kernel program has no function '" + std::string(name) +
+                       "' (it has " + names + ")");
 }
 
 Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
@@ -314,13 +383,22 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   auto rows = [&](int64_t count, int64_t width) { return static_cast<size_t>(count * width) * e; };
   const int64_t maxPages = kv_->pagesFor(maxSequenceLength_);
   ArenaLayout layout;
-  const size_t activations = layout.add(rows(tokens, program_.rowElements));
-  const size_t normed = layout.add(rows(tokens, program_.normRowElements));
+  const size_t activations = layout.add(rows(tokens, rowElements_));
+  const size_t normed = layout.add(rows(tokens, normRowElements_));
   const size_t headInput = layout.add(rows(logitRows, d.hidden));
   const size_t logits = layout.add(static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float));
   inputBytes_ = static_cast<size_t>(2 * tokens + 3 + maxPages) * sizeof(int32_t);
   const size_t inputs = layout.add(inputBytes_);
   const size_t loopInputs = layout.add(inputBytes_);
+  const size_t inputRows =
+      layout.add(static_cast<size_t>(tokens * softEmbeddingRows_) * sizeof(float));
+  const int64_t slots = tokens * moeTopK_;
+  const size_t moeChoice = layout.add(static_cast<size_t>(slots) * sizeof(int32_t));
+  const size_t moeWeight = layout.add(static_cast<size_t>(slots) * sizeof(float));
+  const size_t moeLists = layout.add(static_cast<size_t>(moeExperts_ * tokens) * sizeof(int32_t));
+  const size_t moeCounts = layout.add(static_cast<size_t>(moeExperts_) * sizeof(int32_t));
+  const size_t moeAct = layout.add(static_cast<size_t>(slots * moeWidth_) * sizeof(float));
+  const size_t moeOut = layout.add(static_cast<size_t>(slots * moeHidden_) * sizeof(float));
 
   // Nothing is reserved until every allocation succeeds (allocate frees the old buffer first).
   reservedTokens_ = 0;
@@ -333,6 +411,13 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   logits_ = base + logits;
   inputs_ = base + inputs;
   loopInputs_ = base + loopInputs;
+  inputRows_ = base + inputRows;
+  moeChoice_ = base + moeChoice;
+  moeWeight_ = base + moeWeight;
+  moeLists_ = base + moeLists;
+  moeCounts_ = base + moeCounts;
+  moeAct_ = base + moeAct;
+  moeOut_ = base + moeOut;
   DLM_RETURN_IF_ERROR(hostInputs_.allocate(driver_, inputBytes_, "forward inputs (pinned)"));
   DLM_RETURN_IF_ERROR(hostLogits_.allocate(
       driver_, static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float), "logits (pinned)"));
@@ -343,24 +428,67 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
 
 StatusOr<sampling::LogitsView> CudaBackend::forwardFull(const int32_t *tokens, int64_t count,
                                                         int64_t keep, sampling::LogitRows rows) {
-  return forwardFullOnSequence(*kv_, sequence_, tokens, count, keep, rows,
-                               [this](auto... arguments) { return run(arguments...); });
+  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::full, tokens, count, keep,
+                                           rows));
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::forwardCached(const int32_t *tokens, int64_t count,
                                                           int64_t keep, sampling::LogitRows rows) {
-  return forwardCachedOnSequence(*kv_, sequence_, tokens, count, keep, rows,
-                                 [this](auto... arguments) { return run(arguments...); });
+  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::cached, tokens, count,
+                                           keep, rows));
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::forwardWindow(const int32_t *tokens, int64_t count,
                                                           int64_t feedBegin, int64_t feedEnd,
                                                           sampling::LogitRows rows) {
+  const Function *program = nullptr;
+  DLM_ASSIGN_OR_RETURN(program, function({}));
   return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
-                                 [this](auto... arguments) { return run(arguments...); });
+                                 [this, program](auto... arguments) {
+                                   return run(*program, nullptr, 0, arguments...);
+                                 });
 }
 
-StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, const ForwardSpan &span,
+StatusOr<sampling::LogitsView> CudaBackend::forward(const sampling::ForwardSpec &spec) {
+  const Function *program = nullptr;
+  DLM_ASSIGN_OR_RETURN(program, function(spec.function));
+  if (spec.input) {
+    bool reads = false;
+    for (const program::ProgramRecord &k : program->program.kernels) {
+      if (k.kind != program::KernelKind::softEmbedding)
+        continue;
+      reads = true;
+      if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
+        return Status::error("forward: input rows of " + str(spec.inputWidth) +
+                             " values do not fit record '" + k.fullName + "', whose table has " +
+                             str(k.weight->rows) + " rows");
+    }
+    if (!reads)
+      return Status::error("forward: function '" + program->program.function +
+                           "' reads no input rows (it has no soft_embedding record)");
+  }
+  const float *input = spec.input;
+  const int64_t inputWidth = spec.input ? spec.inputWidth : 0;
+  auto runIt = [this, program, input, inputWidth](auto... arguments) {
+    return run(*program, input, inputWidth, arguments...);
+  };
+  switch (spec.mode) {
+  case sampling::ForwardSpec::Mode::full:
+    return forwardFullOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep, spec.rows,
+                                 runIt);
+  case sampling::ForwardSpec::Mode::cached:
+    return forwardCachedOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, runIt);
+  case sampling::ForwardSpec::Mode::append:
+    return forwardAppendOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, runIt);
+  }
+  return Status::error("forward: unknown mode");
+}
+
+StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const float *input,
+                                                int64_t inputWidth, const int32_t *tokens,
+                                                const ForwardSpan &span,
                                                 sampling::LogitRows rows) {
   const model::ModelDims &d = dims_;
   const int64_t count = span.count;
@@ -378,8 +506,16 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const int32_t *tokens, const For
   DLM_RETURN_IF_ERROR(pageCopyStatus_);
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  const Shape shape{count, span.first, span.keys, rows.begin, rows.end, inputs_};
+  Shape shape{count, span.first, span.keys, rows.begin, rows.end, inputs_};
+  shape.function = &function;
+  shape.inputWidth = input ? inputWidth : 0;
   DLM_RETURN_IF_ERROR(uploadInputs(tokens, shape));
+  if (input)
+    DLM_RETURN_IF_ERROR(driver_->check(
+        driver_->cuMemcpyHtoDAsync(inputRows_, input,
+                                   static_cast<size_t>(count * inputWidth) * sizeof(float),
+                                   stream_),
+        "forward: copying the input rows in (cuMemcpyHtoDAsync)"));
   DLM_RETURN_IF_ERROR(
       graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
   if (rows.count() > 0)
@@ -454,23 +590,30 @@ Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows,
   return gemm_->run(stream_, call, name);
 }
 
-CUdeviceptr CudaBackend::slot(int64_t index, int64_t count) const {
-  const program::SlotPlace &place = program_.slots[static_cast<size_t>(index)];
+CUdeviceptr CudaBackend::slot(const program::KernelProgram &program, int64_t index,
+                              int64_t count) const {
+  const program::SlotPlace &place = program.slots[static_cast<size_t>(index)];
   return activations_ + static_cast<size_t>(place.offset * count) * elementBytes(element_);
 }
 
 Status CudaBackend::enqueueForward(const Shape &shape) {
-  for (size_t i = 0; i < program_.kernels.size(); ++i)
-    DLM_RETURN_IF_ERROR(enqueueRecord(program_.kernels[i], bound_[i], shape));
+  const Function *function = shape.function ? shape.function : default_;
+  if (!function)
+    return Status::error("cuda backend: internal error: a forward without a function");
+  for (size_t i = 0; i < function->program.kernels.size(); ++i)
+    DLM_RETURN_IF_ERROR(
+        enqueueRecord(function->program, function->program.kernels[i], function->bound[i], shape));
   return Status::ok();
 }
 
-Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRecord &bound,
+Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
+                                  const program::ProgramRecord &k, const BoundRecord &bound,
                                   const Shape &shape) {
   using program::KernelKind;
   const int64_t count = shape.count;
   const std::vector<int64_t> &in = k.operands;
-  auto widthOf = [&](int64_t s) { return program_.slots[static_cast<size_t>(s)].width; };
+  auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
+  auto slotOf = [&](int64_t s) { return slot(program, s, count); };
   const int64_t width = k.result >= 0 ? widthOf(k.result) : 0;
   const size_t e = elementBytes(element_);
   const std::string what = k.fullName + ": cuLaunchKernel";
@@ -481,12 +624,12 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
       positions + static_cast<size_t>(reservedTokens_) * sizeof(int32_t);
   const CUdeviceptr kvLengths = queryStarts + 2 * sizeof(int32_t);
   const CUdeviceptr blockTable = kvLengths + sizeof(int32_t);
-  // Layer `k.layer`'s K and V pages: the pool is [layer][K|V][page][slot][kvWidth].
-  const int64_t kvWidth = dims_.kvWidth();
+  // Layer `k.layer`'s K and V pages: the layer's region is [K|V][page][slot][kvWidth].
+  const size_t layer = static_cast<size_t>(std::max<int64_t>(k.layer, 0));
+  const int64_t kvWidth = layer < kvWidths_.size() ? kvWidths_[layer] : 0;
   const long long slotStride = kvWidth, pageStride = pageTokens_ * kvWidth;
   const size_t regionBytes = static_cast<size_t>(kvPageCount_ * pageStride) * e;
-  CUdeviceptr kPages = kvPool_.pointer() + static_cast<size_t>(2 * std::max<int64_t>(k.layer, 0)) *
-                                               regionBytes;
+  CUdeviceptr kPages = kvPool_.pointer() + (layer < kvOffsets_.size() ? kvOffsets_[layer] : 0);
   CUdeviceptr vPages = kPages + regionBytes;
   // An out-of-place result of an in-place kernel starts as a copy of its operand.
   auto copyRows = [&](CUdeviceptr to, CUdeviceptr from, int64_t rowWidth) -> Status {
@@ -500,20 +643,33 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
 
   switch (k.kind) {
   case KernelKind::embedding: {
-    CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = slot(k.result, count);
+    CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = slotOf(k.result);
     long long tableRows = bound.weight->rows, outStride = width;
     void *arguments[] = {&tokenIds, &tokens, &table, &tableRows, &out, &outStride};
     return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
+  case KernelKind::softEmbedding: {
+    // The forward's input rows (uploaded before the graph), or none: zero rows.
+    CUdeviceptr input = shape.inputWidth > 0 ? inputRows_ : 0, table = bound.weight->data,
+                out = slotOf(k.result);
+    long long inputStride = shape.inputWidth, outStride = width;
+    int inputWidth = static_cast<int>(shape.inputWidth);
+    float scale = static_cast<float>(k.scale);
+    void *arguments[] = {&input, &inputStride, &inputWidth, &tokens,
+                         &table, &scale,       &out,        &outStride};
+    return launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1, arguments,
+                  what.c_str());
+  }
   case KernelKind::rmsNorm: {
-    // A norm weight shorter than the row normalises each head of the row (q/k norm).
-    const int64_t n = bound.weight->cols;
-    return rmsNorm(bound.kernel, slot(in[0], count), width, slot(k.result, count), width,
-                   bound.weight->data, count * (width / n), width / n, k.eps, what.c_str());
+    // A group shorter than the row normalises each head of the row (q/k norm).
+    const int64_t n = k.normWidth;
+    return rmsNorm(bound.kernel, slotOf(in[0]), width, slotOf(k.result), width,
+                   bound.weight ? bound.weight->data : 0, count * (width / n), width / n, k.eps,
+                   what.c_str());
   }
   case KernelKind::normLinear:
   case KernelKind::linear: {
-    CUdeviceptr x = slot(in[0], count);
+    CUdeviceptr x = slotOf(in[0]);
     if (k.kind == KernelKind::normLinear) {
       const int64_t n = widthOf(in[0]);
       if (!k.reusesNorm)
@@ -521,39 +677,39 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
                                     k.eps, what.c_str()));
       x = normed_;
     }
-    const CUdeviceptr y = slot(k.result, count);
+    const CUdeviceptr y = slotOf(k.result);
     // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual.
     if (k.accumulate)
-      DLM_RETURN_IF_ERROR(copyRows(y, slot(in[1], count), width));
+      DLM_RETURN_IF_ERROR(copyRows(y, slotOf(in[1]), width));
     return linear(k.fullName.c_str(), x, count, *bound.weight,
                   bound.bias ? *bound.bias : DeviceTensor{}, y, k.accumulate);
   }
   case KernelKind::rope: {
-    CUdeviceptr x = slot(k.result, count);
-    DLM_RETURN_IF_ERROR(copyRows(x, slot(in[0], count), width));
+    CUdeviceptr x = slotOf(k.result);
+    DLM_RETURN_IF_ERROR(copyRows(x, slotOf(in[0]), width));
     long long tokenStride = width;
-    int headCount = static_cast<int>(k.heads);
+    int headCount = static_cast<int>(width / k.headDim);
     CUdeviceptr positionArg = positions;
     void *arguments[] = {&x, &tokenStride, &headCount, &tokens, &positionArg};
     return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
   case KernelKind::kvStore: {
-    CUdeviceptr kArg = slot(in[0], count), vArg = slot(in[1], count), tableArg = blockTable;
-    long long rowStride = kvWidth, pageStrideArg = pageStride, slotStrideArg = slotStride;
+    CUdeviceptr kArg = slotOf(in[0]), vArg = slotOf(in[1]), tableArg = blockTable;
+    long long rowStride = widthOf(in[0]), pageStrideArg = pageStride, slotStrideArg = slotStride;
     int firstSlot = static_cast<int>(shape.first);
     void *arguments[] = {&kArg,      &vArg,   &rowStride, &tokens,        &tableArg,
                          &firstSlot, &kPages, &vPages,    &pageStrideArg, &slotStrideArg};
     return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
   case KernelKind::attention: {
-    CUdeviceptr qArg = slot(in[0], count), startsArg = queryStarts, positionArg = positions,
-                lengthArg = kvLengths, causalFlags = 0, outArg = slot(k.result, count),
+    CUdeviceptr qArg = slotOf(in[0]), startsArg = queryStarts, positionArg = positions,
+                lengthArg = kvLengths, causalFlags = 0, outArg = slotOf(k.result),
                 tableArg = blockTable;
     long long qStride = widthOf(in[0]), outStride = width, pageStrideArg = pageStride,
               slotStrideArg = slotStride;
     int maxPages = static_cast<int>(kv_->pagesFor(maxSequenceLength_));
-    int window = 0, blockSize = 1;
-    float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(k.headDim)));
+    int window = static_cast<int>(k.window), blockSize = 1;
+    float scale = static_cast<float>(k.scale);
     void *arguments[] = {&qArg,          &qStride,   &kPages,    &vPages,    &pageStrideArg,
                          &slotStrideArg, &tableArg,  &maxPages,  &startsArg, &positionArg,
                          &lengthArg,     &causalFlags, &window,  &blockSize, &scale,
@@ -564,37 +720,84 @@ Status CudaBackend::enqueueRecord(const program::ProgramRecord &k, const BoundRe
     return launch(bound.kernel, ceilDiv(count * group, rowsPerBlock),
                   static_cast<unsigned>(k.kvHeads), 1, arguments, what.c_str());
   }
-  case KernelKind::siluMul: {
-    CUdeviceptr gateArg = slot(in[0], count), upArg = slot(in[1], count),
-                outArg = slot(k.result, count);
+  case KernelKind::siluMul:
+  case KernelKind::geluMul: {
+    CUdeviceptr gateArg = slotOf(in[0]), upArg = slotOf(in[1]), outArg = slotOf(k.result);
     long long gateStride = width, upStride = width, outStride = width;
     void *arguments[] = {&gateArg, &gateStride, &upArg, &upStride, &outArg, &outStride, &tokens};
     // Over-covering the row is harmless: the kernel drops chunks past its width.
     return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
                   static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
-  case KernelKind::add:
-  case KernelKind::scale:
-  case KernelKind::geluMul:
-  case KernelKind::softEmbedding:
+  case KernelKind::scale: {
+    CUdeviceptr xArg = slotOf(in[0]), factor = bound.weight->data, outArg = slotOf(k.result);
+    long long xStride = width, outStride = width;
+    void *arguments[] = {&xArg, &xStride, &factor, &outArg, &outStride, &tokens};
+    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
+                  static_cast<unsigned>(count), 1, arguments, what.c_str());
+  }
   case KernelKind::moe:
-    // supports() refused them when the program was bound.
-    return Status::error("cuda backend: internal error: record '" + k.fullName +
-                         "' of a kind the cuda backend does not run reached a forward");
+    return enqueueMoe(program, k, bound, shape);
+  case KernelKind::add: {
+    // Planned in place on either operand, or out of place: elementwise, so any aliasing is safe.
+    CUdeviceptr aArg = slotOf(in[0]), bArg = slotOf(in[1]), outArg = slotOf(k.result);
+    long long aStride = width, bStride = width, outStride = width;
+    void *arguments[] = {&aArg, &aStride, &bArg, &bStride, &outArg, &outStride, &tokens};
+    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
+                  static_cast<unsigned>(count), 1, arguments, what.c_str());
+  }
   case KernelKind::lmHead:
-    return enqueueLogits(k, bound, shape);
+    return enqueueLogits(program, k, bound, shape);
   }
   return Status::error("cuda backend: internal error: unhandled kernel kind");
 }
 
-Status CudaBackend::enqueueLogits(const program::ProgramRecord &k, const BoundRecord &bound,
+Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
+                               const program::ProgramRecord &k, const BoundRecord &bound,
+                               const Shape &shape) {
+  const std::string what = k.fullName + ": cuLaunchKernel";
+  int tokens = static_cast<int>(shape.count);
+  const int64_t hidden = program.slots[static_cast<size_t>(k.result)].width;
+  CUdeviceptr r = slot(program, k.operands[0], shape.count),
+              x = slot(program, k.operands[1], shape.count),
+              y = slot(program, k.result, shape.count);
+  CUdeviceptr router = bound.moe[0]->data, routerScale = bound.moe[1]->data,
+              expertScale = bound.moe[2]->data, gateUp = bound.moe[3]->data,
+              down = bound.moe[4]->data;
+  CUdeviceptr choice = moeChoice_, weight = moeWeight_, lists = moeLists_, counts = moeCounts_,
+              act = moeAct_, out = moeOut_;
+  long long rowStride = hidden;
+  float eps = static_cast<float>(k.eps), inputScale = static_cast<float>(k.routerInputScale);
+  // Routing: each token's experts and weights; then each expert's slots.
+  void *route[] = {&r, &rowStride, &tokens, &router, &routerScale, &expertScale,
+                   &eps, &inputScale, &choice, &weight};
+  DLM_RETURN_IF_ERROR(
+      launch(bound.moeRoute, static_cast<unsigned>(tokens), 1, 1, route, what.c_str()));
+  void *plan[] = {&choice, &tokens, &lists, &counts};
+  DLM_RETURN_IF_ERROR(launch(bound.moePlan, 1, 1, 1, plan, what.c_str()));
+  // The grouped expert products, sized for an expert that every token chose.
+  const unsigned rowBlocks = ceilDiv(shape.count, 64), experts = static_cast<unsigned>(k.experts);
+  void *gated[] = {&x, &rowStride, &gateUp, &tokens, &lists, &counts, &act};
+  DLM_RETURN_IF_ERROR(launch(bound.moeGateUp, ceilDiv(k.expertWidth, 64), rowBlocks, experts,
+                             gated, what.c_str()));
+  long long actStride = k.expertWidth;
+  void *projected[] = {&act, &actStride, &down, &tokens, &lists, &counts, &out};
+  DLM_RETURN_IF_ERROR(launch(bound.moeDown, ceilDiv(hidden, 64), rowBlocks, experts, projected,
+                             what.c_str()));
+  long long yStride = hidden;
+  void *combine[] = {&choice, &weight, &out, &tokens, &y, &yStride};
+  return launch(bound.moeCombine, static_cast<unsigned>(tokens), 1, 1, combine, what.c_str());
+}
+
+Status CudaBackend::enqueueLogits(const program::KernelProgram &program,
+                                  const program::ProgramRecord &k, const BoundRecord &bound,
                                   const Shape &shape) {
   const int64_t n = shape.rowsEnd - shape.rowsBegin;
   if (n == 0)
     return Status::ok();
-  const int64_t hidden = program_.slots[static_cast<size_t>(k.operands[0])].width;
+  const int64_t hidden = program.slots[static_cast<size_t>(k.operands[0])].width;
   const size_t rowBytes = static_cast<size_t>(hidden) * elementBytes(element_);
-  const CUdeviceptr x = slot(k.operands[0], shape.count);
+  const CUdeviceptr x = slot(program, k.operands[0], shape.count);
   auto row = [&](CUdeviceptr base, int64_t r) { return base + static_cast<size_t>(r) * rowBytes; };
   // The rows the head reads: Dream's logit shift predicts row r at fed row r - 1 and row 0 keeps
   // its own, so rows [b, e) read [b-1, e-1) (b > 0) or row 0 then rows [0, e-1). Normalised
@@ -628,21 +831,33 @@ Status CudaBackend::enqueueLogits(const program::ProgramRecord &k, const BoundRe
   call.y = logits_;
   call.rows = n;
   call.in = hidden;
-  call.out = program_.slots[static_cast<size_t>(k.result)].width;
-  return gemm_->run(stream_, call, k.fullName.c_str());
+  call.out = program.slots[static_cast<size_t>(k.result)].width;
+  DLM_RETURN_IF_ERROR(gemm_->run(stream_, call, k.fullName.c_str()));
+  if (k.softcap <= 0)
+    return Status::ok();
+  CUdeviceptr logits = logits_;
+  long long values = n * call.out;
+  void *arguments[] = {&logits, &values};
+  return launch(bound.softcap, ceilDiv(values, 4 * bound.softcap.blockThreads), 1, 1, arguments,
+                (k.fullName + ": soft-cap: cuLaunchKernel").c_str());
 }
 
 Status CudaBackend::copyPage(kv::PageIndex from, kv::PageIndex to) {
-  const size_t pageBytes =
-      static_cast<size_t>(pageTokens_ * dims_.kvWidth()) * elementBytes(element_);
-  const size_t regionBytes = static_cast<size_t>(kvPageCount_) * pageBytes;
-  for (int64_t region = 0; region < 2 * dims_.layers; ++region) {
-    const CUdeviceptr base = kvPool_.pointer() + static_cast<size_t>(region) * regionBytes;
-    DLM_RETURN_IF_ERROR(driver_->check(
-        driver_->cuMemcpyDtoDAsync(base + static_cast<size_t>(to) * pageBytes,
-                                   base + static_cast<size_t>(from) * pageBytes, pageBytes,
-                                   stream_),
-        "KV page copy: cuMemcpyDtoDAsync"));
+  const size_t e = elementBytes(element_);
+  for (size_t layer = 0; layer < kvWidths_.size(); ++layer) {
+    const size_t pageBytes = static_cast<size_t>(pageTokens_ * kvWidths_[layer]) * e;
+    if (pageBytes == 0)
+      continue;
+    const size_t regionBytes = static_cast<size_t>(kvPageCount_) * pageBytes;
+    for (int64_t region = 0; region < 2; ++region) {
+      const CUdeviceptr base =
+          kvPool_.pointer() + kvOffsets_[layer] + static_cast<size_t>(region) * regionBytes;
+      DLM_RETURN_IF_ERROR(driver_->check(
+          driver_->cuMemcpyDtoDAsync(base + static_cast<size_t>(to) * pageBytes,
+                                     base + static_cast<size_t>(from) * pageBytes, pageBytes,
+                                     stream_),
+          "KV page copy: cuMemcpyDtoDAsync"));
+    }
   }
   return Status::ok();
 }
@@ -651,8 +866,11 @@ MemoryUsage CudaBackend::memoryUsage() const {
   MemoryUsage usage;
   usage.weightBytes = weights_ ? weights_->bytes() : 0;
   usage.convertedWeightBytes = usage.weightBytes;
-  const size_t pageBytes = static_cast<size_t>(2 * dims_.layers * pageTokens_ * dims_.kvWidth()) *
-                           elementBytes(element_);
+  int64_t widths = 0;
+  for (int64_t width : kvWidths_)
+    widths += width;
+  const size_t pageBytes =
+      static_cast<size_t>(2 * pageTokens_ * widths) * elementBytes(element_);
   usage.kvPoolBytes = kvPool_.bytes();
   usage.kvInUseBytes = static_cast<size_t>(kv_->pageCount() - kv_->freePages()) * pageBytes;
   usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;

@@ -1,19 +1,24 @@
 // The CUDA backend: DecodeModel's forwards on one device and one stream, executing the
 // artifact's kernel program record by record (runtime/program/KernelProgram.h), as the CPU
-// backend does: each record launches the generated kernel it names (embedding, RMSNorm, RoPE,
-// kv_store, paged attention, gated activation) or a cuBLASLt GEMM with the epilogue the compiler
-// chose (bias; the residual accumulated as beta = 1; norm_linear's norm first; the LM head over
-// only the requested rows). Nothing here knows what a layer is. The same code drives a real
-// driver (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device cuda-emu, the
+// backend does: each record launches the generated kernels it names (embedding with its scale,
+// soft embedding of the forward's input rows, RMSNorm with or without weight, RoPE of all or some
+// pairs, kv_store, paged attention under its mask, window and scale, add, SiLU and GELU gating,
+// the layer scale, the mixture of experts' routing and grouped expert products, the logit
+// soft-cap) or a cuBLASLt GEMM with the epilogue the compiler chose (bias; the residual
+// accumulated as beta = 1; norm_linear's norm first; the LM head over only the requested rows).
+// Every forward function of the artifact is held (DiffusionGemma: "encode" and "decode");
+// forward() runs any of them in the full, cached or append mode, its input rows uploaded for the
+// soft embedding. Nothing here knows what a layer is. The same code drives a real driver
+// (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device cuda-emu, the
 // kernels' source compiled on the host).
 //
 // Weights are uploaded once at the kernels' precision (f32 or bf16). The KV pool lives on the
-// device, its pages handed out by kv::PagedKvCache as on the CPU. reserve() sizes every buffer,
-// the activations laid out by the program's per-token-row memory plan; a forward only copies
-// its inputs (tokens, positions, block table) in, enqueues the work and copies the logits out.
-// A forward whose shape (token count, first position, key length, logit rows) was seen before is
-// captured once as a CUDA graph and replayed from then on: every denoising step of a block
-// repeats its shape.
+// device (each layer its own K/V width), its pages handed out by kv::PagedKvCache as on the CPU.
+// reserve() sizes every buffer, the activations laid out by the largest function's per-token-row
+// memory plan; a forward only copies its inputs (tokens, positions, block table, input rows) in,
+// enqueues the work and copies the logits out. A forward whose shape (function, token count,
+// first position, key length, logit rows, input width) was seen before is captured once as a CUDA
+// graph and replayed from then on: every denoising step of a block repeats its shape.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
 // CudaBackendBlockLoop.cpp): per step of the loop plan the forward, the artifact's sampler,
@@ -105,6 +110,8 @@ public:
   StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
                                                int64_t feedBegin, int64_t feedEnd,
                                                sampling::LogitRows rows) override;
+  // Any function by name, in the full, cached or append mode, with or without input rows.
+  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
   MemoryUsage memoryUsage() const override;
   Status supports(const program::ProgramRecord &record) const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;
@@ -119,6 +126,7 @@ public:
   DeviceElement precision() const { return element_; }
 
 private:
+  struct Function;
   // What a forward's enqueued work depends on besides the input buffers' contents: `count`
   // tokens at positions (and K/V slots) first.. attending to the slots [0, keys)
   // (SequenceForwards.h's ForwardSpan), returning rows [rowsBegin, rowsEnd) of them.
@@ -126,9 +134,16 @@ private:
     int64_t count = 0, first = 0, keys = 0, rowsBegin = 0, rowsEnd = 0;
     // The device input buffer the forward reads (tokens, positions, KV lengths, block table).
     CUdeviceptr inputs = 0;
+    // The function run (null: the default one), and the width of its uploaded input rows (0:
+    // none, the soft embeddings are zero rows).
+    const Function *function = nullptr;
+    int64_t inputWidth = 0;
     // A window forward's keys run past its tokens; the key length is an uploaded input, but
     // keying graphs by it keeps a window and a cached forward of one shape apart on principle.
-    auto key() const { return std::tuple(count, first, keys, rowsBegin, rowsEnd); }
+    ForwardGraphs::Shape key() const {
+      return std::tuple(count, first, keys, rowsBegin, rowsEnd,
+                        static_cast<int64_t>(reinterpret_cast<uintptr_t>(function)), inputWidth);
+    }
   };
   // One step of the device loop as its accept and gate kernels are launched: the step's
   // parameters that are baked into a chunk's graph (CudaBackendBlockLoop.cpp).
@@ -171,12 +186,22 @@ private:
     CUdeviceptr sampled = 0, argmax = 0, entropy = 0, confidence = 0, keep = 0;
   };
   // What one kernel record launches: its generated kernel (function null when it has none:
-  // a plain GEMM) and its device weights (null when absent).
+  // a plain GEMM; an lm_head's norm), the lm_head's soft-cap, a moe record's five kernels, and
+  // its device weights (null when absent).
   struct BoundRecord {
     DeviceKernel kernel;
+    DeviceKernel softcap;
+    DeviceKernel moeRoute, moePlan, moeGateUp, moeDown, moeCombine;
     const DeviceTensor *weight = nullptr;
     const DeviceTensor *bias = nullptr;
     const DeviceTensor *norm = nullptr;
+    // moe: router, router_scale, expert_scale, gate_up, down.
+    const DeviceTensor *moe[5] = {};
+  };
+  // One forward function: its records and what each launches.
+  struct Function {
+    program::KernelProgram program;
+    std::vector<BoundRecord> bound; // one per program.kernels entry
   };
 
   CudaBackend(std::shared_ptr<const CudaDriver> driver, std::shared_ptr<const CublasLt> lt,
@@ -186,21 +211,33 @@ private:
                     const BackendOptions &options);
   // Parses the kernel program and binds each record to its kernel and weights.
   Status bindProgram(const artifact::ArtifactReader &artifact);
+  // Binds one record to its kernels (the comma-separated cuda_kernel list) and checks that they
+  // compute what the record asks.
+  Status bindRecord(const program::ProgramRecord &record, BoundRecord &bound,
+                    std::vector<DeviceKernel> &kernels);
+  // The function called `name` (empty: the default), else an error listing them.
+  StatusOr<const Function *> function(std::string_view name) const;
 
   // Grows the sequence to span.keys slots, runs the forward of the span's tokens and returns
   // the requested logit rows (SequenceForwards.h).
-  StatusOr<sampling::LogitsView> run(const int32_t *tokens, const ForwardSpan &span,
-                                     sampling::LogitRows rows);
+  StatusOr<sampling::LogitsView> run(const Function &function, const float *input,
+                                     int64_t inputWidth, const int32_t *tokens,
+                                     const ForwardSpan &span, sampling::LogitRows rows);
   // Copies the inputs of this forward into the fixed device input buffers.
   Status uploadInputs(const int32_t *tokens, const Shape &shape);
   // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
   Status enqueueForward(const Shape &shape);
-  Status enqueueRecord(const program::ProgramRecord &record, const BoundRecord &bound,
+  Status enqueueRecord(const program::KernelProgram &program,
+                       const program::ProgramRecord &record, const BoundRecord &bound,
                        const Shape &shape);
-  Status enqueueLogits(const program::ProgramRecord &record, const BoundRecord &bound,
+  Status enqueueLogits(const program::KernelProgram &program,
+                       const program::ProgramRecord &record, const BoundRecord &bound,
                        const Shape &shape);
-  // The rows of value slot `index` in a forward of `count` tokens (the per-token-row plan).
-  CUdeviceptr slot(int64_t index, int64_t count) const;
+  Status enqueueMoe(const program::KernelProgram &program, const program::ProgramRecord &record,
+                    const BoundRecord &bound, const Shape &shape);
+  // The rows of value slot `index` of `program` in a forward of `count` tokens (the per-token-row
+  // plan).
+  CUdeviceptr slot(const program::KernelProgram &program, int64_t index, int64_t count) const;
   Status launch(const DeviceKernel &kernel, unsigned gridX, unsigned gridY, unsigned gridZ,
                 void **arguments, const char *what);
   Status rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t xStride, CUdeviceptr y,
@@ -248,13 +285,25 @@ private:
   CUdevice device_ = 0;
   CUstream stream_ = nullptr;
   std::unique_ptr<KernelModules> modules_;
-  program::KernelProgram program_;
-  std::vector<BoundRecord> bound_; // one per program_.kernels entry
+  // Every forward function by name; the default one ("forward") when the artifact has it (the
+  // device block loop runs only that one).
+  std::map<std::string, Function, std::less<>> functions_;
+  const Function *default_ = nullptr;
+  // The largest function's workspace rows (elements per token) and norm scratch.
+  int64_t rowElements_ = 0, normRowElements_ = 0;
+  // The widest soft_embedding table's rows (the most input columns a forward may give), and the
+  // largest moe record's sizes (0 experts: none).
+  int64_t softEmbeddingRows_ = 0;
+  int64_t moeHidden_ = 0, moeExperts_ = 0, moeTopK_ = 0, moeWidth_ = 0;
   std::unique_ptr<DeviceWeights> weights_;
   std::unique_ptr<LinearGemm> gemm_;
 
-  // KV pool: per layer a K and a V region of pageCount pages of pageTokens slots of kvWidth.
+  // KV pool: per layer a K and a V region of pageCount pages of pageTokens slots of the layer's
+  // K/V width (kvWidths_; 0 for a layer without a cache), the layer's K region at kvOffsets_
+  // (bytes), its V region right after it.
   DeviceAllocation kvPool_;
+  std::vector<int64_t> kvWidths_;
+  std::vector<size_t> kvOffsets_;
   int64_t pageTokens_ = 0;
   int64_t kvPageCount_ = 0;
   std::unique_ptr<kv::PagedKvCache> kv_;
@@ -267,12 +316,19 @@ private:
   int64_t reservedLogitRows_ = 0;
   DeviceAllocation workspace_;
   DeviceAllocation gemmWorkspaceAllocation_;
-  // activations_: program_.rowElements per token; normed_: norm_linear's normalised rows.
+  // activations_: rowElements_ per token (the largest function's); normed_: norm_linear's
+  // normalised rows.
   CUdeviceptr activations_ = 0, normed_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;
   size_t gemmWorkspaceBytes_ = 0;
   // int32 inputs: tokens [T], positions [T], queryStarts [2], kvLengths [1], blockTable [pages].
   CUdeviceptr inputs_ = 0;
   size_t inputBytes_ = 0;
+  // The forward's float input rows [T, softEmbeddingRows_] (soft_embedding), and the moe
+  // scratch: choice, weight [T, k], lists [E, T], counts [E], act [T * k, I], expert outputs
+  // [T * k, H].
+  CUdeviceptr inputRows_ = 0;
+  CUdeviceptr moeChoice_ = 0, moeWeight_ = 0, moeLists_ = 0, moeCounts_ = 0, moeAct_ = 0,
+              moeOut_ = 0;
   PinnedHostAllocation hostInputs_;
   PinnedHostAllocation hostLogits_;
 

@@ -18,6 +18,8 @@
 // backend knows no policy and no knob.
 #include "runtime/cuda/CudaBackend.h"
 
+#include "runtime/model/KernelProgram.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -212,6 +214,10 @@ Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) cons
 StatusOr<CudaBackend::LoopLaunch> CudaBackend::resolveLoop(const LoopPlan &plan) const {
   using artifact::AttributeValue;
   const int64_t canvas = plan.end - plan.begin;
+  if (!default_)
+    return Status::error("the kernel program has no '" +
+                         std::string(spec::kernels::kDefaultFunction) +
+                         "' function (the device loop runs only that one)");
   if (plan.steps.empty())
     return Status::error("a loop of no steps");
   if (canvas <= 0 || canvas > kMaxLoopCanvas)

@@ -15,7 +15,9 @@
 //   eps, theta real; mask text; heads, kv_heads, head_dim int; logit_shift bool
 //   accumulate  bool  linear / norm_linear: a second operand, the residual, is added to the
 //                     product (the GEMM's epilogue; the compiler folds residual adds into it)
-//   cuda_kernel text  the generated CUDA kernel the record launches (dlmc --target cuda|all)
+//   cuda_kernel text  the generated CUDA kernel the record launches (dlmc --target cuda|all);
+//                     comma-separated when it launches several (lm_head: its norm and its
+//                     soft-cap; moe: route, plan, gate_up, down, combine)
 //   function    text  the forward function the record belongs to; absent = "forward". An
 //                     artifact may hold several (DiffusionGemma: "encode" and "decode"), each a
 //                     complete program of its own (own slots, own memory plan, own lm_head) over

@@ -31,7 +31,8 @@ constexpr const char *kUsage =
     "  rope              --head-dim --rotary-dim --frequency-pairs --frequency-dim --theta "
     "--element\n"
     "  attention         --head-dim --heads --kv-heads --page-size --mask=causal|bidirectional|"
-    "block_causal|sliding_window|sliding_window_symmetric --rows-per-warp --element\n"
+    "block_causal|sliding_window|sliding_window_symmetric|bidirectional_window --rows-per-warp "
+    "--element\n"
     "  gated_activation  --width --activation=silu|gelu_tanh --element\n"
     "  sampler           --vocab --logits=f32|bf16 --softcap --threads "
     "--confidence=unit_temperature|at_temperature --softmax-statistics\n"
@@ -166,7 +167,9 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
                                                         {"block_causal", MaskKind::blockCausal},
                                                         {"sliding_window", MaskKind::slidingWindow},
                                                         {"sliding_window_symmetric",
-                                                         MaskKind::slidingWindowSymmetric}}));
+                                                         MaskKind::slidingWindowSymmetric},
+                                                        {"bidirectional_window",
+                                                         MaskKind::bidirectionalWindow}}));
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateAttention(params);
   }

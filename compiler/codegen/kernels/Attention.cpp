@@ -27,7 +27,9 @@
 // g at pages + pageTable[j / pageSize] * pageStride + (j % pageSize) * slotStride + g * headDim),
 // blockTables [requests, maxPagesPerRequest], queryStarts [requests + 1] (a request's query
 // tokens are q rows queryStarts[r] ..), queryPositions [tokens], kvLengths [requests],
-// causalFlags [requests] or null, window, blockSize, scale, out (like q, stride outStride).
+// causalFlags [requests] or null, window, blockSize, scale, out (like q, stride outStride). The
+// bidirectional window anchors on each request's first query position (queryPositions at
+// queryStarts[r]): the forward's first fed token.
 // Strides must be multiples of 16 bytes (8 bf16 / 4 f32 elements).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
@@ -64,15 +66,16 @@ constexpr int kKeyWords = kHeadDim * (int)sizeof(Element) / 4 + 1;
 constexpr bool kValuesShareKeyTile = ${valuesShareKeyTile};
 
 // ${maskRule}
+// `anchor` is the request's first query position (its first fed token).
 __device__ __forceinline__ bool visible(int query, int key, bool causal, int window,
-                                        int blockSize) {
+                                        int blockSize, int anchor) {
 ${visibleBody}
 }
 
 // [lo, hi): every key that one of the rows at positions [minQuery, maxQuery] may see.
 __device__ __forceinline__ void keyRange(long long minQuery, long long maxQuery, long long keys,
                                          bool causal, long long window, long long blockSize,
-                                         int &lo, int &hi) {
+                                         long long anchor, int &lo, int &hi) {
   long long first = 0, last = keys;
 ${rangeBody}
   lo = (int)(first < 0 ? 0 : first);
@@ -98,6 +101,7 @@ ${signature}) {
   const int keys = kvLengths[request];
   const bool causal = ${kindIsCausal} || (causalFlags != nullptr && causalFlags[request] != 0);
   const int *pageTable = blockTables + (long long)request * maxPagesPerRequest;
+  const int anchor = queryPositions[queryBegin];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
@@ -137,7 +141,8 @@ ${valueTile}
       minQuery = sPosition[row] < minQuery ? sPosition[row] : minQuery;
       maxQuery = sPosition[row] > maxQuery ? sPosition[row] : maxQuery;
     }
-    keyRange(minQuery, maxQuery, keys, causal, window, blockSize, sKeyRange[0], sKeyRange[1]);
+    keyRange(minQuery, maxQuery, keys, causal, window, blockSize, anchor, sKeyRange[0],
+             sKeyRange[1]);
   }
   __syncthreads();
   const int keyBegin = sKeyRange[0], keyEnd = sKeyRange[1];
@@ -183,7 +188,8 @@ ${valueTile}
         continue;
       }
       float score = dlm_device::negativeInfinity();
-      if (tile + lane < keyEnd && visible(position, tile + lane, causal, window, blockSize)) {
+      if (tile + lane < keyEnd && visible(position, tile + lane, causal, window, blockSize,
+                                               anchor)) {
 ${dotProduct}
         score = dot;
       }
@@ -294,6 +300,14 @@ MaskText maskText(MaskKind mask) {
             "  return query - key < window && (causal ? key <= query : key - query < window);",
             "  first = minQuery - window + 1;\n  last = causal ? maxQuery + 1 : maxQuery + "
             "window;"};
+  case MaskKind::bidirectionalWindow:
+    return {"bidirectional window: keys at or after the request's first query position, and "
+            "those before it with first - key < window (causal requests: 0 <= query - key < "
+            "window).",
+            "false",
+            "  return causal ? key <= query && query - key < window : anchor - key < window;",
+            "  first = (causal ? minQuery : anchor) - window + 1;\n  if (causal)\n    last = "
+            "maxQuery + 1;"};
   }
   return {};
 }
@@ -338,6 +352,11 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
   int64_t rowsPerWarp = params.rowsPerWarp;
   if (rowsPerWarp == 0)
     rowsPerWarp = std::max<int64_t>(1, std::min<int64_t>(4, 512 / headDim));
+  // sm_80's ptxas spills 8 bytes of the unwindowed bidirectional f32 kernel at head_dim 32 with 4
+  // rows per warp (a tiny-model shape: DiffusionGemma's fixtures' full layers); 3 do not.
+  if (params.rowsPerWarp == 0 && headDim == 32 && params.element == ElementType::f32 &&
+      params.mask == MaskKind::bidirectional)
+    rowsPerWarp = 3;
   const ElementType element = params.element;
   Layout layout = layoutFor(headDim, element, rowsPerWarp, warps, false);
   if (layout.sharedBytes > kStaticSharedLimit)

@@ -9,6 +9,9 @@
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace dlm::codegen {
 
 namespace {
@@ -35,18 +38,55 @@ ${signature}) {
 }
 )cuda";
 
+// A scaled lookup (Gemma's sqrt(H) embedding scale): the row times the factor in float32, in
+// accesses of kVector elements.
+constexpr std::string_view kScaledBody = R"cuda(using Element = ${element};
+constexpr int kWidth = ${width};
+constexpr int kThreads = ${threads};
+constexpr int kVector = ${vector};
+constexpr int kChunks = kWidth / kVector;
+constexpr float kScale = ${scale};
+
+extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
+${signature}) {
+  const int row = blockIdx.x;
+  if (row >= count)
+    return;
+  const long long token = tokens[row];
+  const bool valid = token >= 0 && token < tableRows;
+  const Element *from = table + (valid ? token : 0) * kWidth;
+  Element *to = out + (long long)row * outStride;
+  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads) {
+    float values[kVector];
+    dlm_device::loadFloats<kVector>(from + chunk * kVector, values);
+#pragma unroll
+    for (int k = 0; k < kVector; ++k)
+      values[k] = valid ? values[k] * kScale : 0.f;
+    dlm_device::storeFloats<kVector>(to + chunk * kVector, values);
+  }
+}
+)cuda";
+
 } // namespace
 
 StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   if (params.width <= 0 || params.width > (int64_t(1) << 20))
     return Status::error("embedding: width must be in [1, 2^20], got " +
                          std::to_string(params.width));
-  const RowCopyShape copy = rowCopyShape(params.element, params.width);
+  if (!(params.scale > 0) || !std::isfinite(params.scale))
+    return Status::error("embedding: scale must be a positive finite number");
+  const bool scaled = params.scale != 1.0;
+  RowCopyShape copy = rowCopyShape(params.element, params.width);
+  if (scaled) {
+    copy.vector = vectorWidth(params.element, params.width);
+    copy.threads = std::clamp<int64_t>(roundUp(params.width / copy.vector, 32), 32, 256);
+  }
 
   KernelSource kernel;
   kernel.kind = "embedding";
   kernel.name = "dlm_embedding_w" + std::to_string(params.width) + "_" +
-                std::string(elementTypeName(params.element));
+                std::string(elementTypeName(params.element)) +
+                (scaled ? "_s" + identifierFragment(params.scale) : "");
   kernel.hot = false;
   kernel.blockThreads = static_cast<unsigned>(copy.threads);
   kernel.grid = "x = count";
@@ -62,8 +102,17 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   };
   kernel.specialisation = {{"width", params.width},
                            {"element", std::string(elementTypeName(params.element))}};
+  if (scaled)
+    kernel.specialisation["scale"] = params.scale;
   const std::string body =
-      expandTemplate(kBody, {{"element", element},
+      scaled ? expandTemplate(kScaledBody, {{"element", element},
+                                            {"width", std::to_string(params.width)},
+                                            {"threads", std::to_string(copy.threads)},
+                                            {"vector", std::to_string(copy.vector)},
+                                            {"scale", floatLiteral(params.scale)},
+                                            {"name", kernel.name},
+                                            {"signature", renderSignature(kernel.parameters)}})
+             : expandTemplate(kBody, {{"element", element},
                              {"chunk", std::string(rawChunkType(copy.chunkBytes))},
                              {"chunkBytes", std::to_string(copy.chunkBytes)},
                              {"width", std::to_string(params.width)},

@@ -93,6 +93,9 @@ inline reference::MaskKind referenceMask(codegen::MaskKind kind) {
     return reference::MaskKind::slidingWindow;
   case codegen::MaskKind::slidingWindowSymmetric:
     return reference::MaskKind::slidingWindowSymmetric;
+  case codegen::MaskKind::bidirectionalWindow:
+    // No reference of its own: DiffusionGemmaForwardTest checks it against the CPU backend.
+    return reference::MaskKind::bidirectional;
   }
   return reference::MaskKind::causal;
 }

@@ -92,6 +92,19 @@ TEST(ModelKernels, LowConfidenceNeedsAMaskToken) {
       << kernels.status().message();
 }
 
+// DiffusionGemma's sampler runs on the host over the device forwards (the device block loop does
+// not run its program): no decoding kernels, with or without a mask token.
+TEST(ModelKernels, DiffusionGemmaNeedsNoDecodingKernels) {
+  codegen::ModelKernelOptions options;
+  options.policy = "diffusion-gemma";
+  for (int64_t mask : {int64_t(-1), int64_t(1000)}) {
+    StatusOr<std::vector<codegen::KernelSource>> kernels =
+        codegen::decodingKernels(demoLikeConfig(mask), options);
+    ASSERT_TRUE(kernels) << kernels.status().message();
+    EXPECT_TRUE(kernels->empty());
+  }
+}
+
 TEST(ModelKernels, EntropyBoundRenoisesEveryRejectedPositionWithEitherNoise) {
   codegen::ModelKernelOptions options;
   options.policy = "entropy-bound";

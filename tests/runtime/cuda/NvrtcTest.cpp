@@ -125,6 +125,34 @@ TEST(NvrtcCompile, EmbeddingKvStoreAtModelShapes) {
   compileAndCheck(kernels, kBothTargets);
 }
 
+// Every kernel a DiffusionGemma program launches, at its model's and its fixtures' shapes.
+TEST(NvrtcCompile, DiffusionGemmaKernelsAtModelShapes) {
+  std::vector<codegen::KernelSource> kernels =
+      generateAll(diffusionGemmaAttentionConfigs(), codegen::generateAttention);
+  auto append = [&](std::vector<codegen::KernelSource> more) {
+    for (auto &kernel : more)
+      kernels.push_back(std::move(kernel));
+  };
+  append(generateAll(diffusionGemmaEmbeddingConfigs(), codegen::generateEmbedding));
+  append(generateAll(diffusionGemmaSoftEmbeddingConfigs(), codegen::generateSoftEmbedding));
+  append(generateAll(diffusionGemmaRmsNormConfigs(), codegen::generateRmsNorm));
+  append(generateAll(diffusionGemmaRopeConfigs(), codegen::generateRope));
+  append(generateAll(diffusionGemmaGatedActivationConfigs(), codegen::generateGatedActivation));
+  append(generateAll(diffusionGemmaScaleConfigs(), codegen::generateScale));
+  append(generateAll(diffusionGemmaAddConfigs(), codegen::generateAdd));
+  append(generateAll(diffusionGemmaSoftcapConfigs(), codegen::generateSoftcap));
+  append(generateAll(diffusionGemmaMoeConfigs(), codegen::generateMoeRoute));
+  append(generateAll(diffusionGemmaMoeConfigs(), codegen::generateMoePlan));
+  append(generateAll(diffusionGemmaMoeConfigs(), codegen::generateMoeCombine));
+  for (const codegen::MoeParams &moe : diffusionGemmaMoeConfigs())
+    for (bool gated : {true, false}) {
+      StatusOr<codegen::KernelSource> kernel = codegen::generateMoeExperts(moe, gated);
+      ASSERT_TRUE(kernel) << kernel.status().message();
+      kernels.push_back(std::move(*kernel));
+    }
+  compileAndCheck(kernels, kBothTargets);
+}
+
 TEST(NvrtcCompile, EmulatedSuiteKernels) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(attentionConfigs(), codegen::generateAttention);

@@ -95,4 +95,72 @@ inline std::vector<codegen::KvStoreParams> productionKvStoreConfigs() {
   return {{4096, 16, ElementType::bf16}, {512, 16, ElementType::bf16}, {512, 16, ElementType::f32}};
 }
 
+// DiffusionGemma's records on the device (the 26B-A4B text config: H 2816, 128 experts of width
+// 704, top 8, heads 16 / kv 8 of 256 on sliding layers, 16 / 2 of 512 on full layers, window
+// 1024, embedding scale sqrt(2816), soft-cap 30) in bf16, and the tiny fixtures' shapes in f32
+// (H 56, 4 experts of width 12, top 2; d16 sliding, d32 full layers).
+inline std::vector<codegen::AttentionParams> diffusionGemmaAttentionConfigs() {
+  using codegen::ElementType;
+  using codegen::MaskKind;
+  return {
+      {256, 16, 8, 16, MaskKind::bidirectionalWindow}, // sliding layers, decoder
+      {256, 16, 8, 16, MaskKind::slidingWindow},       // sliding layers, encoder
+      {512, 16, 2, 16, MaskKind::causal},              // full layers, encoder
+      {16, 4, 2, 16, MaskKind::bidirectionalWindow, ElementType::f32},
+      {16, 4, 2, 16, MaskKind::slidingWindow, ElementType::f32},
+      {32, 4, 1, 16, MaskKind::bidirectional, ElementType::f32},
+      {32, 4, 1, 16, MaskKind::causal, ElementType::f32},
+  };
+}
+
+inline std::vector<codegen::MoeParams> diffusionGemmaMoeConfigs() {
+  using codegen::ElementType;
+  return {{2816, 128, 8, 704, ElementType::bf16},
+          {2816, 128, 8, 704, ElementType::f32},
+          {56, 4, 2, 12, ElementType::f32}};
+}
+
+inline std::vector<codegen::SoftEmbeddingParams> diffusionGemmaSoftEmbeddingConfigs() {
+  using codegen::ElementType;
+  return {{2816, ElementType::bf16}, {2816, ElementType::f32}, {56, ElementType::f32}};
+}
+
+inline std::vector<codegen::EmbeddingParams> diffusionGemmaEmbeddingConfigs() {
+  using codegen::ElementType;
+  return {{2816, ElementType::bf16, 53.06599664568481}, {56, ElementType::f32, 7.483314773547883}};
+}
+
+inline std::vector<codegen::ScaleParams> diffusionGemmaScaleConfigs() {
+  using codegen::ElementType;
+  return {{2816, ElementType::bf16}, {56, ElementType::f32}};
+}
+
+inline std::vector<codegen::AddParams> diffusionGemmaAddConfigs() {
+  using codegen::ElementType;
+  return {{2816, ElementType::bf16}, {56, ElementType::f32}};
+}
+
+inline std::vector<codegen::SoftcapParams> diffusionGemmaSoftcapConfigs() { return {{30.0}}; }
+
+inline std::vector<codegen::RmsNormParams> diffusionGemmaRmsNormConfigs() {
+  using codegen::ElementType;
+  // Weightless: the v norm per head (256, 512; 16, 32 in the fixtures).
+  return {{256, false}, {512, false}, {16, false, ElementType::f32}, {32, false, ElementType::f32}};
+}
+
+inline std::vector<codegen::RopeParams> diffusionGemmaRopeConfigs() {
+  using codegen::ElementType;
+  // Sliding layers rotate every pair; full layers the first quarter (rotated_pairs), at the
+  // frequencies of the whole head.
+  return {{256, 0, 0, 0, 10000.0},
+          {512, 512, 64, 512, 1000000.0},
+          {32, 32, 4, 32, 1000000.0, ElementType::f32}};
+}
+
+inline std::vector<codegen::GatedActivationParams> diffusionGemmaGatedActivationConfigs() {
+  using codegen::ElementType;
+  return {{2112, codegen::Activation::geluTanh},
+          {48, codegen::Activation::geluTanh, ElementType::f32}};
+}
+
 } // namespace dlm::cudatest

@@ -25,6 +25,13 @@ checked on artifacts compiled for the settings' policy and block length, for the
 block it cannot run is an error, so the loop provably ran) and must give the CPU's output_ids and
 forwards; one runs with chunks of one step and graphs off, one with --dump-logits (the first
 block then decodes on the host, the rest on the device). The emulated runs are timed and the totals printed.
+
+DiffusionGemma (--diffusion-gemma-fixtures, the transformers fixtures of
+tests/reference/diffusion_gemma/fixtures): each compiled with --target all --precision f32 and
+decoded by its own program (the diffusion-gemma sampler on the host over the device's encode and
+decode forwards) from its recorded prompt (replay/prompt_ids.npy) with the
+DIFFUSION_GEMMA_SETTINGS: output_ids, forwards and the first logits as above, graphs on and (one
+setting) off.
 Emulated kernels are compiled once into DLM_EMU_CACHE_DIR (set by the caller, or a directory of
 the work tree). Exit status 77 (ctest: skipped) when numpy is missing.
 """
@@ -68,6 +75,16 @@ SETTINGS = {
 }
 # Compared graph against eager on the emulated device.
 GRAPH_SETTING = "gumbel_prefix"
+
+DIFFUSION_GEMMA_FIXTURES = ["tiny_f32_swa", "tiny_bf16"]
+DIFFUSION_GEMMA_DIR = os.path.join(ROOT, "tests", "reference", "diffusion_gemma", "fixtures")
+# The checkpoint's generation_config knobs, and two variations of them.
+DIFFUSION_GEMMA_SETTINGS = {
+    "default": [],
+    "seed5": ["--seed", "5"],
+    "seed11_few_steps": ["--seed", "11", "--max-steps", "6", "--entropy-bound", "0.3"],
+}
+DIFFUSION_GEMMA_GRAPH_SETTING = "seed5"
 
 DEVICE_LOOP_MODELS = ["llada", "dream"]
 # The dlmc compile options each device-loop artifact needs (its decoding kernels).
@@ -195,12 +212,58 @@ def check_device_loop(args, model, ckpt, work, env, failures):
     return seconds_total, runs
 
 
+def check_diffusion_gemma(args, fixture, work, env, eager_env, failures):
+    """DIFFUSION_GEMMA_SETTINGS on one fixture; returns (emulated seconds, emulated runs)."""
+    import numpy as np
+    ckpt = os.path.join(DIFFUSION_GEMMA_DIR, fixture)
+    artifact = os.path.join(work, f"dg_{fixture}.dlm")
+    proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
+                           "--precision", "f32"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append(f"{fixture}: dlmc compile failed: {proc.stderr.strip()}")
+        return 0.0, 0
+    prompt = ",".join(str(int(t)) for t in
+                      np.load(os.path.join(ckpt, "replay", "prompt_ids.npy")).reshape(-1))
+    seconds_total, runs = 0.0, 0
+    for name, setting in DIFFUSION_GEMMA_SETTINGS.items():
+        label = f"{fixture} {name}"
+        arguments = ["--prompt-ids", prompt, *setting]
+        cpu_dump = os.path.join(work, f"dg_{fixture}.{name}.cpu.npy")
+        emu_dump = os.path.join(work, f"dg_{fixture}.{name}.emu.npy")
+        seconds = 0.0
+        try:
+            cpu, _ = run(args.dlm_run, artifact, "cpu", arguments, cpu_dump)
+            emu, seconds = run(args.dlm_run, artifact, args.device, arguments, emu_dump, env)
+            seconds_total += seconds
+            runs += 1
+            problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
+            if name == DIFFUSION_GEMMA_GRAPH_SETTING:
+                eager_dump = os.path.join(work, f"dg_{fixture}.{name}.eager.npy")
+                eager, eager_seconds = run(args.dlm_run, artifact, args.device, arguments,
+                                           eager_dump, eager_env)
+                seconds_total += eager_seconds
+                runs += 1
+                problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
+                if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
+                    problems.append("graph and eager first logits differ")
+        except (RuntimeError, ValueError, OSError) as e:
+            problems = [str(e)]
+        status = "ok" if not problems else "FAILED"
+        detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
+            f"emulated {seconds:.1f} s" if not problems else ""
+        print(f"{label:40s} {status}  {detail}", flush=True)
+        failures += [f"{label}: {p}" for p in problems]
+    return seconds_total, runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dlmc", required=True)
     ap.add_argument("--dlm-run", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--device-loop-models", default=",".join(DEVICE_LOOP_MODELS))
+    ap.add_argument("--diffusion-gemma-fixtures", default=",".join(DIFFUSION_GEMMA_FIXTURES),
+                    help="DiffusionGemma fixtures to check (empty: none)")
     ap.add_argument("--keep", default=None, help="work in this directory and keep it")
     ap.add_argument("--device", default="cuda-emu", choices=["cuda-emu", "cuda"],
                     help="the device compared with the cpu (cuda: a real GPU; skipped without one)")
@@ -271,6 +334,10 @@ def main(argv=None):
             if model not in loop_models:
                 continue
             seconds, runs = check_device_loop(args, model, ckpt, work, env, failures)
+            emulated_seconds += seconds
+            emulated_runs += runs
+        for fixture in [f for f in args.diffusion_gemma_fixtures.split(",") if f]:
+            seconds, runs = check_diffusion_gemma(args, fixture, work, env, eager_env, failures)
             emulated_seconds += seconds
             emulated_runs += runs
     finally:

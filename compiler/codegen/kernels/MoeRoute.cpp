@@ -1,0 +1,179 @@
+// Mixture of experts, step 1 of 4 (the moe record, runtime/model/KernelProgram.h): routing, one
+// block per token, as the CPU backend computes it (runtime/cpu/Moe.cpp):
+//   z = rms_norm_noweight(r) * router_scale * router_input_scale (fp32, in shared memory),
+//   logits[e] = z . router[e] (warp e % 8 takes expert e, lanes split the hidden dim),
+//   p = softmax(logits) over the experts, the top k by p (ties: the lower expert id), their
+//   weights p / (sum of the chosen p) * expert_scale[e].
+// The router product is E x H multiply-adds per token, so it is fused here rather than a GEMM
+// launch and a [tokens, E] scratch. The softmax and the selection are serial in thread 0: E and k
+// are small (128 and 8 for DiffusionGemma).
+//
+// Arguments: r [tokens, hidden] (token stride rStride), tokens, router [E, hidden], routerScale
+// [hidden], expertScale [E] (all of the device precision), eps, inputScale, choice [tokens, k]
+// (int), weight [tokens, k] (f32). Grid: x = tokens; 256 threads.
+#include "compiler/codegen/KernelText.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <algorithm>
+
+namespace dlm::codegen {
+
+namespace {
+
+constexpr int64_t kThreads = 256;
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+
+constexpr std::string_view kBody = R"cuda(using Element = ${element};
+constexpr int kHidden = ${hidden};
+constexpr int kExperts = ${experts};
+constexpr int kTopK = ${topK};
+constexpr int kThreads = ${threads};
+constexpr int kWarps = kThreads / 32;
+
+extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
+${signature}) {
+  const int token = blockIdx.x;
+  if (token >= tokens)
+    return;
+  __shared__ float sZ[kHidden];
+  __shared__ float sProbability[kExperts];
+  __shared__ float sWarpSums[kWarps];
+  __shared__ float sRowScale;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+
+  const Element *in = r + (long long)token * rStride;
+  float sumSquares = 0.f;
+  for (int h = threadIdx.x; h < kHidden; h += kThreads) {
+    const float v = dlm_device::toFloat(in[h]);
+    sZ[h] = v;
+    sumSquares = fmaf(v, v, sumSquares);
+  }
+  sumSquares = dlm_device::warpSum(sumSquares);
+  if (lane == 0)
+    sWarpSums[warp] = sumSquares;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int w = 0; w < kWarps; ++w)
+      total += sWarpSums[w];
+    sRowScale = rsqrtf(total / kHidden + eps);
+  }
+  __syncthreads();
+  const float rowScale = sRowScale;
+  for (int h = threadIdx.x; h < kHidden; h += kThreads)
+    sZ[h] = sZ[h] * rowScale * dlm_device::toFloat(routerScale[h]) * inputScale;
+  __syncthreads();
+
+  for (int e = warp; e < kExperts; e += kWarps) {
+    const Element *row = router + (long long)e * kHidden;
+    float dot = 0.f;
+    for (int h = lane; h < kHidden; h += 32)
+      dot = fmaf(sZ[h], dlm_device::toFloat(row[h]), dot);
+    dot = dlm_device::warpSum(dot);
+    if (lane == 0)
+      sProbability[e] = dot;
+  }
+  __syncthreads();
+
+  if (threadIdx.x == 0) {
+    float max = dlm_device::negativeInfinity();
+    for (int e = 0; e < kExperts; ++e)
+      max = fmaxf(max, sProbability[e]);
+    float sum = 0.f;
+    for (int e = 0; e < kExperts; ++e) {
+      sProbability[e] = expf(sProbability[e] - max);
+      sum += sProbability[e];
+    }
+    for (int e = 0; e < kExperts; ++e)
+      sProbability[e] /= sum;
+    int chosen[kTopK];
+    float chosenProbability[kTopK];
+    float chosenSum = 0.f;
+    for (int j = 0; j < kTopK; ++j) {
+      int best = -1;
+      for (int e = 0; e < kExperts; ++e) // strictly greater: a tie keeps the lower id
+        if (sProbability[e] >= 0.f && (best < 0 || sProbability[e] > sProbability[best]))
+          best = e;
+      chosen[j] = best;
+      chosenProbability[j] = sProbability[best];
+      chosenSum += sProbability[best];
+      sProbability[best] = -1.f; // taken (probabilities are >= 0)
+    }
+    for (int j = 0; j < kTopK; ++j) {
+      choice[(long long)token * kTopK + j] = chosen[j];
+      weight[(long long)token * kTopK + j] =
+          chosenProbability[j] / chosenSum * dlm_device::toFloat(expertScale[chosen[j]]);
+    }
+  }
+}
+)cuda";
+
+} // namespace
+
+Status checkMoeParams(const MoeParams &params) {
+  auto in = [](int64_t value, int64_t lo, int64_t hi) { return value >= lo && value <= hi; };
+  if (!in(params.hidden, 1, int64_t(1) << 20) || !in(params.expertWidth, 1, int64_t(1) << 20))
+    return Status::error("moe: hidden and expert width must be in [1, 2^20], got " +
+                         std::to_string(params.hidden) + " and " +
+                         std::to_string(params.expertWidth));
+  if (!in(params.experts, 1, 1024))
+    return Status::error("moe: experts must be in [1, 1024], got " +
+                         std::to_string(params.experts));
+  if (!in(params.topK, 1, std::min<int64_t>(params.experts, 64)))
+    return Status::error("moe: top_k must be in [1, min(experts, 64)], got " +
+                         std::to_string(params.topK));
+  return Status::ok();
+}
+
+StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
+  DLM_RETURN_IF_ERROR(checkMoeParams(params));
+  const int64_t shared = 4 * (params.hidden + params.experts + kThreads / 32 + 1);
+  if (shared > kStaticSharedLimit)
+    return Status::error("moe_route: hidden " + std::to_string(params.hidden) + " and " +
+                         std::to_string(params.experts) + " experts need " +
+                         std::to_string(shared) +
+                         " bytes of shared memory, over the 48 KiB static limit");
+  const std::string element(cudaElementType(params.element));
+  KernelSource kernel;
+  kernel.kind = "moe_route";
+  kernel.name = "dlm_moe_route_h" + std::to_string(params.hidden) + "_e" +
+                std::to_string(params.experts) + "_k" + std::to_string(params.topK) + "_" +
+                std::string(elementTypeName(params.element));
+  kernel.hot = true;
+  kernel.blockThreads = static_cast<unsigned>(kThreads);
+  kernel.grid = "x = tokens";
+  kernel.sharedMemoryBytes = static_cast<unsigned>(shared);
+  kernel.parameters = {
+      {"const " + element + " *__restrict__", "r"},
+      {"long long", "rStride"},
+      {"int", "tokens"},
+      {"const " + element + " *__restrict__", "router"},
+      {"const " + element + " *__restrict__", "routerScale"},
+      {"const " + element + " *__restrict__", "expertScale"},
+      {"float", "eps"},
+      {"float", "inputScale"},
+      {"int *__restrict__", "choice"},
+      {"float *__restrict__", "weight"},
+  };
+  kernel.specialisation = {{"hidden", params.hidden},
+                           {"experts", params.experts},
+                           {"top_k", params.topK},
+                           {"element", std::string(elementTypeName(params.element))}};
+  const std::string body =
+      expandTemplate(kBody, {{"element", element},
+                             {"hidden", std::to_string(params.hidden)},
+                             {"experts", std::to_string(params.experts)},
+                             {"topK", std::to_string(params.topK)},
+                             {"threads", std::to_string(kThreads)},
+                             {"name", kernel.name},
+                             {"signature", renderSignature(kernel.parameters)}});
+  kernel.source = assembleTranslationUnit(
+      kernel,
+      "MoE routing: router norm and scales, " + std::to_string(params.experts) +
+          " expert logits, softmax, top " + std::to_string(params.topK) + ".",
+      body);
+  return kernel;
+}
+
+} // namespace dlm::codegen
