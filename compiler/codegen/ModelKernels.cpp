@@ -187,6 +187,10 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
       moe.element = element;
       DLM_ASSIGN_OR_RETURN(moe.experts, r.get<int64_t>(kp::kExperts));
       DLM_ASSIGN_OR_RETURN(moe.topK, r.get<int64_t>(kp::kTopK));
+      DLM_ASSIGN_OR_RETURN(std::string activation, r.get<std::string>(kp::kActivation));
+      // The generated experts kernel fuses GELU's tanh approximation.
+      if (activation != kp::kActivationGeluTanh)
+        return r.error("not supported yet: expert activation '" + activation + "' on CUDA");
       DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(kp::kRouter));
       DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(kp::kGateUp));
       if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)

@@ -462,9 +462,6 @@ LogicalResult ProgramBuilder::lowerGatedMlp(GatedMLPOp op) {
 
 // One launch: routing and the experts' grouped GEMMs are the kernel's business.
 LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
-  if (op.getActivation() != Activation::gelu_tanh)
-    return unsupported(op, "experts with activation '" + stringifyActivation(op.getActivation()) +
-                               "'");
   FailureOr<int64_t> router = slotOf(op, op.getRouterInput()), input = slotOf(op, op.getInput());
   if (failed(router) || failed(input))
     return failure();
@@ -482,6 +479,7 @@ LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
   setAttr(r, kp::kTopK, op.getTopKAttr());
   setAttr(r, kp::kEps, op.getEpsAttr());
   setAttr(r, kp::kRouterInputScale, op.getRouterInputScaleAttr());
+  setAttr(r, kp::kActivation, b_.getStringAttr(stringifyActivation(op.getActivation())));
   r.layer = currentLayer_;
   defineResult(r, op.getResult());
   return success();

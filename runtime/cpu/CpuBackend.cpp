@@ -319,6 +319,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
       moe.expertWidth = k.expertWidth;
       moe.eps = k.eps;
       moe.routerInputScale = k.routerInputScale;
+      moe.geluActivation = k.geluActivation;
       return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
                         slot(k.result, count), moeScratch_, threads);
     });

@@ -162,6 +162,7 @@ struct MoeParameters {
                           *gateUp = nullptr, *down = nullptr;
   int64_t experts = 0, topK = 0, expertWidth = 0;
   double eps = 0, routerInputScale = 1;
+  bool geluActivation = true; // else SiLU
 };
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
                   const MoeParameters &moe, float *y, MoeScratch &scratch, int threads);

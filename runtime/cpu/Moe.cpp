@@ -99,7 +99,10 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
       float *a = scratch.activation.data() + i * inner;
       const float *row = scratch.gateUp.data() + i * 2 * inner;
       std::memcpy(a, row, static_cast<size_t>(inner) * sizeof(float));
-      geluTanhMultiply(a, row + inner, inner);
+      if (moe.geluActivation)
+        geluTanhMultiply(a, row + inner, inner);
+      else
+        siluMultiply(a, row + inner, inner);
     }
     DLM_RETURN_IF_ERROR(linear(scratch.activation.data(), count, down, nullptr,
                                scratch.output.data(), threads));

@@ -79,12 +79,13 @@ inline constexpr std::string_view kSoftEmbedding = "soft_embedding";
 //   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale; p = softmax(z @ router^T)
 //   over the `experts` experts (float32); the top_k largest (ties: lower expert id first), their
 //   weights renormalised to sum 1, each times expert_scale[e];
-//   y = sum over the chosen e of weight_e * down_e(gelu_tanh(gate_e x) * up_e x), where
+//   y = sum over the chosen e of weight_e * down_e(act(gate_e x) * up_e x), where
 //   gate_up_e = gate_up[e] is [2I, H] (rows [0, I) the gate, [I, 2I) the up projection) and
 //   down_e = down[e] is [H, I].
 // Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
-// Parameters: experts int, top_k int, eps real, router_input_scale real.
+// Parameters: experts int, top_k int, eps real, router_input_scale real, activation text
+// ("gelu_tanh": GELU's tanh approximation, DiffusionGemma's; or "silu").
 inline constexpr std::string_view kMoe = "moe";
 
 // ---- Parameters -------------------------------------------------------------------------------
@@ -119,6 +120,9 @@ inline constexpr std::string_view kDownWeight = "down";
 inline constexpr std::string_view kExperts = "experts";
 inline constexpr std::string_view kTopK = "top_k";
 inline constexpr std::string_view kRouterInputScale = "router_input_scale";
+inline constexpr std::string_view kActivation = "activation";
+inline constexpr std::string_view kActivationGeluTanh = "gelu_tanh";
+inline constexpr std::string_view kActivationSilu = "silu";
 
 // The function of records without a `function` parameter.
 inline constexpr std::string_view kDefaultFunction = "forward";

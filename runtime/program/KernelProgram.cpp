@@ -401,6 +401,12 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_ASSIGN(kernel.topK, r.integer(kp::kTopK));
       DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
       DLM_ASSIGN(kernel.routerInputScale, r.real(kp::kRouterInputScale));
+      std::string activation;
+      DLM_ASSIGN(activation, r.text(kp::kActivation));
+      if (activation != kp::kActivationGeluTanh && activation != kp::kActivationSilu)
+        return r.error("not supported yet: expert activation '" + activation +
+                       "' (gelu_tanh or silu)");
+      kernel.geluActivation = activation == kp::kActivationGeluTanh;
       if (!(kernel.eps > 0 && kernel.eps < 1))
         return r.error("eps " + std::to_string(kernel.eps) + " is not in (0, 1)");
       if (!(kernel.routerInputScale > 0) || !std::isfinite(kernel.routerInputScale))

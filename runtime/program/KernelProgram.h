@@ -79,6 +79,8 @@ struct ProgramRecord {
   std::vector<std::string> moeWeightNames; // router, router_scale, expert_scale, gate_up, down
   int64_t experts = 0, topK = 0, expertWidth = 0;
   double routerInputScale = 1.0;
+  // moe: the experts' gate activation, GELU's tanh approximation, else SiLU.
+  bool geluActivation = true;
   // linear / norm_linear: result = operands[1] + x W^T (+ bias), the residual add the compiler
   // folded into the GEMM's epilogue (planned in place on operands[1] when it can be).
   bool accumulate = false;

@@ -399,7 +399,7 @@ INSTANTIATE_TEST_SUITE_P(Masks, CpuAttentionWindow,
 
 // moe over E = 4 experts of I = 6, top_k 2, with expert scales, a router input scale and, in the
 // tied variant, three identical router rows (ties go to the lower expert id).
-void runMoe(bool tied) {
+void runMoe(bool tied, bool silu = false) {
   Mini m;
   const int64_t experts = 4, inner = 6, topK = 2;
   std::vector<float> router = m.random("router", {experts, kHidden}, 1.0f);
@@ -425,7 +425,8 @@ void runMoe(bool tied) {
                            {"experts", experts},
                            {"top_k", topK},
                            {"eps", 1e-6},
-                           {"router_input_scale", 0.35}});
+                           {"router_input_scale", 0.35},
+                           {"activation", std::string(silu ? "silu" : "gelu_tanh")}});
   m.head(y);
   std::unique_ptr<CpuBackend> cpu = m.backend();
   ASSERT_TRUE(cpu);
@@ -472,7 +473,7 @@ void runMoe(bool tied) {
                                            2 * inner);
       std::vector<double> a(inner);
       for (int64_t i = 0; i < inner; ++i)
-        a[i] = gelu(h[i]) * h[inner + i];
+        a[i] = (silu ? h[i] / (1 + std::exp(-h[i])) : gelu(h[i])) * h[inner + i];
       const std::vector<double> out = linear(a, 1, inner, dn, kHidden);
       for (int64_t c = 0; c < kHidden; ++c)
         expected[t * kHidden + c] += weight * out[c];
@@ -488,6 +489,7 @@ void runMoe(bool tied) {
 
 TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe(false); }
 TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe(true); }
+TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe(false, /*silu=*/true); }
 
 // Two functions over one K/V cache with layers of different KV widths: "encode" (causal, writes
 // K/V) and "decode" (soft_embedding of the input added to the embedding, bidirectional). Layer 0

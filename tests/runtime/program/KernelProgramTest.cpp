@@ -324,6 +324,7 @@ TEST_F(KernelProgramTest, MoeRecordsNameTheirMissingWeights) {
   moe.parameters["top_k"] = int64_t{2};
   moe.parameters["eps"] = 1e-6;
   moe.parameters["router_input_scale"] = 0.25;
+  moe.parameters["activation"] = std::string("gelu_tanh");
   for (const char *weight : {"router", "router_scale", "expert_scale", "gate_up", "down"})
     moe.parameters[weight] = "layers.1." + std::string(weight);
   records[head].parameters["result"] = slots + 1;
