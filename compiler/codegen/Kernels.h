@@ -136,8 +136,8 @@ struct SamplerParams {
   double softcap = 0; // > 0: logits become softcap * tanh(logits / softcap) first
   int64_t threads = 256;
   SamplerConfidence confidence = SamplerConfidence::unitTemperature;
-  // Also write each row's softmax statistics at T (max of z, sum of e^(z - max)): the input of
-  // the self-conditioning kernel, which then needs no second pass to normalise.
+  // Also write each row's softmax statistics at T (max of z, sum of e^(z - max)). No kernel
+  // reads them at present (soft_embedding computes the statistics of its own input rows).
   bool softmaxStatistics = false;
 };
 StatusOr<KernelSource> generateSampler(const SamplerParams &params);
@@ -169,20 +169,6 @@ struct BlockLoopGateParams {
   int64_t canvas = 0;
 };
 StatusOr<KernelSource> generateBlockLoopGate(const BlockLoopGateParams &params);
-
-// DiffusionGemma's self-conditioning input (SPECS §1.4): s[row] = scale * softmax(z_row) @ E
-// with z = softcap(logits) / T as the sampler computes it, from the sampler's per-row softmax
-// statistics (SamplerParams::softmaxStatistics), streaming the vocabulary in tiles so that the
-// [rows x vocab] probabilities never exist. E is the [vocab, width] embedding table of the
-// device precision; accumulation is fp32. Not wired into a model yet: importing DiffusionGemma
-// is "not supported yet".
-struct SelfConditionParams {
-  int64_t vocab = 0;
-  int64_t width = 0;  // H, the hidden size
-  double softcap = 0; // the sampler's soft-cap (0: none); both must see the same z
-  ElementType element = ElementType::bf16; // the table and the output
-};
-StatusOr<KernelSource> generateSelfCondition(const SelfConditionParams &params);
 
 // Token embedding lookup: out row r = table row tokens[r] (a zero row for a token outside the
 // table). The table is of the device precision (the backend converts weights at load time).

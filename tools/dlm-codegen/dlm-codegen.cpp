@@ -40,8 +40,8 @@ constexpr const char *kUsage =
     "--mask-absorbing\n"
     "  renoise           --vocab --noise=uniform|mask --candidates=every_rejected|masked_only "
     "--initial\n"
-    "  self_condition    --vocab --width --softcap --element\n"
     "  embedding         --width --element\n"
+    "  soft_embedding    --width --element\n"
     "  kv_store          --kv-width --page-size --element\n"
     "  block_loop_gate   --canvas\n";
 
@@ -232,21 +232,19 @@ StatusOr<KernelSource> generate(const std::string &kind, Options &options) {
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateBlockLoopGate(params);
   }
-  if (kind == "self_condition") {
-    SelfConditionParams params;
-    DLM_ASSIGN_OR_RETURN(params.vocab, options.integer("vocab", 0, true));
-    DLM_ASSIGN_OR_RETURN(params.width, options.integer("width", 0, true));
-    DLM_ASSIGN_OR_RETURN(params.softcap, options.real("softcap", 0.0));
-    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
-    DLM_RETURN_IF_ERROR(options.checkAllUsed());
-    return generateSelfCondition(params);
-  }
   if (kind == "embedding") {
     EmbeddingParams params;
     DLM_ASSIGN_OR_RETURN(params.width, options.integer("width", 0, true));
     DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
     DLM_RETURN_IF_ERROR(options.checkAllUsed());
     return generateEmbedding(params);
+  }
+  if (kind == "soft_embedding") {
+    SoftEmbeddingParams params;
+    DLM_ASSIGN_OR_RETURN(params.width, options.integer("width", 0, true));
+    DLM_ASSIGN_OR_RETURN(params.element, element(options, "element", "bf16"));
+    DLM_RETURN_IF_ERROR(options.checkAllUsed());
+    return generateSoftEmbedding(params);
   }
   if (kind == "kv_store") {
     KvStoreParams params;

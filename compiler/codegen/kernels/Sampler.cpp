@@ -20,7 +20,7 @@
 // rowRequest [rows] and rowPosition [rows] (the request and absolute position of each row),
 // per request: seed, id, step (the RNG's counters) and temperature; excludedToken (-1: none);
 // outputs per row: sampled, argmax, entropy (nats), confidence; with softmaxStatistics also
-// softmaxMax (max z) and softmaxSum (sum e^(z - max)) per row, for the self-conditioning kernel.
+// softmaxMax (max z) and softmaxSum (sum e^(z - max)) per row.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 

@@ -188,31 +188,6 @@ double probability(const SamplerRow &row, int64_t token) {
   return std::exp(row.z[token] - row.maximum) / row.sum;
 }
 
-std::vector<double> selfConditionRow(const float *logits, int64_t vocab, double temperature,
-                                     double softcap, const float *table, int64_t width,
-                                     double scale) {
-  std::vector<double> z(static_cast<size_t>(vocab));
-  for (int64_t v = 0; v < vocab; ++v) {
-    double logit = logits[v];
-    if (softcap > 0)
-      logit = softcap * std::tanh(logit / softcap);
-    z[v] = temperature > 0 ? logit / temperature : logit;
-  }
-  const double maximum = *std::max_element(z.begin(), z.end());
-  double sum = 0;
-  for (double value : z)
-    sum += std::exp(value - maximum);
-  std::vector<double> s(static_cast<size_t>(width), 0.0);
-  for (int64_t v = 0; v < vocab; ++v) {
-    const double p = std::exp(z[v] - maximum) / sum;
-    for (int64_t h = 0; h < width; ++h)
-      s[h] += p * table[v * width + h];
-  }
-  for (double &value : s)
-    value *= scale;
-  return s;
-}
-
 std::vector<uint8_t> acceptCanvas(AcceptRule rule, const std::vector<double> &entropy,
                                   const std::vector<double> &confidence,
                                   const std::vector<uint8_t> &candidate, const AcceptKnobs &knobs) {

@@ -113,13 +113,6 @@ SamplerRow samplerRow(const float *logits, int64_t vocab, double temperature, do
 // softmax(z)[token] of a row computed by samplerRow.
 double probability(const SamplerRow &row, int64_t token);
 
-// DiffusionGemma's self-conditioning input of one row (SPECS §1.4): scale * sum_v softmax(z)[v]
-// table[v, :], z as samplerRow computes it (soft-cap, then / temperature; temperature <= 0
-// leaves z = softcap(logits)). table is [vocab, width] with contiguous rows.
-std::vector<double> selfConditionRow(const float *logits, int64_t vocab, double temperature,
-                                     double softcap, const float *table, int64_t width,
-                                     double scale);
-
 // ---- Accept rules, convergence, renoise ---------------------------------------------------------
 
 enum class AcceptRule {

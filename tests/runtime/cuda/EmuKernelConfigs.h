@@ -66,8 +66,7 @@ inline std::vector<codegen::GatedActivationParams> gatedActivationConfigs() {
   };
 }
 
-// Both confidences; the ones with softmax statistics also feed the self-conditioning test (same
-// vocabulary and soft-cap as selfConditionConfigs()).
+// Both confidences, with and without the softmax statistics.
 inline std::vector<codegen::SamplerParams> samplerConfigs() {
   using codegen::ElementType;
   using codegen::SamplerConfidence;
@@ -104,14 +103,27 @@ inline std::vector<codegen::RenoiseParams> renoiseConfigs() {
   };
 }
 
-// Ragged widths (a partial column tile), one and two column tiles, both table precisions; each
-// has a sampler with softmax statistics of the same vocabulary and soft-cap in samplerConfigs().
-inline std::vector<codegen::SelfConditionParams> selfConditionConfigs() {
+// Ragged widths (a partial column tile: 100, 200, 37), one and two column tiles (64, 128, 200,
+// 256), both table precisions.
+inline std::vector<codegen::SoftEmbeddingParams> softEmbeddingConfigs() {
   using codegen::ElementType;
   return {
-      {512, 100, 30.0, ElementType::f32},
-      {1000, 200, 0.0, ElementType::bf16},
-      {1000, 64, 0.0, ElementType::f32},
+      {100, ElementType::f32},  {200, ElementType::bf16}, {64, ElementType::f32},
+      {256, ElementType::bf16}, {37, ElementType::bf16},  {128, ElementType::f32},
+  };
+}
+
+// The moe record's four kernels (route, plan, gate_up and down, combine), f32: the tiny fixtures'
+// shape; ragged tiles (I 70, H 100: a partial second column tile) with top 3; top_k = experts (an
+// expert's list over two row tiles); more experts than the router's 8 warps. Distinct
+// (experts, top_k) pairs: the plan kernel is named by them alone.
+inline std::vector<codegen::MoeParams> moeConfigs() {
+  using codegen::ElementType;
+  return {
+      {56, 4, 2, 12, ElementType::f32},
+      {100, 8, 3, 70, ElementType::f32},
+      {40, 3, 3, 20, ElementType::f32},
+      {24, 16, 4, 8, ElementType::f32},
   };
 }
 

@@ -47,8 +47,28 @@ Status kernelsOf(const std::string &kind, std::vector<codegen::KernelSource> &ke
     return collect(cudatest::embeddingConfigs(), codegen::generateEmbedding, kernels);
   if (kind == "kv_store")
     return collect(cudatest::kvStoreConfigs(), codegen::generateKvStore, kernels);
-  if (kind == "self_condition")
-    return collect(cudatest::selfConditionConfigs(), codegen::generateSelfCondition, kernels);
+  if (kind == "soft_embedding")
+    return collect(cudatest::softEmbeddingConfigs(), codegen::generateSoftEmbedding, kernels);
+  if (kind == "moe") {
+    for (const codegen::MoeParams &params : cudatest::moeConfigs())
+      for (auto generate : {+[](const codegen::MoeParams &p) { return codegen::generateMoeRoute(p); },
+                            +[](const codegen::MoeParams &p) { return codegen::generateMoePlan(p); },
+                            +[](const codegen::MoeParams &p) {
+                              return codegen::generateMoeExperts(p, true);
+                            },
+                            +[](const codegen::MoeParams &p) {
+                              return codegen::generateMoeExperts(p, false);
+                            },
+                            +[](const codegen::MoeParams &p) {
+                              return codegen::generateMoeCombine(p);
+                            }}) {
+        StatusOr<codegen::KernelSource> kernel = generate(params);
+        if (!kernel)
+          return kernel.status();
+        kernels.push_back(std::move(*kernel));
+      }
+    return Status::ok();
+  }
   if (kind == "device_common")
     return Status::ok();
   return Status::error("unknown kernel kind '" + kind + "'");

@@ -101,11 +101,6 @@ TEST(NvrtcCompile, SamplerAcceptGateRenoiseAtModelShapes) {
   compileAndCheck(kernels, kBothTargets);
 }
 
-TEST(NvrtcCompile, SelfConditionAtModelShapes) {
-  compileAndCheck(generateAll(productionSelfConditionConfigs(), codegen::generateSelfCondition),
-                  kBothTargets);
-}
-
 TEST(NvrtcCompile, NormRopeActivationAtModelShapes) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(productionRmsNormConfigs(), codegen::generateRmsNorm);
@@ -168,7 +163,16 @@ TEST(NvrtcCompile, EmulatedSuiteKernels) {
   append(generateAll(renoiseConfigs(), codegen::generateRenoise));
   append(generateAll(embeddingConfigs(), codegen::generateEmbedding));
   append(generateAll(kvStoreConfigs(), codegen::generateKvStore));
-  append(generateAll(selfConditionConfigs(), codegen::generateSelfCondition));
+  append(generateAll(softEmbeddingConfigs(), codegen::generateSoftEmbedding));
+  append(generateAll(moeConfigs(), codegen::generateMoeRoute));
+  append(generateAll(moeConfigs(), codegen::generateMoePlan));
+  append(generateAll(moeConfigs(), codegen::generateMoeCombine));
+  for (const codegen::MoeParams &moe : moeConfigs())
+    for (bool gated : {true, false}) {
+      StatusOr<codegen::KernelSource> kernel = codegen::generateMoeExperts(moe, gated);
+      ASSERT_TRUE(kernel) << kernel.status().message();
+      kernels.push_back(std::move(*kernel));
+    }
   compileAndCheck(kernels, kSm90);
 }
 

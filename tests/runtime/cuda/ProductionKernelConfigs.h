@@ -42,7 +42,7 @@ inline std::vector<codegen::GatedActivationParams> productionGatedActivationConf
 }
 
 // LLaDA and Dream rank by the temperature-1 confidence; DiffusionGemma's entropy-bound sampler
-// reads none and writes the softmax statistics for self-conditioning.
+// reads none (and here also writes the softmax statistics).
 inline std::vector<codegen::SamplerParams> productionSamplerConfigs() {
   using codegen::ElementType;
   using codegen::SamplerConfidence;
@@ -70,17 +70,6 @@ inline std::vector<codegen::RenoiseParams> productionRenoiseConfigs() {
 // The device block loop's gate at the accept kernels' canvases, one warp to the 1024 limit.
 inline std::vector<codegen::BlockLoopGateParams> productionBlockLoopGateConfigs() {
   return {{32}, {64}, {256}, {1024}};
-}
-
-// DiffusionGemma's self-conditioning: vocab 262144 with the final soft-cap 30, H = 2816 (the
-// 26B-A4B text config, SPECS §1.1) and the 2560 / 3840 hidden sizes of the Gemma family's other
-// sizes; bf16 tables (production) and one f32.
-inline std::vector<codegen::SelfConditionParams> productionSelfConditionConfigs() {
-  using codegen::ElementType;
-  return {{262144, 2816, 30.0, ElementType::bf16},
-          {262144, 2560, 30.0, ElementType::bf16},
-          {262144, 3840, 30.0, ElementType::bf16},
-          {262144, 2816, 30.0, ElementType::f32}};
 }
 
 // Embedding rows (LLaDA-8B, Dream-7B hidden sizes) and KV rows (kv_heads * head_dim), both
@@ -120,6 +109,8 @@ inline std::vector<codegen::MoeParams> diffusionGemmaMoeConfigs() {
           {56, 4, 2, 12, ElementType::f32}};
 }
 
+// The soft embedding of self-conditioning: H 2816 for the 26B model's vocabulary of 262144 (the
+// input width is a run-time argument), bf16 and f32 tables; H 56 for the fixtures.
 inline std::vector<codegen::SoftEmbeddingParams> diffusionGemmaSoftEmbeddingConfigs() {
   using codegen::ElementType;
   return {{2816, ElementType::bf16}, {2816, ElementType::f32}, {56, ElementType::f32}};
