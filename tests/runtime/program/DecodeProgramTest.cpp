@@ -121,12 +121,21 @@ TEST(DecodeProgramTextTest, PrintedRecordsParseBackToTheSameRecords) {
 }
 
 TEST(DecodeProgramTextTest, TheFixturesRoundTrip) {
-  for (const char *name :
-       {"low-confidence.decode", "entropy-bound.decode", "diffusion-gemma.decode"}) {
+  struct Fixture {
+    const char *name;
+    size_t minRecords;
+    const char *nestedLoop; // a loop nested in another, indented once
+  };
+  for (const Fixture &fixture :
+       {Fixture{"low-confidence.decode", 40, "\n  denoise_loop:denoise_step "},
+        Fixture{"entropy-bound.decode", 40, "\n  denoise_loop:denoise_step "},
+        Fixture{"diffusion-gemma.decode", 40, "\n  denoise_loop:denoise_step "},
+        Fixture{"autoregressive.decode", 20, "\n  forward mode=append "}}) {
+    const char *name = fixture.name;
     SCOPED_TRACE(name);
     StatusOr<DecodeProgramText> parsed = parseDecodeProgram(testing::readDecodeProgramText(name));
     ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
-    EXPECT_GT(parsed->records.size(), 40u);
+    EXPECT_GT(parsed->records.size(), fixture.minRecords);
     const std::string printed = printDecodeProgram(*parsed);
     StatusOr<DecodeProgramText> reparsed = parseDecodeProgram(printed);
     ASSERT_TRUE(reparsed.isOk()) << reparsed.status().message();
@@ -134,7 +143,7 @@ TEST(DecodeProgramTextTest, TheFixturesRoundTrip) {
     EXPECT_TRUE(reparsed->records == parsed->records);
     EXPECT_EQ(printDecodeProgram(*reparsed), printed);
     // Results follow the arrow and nesting is indented.
-    EXPECT_THAT(printed, HasSubstr("\n  denoise_loop:denoise_step "));
+    EXPECT_THAT(printed, HasSubstr(fixture.nestedLoop));
     EXPECT_THAT(printed, HasSubstr(" -> index="));
     EXPECT_TRUE(DecodeProgram::load(parsed->records).isOk());
   }
