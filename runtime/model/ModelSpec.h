@@ -57,6 +57,9 @@ inline constexpr std::string_view kKnobMaxSteps = "max_steps";         // int, e
 // int, diffusion-gemma: tokens to generate (rounded up to whole canvases) and the canvas length.
 inline constexpr std::string_view kKnobMaxNewTokens = "max_new_tokens";
 inline constexpr std::string_view kKnobCanvasLength = "canvas_length";
+// autoregressive: transformers' top-k (int, 0: off) and top-p (real, 1: off) sampling filters.
+inline constexpr std::string_view kKnobTopK = "top_k";
+inline constexpr std::string_view kKnobTopP = "top_p";
 inline constexpr std::string_view kKnobEntropyBound = "entropy_bound"; // real, entropy-bound
 inline constexpr std::string_view kKnobStabilityThreshold = "stability_threshold";   // int
 inline constexpr std::string_view kKnobConfidenceThreshold = "confidence_threshold"; // real

@@ -101,7 +101,9 @@ inline constexpr std::string_view kKindHoldLogits = "hold_logits";
 inline constexpr std::string_view kKindDropLogits = "drop_logits";
 // Per window row (candidates=masked: rows holding @mask; all: every row), keyed by
 // positionKey(stepKey(seed, request, gumbel stream, step), position):
-//   kind=gumbel_max  sampling::decodeRow → token, confidence (softmax at unit temperature)
+//   kind=gumbel_max  sampling::decodeRow → token, confidence (softmax at unit temperature); with
+//                    top_k / top_p and a temperature > 0, only the tokens
+//                    sampling::topKTopPFilter keeps (transformers' warpers, in its order)
 //   kind=tempered    sampling::temperedRow → sample, argmax, entropy
 //                    precision=f32: sampling::temperedRowF32, transformers' float32 sampler:
 //                    z = f32(logit) / f32(temperature) as a float32 division, argmax(z) (first
@@ -353,6 +355,8 @@ inline constexpr ParamSpec kSampleParams[] = {
     {"sample", PR::result, PT::tokens, false},    // tempered
     {"argmax", PR::result, PT::tokens, false},    // tempered
     {"entropy", PR::result, PT::reals, false},    // tempered
+    {"top_k", PR::input, PT::integer, false},     // gumbel_max; 0: no limit
+    {"top_p", PR::input, PT::real, false},        // gumbel_max; 1: no limit
 };
 inline constexpr ParamSpec kAcceptParams[] = {
     {"rule", PR::attribute, PT::text, true, "top_k,threshold,entropy_bound,hierarchical"},
@@ -670,6 +674,8 @@ inline constexpr size_t kConfidence = paramIndex(kSampleParams, "confidence");
 inline constexpr size_t kSample = paramIndex(kSampleParams, "sample");
 inline constexpr size_t kArgmax = paramIndex(kSampleParams, "argmax");
 inline constexpr size_t kEntropy = paramIndex(kSampleParams, "entropy");
+inline constexpr size_t kTopK = paramIndex(kSampleParams, "top_k");
+inline constexpr size_t kTopP = paramIndex(kSampleParams, "top_p");
 inline constexpr int kKindTempered = choiceIndex(kSampleParams[kKind].choices, "tempered");
 static_assert(kKindTempered >= 0);
 inline constexpr size_t kPrecision = paramIndex(kSampleParams, "precision");

@@ -87,6 +87,9 @@ public:
   std::vector<int64_t> segments;
   std::vector<double> scores;
   std::vector<uint8_t> accepted;
+  // The top-k / top-p filter's allowed tokens and its sort order, one row at a time.
+  std::vector<uint8_t> allowedTokens;
+  std::vector<int32_t> tokenOrder;
 };
 
 // The handlers: each runs instruction `at`, which has the handler's kind.

@@ -244,6 +244,9 @@ private:
     DLM_RETURN_IF_ERROR(requireStatic(in, pc, {kTemperature, kExcluded, kStep}));
     if (isF32(in[kPrecision]))
       return whyNot(state_.program.where(pc) + " samples in float32, which no device loop does");
+    if (in[kTopK].given() || in[kTopP].given())
+      return whyNot(state_.program.where(pc) + " filters by top-k / top-p, which no device loop "
+                                               "does");
     wiring.tempered = in[kKind].choice == kKindTempered;
     sample.kind = wiring.tempered ? SampleStep::Kind::tempered : SampleStep::Kind::gumbelMax;
     sample.temperature = state_.real(in[kTemperature]);

@@ -39,12 +39,12 @@ double expSum(const float *logits, int64_t vocab, double maximum) {
 } // namespace
 
 RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
-                      int64_t excluded) {
+                      int64_t excluded, const uint8_t *allowed) {
   RowDecision decision;
   double best = -std::numeric_limits<double>::infinity();
   const bool noisy = temperature > 0;
   for (int64_t v = 0; v < vocab; ++v) {
-    if (v == excluded)
+    if (v == excluded || (allowed && !allowed[v]))
       continue;
     double score = static_cast<double>(logits[v]);
     if (noisy)
@@ -58,6 +58,48 @@ RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, ui
   decision.confidence = std::exp(static_cast<double>(logits[decision.token]) - maximum) /
                         expSum(logits, vocab, maximum);
   return decision;
+}
+
+void topKTopPFilter(const float *logits, int64_t vocab, double temperature, int64_t topK,
+                    double topP, int64_t excluded, std::vector<uint8_t> &allowed,
+                    std::vector<int32_t> &order) {
+  allowed.assign(static_cast<size_t>(vocab), 1);
+  order.clear();
+  for (int64_t v = 0; v < vocab; ++v)
+    if (v != excluded)
+      order.push_back(static_cast<int32_t>(v));
+  if (excluded >= 0 && excluded < vocab)
+    allowed[static_cast<size_t>(excluded)] = 0;
+  auto z = [&](int32_t v) { return static_cast<double>(logits[v]) / temperature; };
+  // Descending z, ties to the lower id.
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return z(a) > z(b) || (z(a) == z(b) && a < b);
+  });
+  size_t kept = order.size();
+  if (topK > 0 && static_cast<size_t>(topK) < kept) {
+    const double kth = z(order[static_cast<size_t>(topK) - 1]);
+    kept = static_cast<size_t>(topK);
+    while (kept < order.size() && z(order[kept]) >= kth)
+      ++kept;
+  }
+  if (topP < 1.0 && kept > 1) {
+    const double maximum = z(order[0]);
+    double total = 0;
+    for (size_t i = 0; i < kept; ++i)
+      total += std::exp(z(order[i]) - maximum);
+    // From the smallest up: a token goes while the mass of it and everything below is <= 1 - p.
+    double below = 0;
+    size_t last = kept;
+    while (last > 1) {
+      below += std::exp(z(order[last - 1]) - maximum) / total;
+      if (below > 1.0 - topP)
+        break;
+      --last;
+    }
+    kept = last;
+  }
+  for (size_t i = kept; i < order.size(); ++i)
+    allowed[static_cast<size_t>(order[i])] = 0;
 }
 
 TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,

@@ -22,9 +22,20 @@ struct RowDecision {
 };
 
 // token = argmax_v (logits[v] + temperature * gumbel(gumbelKey, v)) over v != excluded (plain
-// argmax when temperature is 0); ties go to the lower id.
+// argmax when temperature is 0); ties go to the lower id. With `allowed`, only the tokens it
+// marks take part (topKTopPFilter).
 RowDecision decodeRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
-                      int64_t excluded);
+                      int64_t excluded, const uint8_t *allowed = nullptr);
+
+// transformers' TopKLogitsWarper then TopPLogitsWarper on z = logits / temperature (temperature >
+// 0), as generate() applies them after the temperature: allowed[v] = 1 for the tokens both keep.
+// Top-k keeps every token whose z is >= the k-th largest (ties with it stay; 0: no limit); top-p
+// then drops, among those, each token whose softmax mass together with every token below it is
+// <= 1 - topP (the largest always stays; 1: no limit). `excluded` is never allowed. `order` is
+// scratch.
+void topKTopPFilter(const float *logits, int64_t vocab, double temperature, int64_t topK,
+                    double topP, int64_t excluded, std::vector<uint8_t> &allowed,
+                    std::vector<int32_t> &order);
 
 struct TemperedRow {
   int32_t sample = -1; // argmax(z + gumbel) over v != excluded, z = logits / temperature

@@ -19,6 +19,7 @@ const char *const kGenerationFlagsUsage =
     "               [--cache none|prefix|dual] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
     "               [--noise mask|uniform] [--max-new-tokens N] [--canvas-length N]\n"
+    "               [--top-k N] [--top-p X]\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N]\n";
 
 bool parseInteger(const std::string &text, int64_t &out) {
@@ -105,6 +106,8 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--noise", {s::kKnobNoise, KnobKind::text}},
       {"--max-new-tokens", {s::kKnobMaxNewTokens, KnobKind::integer}},
       {"--canvas-length", {s::kKnobCanvasLength, KnobKind::integer}},
+      {"--top-k", {s::kKnobTopK, KnobKind::integer}},
+      {"--top-p", {s::kKnobTopP, KnobKind::real}},
   };
   return flags;
 }

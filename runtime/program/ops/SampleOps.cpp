@@ -18,6 +18,11 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
   const size_t rows = static_cast<size_t>(state.rows());
   const double temperature = state.real(in[kTemperature]);
   const int64_t excluded = state.integer(in[kExcluded]);
+  const int64_t topK = in[kTopK].given() ? state.integer(in[kTopK]) : 0;
+  const double topP = in[kTopP].given() ? state.real(in[kTopP]) : 1.0;
+  // At temperature 0 the draw is an argmax, which the warpers never change (transformers
+  // ignores them when it does not sample).
+  const bool filtered = temperature > 0 && (topK > 0 || topP < 1.0);
   std::vector<int32_t> &token = state.reg(in[kToken]).tokens;
   std::vector<double> &confidence = state.reg(in[kConfidence]).reals;
   token.resize(rows);
@@ -30,9 +35,14 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
       confidence[j] = 0;
       continue;
     }
+    const float *logits = state.logits.row(static_cast<int64_t>(j));
+    if (filtered)
+      sampling::topKTopPFilter(logits, state.vocab, temperature, topK, topP, excluded,
+                               state.allowedTokens, state.tokenOrder);
     const sampling::RowDecision decision =
-        sampling::decodeRow(state.logits.row(static_cast<int64_t>(j)), state.vocab, temperature,
-                            sampling::rng::positionKey(stepKey, position), excluded);
+        sampling::decodeRow(logits, state.vocab, temperature,
+                            sampling::rng::positionKey(stepKey, position), excluded,
+                            filtered ? state.allowedTokens.data() : nullptr);
     token[j] = decision.token;
     confidence[j] = decision.confidence;
   }

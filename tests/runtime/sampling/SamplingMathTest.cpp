@@ -234,5 +234,55 @@ TEST(ConfidenceOrderTest, NanRanksLast) {
   EXPECT_THAT(order, ElementsAre(3, 1, 0, 2));
 }
 
+// transformers' TopKLogitsWarper and TopPLogitsWarper, checked by hand.
+std::vector<int> allowedIds(const std::vector<float> &logits, double temperature, int64_t topK,
+                            double topP, int64_t excluded = kNoExcludedToken) {
+  std::vector<uint8_t> allowed;
+  std::vector<int32_t> order;
+  topKTopPFilter(logits.data(), static_cast<int64_t>(logits.size()), temperature, topK, topP,
+                 excluded, allowed, order);
+  std::vector<int> ids;
+  for (size_t v = 0; v < allowed.size(); ++v)
+    if (allowed[v])
+      ids.push_back(static_cast<int>(v));
+  return ids;
+}
+
+TEST(TopKTopPFilterTest, TopKKeepsEveryTokenTiedWithTheKth) {
+  const std::vector<float> logits = {0, 1, 2, 3, 3};
+  EXPECT_THAT(allowedIds(logits, 1.0, 1, 1.0), ElementsAre(3, 4));
+  EXPECT_THAT(allowedIds(logits, 1.0, 2, 1.0), ElementsAre(3, 4));
+  EXPECT_THAT(allowedIds(logits, 1.0, 3, 1.0), ElementsAre(2, 3, 4));
+  EXPECT_THAT(allowedIds(logits, 1.0, 0, 1.0), ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT(allowedIds(logits, 1.0, 9, 1.0), ElementsAre(0, 1, 2, 3, 4));
+  // The excluded token is never allowed and does not count towards k.
+  EXPECT_THAT(allowedIds(logits, 1.0, 2, 1.0, /*excluded=*/4), ElementsAre(2, 3));
+}
+
+TEST(TopKTopPFilterTest, TopPDropsTheTailWhoseMassIsAtMostOneMinusP) {
+  // softmax(0, 1, 2, 3) = 0.0321, 0.0871, 0.2369, 0.6439; ascending cumulative 0.0321, 0.1192,
+  // 0.3561, 1: a token goes when its cumulative mass is <= 1 - p.
+  const std::vector<float> logits = {0, 1, 2, 3};
+  EXPECT_THAT(allowedIds(logits, 1.0, 0, 0.7), ElementsAre(2, 3));   // 0.3 removes 0 and 1
+  EXPECT_THAT(allowedIds(logits, 1.0, 0, 0.5), ElementsAre(3));      // 0.5 removes 0, 1 and 2
+  EXPECT_THAT(allowedIds(logits, 1.0, 0, 0.9), ElementsAre(1, 2, 3)); // 0.1 removes 0
+  EXPECT_THAT(allowedIds(logits, 1.0, 0, 1e-6), ElementsAre(3));     // the largest always stays
+  // The temperature comes first: at T = 0.5 (z = 0, 2, 4, 6; masses 0.0021, 0.0158, 0.1170,
+  // 0.8650) p = 0.8 keeps only the largest.
+  EXPECT_THAT(allowedIds(logits, 0.5, 0, 0.8), ElementsAre(3));
+  // Top-k first, then top-p over what top-k kept: k = 2 leaves 2 and 3 (masses 0.2689, 0.7311),
+  // and p = 0.7 then drops 2 (0.2689 <= 0.3).
+  EXPECT_THAT(allowedIds(logits, 1.0, 2, 0.7), ElementsAre(3));
+}
+
+TEST(TopKTopPFilterTest, DecodeRowDrawsOnlyAllowedTokens) {
+  const std::vector<float> logits = {0, 0, 0, 0, 0, 0};
+  std::vector<uint8_t> allowed = {0, 0, 1, 0, 1, 0};
+  for (uint64_t key = 0; key < 200; ++key) {
+    const RowDecision d = decodeRow(logits.data(), 6, 1.0, key, kNoExcludedToken, allowed.data());
+    EXPECT_TRUE(d.token == 2 || d.token == 4) << d.token;
+  }
+}
+
 } // namespace
 } // namespace dlm::sampling
