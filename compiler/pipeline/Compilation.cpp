@@ -100,7 +100,14 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
 } // namespace
 
 std::string defaultPolicies(const importer::ModelDescription &model) {
-  return model.blockDiffusion ? "diffusion-gemma" : "low-confidence,entropy-bound";
+  if (model.blockDiffusion)
+    return "diffusion-gemma";
+  // A causal model without a mask token (a plain Qwen3 or Llama checkpoint) has no diffusion
+  // policy to run: it decodes left to right.
+  if (model.config.attentionMask == artifact::AttentionMaskKind::causal &&
+      model.config.maskTokenId < 0)
+    return "autoregressive";
+  return "low-confidence,entropy-bound";
 }
 
 std::vector<std::string> policyList(const CompileOptions &options) {
@@ -208,9 +215,10 @@ Status Compilation::compile(const CompileOptions &options) {
   policy.steps = options.steps;
   policy.threshold = options.threshold;
   policy.stepCap = options.stepCap;
-  // @generate documents the default program over @forward; a model of several forward functions
-  // (DiffusionGemma) has only its decode program (compiler/programs/decode/).
-  if (!checkpoint_->model.blockDiffusion &&
+  // @generate documents the default diffusion program over @forward; a model of several forward
+  // functions (DiffusionGemma) or decoded left to right has only its decode program
+  // (compiler/programs/decode/).
+  if (!checkpoint_->model.blockDiffusion && policy.name != "autoregressive" &&
       (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_))))
     return Status::error("could not build the decoding program");
   // The program names weights as the artifact stores them.
@@ -271,9 +279,10 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
     return Status::ok();
   }
   // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
-  // for the default programs.
+  // for the default diffusion programs; autoregressive decoding needs neither.
   const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
-  if (std::find(defaults.begin(), defaults.end(), policies_.front()) == defaults.end())
+  if (policies_.front() != "autoregressive" &&
+      std::find(defaults.begin(), defaults.end(), policies_.front()) == defaults.end())
     return Status::error("not supported yet: --policy " + policies_.front() +
                          " as the artifact's default program; name it after " +
                          program::oneOf(defaults) + " (e.g. --policy " + defaults.front() + "," +

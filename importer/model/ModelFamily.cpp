@@ -127,6 +127,26 @@ StatusOr<ModelDescription> describeLLaDA(const json &j) {
   return d;
 }
 
+// The RoPE base: transformers 5 writes it only inside rope_parameters ({"rope_theta": ...,
+// "rope_type": "default"}), transformers 4 as a top-level rope_theta; 10000 when neither is there.
+StatusOr<double> ropeTheta(const json &j) {
+  auto it = j.find("rope_parameters");
+  if (it == j.end() || it->is_null())
+    return ConfigFields(j).positiveNumberOr("rope_theta", 10000.0);
+  if (!it->is_object())
+    return Status::error("config.json: field 'rope_parameters' must be an object");
+  auto typeIt = it->find("rope_type");
+  if (typeIt != it->end() && !typeIt->is_string())
+    return Status::error("config.json: rope_parameters.rope_type must be a string");
+  const std::string type = typeIt == it->end() ? "default" : typeIt->get<std::string>();
+  if (type != "default")
+    return Status::error("not supported yet: rope_parameters with rope_type '" + type + "'");
+  for (const auto &[key, unused] : it->items())
+    if (key != "rope_type" && key != "rope_theta")
+      return Status::error("not supported yet: rope_parameters." + key);
+  return ConfigFields(*it, "config.json: rope_parameters").positiveNumberOr("rope_theta", 10000.0);
+}
+
 // Qwen2 / Qwen3 / Llama / Dream share Hugging Face's naming under model.layers.
 struct HfFamily {
   const char *family;
@@ -153,7 +173,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
                          ") must be a multiple of num_attention_heads (" +
                          std::to_string(c.numHeads) + ") when head_dim is not given");
   DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", c.hiddenSize / c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.ropeTheta, f.positiveNumberOr("rope_theta", 10000.0));
+  DLM_ASSIGN_OR_RETURN(c.ropeTheta, ropeTheta(j));
   DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-6));
   DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
   DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));

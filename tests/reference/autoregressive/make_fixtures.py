@@ -1,0 +1,541 @@
+#!/usr/bin/env python3
+"""Autoregressive-decoding oracle fixtures: tiny random Qwen3 / Llama checkpoints made by transformers' own
+classes, and traces of their forward and of `generate()` (greedy and sampled).
+
+Run with the reference venv (torch 2.15.0, transformers 5.23.x; see ../diffusion_gemma/README.md):
+
+    /work/refvenv/bin/python tests/reference/autoregressive/make_fixtures.py            # (re)write fixtures/
+    /work/refvenv/bin/python tests/reference/autoregressive/make_fixtures.py --check    # regenerate to a temp dir, compare
+
+For every spec in SPECS it
+  1. builds a `Qwen3ForCausalLM` / `LlamaForCausalLM` from a tiny config, overwrites every parameter with
+     seeded random values (norm weights all different from 1, scaled so that greedy decoding is neither
+     degenerate nor decided by rounding noise), and `save_pretrained`s it (float32 safetensors, config.json,
+     generation_config.json with the greedy settings) together with a tiny word-level tokenizer;
+  2. reloads it with `from_pretrained` (so the trace is of what is on disk) and records:
+     - the full logits of the prompt forward (one call, no cache) and `generate`'s first-step logits;
+     - a greedy `generate` (the checkpoint's generation_config.json): output ids and per-step logits;
+     - sampled `generate` runs (do_sample, explicit temperature / top_k / top_p, torch seeded): per step the raw
+       logits, the processed scores (after transformers' warpers) and the drawn token;
+  3. re-checks everything with the independent plain-PyTorch reference ar_reference.py and refuses to write a
+     fixture that it does not reproduce.
+
+Files per fixture (fixtures/<name>/): config.json, generation_config.json, model.safetensors, tokenizer.json,
+tokenizer_config.json, trace.npz (arrays), trace.json (metadata). fixtures/MANIFEST.json lists every file's
+size and sha256 and the versions that made them.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+import transformers
+from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
+                          Qwen3ForCausalLM)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ar_reference  # noqa: E402
+
+FIXTURES = os.path.join(HERE, "fixtures")
+TORCH_VERSION = "2.15.0"
+TRANSFORMERS_SERIES = "5.23."
+
+ARCH = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
+
+SPECS = [
+    {
+        # Qwen3: q_norm / k_norm, head_dim 32 != hidden / heads = 16, GQA 4q/2kv, tied head, rope_theta 1e6
+        # (written by transformers 5 as rope_parameters.rope_theta only). No BOS (like Qwen's tokenizer). Greedy
+        # stops at EOS: the EOS id is the token a dry run produces at new-token index `eos_step` (and nowhere
+        # before it), so generate emits eos_step + 1 tokens < max_new_tokens.
+        "name": "qwen3_tiny",
+        "arch": "qwen3",
+        "seed": 2025,
+        "config": dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True, max_position_embeddings=512,
+                       pad_token_id=0, bos_token_id=None),
+        "bos": None,
+        "logit_gain": 0.5,
+        "branch_gain": 5.0,   # tied head: small branches leave each token predicting itself (1-token loops)
+        "qk_gain": 2.0,       # sharper attention than the unit q/k norms give
+        "prompt_len": 9,
+        "max_new_tokens": 16,
+        "eos": "dry_run",
+        "eos_step": 9,
+        "sampled": [dict(temperature=0.7, top_k=20, top_p=0.9, seed=11)],
+    },
+    {
+        # Llama: GQA 4q/2kv (head_dim 12 = hidden / heads), 3 layers, untied lm_head, rope_theta 5e5, eps 1e-5,
+        # BOS prepended by the tokenizer. EOS id 1 is never produced: greedy stops on max_new_tokens.
+        "name": "llama_tiny",
+        "arch": "llama",
+        "seed": 8,
+        "config": dict(vocab_size=256, hidden_size=48, intermediate_size=112, num_hidden_layers=3,
+                       num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0, rms_norm_eps=1e-5,
+                       tie_word_embeddings=False, max_position_embeddings=512, pad_token_id=0, bos_token_id=2,
+                       attention_bias=False, mlp_bias=False),
+        "bos": 2,
+        "logit_gain": 1.0,
+        "branch_gain": 1.0,
+        "prompt_len": 10,
+        "max_new_tokens": 16,
+        "eos": 1,
+        "sampled": [dict(temperature=1.3, top_k=0, top_p=0.8, seed=21),
+                     dict(temperature=1.0, top_k=5, top_p=1.0, seed=22)],
+    },
+]
+
+UNK = 3
+GREEDY_MIN_MARGIN = 1e-2     # top-1 minus top-2 logit at every greedy step (so 1e-4 noise cannot flip a token)
+MIN_DISTINCT = 6             # distinct tokens among the greedy new tokens (not degenerate)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Building
+
+
+def tiny_config(spec, eos):
+    cls = ARCH[spec["arch"]][0]
+    return cls(**dict(spec["config"], eos_token_id=eos))
+
+
+@torch.no_grad()
+def randomize(model, spec):
+    """Seeded random values for every parameter (norm weights too), scaled for a non-degenerate greedy run."""
+    g = torch.Generator().manual_seed(spec["seed"])
+
+    def normal(t, std):
+        t.copy_(torch.randn(t.shape, generator=g) * std)
+
+    def uniform(t, lo, hi):
+        t.copy_(lo + (hi - lo) * torch.rand(t.shape, generator=g))
+
+    for name, p in model.named_parameters():
+        if name == "model.embed_tokens.weight":
+            normal(p, 1.0)
+        elif name == "lm_head.weight":
+            normal(p, 1.0)
+        elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
+            # Qwen3's per-head norms fix |q|, |k|: their gain sets how sharp attention is
+            uniform(p, 0.5 * spec.get("qk_gain", 1.0), 1.5 * spec.get("qk_gain", 1.0))
+        elif name.endswith("norm.weight"):  # input/post_attention layernorms, final norm
+            uniform(p, 0.5, 1.5)
+        elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
+            normal(p, spec["branch_gain"] / math.sqrt(p.shape[1]))
+        elif name.endswith(".weight") and p.dim() == 2:
+            normal(p, 1.0 / math.sqrt(p.shape[1]))
+        else:
+            raise AssertionError("unhandled parameter " + name)
+    # the final norm sets how peaked the logits are
+    model.model.norm.weight.mul_(spec["logit_gain"])
+    if spec["config"]["tie_word_embeddings"]:
+        assert model.lm_head.weight is model.model.embed_tokens.weight
+    else:
+        assert model.lm_head.weight is not model.model.embed_tokens.weight
+
+
+def make_tokenizer(vocab_size, special, bos):
+    """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> when the model has one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, decoders
+    names = {v: k for k, v in special.items()}
+    vocab = {names.get(i, "w%d" % i): i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if bos is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", bos)])
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    kw = dict(eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+    if bos is not None:
+        kw["bos_token"] = "<bos>"
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
+
+
+def greedy_generation_config(spec, eos):
+    return GenerationConfig(do_sample=False, max_new_tokens=spec["max_new_tokens"], eos_token_id=eos,
+                            bos_token_id=spec["bos"], pad_token_id=spec["config"]["pad_token_id"])
+
+
+def prompt_ids(spec):
+    """[bos +] fixed pseudo-random word ids (not special)."""
+    g = torch.Generator().manual_seed(spec["seed"] + 7)
+    V = spec["config"]["vocab_size"]
+    n = spec["prompt_len"] - (spec["bos"] is not None)
+    words = torch.randint(4, V, (n,), generator=g)
+    if spec["bos"] is not None:
+        words = torch.cat([torch.tensor([spec["bos"]]), words])
+    return words.unsqueeze(0)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def arr_sha(a):
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
+
+
+def f32(t):
+    return t.detach().float().numpy().astype(np.float32)
+
+
+def i64(t):
+    return t.detach().numpy().astype(np.int64)
+
+
+def load(path, arch, attn="sdpa"):
+    return ARCH[arch][1].from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
+
+
+class ProcessorSpy:
+    """Records the logits processors generate() builds (to prove which warpers ran, in which order)."""
+
+    def __init__(self, model):
+        self.model, self.lists = model, []
+
+    def __enter__(self):
+        orig = self.orig = self.model._get_logits_processor
+        spy = self
+
+        def wrapped(*a, **kw):
+            out = orig(*a, **kw)
+            spy.lists.append([describe_processor(p) for p in out])
+            return out
+        self.model._get_logits_processor = wrapped
+        return self
+
+    def __exit__(self, *exc):
+        del self.model._get_logits_processor
+        return False
+
+
+def describe_processor(p):
+    d = {"class": type(p).__name__}
+    for k in ("temperature", "top_k", "top_p", "min_tokens_to_keep", "filter_value"):
+        if hasattr(p, k):
+            v = getattr(p, k)
+            d[k] = v if not isinstance(v, float) or math.isfinite(v) else str(v)
+    return d
+
+
+@torch.no_grad()
+def run_generate(model, prompt, seed, **kw):
+    torch.manual_seed(seed)
+    with ProcessorSpy(model) as spy:
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), return_dict_in_generate=True,
+                             output_logits=True, output_scores=True, **kw)
+    assert len(spy.lists) == 1
+    return out, spy.lists[0]
+
+
+def stop_reason(new_ids, eos, max_new):
+    if eos is not None and len(new_ids) and new_ids[-1] == eos:
+        return "eos at new token %d" % (len(new_ids) - 1)
+    assert len(new_ids) == max_new, (len(new_ids), max_new)
+    return "max_new_tokens"
+
+
+def choose_eos(model, spec, prompt):
+    """EOS = the dry run's greedy token at new-token index eos_step, absent from the prompt and before it."""
+    out, _ = run_generate(model, prompt, 0, do_sample=False, max_new_tokens=spec["max_new_tokens"],
+                          eos_token_id=None, pad_token_id=spec["config"]["pad_token_id"])
+    seq = out.sequences[0].tolist()
+    P, k = prompt.shape[1], spec["eos_step"]
+    for j in list(range(k, len(seq) - P - 1)) + list(range(k - 1, 1, -1)):
+        t = seq[P + j]
+        if t >= 4 and t not in seq[:P + j]:
+            return t
+    raise SystemExit("%s: no EOS candidate in %s" % (spec["name"], seq[P:]))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Recording
+
+
+@torch.no_grad()
+def record(model, spec, prompt, eos):
+    P = prompt.shape[1]
+    max_new = spec["max_new_tokens"]
+    trace = {"prompt_ids": i64(prompt[0])}
+    # forward: the prompt in one call, no cache
+    fwd = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=False).logits[0]
+    trace["prompt_logits"] = f32(fwd)
+
+    # greedy, from the checkpoint's generation_config.json
+    out, procs = run_generate(model, prompt, spec["seed"] + 100)
+    assert model.generation_config.do_sample is False
+    seq = out.sequences[0]
+    new = seq[P:]
+    logits = torch.stack([x[0] for x in out.logits])
+    scores = torch.stack([x[0] for x in out.scores])
+    assert torch.equal(logits, scores), "greedy: no processor should change the logits"
+    assert torch.equal(logits.argmax(-1), new)
+    top2 = torch.topk(logits, 2, dim=-1).values
+    margin = float((top2[:, 0] - top2[:, 1]).min())
+    trace.update(first_step_logits=f32(logits[0]), greedy_sequences=i64(seq), greedy_new_ids=i64(new),
+                 greedy_step_logits=f32(logits))
+    greedy = {"generation_config": "generation_config.json (do_sample false)", "max_new_tokens": max_new,
+              "eos_token_id": eos, "new_ids": new.tolist(), "num_new_tokens": len(new),
+              "stop_reason": stop_reason(new.tolist(), eos, max_new), "min_top1_top2_margin": margin,
+              "distinct_new_tokens": len(set(new.tolist())), "hf_logits_processors": procs,
+              "first_step_vs_prompt_forward_max_abs_diff": float((logits[0] - fwd[-1]).abs().max())}
+    if margin < GREEDY_MIN_MARGIN:
+        raise SystemExit("%s: greedy margin %.3g too small" % (spec["name"], margin))
+    if greedy["distinct_new_tokens"] < MIN_DISTINCT:
+        raise SystemExit("%s: degenerate greedy output %s" % (spec["name"], new.tolist()))
+    if spec["eos"] == "dry_run" and not greedy["stop_reason"].startswith("eos"):
+        raise SystemExit("%s: greedy run should stop at EOS" % spec["name"])
+    if spec["eos"] != "dry_run" and greedy["stop_reason"] != "max_new_tokens":
+        raise SystemExit("%s: greedy run should not hit EOS" % spec["name"])
+
+    sampled = []
+    for k, s in enumerate(spec["sampled"]):
+        out, procs = run_generate(model, prompt, s["seed"], do_sample=True, temperature=s["temperature"],
+                                  top_k=s["top_k"], top_p=s["top_p"], max_new_tokens=max_new)
+        seq = out.sequences[0]
+        new = seq[P:]
+        logits = torch.stack([x[0] for x in out.logits])
+        scores = torch.stack([x[0] for x in out.scores])
+        assert torch.isfinite(scores[torch.arange(len(new)), new]).all()
+        kept = torch.isfinite(scores).sum(-1)
+        trace.update({"sample%d_sequences" % k: i64(seq), "sample%d_new_ids" % k: i64(new),
+                      "sample%d_step_logits" % k: f32(logits), "sample%d_step_scores" % k: f32(scores)})
+        sampled.append(dict(s, torch_manual_seed=s["seed"], max_new_tokens=max_new, eos_token_id=eos,
+                            new_ids=new.tolist(), num_new_tokens=len(new),
+                            stop_reason=stop_reason(new.tolist(), eos, max_new), kept_per_step=kept.tolist(),
+                            hf_logits_processors=procs))
+    return trace, greedy, sampled
+
+
+@torch.no_grad()
+def alternative_impl_diff(path, arch, prompt, trace):
+    """Max |diff| of the prompt logits under eager attention vs the recorded sdpa ones (kernel noise scale)."""
+    m = load(path, arch, attn="eager")
+    out = m(input_ids=prompt, use_cache=False).logits[0]
+    return float(np.abs(f32(out) - trace["prompt_logits"]).max())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Making one fixture
+
+
+@torch.no_grad()
+def make_fixture(spec, out_dir):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    name, arch = spec["name"], spec["arch"]
+    prompt = prompt_ids(spec)
+    tmp_dir = out_dir + ".tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+
+    # 1. build, randomize, save (EOS from a dry run if asked), reload
+    model = ARCH[arch][1](tiny_config(spec, None))
+    randomize(model, spec)
+    eos = spec["eos"]
+    if eos == "dry_run":
+        model.generation_config = greedy_generation_config(spec, None)
+        model.save_pretrained(tmp_dir)
+        eos = choose_eos(load(tmp_dir, arch), spec, prompt)
+        shutil.rmtree(tmp_dir)
+    model.config.eos_token_id = eos
+    model.generation_config = greedy_generation_config(spec, eos)
+    model.save_pretrained(tmp_dir)
+    special = {"<pad>": spec["config"]["pad_token_id"], "<unk>": UNK, "<eos>": eos}
+    if spec["bos"] is not None:
+        special["<bos>"] = spec["bos"]
+    tok = make_tokenizer(spec["config"]["vocab_size"], special, spec["bos"])
+    tok.save_pretrained(tmp_dir)
+    del model
+
+    # 2. reload what is on disk and record
+    model = load(tmp_dir, arch)
+    tok = PreTrainedTokenizerFast.from_pretrained(tmp_dir)
+    prompt_text = tok.decode(prompt[0], skip_special_tokens=True)
+    assert tok(prompt_text)["input_ids"] == prompt[0].tolist(), "the tokenizer does not round-trip the prompt"
+    trace, greedy, sampled = record(model, spec, prompt, eos)
+    cfg = model.config
+    meta = {
+        "fixture": name,
+        "made_by": "tests/reference/autoregressive/make_fixtures.py",
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "numpy": np.__version__},
+        "architecture": cfg.architectures[0],
+        "seed": spec["seed"],
+        "model": {"vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
+                  "intermediate_size": cfg.intermediate_size, "num_hidden_layers": cfg.num_hidden_layers,
+                  "num_attention_heads": cfg.num_attention_heads, "num_key_value_heads": cfg.num_key_value_heads,
+                  "head_dim": cfg.head_dim, "rope_parameters": cfg.rope_parameters, "rms_norm_eps": cfg.rms_norm_eps,
+                  "tie_word_embeddings": cfg.tie_word_embeddings, "dtype": "float32"},
+        "hf_impl": {"attn_implementation": cfg._attn_implementation, "device": "cpu", "torch_threads": 1},
+        "special_tokens": special,
+        "bos_prepended": spec["bos"] is not None,
+        "eos_token_id": eos,
+        "prompt_text": prompt_text,
+        "prompt_ids": prompt[0].tolist(),
+        "greedy": greedy,
+        "greedy_text": tok.decode(trace["greedy_new_ids"], skip_special_tokens=False),
+        "sampled": sampled,
+    }
+    meta["alternative_impl_max_abs_diff"] = alternative_impl_diff(tmp_dir, arch, prompt, trace)
+    np.savez_compressed(os.path.join(tmp_dir, "trace.npz"), **trace)
+    meta["arrays"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "sha256_16": arr_sha(v)}
+                      for k, v in sorted(trace.items())}
+    meta["files"] = {f: sha256(os.path.join(tmp_dir, f)) for f in sorted(os.listdir(tmp_dir))
+                     if f not in ("trace.json", "trace.npz")}
+    write_json(os.path.join(tmp_dir, "trace.json"), meta)
+
+    # 3. independent re-check
+    errors, report = ar_reference.verify_fixture(tmp_dir, verbose=False)
+    if errors:
+        raise SystemExit("%s: the independent reference disagrees:\n  %s" % (name, "\n  ".join(errors[:20])))
+    meta["reference_check"] = {k: float("%.3g" % v) for k, v in report.items()}
+    meta["reference_tolerance"] = ar_reference.LOGIT_TOL
+    write_json(os.path.join(tmp_dir, "trace.json"), meta)
+    for f in os.listdir(tmp_dir):
+        os.chmod(os.path.join(tmp_dir, f), 0o644)  # safetensors writes 0600
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.rename(tmp_dir, out_dir)
+    return meta
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Checking
+
+
+WARNINGS = []
+
+
+def compare_dirs(want_dir, got_dir, errors):
+    from safetensors.torch import load_file
+    name = os.path.basename(want_dir)
+    wf, gf = sorted(os.listdir(want_dir)), sorted(os.listdir(got_dir))
+    if wf != gf:
+        errors.append("%s: files %s != %s" % (name, wf, gf))
+    for f in wf:
+        a, b = os.path.join(want_dir, f), os.path.join(got_dir, f)
+        if not os.path.exists(b):
+            continue
+        if f.endswith(".safetensors"):
+            ta, tb = load_file(a), load_file(b)
+            if sorted(ta) != sorted(tb):
+                errors.append("%s/%s: tensor names differ" % (name, f))
+            for k in ta:
+                if k in tb and not (ta[k].dtype == tb[k].dtype and torch.equal(ta[k], tb[k])):
+                    errors.append("%s/%s: %s differs" % (name, f, k))
+        elif f.endswith(".npz"):
+            na, nb = np.load(a), np.load(b)
+            if sorted(na.files) != sorted(nb.files):
+                errors.append("%s/%s: arrays %s != %s" % (name, f, sorted(na.files), sorted(nb.files)))
+            for k in na.files:
+                if k not in nb.files:
+                    continue
+                x, y = na[k], nb[k]
+                if x.shape != y.shape or x.dtype != y.dtype:
+                    errors.append("%s/%s: %s shape/dtype %s %s != %s %s" % (name, f, k, x.shape, x.dtype,
+                                                                           y.shape, y.dtype))
+                elif x.dtype.kind == "f":
+                    if not np.array_equal(x, y):
+                        if not np.array_equal(np.isfinite(x), np.isfinite(y)):
+                            errors.append("%s/%s: %s: -inf masks differ" % (name, f, k))
+                            continue
+                        fin = np.isfinite(x)
+                        d = float(np.abs(x[fin].astype(np.float64) - y[fin]).max())
+                        (errors if d > 1e-4 * max(1.0, float(np.abs(x[fin]).max())) else WARNINGS).append(
+                            "%s/%s: %s not bitwise equal (max |diff| %.3g)" % (name, f, k, d))
+                elif not np.array_equal(x, y):
+                    errors.append("%s/%s: %s differs" % (name, f, k))
+        elif f == "trace.json":
+            ja, jb = json.load(open(a)), json.load(open(b))
+            for key in ("prompt_ids", "prompt_text", "eos_token_id", "special_tokens", "model", "files"):
+                if ja.get(key) != jb.get(key):
+                    errors.append("%s/trace.json: %s differs" % (name, key))
+            for run in ("greedy",):
+                for key in ("new_ids", "stop_reason", "hf_logits_processors"):
+                    if ja[run].get(key) != jb[run].get(key):
+                        errors.append("%s/trace.json: %s.%s differs" % (name, run, key))
+            for x, y in zip(ja["sampled"], jb["sampled"]):
+                for key in ("new_ids", "stop_reason", "hf_logits_processors", "temperature", "top_k", "top_p"):
+                    if x.get(key) != y.get(key):
+                        errors.append("%s/trace.json: sampled.%s differs" % (name, key))
+            if ja.get("versions") != jb.get("versions"):
+                WARNINGS.append("%s: made with %s, checked with %s" % (name, ja.get("versions"), jb.get("versions")))
+        else:
+            if open(a, "rb").read() != open(b, "rb").read():
+                errors.append("%s/%s differs" % (name, f))
+
+
+def write_manifest(root):
+    entries, total = {}, 0
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if os.path.isdir(d):
+            entries[name] = {}
+            for f in sorted(os.listdir(d)):
+                n = os.path.getsize(os.path.join(d, f))
+                total += n
+                entries[name][f] = {"bytes": n, "sha256": sha256(os.path.join(d, f))}
+    write_json(os.path.join(root, "MANIFEST.json"),
+               {"made_by": "tests/reference/autoregressive/make_fixtures.py",
+                "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+                "total_bytes": total, "fixtures": entries})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with fixtures/")
+    ap.add_argument("--out", default=FIXTURES, help="output directory (default: fixtures/ next to this script)")
+    ap.add_argument("--only", action="append", help="only this fixture (repeatable)")
+    args = ap.parse_args()
+    if not torch.__version__.startswith(TORCH_VERSION) or not transformers.__version__.startswith(TRANSFORMERS_SERIES):
+        print("warning: made for torch %s / transformers %sx, running torch %s / transformers %s"
+              % (TORCH_VERSION, TRANSFORMERS_SERIES, torch.__version__, transformers.__version__), file=sys.stderr)
+    transformers.logging.set_verbosity_error()
+    specs = [s for s in SPECS if not args.only or s["name"] in args.only]
+    if args.check:
+        errors = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for spec in specs:
+                make_fixture(spec, os.path.join(tmp, spec["name"]))
+                compare_dirs(os.path.join(FIXTURES, spec["name"]), os.path.join(tmp, spec["name"]), errors)
+        for w in WARNINGS:
+            print("warning: " + w)
+        for e in errors:
+            print("MISMATCH: " + e)
+        print("check: %s (%d fixtures)" % ("FAILED" if errors else "OK", len(specs)))
+        return 1 if errors else 0
+    os.makedirs(args.out, exist_ok=True)
+    for spec in specs:
+        meta = make_fixture(spec, os.path.join(args.out, spec["name"]))
+        g = meta["greedy"]
+        print("%s: greedy %s (%s, margin %.3g, %d distinct); sampled %s; reference check %s"
+              % (spec["name"], g["new_ids"], g["stop_reason"], g["min_top1_top2_margin"], g["distinct_new_tokens"],
+                 [(s["new_ids"], s["stop_reason"]) for s in meta["sampled"]], meta["reference_check"]))
+    write_manifest(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
