@@ -278,6 +278,15 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
                            ", which runs only its own sampler (--policy diffusion-gemma)");
     return Status::ok();
   }
+  // Left to right needs a causal model: a bidirectional one's prompt K/V would depend on the
+  // tokens after them.
+  const bool autoregressive =
+      std::find(policies_.begin(), policies_.end(), "autoregressive") != policies_.end();
+  if (autoregressive &&
+      checkpoint_->model.config.attentionMask != artifact::AttentionMaskKind::causal)
+    return Status::error("not supported yet: --policy autoregressive for " +
+                         checkpoint_->model.config.architecture +
+                         ", whose attention is not causal");
   // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
   // for the default diffusion programs; autoregressive decoding needs neither.
   const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
