@@ -129,4 +129,23 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   return logits;
 }
 
+// A ForwardSpec's mode on the sequence: full, cached or append, as the three above run them.
+template <typename Run>
+StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
+                                                     kv::SequenceId sequence,
+                                                     const sampling::ForwardSpec &spec, Run &&run) {
+  switch (spec.mode) {
+  case sampling::ForwardSpec::Mode::full:
+    return forwardFullOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep, spec.rows,
+                                 run);
+  case sampling::ForwardSpec::Mode::cached:
+    return forwardCachedOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, run);
+  case sampling::ForwardSpec::Mode::append:
+    return forwardAppendOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep,
+                                   spec.rows, run);
+  }
+  return Status::error("forward: unknown mode");
+}
+
 } // namespace dlm

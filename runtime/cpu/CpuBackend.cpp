@@ -182,18 +182,7 @@ StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &
   auto runIt = [this, program, &input](auto... arguments) {
     return run(*program, input, arguments...);
   };
-  switch (spec.mode) {
-  case sampling::ForwardSpec::Mode::full:
-    return forwardFullOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep, spec.rows,
-                                 runIt);
-  case sampling::ForwardSpec::Mode::cached:
-    return forwardCachedOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, runIt);
-  case sampling::ForwardSpec::Mode::append:
-    return forwardAppendOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, runIt);
-  }
-  return Status::error("forward: unknown mode");
+  return forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,

@@ -472,18 +472,7 @@ StatusOr<sampling::LogitsView> CudaBackend::forward(const sampling::ForwardSpec 
   auto runIt = [this, program, input, inputWidth](auto... arguments) {
     return run(*program, input, inputWidth, arguments...);
   };
-  switch (spec.mode) {
-  case sampling::ForwardSpec::Mode::full:
-    return forwardFullOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep, spec.rows,
-                                 runIt);
-  case sampling::ForwardSpec::Mode::cached:
-    return forwardCachedOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, runIt);
-  case sampling::ForwardSpec::Mode::append:
-    return forwardAppendOnSequence(*kv_, sequence_, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, runIt);
-  }
-  return Status::error("forward: unknown mode");
+  return forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const float *input,
