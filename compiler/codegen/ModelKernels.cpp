@@ -222,10 +222,10 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
 StatusOr<std::vector<KernelSource>> decodingKernels(const artifact::ModelConfig &config,
                                                     const ModelKernelOptions &options) {
   KernelSet kernels;
-  // DiffusionGemma's sampler (the diffusion-gemma decode program) and autoregressive decoding run
+  // DiffusionGemma's sampler (the diffusion-gemma decode program) and left-to-right decoding run
   // on the host over the device's forwards: the device block loop serves only the low-confidence
   // and entropy-bound policies, so they need no decoding kernels.
-  if (options.policy == "diffusion-gemma" || options.policy == "autoregressive")
+  if (options.hostDecoding)
     return kernels.take();
   auto add = [&](StatusOr<KernelSource> kernel) -> Status {
     StatusOr<std::string> added = kernels.add(std::move(kernel));

@@ -16,8 +16,11 @@
 namespace dlm::codegen {
 
 struct ModelKernelOptions {
-  // or "entropy-bound"; "diffusion-gemma" (host-driven: no decoding kernels)
+  // or "entropy-bound"; the device block loop's decoding kernels serve only these two
   std::string policy = "low-confidence";
+  // The policy is decoded on the host over the device's forwards (diffusion-gemma, autoregressive,
+  // introspective-strided): no decoding kernels.
+  bool hostDecoding = false;
   bool confidenceThreshold = false;      // low-confidence with --threshold
   int64_t canvas = 32;                   // block length
   int64_t pageSize = 16;

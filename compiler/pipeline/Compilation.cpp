@@ -102,6 +102,8 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
 std::string defaultPolicies(const importer::ModelDescription &model) {
   if (model.blockDiffusion)
     return "diffusion-gemma";
+  if (!model.defaultPolicies.empty())
+    return model.defaultPolicies;
   // A causal model without a mask token (a plain Qwen3 or Llama checkpoint) has no diffusion
   // policy to run: it decodes left to right.
   if (model.config.attentionMask == artifact::AttentionMaskKind::causal &&
@@ -218,7 +220,7 @@ Status Compilation::compile(const CompileOptions &options) {
   // @generate documents the default diffusion program over @forward; a model of several forward
   // functions (DiffusionGemma) or decoded left to right has only its decode program
   // (compiler/programs/decode/).
-  if (!checkpoint_->model.blockDiffusion && policy.name != "autoregressive" &&
+  if (!checkpoint_->model.blockDiffusion && !programs::decodesLeftToRight(policy.name) &&
       (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_))))
     return Status::error("could not build the decoding program");
   // The program names weights as the artifact stores them.
@@ -280,17 +282,16 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
   }
   // Left to right needs a causal model: a bidirectional one's prompt K/V would depend on the
   // tokens after them.
-  const bool autoregressive =
-      std::find(policies_.begin(), policies_.end(), "autoregressive") != policies_.end();
-  if (autoregressive &&
-      checkpoint_->model.config.attentionMask != artifact::AttentionMaskKind::causal)
-    return Status::error("not supported yet: --policy autoregressive for " +
-                         checkpoint_->model.config.architecture +
-                         ", whose attention is not causal");
+  for (const std::string &policy : policies_)
+    if (programs::decodesLeftToRight(policy) &&
+        checkpoint_->model.config.attentionMask != artifact::AttentionMaskKind::causal)
+      return Status::error("not supported yet: --policy " + policy + " for " +
+                           checkpoint_->model.config.architecture +
+                           ", whose attention is not causal");
   // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
-  // for the default diffusion programs; autoregressive decoding needs neither.
+  // for the default diffusion programs; decoding left to right needs neither.
   const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
-  if (policies_.front() != "autoregressive" &&
+  if (!programs::decodesLeftToRight(policies_.front()) &&
       std::find(defaults.begin(), defaults.end(), policies_.front()) == defaults.end())
     return Status::error("not supported yet: --policy " + policies_.front() +
                          " as the artifact's default program; name it after " +
@@ -349,6 +350,8 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   kernelOptions.element =
       precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
   kernelOptions.policy = policies_.front();
+  kernelOptions.hostDecoding =
+      checkpoint_->model.blockDiffusion.has_value() || programs::decodesLeftToRight(policies_.front());
   kernelOptions.confidenceThreshold = options.threshold > 0.0;
   kernelOptions.canvas = options.blockLength;
   kernelOptions.pageSize = programs::DecodingPolicy{}.pageSize;

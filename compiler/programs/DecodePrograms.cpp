@@ -45,6 +45,10 @@ std::vector<std::string> defaultDecodeProgramPolicies() {
   return names;
 }
 
+bool decodesLeftToRight(std::string_view policy) {
+  return policy == "autoregressive" || policy == "introspective-strided";
+}
+
 StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
                                                        const artifact::Attributes &knobs,
                                                        int64_t unroll) {

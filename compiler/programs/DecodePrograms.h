@@ -20,6 +20,11 @@ std::vector<std::string> decodeProgramPolicies();
 // The ones dlmc compile embeds without --policy, in its default order.
 std::vector<std::string> defaultDecodeProgramPolicies();
 
+// Whether `policy` decodes a causal model left to right over its plain forward (autoregressive,
+// introspective-strided): it needs a causal model, neither @generate nor the device block loop's
+// decoding kernels.
+bool decodesLeftToRight(std::string_view policy);
+
 // The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),
 // those the program declares become its stored knobs; `unroll` becomes every denoise loop's unroll
 // hint. The program is loaded once to check it: an unknown policy (the error names the known

@@ -65,4 +65,18 @@ inline std::string layerWeightName(int64_t layer, std::string_view role) {
   return name;
 }
 
+// A DFlash drafter (docs/design/speculative-decoding.md §2.1) names its weights like a model's
+// under this prefix ("draft.layers.0.q", "draft.final_norm"), plus its context projection. It has
+// no embedding and no LM head: it uses the target's.
+inline constexpr std::string_view kDraftPrefix = "draft.";
+inline constexpr std::string_view kContextFc = "fc";            // [H, n*H], n target layers tapped
+inline constexpr std::string_view kContextNorm = "hidden_norm"; // [H], after fc
+
+// "draft.fc", draftWeightName(layerWeightName(0, kQ)) = "draft.layers.0.q"
+inline std::string draftWeightName(std::string_view name) {
+  std::string prefixed(kDraftPrefix);
+  prefixed += name;
+  return prefixed;
+}
+
 } // namespace dlm::spec

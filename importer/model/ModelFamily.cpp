@@ -3,6 +3,7 @@
 
 #include "importer/model/CanonicalWeights.h"
 #include "importer/model/ConfigFields.h"
+#include "importer/model/DFlashFamily.h"
 #include "importer/model/DiffusionGemmaFamily.h"
 #include "runtime/model/ModelSpec.h"
 
@@ -127,8 +128,11 @@ StatusOr<ModelDescription> describeLLaDA(const json &j) {
   return d;
 }
 
+} // namespace
+
 // The RoPE base: transformers 5 writes it only inside rope_parameters ({"rope_theta": ...,
 // "rope_type": "default"}), transformers 4 as a top-level rope_theta; 10000 when neither is there.
+// Also read by DFlashFamily.cpp.
 StatusOr<double> ropeTheta(const json &j) {
   auto it = j.find("rope_parameters");
   if (it == j.end() || it->is_null())
@@ -146,6 +150,8 @@ StatusOr<double> ropeTheta(const json &j) {
       return Status::error("not supported yet: rope_parameters." + key);
   return ConfigFields(*it, "config.json: rope_parameters").positiveNumberOr("rope_theta", 10000.0);
 }
+
+namespace {
 
 // Qwen2 / Qwen3 / Llama / Dream share Hugging Face's naming under model.layers.
 struct HfFamily {
@@ -239,12 +245,24 @@ StatusOr<ModelDescription> describeModel(const json &config, const json *generat
       {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
       {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
+      // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
+      // by introspective strided decoding (SPECS.md §3).
+      {"SDARForCausalLM",
+       [architecture](const json &j) -> StatusOr<ModelDescription> {
+         StatusOr<ModelDescription> d =
+             describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true});
+         if (d)
+           d->defaultPolicies = "introspective-strided,autoregressive";
+         return d;
+       }},
   };
   // Architectures dLLM users bring that dlm will import, but not yet.
   static const char *const kNotYet[] = {
-      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "SDARForCausalLM", "Qwen3MoeForCausalLM",
-      "DFlashDraftModel"};
+      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "Qwen3MoeForCausalLM"};
 
+  // A drafter is only read beside its target (DFlashFamily.cpp, describeDFlashDraft).
+  if (architecture == "DFlashDraftModel")
+    return Status::error(kDFlashNeedsTarget);
   if (architecture == "DiffusionGemmaForBlockDiffusion")
     return describeDiffusionGemma(config, generation);
   if (auto it = supported.find(architecture); it != supported.end())

@@ -57,6 +57,9 @@ struct ModelDescription {
   ArchitectureTraits traits;
   std::vector<WeightBinding> weights;
   std::optional<BlockDiffusionStructure> blockDiffusion; // DiffusionGemma only
+  // The policies dlmc compile embeds without --policy when the architecture names its own
+  // (comma-separated, the default program first); empty: the compiler's rule.
+  std::string defaultPolicies;
   // Defaults of decode-program knobs the checkpoint states (generation_config.json), by knob name.
   artifact::Attributes knobDefaults;
   // What the import left out on purpose, for the compile report ("the vision tower ...").

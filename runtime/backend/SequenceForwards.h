@@ -129,6 +129,14 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   return logits;
 }
 
+// DecodeModel::trimCache: the sequence keeps its first `length` slots.
+inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int64_t length) {
+  if (length < 0 || length > cache.length(sequence))
+    return Status::error("cannot trim the KV cache of " + std::to_string(cache.length(sequence)) +
+                         " tokens to " + std::to_string(length));
+  return cache.trim(sequence, length);
+}
+
 // A ForwardSpec's mode on the sequence: full, cached or append, as the three above run them.
 template <typename Run>
 StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,

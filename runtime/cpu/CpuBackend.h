@@ -51,6 +51,7 @@ public:
                                                sampling::LogitRows rows) override;
   // Any function by name, in the full, cached or append mode, with or without input rows.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
+  Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
 
   MemoryUsage memoryUsage() const override;
 

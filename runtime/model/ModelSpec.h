@@ -60,6 +60,10 @@ inline constexpr std::string_view kKnobCanvasLength = "canvas_length";
 // autoregressive: transformers' top-k (int, 0: off) and top-p (real, 1: off) sampling filters.
 inline constexpr std::string_view kKnobTopK = "top_k";
 inline constexpr std::string_view kKnobTopP = "top_p";
+// introspective-strided: tokens per forward at most (N; 2N-1 positions fed) and the verifier's
+// relaxation alpha (1: the authors' default; <= 0 accepts every draft).
+inline constexpr std::string_view kKnobStride = "stride";
+inline constexpr std::string_view kKnobVerifyAlpha = "verify_alpha";
 inline constexpr std::string_view kKnobEntropyBound = "entropy_bound"; // real, entropy-bound
 inline constexpr std::string_view kKnobStabilityThreshold = "stability_threshold";   // int
 inline constexpr std::string_view kKnobConfidenceThreshold = "confidence_threshold"; // real

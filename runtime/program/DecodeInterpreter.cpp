@@ -117,6 +117,16 @@ private:
       return detail::runHoldLogits(state_, in, at);
     case OpKind::dropLogits:
       return detail::runDropLogits(state_, in, at);
+    case OpKind::narrowLogits:
+      return detail::runNarrowLogits(state_, in, at);
+    case OpKind::seqTruncate:
+      return detail::runSeqTruncate(state_, in, at);
+    case OpKind::seqWrite:
+      return detail::runSeqWrite(state_, in, at);
+    case OpKind::kvTrim:
+      return detail::runKvTrim(state_, in, at);
+    case OpKind::specVerify:
+      return detail::runSpecVerify(state_, in, at);
     case OpKind::credit:
       return detail::runCredit(state_, in, at);
     case OpKind::forward:

@@ -59,6 +59,9 @@ struct ProgramTestHooks {
   std::function<int32_t(int64_t step, int64_t position)> sampledToken;
   // renoise noise=uniform: the fresh token of a rejected `position` at RNG step `step`.
   std::function<int32_t(int64_t step, int64_t position)> renoiseToken;
+  // spec_verify: a deliberately broken verifier that replaces a rejected draft with a draw from
+  // the target's p instead of the residual max(0, p - q) (the losslessness test must catch it).
+  bool verifyWithoutResidual = false;
   // Called after every record that is not control flow (loops, if/else/end, until, exit_if),
   // with the record's kind.
   std::function<void(std::string_view kind, const RegisterView &registers)> afterRecord;

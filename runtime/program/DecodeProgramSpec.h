@@ -99,6 +99,37 @@ inline constexpr std::string_view kKindForward = "forward";
 inline constexpr std::string_view kKindHoldLogits = "hold_logits";
 // Empties a logits register (a forward then gets no input from it).
 inline constexpr std::string_view kKindDropLogits = "drop_logits";
+// The rows [begin, end) of the last decoded forward's logit rows (0: the first row it returned)
+// become the rows every later row record reads (sample, hold_logits, spec_verify, ...), until the
+// next forward, which returns all of its rows again. One forward then serves several groups of
+// rows: I-DLM's verified drafts, its bonus and its next drafts.
+inline constexpr std::string_view kKindNarrowLogits = "narrow_logits";
+// seq keeps its first `length` tokens (prompt_len <= length <= its length): a speculative
+// round drops the drafts it rejected and the mask positions it fed. The window is clipped to it.
+inline constexpr std::string_view kKindSeqTruncate = "seq_truncate";
+// Writes a tokens register into seq's window rows.
+inline constexpr std::string_view kKindSeqWrite = "seq_write";
+// DecodeModel::trimCache(length): the K/V cache keeps the first `length` positions of what it
+// holds (the rejected drafts' and the masks' K/V an append forward wrote are dropped).
+inline constexpr std::string_view kKindKvTrim = "kv_trim";
+// Speculative verification (the dlm.spec_verify op; seeds 002-004, SPECS.md §2-3): the window's
+// K rows hold draft tokens d_0..d_{K-1} at their positions; the current logit rows (K + 1 of them)
+// are the target's, row j predicting d_j and row K the token after the last draft. Drafts are
+// taken in order while they pass:
+//   temperature 0   d_j == argmax(row j) (first index of the largest)
+//   temperature T   p = the target's distribution of row j: softmax(row / T) over the tokens
+//                   sampling::topKTopPFilter keeps with top_k / top_p (all when unset), q = the
+//                   draft's: softmax(draft_logits row j) (the draft's logits already divided by T,
+//                   as hold_logits writes them) filtered the same way at unit temperature; d_j
+//                   passes when alpha <= 0, or r = p(d_j) / (alpha q(d_j)) >= 1, or u < r, with
+//                   u = uniform(key(seed, request, verify stream, step, position of d_j), 0)
+//                   (alpha 1: the rejection sampling of speculative decoding, lossless when the
+//                   drafts were drawn from q)
+// → accepted = the drafts that passed (0..K); token = at the first rejected row, argmax (T = 0)
+// or a draw from normalize(max(0, p - q)) (p when that is all zero); when all passed, the bonus
+// token from row K (argmax, or a draw from its p). Draws are the inverse CDF of
+// uniform(key(..., position of the row's token), 1).
+inline constexpr std::string_view kKindSpecVerify = "spec_verify";
 // Per window row (candidates=masked: rows holding @mask; all: every row), keyed by
 // positionKey(stepKey(seed, request, gumbel stream, step), position):
 //   kind=gumbel_max  sampling::decodeRow → token, confidence (softmax at unit temperature); with
@@ -182,6 +213,7 @@ inline constexpr char kFactPrefix = '@';
 inline constexpr int64_t kStreamGumbel = 0;
 inline constexpr int64_t kStreamRenoise = 1;
 inline constexpr int64_t kStreamInit = 2;
+inline constexpr int64_t kStreamVerify = 3;
 
 // ---- Parameters -------------------------------------------------------------------------------
 enum class ParamRole : uint8_t {
@@ -329,6 +361,29 @@ inline constexpr ParamSpec kHoldLogitsParams[] = {
     {"temperature", PR::input, PT::real, true},
     {"out", PR::result, PT::logits, true},
 };
+inline constexpr ParamSpec kNarrowLogitsParams[] = {
+    {"begin", PR::input, PT::integer, true},
+    {"end", PR::input, PT::integer, true},
+};
+inline constexpr ParamSpec kSeqTruncateParams[] = {
+    {"length", PR::input, PT::integer, true},
+};
+inline constexpr ParamSpec kSeqWriteParams[] = {
+    {"tokens", PR::input, PT::tokens, true},
+};
+inline constexpr ParamSpec kKvTrimParams[] = {
+    {"length", PR::input, PT::integer, true},
+};
+inline constexpr ParamSpec kSpecVerifyParams[] = {
+    {"temperature", PR::input, PT::real, true},
+    {"step", PR::input, PT::integer, true},
+    {"draft_logits", PR::input, PT::logits, false}, // needed when temperature > 0
+    {"alpha", PR::input, PT::real, false},          // default 1
+    {"top_k", PR::input, PT::integer, false},       // 0: no limit
+    {"top_p", PR::input, PT::real, false},          // 1: no limit
+    {"accepted", PR::result, PT::integer, true},
+    {"token", PR::result, PT::integer, true},
+};
 inline constexpr ParamSpec kDropLogitsParams[] = {
     {"out", PR::result, PT::logits, true},
 };
@@ -475,6 +530,11 @@ inline constexpr KindSpec kKinds[] = {
     kindSpec(kKindForward, kForwardParams),
     kindSpec(kKindHoldLogits, kHoldLogitsParams),
     kindSpec(kKindDropLogits, kDropLogitsParams),
+    kindSpec(kKindNarrowLogits, kNarrowLogitsParams),
+    kindSpec(kKindSeqTruncate, kSeqTruncateParams),
+    kindSpec(kKindSeqWrite, kSeqWriteParams),
+    kindSpec(kKindKvTrim, kKvTrimParams),
+    kindSpec(kKindSpecVerify, kSpecVerifyParams),
     kindSpec(kKindSample, kSampleParams),
     kindSpec(kKindAccept, kAcceptParams),
     kindSpec(kKindCredit, kCreditParams),
@@ -662,6 +722,34 @@ inline constexpr size_t kOut = paramIndex(kHoldLogitsParams, "out");
 namespace drop_logits_params {
 inline constexpr size_t kOut = paramIndex(kDropLogitsParams, "out");
 } // namespace drop_logits_params
+
+namespace narrow_logits_params {
+inline constexpr size_t kBegin = paramIndex(kNarrowLogitsParams, "begin");
+inline constexpr size_t kEnd = paramIndex(kNarrowLogitsParams, "end");
+} // namespace narrow_logits_params
+
+namespace seq_truncate_params {
+inline constexpr size_t kLength = paramIndex(kSeqTruncateParams, "length");
+} // namespace seq_truncate_params
+
+namespace seq_write_params {
+inline constexpr size_t kTokens = paramIndex(kSeqWriteParams, "tokens");
+} // namespace seq_write_params
+
+namespace kv_trim_params {
+inline constexpr size_t kLength = paramIndex(kKvTrimParams, "length");
+} // namespace kv_trim_params
+
+namespace spec_verify_params {
+inline constexpr size_t kTemperature = paramIndex(kSpecVerifyParams, "temperature");
+inline constexpr size_t kStep = paramIndex(kSpecVerifyParams, "step");
+inline constexpr size_t kDraftLogits = paramIndex(kSpecVerifyParams, "draft_logits");
+inline constexpr size_t kAlpha = paramIndex(kSpecVerifyParams, "alpha");
+inline constexpr size_t kTopK = paramIndex(kSpecVerifyParams, "top_k");
+inline constexpr size_t kTopP = paramIndex(kSpecVerifyParams, "top_p");
+inline constexpr size_t kAccepted = paramIndex(kSpecVerifyParams, "accepted");
+inline constexpr size_t kToken = paramIndex(kSpecVerifyParams, "token");
+} // namespace spec_verify_params
 
 namespace sample_params {
 inline constexpr size_t kKind = paramIndex(kSampleParams, "kind");

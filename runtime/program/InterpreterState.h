@@ -74,7 +74,10 @@ public:
   int64_t windowEnd = 0;
   int64_t reservedTokens = -1; // -1: no `reserve` yet
   int64_t reservedRows = 0;
+  // The rows row records read (narrow_logits may select some of the forward's) and all the rows
+  // the last forward returned.
   sampling::LogitsView logits;
+  sampling::LogitsView forwardLogits;
   bool hasLogits = false;
   // Whether seq_extend placed ProgramRequest::initialNoise (the first canvas drawn from noise).
   bool initialNoiseUsed = false;
@@ -90,6 +93,8 @@ public:
   // The top-k / top-p filter's allowed tokens and its sort order, one row at a time.
   std::vector<uint8_t> allowedTokens;
   std::vector<int32_t> tokenOrder;
+  // spec_verify's target and draft distributions, one row at a time.
+  std::vector<double> targetProbabilities, draftProbabilities, residual;
 };
 
 // The handlers: each runs instruction `at`, which has the handler's kind.
@@ -109,6 +114,11 @@ Status runFinish(State &state, const Instruction &in, size_t at);
 Status runForward(State &state, const Instruction &in, size_t at);
 Status runHoldLogits(State &state, const Instruction &in, size_t at);
 Status runDropLogits(State &state, const Instruction &in, size_t at);
+Status runNarrowLogits(State &state, const Instruction &in, size_t at);
+Status runSeqTruncate(State &state, const Instruction &in, size_t at);
+Status runSeqWrite(State &state, const Instruction &in, size_t at);
+Status runKvTrim(State &state, const Instruction &in, size_t at);
+Status runSpecVerify(State &state, const Instruction &in, size_t at);
 Status runSample(State &state, const Instruction &in, size_t at);
 Status runAccept(State &state, const Instruction &in, size_t at);
 Status runGate(State &state, const Instruction &in, size_t at);

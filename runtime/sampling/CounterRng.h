@@ -18,6 +18,7 @@ enum Stream : uint64_t {
   kStreamGumbel = 0,  // Gumbel noise over the vocabulary
   kStreamRenoise = 1, // renoise token id (uniform-noise canvases)
   kStreamInit = 2,    // initial canvas token id (uniform-noise canvases)
+  kStreamVerify = 3,  // speculative verification: acceptance and correction draws
 };
 
 inline uint64_t mix64(uint64_t z) {

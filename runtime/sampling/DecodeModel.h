@@ -124,6 +124,12 @@ public:
                          "append mode on this model");
   }
 
+  // Keeps the first `length` positions of the K/V cache (at most what it holds) and drops the
+  // rest: what a speculative round does with the K/V of the drafts it rejected.
+  virtual Status trimCache(int64_t /*length*/) {
+    return Status::error("not supported yet: trimming the K/V cache of this model");
+  }
+
   // Optional: whether denoiseBlock serves `plan` (the kernels it needs exist, the loop is on).
   virtual bool denoisesBlock(const LoopPlan & /*plan*/) const { return false; }
 

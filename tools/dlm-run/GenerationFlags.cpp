@@ -108,6 +108,8 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--canvas-length", {s::kKnobCanvasLength, KnobKind::integer}},
       {"--top-k", {s::kKnobTopK, KnobKind::integer}},
       {"--top-p", {s::kKnobTopP, KnobKind::real}},
+      {"--stride", {s::kKnobStride, KnobKind::integer}},
+      {"--verify-alpha", {s::kKnobVerifyAlpha, KnobKind::real}},
   };
   return flags;
 }

@@ -1,6 +1,7 @@
 // The `forward` record: a full, cached, window or append forward through sampling::ForwardRunner,
 // which counts it, times it and captures the first decoded forward's logits exactly as the policy
-// loops do; and the logits registers a forward may take as its input (hold_logits, drop_logits).
+// loops do; the logits registers a forward may take as its input (hold_logits, drop_logits); and
+// which of its rows the row records read (narrow_logits).
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 
@@ -78,7 +79,7 @@ Status runForward(State &state, const Instruction &in, size_t at) {
     StatusOr<sampling::LogitsView> logits = state.runner.forward(*spec, decoded);
     if (!logits)
       return logits.status();
-    state.logits = *logits;
+    state.logits = state.forwardLogits = *logits;
     state.hasLogits = decoded;
     return Status::ok();
   }
@@ -88,7 +89,7 @@ Status runForward(State &state, const Instruction &in, size_t at) {
                             : state.runner.full(state.seq, count, keep, rows, decoded);
   if (!logits)
     return logits.status();
-  state.logits = *logits;
+  state.logits = state.forwardLogits = *logits;
   state.hasLogits = decoded;
   return Status::ok();
 }
@@ -111,6 +112,20 @@ Status runHoldLogits(State &state, const Instruction &in, size_t at) {
   // One float32 division per element, as transformers' temperature processor divides.
   for (int64_t i = 0; i < count; ++i)
     out[static_cast<size_t>(i)] = state.logits.data[i] / temperature;
+  return Status::ok();
+}
+
+Status runNarrowLogits(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::narrow_logits_params;
+  if (!state.hasLogits)
+    return state.error(at, "no decoded forward's logits to narrow");
+  const int64_t begin = state.integer(in[kBegin]);
+  const int64_t end = state.integer(in[kEnd]);
+  const sampling::LogitsView &all = state.forwardLogits;
+  if (begin < 0 || begin > end || end > all.rows)
+    return state.error(at, "logit rows [" + str(begin) + ", " + str(end) +
+                               ") are outside the forward's " + str(all.rows));
+  state.logits = sampling::LogitsView{all.row(begin), end - begin, all.vocab};
   return Status::ok();
 }
 

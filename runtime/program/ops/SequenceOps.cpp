@@ -1,4 +1,5 @@
-// Records on the token sequence: sizes, growth, the window, row fills, committing and finishing.
+// Records on the token sequence: sizes, growth and truncation, the window, row fills and writes,
+// the K/V cache's length, committing and finishing.
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 #include "runtime/sampling/CounterRng.h"
@@ -118,6 +119,40 @@ Status runWindow(State &state, const Instruction &in, size_t at) {
   state.windowBegin = begin;
   state.windowEnd = end;
   return Status::ok();
+}
+
+Status runSeqTruncate(State &state, const Instruction &in, size_t at) {
+  const int64_t length = state.integer(in[dspec::seq_truncate_params::kLength]);
+  const int64_t size = static_cast<int64_t>(state.seq.size());
+  if (length < state.promptLength || length > size)
+    return state.error(at, "cannot truncate the sequence of " + std::to_string(size) +
+                               " tokens to " + std::to_string(length) + " (the prompt has " +
+                               std::to_string(state.promptLength) + ")");
+  state.seq.resize(static_cast<size_t>(length));
+  state.windowEnd = std::min(state.windowEnd, length);
+  state.windowBegin = std::min(state.windowBegin, state.windowEnd);
+  return Status::ok();
+}
+
+Status runSeqWrite(State &state, const Instruction &in, size_t at) {
+  StatusOr<const std::vector<int32_t> *> tokens =
+      state.tokensRow(in[dspec::seq_write_params::kTokens], at);
+  if (!tokens)
+    return tokens.status();
+  for (int64_t j = 0; j < state.rows(); ++j) {
+    const int32_t token = (**tokens)[static_cast<size_t>(j)];
+    if (token < 0 || token >= state.vocab)
+      return state.error(at, "token " + std::to_string(token) +
+                                 " is outside the vocabulary [0, " + std::to_string(state.vocab) +
+                                 ")");
+    state.seq[static_cast<size_t>(state.windowBegin + j)] = token;
+  }
+  return Status::ok();
+}
+
+Status runKvTrim(State &state, const Instruction &in, size_t at) {
+  Status trimmed = state.model.trimCache(state.integer(in[dspec::kv_trim_params::kLength]));
+  return trimmed.isOk() ? trimmed : state.error(at, trimmed.message());
 }
 
 Status runCountEq(State &state, const Instruction &in, size_t) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Independent plain-PyTorch Llama / Qwen3 / Qwen2 causal LM and autoregressive decoding checks.
+"""Independent plain-PyTorch Llama / Qwen3 / Qwen2 / SDAR causal LM and autoregressive decoding checks.
 
 Reads a checkpoint directory (config.json + model.safetensors as `save_pretrained` writes them) and runs the
 causal forward written from the architecture (RMSNorm, RoPE with rope_theta, GQA attention, Qwen3's per-head
-q_norm / k_norm before RoPE, Qwen2's q/k/v biases, SiLU-gated MLP, tied or untied head), in float32, without
+q_norm / k_norm before RoPE, Qwen2's q/k/v biases, SiLU-gated MLP, tied or untied head; SDARForCausalLM, I-DLM's
+class, is Qwen3's weights and math), in float32, without
 importing transformers. Needs torch (>= 1.13), numpy and safetensors only, so it also runs in the repository's
 .venv.
 
@@ -15,7 +16,8 @@ re-checks fixtures made by make_fixtures.py:
     ran KV-cached), every token is the argmax (exactly), and the run stopped where the EOS / max-token rule says;
   - sampled: the same for the step logits; transformers' warpers (temperature, then top-k, then top-p, as listed
     in trace.json's hf_logits_processors) re-applied to the recorded logits give the recorded scores (same
-    -inf mask exactly, finite values within 1e-5 relative), and every drawn token is inside the kept set.
+    -inf mask exactly, finite values within 1e-5 relative), and every drawn token is inside the kept set;
+  - a mask_token_id in config.json (SDAR) is the tokenizer's mask token and in no prompt or generated run.
 """
 
 import json
@@ -33,7 +35,8 @@ SCORE_RTOL = 1e-5          # warped scores recomputed from the recorded logits
 
 FAMILIES = {"LlamaForCausalLM": dict(qk_norm=False, qkv_bias=False),
             "Qwen3ForCausalLM": dict(qk_norm=True, qkv_bias=False),
-            "Qwen2ForCausalLM": dict(qk_norm=False, qkv_bias=True)}
+            "Qwen2ForCausalLM": dict(qk_norm=False, qkv_bias=True),
+            "SDARForCausalLM": dict(qk_norm=True, qkv_bias=False)}  # I-DLM: Qwen3 + mask_token_id
 
 
 class Config:
@@ -234,6 +237,18 @@ def verify_fixture(path, verbose=True):
     _same("greedy new ids vs trace.json", new, meta["greedy"]["new_ids"], errors)
     top2 = np.sort(t["greedy_step_logits"], axis=-1)[:, -2:]
     report["greedy_min_margin"] = float((top2[:, 1] - top2[:, 0]).min())
+
+    # the mask token (SDAR): a special token of the tokenizer, never in a prompt or a generated run
+    mask = cfg.get("mask_token_id")
+    if mask is not None or meta.get("mask_token_id") is not None:
+        tok = json.load(open(os.path.join(path, "tokenizer.json")))
+        special = {a["id"]: a["content"] for a in tok.get("added_tokens", []) if a.get("special")}
+        if meta.get("mask_token_id") != mask or mask not in special or not 0 <= mask < V:
+            errors.append("mask_token_id: config %s, trace %s, tokenizer's special tokens %s"
+                          % (mask, meta.get("mask_token_id"), special))
+        runs = [prompt, t["greedy_sequences"]] + [t["sample%d_sequences" % k] for k in range(len(meta["sampled"]))]
+        if any(mask in r.tolist() for r in runs):
+            errors.append("the mask token %s is in the prompt or a generated run" % mask)
 
     # sampled
     for k, s in enumerate(meta["sampled"]):

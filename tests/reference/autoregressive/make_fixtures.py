@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Autoregressive-decoding oracle fixtures: tiny random Qwen3 / Llama checkpoints made by transformers' own
-classes, and traces of their forward and of `generate()` (greedy and sampled).
+"""Autoregressive-decoding oracle fixtures: tiny random Qwen3 / Llama / Qwen2 checkpoints (and an I-DLM-style
+SDARForCausalLM one, Qwen3-shaped) made by transformers' own classes, and traces of their forward and of
+`generate()` (greedy and sampled).
 
 Run with the reference venv (torch 2.15.0, transformers 5.23.x; see ../diffusion_gemma/README.md):
 
@@ -8,21 +9,25 @@ Run with the reference venv (torch 2.15.0, transformers 5.23.x; see ../diffusion
     /work/refvenv/bin/python tests/reference/autoregressive/make_fixtures.py --check    # regenerate to a temp dir, compare
 
 For every spec in SPECS it
-  1. builds a `Qwen3ForCausalLM` / `LlamaForCausalLM` from a tiny config, overwrites every parameter with
-     seeded random values (norm weights all different from 1, scaled so that greedy decoding is neither
-     degenerate nor decided by rounding noise), and `save_pretrained`s it (float32 safetensors, config.json,
-     generation_config.json with the greedy settings) together with a tiny word-level tokenizer;
-  2. reloads it with `from_pretrained` (so the trace is of what is on disk) and records:
+  1. builds a `Qwen3ForCausalLM` / `LlamaForCausalLM` / `Qwen2ForCausalLM` from a tiny config, overwrites every
+     parameter with seeded random values (norm weights all different from 1, scaled so that greedy decoding is
+     neither degenerate nor decided by rounding noise), and `save_pretrained`s it (float32 safetensors, config.json,
+     generation_config.json with the greedy settings) together with a tiny word-level tokenizer; an `sdar`
+     spec then rewrites config.json the way I-DLM's SDAR checkpoints spell it (architectures
+     ["SDARForCausalLM"], model_type "sdar", mask_token_id, top-level rope_theta);
+  2. reloads it with `from_pretrained` (so the trace is of what is on disk; an SDAR checkpoint is loaded as
+     Qwen3ForCausalLM, the same weights and math) and records:
      - the full logits of the prompt forward (one call, no cache) and `generate`'s first-step logits;
      - a greedy `generate` (the checkpoint's generation_config.json): output ids and per-step logits;
      - sampled `generate` runs (do_sample, explicit temperature / top_k / top_p, torch seeded): per step the raw
        logits, the processed scores (after transformers' warpers) and the drawn token;
   3. re-checks everything with the independent plain-PyTorch reference ar_reference.py and refuses to write a
-     fixture that it does not reproduce.
+     fixture that it does not reproduce;
+  4. writes replay/ (extract_replay.py: the sampled runs' logits and scores as .npy for the C++ tests).
 
 Files per fixture (fixtures/<name>/): config.json, generation_config.json, model.safetensors, tokenizer.json,
-tokenizer_config.json, trace.npz (arrays), trace.json (metadata). fixtures/MANIFEST.json lists every file's
-size and sha256 and the versions that made them.
+tokenizer_config.json, trace.npz (arrays), trace.json (metadata), replay/*.npy. fixtures/MANIFEST.json lists
+every file's size and sha256 and the versions that made them.
 """
 
 import argparse
@@ -38,18 +43,20 @@ import numpy as np
 import torch
 
 import transformers
-from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
-                          Qwen3ForCausalLM)
+from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ar_reference  # noqa: E402
+import extract_replay  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
 TORCH_VERSION = "2.15.0"
 TRANSFORMERS_SERIES = "5.23."
 
-ARCH = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
+ARCH = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
 
 SPECS = [
     {
@@ -93,9 +100,60 @@ SPECS = [
         "sampled": [dict(temperature=1.3, top_k=0, top_p=0.8, seed=21),
                      dict(temperature=1.0, top_k=5, top_p=1.0, seed=22)],
     },
+    {
+        # Qwen2: q/k/v biases (random, large enough to matter: trace.json records the logits' change without
+        # them), no q/k norms, MQA 4q/1kv, head_dim 16 = hidden / heads, untied lm_head, rope_theta 1e6. No BOS.
+        # Greedy stops at EOS, chosen by a dry run as for qwen3_tiny; so does the second sampled run.
+        "name": "qwen2_tiny",
+        "arch": "qwen2",
+        "seed": 3,
+        "config": dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=1, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                       tie_word_embeddings=False, max_position_embeddings=512, pad_token_id=0, bos_token_id=None,
+                       use_sliding_window=False),
+        "bos": None,
+        "logit_gain": 1.0,
+        "branch_gain": 2.0,
+        "bias_gain": 0.5,
+        "prompt_len": 8,
+        "max_new_tokens": 16,
+        "eos": "dry_run",
+        "eos_step": 12,
+        "sampled": [dict(temperature=0.8, top_k=40, top_p=0.95, seed=31),
+                    dict(temperature=2.0, top_k=0, top_p=0.8, seed=33)],  # this one stops at EOS
+    },
+    {
+        # I-DLM (thuEcstasy/I-DLM) style: SDARForCausalLM is Qwen3ForCausalLM's weights and math with a
+        # mask_token_id in config.json. Built and traced with Qwen3ForCausalLM; config.json rewritten as the
+        # authors' training/model/Qwen3-8B-b1-allmasked/config.json spells it (see SDAR_CONFIG). Untied head
+        # (as I-DLM-8B), GQA 4q/2kv, head_dim 16, 2 layers. Greedy runs 24 tokens (a
+        # speculative decoder's test: several tokens per forward) and stops on max_new_tokens; EOS 1 and the
+        # mask token are never produced.
+        "name": "sdar_tiny",
+        "arch": "qwen3",
+        "sdar": True,
+        "seed": 6,
+        "config": dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1000000.0,
+                       rms_norm_eps=1e-6, tie_word_embeddings=False, max_position_embeddings=512,
+                       pad_token_id=0, bos_token_id=None),
+        "bos": None,
+        "mask": 255,
+        "logit_gain": 1.0,
+        "branch_gain": 1.0,
+        "qk_gain": 1.5,
+        "prompt_len": 9,
+        "max_new_tokens": 24,
+        "eos": 1,
+        "sampled": [dict(temperature=1.3, top_k=5, top_p=0.95, seed=43)],  # top-k binds at 8 of 24 steps
+    },
 ]
 
 UNK = 3
+MASK_TOKEN = "<|MASK|>"   # the spelling of Qwen3's / SDAR's tokenizer (id 151669 there)
+# config.json fields an SDAR checkpoint has where transformers 5's Qwen3Config differs (I-DLM's, written by
+# transformers 4.51: top-level rope_theta, no rope_parameters; model_type "sdar")
+SDAR_CONFIG = {"architectures": ["SDARForCausalLM"], "model_type": "sdar"}
 GREEDY_MIN_MARGIN = 1e-2     # top-1 minus top-2 logit at every greedy step (so 1e-4 noise cannot flip a token)
 MIN_DISTINCT = 6             # distinct tokens among the greedy new tokens (not degenerate)
 
@@ -134,6 +192,8 @@ def randomize(model, spec):
             normal(p, spec["branch_gain"] / math.sqrt(p.shape[1]))
         elif name.endswith(".weight") and p.dim() == 2:
             normal(p, 1.0 / math.sqrt(p.shape[1]))
+        elif name.endswith("_proj.bias") and "bias_gain" in spec:  # Qwen2's q/k/v biases
+            normal(p, spec["bias_gain"])
         else:
             raise AssertionError("unhandled parameter " + name)
     # the final norm sets how peaked the logits are
@@ -145,7 +205,8 @@ def randomize(model, spec):
 
 
 def make_tokenizer(vocab_size, special, bos):
-    """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> when the model has one."""
+    """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> when the model has one;
+    <|MASK|> (when in `special`) is the tokenizer's mask_token."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, decoders
     names = {v: k for k, v in special.items()}
     vocab = {names.get(i, "w%d" % i): i for i in range(vocab_size)}
@@ -158,6 +219,8 @@ def make_tokenizer(vocab_size, special, bos):
     kw = dict(eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
     if bos is not None:
         kw["bos_token"] = "<bos>"
+    if MASK_TOKEN in special:
+        kw["mask_token"] = MASK_TOKEN
     return PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
 
 
@@ -167,10 +230,13 @@ def greedy_generation_config(spec, eos):
 
 
 def prompt_ids(spec):
-    """[bos +] fixed pseudo-random word ids (not special)."""
+    """[bos +] fixed pseudo-random word ids (not special; the mask token, when there is one, is the last id)."""
     g = torch.Generator().manual_seed(spec["seed"] + 7)
     V = spec["config"]["vocab_size"]
     n = spec["prompt_len"] - (spec["bos"] is not None)
+    if "mask" in spec:
+        assert spec["mask"] == V - 1
+        V -= 1
     words = torch.randint(4, V, (n,), generator=g)
     if spec["bos"] is not None:
         words = torch.cat([torch.tensor([spec["bos"]]), words])
@@ -332,6 +398,31 @@ def alternative_impl_diff(path, arch, prompt, trace):
     return float(np.abs(f32(out) - trace["prompt_logits"]).max())
 
 
+@torch.no_grad()
+def without_biases_diff(path, arch, prompt, trace):
+    """Max |diff| of the prompt logits with the q/k/v biases zeroed (how much an importer dropping them is off)."""
+    m = load(path, arch)
+    for name, p in m.named_parameters():
+        if name.endswith("_proj.bias"):
+            p.zero_()
+    out = m(input_ids=prompt, use_cache=False).logits[0]
+    return float(np.abs(f32(out) - trace["prompt_logits"]).max())
+
+
+def rewrite_sdar_config(path, spec):
+    """config.json as an SDAR (I-DLM) checkpoint has it: SDARForCausalLM / model_type sdar, mask_token_id, and
+    transformers 4.x's top-level rope_theta (+ rope_scaling null) instead of rope_parameters."""
+    p = os.path.join(path, "config.json")
+    with open(p) as f:
+        c = json.load(f)
+    rope = c.pop("rope_parameters")
+    assert rope == {"rope_theta": spec["config"]["rope_theta"], "rope_type": "default"}, rope
+    c.update(SDAR_CONFIG, rope_theta=rope["rope_theta"], rope_scaling=None, mask_token_id=spec["mask"])
+    with open(p, "w") as f:
+        json.dump(c, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Making one fixture
 
@@ -360,9 +451,14 @@ def make_fixture(spec, out_dir):
     special = {"<pad>": spec["config"]["pad_token_id"], "<unk>": UNK, "<eos>": eos}
     if spec["bos"] is not None:
         special["<bos>"] = spec["bos"]
+    if "mask" in spec:
+        special[MASK_TOKEN] = spec["mask"]
     tok = make_tokenizer(spec["config"]["vocab_size"], special, spec["bos"])
     tok.save_pretrained(tmp_dir)
+    hf_class = type(model).__name__
     del model
+    if spec.get("sdar"):
+        rewrite_sdar_config(tmp_dir, spec)
 
     # 2. reload what is on disk and record
     model = load(tmp_dir, arch)
@@ -371,29 +467,47 @@ def make_fixture(spec, out_dir):
     assert tok(prompt_text)["input_ids"] == prompt[0].tolist(), "the tokenizer does not round-trip the prompt"
     trace, greedy, sampled = record(model, spec, prompt, eos)
     cfg = model.config
+    assert cfg.rope_parameters["rope_theta"] == spec["config"]["rope_theta"], cfg.rope_parameters
+    if "mask" in spec:
+        runs = [trace["prompt_ids"], trace["greedy_sequences"]] + [trace["sample%d_sequences" % k]
+                                                                   for k in range(len(sampled))]
+        if any(spec["mask"] in r.tolist() for r in runs):
+            raise SystemExit("%s: the mask token %d is in the prompt or a generated run" % (name, spec["mask"]))
+        assert tok.mask_token == MASK_TOKEN and tok.mask_token_id == spec["mask"]
     meta = {
         "fixture": name,
         "made_by": "tests/reference/autoregressive/make_fixtures.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
         "architecture": cfg.architectures[0],
+        "traced_with_class": type(model).__name__,
+        "built_with_class": hf_class,
         "seed": spec["seed"],
         "model": {"vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
                   "intermediate_size": cfg.intermediate_size, "num_hidden_layers": cfg.num_hidden_layers,
                   "num_attention_heads": cfg.num_attention_heads, "num_key_value_heads": cfg.num_key_value_heads,
-                  "head_dim": cfg.head_dim, "rope_parameters": cfg.rope_parameters, "rms_norm_eps": cfg.rms_norm_eps,
+                  # Qwen2Config has no head_dim unless given
+                  "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+                  "rope_parameters": cfg.rope_parameters, "rms_norm_eps": cfg.rms_norm_eps,
                   "tie_word_embeddings": cfg.tie_word_embeddings, "dtype": "float32"},
         "hf_impl": {"attn_implementation": cfg._attn_implementation, "device": "cpu", "torch_threads": 1},
         "special_tokens": special,
         "bos_prepended": spec["bos"] is not None,
         "eos_token_id": eos,
+        "mask_token_id": spec.get("mask"),
         "prompt_text": prompt_text,
         "prompt_ids": prompt[0].tolist(),
         "greedy": greedy,
         "greedy_text": tok.decode(trace["greedy_new_ids"], skip_special_tokens=False),
         "sampled": sampled,
     }
+    if spec.get("sdar"):
+        meta["config_rewrite"] = ("saved by %s, then config.json rewritten as I-DLM's SDAR configs spell it: %s, "
+                                  "mask_token_id, rope_theta top-level (no rope_parameters); traced as %s"
+                                  % (hf_class, json.dumps(SDAR_CONFIG), meta["traced_with_class"]))
     meta["alternative_impl_max_abs_diff"] = alternative_impl_diff(tmp_dir, arch, prompt, trace)
+    if "bias_gain" in spec:
+        meta["without_qkv_biases_prompt_logits_max_abs_diff"] = without_biases_diff(tmp_dir, arch, prompt, trace)
     np.savez_compressed(os.path.join(tmp_dir, "trace.npz"), **trace)
     meta["arrays"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "sha256_16": arr_sha(v)}
                       for k, v in sorted(trace.items())}
@@ -410,6 +524,8 @@ def make_fixture(spec, out_dir):
     write_json(os.path.join(tmp_dir, "trace.json"), meta)
     for f in os.listdir(tmp_dir):
         os.chmod(os.path.join(tmp_dir, f), 0o644)  # safetensors writes 0600
+    # 4. the sampled runs' arrays for the C++ replay test
+    extract_replay.extract(tmp_dir, check=False)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.rename(tmp_dir, out_dir)
     return meta
@@ -428,10 +544,35 @@ def write_json(path, obj):
 WARNINGS = []
 
 
+def list_files(d):
+    """Files under d, relative ('replay/sample0_step_logits.npy'), sorted."""
+    out = []
+    for root, dirs, files in os.walk(d):
+        dirs.sort()
+        out += [os.path.relpath(os.path.join(root, f), d) for f in files]
+    return sorted(out)
+
+
+def compare_arrays(what, x, y, errors):
+    if x.shape != y.shape or x.dtype != y.dtype:
+        errors.append("%s shape/dtype %s %s != %s %s" % (what, x.shape, x.dtype, y.shape, y.dtype))
+    elif x.dtype.kind == "f":
+        if not np.array_equal(x, y):
+            if not np.array_equal(np.isfinite(x), np.isfinite(y)):
+                errors.append("%s: -inf masks differ" % what)
+                return
+            fin = np.isfinite(x)
+            d = float(np.abs(x[fin].astype(np.float64) - y[fin]).max())
+            (errors if d > 1e-4 * max(1.0, float(np.abs(x[fin]).max())) else WARNINGS).append(
+                "%s not bitwise equal (max |diff| %.3g)" % (what, d))
+    elif not np.array_equal(x, y):
+        errors.append("%s differs" % what)
+
+
 def compare_dirs(want_dir, got_dir, errors):
     from safetensors.torch import load_file
     name = os.path.basename(want_dir)
-    wf, gf = sorted(os.listdir(want_dir)), sorted(os.listdir(got_dir))
+    wf, gf = list_files(want_dir), list_files(got_dir)
     if wf != gf:
         errors.append("%s: files %s != %s" % (name, wf, gf))
     for f in wf:
@@ -450,26 +591,14 @@ def compare_dirs(want_dir, got_dir, errors):
             if sorted(na.files) != sorted(nb.files):
                 errors.append("%s/%s: arrays %s != %s" % (name, f, sorted(na.files), sorted(nb.files)))
             for k in na.files:
-                if k not in nb.files:
-                    continue
-                x, y = na[k], nb[k]
-                if x.shape != y.shape or x.dtype != y.dtype:
-                    errors.append("%s/%s: %s shape/dtype %s %s != %s %s" % (name, f, k, x.shape, x.dtype,
-                                                                           y.shape, y.dtype))
-                elif x.dtype.kind == "f":
-                    if not np.array_equal(x, y):
-                        if not np.array_equal(np.isfinite(x), np.isfinite(y)):
-                            errors.append("%s/%s: %s: -inf masks differ" % (name, f, k))
-                            continue
-                        fin = np.isfinite(x)
-                        d = float(np.abs(x[fin].astype(np.float64) - y[fin]).max())
-                        (errors if d > 1e-4 * max(1.0, float(np.abs(x[fin]).max())) else WARNINGS).append(
-                            "%s/%s: %s not bitwise equal (max |diff| %.3g)" % (name, f, k, d))
-                elif not np.array_equal(x, y):
-                    errors.append("%s/%s: %s differs" % (name, f, k))
+                if k in nb.files:
+                    compare_arrays("%s/%s: %s" % (name, f, k), na[k], nb[k], errors)
+        elif f.endswith(".npy"):
+            compare_arrays("%s/%s" % (name, f), np.load(a), np.load(b), errors)
         elif f == "trace.json":
             ja, jb = json.load(open(a)), json.load(open(b))
-            for key in ("prompt_ids", "prompt_text", "eos_token_id", "special_tokens", "model", "files"):
+            for key in ("prompt_ids", "prompt_text", "eos_token_id", "mask_token_id", "special_tokens", "model",
+                        "files", "architecture", "traced_with_class"):
                 if ja.get(key) != jb.get(key):
                     errors.append("%s/trace.json: %s differs" % (name, key))
             for run in ("greedy",):
@@ -493,7 +622,7 @@ def write_manifest(root):
         d = os.path.join(root, name)
         if os.path.isdir(d):
             entries[name] = {}
-            for f in sorted(os.listdir(d)):
+            for f in list_files(d):
                 n = os.path.getsize(os.path.join(d, f))
                 total += n
                 entries[name][f] = {"bytes": n, "sha256": sha256(os.path.join(d, f))}

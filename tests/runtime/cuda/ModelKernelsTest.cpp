@@ -92,11 +92,12 @@ TEST(ModelKernels, LowConfidenceNeedsAMaskToken) {
       << kernels.status().message();
 }
 
-// DiffusionGemma's sampler runs on the host over the device forwards (the device block loop does
-// not run its program): no decoding kernels, with or without a mask token.
-TEST(ModelKernels, DiffusionGemmaNeedsNoDecodingKernels) {
+// DiffusionGemma's sampler and left-to-right decoding run on the host over the device forwards
+// (the device block loop does not run their programs): no decoding kernels, with or without a
+// mask token.
+TEST(ModelKernels, HostDecodingNeedsNoDecodingKernels) {
   codegen::ModelKernelOptions options;
-  options.policy = "diffusion-gemma";
+  options.hostDecoding = true;
   for (int64_t mask : {int64_t(-1), int64_t(1000)}) {
     StatusOr<std::vector<codegen::KernelSource>> kernels =
         codegen::decodingKernels(demoLikeConfig(mask), options);

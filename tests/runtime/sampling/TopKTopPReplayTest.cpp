@@ -65,7 +65,7 @@ TEST_P(TopKTopPReplayTest, KeepsWhatTransformersKeeps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TopKTopPReplayTest,
-                         ::testing::Values("qwen3_tiny", "llama_tiny"),
+                         ::testing::Values("qwen3_tiny", "llama_tiny", "qwen2_tiny"),
                          [](const auto &info) { return std::string(info.param); });
 
 } // namespace
