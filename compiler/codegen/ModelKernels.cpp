@@ -110,6 +110,9 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
     const std::string &kind = record.kind;
     if (kind == kp::kLinear) {
       continue; // cuBLASLt
+    } else if (kind == kp::kForwardInput || kind == kp::kSelectInputRows ||
+               kind == kp::kCapture) {
+      continue; // device copies (runtime/cuda/CudaBackend.cpp)
     } else if (kind == kp::kEmbedding) {
       DLM_ASSIGN_OR_RETURN(double scale, real(kp::kScaleParameter, 1.0));
       launched.push_back(generateEmbedding({width, element, scale}));

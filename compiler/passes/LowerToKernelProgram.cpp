@@ -15,6 +15,7 @@
 // ranges per buffer, packed by the arena planner dlm-plan-memory uses (ArenaPlanner.h).
 #include "compiler/passes/ArenaPlanner.h"
 #include "compiler/passes/Passes.h"
+#include "importer/model/CanonicalWeights.h"
 #include "runtime/model/KernelProgram.h"
 
 #include "llvm/ADT/EquivalenceClasses.h"
@@ -44,8 +45,9 @@ struct Record {
   SmallVector<NamedAttribute> attributes;
 };
 
-// "layers.3.q" → 3; -1 for names outside a layer.
+// "layers.3.q" (or a drafter's "draft.layers.3.q") → 3; -1 for names outside a layer.
 int64_t layerOf(StringRef weightName) {
+  weightName.consume_front(dlm::spec::kDraftPrefix);
   if (!weightName.consume_front("layers."))
     return -1;
   int64_t layer;
@@ -122,6 +124,9 @@ private:
   LogicalResult lowerMoe(MoEOp op);
   LogicalResult lowerLmHead(LMHeadOp op);
   LogicalResult checkReturn(func::ReturnOp ret);
+  LogicalResult checkCapture(func::ReturnOp ret);
+  LogicalResult lowerForwardInput();
+  LogicalResult emitCapture(Operation *at);
   void plan();
   void attach();
 
@@ -135,6 +140,9 @@ private:
   int64_t attentionLayers_ = 0;
   bool logitShift_ = false;
   Value logits_;
+  // The values @forward returns beside its logits (a DFlash target's hidden states), which one
+  // capture record hands to the caller just before the LM head.
+  SmallVector<Value> captured_;
   // Plan results.
   SmallVector<int64_t> slotOffset_;
   dlm::passes::ArenaPlan arena_;
@@ -149,9 +157,12 @@ LogicalResult ProgramBuilder::build() {
     return unsupported(fn_, "a forward with several blocks");
   slots_[fn_.getArgument(0)] = newSlot(1);
   slots_[fn_.getArgument(1)] = newSlot(1);
+  // A function's first K/V layer: a drafter's follow its target's.
+  if (auto base = fn_->getAttrOfType<IntegerAttr>("dlm.kv_layer_base"))
+    attentionLayers_ = base.getInt();
   Block &body = fn_.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  if (failed(checkReturn(ret)))
+  if (failed(checkReturn(ret)) || failed(checkCapture(ret)) || failed(lowerForwardInput()))
     return failure();
   for (Operation &op : body.without_terminator())
     if (!handled_.contains(&op) && failed(visit(op)))
@@ -166,8 +177,8 @@ LogicalResult ProgramBuilder::build() {
 // The forward returns the LM head's logits, or (Dream) those logits shifted by one row: row 0
 // kept, row i taken from row i-1 — the concat of two slices of the same logits.
 LogicalResult ProgramBuilder::checkReturn(func::ReturnOp ret) {
-  if (ret.getNumOperands() != 1)
-    return unsupported(ret, "a forward with other than one result");
+  if (ret.getNumOperands() != 1 && ret.getNumOperands() != 2)
+    return unsupported(ret, "a forward with other than its logits and captured hidden states");
   Value value = ret.getOperand(0);
   if (auto concat = value.getDefiningOp<tensor::ConcatOp>()) {
     auto isRowSlice = [](Value v, std::optional<int64_t> size) -> Value {
@@ -198,6 +209,50 @@ LogicalResult ProgramBuilder::checkReturn(func::ReturnOp ret) {
   if (!value.getDefiningOp<LMHeadOp>())
     return unsupported(ret, "a forward that does not return the logits of a dlm.lm_head");
   logits_ = value;
+  return success();
+}
+
+// A second result: the hidden states a drafter reads, one value or a column concat of several.
+LogicalResult ProgramBuilder::checkCapture(func::ReturnOp ret) {
+  if (ret.getNumOperands() < 2)
+    return success();
+  Value features = ret.getOperand(1);
+  if (auto concat = features.getDefiningOp<tensor::ConcatOp>()) {
+    if (concat.getDim() != 1)
+      return unsupported(ret, "captured hidden states concatenated other than by columns");
+    captured_.append(concat.getInputs().begin(), concat.getInputs().end());
+    handled_.insert(concat);
+  } else {
+    captured_.push_back(features);
+  }
+  return success();
+}
+
+// An input-rows argument that is not a soft embedding's logits: the forward_input record puts
+// the rows in a slot first.
+LogicalResult ProgramBuilder::lowerForwardInput() {
+  if (fn_.getNumArguments() != 3)
+    return success();
+  Value input = fn_.getArgument(2);
+  if (llvm::all_of(input.getUsers(), [](Operation *user) { return isa<SoftEmbeddingOp>(user); }))
+    return success();
+  if (llvm::any_of(input.getUsers(), [](Operation *user) { return isa<SoftEmbeddingOp>(user); }))
+    return unsupported(fn_, "input rows read both as a soft embedding's logits and as rows");
+  Record &r = add(kp::kForwardInput, "forward_input", -1);
+  defineResult(r, input);
+  return success();
+}
+
+LogicalResult ProgramBuilder::emitCapture(Operation *at) {
+  if (captured_.empty())
+    return success();
+  Record &r = add(kp::kCapture, "capture", -1);
+  for (Value value : captured_) {
+    FailureOr<int64_t> slot = slotOf(at, value);
+    if (failed(slot))
+      return failure();
+    r.operands.push_back(*slot);
+  }
   return success();
 }
 
@@ -311,6 +366,16 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
   }
   if (auto moe = dyn_cast<MoEOp>(op))
     return lowerMoe(moe);
+  if (auto select = dyn_cast<SelectInputRowsOp>(op)) {
+    FailureOr<int64_t> withInput = slotOf(&op, select.getWithInput()),
+                       others = slotOf(&op, select.getOthers());
+    if (failed(withInput) || failed(others))
+      return failure();
+    Record &r = add(kp::kSelectInputRows, "select_input_rows", currentLayer_);
+    r.operands = {*withInput, *others};
+    defineResult(r, select.getResult());
+    return success();
+  }
   if (auto attention = dyn_cast<MaskedAttentionOp>(op))
     return lowerAttention(attention);
   if (auto addf = dyn_cast<arith::AddFOp>(op)) {
@@ -488,6 +553,8 @@ LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
 LogicalResult ProgramBuilder::lowerLmHead(LMHeadOp op) {
   if (op.getResult() != logits_)
     return unsupported(op, "a dlm.lm_head whose logits the forward does not return");
+  if (failed(emitCapture(op)))
+    return failure();
   Value input = op.getInput();
   auto norm = input.getDefiningOp<RMSNormOp>();
   if (norm && !norm->hasOneUse())

@@ -203,6 +203,8 @@ Status Compilation::compile(const CompileOptions &options) {
     return imported.status();
   checkpoint_ = std::make_unique<importer::ImportedCheckpoint>(std::move(*imported));
   module_ = onnx_.takeModule();
+  if (!options.draft.empty())
+    DLM_RETURN_IF_ERROR(importDraft(options));
   if (!module_)
     module_ = importForward(context_, *checkpoint_);
   if (!module_)
@@ -263,15 +265,61 @@ Status Compilation::compile(const CompileOptions &options) {
   return Status::ok();
 }
 
+// --draft: the drafter is read for the target, its weights join the target's (their IR names
+// prefixed so that no checkpoint name of the target can meet them) and the module gets both
+// forward functions (docs/design/speculative-decoding.md §2).
+Status Compilation::importDraft(const CompileOptions &options) {
+  importer::ModelDescription &target = checkpoint_->model;
+  if (module_)
+    return Status::error("not supported yet: --draft beside an ONNX target");
+  if (target.blockDiffusion ||
+      target.config.attentionMask != artifact::AttentionMaskKind::causal)
+    return Status::error("not supported yet: --draft for " + target.config.architecture +
+                         ", whose attention is not causal");
+  StatusOr<importer::ImportedDraft> imported = importer::importDFlashDraft(options.draft, target);
+  if (!imported)
+    return imported.status();
+  draft_ = std::make_unique<importer::ImportedDraft>(std::move(*imported));
+  const importer::DraftDescription &draft = draft_->draft;
+  if (draft.outputMultiplier != 1.0)
+    return Status::error("not supported yet: a DFlash drafter with output_multiplier " +
+                         std::to_string(draft.outputMultiplier));
+  for (const importer::DraftLayer &layer : draft.layers)
+    if (!layer.causal && layer.window > 0)
+      return Status::error("not supported yet: a DFlash drafter layer with a window that is "
+                           "not causal (is_causal false with a sliding window)");
+  for (size_t i = 0; i < draft.weights.size(); ++i) {
+    importer::WeightBinding binding = draft.weights[i];
+    binding.checkpointName = "draft:" + binding.checkpointName;
+    target.weights.push_back(std::move(binding));
+    checkpoint_->views.push_back(draft_->views[i]);
+  }
+  // The drafter's mask token fills its block; its block size is the dflash program's default.
+  target.config.maskTokenId = draft.maskTokenId;
+  target.knobDefaults["block_size"] = draft.blockSize;
+  std::vector<mlir::Type> types;
+  for (const safetensors::TensorView *view : checkpoint_->views)
+    types.push_back(elementType(context_, *importer::weightDType(*view)));
+  module_ = importer::buildSpeculativeModule(context_, target, types, draft);
+  mlir::PassManager pm(&context_);
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (failed(mlir::verify(*module_)) || failed(pm.run(*module_)))
+    return Status::error("internal error: the IR of the target and its drafter does not verify");
+  return Status::ok();
+}
+
 // --policy as given, or the model's default set; DiffusionGemma's forwards (encode, decode) serve
 // only its own sampler, and the other programs' forwards only the other models.
 Status Compilation::resolvePolicies(const CompileOptions &options) {
   policies_ = policyList(options);
   if (policies_.empty()) {
     CompileOptions defaults = options;
-    defaults.policy = defaultPolicies(checkpoint_->model);
+    defaults.policy = draft_ ? "dflash,autoregressive" : defaultPolicies(checkpoint_->model);
     policies_ = policyList(defaults);
   }
+  const bool dflash = std::find(policies_.begin(), policies_.end(), "dflash") != policies_.end();
+  if (dflash && !draft_)
+    return Status::error("--policy dflash needs a drafter: dlmc compile TARGET --draft DRAFT");
   const bool blockDiffusion = checkpoint_->model.blockDiffusion.has_value();
   if (blockDiffusion) {
     if (policies_ != std::vector<std::string>{"diffusion-gemma"})

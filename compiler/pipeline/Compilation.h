@@ -8,6 +8,7 @@
 #include "compiler/codegen/KernelSource.h"
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/model/Checkpoint.h"
+#include "importer/model/DFlashFamily.h"
 #include "importer/onnx/OnnxImport.h"
 #include "runtime/artifact/ArtifactWriter.h"
 #include "support/Status.h"
@@ -31,6 +32,8 @@ struct CompileOptions {
   // one @generate and the CUDA decoding kernels are built for). Empty: the architecture's
   // default set (defaultPolicies).
   std::string policy;
+  // A DFlash drafter checkpoint directory to compile beside the target (empty: none).
+  std::string draft;
   int64_t genLength = 64;
   int64_t blockLength = 32;
   int64_t steps = 64;
@@ -78,11 +81,14 @@ private:
   Status compile(const CompileOptions &options);
   Status generateCudaKernels(const CompileOptions &options, artifact::KernelTarget &program);
   Status resolvePolicies(const CompileOptions &options);
+  Status importDraft(const CompileOptions &options);
   void setProgramKnobs(const CompileOptions &options, const programs::DecodingPolicy &policy);
 
   mlir::MLIRContext context_;
   importer::onnx::OnnxModel onnx_; // owns what an imported model.onnx's views point into
   std::unique_ptr<importer::ImportedCheckpoint> checkpoint_;
+  // --draft: the drafter, its weights appended to the target's description.
+  std::unique_ptr<importer::ImportedDraft> draft_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   // The module's text, which contents_.program.mlir views.
   std::string programText_;

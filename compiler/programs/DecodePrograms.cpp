@@ -46,7 +46,7 @@ std::vector<std::string> defaultDecodeProgramPolicies() {
 }
 
 bool decodesLeftToRight(std::string_view policy) {
-  return policy == "autoregressive" || policy == "introspective-strided";
+  return policy == "autoregressive" || policy == "introspective-strided" || policy == "dflash";
 }
 
 StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,

@@ -21,8 +21,8 @@ std::vector<std::string> decodeProgramPolicies();
 std::vector<std::string> defaultDecodeProgramPolicies();
 
 // Whether `policy` decodes a causal model left to right over its plain forward (autoregressive,
-// introspective-strided): it needs a causal model, neither @generate nor the device block loop's
-// decoding kernels.
+// introspective-strided, dflash): it needs a causal model, neither @generate nor the device block
+// loop's decoding kernels.
 bool decodesLeftToRight(std::string_view policy);
 
 // The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),

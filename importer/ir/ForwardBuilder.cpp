@@ -9,6 +9,7 @@
 
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "importer/model/CanonicalWeights.h"
+#include "importer/model/DFlashFamily.h"
 #include "runtime/model/ModelSpec.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -17,6 +18,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 namespace dlm::importer {
@@ -84,9 +86,9 @@ protected:
   }
 
   // `w` may be null: a norm without weight.
-  Value rmsNorm(Value x, Value w) {
-    return dlm::ir::RMSNormOp::create(b_, loc_, x.getType(), x, w,
-                                      b_.getF64FloatAttr(config_.rmsNormEps));
+  Value rmsNorm(Value x, Value w) { return rmsNorm(x, w, config_.rmsNormEps); }
+  Value rmsNorm(Value x, Value w, double eps) {
+    return dlm::ir::RMSNormOp::create(b_, loc_, x.getType(), x, w, b_.getF64FloatAttr(eps));
   }
 
   Value linear(Value x, Value w, Value bias, int64_t outWidth) {
@@ -104,18 +106,86 @@ protected:
                                            SmallVector<ReassociationIndices>{{0}, {1, 2}});
   }
 
-  // func @name(ids, positions [, extra...]) with its entry block as the insertion point;
-  // length_ is the token count.
-  Block *beginFunction(ModuleOp module, StringRef name, ArrayRef<Type> extraInputs) {
+  // func @name(ids, positions [, extra...]) -> (logits [, extra...]) with its entry block as the
+  // insertion point; length_ is the token count.
+  Block *beginFunction(ModuleOp module, StringRef name, ArrayRef<Type> extraInputs,
+                       ArrayRef<Type> extraResults = {}) {
     b_.setInsertionPointToEnd(module.getBody());
     auto ids = RankedTensorType::get({ShapedType::kDynamic}, b_.getI32Type());
     SmallVector<Type> inputs{ids, ids};
     inputs.append(extraInputs.begin(), extraInputs.end());
-    auto fn = func::FuncOp::create(b_, loc_, name, b_.getFunctionType(inputs, {logitsType()}));
+    SmallVector<Type> results{logitsType()};
+    results.append(extraResults.begin(), extraResults.end());
+    auto fn = func::FuncOp::create(b_, loc_, name, b_.getFunctionType(inputs, results));
     Block *entry = fn.addEntryBlock();
     b_.setInsertionPointToStart(entry);
     length_ = tensor::DimOp::create(b_, loc_, entry->getArgument(0), 0);
     return entry;
+  }
+
+  // A pre-norm Llama / Qwen decoder layer: its geometry, its weights' names and its mask.
+  struct DecoderLayer {
+    int64_t hidden = 0, heads = 0, kvHeads = 0, headDim = 0;
+    double eps = 0, theta = 0;
+    bool qkNorm = false;
+    std::function<std::string(std::string_view role)> name;
+    dlm::ir::MaskKind mask = dlm::ir::MaskKind::causal;
+    IntegerAttr window;
+    // The rows keys and values are projected from, given the normed states (null: those).
+    std::function<Value(Value normed)> keyValueInput;
+  };
+
+  // `prefix` + layerWeightName(layer, role): "" for a model's own layers, "draft." a drafter's.
+  static DecoderLayer decoderLayer(const artifact::ModelConfig &c, const ArchitectureTraits &t,
+                                   std::string prefix, int64_t layer) {
+    DecoderLayer l;
+    l.hidden = c.hiddenSize;
+    l.heads = c.numHeads;
+    l.kvHeads = c.numKvHeads;
+    l.headDim = c.headDim;
+    l.eps = c.rmsNormEps;
+    l.theta = c.ropeTheta;
+    l.qkNorm = t.qkNorm;
+    l.name = [prefix, layer](std::string_view role) {
+      return prefix + spec::layerWeightName(layer, role);
+    };
+    return l;
+  }
+
+  //   x += o(attention(rope(q(norm x)), rope(k(kv)), v(kv))), kv = keyValueInput(norm x)
+  //   x += mlp(norm x)
+  Value buildDecoderLayer(const DecoderLayer &l, Value x, Value positions) {
+    const int64_t hd = l.headDim;
+    auto w = [&](std::string_view role) { return weight(l.name(role)); };
+    auto optional = [&](std::string_view role) {
+      return weights_.count(l.name(role)) ? w(role) : Value();
+    };
+    auto norm = [&](Value v, Value weight) { return rmsNorm(v, weight, l.eps); };
+    Value h = norm(x, w(spec::kAttnNorm));
+    Value kv = l.keyValueInput ? l.keyValueInput(h) : h;
+    Value q = splitHeads(linear(h, w(spec::kQ), optional(spec::kQBias), l.heads * hd), l.heads, hd);
+    Value k = splitHeads(linear(kv, w(spec::kK), optional(spec::kKBias), l.kvHeads * hd),
+                         l.kvHeads, hd);
+    Value v = splitHeads(linear(kv, w(spec::kV), optional(spec::kVBias), l.kvHeads * hd),
+                         l.kvHeads, hd);
+    if (l.qkNorm) {
+      q = norm(q, w(spec::kQNorm));
+      k = norm(k, w(spec::kKNorm));
+    }
+    FloatAttr theta = b_.getF64FloatAttr(l.theta);
+    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr(),
+                                IntegerAttr());
+    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr(),
+                                IntegerAttr());
+    Value attended = dlm::ir::MaskedAttentionOp::create(
+        b_, loc_, heads(l.heads, hd), q, k, v, Value(), Value(), Value(), l.mask, l.window,
+        IntegerAttr(), FloatAttr());
+    Value out = linear(mergeHeads(attended, l.heads, hd), w(spec::kO), Value(), l.hidden);
+    x = arith::AddFOp::create(b_, loc_, x, out);
+    Value m = norm(x, w(spec::kMlpNorm));
+    m = dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, w(spec::kGate), w(spec::kUp),
+                                    w(spec::kDown), dlm::ir::Activation::silu);
+    return arith::AddFOp::create(b_, loc_, x, m);
   }
 
   using EmbeddingOp = dlm::ir::EmbeddingOp;
@@ -132,67 +202,58 @@ protected:
 
 class ForwardBuilder : ModelIr {
 public:
+  // `captured`: the target layers a DFlash drafter reads (empty: none); @forward then also
+  // returns their hidden states side by side.
   ForwardBuilder(MLIRContext &context, const ModelDescription &model,
-                 const std::vector<Type> &weightTypes)
-      : ModelIr(context, model, weightTypes) {}
+                 const std::vector<Type> &weightTypes, std::vector<int64_t> captured = {})
+      : ModelIr(context, model, weightTypes), captured_(std::move(captured)) {}
 
   OwningOpRef<ModuleOp> build() {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
     describeModule(*module);
-    Block *entry = beginFunction(*module, "forward", {});
+    buildInto(*module);
+    return module;
+  }
+
+  void buildInto(ModuleOp module) {
+    const int64_t width = config_.hiddenSize;
+    Type featuresType = activations(width * static_cast<int64_t>(captured_.size()));
+    Block *entry = beginFunction(module, "forward", {},
+                                 captured_.empty() ? ArrayRef<Type>{} : ArrayRef(featuresType));
     Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
-    Value x = EmbeddingOp::create(b_, loc_, activations(config_.hiddenSize), tokens,
-                                  weight(spec::kEmbed), b_.getF32FloatAttr(1.0f));
+    Value x = EmbeddingOp::create(b_, loc_, activations(width), tokens, weight(spec::kEmbed),
+                                  b_.getF32FloatAttr(1.0f));
+    std::map<int64_t, Value> afterLayer;
     for (int64_t layer = 0; layer < config_.numLayers; ++layer)
-      x = buildLayer(layer, x, positions);
+      afterLayer[layer] = x = buildLayer(layer, x, positions);
     Value h = rmsNorm(x, weight(spec::kFinalNorm));
+    // transformers 5's hidden_states[L] is the final-normed last layer: a drafter tapping the
+    // last layer reads it normed (tests/reference/dflash/README.md).
+    afterLayer[config_.numLayers - 1] = h;
+    SmallVector<Value> results;
     Value head = config_.tiedEmbeddings ? weight(spec::kEmbed) : weight(spec::kLmHead);
+    if (!captured_.empty()) {
+      SmallVector<Value> features;
+      for (int64_t layer : captured_)
+        features.push_back(afterLayer.at(layer));
+      results.push_back(features.size() == 1
+                            ? features.front()
+                            : tensor::ConcatOp::create(b_, loc_, featuresType, 1, features));
+    }
     Value logits = LMHeadOp::create(b_, loc_, logitsType(), h, head, FloatAttr());
     if (model_.traits.logitShift)
       logits = shiftLogits(logits, cast<RankedTensorType>(logitsType()));
-    func::ReturnOp::create(b_, loc_, logits);
-    return module;
+    results.insert(results.begin(), logits);
+    func::ReturnOp::create(b_, loc_, results);
   }
 
 private:
   Value buildLayer(int64_t layer, Value x, Value positions) {
-    const int64_t qHeads = config_.numHeads, kvHeads = config_.numKvHeads,
-                  hd = config_.headDim;
-    auto optional = [&](std::string_view role) {
-      return hasLayerWeight(layer, role) ? layerWeightValue(layer, role) : Value();
-    };
-    Value h = rmsNorm(x, layerWeightValue(layer, spec::kAttnNorm));
-    Value q = splitHeads(linear(h, layerWeightValue(layer, spec::kQ), optional(spec::kQBias),
-                                qHeads * hd),
-                         qHeads, hd);
-    Value k = splitHeads(linear(h, layerWeightValue(layer, spec::kK), optional(spec::kKBias),
-                                kvHeads * hd),
-                         kvHeads, hd);
-    Value v = splitHeads(linear(h, layerWeightValue(layer, spec::kV), optional(spec::kVBias),
-                                kvHeads * hd),
-                         kvHeads, hd);
-    if (model_.traits.qkNorm) {
-      q = rmsNorm(q, layerWeightValue(layer, spec::kQNorm));
-      k = rmsNorm(k, layerWeightValue(layer, spec::kKNorm));
-    }
-    FloatAttr theta = b_.getF64FloatAttr(config_.ropeTheta);
-    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr(), IntegerAttr());
-    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr(), IntegerAttr());
-    auto mask = config_.attentionMask == artifact::AttentionMaskKind::causal
-                    ? dlm::ir::MaskKind::causal
-                    : dlm::ir::MaskKind::bidirectional;
-    Value attended = dlm::ir::MaskedAttentionOp::create(
-        b_, loc_, heads(qHeads, hd), q, k, v, Value(), Value(), Value(), mask, IntegerAttr(),
-        IntegerAttr(), FloatAttr());
-    Value out = linear(mergeHeads(attended, qHeads, hd), layerWeightValue(layer, spec::kO), Value(),
-                       config_.hiddenSize);
-    x = arith::AddFOp::create(b_, loc_, x, out);
-
-    Value m = rmsNorm(x, layerWeightValue(layer, spec::kMlpNorm));
-    m = dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, layerWeightValue(layer, spec::kGate),
-                                    layerWeightValue(layer, spec::kUp), layerWeightValue(layer, spec::kDown),
-                                    dlm::ir::Activation::silu);
-    return arith::AddFOp::create(b_, loc_, x, m);
+    DecoderLayer l = decoderLayer(config_, model_.traits, "", layer);
+    l.mask = config_.attentionMask == artifact::AttentionMaskKind::causal
+                 ? dlm::ir::MaskKind::causal
+                 : dlm::ir::MaskKind::bidirectional;
+    return buildDecoderLayer(l, x, positions);
   }
 
   // Dream predicts token i from position i-1: row 0 keeps its own logits, row i takes row i-1.
@@ -211,6 +272,7 @@ private:
     return tensor::ConcatOp::create(b_, loc_, type, 0, ValueRange{first, previous});
   }
 
+  std::vector<int64_t> captured_;
 };
 
 // DiffusionGemma (docs/design/diffusion-gemma.md §3-§5) as two functions over the same weights:
@@ -345,7 +407,79 @@ private:
   const BlockDiffusionStructure &s_;
 };
 
+// A DFlash drafter (docs/design/speculative-decoding.md §2.2) beside its target, as
+// @draft(ids, positions, context [c, n*H]) -> logits over the target's embedding and LM head.
+// The first c fed rows are context: the target's hidden states of accepted tokens at their
+// positions, projected (hidden_norm(fc(context))) into the keys and values of every draft layer
+// (no input_layernorm); the other rows are the block [anchor, mask x (B-1)], whose queries attend
+// to the cached and fresh context and to the block. The draft's K/V layers follow the target's.
+class DraftBuilder : ModelIr {
+public:
+  DraftBuilder(MLIRContext &context, const ModelDescription &pair,
+               const std::vector<Type> &weightTypes, const DraftDescription &draft)
+      : ModelIr(context, pair, weightTypes), draft_(draft) {}
+
+  void buildInto(ModuleOp module) {
+    const artifact::ModelConfig &d = draft_.config;
+    const int64_t width = d.hiddenSize * static_cast<int64_t>(draft_.targetLayerIds.size());
+    Block *entry = beginFunction(module, "draft", {activations(width)});
+    cast<func::FuncOp>(entry->getParentOp())
+        ->setAttr("dlm.kv_layer_base", b_.getI64IntegerAttr(config_.numLayers));
+    Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
+    Value x = EmbeddingOp::create(b_, loc_, activations(d.hiddenSize), tokens,
+                                  weight(spec::kEmbed),
+                                  b_.getF32FloatAttr(static_cast<float>(draft_.inputEmbeddingScale)));
+    Value context = linear(entry->getArgument(2), weight(draftName(spec::kContextFc)), Value(),
+                           d.hiddenSize);
+    context = rmsNorm(context, weight(draftName(spec::kContextNorm)), d.rmsNormEps);
+    for (int64_t i = 0; i < d.numLayers; ++i)
+      x = buildDecoderLayer(layer(i, context), x, positions);
+    Value h = rmsNorm(x, weight(draftName(spec::kFinalNorm)), d.rmsNormEps);
+    Value head = config_.tiedEmbeddings ? weight(spec::kEmbed) : weight(spec::kLmHead);
+    FloatAttr softcap = draft_.finalLogitSoftcap > 0
+                            ? b_.getF64FloatAttr(draft_.finalLogitSoftcap)
+                            : FloatAttr();
+    func::ReturnOp::create(b_, loc_,
+                           ValueRange{LMHeadOp::create(b_, loc_, logitsType(), h, head, softcap)});
+  }
+
+private:
+  static std::string draftName(std::string_view name) { return spec::draftWeightName(name); }
+
+  // Full layers see the whole block; sliding ones are causal within their window (a
+  // non-causal window is refused before building).
+  DecoderLayer layer(int64_t i, Value context) {
+    DecoderLayer l = decoderLayer(draft_.config, draft_.traits, std::string(spec::kDraftPrefix), i);
+    const DraftLayer &shape = draft_.layers[static_cast<size_t>(i)];
+    l.mask = !shape.causal        ? dlm::ir::MaskKind::bidirectional
+             : shape.window > 0 ? dlm::ir::MaskKind::sliding_window
+                                : dlm::ir::MaskKind::causal;
+    if (shape.window > 0)
+      l.window = b_.getI64IntegerAttr(shape.window);
+    l.keyValueInput = [this, context](Value normed) -> Value {
+      return dlm::ir::SelectInputRowsOp::create(b_, loc_, normed.getType(), context, normed);
+    };
+    return l;
+  }
+
+  const DraftDescription &draft_;
+};
+
 } // namespace
+
+OwningOpRef<ModuleOp> buildSpeculativeModule(MLIRContext &context, const ModelDescription &pair,
+                                             const std::vector<Type> &weightTypes,
+                                             const DraftDescription &draft) {
+  context.loadDialect<dlm::ir::DlmDialect, func::FuncDialect, arith::ArithDialect,
+                      tensor::TensorDialect>();
+  OwningOpRef<ModuleOp> module =
+      ForwardBuilder(context, pair, weightTypes, draft.targetLayerIds).build();
+  DraftBuilder(context, pair, weightTypes, draft).buildInto(*module);
+  OpBuilder b(&context);
+  (*module)->setAttr("dlm.forward_functions",
+                     b.getStrArrayAttr({"forward", "draft"}));
+  return module;
+}
 
 OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &context, const ModelDescription &model,
                                          const std::vector<Type> &weightTypes) {

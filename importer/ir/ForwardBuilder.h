@@ -2,6 +2,7 @@
 // by their checkpoint names, never inlined) and the module attributes that describe it.
 #pragma once
 
+#include "importer/model/DFlashFamily.h"
 #include "importer/model/ModelFamily.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -15,5 +16,13 @@ namespace dlm::importer {
 mlir::OwningOpRef<mlir::ModuleOp> buildForwardModule(mlir::MLIRContext &context,
                                                      const ModelDescription &model,
                                                      const std::vector<mlir::Type> &weightTypes);
+
+// A target with a DFlash drafter: @forward also returns the hidden states after the layers the
+// drafter reads, and @draft runs the drafter (docs/design/speculative-decoding.md §2.2). `pair`
+// is the target's description with the drafter's weights appended (canonical "draft.*").
+mlir::OwningOpRef<mlir::ModuleOp> buildSpeculativeModule(mlir::MLIRContext &context,
+                                                         const ModelDescription &pair,
+                                                         const std::vector<mlir::Type> &weightTypes,
+                                                         const DraftDescription &draft);
 
 } // namespace dlm::importer

@@ -2,7 +2,8 @@
 // bookkeeping of the one paged-KV sequence a backend decodes (forwardFull forgets it and keeps
 // `keep` tokens; forwardCached adds the fed tokens past `keep` and trims them again, leaving the
 // cache as it was; an append forward adds them past `keep` and commits them; forwardWindow
-// rewrites the fed window's slots inside the sequence in place)
+// rewrites the fed window's slots inside the sequence in place; an extend forward rewrites
+// [first, keep) and drops what it fed past `keep`)
 // and the checks of a forward's arguments against what reserve() sized.
 //
 // `run(tokens, span, rows)` is the backend's forward over span.count tokens at positions
@@ -12,6 +13,7 @@
 #pragma once
 
 #include "runtime/kv/PagedKvCache.h"
+#include "runtime/program/KernelProgram.h"
 #include "runtime/sampling/DecodeModel.h"
 #include "support/Status.h"
 
@@ -129,6 +131,83 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   return logits;
 }
 
+// ForwardSpec::Mode::extend: feeds [first, count) over the cached [0, keep) (first <= keep <=
+// count). The fed rows [first, keep) overwrite their slots (only the function's layers: its
+// kv_store records are all that write), [keep, count) are dropped again; the cache holds [0, keep)
+// afterwards, committed. After a failure the sequence is forgotten, as after a failed window.
+template <typename Run>
+StatusOr<sampling::LogitsView>
+forwardExtendOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
+                        int64_t count, int64_t first, int64_t keep, sampling::LogitRows rows,
+                        Run &&run) {
+  auto str = [](int64_t value) { return std::to_string(value); };
+  if (cache.length(sequence) != keep || first < 0 || first > keep || keep > count)
+    return Status::error("extend forward: the KV cache holds " + str(cache.length(sequence)) +
+                         " tokens, the caller expected " + str(keep) + ", feeding [" +
+                         str(first) + ", " + str(count) + ")");
+  // Slots a fork shares are copied before the rewrite writes them.
+  DLM_RETURN_IF_ERROR(cache.rewrite(sequence, first, keep));
+  StatusOr<sampling::LogitsView> logits =
+      run(tokens + first, ForwardSpan{first, count - first, count}, rows);
+  if (!logits) {
+    (void)cache.trim(sequence, 0);
+    return logits.status();
+  }
+  DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
+  DLM_RETURN_IF_ERROR(cache.commit(sequence));
+  return logits;
+}
+
+// How many tokens a ForwardSpec feeds: [0, count) in full mode, [first, count) in extend mode,
+// else [keep, count).
+inline int64_t fedTokens(const sampling::ForwardSpec &spec) {
+  using Mode = sampling::ForwardSpec::Mode;
+  return spec.count - (spec.mode == Mode::full     ? 0
+                       : spec.mode == Mode::extend ? spec.first
+                                                   : spec.keep);
+}
+
+// The input rows a ForwardSpec gives (ForwardSpec::inputRows, -1: every fed row), checked against
+// the fed tokens.
+inline StatusOr<int64_t> forwardInputRows(const sampling::ForwardSpec &spec) {
+  const int64_t fed = fedTokens(spec);
+  const int64_t given = spec.inputRows < 0 ? fed : spec.inputRows;
+  if (spec.inputRows < -1 || given > fed)
+    return Status::error("forward: " + std::to_string(spec.inputRows) + " input rows for " +
+                         std::to_string(fed) + " fed tokens");
+  return given;
+}
+
+// A forward's input rows (`inputRows` of them, forwardInputRows) against the function's records:
+// some record reads them, in the width it reads.
+inline Status checkForwardInput(const program::KernelProgram &program,
+                                const sampling::ForwardSpec &spec, int64_t inputRows) {
+  using program::KernelKind;
+  auto str = [](int64_t value) { return std::to_string(value); };
+  if (!program.readsInput())
+    return Status::error(
+        "forward: function '" + program.function +
+        "' reads no input rows (it has no soft_embedding or forward_input record)");
+  for (const program::ProgramRecord &k : program.kernels) {
+    if (k.kind == KernelKind::forwardInput && spec.inputWidth != program.forwardInputWidth)
+      return Status::error("forward: input rows of " + str(spec.inputWidth) +
+                           " values do not fit record '" + k.fullName + "', which reads " +
+                           str(program.forwardInputWidth));
+    if (k.kind != KernelKind::softEmbedding)
+      continue;
+    if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
+      return Status::error("forward: input rows of " + str(spec.inputWidth) +
+                           " values do not fit record '" + k.fullName + "', whose table has " +
+                           str(k.weight->rows) + " rows");
+    // A soft embedding reads a row for every fed token.
+    if (inputRows != fedTokens(spec))
+      return Status::error("forward: record '" + k.fullName + "' reads an input row for each of " +
+                           str(fedTokens(spec)) + " fed tokens, the input holds " +
+                           str(inputRows));
+  }
+  return Status::ok();
+}
+
 // DecodeModel::trimCache: the sequence keeps its first `length` slots.
 inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int64_t length) {
   if (length < 0 || length > cache.length(sequence))
@@ -137,7 +216,7 @@ inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int
   return cache.trim(sequence, length);
 }
 
-// A ForwardSpec's mode on the sequence: full, cached or append, as the three above run them.
+// A ForwardSpec's mode on the sequence: full, cached, append or extend, as those above run them.
 template <typename Run>
 StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
                                                      kv::SequenceId sequence,
@@ -152,6 +231,9 @@ StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
   case sampling::ForwardSpec::Mode::append:
     return forwardAppendOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep,
                                    spec.rows, run);
+  case sampling::ForwardSpec::Mode::extend:
+    return forwardExtendOnSequence(cache, sequence, spec.tokens, spec.count, spec.first,
+                                   spec.keep, spec.rows, run);
   }
   return Status::error("forward: unknown mode");
 }

@@ -67,6 +67,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
   for (const auto &[name, program] : functions_) {
     rowElements_ = std::max(rowElements_, program.rowElements);
     normRowElements_ = std::max(normRowElements_, program.normRowElements);
+    captureWidth_ = std::max(captureWidth_, program.captureWidth);
     for (const ProgramRecord &k : program.kernels) {
       if (k.kind == KernelKind::rope &&
           std::none_of(ropes_.begin(), ropes_.end(), [&](const Rope &r) {
@@ -114,6 +115,8 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
         static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) * softEmbeddingRows_));
     if (moeExperts_ > 0)
       moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
+    capture_.resize(size(captureWidth_));
+    captured_ = {};
     reservedTokens_ = tokens;
   }
   logitRows = std::min(logitRows, tokens);
@@ -161,28 +164,22 @@ StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, 
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &spec) {
+  // The captured rows are the last forward's, whatever happens to this one.
+  captured_ = {};
   const KernelProgram *program = nullptr;
   DLM_ASSIGN_OR_RETURN(program, function(spec.function));
-  const ForwardInput input{spec.input, spec.inputWidth};
+  ForwardInput input{spec.input, spec.inputWidth, 0};
   if (spec.input) {
-    bool reads = false;
-    for (const ProgramRecord &k : program->kernels) {
-      if (k.kind != KernelKind::softEmbedding)
-        continue;
-      reads = true;
-      if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
-        return Status::error("forward: input rows of " + str(spec.inputWidth) +
-                             " values do not fit record '" + k.fullName + "', whose table has " +
-                             str(k.weight->rows) + " rows");
-    }
-    if (!reads)
-      return Status::error("forward: function '" + program->function +
-                           "' reads no input rows (it has no soft_embedding record)");
+    DLM_ASSIGN_OR_RETURN(input.count, forwardInputRows(spec));
+    DLM_RETURN_IF_ERROR(checkForwardInput(*program, spec, input.count));
   }
   auto runIt = [this, program, &input](auto... arguments) {
     return run(*program, input, arguments...);
   };
-  return forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
+  StatusOr<sampling::LogitsView> logits = forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
+  if (logits && program->captureWidth > 0)
+    captured_ = sampling::LogitsView{capture_.data(), fedTokens(spec), program->captureWidth};
+  return logits;
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
@@ -238,6 +235,24 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
       return softEmbedding(input.rows, count, input.width, *k.weight, k.scale,
                            slot(k.result, count), softEmbeddingScratch_, threads);
     });
+  case KernelKind::forwardInput:
+    timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+      copyInputRows(input.rows, input.count, count, width, slot(k.result, count));
+    });
+    return Status::ok();
+  case KernelKind::selectInputRows:
+    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+      selectRows(slot(in[0], count), slot(in[1], count), std::min(input.count, count), count,
+                 width, slot(k.result, count));
+    });
+    return Status::ok();
+  case KernelKind::capture:
+    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+      const int64_t w = widthOf(in[0]), total = w * static_cast<int64_t>(in.size());
+      for (size_t i = 0; i < in.size(); ++i)
+        copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
+    });
+    return Status::ok();
   case KernelKind::rmsNorm:
     // A group shorter than the row normalises each head of the row (q/k norm).
     timed(Category::rmsnorm, k.name.c_str(), k.layer, count, [&] {
@@ -390,7 +405,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
   usage.activationBytes = bytesOf(workspace_) + bytesOf(normed_) + bytesOf(attentionScratch_.keys) +
                           bytesOf(attentionScratch_.values) + bytesOf(attentionScratch_.scores) +
                           bytesOf(headInput_) + bytesOf(logits_) +
-                          bytesOf(softEmbeddingScratch_) + moeScratch_.bytes();
+                          bytesOf(softEmbeddingScratch_) + moeScratch_.bytes() +
+                          bytesOf(capture_);
   return usage;
 }
 

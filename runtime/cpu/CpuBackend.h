@@ -3,7 +3,8 @@
 // RMSNorm with or without weight, norm + linear, linear with optional bias and residual
 // accumulation, NeoX RoPE (all or some pairs), KV store and paged attention with GQA under the
 // record's mask and window, add, scale, SiLU and GELU gating, mixture of experts, final norm + LM
-// head with Dream's logit shift and a softcap) — over one sequence of a paged KV cache in host
+// head with Dream's logit shift and a softcap, and speculative decoding's forward input, input
+// row selection and capture) — over one sequence of a paged KV cache in host
 // memory (each layer its own K/V width), every intermediate in one workspace laid out by the
 // compiler's per-token-row memory plan of the function run (sized for the largest). GEMMs go to
 // oneDNN; everything else is plain loops the compiler vectorises. Every buffer is sized by
@@ -49,8 +50,9 @@ public:
   StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
                                                int64_t feedBegin, int64_t feedEnd,
                                                sampling::LogitRows rows) override;
-  // Any function by name, in the full, cached or append mode, with or without input rows.
+  // Any function by name, in the full, cached, append or extend mode, with or without input rows.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
+  sampling::LogitsView capturedRows() const override { return captured_; }
   Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
 
   MemoryUsage memoryUsage() const override;
@@ -64,10 +66,12 @@ private:
              std::map<std::string, program::KernelProgram> functions, int64_t maxSequenceLength,
              int64_t kvPages, const BackendOptions &options);
 
-  // The forward's float input rows (ForwardSpec::input), for its soft_embedding records.
+  // The forward's float input rows (ForwardSpec::input), for its soft_embedding and
+  // forward_input records: `count` rows (ForwardSpec::inputRows) of the fed ones.
   struct ForwardInput {
     const float *rows = nullptr;
     int64_t width = 0;
+    int64_t count = 0;
   };
 
   // The function called `name` (empty: the default), else an error listing them.
@@ -127,6 +131,11 @@ private:
   AttentionScratch attentionScratch_;
   std::vector<float> softEmbeddingScratch_;
   MoeScratch moeScratch_;
+  // The capture records' rows (the widest function's capture width per token), and the view of
+  // the last forward's (empty when its function captures nothing).
+  int64_t captureWidth_ = 0;
+  std::vector<float> capture_;
+  sampling::LogitsView captured_;
   std::vector<float> headInput_, logits_;
 };
 

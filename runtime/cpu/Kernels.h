@@ -1,6 +1,6 @@
 // The CPU backend's kernels, one per file: Gemm.cpp (oneDNN), RmsNorm.cpp, Rope.cpp,
-// Elementwise.cpp, Attention.cpp, SoftEmbedding.cpp, Moe.cpp. Row-major float32 throughout;
-// `rows` is the token count.
+// Elementwise.cpp, Attention.cpp, SoftEmbedding.cpp, Moe.cpp, InputRows.cpp. Row-major float32
+// throughout; `rows` is the token count.
 #pragma once
 
 #include "runtime/cpu/HostKvPages.h"
@@ -132,6 +132,15 @@ inline constexpr int64_t kSoftEmbeddingChunk = 32;
 Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
                      const model::HostTensor &table, double scale, float *out,
                      std::vector<float> &scratch, int threads);
+
+// Speculative decoding's row moves (InputRows.cpp), rows of `width` floats:
+// out[rows] = input[0, given) then zero rows (forward_input; input may be null when given is 0).
+void copyInputRows(const float *input, int64_t given, int64_t rows, int64_t width, float *out);
+// out row r = a's row r for r < split, else b's; out may alias a or b (select_input_rows).
+void selectRows(const float *a, const float *b, int64_t split, int64_t rows, int64_t width,
+                float *out);
+// Rows of x[rows, width] into columns [0, width) of out rows `outStride` apart (capture).
+void copyColumns(const float *x, int64_t rows, int64_t width, float *out, int64_t outStride);
 
 // Scratch of moeForward for up to `tokens` tokens.
 struct MoeScratch {

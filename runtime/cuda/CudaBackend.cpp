@@ -21,6 +21,12 @@ bool runsAsGemmOnly(const program::ProgramRecord &record) {
   return record.kind == program::KernelKind::linear ||
          (record.kind == program::KernelKind::lmHead && !record.norm);
 }
+// Speculative decoding's row moves are whole-row device copies: no generated kernel.
+bool runsAsCopies(const program::ProgramRecord &record) {
+  return record.kind == program::KernelKind::forwardInput ||
+         record.kind == program::KernelKind::selectInputRows ||
+         record.kind == program::KernelKind::capture;
+}
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
@@ -201,7 +207,7 @@ Status CudaBackend::supports(const program::ProgramRecord &record) const {
   if (record.kind == KernelKind::rope && record.rotatedPairs <= 0)
     return Status::error("not supported yet: a rope record that rotates no pair (record '" +
                          record.fullName + "') on cuda");
-  if (!runsAsGemmOnly(record) && record.cudaKernel.empty())
+  if (!runsAsGemmOnly(record) && !runsAsCopies(record) && record.cudaKernel.empty())
     return Status::error("kernel record '" + record.fullName +
                          "' names no CUDA kernel; recompile with dlmc compile --target cuda");
   return Status::ok();
@@ -281,7 +287,7 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
     break;
   }
   default:
-    if (!runsAsGemmOnly(record) && !bound.kernel.function)
+    if (!runsAsGemmOnly(record) && !runsAsCopies(record) && !bound.kernel.function)
       return mismatch("no kernel for the record");
     break;
   }
@@ -308,6 +314,8 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
     const program::KernelProgram &program = function.program;
     rowElements_ = std::max(rowElements_, program.rowElements);
     normRowElements_ = std::max(normRowElements_, program.normRowElements);
+    forwardInputWidth_ = std::max(forwardInputWidth_, program.forwardInputWidth);
+    captureWidth_ = std::max(captureWidth_, program.captureWidth);
     // Every function agrees on the layers' K/V widths (buildFunctions checks it).
     if (kvWidths_.empty())
       kvWidths_ = program.kvLayerWidths;
@@ -390,8 +398,11 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   inputBytes_ = static_cast<size_t>(2 * tokens + 3 + maxPages) * sizeof(int32_t);
   const size_t inputs = layout.add(inputBytes_);
   const size_t loopInputs = layout.add(inputBytes_);
-  const size_t inputRows =
-      layout.add(static_cast<size_t>(tokens * softEmbeddingRows_) * sizeof(float));
+  // Float rows for a soft embedding, or forward_input rows at the device precision (no wider).
+  const size_t inputRows = layout.add(
+      static_cast<size_t>(tokens * std::max(softEmbeddingRows_, forwardInputWidth_)) *
+      sizeof(float));
+  const size_t captureRows = layout.add(rows(tokens, captureWidth_));
   const int64_t slots = tokens * moeTopK_;
   const size_t moeChoice = layout.add(static_cast<size_t>(slots) * sizeof(int32_t));
   const size_t moeWeight = layout.add(static_cast<size_t>(slots) * sizeof(float));
@@ -412,6 +423,7 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   inputs_ = base + inputs;
   loopInputs_ = base + loopInputs;
   inputRows_ = base + inputRows;
+  captureRows_ = base + captureRows;
   moeChoice_ = base + moeChoice;
   moeWeight_ = base + moeWeight;
   moeLists_ = base + moeLists;
@@ -421,6 +433,12 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   DLM_RETURN_IF_ERROR(hostInputs_.allocate(driver_, inputBytes_, "forward inputs (pinned)"));
   DLM_RETURN_IF_ERROR(hostLogits_.allocate(
       driver_, static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float), "logits (pinned)"));
+  if (captureWidth_ > 0)
+    DLM_RETURN_IF_ERROR(
+        hostCapture_.allocate(driver_, rows(tokens, captureWidth_), "captured rows (pinned)"));
+  capture_.resize(static_cast<size_t>(tokens * captureWidth_));
+  stagedInput_.resize(rows(tokens, forwardInputWidth_));
+  captured_ = {};
   reservedTokens_ = tokens;
   reservedLogitRows_ = logitRows;
   return Status::ok();
@@ -445,39 +463,35 @@ StatusOr<sampling::LogitsView> CudaBackend::forwardWindow(const int32_t *tokens,
   DLM_ASSIGN_OR_RETURN(program, function({}));
   return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
                                  [this, program](auto... arguments) {
-                                   return run(*program, nullptr, 0, arguments...);
+                                   return run(*program, nullptr, 0, 0, arguments...);
                                  });
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::forward(const sampling::ForwardSpec &spec) {
+  // The captured rows are the last forward's, whatever happens to this one.
+  captured_ = {};
   const Function *program = nullptr;
   DLM_ASSIGN_OR_RETURN(program, function(spec.function));
+  int64_t inputRows = 0;
   if (spec.input) {
-    bool reads = false;
-    for (const program::ProgramRecord &k : program->program.kernels) {
-      if (k.kind != program::KernelKind::softEmbedding)
-        continue;
-      reads = true;
-      if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
-        return Status::error("forward: input rows of " + str(spec.inputWidth) +
-                             " values do not fit record '" + k.fullName + "', whose table has " +
-                             str(k.weight->rows) + " rows");
-    }
-    if (!reads)
-      return Status::error("forward: function '" + program->program.function +
-                           "' reads no input rows (it has no soft_embedding record)");
+    DLM_ASSIGN_OR_RETURN(inputRows, forwardInputRows(spec));
+    DLM_RETURN_IF_ERROR(checkForwardInput(program->program, spec, inputRows));
   }
   const float *input = spec.input;
   const int64_t inputWidth = spec.input ? spec.inputWidth : 0;
-  auto runIt = [this, program, input, inputWidth](auto... arguments) {
-    return run(*program, input, inputWidth, arguments...);
+  auto runIt = [this, program, input, inputWidth, inputRows](auto... arguments) {
+    return run(*program, input, inputWidth, inputRows, arguments...);
   };
-  return forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
+  StatusOr<sampling::LogitsView> logits = forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
+  const int64_t captureWidth = program->program.captureWidth;
+  if (logits && captureWidth > 0)
+    captured_ = sampling::LogitsView{capture_.data(), fedTokens(spec), captureWidth};
+  return logits;
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const float *input,
-                                                int64_t inputWidth, const int32_t *tokens,
-                                                const ForwardSpan &span,
+                                                int64_t inputWidth, int64_t inputRows,
+                                                const int32_t *tokens, const ForwardSpan &span,
                                                 sampling::LogitRows rows) {
   const model::ModelDims &d = dims_;
   const int64_t count = span.count;
@@ -498,13 +512,9 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const 
   Shape shape{count, span.first, span.keys, rows.begin, rows.end, inputs_};
   shape.function = &function;
   shape.inputWidth = input ? inputWidth : 0;
+  shape.inputRows = input ? std::min(inputRows, count) : 0;
   DLM_RETURN_IF_ERROR(uploadInputs(tokens, shape));
-  if (input)
-    DLM_RETURN_IF_ERROR(driver_->check(
-        driver_->cuMemcpyHtoDAsync(inputRows_, input,
-                                   static_cast<size_t>(count * inputWidth) * sizeof(float),
-                                   stream_),
-        "forward: copying the input rows in (cuMemcpyHtoDAsync)"));
+  DLM_RETURN_IF_ERROR(uploadInputRows(function, input, inputWidth, shape.inputRows, count));
   DLM_RETURN_IF_ERROR(
       graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
   if (rows.count() > 0)
@@ -514,9 +524,81 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const 
                                        sizeof(float),
                                    stream_),
         "forward: copying the logits out (cuMemcpyDtoHAsync)"));
+  const size_t captureBytes =
+      static_cast<size_t>(count * function.program.captureWidth) * elementBytes(element_);
+  if (captureBytes > 0)
+    DLM_RETURN_IF_ERROR(driver_->check(
+        driver_->cuMemcpyDtoHAsync(hostCapture_.data(), captureRows_, captureBytes, stream_),
+        "forward: copying the captured rows out (cuMemcpyDtoHAsync)"));
   DLM_RETURN_IF_ERROR(
       driver_->check(driver_->cuStreamSynchronize(stream_), "forward: cuStreamSynchronize"));
+  if (captureBytes > 0)
+    DLM_RETURN_IF_ERROR(downloadCapture(function, count));
   return sampling::LogitsView{hostLogits, rows.count(), d.vocabSize};
+}
+
+Status CudaBackend::uploadInputRows(const Function &function, const float *input,
+                                    int64_t inputWidth, int64_t inputRows, int64_t count) {
+  const int64_t width = function.program.forwardInputWidth;
+  if (width == 0) {
+    // Soft embeddings read float rows, one per fed token.
+    if (!input)
+      return Status::ok();
+    return driver_->check(
+        driver_->cuMemcpyHtoDAsync(inputRows_, input,
+                                   static_cast<size_t>(count * inputWidth) * sizeof(float),
+                                   stream_),
+        "forward: copying the input rows in (cuMemcpyHtoDAsync)");
+  }
+  if (function.program.kernels.end() !=
+      std::find_if(function.program.kernels.begin(), function.program.kernels.end(),
+                   [](const program::ProgramRecord &k) {
+                     return k.kind == program::KernelKind::softEmbedding;
+                   }))
+    return Status::error("not supported yet: a function with both soft_embedding and "
+                         "forward_input records on cuda");
+  // Staged at the device precision, the rows past the input zero: the record is a plain copy.
+  const size_t e = elementBytes(element_);
+  std::memset(stagedInput_.data(), 0, static_cast<size_t>(count * width) * e);
+  if (element_ == DeviceElement::f32) {
+    if (inputRows > 0)
+      std::memcpy(stagedInput_.data(), input, static_cast<size_t>(inputRows * width) * e);
+  } else {
+    uint16_t *staged = reinterpret_cast<uint16_t *>(stagedInput_.data());
+    for (int64_t i = 0; i < inputRows * width; ++i)
+      staged[i] = toBfloat16(input[i]);
+  }
+  // Synchronous: the staging buffer is pageable and reused by the next forward.
+  return driver_->check(driver_->cuMemcpyHtoD(inputRows_, stagedInput_.data(),
+                                              static_cast<size_t>(count * width) * e),
+                        "forward: copying the input rows in (cuMemcpyHtoD)");
+}
+
+Status CudaBackend::downloadCapture(const Function &function, int64_t count) {
+  const program::KernelProgram &program = function.program;
+  const program::ProgramRecord *capture = nullptr;
+  for (const program::ProgramRecord &k : program.kernels)
+    if (k.kind == program::KernelKind::capture)
+      capture = &k;
+  if (!capture)
+    return Status::error("cuda backend: internal error: a capture width without a record");
+  const int64_t total = program.captureWidth;
+  const int64_t w = total / static_cast<int64_t>(capture->operands.size());
+  // [operand][T, w] on the device → [T, operand * w] floats.
+  for (int64_t block = 0; block < total / w; ++block)
+    for (int64_t r = 0; r < count; ++r) {
+      float *to = capture_.data() + r * total + block * w;
+      const int64_t from = (block * count + r) * w;
+      if (element_ == DeviceElement::f32) {
+        std::memcpy(to, static_cast<const float *>(hostCapture_.data()) + from,
+                    static_cast<size_t>(w) * sizeof(float));
+        continue;
+      }
+      const uint16_t *bits = static_cast<const uint16_t *>(hostCapture_.data()) + from;
+      for (int64_t j = 0; j < w; ++j)
+        to[j] = fromBfloat16(bits[j]);
+    }
+  return Status::ok();
 }
 
 Status CudaBackend::uploadInputs(const int32_t *tokens, const Shape &shape) {
@@ -648,6 +730,38 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                          &table, &scale,       &out,        &outStride};
     return launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1, arguments,
                   what.c_str());
+  }
+  case KernelKind::forwardInput:
+    // Staged on the host at the device precision, zero rows included (uploadInputRows).
+    return copyRows(slotOf(k.result), inputRows_, width);
+  case KernelKind::selectInputRows: {
+    // Two whole-row copies; planned in place on a (or b), that part stays where it is.
+    const int64_t split = std::min(shape.inputRows, count);
+    const size_t rowBytes = static_cast<size_t>(width) * e;
+    const CUdeviceptr a = slotOf(in[0]), b = slotOf(in[1]), out = slotOf(k.result);
+    auto copy = [&](CUdeviceptr to, CUdeviceptr from, int64_t rows) -> Status {
+      if (to == from || rows == 0)
+        return Status::ok();
+      return driver_->check(
+          driver_->cuMemcpyDtoDAsync(to, from, static_cast<size_t>(rows) * rowBytes, stream_),
+          (k.fullName + ": cuMemcpyDtoDAsync").c_str());
+    };
+    DLM_RETURN_IF_ERROR(copy(out, a, split));
+    const size_t skipped = static_cast<size_t>(split) * rowBytes;
+    return copy(out + skipped, b + skipped, count - split);
+  }
+  case KernelKind::capture: {
+    // Operand i's rows to block i of the capture buffer, laid side by side on the host.
+    const int64_t w = widthOf(in[0]);
+    for (size_t i = 0; i < in.size(); ++i) {
+      const CUdeviceptr to =
+          captureRows_ + static_cast<size_t>(static_cast<int64_t>(i) * count * w) * e;
+      DLM_RETURN_IF_ERROR(driver_->check(
+          driver_->cuMemcpyDtoDAsync(to, slotOf(in[i]), static_cast<size_t>(count * w) * e,
+                                     stream_),
+          (k.fullName + ": cuMemcpyDtoDAsync").c_str()));
+    }
+    return Status::ok();
   }
   case KernelKind::rmsNorm: {
     // A group shorter than the row normalises each head of the row (q/k norm).

@@ -110,8 +110,9 @@ public:
   StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
                                                int64_t feedBegin, int64_t feedEnd,
                                                sampling::LogitRows rows) override;
-  // Any function by name, in the full, cached or append mode, with or without input rows.
+  // Any function by name, in the full, cached, append or extend mode, with or without input rows.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
+  sampling::LogitsView capturedRows() const override { return captured_; }
   Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
   MemoryUsage memoryUsage() const override;
   Status supports(const program::ProgramRecord &record) const override;
@@ -139,11 +140,14 @@ private:
     // none, the soft embeddings are zero rows).
     const Function *function = nullptr;
     int64_t inputWidth = 0;
+    // How many fed rows (from the first) the input gives: select_input_rows splits there.
+    int64_t inputRows = 0;
     // A window forward's keys run past its tokens; the key length is an uploaded input, but
     // keying graphs by it keeps a window and a cached forward of one shape apart on principle.
     ForwardGraphs::Shape key() const {
       return std::tuple(count, first, keys, rowsBegin, rowsEnd,
-                        static_cast<int64_t>(reinterpret_cast<uintptr_t>(function)), inputWidth);
+                        static_cast<int64_t>(reinterpret_cast<uintptr_t>(function)), inputWidth,
+                        inputRows);
     }
   };
   // One step of the device loop as its accept and gate kernels are launched: the step's
@@ -221,9 +225,16 @@ private:
 
   // Grows the sequence to span.keys slots, runs the forward of the span's tokens and returns
   // the requested logit rows (SequenceForwards.h).
+  // `inputRows` of the fed rows come from `input` (ForwardSpec::inputRows).
   StatusOr<sampling::LogitsView> run(const Function &function, const float *input,
-                                     int64_t inputWidth, const int32_t *tokens,
+                                     int64_t inputWidth, int64_t inputRows, const int32_t *tokens,
                                      const ForwardSpan &span, sampling::LogitRows rows);
+  // Copies the forward's input rows to the device: float rows for a soft embedding, or the
+  // forward_input rows at the device precision, zero past `inputRows`.
+  Status uploadInputRows(const Function &function, const float *input, int64_t inputWidth,
+                         int64_t inputRows, int64_t count);
+  // The capture record's rows ([operand][T, w] on the device) into captured_ ([T, n*w] floats).
+  Status downloadCapture(const Function &function, int64_t count);
   // Copies the inputs of this forward into the fixed device input buffers.
   Status uploadInputs(const int32_t *tokens, const Shape &shape);
   // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
@@ -295,6 +306,8 @@ private:
   // The widest soft_embedding table's rows (the most input columns a forward may give), and the
   // largest moe record's sizes (0 experts: none).
   int64_t softEmbeddingRows_ = 0;
+  // The widest forward_input and capture rows of any function (0: none).
+  int64_t forwardInputWidth_ = 0, captureWidth_ = 0;
   int64_t moeHidden_ = 0, moeExperts_ = 0, moeTopK_ = 0, moeWidth_ = 0;
   std::unique_ptr<DeviceWeights> weights_;
   std::unique_ptr<LinearGemm> gemm_;
@@ -328,6 +341,14 @@ private:
   // scratch: choice, weight [T, k], lists [E, T], counts [E], act [T * k, I], expert outputs
   // [T * k, H].
   CUdeviceptr inputRows_ = 0;
+  // The capture record's operands, one [T, w] block each ([n][T, w]); the staging of the
+  // forward_input rows at the device precision; the captured rows on the host ([T, n*w] floats)
+  // and the view of the last forward's.
+  CUdeviceptr captureRows_ = 0;
+  std::vector<uint8_t> stagedInput_;
+  PinnedHostAllocation hostCapture_;
+  std::vector<float> capture_;
+  sampling::LogitsView captured_;
   CUdeviceptr moeChoice_ = 0, moeWeight_ = 0, moeLists_ = 0, moeCounts_ = 0, moeAct_ = 0,
               moeOut_ = 0;
   PinnedHostAllocation hostInputs_;

@@ -6,7 +6,9 @@
 //
 // Each record is an artifact::Kernel: `kind` is one of the kinds below, `name` a label for
 // profiles ("q_proj", "attn_norm", ...), and `parameters` carry:
-//   layer     int   the transformer layer (KV cache layer for kv_store / attention); -1 = none
+//   layer     int   the transformer layer (KV cache layer for kv_store / attention); -1 = none.
+//                   The KV cache has a layer for every kv_store layer of any function: a DFlash
+//                   drafter's layers follow its target's (L, L+1, ...).
 //   operands  text  value slots read, comma-separated ("4,5")
 //   result    int   the value slot written (absent for kv_store)
 //   offset    int   where the result lives in the workspace, in elements per token row
@@ -87,6 +89,17 @@ inline constexpr std::string_view kSoftEmbedding = "soft_embedding";
 // Parameters: experts int, top_k int, eps real, router_input_scale real, activation text
 // ("gelu_tanh": GELU's tanh approximation, DiffusionGemma's; or "silu").
 inline constexpr std::string_view kMoe = "moe";
+// Speculative decoding's data paths (DFlash, docs/design/speculative-decoding.md §2.2):
+// (no operands) → [T, width]: the forward's input rows (ForwardSpec::input; `width` must equal
+// its inputWidth), rows past ForwardSpec::inputRows zero. The drafter's context features.
+inline constexpr std::string_view kForwardInput = "forward_input";
+// a, b → y (all one width): rows r < ForwardSpec::inputRows take a's row r, the others b's. The
+// drafter's K/V input: the context rows' projected features, then the block rows' normed states.
+inline constexpr std::string_view kSelectInputRows = "select_input_rows";
+// x_0, ..., x_{n-1} (each [T, w]) → no slot: the forward's captured rows [T, n*w], x_i in
+// columns [i*w, (i+1)*w) (DecodeModel::capturedRows). The target's hidden states after the
+// layers a drafter reads. At most one per function.
+inline constexpr std::string_view kCapture = "capture";
 
 // ---- Parameters -------------------------------------------------------------------------------
 inline constexpr std::string_view kLayer = "layer";

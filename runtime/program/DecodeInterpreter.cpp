@@ -117,6 +117,8 @@ private:
       return detail::runHoldLogits(state_, in, at);
     case OpKind::dropLogits:
       return detail::runDropLogits(state_, in, at);
+    case OpKind::takeRows:
+      return detail::runTakeRows(state_, in, at);
     case OpKind::narrowLogits:
       return detail::runNarrowLogits(state_, in, at);
     case OpKind::seqTruncate:

@@ -101,6 +101,7 @@ constexpr OpEntry kOps[] = {
     {dspec::kKindCredit, OpKind::credit},
     {dspec::kKindHoldLogits, OpKind::holdLogits},
     {dspec::kKindDropLogits, OpKind::dropLogits},
+    {dspec::kKindTakeRows, OpKind::takeRows},
     {dspec::kKindNarrowLogits, OpKind::narrowLogits},
     {dspec::kKindSeqTruncate, OpKind::seqTruncate},
     {dspec::kKindSeqWrite, OpKind::seqWrite},
@@ -563,10 +564,15 @@ private:
       const int mode = instruction.operands[kMode].choice;
       // An append (a commit) may be a cache fill too.
       if (mode != kModeFull && mode != kModeAppend && decoded.given() && !decoded.boolean)
-        return error(index, std::string("a ") + (mode == kModeCached ? "cached" : "window") +
+        return error(index, std::string("a ") +
+                                (mode == kModeCached   ? "cached"
+                                 : mode == kModeWindow ? "window"
+                                                       : "extend") +
                                 " forward is always decoded");
       if (mode != kModeWindow && instruction.operands[kFeedEnd].given())
         return error(index, "parameter 'feed_end' is only for mode=window");
+      if (mode != kModeExtend && instruction.operands[kFirst].given())
+        return error(index, "parameter 'first' is only for mode=extend");
     }
     // Operand types agree (ALU, select, fill_row); the result's type follows them.
     ValueType inferred = ValueType::none;

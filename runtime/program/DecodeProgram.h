@@ -99,6 +99,7 @@ enum class OpKind : uint8_t {
   forward,
   holdLogits,
   dropLogits,
+  takeRows,
   narrowLogits,
   seqTruncate,
   seqWrite,

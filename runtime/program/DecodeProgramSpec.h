@@ -86,12 +86,16 @@ inline constexpr std::string_view kKindCreditReset = "credit_reset";
 // [0, keep) afterwards; mode=cached feeds [keep, count) over that cache; mode=window (the dual
 // cache) feeds [keep, feed_end) over a cache of all [0, count), its K/V replacing that range in
 // the cache (DecodeModel::forwardWindow); mode=append feeds [keep, count) over that cache and
-// keeps all of [0, count) (a commit). row_begin/row_end are
+// keeps all of [0, count) (a commit); mode=extend feeds [first, count) over the cached [0, keep),
+// rewriting [first, keep) for the function's layers and dropping [keep, count) again
+// (ForwardSpec::Mode::extend, a DFlash draft). row_begin/row_end are
 // absolute positions (the interpreter makes them relative to the fed tokens). decoded=false: the
 // logits are never looked at (a cache fill), so they are neither captured nor a step.
 // function=name runs the artifact's forward function of that name (DiffusionGemma's encode and
 // decode; absent: the default one); input=%logits hands it a logits register's rows, one per
-// fed token (an empty register: no input) (DecodeModel::forward, ForwardSpec).
+// fed token (an empty register: no input) or one per fed token from the first, fewer than fed
+// (ForwardSpec::inputRows), in the register's width; capture=%c receives the forward's captured
+// rows ([fed, width], DecodeModel::capturedRows; an error when the function captures none).
 inline constexpr std::string_view kKindForward = "forward";
 // The last forward's logit rows divided by `temperature` as one float32 division per element,
 // f32(logit) / f32(temperature) → out (logits): transformers' processed logits, which
@@ -99,6 +103,9 @@ inline constexpr std::string_view kKindForward = "forward";
 inline constexpr std::string_view kKindHoldLogits = "hold_logits";
 // Empties a logits register (a forward then gets no input from it).
 inline constexpr std::string_view kKindDropLogits = "drop_logits";
+// A float-rows register (`of`) keeps its first `rows` rows: the captured features of the tokens a
+// verify accepted.
+inline constexpr std::string_view kKindTakeRows = "take_rows";
 // The rows [begin, end) of the last decoded forward's logit rows (0: the first row it returned)
 // become the rows every later row record reads (sample, hold_logits, spec_verify, ...), until the
 // next forward, which returns all of its rows again. One forward then serves several groups of
@@ -388,7 +395,7 @@ inline constexpr ParamSpec kDropLogitsParams[] = {
     {"out", PR::result, PT::logits, true},
 };
 inline constexpr ParamSpec kForwardParams[] = {
-    {"mode", PR::attribute, PT::text, true, "full,cached,window,append"},
+    {"mode", PR::attribute, PT::text, true, "full,cached,window,append,extend"},
     {"count", PR::input, PT::integer, true},
     {"keep", PR::input, PT::integer, true},
     {"feed_end", PR::input, PT::integer, false}, // window
@@ -397,6 +404,12 @@ inline constexpr ParamSpec kForwardParams[] = {
     {"decoded", PR::attribute, PT::boolean, false}, // default true
     {"function", PR::attribute, PT::text, false},   // default: the artifact's default forward
     {"input", PR::input, PT::logits, false},
+    {"first", PR::input, PT::integer, false},     // extend
+    {"capture", PR::result, PT::logits, false},   // the captured rows of every fed token
+};
+inline constexpr ParamSpec kTakeRowsParams[] = {
+    {"rows", PR::input, PT::integer, true},
+    {"of", PR::inout, PT::logits, true},
 };
 inline constexpr ParamSpec kSampleParams[] = {
     {"kind", PR::attribute, PT::text, true, "gumbel_max,tempered"},
@@ -530,6 +543,7 @@ inline constexpr KindSpec kKinds[] = {
     kindSpec(kKindForward, kForwardParams),
     kindSpec(kKindHoldLogits, kHoldLogitsParams),
     kindSpec(kKindDropLogits, kDropLogitsParams),
+    kindSpec(kKindTakeRows, kTakeRowsParams),
     kindSpec(kKindNarrowLogits, kNarrowLogitsParams),
     kindSpec(kKindSeqTruncate, kSeqTruncateParams),
     kindSpec(kKindSeqWrite, kSeqWriteParams),
@@ -562,6 +576,7 @@ struct Requirement {
 
 inline constexpr Requirement kRequirements[] = {
     {kKindForward, "mode", "window", "feed_end"},
+    {kKindForward, "mode", "extend", "first"},
     {kKindSample, "kind", "gumbel_max", "token,confidence"},
     {kKindSample, "kind", "tempered", "sample,argmax,entropy"},
     {kKindAccept, "rule", "top_k", "k"},
@@ -712,12 +727,21 @@ inline constexpr int kModeAppend = choiceIndex(kForwardParams[kMode].choices, "a
 static_assert(kModeAppend >= 0);
 inline constexpr size_t kFunction = paramIndex(kForwardParams, "function");
 inline constexpr size_t kInput = paramIndex(kForwardParams, "input");
+inline constexpr size_t kFirst = paramIndex(kForwardParams, "first");
+inline constexpr size_t kCapture = paramIndex(kForwardParams, "capture");
+inline constexpr int kModeExtend = choiceIndex(kForwardParams[kMode].choices, "extend");
+static_assert(kModeExtend >= 0);
 } // namespace forward_params
 
 namespace hold_logits_params {
 inline constexpr size_t kTemperature = paramIndex(kHoldLogitsParams, "temperature");
 inline constexpr size_t kOut = paramIndex(kHoldLogitsParams, "out");
 } // namespace hold_logits_params
+
+namespace take_rows_params {
+inline constexpr size_t kRows = paramIndex(kTakeRowsParams, "rows");
+inline constexpr size_t kOf = paramIndex(kTakeRowsParams, "of");
+} // namespace take_rows_params
 
 namespace drop_logits_params {
 inline constexpr size_t kOut = paramIndex(kDropLogitsParams, "out");

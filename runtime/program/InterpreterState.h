@@ -26,7 +26,10 @@ struct Register {
   std::vector<double> reals;
   std::vector<uint8_t> flags;
   std::vector<int64_t> list;
-  std::vector<float> logits; // rows of the vocabulary's width
+  std::vector<float> logits; // float rows of `width` values (hold_logits: the vocabulary's)
+  int64_t width = 0;
+  // The float rows held.
+  int64_t rows() const { return width > 0 ? static_cast<int64_t>(logits.size()) / width : 0; }
 };
 
 class State {
@@ -114,6 +117,7 @@ Status runFinish(State &state, const Instruction &in, size_t at);
 Status runForward(State &state, const Instruction &in, size_t at);
 Status runHoldLogits(State &state, const Instruction &in, size_t at);
 Status runDropLogits(State &state, const Instruction &in, size_t at);
+Status runTakeRows(State &state, const Instruction &in, size_t at);
 Status runNarrowLogits(State &state, const Instruction &in, size_t at);
 Status runSeqTruncate(State &state, const Instruction &in, size_t at);
 Status runSeqWrite(State &state, const Instruction &in, size_t at);

@@ -17,9 +17,11 @@ std::string str(int64_t value) { return std::to_string(value); }
 struct KindInfo {
   std::string_view name;
   KernelKind kind;
-  size_t operands; // without the residual of an accumulating linear
+  size_t operands; // without the residual of an accumulating linear; kAnyOperands: one or more
   bool hasResult;
 };
+
+constexpr size_t kAnyOperands = ~size_t(0);
 
 constexpr KindInfo kKinds[] = {
     {kp::kEmbedding, KernelKind::embedding, 1, true},
@@ -36,13 +38,20 @@ constexpr KindInfo kKinds[] = {
     {kp::kGeluMul, KernelKind::geluMul, 2, true},
     {kp::kSoftEmbedding, KernelKind::softEmbedding, 0, true},
     {kp::kMoe, KernelKind::moe, 2, true},
+    {kp::kForwardInput, KernelKind::forwardInput, 0, true},
+    {kp::kSelectInputRows, KernelKind::selectInputRows, 2, true},
+    {kp::kCapture, KernelKind::capture, kAnyOperands, false},
 };
+
+// The most KV cache layers a program may address (a corrupt layer index would size the cache).
+constexpr int64_t kMaxKvLayers = int64_t(1) << 16;
 
 // Elementwise kernels read each element before writing it, so their result may sit exactly on an
 // operand (planned in place).
 bool elementwise(KernelKind kind) {
   return kind == KernelKind::rmsNorm || kind == KernelKind::rope || kind == KernelKind::add ||
-         kind == KernelKind::siluMul || kind == KernelKind::scale || kind == KernelKind::geluMul;
+         kind == KernelKind::siluMul || kind == KernelKind::scale || kind == KernelKind::geluMul ||
+         kind == KernelKind::selectInputRows;
 }
 
 // The profile label of a record name: "layers.0.rope#2" → "rope"; a function's prefix goes too
@@ -170,8 +179,8 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
   program.function = function;
   program.slots.resize(kp::kFirstResultSlot, SlotPlace{-1, 1});
   std::vector<bool> defined(kp::kFirstResultSlot, true);
-  std::vector<int64_t> storedK(static_cast<size_t>(d.layers), -1),
-      storedV(static_cast<size_t>(d.layers), -1);
+  // The slots each KV layer's kv_store stored, grown with the layers this function stores.
+  std::vector<int64_t> storedK, storedV;
   const std::string inFunction =
       function == kp::kDefaultFunction ? "" : "function '" + function + "': ";
   if (indices.empty())
@@ -207,7 +216,10 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
     }
     if (r.has(kp::kCudaKernel))
       DLM_ASSIGN(kernel.cudaKernel, r.text(kp::kCudaKernel));
-    const size_t operandCount = info->operands + (kernel.accumulate ? 1 : 0);
+    const size_t operandCount =
+        info->operands == kAnyOperands
+            ? std::max<size_t>(kernel.operands.size(), 1)
+            : info->operands + (kernel.accumulate ? 1 : 0);
     if (kernel.operands.size() != operandCount)
       return r.error(record.kind + " takes " + str(static_cast<int64_t>(operandCount)) +
                      " operands, got " + str(static_cast<int64_t>(kernel.operands.size())));
@@ -345,10 +357,17 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       break;
     case KernelKind::kvStore:
     case KernelKind::attention: {
-      if (kernel.layer < 0 || kernel.layer >= d.layers)
-        return r.error("layer " + str(kernel.layer) + " has no KV cache (the model has " +
-                       str(d.layers) + " layers)");
+      // A kv_store past the model's layers adds a KV layer (a drafter's, after its target's).
+      if (kernel.layer < 0 || kernel.layer >= kMaxKvLayers)
+        return r.error("layer " + str(kernel.layer) + " has no KV cache (KV layers are [0, " +
+                       str(kMaxKvLayers) + "))");
       const size_t layer = static_cast<size_t>(kernel.layer);
+      if (info->kind == KernelKind::kvStore && layer >= storedK.size()) {
+        storedK.resize(layer + 1, -1);
+        storedV.resize(layer + 1, -1);
+      }
+      if (info->kind == KernelKind::kvStore && layer >= kvWidths.size())
+        kvWidths.resize(layer + 1, 0);
       if (info->kind == KernelKind::kvStore) {
         // The layer's KV width is what its kv_store records store; every one of them, in every
         // function, agrees.
@@ -362,7 +381,8 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
         storedV[layer] = kernel.operands[1];
         break;
       }
-      if (storedK[layer] != kernel.operands[1] || storedV[layer] != kernel.operands[2])
+      if (layer >= storedK.size() || storedK[layer] != kernel.operands[1] ||
+          storedV[layer] != kernel.operands[2])
         return r.error("attention reads keys and values that no kv_store of layer " +
                        str(kernel.layer) + " stored");
       const int64_t kvWidth = kvWidths[layer];
@@ -442,6 +462,22 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_RETURN_IF_ERROR(shape(m.down, e * width, kernel.expertWidth, kp::kDownWeight));
       break;
     }
+    case KernelKind::forwardInput:
+      // Every forward_input of a function reads the same input rows.
+      if (program.forwardInputWidth != 0 && program.forwardInputWidth != width)
+        return r.error("forward_input of width " + str(width) + " where another reads " +
+                       str(program.forwardInputWidth));
+      program.forwardInputWidth = width;
+      break;
+    case KernelKind::capture:
+      if (program.captureWidth != 0)
+        return r.error("a function captures its rows once (a second capture record)");
+      for (size_t i = 1; i < widths.size(); ++i)
+        DLM_RETURN_IF_ERROR(expectWidth(widths[i], widths[0],
+                                        "operand " + str(static_cast<int64_t>(i)) + "'s width"));
+      program.captureWidth = widths[0] * static_cast<int64_t>(widths.size());
+      break;
+    case KernelKind::selectInputRows:
     case KernelKind::add:
     case KernelKind::siluMul:
     case KernelKind::geluMul:
@@ -511,12 +547,15 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
           continue;
         const bool operand =
             std::find(k.operands.begin(), k.operands.end(), slot) != k.operands.end();
-        // silu_mul and rope overwrite their first operand only; an add commutes; an
-        // accumulating GEMM adds its product to the residual it sits on.
+        // silu_mul and rope overwrite their first operand only; an add commutes, and a row
+        // selection reads each row of either operand before writing it; an accumulating GEMM
+        // adds its product to the residual it sits on.
+        const bool eitherOperand =
+            k.kind == KernelKind::add || k.kind == KernelKind::selectInputRows;
         const bool inPlaceOperand =
             operand && (k.accumulate ? slot == k.operands[1]
                                      : elementwise(k.kind) &&
-                                           (slot == k.operands[0] || k.kind == KernelKind::add));
+                                           (slot == k.operands[0] || eitherOperand));
         const bool inPlace = inPlaceOperand && other.offset == out.offset &&
                              other.width == out.width && lastRead[slot] == static_cast<int64_t>(i);
         if (!inPlace)
@@ -572,6 +611,12 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
                          "' function (it has " + names + ")");
   }
   return std::move(it->second);
+}
+
+bool KernelProgram::readsInput() const {
+  return std::any_of(kernels.begin(), kernels.end(), [](const ProgramRecord &k) {
+    return k.kind == KernelKind::softEmbedding || k.kind == KernelKind::forwardInput;
+  });
 }
 
 std::vector<const model::HostTensor *> ProgramRecord::tensors() const {

@@ -30,6 +30,9 @@ enum class KernelKind {
   geluMul,       // gelu_tanh(gate) * up
   softEmbedding, // softmax(the forward's input rows) @ table * scale
   moe,           // mixture of experts (runtime/model/KernelProgram.h)
+  forwardInput,    // the forward's input rows, zero past ForwardSpec::inputRows
+  selectInputRows, // a's rows before ForwardSpec::inputRows, b's after
+  capture,         // the operands' rows side by side into the forward's captured rows
 };
 
 // The weights of a moe record (their shapes checked: router [E, H], router_scale [H],
@@ -111,9 +114,17 @@ struct KernelProgram {
   std::vector<SlotPlace> slots;
   int64_t rowElements = 0;     // workspace floats per token
   int64_t normRowElements = 0; // norm_linear scratch floats per token
-  // The KV width (floats per token of K, and of V) of each model layer, as the layer's kv_store
-  // records store it; 0 for a layer without a KV cache. Every function of an artifact agrees.
+  // The KV width (floats per token of K, and of V) of each KV cache layer, as the layer's
+  // kv_store records store it; 0 for a layer without a KV cache. Every function of an artifact
+  // agrees. One entry per layer up to the highest any function's kv_store writes (a drafter's
+  // layers follow its target's, past the model's layer count).
   std::vector<int64_t> kvLayerWidths;
+  // The capture record's row width (operands x width), 0 when the function captures nothing;
+  // forwardInputWidth: the forward_input record's width, 0 when it has none.
+  int64_t captureWidth = 0;
+  int64_t forwardInputWidth = 0;
+  // Whether a record reads the forward's input rows (soft_embedding or forward_input).
+  bool readsInput() const;
 
   // The default function of `records` (every function is built and checked; a record list
   // without a default function is an error). Errors name the record: "kernel record 3

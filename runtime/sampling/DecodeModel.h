@@ -40,17 +40,26 @@ struct ForwardSpec {
     // the cache holds), under the function's masks; afterwards the cache holds [0, count), all of
     // it final (a commit).
     append,
+    // Feed [first, count) at positions first.. over the cached [0, keep) (exactly what the cache
+    // holds; first <= keep <= count): the fed rows [first, keep) rewrite their slots for the
+    // function's layers (a DFlash drafter's K/V of the context the target accepted), [keep,
+    // count) attend but are dropped again; afterwards the cache holds [0, keep), final.
+    extend,
   };
   Mode mode = Mode::full;
   std::string_view function; // empty: the default function ("forward")
   const int32_t *tokens = nullptr;
   int64_t count = 0;
   int64_t keep = 0;
+  int64_t first = 0; // Mode::extend only
   LogitRows rows; // as in forwardFull / forwardCached: they index the fed tokens
   // Float rows for the fed tokens, [fed, inputWidth] with row 0 the first fed token, which the
   // function's soft_embedding records read; null: the forward has no input.
   const float *input = nullptr;
   int64_t inputWidth = 0;
+  // How many fed rows (from the first) `input` holds; -1: every fed row. The records read zero
+  // rows past them (forward_input) or take another operand's (select_input_rows).
+  int64_t inputRows = -1;
 
   // A forward of the default function without input.
   static ForwardSpec of(Mode mode, const int32_t *tokens, int64_t count, int64_t keep,
@@ -123,6 +132,10 @@ public:
     return Status::error("not supported yet: forwards of named functions, with inputs or in "
                          "append mode on this model");
   }
+
+  // The last forward's captured rows ([fed tokens, width], `vocab` holding the width), written by
+  // its function's `capture` record; empty when it has none. Valid until the next forward.
+  virtual LogitsView capturedRows() const { return {}; }
 
   // Keeps the first `length` positions of the K/V cache (at most what it holds) and drops the
   // rest: what a speculative round does with the K/V of the drafts it rejected.

@@ -62,7 +62,9 @@ StatusOr<LogitsView> ForwardRunner::window(const std::vector<int32_t> &tokens, i
 
 StatusOr<LogitsView> ForwardRunner::forward(const ForwardSpec &spec, bool decoded) {
   const bool captureNow = decoded && capture_;
-  const int64_t fed = spec.mode == ForwardSpec::Mode::full ? spec.count : spec.count - spec.keep;
+  const int64_t fed = spec.count - (spec.mode == ForwardSpec::Mode::full     ? 0
+                                    : spec.mode == ForwardSpec::Mode::extend ? spec.first
+                                                                             : spec.keep);
   ForwardSpec asked = spec;
   if (captureNow)
     asked.rows = LogitRows{0, fed};

@@ -163,7 +163,13 @@ int main(int argc, char **argv) {
   }
 
   dlm::StreamCallback stream;
-  if (!options.json) {
+  // The tokens of each committed block, in order: a speculative decoder's tokens per verify.
+  std::vector<int64_t> blockLengths;
+  if (options.json) {
+    stream = [&blockLengths](const dlm::StreamedBlock &block) {
+      blockLengths.push_back(block.count);
+    };
+  } else {
     // Without a tokenizer there is no text: stream the ids instead.
     const bool haveTokenizer = (*model)->tokenizer() != nullptr;
     stream = [haveTokenizer](const dlm::StreamedBlock &block) {
@@ -217,6 +223,7 @@ int main(int argc, char **argv) {
     out["seconds"] = stats.seconds;
     out["decode_steps"] = stats.decodeSteps;
     out["blocks"] = stats.blocks;
+    out["block_lengths"] = blockLengths;
     out["tokens_per_second"] = stats.tokensPerSecond();
     out["tokens_per_forward"] = stats.tokensPerForward();
     out["steps_per_block"] = stepsPerBlock;

@@ -51,10 +51,15 @@ int main(int argc, char **argv) {
       cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
-                                       "first: low-confidence, entropy-bound, diffusion-gemma "
-                                       "(default: diffusion-gemma for DiffusionGemma, else "
-                                       "low-confidence,entropy-bound)"),
+                                       "first: low-confidence, entropy-bound, diffusion-gemma, "
+                                       "autoregressive, introspective-strided, dflash (default: "
+                                       "the architecture's; dflash,autoregressive with --draft)"),
                               cl::init(""), cl::sub(compileCommand));
+  cl::opt<std::string> draft(
+      "draft",
+      cl::desc("A DFlash drafter checkpoint (DFlashDraftModel) to put beside the target: the "
+               "artifact drafts with it and verifies with the target (speculative decoding)"),
+      cl::init(""), cl::sub(compileCommand));
   cl::opt<int64_t> genLength("gen-length", cl::desc("Default tokens to generate"), cl::init(64),
                              cl::sub(compileCommand));
   cl::opt<int64_t> blockLength("block-length", cl::desc("Default block (canvas) length"),
@@ -103,6 +108,7 @@ int main(int argc, char **argv) {
     options.target = target;
     options.precision = precision;
     options.policy = policy;
+    options.draft = draft;
     options.genLength = genLength;
     options.blockLength = blockLength;
     options.steps = steps;

@@ -451,6 +451,26 @@ def Dlm_ScaleOp : Dlm_Op<"scale", [Pure, AllTypesMatch<["input", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def Dlm_SelectInputRowsOp : Dlm_Op<"select_input_rows",
+    [Pure, AllTypesMatch<["with_input", "others", "result"]>]> {
+  let summary = "rows that have forward input rows take one operand, the others the other";
+  let description = [{
+    `result[r] = r < input_rows ? with_input[r] : others[r]`, where `input_rows`
+    is how many of the forward's fed rows come with input rows (the caller's,
+    known at run time). A DFlash drafter's keys and values: its context rows
+    (the target's projected hidden states, fed as input) and its block rows
+    (the normed states of its own tokens) go through the same projections.
+
+    Example:
+    `%kv = dlm.select_input_rows %ctx, %h : tensor<?x64xf32>`
+  }];
+  let arguments = (ins Dlm_FloatTensor:$with_input, Dlm_FloatTensor:$others);
+  let results = (outs Dlm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $with_input `,` $others attr-dict `:` type($result)
+  }];
+}
+
 def Dlm_SoftEmbeddingOp : Dlm_Op<"soft_embedding", [Pure]> {
   let summary = "the expected embedding under softmax(logits), scaled";
   let description = [{

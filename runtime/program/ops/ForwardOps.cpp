@@ -1,7 +1,8 @@
-// The `forward` record: a full, cached, window or append forward through sampling::ForwardRunner,
-// which counts it, times it and captures the first decoded forward's logits exactly as the policy
-// loops do; the logits registers a forward may take as its input (hold_logits, drop_logits); and
-// which of its rows the row records read (narrow_logits).
+// The `forward` record: a full, cached, window, append or extend forward through
+// sampling::ForwardRunner, which counts it, times it and captures the first decoded forward's
+// logits exactly as the policy loops do; the float-rows registers a forward may take as its input
+// or fill with its captured rows (hold_logits, drop_logits, take_rows, capture=); and which of its
+// rows the row records read (narrow_logits).
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 
@@ -15,38 +16,53 @@ namespace {
 
 std::string str(int64_t value) { return std::to_string(value); }
 
-// The DecodeModel::forward of a record with a function, an input or mode=append (full, cached
-// or append; a window forward has no such form yet).
+// The DecodeModel::forward of a record with a function, an input, a capture or mode=append or
+// extend (a window forward has no such form yet). `fed` tokens start at the first fed position.
 StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in, size_t at,
-                                            int64_t count, int64_t keep,
+                                            int64_t count, int64_t keep, int64_t fed,
                                             sampling::LogitRows rows) {
   using namespace dspec::forward_params;
+  using Mode = sampling::ForwardSpec::Mode;
   const int mode = in[kMode].choice;
   if (mode == kModeWindow)
-    return state.error(at, "not supported yet: a window forward with a function or an input");
+    return state.error(at, "not supported yet: a window forward with a function, an input or a "
+                           "capture");
   sampling::ForwardSpec spec;
-  spec.mode = mode == kModeFull     ? sampling::ForwardSpec::Mode::full
-              : mode == kModeCached ? sampling::ForwardSpec::Mode::cached
-                                    : sampling::ForwardSpec::Mode::append;
+  spec.mode = mode == kModeFull     ? Mode::full
+              : mode == kModeCached ? Mode::cached
+              : mode == kModeExtend ? Mode::extend
+                                    : Mode::append;
   if (in[kFunction].given())
     spec.function = state.text(in[kFunction]);
   spec.tokens = state.seq.data();
   spec.count = count;
   spec.keep = keep;
+  spec.first = mode == kModeExtend ? state.integer(in[kFirst]) : 0;
   spec.rows = rows;
   if (in[kInput].given()) {
-    const std::vector<float> &input = state.reg(in[kInput]).logits;
-    const int64_t fed = mode == kModeFull ? count : count - keep;
-    if (!input.empty()) {
-      if (static_cast<int64_t>(input.size()) != fed * state.vocab)
-        return state.error(at, "the input holds " +
-                                   str(static_cast<int64_t>(input.size()) / state.vocab) +
-                                   " logit rows for " + str(fed) + " fed tokens");
-      spec.input = input.data();
-      spec.inputWidth = state.vocab;
+    const Register &input = state.reg(in[kInput]);
+    if (!input.logits.empty()) {
+      // One row per fed token from the first, or fewer (ForwardSpec::inputRows).
+      if (input.rows() > fed)
+        return state.error(at, "the input holds " + str(input.rows()) + " rows for " + str(fed) +
+                                   " fed tokens");
+      spec.input = input.logits.data();
+      spec.inputWidth = input.width;
+      spec.inputRows = input.rows() == fed ? -1 : input.rows();
     }
   }
   return spec;
+}
+
+// capture=%c: the forward's captured rows, copied into the register.
+Status takeCapture(State &state, const Instruction &in, size_t at) {
+  const sampling::LogitsView captured = state.model.capturedRows();
+  if (!captured.data || captured.vocab <= 0)
+    return state.error(at, "the forward's function captures no rows (it has no capture record)");
+  Register &out = state.reg(in[dspec::forward_params::kCapture]);
+  out.logits.assign(captured.data, captured.data + captured.rows * captured.vocab);
+  out.width = captured.vocab;
+  return Status::ok();
 }
 
 } // namespace
@@ -60,11 +76,14 @@ Status runForward(State &state, const Instruction &in, size_t at) {
   const int64_t rowBegin = state.integer(in[kRowBegin]);
   const int64_t rowEnd = state.integer(in[kRowEnd]);
   // What the forward feeds: a full forward all of [0, count), a cached or append one
-  // [keep, count), a window [keep, feed_end).
-  const int64_t feedBegin = mode == kModeFull ? 0 : keep;
+  // [keep, count), an extend [first, count), a window [keep, feed_end).
+  const int64_t feedBegin = mode == kModeFull     ? 0
+                            : mode == kModeExtend ? state.integer(in[kFirst])
+                                                  : keep;
   const int64_t feedEnd = mode == kModeWindow ? state.integer(in[kFeedEnd]) : count;
   // Rows are absolute; the model returns rows of the fed tokens.
   if (keep < 0 || keep > count || count > static_cast<int64_t>(state.seq.size()) ||
+      (mode == kModeExtend && (feedBegin < 0 || feedBegin > keep)) ||
       feedEnd < feedBegin || feedEnd > count || rowBegin < feedBegin || rowBegin > rowEnd ||
       rowEnd > feedEnd)
     return state.error(at, "forward of " + str(count) + " tokens keeping " + str(keep) +
@@ -72,8 +91,10 @@ Status runForward(State &state, const Instruction &in, size_t at) {
                                ") cannot return rows [" + str(rowBegin) + ", " + str(rowEnd) +
                                ") of a sequence of " + str(static_cast<int64_t>(state.seq.size())));
   const sampling::LogitRows rows{rowBegin - feedBegin, rowEnd - feedBegin};
-  if (mode == kModeAppend || in[kFunction].given() || in[kInput].given()) {
-    StatusOr<sampling::ForwardSpec> spec = forwardSpec(state, in, at, count, keep, rows);
+  if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() ||
+      in[kInput].given() || in[kCapture].given()) {
+    StatusOr<sampling::ForwardSpec> spec =
+        forwardSpec(state, in, at, count, keep, feedEnd - feedBegin, rows);
     if (!spec)
       return spec.status();
     StatusOr<sampling::LogitsView> logits = state.runner.forward(*spec, decoded);
@@ -81,7 +102,7 @@ Status runForward(State &state, const Instruction &in, size_t at) {
       return logits.status();
     state.logits = state.forwardLogits = *logits;
     state.hasLogits = decoded;
-    return Status::ok();
+    return in[kCapture].given() ? takeCapture(state, in, at) : Status::ok();
   }
   StatusOr<sampling::LogitsView> logits =
       mode == kModeWindow   ? state.runner.window(state.seq, count, feedBegin, feedEnd, rows)
@@ -106,7 +127,9 @@ Status runHoldLogits(State &state, const Instruction &in, size_t at) {
   if (!(temperature > 0.0f) || !std::isfinite(temperature))
     return state.error(at, "temperature " + std::to_string(state.real(in[kTemperature])) +
                                " is not positive and finite");
-  std::vector<float> &out = state.reg(in[kOut]).logits;
+  Register &held = state.reg(in[kOut]);
+  std::vector<float> &out = held.logits;
+  held.width = state.logits.vocab;
   const int64_t count = state.logits.rows * state.logits.vocab;
   out.resize(static_cast<size_t>(count));
   // One float32 division per element, as transformers' temperature processor divides.
@@ -131,6 +154,17 @@ Status runNarrowLogits(State &state, const Instruction &in, size_t at) {
 
 Status runDropLogits(State &state, const Instruction &in, size_t /*at*/) {
   state.reg(in[dspec::drop_logits_params::kOut]).logits.clear();
+  return Status::ok();
+}
+
+Status runTakeRows(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::take_rows_params;
+  Register &of = state.reg(in[kOf]);
+  const int64_t rows = state.integer(in[kRows]);
+  if (rows < 0 || rows > of.rows())
+    return state.error(at, "cannot take " + str(rows) + " rows of a register holding " +
+                               str(of.rows()));
+  of.logits.resize(static_cast<size_t>(rows * of.width));
   return Status::ok();
 }
 

@@ -1,7 +1,8 @@
 // The CPU backend on the kinds and optional parameters DiffusionGemma brought into the kernel
 // records (runtime/model/KernelProgram.h): embedding scale, weightless per-head norm, scale,
 // gelu_mul, lm_head softcap, rope of some pairs (several tables), attention scale and window,
-// soft_embedding, moe, per-layer KV widths and several forward functions with the append mode.
+// soft_embedding, moe, per-layer KV widths and several forward functions with the append mode;
+// speculative decoding's forward_input, select_input_rows, capture and extend mode.
 // Each against a double-precision loop written here, on small artifacts built in the test whose
 // lm_head is an identity on the hidden state (so the logits are the values under test).
 #include "runtime/cpu/CpuBackend.h"
@@ -665,7 +666,8 @@ TEST_F(TwoFunctions, ErrorsNameTheFunctionAndTheInput) {
   EXPECT_EQ(forward(Mode::full, "decode", tokens, 0, &input, 0).status().message(),
             "forward: input rows of 0 values do not fit record 'soft', whose table has 24 rows");
   EXPECT_EQ(forward(Mode::full, "encode", tokens, 0, &input, 4).status().message(),
-            "forward: function 'encode' reads no input rows (it has no soft_embedding record)");
+            "forward: function 'encode' reads no input rows (it has no soft_embedding or "
+            "forward_input record)");
   EXPECT_EQ(forward(Mode::append, "encode", tokens, 2).status().message(),
             "append forward: the KV cache holds 0 tokens, the caller expected 2 of 6");
   // A failed append leaves the cache as it was.
@@ -684,6 +686,206 @@ TEST_F(TwoFunctions, MemoryUsageCountsEveryFunctionsWeightsOnce) {
   // embed, head and the six projections (24*8 + 24*8 + 8*8*4 + 4*8*2 floats).
   EXPECT_EQ(cpu->memoryUsage().weightBytes,
             static_cast<size_t>(24 * 8 + 24 * 8 + 8 * 8 * 4 + 4 * 8 * 2) * sizeof(float));
+}
+
+// ---- Speculative decoding (DFlash): forward_input, select_input_rows, capture, extend ----------
+
+// embedding -> forward_input -> select_input_rows(input, embedding) -> capture(embedding,
+// selected) -> lm_head(selected): the logits are the input's rows, then the embedding's.
+class InputRowsAndCapture : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const int64_t x = m.embedding();
+    const int64_t input = m.add(kp::kForwardInput, "context", {}, kHidden);
+    const int64_t selected = m.add(kp::kSelectInputRows, "select", {input, x}, kHidden);
+    m.add(kp::kCapture, "capture", {x, selected}, 0);
+    m.head(selected);
+    cpu = m.backend();
+    ASSERT_TRUE(cpu);
+    ASSERT_TRUE(cpu->reserve(16, 16).isOk());
+  }
+
+  StatusOr<sampling::LogitsView> forward(const std::vector<int32_t> &tokens, const float *input,
+                                         int64_t inputRows, int64_t inputWidth = kHidden) {
+    sampling::ForwardSpec spec = sampling::ForwardSpec::of(
+        sampling::ForwardSpec::Mode::full, tokens.data(), static_cast<int64_t>(tokens.size()),
+        0, {0, static_cast<int64_t>(tokens.size())});
+    spec.input = input;
+    spec.inputWidth = inputWidth;
+    spec.inputRows = inputRows;
+    return cpu->forward(spec);
+  }
+
+  Mini m;
+  std::unique_ptr<CpuBackend> cpu;
+};
+
+TEST_F(InputRowsAndCapture, TheFirstRowsComeFromTheInputAndTheCaptureHoldsBothOperands) {
+  const std::vector<int32_t> tokens = ids(5);
+  std::vector<float> input(3 * kHidden);
+  for (size_t i = 0; i < input.size(); ++i)
+    input[i] = static_cast<float>(std::cos(0.3 * i));
+  StatusOr<sampling::LogitsView> logits = forward(tokens, input.data(), 3);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  std::vector<double> selected = embedded(m, tokens), x = selected;
+  for (size_t i = 0; i < input.size(); ++i)
+    selected[i] = input[i];
+  expectHidden(*logits, selected, 1e-6, "selected rows");
+  const sampling::LogitsView captured = cpu->capturedRows();
+  ASSERT_EQ(captured.rows, 5);
+  ASSERT_EQ(captured.vocab, 2 * kHidden);
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = 0; c < kHidden; ++c) {
+      EXPECT_EQ(captured.row(r)[c], static_cast<float>(x[r * kHidden + c]));
+      EXPECT_EQ(captured.row(r)[kHidden + c], static_cast<float>(selected[r * kHidden + c]));
+    }
+  // Without input every row is the embedding's (forward_input reads zero rows).
+  logits = forward(tokens, nullptr, -1, 0);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, x, 1e-6, "no input");
+}
+
+TEST_F(InputRowsAndCapture, InputErrors) {
+  const std::vector<int32_t> tokens = ids(4);
+  std::vector<float> input(8 * kHidden, 1.0f);
+  EXPECT_EQ(forward(tokens, input.data(), 5).status().message(),
+            "forward: 5 input rows for 4 fed tokens");
+  EXPECT_EQ(forward(tokens, input.data(), 2, 6).status().message(),
+            "forward: input rows of 6 values do not fit record 'context', which reads 8");
+  // A failed forward leaves no captured rows behind.
+  EXPECT_EQ(cpu->capturedRows().data, nullptr);
+}
+
+// Two functions over one sequence: "forward" keeps its K/V in layer 0, "draft" in layer 1, past
+// the model's single layer (a drafter's layers follow the target's). Each: q, k, v projections
+// of the embedding, causal attention, the LM head on its output.
+class ExtendForward : public ::testing::Test {
+protected:
+  void SetUp() override {
+    for (const char *name : {"forward", "draft"}) {
+      const std::string f = name == std::string("forward") ? "" : name;
+      const std::string l = f.empty() ? "0" : "1";
+      m.random("wq" + l, {8, kHidden}, 0.5f);
+      m.random("wk" + l, {4, kHidden}, 0.5f);
+      m.random("wv" + l, {4, kHidden}, 0.5f);
+      const int64_t x = m.embedding(f);
+      const int64_t q = m.add(kp::kLinear, "q", {x}, 8, {{"weight", "wq" + l}}, f);
+      const int64_t k = m.add(kp::kLinear, "k", {x}, 4, {{"weight", "wk" + l}}, f);
+      const int64_t v = m.add(kp::kLinear, "v", {x}, 4, {{"weight", "wv" + l}}, f);
+      const int64_t layer = f.empty() ? 0 : 1;
+      m.add(kp::kKvStore, "kv", {k, v}, 0, {}, f, layer);
+      const int64_t o = m.add(kp::kAttention, "attention", {q, k, v}, 8,
+                              {{"mask", std::string("causal")},
+                               {"heads", int64_t{2}},
+                               {"kv_heads", int64_t{1}},
+                               {"head_dim", int64_t{4}}},
+                              f, layer);
+      m.head(o, f);
+    }
+    cpu = m.backend(/*layers=*/1);
+    ASSERT_TRUE(cpu);
+    ASSERT_TRUE(cpu->reserve(16, 16).isOk());
+  }
+
+  // Function `l`'s attention output at positions [first, n) when position j's K/V (and query)
+  // come from token kv[j].
+  std::vector<double> reference(const std::string &l, const std::vector<int32_t> &kv,
+                                int64_t first) const {
+    const int64_t n = static_cast<int64_t>(kv.size());
+    const std::vector<double> x = embedded(m, kv);
+    const std::vector<double> q = linear(x, n, kHidden, m.w("wq" + l).data(), 8),
+                              k = linear(x, n, kHidden, m.w("wk" + l).data(), 4),
+                              v = linear(x, n, kHidden, m.w("wv" + l).data(), 4);
+    std::vector<double> out;
+    for (int64_t i = first; i < n; ++i)
+      for (int64_t h = 0; h < 2; ++h) {
+        std::vector<double> s;
+        double maximum = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < 4; ++d)
+            dot += q[i * 8 + h * 4 + d] * k[j * 4 + d];
+          s.push_back(dot / 2);
+          maximum = std::max(maximum, s.back());
+        }
+        for (double &value : s)
+          sum += (value = std::exp(value - maximum));
+        for (int64_t d = 0; d < 4; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j <= i; ++j)
+            o += s[j] / sum * v[j * 4 + d];
+          out.push_back(o);
+        }
+      }
+    return out;
+  }
+
+  StatusOr<sampling::LogitsView> forward(sampling::ForwardSpec::Mode mode, std::string_view f,
+                                         const std::vector<int32_t> &tokens, int64_t keep,
+                                         int64_t first = 0) {
+    sampling::ForwardSpec spec;
+    spec.mode = mode;
+    spec.function = f;
+    spec.tokens = tokens.data();
+    spec.count = static_cast<int64_t>(tokens.size());
+    spec.keep = keep;
+    spec.first = first;
+    const int64_t from = mode == sampling::ForwardSpec::Mode::extend ? first : keep;
+    spec.rows = {0, spec.count - from};
+    return cpu->forward(spec);
+  }
+
+  Mini m;
+  std::unique_ptr<CpuBackend> cpu;
+};
+
+TEST_F(ExtendForward, RewritesOnlyItsLayersAndKeepsTheCacheAtKeep) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const std::vector<int32_t> seq = ids(8);
+  std::vector<int32_t> other = seq; // the same first 3 tokens, then others
+  for (size_t i = 3; i < other.size(); ++i)
+    other[i] = static_cast<int32_t>((other[i] + 5) % kVocab);
+  // The target fills [0, 6) of layer 0.
+  StatusOr<sampling::LogitsView> logits = forward(Mode::full, "", seq, 6);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+
+  // The drafter extends over all of it: [0, 6) written in layer 1, [6, 8) dropped again.
+  logits = forward(Mode::extend, "draft", seq, 6, 0);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, reference("1", seq, 0), 1e-5, "extend from 0");
+  EXPECT_EQ(cpu->kvCache().length(0), 6);
+  EXPECT_EQ(cpu->kvCache().committedLength(0), 6);
+  logits = forward(Mode::cached, "draft", seq, 6);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, reference("1", seq, 6), 1e-5, "draft cached after the extend");
+
+  // Rewriting [3, 6) of layer 1 from other tokens: the drafter sees them, the target (layer 0)
+  // still its own.
+  logits = forward(Mode::extend, "draft", other, 6, 3);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, reference("1", other, 3), 1e-5, "extend from 3");
+  EXPECT_EQ(cpu->kvCache().length(0), 6);
+  logits = forward(Mode::cached, "draft", other, 6);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, reference("1", other, 6), 1e-5, "draft sees the rewrite");
+  std::vector<int32_t> mixed(seq.begin(), seq.begin() + 6);
+  mixed.insert(mixed.end(), other.begin() + 6, other.end());
+  logits = forward(Mode::cached, "", other, 6);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  expectHidden(*logits, reference("0", mixed, 6), 1e-5, "target keeps its layer");
+  // No capture record: no captured rows.
+  EXPECT_EQ(cpu->capturedRows().rows, 0);
+}
+
+TEST_F(ExtendForward, ErrorsLeaveTheCacheConsistent) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const std::vector<int32_t> seq = ids(8);
+  ASSERT_TRUE(forward(Mode::full, "", seq, 6).isOk());
+  EXPECT_EQ(forward(Mode::extend, "draft", seq, 5, 0).status().message(),
+            "extend forward: the KV cache holds 6 tokens, the caller expected 5, feeding [0, 8)");
+  EXPECT_EQ(forward(Mode::extend, "draft", seq, 6, 7).status().message(),
+            "extend forward: the KV cache holds 6 tokens, the caller expected 6, feeding [7, 8)");
+  EXPECT_EQ(cpu->kvCache().length(0), 6);
 }
 
 } // namespace

@@ -777,6 +777,156 @@ TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {
       << failed.status().message();
 }
 
+// DFlash's data paths on the emulated device against the CPU backend: the default function
+// captures its final hidden rows twice (capture), and a "draft" copy of it whose KV layers follow
+// the model's reads forward_input rows in place of the embedding for the rows the input gives
+// (select_input_rows), run as an extend over the cache the target filled.
+class CudaSpeculativeTest : public CudaBackendTest {
+protected:
+  // The program with the capture before the lm_head and the draft function appended.
+  static std::vector<artifact::Kernel> speculative(std::vector<artifact::Kernel> records,
+                                                   int64_t layers, int64_t hidden) {
+    auto integer = [](const artifact::Kernel &k, const char *key) {
+      auto it = k.parameters.find(key);
+      return it == k.parameters.end() ? int64_t{-1} : std::get<int64_t>(it->second);
+    };
+    int64_t next = 0, offset = 0;
+    for (const artifact::Kernel &k : records) {
+      next = std::max(next, integer(k, "result") + 1);
+      if (integer(k, "offset") >= 0)
+        offset = std::max(offset, integer(k, "offset") + integer(k, "width"));
+    }
+    offset = (offset + 15) / 16 * 16;
+    artifact::Kernel head = records.back();
+    const std::string x = std::get<std::string>(head.parameters.at("operands"));
+    artifact::Kernel capture;
+    capture.kind = "capture";
+    capture.name = "capture";
+    capture.parameters = {{"layer", int64_t{-1}}, {"operands", x + "," + x}};
+    records.insert(records.end() - 1, capture);
+    const int64_t embedding = integer(records.front(), "result");
+    std::vector<artifact::Kernel> draft;
+    for (size_t i = 0; i < records.size(); ++i) {
+      artifact::Kernel k = records[i];
+      k.parameters["function"] = std::string("draft");
+      k.name = "draft." + k.name; // record names are unique across functions
+      if (k.kind == "kv_store" || k.kind == "attention")
+        k.parameters["layer"] = integer(k, "layer") + layers;
+      if (i > 0 && k.kind != "capture") {
+        // Later records read the selected rows where they read the embedding.
+        std::string operands = std::get<std::string>(k.parameters.at("operands")), out;
+        size_t start = 0;
+        while (start <= operands.size()) {
+          size_t comma = std::min(operands.find(',', start), operands.size());
+          const std::string item = operands.substr(start, comma - start);
+          out += (out.empty() ? "" : ",") +
+                 (item == std::to_string(embedding) ? std::to_string(next + 1) : item);
+          start = comma + 1;
+        }
+        k.parameters["operands"] = out;
+      }
+      draft.push_back(std::move(k));
+      if (i > 0)
+        continue;
+      artifact::Kernel input;
+      input.kind = "forward_input";
+      input.name = "draft.context";
+      input.parameters = {{"layer", int64_t{-1}}, {"result", next}, {"width", hidden},
+                          {"offset", offset}, {"function", std::string("draft")}};
+      artifact::Kernel select = input;
+      select.kind = "select_input_rows";
+      select.name = "draft.select";
+      select.parameters["result"] = next + 1;
+      select.parameters["offset"] = offset + (hidden + 15) / 16 * 16;
+      select.parameters["operands"] = std::to_string(next) + "," + std::to_string(embedding);
+      draft.push_back(input);
+      draft.push_back(select);
+    }
+    // The draft captures nothing.
+    draft.erase(std::find_if(draft.begin(), draft.end(),
+                             [](const artifact::Kernel &k) { return k.kind == "capture"; }));
+    records.insert(records.end(), draft.begin(), draft.end());
+    return records;
+  }
+
+  void SetUp() override {
+    pointEmulatorCacheAtBuildTree();
+    TinyModelOptions options = baseOptions();
+    GetParam().change(options);
+    kernels = generateKernels(options, codegen::ElementType::f32);
+    options.kernelTargets[0].kernels =
+        speculative(options.kernelTargets[0].kernels, options.layers, options.hidden);
+    tiny = std::make_unique<TinyModel>(options);
+    tiny->write(dir.file("tiny.dlm"));
+    StatusOr<artifact::ArtifactReader> opened =
+        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
+    ASSERT_TRUE(opened.isOk()) << opened.status().message();
+    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+        model::ModelWeights::load(*reader);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    weights = *loaded;
+  }
+};
+
+TEST_P(CudaSpeculativeTest, CaptureForwardInputSelectAndExtendMatchTheCpuBackend) {
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  ASSERT_TRUE(cpu);
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(gpu);
+  const int64_t hidden = tiny->options().hidden;
+  std::vector<int32_t> ids = tokens(14);
+  using Mode = sampling::ForwardSpec::Mode;
+  std::vector<float> context;
+  auto both = [&](sampling::ForwardSpec spec, const std::string &what) {
+    StatusOr<sampling::LogitsView> expected = cpu->forward(spec);
+    ASSERT_TRUE(expected.isOk()) << what << ": " << expected.status().message();
+    const std::vector<float> want = copy(*expected), wantCaptured = copy(cpu->capturedRows());
+    StatusOr<sampling::LogitsView> got = gpu->forward(spec);
+    ASSERT_TRUE(got.isOk()) << what << ": " << got.status().message();
+    EXPECT_LE(relativeError(copy(*got), want), 1e-4) << what;
+    EXPECT_EQ(gpu->capturedRows().rows, cpu->capturedRows().rows) << what;
+    EXPECT_EQ(gpu->capturedRows().vocab, cpu->capturedRows().vocab) << what;
+    EXPECT_LE(relativeError(copy(gpu->capturedRows()), wantCaptured), 1e-4) << what;
+    EXPECT_EQ(gpu->kvCache().length(0), cpu->kvCache().length(0)) << what;
+  };
+  for (Backend *backend : {static_cast<Backend *>(cpu.get()), static_cast<Backend *>(gpu.get())})
+    ASSERT_TRUE(backend->reserve(16, 16).isOk());
+  // The target over [0, 10), every row captured ([10, 2H]).
+  both(sampling::ForwardSpec::of(Mode::full, ids.data(), 10, 10, {9, 10}), "target");
+  ASSERT_EQ(cpu->capturedRows().vocab, 2 * hidden);
+  for (int64_t r = 0; r < 4; ++r)
+    context.insert(context.end(), cpu->capturedRows().row(r), cpu->capturedRows().row(r) + hidden);
+  // The drafter extends [0, 14) over the cached [0, 10) (its layers' first fill): 4 input rows,
+  // then the embedding; then [3, 14), rewriting [3, 10) of its layers.
+  sampling::ForwardSpec draft =
+      sampling::ForwardSpec::of(Mode::extend, ids.data(), 14, 10, {10, 14});
+  draft.function = "draft";
+  draft.input = context.data();
+  draft.inputWidth = hidden;
+  draft.inputRows = 4;
+  both(draft, "draft extend from 0");
+  draft.first = 3;
+  draft.rows = {7, 11};
+  both(draft, "draft extend");
+  EXPECT_EQ(gpu->kvCache().length(0), 10);
+  EXPECT_EQ(gpu->capturedRows().data, nullptr);
+  // Both functions over the cache the extend left: the drafter sees its rewritten layers.
+  both(sampling::ForwardSpec::of(Mode::cached, ids.data(), 12, 10, {0, 2}), "target cached");
+  sampling::ForwardSpec cached =
+      sampling::ForwardSpec::of(Mode::cached, ids.data(), 12, 10, {0, 2});
+  cached.function = "draft";
+  both(cached, "draft cached");
+  // A second extend of the same shape replays its graph.
+  both(draft, "draft extend again");
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, CudaSpeculativeTest,
+                         ::testing::ValuesIn(std::vector<Variant>{variants()[0], variants()[4]}),
+                         [](const ::testing::TestParamInfo<Variant> &info) {
+                           return std::string(info.param.name);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaBackendTest, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant> &info) {
                            return std::string(info.param.name);

@@ -256,8 +256,8 @@ TEST(DecodeProgramTest, RefusesUnknownNamesAndBadParameters) {
   EXPECT_EQ(loadError(program("forward mode=%m count=1 keep=0 row_begin=0 row_end=1\n")),
             "decode record 3 ('forward'): parameter 'mode' must be a literal");
   EXPECT_EQ(loadError(program("forward mode=partial count=1 keep=0 row_begin=0 row_end=1\n")),
-            "decode record 3 ('forward'): parameter 'mode' must be one of full,cached,window,append, got "
-            "'partial'");
+            "decode record 3 ('forward'): parameter 'mode' must be one of "
+            "full,cached,window,append,extend, got 'partial'");
   EXPECT_EQ(loadError(program("forward mode=cached count=1 keep=0 row_begin=0 row_end=1 "
                               "decoded=false\n")),
             "decode record 3 ('forward'): a cached forward is always decoded");

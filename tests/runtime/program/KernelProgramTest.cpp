@@ -197,9 +197,84 @@ TEST_F(KernelProgramTest, AttentionMustReadWhatItsLayerStored) {
 }
 
 TEST_F(KernelProgramTest, KvLayerOutOfRange) {
+  // A kv_store past the model's layers adds a KV layer (a drafter's), but this attention still
+  // reads layer 1.
   record("layers.1.kv_store").parameters["layer"] = int64_t{2};
-  EXPECT_NE(error().find("layer 2 has no KV cache (the model has 2 layers)"), std::string::npos)
+  EXPECT_NE(error().find("attention reads keys and values that no kv_store of layer 1 stored"),
+            std::string::npos)
       << error();
+  record("layers.1.kv_store").parameters["layer"] = int64_t{-1};
+  EXPECT_NE(error().find("layer -1 has no KV cache"), std::string::npos) << error();
+}
+
+// A second function whose layers follow the model's (a DFlash drafter): the KV cache grows a
+// layer for it, shared by every function.
+TEST_F(KernelProgramTest, KvLayersPastTheModelsGrowTheCache) {
+  const size_t count = records.size();
+  for (size_t i = 0; i < count; ++i) {
+    artifact::Kernel copy = records[i];
+    copy.parameters["function"] = std::string("draft");
+    auto layer = copy.parameters.find("layer");
+    if ((copy.kind == kp::kKvStore || copy.kind == kp::kAttention) &&
+        std::get<int64_t>(layer->second) == 1)
+      layer->second = int64_t{2};
+    records.push_back(std::move(copy));
+  }
+  StatusOr<std::map<std::string, KernelProgram>> functions =
+      KernelProgram::buildFunctions(records, *weights);
+  ASSERT_TRUE(functions.isOk()) << functions.status().message();
+  EXPECT_EQ(functions->at("forward").kvLayerWidths, (std::vector<int64_t>{12, 12, 12}));
+  EXPECT_EQ(functions->at("draft").kvLayerWidths, (std::vector<int64_t>{12, 12, 12}));
+}
+
+// forward_input, select_input_rows and capture records: their shapes and the capture width.
+TEST_F(KernelProgramTest, SpeculativeRecords) {
+  artifact::Kernel head = records.back();
+  records.pop_back();
+  const std::string x = std::get<std::string>(head.parameters.at("operands"));
+  int64_t next = std::get<int64_t>(head.parameters.at("result")) + 1, offset = 0;
+  for (const artifact::Kernel &k : records) {
+    auto result = k.parameters.find("result");
+    if (result != k.parameters.end())
+      next = std::max(next, std::get<int64_t>(result->second) + 1);
+    auto at = k.parameters.find("offset");
+    auto width = k.parameters.find("width");
+    if (at != k.parameters.end())
+      offset = std::max(offset, std::get<int64_t>(at->second) + std::get<int64_t>(width->second));
+  }
+  offset = (offset + 15) / 16 * 16;
+  const int64_t width = weights->dims().hidden;
+  artifact::Kernel input;
+  input.kind = std::string(kp::kForwardInput);
+  input.name = "context";
+  input.parameters = {{"layer", int64_t{-1}}, {"result", next}, {"width", width},
+                      {"offset", offset}};
+  artifact::Kernel select;
+  select.kind = std::string(kp::kSelectInputRows);
+  select.name = "select";
+  select.parameters = {{"layer", int64_t{-1}},          {"result", next + 1},
+                       {"width", width},                {"offset", offset},
+                       {"operands", std::to_string(next) + "," + x}};
+  artifact::Kernel capture;
+  capture.kind = std::string(kp::kCapture);
+  capture.name = "capture";
+  capture.parameters = {{"layer", int64_t{-1}},
+                        {"operands", x + "," + std::to_string(next + 1)}};
+  records.push_back(input);
+  records.push_back(select);
+  records.push_back(capture);
+  records.push_back(head);
+  StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
+  ASSERT_TRUE(program.isOk()) << program.status().message();
+  EXPECT_EQ(program->captureWidth, 2 * width);
+  EXPECT_EQ(program->forwardInputWidth, width);
+  EXPECT_TRUE(program->readsInput());
+  // Two captures, and operands of different widths, are refused.
+  records.insert(records.end() - 1, capture);
+  EXPECT_NE(error().find("a function captures its rows once"), std::string::npos) << error();
+  records.erase(records.end() - 2);
+  records[records.size() - 3].parameters["width"] = width + 1;
+  EXPECT_NE(error().find("the first operand's width"), std::string::npos) << error();
 }
 
 TEST_F(KernelProgramTest, UnsupportedMask) {

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""dlm's DFlash speculative decoding against the authors' dflash_generate on the committed fixtures
+(tests/reference/dflash/fixtures: a tiny Qwen3 target and two drafters, traced with dflash 0.1.0 and
+transformers 5.23; README.md there).
+
+For each drafter: `dlmc compile target --draft <drafter>` (the dflash program is the pair's default),
+then `dlm-run --prompt-ids <the trace's> --max-new-tokens <the trace's> --json` greedy on the cpu (and
+on cuda-emu with --cuda-emu, compiled --target all --precision f32). The generated ids must equal
+dflash_generate's (which equal the target's greedy generate(), also checked), the tokens committed per
+verify must equal the trace's acceptance lengths round by round, and --policy autoregressive on the
+same artifact must give the same ids. Exits 0 when every run matches, 1 otherwise, 77 when a tool is
+missing.
+
+    check_dflash_matches_reference.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--cuda-emu]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "reference", "dflash", "fixtures")
+DRAFTERS = ["dflash_explicit", "dflash_default"]
+
+
+def compile_pair(dlmc, drafter, device, scratch):
+    artifact = os.path.join(scratch, "%s-%s.dlm" % (drafter, device))
+    args = [dlmc, "compile", os.path.join(FIXTURES, "target"), "--draft",
+            os.path.join(FIXTURES, drafter), "-o", artifact]
+    if device != "cpu":
+        args += ["--target", "all", "--precision", "f32"]
+    compiled = subprocess.run(args, capture_output=True, text=True)
+    if compiled.returncode != 0:
+        print("%s on %s: dlmc compile failed: %s" % (drafter, device, compiled.stderr.strip()))
+        return None
+    return artifact
+
+
+def run(dlm_run, artifact, trace, device, extra):
+    prompt = ",".join(str(i) for i in trace["prompt_ids"])
+    done = subprocess.run([dlm_run, artifact, "--prompt-ids", prompt, "--max-new-tokens",
+                           str(trace["max_new_tokens"]), "--device", device, "--json"] + extra,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, done.stderr.strip()
+    return json.loads(done.stdout), ""
+
+
+def check(drafter, dlmc, dlm_run, device, scratch):
+    with open(os.path.join(FIXTURES, drafter, "trace.json")) as f:
+        trace = json.load(f)
+    artifact = compile_pair(dlmc, drafter, device, scratch)
+    if not artifact:
+        return False
+    errors = []
+    if trace["new_ids"] != trace["target_greedy_new_ids"]:
+        errors.append("the fixture's dflash output is not the target's greedy output")
+    out, message = run(dlm_run, artifact, trace, device, [])
+    if out is None:
+        print("%s on %s: dlm-run failed: %s" % (drafter, device, message))
+        return False
+    if out["policy"] != "dflash":
+        errors.append("the default program is %s, not dflash" % out["policy"])
+    if out["output_ids"] != trace["new_ids"]:
+        errors.append("tokens %s, dflash_generate %s" % (out["output_ids"], trace["new_ids"]))
+    # The prefill commits the first token; every later block is one verify's tokens.
+    per_verify = out["block_lengths"][1:]
+    if per_verify != trace["acceptance_lengths_benchmark"]:
+        errors.append("tokens per verify %s, dflash %s" % (per_verify,
+                                                            trace["acceptance_lengths_benchmark"]))
+    ar, message = run(dlm_run, artifact, trace, device, ["--policy", "autoregressive"])
+    if ar is None or ar["output_ids"] != trace["new_ids"]:
+        errors.append("--policy autoregressive gives %s" % (ar["output_ids"] if ar else message))
+    print("%s on %s: %d tokens %s, tokens per verify %s, %d forwards (autoregressive %s)" %
+          (drafter, device, len(out["output_ids"]),
+           "equal" if out["output_ids"] == trace["new_ids"] else "DIFFER", per_verify,
+           out["forwards"], ar["forwards"] if ar else "failed"))
+    for error in errors:
+        print("  " + error)
+    return not errors
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dlmc", required=True)
+    parser.add_argument("--dlm-run", required=True)
+    parser.add_argument("--cuda-emu", action="store_true", help="also on the emulated device")
+    args = parser.parse_args(argv)
+    for tool in (args.dlmc, args.dlm_run):
+        if not os.access(tool, os.X_OK):
+            print("skipped: %s is not built" % tool)
+            return 77
+    devices = ["cpu"] + (["cuda-emu"] if args.cuda_emu else [])
+    ok = True
+    with tempfile.TemporaryDirectory() as scratch:
+        for drafter in DRAFTERS:
+            for device in devices:
+                ok &= check(drafter, args.dlmc, args.dlm_run, device, scratch)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
