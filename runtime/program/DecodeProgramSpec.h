@@ -136,6 +136,9 @@ inline constexpr std::string_view kKindKvTrim = "kv_trim";
 // or a draw from normalize(max(0, p - q)) (p when that is all zero); when all passed, the bonus
 // token from row K (argmax, or a draw from its p). Draws are the inverse CDF of
 // uniform(key(..., position of the row's token), 1).
+// I-DLM's relaxations (SPECS.md §3; lossy): verify_count = k tests only the first k drafts and
+// passes the rest untested; rule=top_logits (fast_verify) passes a draft whose logit is at least
+// the top_logits-th largest of its row, and replaces a failing one by the row's argmax.
 inline constexpr std::string_view kKindSpecVerify = "spec_verify";
 // Per window row (candidates=masked: rows holding @mask; all: every row), keyed by
 // positionKey(stepKey(seed, request, gumbel stream, step), position):
@@ -388,6 +391,9 @@ inline constexpr ParamSpec kSpecVerifyParams[] = {
     {"alpha", PR::input, PT::real, false},          // default 1
     {"top_k", PR::input, PT::integer, false},       // 0: no limit
     {"top_p", PR::input, PT::real, false},          // 1: no limit
+    {"rule", PR::attribute, PT::text, false, "rejection,top_logits"}, // default rejection
+    {"top_logits", PR::input, PT::integer, false},  // rule=top_logits
+    {"verify_count", PR::input, PT::integer, false}, // default: every draft
     {"accepted", PR::result, PT::integer, true},
     {"token", PR::result, PT::integer, true},
 };
@@ -577,6 +583,7 @@ struct Requirement {
 inline constexpr Requirement kRequirements[] = {
     {kKindForward, "mode", "window", "feed_end"},
     {kKindForward, "mode", "extend", "first"},
+    {kKindSpecVerify, "rule", "top_logits", "top_logits"},
     {kKindSample, "kind", "gumbel_max", "token,confidence"},
     {kKindSample, "kind", "tempered", "sample,argmax,entropy"},
     {kKindAccept, "rule", "top_k", "k"},
@@ -771,6 +778,11 @@ inline constexpr size_t kDraftLogits = paramIndex(kSpecVerifyParams, "draft_logi
 inline constexpr size_t kAlpha = paramIndex(kSpecVerifyParams, "alpha");
 inline constexpr size_t kTopK = paramIndex(kSpecVerifyParams, "top_k");
 inline constexpr size_t kTopP = paramIndex(kSpecVerifyParams, "top_p");
+inline constexpr size_t kRule = paramIndex(kSpecVerifyParams, "rule");
+inline constexpr size_t kTopLogits = paramIndex(kSpecVerifyParams, "top_logits");
+inline constexpr size_t kVerifyCount = paramIndex(kSpecVerifyParams, "verify_count");
+inline constexpr int kRuleTopLogits = choiceIndex(kSpecVerifyParams[kRule].choices, "top_logits");
+static_assert(kRuleTopLogits >= 0);
 inline constexpr size_t kAccepted = paramIndex(kSpecVerifyParams, "accepted");
 inline constexpr size_t kToken = paramIndex(kSpecVerifyParams, "token");
 } // namespace spec_verify_params

@@ -18,6 +18,9 @@ namespace {
 using namespace dspec::spec_verify_params;
 
 struct Verification {
+  bool topLogitsRule = false; // fast_verify
+  int64_t topLogits = 0;
+  int64_t verifyCount = -1; // -1: every draft
   double temperature = 0;
   double alpha = 1;
   int64_t topK = 0;
@@ -45,11 +48,25 @@ double drawUniform(const Verification &v, int64_t position, uint64_t which) {
   return sampling::rng::uniform(sampling::rng::positionKey(v.stepKey, position), which);
 }
 
+// fast_verify: the draft's logit is at least the k-th largest of its row.
+bool amongTopLogits(const float *row, int64_t vocab, int32_t draft, int64_t k) {
+  int64_t above = 0;
+  for (int64_t t = 0; t < vocab; ++t)
+    above += row[t] > row[draft];
+  return above < k;
+}
+
 // Row j of the window: whether its draft passes; when it does not, `token` replaces it.
 bool verifyRow(State &state, const Verification &v, int64_t j, int32_t &token) {
   const int64_t position = state.windowBegin + j;
   const int32_t draft = state.seq[static_cast<size_t>(position)];
   const float *target = state.logits.row(j);
+  if (v.verifyCount >= 0 && j >= v.verifyCount)
+    return true;
+  if (v.topLogitsRule) {
+    token = argmaxOf(target, state.vocab);
+    return amongTopLogits(target, state.vocab, draft, v.topLogits);
+  }
   if (v.temperature <= 0) {
     token = argmaxOf(target, state.vocab);
     return token == draft;
@@ -93,10 +110,15 @@ StatusOr<Verification> verification(State &state, const Instruction &in, size_t 
     v.topP = state.real(in[kTopP]);
   if (!std::isfinite(v.alpha) || v.topK < 0 || !(v.topP > 0 && v.topP <= 1))
     return state.error(at, "alpha must be finite, top_k >= 0 and top_p in (0, 1]");
+  if (in[kVerifyCount].given() && (v.verifyCount = state.integer(in[kVerifyCount])) < 0)
+    return state.error(at, "verify_count must be >= 0, got " + std::to_string(v.verifyCount));
+  v.topLogitsRule = in[kRule].given() && in[kRule].choice == dspec::spec_verify_params::kRuleTopLogits;
+  if (v.topLogitsRule && (v.topLogits = state.integer(in[kTopLogits])) < 1)
+    return state.error(at, "top_logits must be >= 1, got " + std::to_string(v.topLogits));
   v.stepKey = sampling::rng::stepKey(state.request.seed, state.request.request,
                                      sampling::rng::kStreamVerify,
                                      static_cast<uint64_t>(state.integer(in[kStep])));
-  if (v.temperature > 0) {
+  if (v.temperature > 0 && !v.topLogitsRule) {
     if (!in[kDraftLogits].given())
       return state.error(at, "a sampled verification needs the draft's logits (draft_logits)");
     v.draftLogits = &state.reg(in[kDraftLogits]).logits;

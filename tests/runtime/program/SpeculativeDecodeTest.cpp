@@ -211,6 +211,46 @@ TEST(IntrospectiveStrided, SampledRunsAndAlphaZeroAcceptsEveryDraft) {
     EXPECT_NE(token, kMask);
 }
 
+// The authors' lossy relaxations. verify_num_specs = 1 tests only the first draft: with every
+// guess wrong, the second and third drafts are accepted untested, so the output leaves the
+// model's greedy chain, and a verify gives stride tokens whenever the first draft passes.
+TEST(IntrospectiveStrided, VerifyNumSpecsAcceptsTheUntestedDrafts) {
+  ChainModel model;
+  // Guesses one past a real token are right, further ones wrong.
+  model.wrong = [](int64_t, int64_t d) { return d >= 2; };
+  DecodeRun run = decode(model, "introspective-strided",
+                         {{"stride", 4}, {"max_new_tokens", 20}, {"verify_num_specs", 1}});
+  ASSERT_EQ(run.output.size(), 20u);
+  EXPECT_NE(run.output, chainFrom(2, 20));
+  ChainModel exact;
+  exact.wrong = model.wrong;
+  EXPECT_EQ(decode(exact, "introspective-strided", {{"stride", 4}, {"max_new_tokens", 20}}).output,
+            chainFrom(2, 20));
+  EXPECT_LT(run.forwards, decode(exact, "introspective-strided",
+                                 {{"stride", 4}, {"max_new_tokens", 20}})
+                              .forwards);
+}
+
+// fast_verify with top 1 is greedy verification; with every wrong guess still among the model's
+// top 14 logits (the whole vocabulary) it accepts everything.
+TEST(IntrospectiveStrided, FastVerifyAcceptsDraftsAmongTheTopLogits) {
+  ChainModel model;
+  model.wrong = [](int64_t p, int64_t d) { return rng::mix64(static_cast<uint64_t>(p * 7 + d)) % 2; };
+  EXPECT_EQ(decode(model, "introspective-strided",
+                   {{"stride", 3}, {"max_new_tokens", 18}, {"fast_verify", true},
+                    {"fast_verify_topk", 1}})
+                .output,
+            chainFrom(2, 18));
+  ChainModel loose;
+  loose.wrong = [](int64_t, int64_t) { return true; };
+  DecodeRun run = decode(loose, "introspective-strided",
+                         {{"stride", 3}, {"max_new_tokens", 18}, {"fast_verify", true},
+                          {"fast_verify_topk", kVocab}});
+  EXPECT_NE(run.output, chainFrom(2, 18));
+  // Prefill and cold start give 2 tokens, then 3 per verify.
+  EXPECT_EQ(run.forwards, 2 + 6);
+}
+
 TEST(IntrospectiveStrided, RefusesAModelWithoutAMaskToken) {
   StatusOr<program::DecodeProgram> program =
       loadProgram(program::testing::readDecodeProgramText("introspective-strided.decode"));
