@@ -30,6 +30,9 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from llama_torch import Dims, causal_stack  # noqa: E402
+
 LOGIT_TOL = 1e-4           # absolute, on float32 logits (the issue's first-step tolerance)
 SCORE_RTOL = 1e-5          # warped scores recomputed from the recorded logits
 
@@ -39,44 +42,24 @@ FAMILIES = {"LlamaForCausalLM": dict(qk_norm=False, qkv_bias=False),
             "SDARForCausalLM": dict(qk_norm=True, qkv_bias=False)}  # I-DLM: Qwen3 + mask_token_id
 
 
-class Config:
+class Config(Dims):
     def __init__(self, path):
         with open(os.path.join(path, "config.json")) as f:
             c = json.load(f)
         arch = c["architectures"][0]
         if arch not in FAMILIES:
             raise ValueError("unsupported architecture " + arch)
+        super().__init__(c)   # H, L, nH, nKV, hd, eps, theta (default RoPE only)
         self.arch = arch
         self.fam = FAMILIES[arch]
         self.V = c["vocab_size"]
-        self.H = c["hidden_size"]
-        self.L = c["num_hidden_layers"]
-        self.nH = c["num_attention_heads"]
-        self.nKV = c.get("num_key_value_heads") or self.nH
-        self.hd = c.get("head_dim") or self.H // self.nH
-        self.eps = c.get("rms_norm_eps", 1e-6)
         self.tied = c.get("tie_word_embeddings", False)
         assert c.get("hidden_act", "silu") == "silu", c.get("hidden_act")
-        # transformers 5 writes rope_parameters {rope_type, rope_theta}; 4.x wrote rope_theta (+ rope_scaling)
-        rp = c.get("rope_parameters") or {"rope_type": "default", "rope_theta": c.get("rope_theta", 10000.0)}
-        if (rp.get("rope_type") or rp.get("type", "default")) != "default" or c.get("rope_scaling"):
-            raise ValueError("only default RoPE: %s" % rp)
-        self.theta = float(rp["rope_theta"])
         if self.fam["qkv_bias"] is False and c.get("attention_bias"):
             self.fam = dict(self.fam, qkv_bias=True, o_bias=True)
         assert not c.get("mlp_bias"), "mlp_bias not modelled"
         if c.get("use_sliding_window"):
             raise ValueError("sliding window not modelled")
-
-
-def rms_norm(x, w, eps):
-    xf = x.float()
-    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
 class Model:
@@ -87,48 +70,13 @@ class Model:
             else self.w["lm_head.weight"]
         if not self.c.tied:
             assert "lm_head.weight" in self.w, "untied checkpoint without lm_head.weight"
-        hd = self.c.hd
-        self.inv_freq = 1.0 / (self.c.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-
-    def lin(self, x, name, bias=False):
-        b = self.w.get(name + ".bias") if bias else None
-        return F.linear(x, self.w[name + ".weight"], b)
 
     @torch.no_grad()
     def forward(self, ids):
         """ids: [T] int64, positions 0..T-1, causal. Returns float32 logits [T, V]."""
-        c = self.c
-        ids = torch.as_tensor(ids, dtype=torch.long)
-        T = ids.shape[0]
-        pos = torch.arange(T, dtype=torch.float32)
-        freqs = pos[:, None] * self.inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        rep = c.nH // c.nKV
-        x = self.w["model.embed_tokens.weight"][ids]
-        for i in range(c.L):
-            p = "model.layers.%d." % i
-            h = rms_norm(x, self.w[p + "input_layernorm.weight"], c.eps)
-            q = self.lin(h, p + "self_attn.q_proj", c.fam["qkv_bias"]).view(T, c.nH, c.hd)
-            k = self.lin(h, p + "self_attn.k_proj", c.fam["qkv_bias"]).view(T, c.nKV, c.hd)
-            v = self.lin(h, p + "self_attn.v_proj", c.fam["qkv_bias"]).view(T, c.nKV, c.hd)
-            if c.fam["qk_norm"]:
-                q = rms_norm(q, self.w[p + "self_attn.q_norm.weight"], c.eps)
-                k = rms_norm(k, self.w[p + "self_attn.k_norm.weight"], c.eps)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            k = k.repeat_interleave(rep, dim=1)  # query head j uses kv head j // rep
-            v = v.repeat_interleave(rep, dim=1)
-            s = torch.einsum("thd,shd->hts", q, k) * (c.hd ** -0.5)
-            s = s.masked_fill(~causal[None], float("-inf"))
-            o = torch.einsum("hts,shd->thd", torch.softmax(s, dim=-1), v).reshape(T, c.nH * c.hd)
-            x = x + self.lin(o, p + "self_attn.o_proj", c.fam.get("o_bias", False))
-            h = rms_norm(x, self.w[p + "post_attention_layernorm.weight"], c.eps)
-            g = self.lin(h, p + "mlp.gate_proj")
-            u = self.lin(h, p + "mlp.up_proj")
-            x = x + self.lin(F.silu(g) * u, p + "mlp.down_proj")
-        x = rms_norm(x, self.w["model.norm.weight"], c.eps)
+        fam = self.c.fam
+        _, x = causal_stack(self.w, self.c, ids, qk_norm=fam["qk_norm"], qkv_bias=fam["qkv_bias"],
+                            o_bias=fam.get("o_bias", False))
         return F.linear(x, self.head)
 
 

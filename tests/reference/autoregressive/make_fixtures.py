@@ -30,14 +30,11 @@ tokenizer_config.json, trace.npz (arrays), trace.json (metadata), replay/*.npy. 
 every file's size and sha256 and the versions that made them.
 """
 
-import argparse
-import hashlib
 import json
 import math
 import os
 import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -48,10 +45,15 @@ from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import ar_reference  # noqa: E402
 import extract_replay  # noqa: E402
+import fixture_tools  # noqa: E402
+from fixture_tools import (chmod_files, f32, i64, parse_args, randomize_llama, reference_check,  # noqa: E402
+                           run_per_fixture, save_trace, setup, word_level_tokenizer, write_json)
 
 FIXTURES = os.path.join(HERE, "fixtures")
+MADE_BY = "tests/reference/autoregressive/make_fixtures.py"
 TORCH_VERSION = "2.15.0"
 TRANSFORMERS_SERIES = "5.23."
 
@@ -167,37 +169,12 @@ def tiny_config(spec, eos):
     return cls(**dict(spec["config"], eos_token_id=eos))
 
 
-@torch.no_grad()
 def randomize(model, spec):
-    """Seeded random values for every parameter (norm weights too), scaled for a non-degenerate greedy run."""
-    g = torch.Generator().manual_seed(spec["seed"])
-
-    def normal(t, std):
-        t.copy_(torch.randn(t.shape, generator=g) * std)
-
-    def uniform(t, lo, hi):
-        t.copy_(lo + (hi - lo) * torch.rand(t.shape, generator=g))
-
-    for name, p in model.named_parameters():
-        if name == "model.embed_tokens.weight":
-            normal(p, 1.0)
-        elif name == "lm_head.weight":
-            normal(p, 1.0)
-        elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
-            # Qwen3's per-head norms fix |q|, |k|: their gain sets how sharp attention is
-            uniform(p, 0.5 * spec.get("qk_gain", 1.0), 1.5 * spec.get("qk_gain", 1.0))
-        elif name.endswith("norm.weight"):  # input/post_attention layernorms, final norm
-            uniform(p, 0.5, 1.5)
-        elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
-            normal(p, spec["branch_gain"] / math.sqrt(p.shape[1]))
-        elif name.endswith(".weight") and p.dim() == 2:
-            normal(p, 1.0 / math.sqrt(p.shape[1]))
-        elif name.endswith("_proj.bias") and "bias_gain" in spec:  # Qwen2's q/k/v biases
-            normal(p, spec["bias_gain"])
-        else:
-            raise AssertionError("unhandled parameter " + name)
-    # the final norm sets how peaked the logits are
-    model.model.norm.weight.mul_(spec["logit_gain"])
+    """Seeded random values for every parameter (norm weights too), scaled for a non-degenerate greedy run:
+    Qwen3's per-head norms fix |q|, |k| (qk_gain sets how sharp attention is), the final norm how peaked the
+    logits are (logit_gain)."""
+    randomize_llama(model, spec["seed"], spec["branch_gain"], spec.get("qk_gain", 1.0), spec["logit_gain"],
+                    spec.get("bias_gain"))
     if spec["config"]["tie_word_embeddings"]:
         assert model.lm_head.weight is model.model.embed_tokens.weight
     else:
@@ -207,21 +184,7 @@ def randomize(model, spec):
 def make_tokenizer(vocab_size, special, bos):
     """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> when the model has one;
     <|MASK|> (when in `special`) is the tokenizer's mask_token."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, decoders
-    names = {v: k for k, v in special.items()}
-    vocab = {names.get(i, "w%d" % i): i for i in range(vocab_size)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    if bos is not None:
-        tok.post_processor = processors.TemplateProcessing(
-            single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", bos)])
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
-    kw = dict(eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
-    if bos is not None:
-        kw["bos_token"] = "<bos>"
-    if MASK_TOKEN in special:
-        kw["mask_token"] = MASK_TOKEN
-    return PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
+    return word_level_tokenizer(vocab_size, special, bos, MASK_TOKEN if MASK_TOKEN in special else None)
 
 
 def greedy_generation_config(spec, eos):
@@ -245,25 +208,6 @@ def prompt_ids(spec):
 
 # ------------------------------------------------------------------------------------------------------------
 # Helpers
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
-
-
-def arr_sha(a):
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
-
-
-def f32(t):
-    return t.detach().float().numpy().astype(np.float32)
-
-
-def i64(t):
-    return t.detach().numpy().astype(np.int64)
 
 
 def load(path, arch, attn="sdpa"):
@@ -476,7 +420,7 @@ def make_fixture(spec, out_dir):
         assert tok.mask_token == MASK_TOKEN and tok.mask_token_id == spec["mask"]
     meta = {
         "fixture": name,
-        "made_by": "tests/reference/autoregressive/make_fixtures.py",
+        "made_by": MADE_BY,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
         "architecture": cfg.architectures[0],
@@ -508,22 +452,14 @@ def make_fixture(spec, out_dir):
     meta["alternative_impl_max_abs_diff"] = alternative_impl_diff(tmp_dir, arch, prompt, trace)
     if "bias_gain" in spec:
         meta["without_qkv_biases_prompt_logits_max_abs_diff"] = without_biases_diff(tmp_dir, arch, prompt, trace)
-    np.savez_compressed(os.path.join(tmp_dir, "trace.npz"), **trace)
-    meta["arrays"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "sha256_16": arr_sha(v)}
-                      for k, v in sorted(trace.items())}
-    meta["files"] = {f: sha256(os.path.join(tmp_dir, f)) for f in sorted(os.listdir(tmp_dir))
-                     if f not in ("trace.json", "trace.npz")}
+    save_trace(tmp_dir, trace, meta)
     write_json(os.path.join(tmp_dir, "trace.json"), meta)
 
     # 3. independent re-check
-    errors, report = ar_reference.verify_fixture(tmp_dir, verbose=False)
-    if errors:
-        raise SystemExit("%s: the independent reference disagrees:\n  %s" % (name, "\n  ".join(errors[:20])))
-    meta["reference_check"] = {k: float("%.3g" % v) for k, v in report.items()}
+    meta["reference_check"] = reference_check(name, ar_reference.verify_fixture, tmp_dir)
     meta["reference_tolerance"] = ar_reference.LOGIT_TOL
     write_json(os.path.join(tmp_dir, "trace.json"), meta)
-    for f in os.listdir(tmp_dir):
-        os.chmod(os.path.join(tmp_dir, f), 0o644)  # safetensors writes 0600
+    chmod_files(tmp_dir)
     # 4. the sampled runs' arrays for the C++ replay test
     extract_replay.extract(tmp_dir, check=False)
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -531,139 +467,40 @@ def make_fixture(spec, out_dir):
     return meta
 
 
-def write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Checking
 
 
-WARNINGS = []
-
-
-def list_files(d):
-    """Files under d, relative ('replay/sample0_step_logits.npy'), sorted."""
-    out = []
-    for root, dirs, files in os.walk(d):
-        dirs.sort()
-        out += [os.path.relpath(os.path.join(root, f), d) for f in files]
-    return sorted(out)
-
-
-def compare_arrays(what, x, y, errors):
-    if x.shape != y.shape or x.dtype != y.dtype:
-        errors.append("%s shape/dtype %s %s != %s %s" % (what, x.shape, x.dtype, y.shape, y.dtype))
-    elif x.dtype.kind == "f":
-        if not np.array_equal(x, y):
-            if not np.array_equal(np.isfinite(x), np.isfinite(y)):
-                errors.append("%s: -inf masks differ" % what)
-                return
-            fin = np.isfinite(x)
-            d = float(np.abs(x[fin].astype(np.float64) - y[fin]).max())
-            (errors if d > 1e-4 * max(1.0, float(np.abs(x[fin]).max())) else WARNINGS).append(
-                "%s not bitwise equal (max |diff| %.3g)" % (what, d))
-    elif not np.array_equal(x, y):
-        errors.append("%s differs" % what)
+def compare_runs(name, ja, jb, errors):
+    """trace.json's greedy and sampled runs: the same tokens, stop reasons, warpers and settings."""
+    for key in ("new_ids", "stop_reason", "hf_logits_processors"):
+        if ja["greedy"].get(key) != jb["greedy"].get(key):
+            errors.append("%s/trace.json: greedy.%s differs" % (name, key))
+    for x, y in zip(ja["sampled"], jb["sampled"]):
+        for key in ("new_ids", "stop_reason", "hf_logits_processors", "temperature", "top_k", "top_p"):
+            if x.get(key) != y.get(key):
+                errors.append("%s/trace.json: sampled.%s differs" % (name, key))
 
 
 def compare_dirs(want_dir, got_dir, errors):
-    from safetensors.torch import load_file
-    name = os.path.basename(want_dir)
-    wf, gf = list_files(want_dir), list_files(got_dir)
-    if wf != gf:
-        errors.append("%s: files %s != %s" % (name, wf, gf))
-    for f in wf:
-        a, b = os.path.join(want_dir, f), os.path.join(got_dir, f)
-        if not os.path.exists(b):
-            continue
-        if f.endswith(".safetensors"):
-            ta, tb = load_file(a), load_file(b)
-            if sorted(ta) != sorted(tb):
-                errors.append("%s/%s: tensor names differ" % (name, f))
-            for k in ta:
-                if k in tb and not (ta[k].dtype == tb[k].dtype and torch.equal(ta[k], tb[k])):
-                    errors.append("%s/%s: %s differs" % (name, f, k))
-        elif f.endswith(".npz"):
-            na, nb = np.load(a), np.load(b)
-            if sorted(na.files) != sorted(nb.files):
-                errors.append("%s/%s: arrays %s != %s" % (name, f, sorted(na.files), sorted(nb.files)))
-            for k in na.files:
-                if k in nb.files:
-                    compare_arrays("%s/%s: %s" % (name, f, k), na[k], nb[k], errors)
-        elif f.endswith(".npy"):
-            compare_arrays("%s/%s" % (name, f), np.load(a), np.load(b), errors)
-        elif f == "trace.json":
-            ja, jb = json.load(open(a)), json.load(open(b))
-            for key in ("prompt_ids", "prompt_text", "eos_token_id", "mask_token_id", "special_tokens", "model",
-                        "files", "architecture", "traced_with_class"):
-                if ja.get(key) != jb.get(key):
-                    errors.append("%s/trace.json: %s differs" % (name, key))
-            for run in ("greedy",):
-                for key in ("new_ids", "stop_reason", "hf_logits_processors"):
-                    if ja[run].get(key) != jb[run].get(key):
-                        errors.append("%s/trace.json: %s.%s differs" % (name, run, key))
-            for x, y in zip(ja["sampled"], jb["sampled"]):
-                for key in ("new_ids", "stop_reason", "hf_logits_processors", "temperature", "top_k", "top_p"):
-                    if x.get(key) != y.get(key):
-                        errors.append("%s/trace.json: sampled.%s differs" % (name, key))
-            if ja.get("versions") != jb.get("versions"):
-                WARNINGS.append("%s: made with %s, checked with %s" % (name, ja.get("versions"), jb.get("versions")))
-        else:
-            if open(a, "rb").read() != open(b, "rb").read():
-                errors.append("%s/%s differs" % (name, f))
+    """Checkpoints bit-identical; arrays (replay/ too) by fixture_tools.compare_arrays; trace.json's facts."""
+    fixture_tools.compare_dirs(want_dir, got_dir, errors, compare_json=compare_runs, json_keys=(
+        "prompt_ids", "prompt_text", "eos_token_id", "mask_token_id", "special_tokens", "model", "files",
+        "architecture", "traced_with_class"))
 
 
-def write_manifest(root):
-    entries, total = {}, 0
-    for name in sorted(os.listdir(root)):
-        d = os.path.join(root, name)
-        if os.path.isdir(d):
-            entries[name] = {}
-            for f in list_files(d):
-                n = os.path.getsize(os.path.join(d, f))
-                total += n
-                entries[name][f] = {"bytes": n, "sha256": sha256(os.path.join(d, f))}
-    write_json(os.path.join(root, "MANIFEST.json"),
-               {"made_by": "tests/reference/autoregressive/make_fixtures.py",
-                "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-                "total_bytes": total, "fixtures": entries})
+def summary(spec, meta):
+    g = meta["greedy"]
+    return ("%s: greedy %s (%s, margin %.3g, %d distinct); sampled %s; reference check %s"
+            % (spec["name"], g["new_ids"], g["stop_reason"], g["min_top1_top2_margin"], g["distinct_new_tokens"],
+               [(s["new_ids"], s["stop_reason"]) for s in meta["sampled"]], meta["reference_check"]))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with fixtures/")
-    ap.add_argument("--out", default=FIXTURES, help="output directory (default: fixtures/ next to this script)")
-    ap.add_argument("--only", action="append", help="only this fixture (repeatable)")
-    args = ap.parse_args()
-    if not torch.__version__.startswith(TORCH_VERSION) or not transformers.__version__.startswith(TRANSFORMERS_SERIES):
-        print("warning: made for torch %s / transformers %sx, running torch %s / transformers %s"
-              % (TORCH_VERSION, TRANSFORMERS_SERIES, torch.__version__, transformers.__version__), file=sys.stderr)
-    transformers.logging.set_verbosity_error()
-    specs = [s for s in SPECS if not args.only or s["name"] in args.only]
-    if args.check:
-        errors = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for spec in specs:
-                make_fixture(spec, os.path.join(tmp, spec["name"]))
-                compare_dirs(os.path.join(FIXTURES, spec["name"]), os.path.join(tmp, spec["name"]), errors)
-        for w in WARNINGS:
-            print("warning: " + w)
-        for e in errors:
-            print("MISMATCH: " + e)
-        print("check: %s (%d fixtures)" % ("FAILED" if errors else "OK", len(specs)))
-        return 1 if errors else 0
-    os.makedirs(args.out, exist_ok=True)
-    for spec in specs:
-        meta = make_fixture(spec, os.path.join(args.out, spec["name"]))
-        g = meta["greedy"]
-        print("%s: greedy %s (%s, margin %.3g, %d distinct); sampled %s; reference check %s"
-              % (spec["name"], g["new_ids"], g["stop_reason"], g["min_top1_top2_margin"], g["distinct_new_tokens"],
-                 [(s["new_ids"], s["stop_reason"]) for s in meta["sampled"]], meta["reference_check"]))
-    write_manifest(args.out)
-    return 0
+    args = parse_args(__doc__, FIXTURES)
+    setup(TORCH_VERSION, TRANSFORMERS_SERIES)
+    return run_per_fixture(args, SPECS, FIXTURES, make_fixture, compare_dirs, summary,
+                           lambda root: fixture_tools.write_manifest(root, MADE_BY))
 
 
 if __name__ == "__main__":

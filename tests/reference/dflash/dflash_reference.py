@@ -25,56 +25,19 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from llama_torch import Dims, apply_rope, attend, causal_stack, linear, mlp, rms_norm, rope  # noqa: E402
+
 TOL = 1e-4   # absolute, scaled by max(1, max|x|)
-
-
-def rms_norm(x, w, eps):
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-
-
-def rope(pos, hd, theta):
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-    f = pos.float()[:, None] * inv[None, :]
-    e = torch.cat((f, f), dim=-1)
-    return e.cos()[:, None, :], e.sin()[:, None, :]       # [T, 1, hd]
-
-
-class Dims:
-    def __init__(self, c):
-        self.H = c["hidden_size"]
-        self.L = c["num_hidden_layers"]
-        self.nH = c["num_attention_heads"]
-        self.nKV = c.get("num_key_value_heads") or self.nH
-        self.hd = c.get("head_dim") or self.H // self.nH
-        self.eps = c.get("rms_norm_eps", 1e-6)
-        rp = c.get("rope_parameters") or {"rope_type": "default", "rope_theta": c.get("rope_theta", 10000.0)}
-        assert rp.get("rope_type", "default") == "default"
-        self.theta = float(rp["rope_theta"])
-        assert not c.get("attention_bias")
-
-
-def attend(q, k, v, mask, nH, nKV, hd):
-    """q [Tq, nH, hd], k/v [Tk, nKV, hd], mask [Tq, Tk] bool (True = visible)."""
-    rep = nH // nKV
-    k = k.repeat_interleave(rep, dim=1)
-    v = v.repeat_interleave(rep, dim=1)
-    s = torch.einsum("thd,shd->hts", q, k) * hd ** -0.5
-    s = s.masked_fill(~mask[None], float("-inf"))
-    return torch.einsum("hts,shd->thd", torch.softmax(s, dim=-1), v).reshape(q.shape[0], nH * hd)
 
 
 class Target:
     def __init__(self, path):
         self.cfg = json.load(open(os.path.join(path, "config.json")))
         self.d = Dims(self.cfg)
+        assert not self.cfg.get("attention_bias")
         self.w = {k: v.float() for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
         self.embed = self.w["model.embed_tokens.weight"]
         self.head = self.w.get("lm_head.weight", self.embed) if not self.cfg.get("tie_word_embeddings") else self.embed
@@ -83,25 +46,7 @@ class Target:
     def forward(self, ids):
         """Causal forward of ids at positions 0..T-1: (logits [T, V], feats [L, T, H]); feats[l] = layer l output,
         the last one final-normed (as HF hidden_states[L])."""
-        d, w = self.d, self.w
-        ids = torch.as_tensor(ids, dtype=torch.long)
-        T = ids.shape[0]
-        cos, sin = rope(torch.arange(T), d.hd, d.theta)
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        x = self.embed[ids]
-        feats = []
-        for i in range(d.L):
-            p = "model.layers.%d." % i
-            h = rms_norm(x, w[p + "input_layernorm.weight"], d.eps)
-            q = rms_norm((h @ w[p + "self_attn.q_proj.weight"].T).view(T, d.nH, d.hd), w[p + "self_attn.q_norm.weight"], d.eps)
-            k = rms_norm((h @ w[p + "self_attn.k_proj.weight"].T).view(T, d.nKV, d.hd), w[p + "self_attn.k_norm.weight"], d.eps)
-            v = (h @ w[p + "self_attn.v_proj.weight"].T).view(T, d.nKV, d.hd)
-            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            x = x + attend(q, k, v, mask, d.nH, d.nKV, d.hd) @ w[p + "self_attn.o_proj.weight"].T
-            h = rms_norm(x, w[p + "post_attention_layernorm.weight"], d.eps)
-            x = x + (F.silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
-            feats.append(x)
-        x = rms_norm(x, w["model.norm.weight"], d.eps)
+        feats, x = causal_stack(self.w, self.d, ids)   # Qwen3: q/k norms, no biases
         feats[-1] = x
         return x @ self.head.T, torch.stack(feats)
 
@@ -119,6 +64,7 @@ class Drafter:
     def __init__(self, path):
         c = self.cfg = json.load(open(os.path.join(path, "config.json")))
         self.d = Dims(c)
+        assert not c.get("attention_bias")
         self.w = {k: v.float() for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
         dc = c.get("dflash_config") or {}
 
@@ -153,11 +99,11 @@ class Drafter:
             p = "layers.%d." % i
             x = rms_norm(h, w[p + "input_layernorm.weight"], d.eps)             # block only
             kv_in = torch.cat([ctx, x])                                          # ctx is not layer-normed
-            q = rms_norm((x @ w[p + "self_attn.q_proj.weight"].T).view(vs, d.nH, d.hd), w[p + "self_attn.q_norm.weight"], d.eps)
-            k = rms_norm((kv_in @ w[p + "self_attn.k_proj.weight"].T).view(n + vs, d.nKV, d.hd), w[p + "self_attn.k_norm.weight"], d.eps)
-            v = (kv_in @ w[p + "self_attn.v_proj.weight"].T).view(n + vs, d.nKV, d.hd)
-            q = q * cos[n:] + rotate_half(q) * sin[n:]
-            k = k * cos + rotate_half(k) * sin
+            q = rms_norm(linear(x, w, p + "self_attn.q_proj").view(vs, d.nH, d.hd), w[p + "self_attn.q_norm.weight"], d.eps)
+            k = rms_norm(linear(kv_in, w, p + "self_attn.k_proj").view(n + vs, d.nKV, d.hd), w[p + "self_attn.k_norm.weight"], d.eps)
+            v = linear(kv_in, w, p + "self_attn.v_proj").view(n + vs, d.nKV, d.hd)
+            q = apply_rope(q, cos[n:], sin[n:])
+            k = apply_rope(k, cos, sin)
             mask = torch.ones(vs, n + vs, dtype=torch.bool)
             if self.causal[i]:
                 mask &= kpos <= qpos
@@ -165,9 +111,9 @@ class Drafter:
                 mask &= qpos - kpos < self.window[i]
                 if not self.causal[i]:
                     mask &= kpos - qpos < self.window[i]
-            h = h + attend(q, k, v, mask, d.nH, d.nKV, d.hd) @ w[p + "self_attn.o_proj.weight"].T
+            h = h + linear(attend(q, k, v, mask, d.nH, d.nKV, d.hd), w, p + "self_attn.o_proj")
             x = rms_norm(h, w[p + "post_attention_layernorm.weight"], d.eps)
-            h = h + (F.silu(x @ w[p + "mlp.gate_proj.weight"].T) * (x @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+            h = h + mlp(x, w, p)
         return rms_norm(h, w["norm.weight"], d.eps)
 
     def logits(self, hidden, head):

@@ -32,10 +32,6 @@ tokenizer_config.json), fixtures/<drafter>/ (config.json, model.safetensors, tra
 fixtures/MANIFEST.json.
 """
 
-import argparse
-import hashlib
-import json
-import math
 import os
 import shutil
 import sys
@@ -54,9 +50,14 @@ from dflash.model import DFlashDraftModel, build_target_layer_ids, dflash_genera
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import dflash_reference  # noqa: E402
+import fixture_tools  # noqa: E402
+from fixture_tools import (check_report, chmod_files, f32, i64, parse_args, randomize_llama,  # noqa: E402
+                           reference_check, save_trace, setup, sha256, word_level_tokenizer, write_json)
 
 FIXTURES = os.path.join(HERE, "fixtures")
+MADE_BY = "tests/reference/dflash/make_fixtures.py"
 TORCH_VERSION = "2.15.0"
 TRANSFORMERS_SERIES = "5.23."
 DFLASH_VERSION = "0.1.0"
@@ -119,31 +120,6 @@ DETAIL_ROUNDS = 3          # draft logits / hidden kept for the first rounds and
 # Helpers
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
-
-
-def arr_sha(a):
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
-
-
-def f32(t):
-    return t.detach().float().cpu().numpy().astype(np.float32)
-
-
-def i64(t):
-    return np.asarray(t.detach().cpu().numpy() if torch.is_tensor(t) else t, dtype=np.int64)
-
-
-def write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-
-
 def margin_of(logits):
     t = torch.topk(logits.float(), 2, dim=-1).values
     return t[..., 0] - t[..., 1]
@@ -153,43 +129,9 @@ def margin_of(logits):
 # Building
 
 
-@torch.no_grad()
-def randomize(model, seed, branch_gain=1.0, qk_gain=1.0, logit_gain=1.0, final_norm="norm"):
-    g = torch.Generator().manual_seed(seed)
-
-    def normal(t, std):
-        t.copy_(torch.randn(t.shape, generator=g) * std)
-
-    def uniform(t, lo, hi):
-        t.copy_(lo + (hi - lo) * torch.rand(t.shape, generator=g))
-
-    for name, p in model.named_parameters():
-        if name.endswith("embed_tokens.weight") or name == "lm_head.weight":
-            normal(p, 1.0)
-        elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
-            uniform(p, 0.5 * qk_gain, 1.5 * qk_gain)
-        elif name.endswith("norm.weight"):
-            uniform(p, 0.5, 1.5)
-        elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
-            normal(p, branch_gain / math.sqrt(p.shape[1]))
-        elif name.endswith(".weight") and p.dim() == 2:
-            normal(p, 1.0 / math.sqrt(p.shape[1]))
-        else:
-            raise AssertionError("unhandled parameter " + name)
-    dict(model.named_modules())[final_norm].weight.mul_(logit_gain)
-
-
 def make_tokenizer(eos):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     special = {"<pad>": PAD, "<unk>": UNK, "<eos>": eos, "<mask>": MASK}
-    names = {v: k for k, v in special.items()}
-    vocab = {names.get(i, "w%d" % i): i for i in range(V)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    t = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
-                                mask_token="<mask>")
-    return t, special
+    return word_level_tokenizer(V, special, mask_token="<mask>"), special
 
 
 def prompt_ids(seed, n):
@@ -405,8 +347,8 @@ def analyse(rec, out_ids, prompt, draft, stop):
 def build_target(path):
     cfg = Qwen3Config(**dict(TARGET["config"], eos_token_id=None))
     model = Qwen3ForCausalLM(cfg)
-    randomize(model, TARGET["seed"], TARGET["branch_gain"], TARGET["qk_gain"], TARGET["logit_gain"],
-              final_norm="model.norm")
+    randomize_llama(model, TARGET["seed"], TARGET["branch_gain"], TARGET["qk_gain"], TARGET["logit_gain"],
+                    final_norm="model.norm")
     with torch.no_grad():  # an untrained-looking <mask> row (tied head): the target never predicts the mask token
         model.model.embed_tokens.weight[MASK].mul_(0.05)
     save_target(model, path, None)
@@ -418,7 +360,7 @@ def build_draft(spec, target, path):
     torch.manual_seed(spec["seed"])
     draft = DFlashDraftModel(cfg)
     assert draft.target_layer_ids == spec["expect_layer_ids"], draft.target_layer_ids
-    randomize(draft, spec["seed"], branch_gain=1.0, final_norm="norm")
+    randomize_llama(draft, spec["seed"], branch_gain=1.0, final_norm="norm")
     training = None
     if spec["train"]:
         training = train_drafter(draft, target, spec)
@@ -560,7 +502,7 @@ def trace_fixture(spec, target, target_dir, draft_dir, eos, special):
     cfg = draft.config
     meta = {
         "fixture": spec["name"],
-        "made_by": "tests/reference/dflash/make_fixtures.py",
+        "made_by": MADE_BY,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "dflash": DFLASH_VERSION, "numpy": np.__version__},
         "target_dir": "../target",
@@ -632,23 +574,14 @@ def make_all(out_root, only=None):
     for spec in DRAFTERS:
         d = os.path.join(tmp_root, spec["name"])
         trace, meta = trace_fixture(spec, target, tdir, d, eos, special)
-        np.savez_compressed(os.path.join(d, "trace.npz"), **trace)
-        meta["arrays"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "sha256_16": arr_sha(v)}
-                          for k, v in sorted(trace.items())}
-        meta["files"] = {f: sha256(os.path.join(d, f)) for f in sorted(os.listdir(d))
-                         if f not in ("trace.json", "trace.npz")}
+        save_trace(d, trace, meta)
         meta["target_files"] = {f: sha256(os.path.join(tdir, f)) for f in sorted(os.listdir(tdir))}
         write_json(os.path.join(d, "trace.json"), meta)
-        errors, report = dflash_reference.verify_fixture(d, verbose=False)
-        if errors:
-            raise SystemExit("%s: the independent reference disagrees:\n  %s" % (spec["name"], "\n  ".join(errors[:20])))
-        meta["reference_check"] = {k: float("%.3g" % v) for k, v in report.items()}
+        meta["reference_check"] = reference_check(spec["name"], dflash_reference.verify_fixture, d)
         meta["reference_tolerance"] = dflash_reference.TOL
         write_json(os.path.join(d, "trace.json"), meta)
         metas[spec["name"]] = meta
-    for dp, _, fs in os.walk(tmp_root):
-        for f in fs:
-            os.chmod(os.path.join(dp, f), 0o644)
+    chmod_files(tmp_root)
     return tmp_root, metas
 
 
@@ -656,108 +589,30 @@ def make_all(out_root, only=None):
 # Checking
 
 
-WARNINGS = []
-
-
 def compare_dirs(want_dir, got_dir, errors):
-    from safetensors.torch import load_file
-    name = os.path.basename(want_dir)
-    wf, gf = sorted(os.listdir(want_dir)), sorted(os.listdir(got_dir))
-    if wf != gf:
-        errors.append("%s: files %s != %s" % (name, wf, gf))
-    for f in wf:
-        a, b = os.path.join(want_dir, f), os.path.join(got_dir, f)
-        if not os.path.exists(b):
-            continue
-        if f.endswith(".safetensors"):
-            ta, tb = load_file(a), load_file(b)
-            if sorted(ta) != sorted(tb):
-                errors.append("%s/%s: tensor names differ" % (name, f))
-            for k in ta:
-                if k in tb and not (ta[k].dtype == tb[k].dtype and torch.equal(ta[k], tb[k])):
-                    d = float((ta[k].float() - tb[k].float()).abs().max())
-                    # the trained drafter may round differently on another CPU: tolerate bf16-ulp noise
-                    (WARNINGS if d <= 2e-2 * max(1.0, float(ta[k].float().abs().max())) else errors).append(
-                        "%s/%s: %s differs (max |diff| %.3g)" % (name, f, k, d))
-        elif f.endswith(".npz"):
-            na, nb = np.load(a), np.load(b)
-            if sorted(na.files) != sorted(nb.files):
-                errors.append("%s/%s: arrays differ" % (name, f))
-            for k in na.files:
-                if k not in nb.files:
-                    continue
-                x, y = na[k], nb[k]
-                if x.shape != y.shape or x.dtype != y.dtype:
-                    errors.append("%s/%s: %s shape/dtype differ" % (name, f, k))
-                elif x.dtype.kind == "f":
-                    if not np.array_equal(x, y, equal_nan=True):
-                        if not np.array_equal(np.isnan(x), np.isnan(y)):
-                            errors.append("%s/%s: %s: NaN padding differs" % (name, f, k))
-                            continue
-                        fin = ~np.isnan(x)
-                        d = float(np.abs(x[fin].astype(np.float64) - y[fin]).max())
-                        (errors if d > 1e-4 * max(1.0, float(np.abs(x[fin]).max())) else WARNINGS).append(
-                            "%s/%s: %s not bitwise equal (max |diff| %.3g)" % (name, f, k, d))
-                elif not np.array_equal(x, y):
-                    errors.append("%s/%s: %s differs" % (name, f, k))
-        elif f == "trace.json":
-            ja, jb = json.load(open(a)), json.load(open(b))
-            for key in ("prompt_ids", "prompt_text", "eos_token_id", "special_tokens", "new_ids", "stop_reason",
-                        "acceptance_lengths_benchmark", "accepted_drafts_per_round", "drafter",
-                        "dflash_equals_target_greedy", "target_greedy_new_ids"):
-                if ja.get(key) != jb.get(key):
-                    errors.append("%s/trace.json: %s differs" % (name, key))
-            if ja.get("versions") != jb.get("versions"):
-                WARNINGS.append("%s: made with %s, checked with %s" % (name, ja.get("versions"), jb.get("versions")))
-        else:
-            if open(a, "rb").read() != open(b, "rb").read():
-                errors.append("%s/%s differs" % (name, f))
-
-
-def write_manifest(root):
-    entries, total = {}, 0
-    for name in sorted(os.listdir(root)):
-        d = os.path.join(root, name)
-        if os.path.isdir(d):
-            entries[name] = {}
-            for f in sorted(os.listdir(d)):
-                n = os.path.getsize(os.path.join(d, f))
-                total += n
-                entries[name][f] = {"bytes": n, "sha256": sha256(os.path.join(d, f))}
-    write_json(os.path.join(root, "MANIFEST.json"),
-               {"made_by": "tests/reference/dflash/make_fixtures.py",
-                "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                             "dflash": DFLASH_VERSION},
-                "total_bytes": total, "fixtures": entries})
+    """The target checkpoint bit-identical; the trained drafter may round differently on another CPU: bf16-ulp
+    noise in its weights is a warning. Arrays by fixture_tools.compare_arrays; trace.json's token/round facts."""
+    fixture_tools.compare_dirs(want_dir, got_dir, errors, weights_tolerance=2e-2, json_keys=(
+        "prompt_ids", "prompt_text", "eos_token_id", "special_tokens", "new_ids", "stop_reason",
+        "acceptance_lengths_benchmark", "accepted_drafts_per_round", "drafter", "dflash_equals_target_greedy",
+        "target_greedy_new_ids"))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with fixtures/")
-    args = ap.parse_args()
+    args = parse_args(__doc__)
     from importlib.metadata import version
-    if (not torch.__version__.startswith(TORCH_VERSION) or not transformers.__version__.startswith(TRANSFORMERS_SERIES)
-            or version("dflash") != DFLASH_VERSION):
-        print("warning: made for torch %s / transformers %sx / dflash %s, running %s / %s / %s"
-              % (TORCH_VERSION, TRANSFORMERS_SERIES, DFLASH_VERSION, torch.__version__, transformers.__version__,
-                 version("dflash")), file=sys.stderr)
-    transformers.logging.set_verbosity_error()
+    setup(TORCH_VERSION, TRANSFORMERS_SERIES, dflash=(DFLASH_VERSION, version("dflash")))
     if args.check:
         errors = []
         with tempfile.TemporaryDirectory() as tmp:
             got, _ = make_all(os.path.join(tmp, "fixtures"))
             for name in ["target"] + [s["name"] for s in DRAFTERS]:
                 compare_dirs(os.path.join(FIXTURES, name), os.path.join(got, name), errors)
-        for w in WARNINGS:
-            print("warning: " + w)
-        for e in errors:
-            print("MISMATCH: " + e)
-        print("check: %s" % ("FAILED" if errors else "OK"))
-        return 1 if errors else 0
+        return check_report(errors)
     got, metas = make_all(FIXTURES)
     shutil.rmtree(FIXTURES, ignore_errors=True)
     os.rename(got, FIXTURES)
-    write_manifest(FIXTURES)
+    fixture_tools.write_manifest(FIXTURES, MADE_BY, {"dflash": DFLASH_VERSION})
     for name, m in metas.items():
         print("%s: ids %s, new %s (%s), acceptance %s (mean %.2f), == greedy %s, margins v %.3g d %.3g, ref %s"
               % (name, m["drafter"]["target_layer_ids"], m["new_ids"], m["stop_reason"],

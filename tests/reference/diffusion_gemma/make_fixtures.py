@@ -26,30 +26,31 @@ tokenizer_config.json, trace.npz (arrays), trace.json (metadata, small arrays, h
 lists the sha256 of every file.
 """
 
-import argparse
 import copy
-import hashlib
-import json
 import math
 import os
 import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
 
 import transformers
-from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, PreTrainedTokenizerFast
+from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 from transformers.models.diffusion_gemma import generation_diffusion_gemma as gen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import dg_reference  # noqa: E402
 import extract_replay  # noqa: E402
+import fixture_tools  # noqa: E402
+from fixture_tools import (arr_sha, chmod_files, f32, i64, parse_args, reference_check, run_per_fixture,  # noqa: E402
+                           save_trace, setup, word_level_tokenizer, write_json)
 
 FIXTURES = os.path.join(HERE, "fixtures")
+MADE_BY = "tests/reference/diffusion_gemma/make_fixtures.py"
 TORCH_VERSION = "2.15.0"
 TRANSFORMERS_SERIES = "5.23."
 
@@ -181,16 +182,7 @@ def randomize(model, spec):
 
 def make_tokenizer(vocab_size, special):
     """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> like Gemma's."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, decoders
-    names = {v: k for k, v in special.items()}
-    vocab = {names.get(i, "w%d" % i): i for i in range(vocab_size)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", special["<bos>"])])
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
-                                   pad_token="<pad>", unk_token="<unk>")
+    return word_level_tokenizer(vocab_size, special, bos=special["<bos>"])
 
 
 def generation_config_dict(spec, eos):
@@ -312,25 +304,6 @@ def run_generate(model, spec, prompt):
 # Making one fixture
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
-
-
-def arr_sha(a):
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
-
-
-def f32(t):
-    return t.detach().float().numpy().astype(np.float32)
-
-
-def i64(t):
-    return t.detach().numpy().astype(np.int64)
-
-
 @torch.no_grad()
 def make_fixture(spec, out_dir):
     torch.manual_seed(0)
@@ -370,25 +343,13 @@ def make_fixture(spec, out_dir):
     meta["hf_impl"] = {"attn_implementation": model.config.text_config._attn_implementation,
                        "experts_implementation": model.config.text_config._experts_implementation}
     meta["alternative_impl_max_abs_diff"] = alternative_impl_diff(tmp_dir, dtype, prompt, trace)
-    np.savez_compressed(os.path.join(tmp_dir, "trace.npz"), **trace)
-    meta["arrays"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "sha256_16": arr_sha(v)}
-                      for k, v in sorted(trace.items())}
-    meta["files"] = {f: sha256(os.path.join(tmp_dir, f)) for f in sorted(os.listdir(tmp_dir))
-                     if f not in ("trace.json", "trace.npz")}
-    with open(os.path.join(tmp_dir, "trace.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
+    save_trace(tmp_dir, trace, meta)
+    write_json(os.path.join(tmp_dir, "trace.json"), meta)
 
     # 3. independent re-check
-    errors, report = dg_reference.verify_fixture(tmp_dir, verbose=False)
-    if errors:
-        raise SystemExit("%s: the independent reference disagrees:\n  %s" % (name, "\n  ".join(errors[:20])))
-    meta["reference_check"] = {k: float("%.3g" % v) for k, v in report.items()}
-    with open(os.path.join(tmp_dir, "trace.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
-    for f in os.listdir(tmp_dir):
-        os.chmod(os.path.join(tmp_dir, f), 0o644)  # safetensors writes 0600
+    meta["reference_check"] = reference_check(name, dg_reference.verify_fixture, tmp_dir)
+    write_json(os.path.join(tmp_dir, "trace.json"), meta)
+    chmod_files(tmp_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.rename(tmp_dir, out_dir)
     # replay/: the arrays the C++ replay test reads (DiffusionGemmaReplayTest.cpp).
@@ -538,111 +499,34 @@ def alternative_impl_diff(path, dtype, prompt, trace):
 # Checking
 
 
+def compare_replay(name, want, got, errors):
+    """replay/ is derived from trace.npz (compared as such): the committed files must be what extract_replay.py
+    makes from the committed trace."""
+    if extract_replay.extract(os.path.dirname(want), check=True):
+        errors.append("%s/replay is stale: rerun extract_replay.py" % name)
+
+
 def compare_dirs(want_dir, got_dir, errors):
-    from safetensors.torch import load_file
-    name = os.path.basename(want_dir)
-    wf, gf = sorted(os.listdir(want_dir)), sorted(os.listdir(got_dir))
-    if wf != gf:
-        errors.append("%s: files %s != %s" % (name, wf, gf))
-    for f in wf:
-        a, b = os.path.join(want_dir, f), os.path.join(got_dir, f)
-        if not os.path.exists(b):
-            continue
-        if f == "replay":
-            # Derived from trace.npz (compared above or below): the committed files must be what
-            # extract_replay.py makes from the committed trace.
-            if extract_replay.extract(want_dir, check=True):
-                errors.append("%s/replay is stale: rerun extract_replay.py" % name)
-            continue
-        if f.endswith(".safetensors"):
-            ta, tb = load_file(a), load_file(b)
-            if sorted(ta) != sorted(tb):
-                errors.append("%s/%s: tensor names differ" % (name, f))
-            for k in ta:
-                if k in tb and not (ta[k].dtype == tb[k].dtype and torch.equal(ta[k], tb[k])):
-                    errors.append("%s/%s: %s differs" % (name, f, k))
-        elif f.endswith(".npz"):
-            na, nb = np.load(a), np.load(b)
-            if sorted(na.files) != sorted(nb.files):
-                errors.append("%s/%s: arrays %s != %s" % (name, f, sorted(na.files), sorted(nb.files)))
-            for k in na.files:
-                if k not in nb.files:
-                    continue
-                x, y = na[k], nb[k]
-                if x.shape != y.shape or x.dtype != y.dtype:
-                    errors.append("%s/%s: %s shape/dtype %s %s != %s %s" % (name, f, k, x.shape, x.dtype,
-                                                                           y.shape, y.dtype))
-                elif x.dtype.kind == "f":
-                    if not np.array_equal(x, y):
-                        d = float(np.abs(x.astype(np.float64) - y).max())
-                        (errors if d > 1e-4 * max(1.0, float(np.abs(x).max())) else WARNINGS).append(
-                            "%s/%s: %s not bitwise equal (max |diff| %.3g)" % (name, f, k, d))
-                elif not np.array_equal(x, y):
-                    errors.append("%s/%s: %s differs" % (name, f, k))
-        elif f == "trace.json":
-            ja, jb = json.load(open(a)), json.load(open(b))
-            for key in ("sequences", "steps_per_canvas", "stop_reason", "generation", "prompt_ids", "files"):
-                if ja.get(key) != jb.get(key):
-                    errors.append("%s/trace.json: %s differs" % (name, key))
-            if ja.get("versions") != jb.get("versions"):
-                WARNINGS.append("%s: made with %s, checked with %s" % (name, ja.get("versions"), jb.get("versions")))
-        else:
-            if open(a, "rb").read() != open(b, "rb").read():
-                errors.append("%s/%s differs" % (name, f))
-
-
-WARNINGS = []
+    """Checkpoints bit-identical; trace.npz by fixture_tools.compare_arrays; trace.json's decisions."""
+    fixture_tools.compare_dirs(want_dir, got_dir, errors, handlers={"replay": compare_replay}, json_keys=(
+        "sequences", "steps_per_canvas", "stop_reason", "generation", "prompt_ids", "files"))
 
 
 def write_manifest(root):
-    entries = {}
-    for name in sorted(os.listdir(root)):
-        d = os.path.join(root, name)
-        if os.path.isdir(d):
-            files = sorted(os.listdir(d))
-            if "replay" in files:
-                files.remove("replay")
-                files += ["replay/" + f for f in sorted(os.listdir(os.path.join(d, "replay")))]
-            entries[name] = {f: {"bytes": os.path.getsize(os.path.join(d, f)), "sha256": sha256(os.path.join(d, f))}
-                             for f in files}
-    with open(os.path.join(root, "MANIFEST.json"), "w") as f:
-        json.dump({"made_by": "tests/reference/diffusion_gemma/make_fixtures.py",
-                   "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-                   "fixtures": entries}, f, indent=1)
-        f.write("\n")
+    """MANIFEST.json: each fixture's files, replay/ after the others, without total_bytes (as first written)."""
+    fixture_tools.write_manifest(root, MADE_BY, sort=False, total_bytes=False)
+
+
+def summary(spec, meta):
+    return ("%s: %d canvases, steps %s, stop: %s, sequences %s, reference check %s"
+            % (spec["name"], meta["num_canvases"], meta["steps_per_canvas"], meta["stop_reason"], meta["sequences"],
+               meta["reference_check"]))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with fixtures/")
-    ap.add_argument("--out", default=FIXTURES, help="output directory (default: fixtures/ next to this script)")
-    ap.add_argument("--only", action="append", help="only this fixture (repeatable)")
-    args = ap.parse_args()
-    if not torch.__version__.startswith(TORCH_VERSION) or not transformers.__version__.startswith(TRANSFORMERS_SERIES):
-        print("warning: made for torch %s / transformers %sx, running torch %s / transformers %s"
-              % (TORCH_VERSION, TRANSFORMERS_SERIES, torch.__version__, transformers.__version__), file=sys.stderr)
-    transformers.logging.set_verbosity_error()
-    specs = [s for s in SPECS if not args.only or s["name"] in args.only]
-    if args.check:
-        errors = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for spec in specs:
-                make_fixture(spec, os.path.join(tmp, spec["name"]))
-                compare_dirs(os.path.join(FIXTURES, spec["name"]), os.path.join(tmp, spec["name"]), errors)
-        for w in WARNINGS:
-            print("warning: " + w)
-        for e in errors:
-            print("MISMATCH: " + e)
-        print("check: %s (%d fixtures)" % ("FAILED" if errors else "OK", len(specs)))
-        return 1 if errors else 0
-    os.makedirs(args.out, exist_ok=True)
-    for spec in specs:
-        meta = make_fixture(spec, os.path.join(args.out, spec["name"]))
-        print("%s: %d canvases, steps %s, stop: %s, sequences %s, reference check %s"
-              % (spec["name"], meta["num_canvases"], meta["steps_per_canvas"], meta["stop_reason"],
-                 meta["sequences"], meta["reference_check"]))
-    write_manifest(args.out)
-    return 0
+    args = parse_args(__doc__, FIXTURES)
+    setup(TORCH_VERSION, TRANSFORMERS_SERIES)
+    return run_per_fixture(args, SPECS, FIXTURES, make_fixture, compare_dirs, summary, write_manifest)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ The fixtures checked are listed in FIXTURES_CHECKED (the --max-new-tokens is eac
     check_autoregressive_matches_transformers.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--cuda-emu]
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
+
+from e2e_tools import check_fixtures, compile_artifact
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "reference", "autoregressive", "fixtures")
@@ -46,10 +46,7 @@ def check(fixture, dlmc, dlm_run, device, scratch):
         meta = json.load(f)
     max_new = int(meta["greedy"]["max_new_tokens"])
     artifact = os.path.join(scratch, "%s-%s.dlm" % (fixture, device))
-    compile_args = [dlmc, "compile", os.path.join(FIXTURES, fixture), "-o", artifact]
-    if device != "cpu":
-        compile_args += ["--target", "all", "--precision", "f32"]
-    compiled = subprocess.run(compile_args, capture_output=True, text=True)
+    compiled = compile_artifact(dlmc, [os.path.join(FIXTURES, fixture)], artifact, device)
     if compiled.returncode != 0:
         message = compiled.stderr.strip().splitlines()[-1] if compiled.stderr.strip() else ""
         if device != "cpu" and "must be a multiple of" in message:
@@ -89,23 +86,7 @@ def check(fixture, dlmc, dlm_run, device, scratch):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dlmc", required=True)
-    parser.add_argument("--dlm-run", required=True)
-    parser.add_argument("--cuda-emu", action="store_true", help="also on the emulated device")
-    args = parser.parse_args(argv)
-    for tool in (args.dlmc, args.dlm_run):
-        if not os.access(tool, os.X_OK):
-            print("skipped: %s is not built" % tool)
-            return 77
-    fixtures = FIXTURES_CHECKED
-    devices = ["cpu"] + (["cuda-emu"] if args.cuda_emu else [])
-    ok = True
-    with tempfile.TemporaryDirectory() as scratch:
-        for fixture in fixtures:
-            for device in devices:
-                ok &= check(fixture, args.dlmc, args.dlm_run, device, scratch)
-    return 0 if ok else 1
+    return check_fixtures(argv, __doc__.splitlines()[0], FIXTURES_CHECKED, check)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,12 @@ missing.
     check_dflash_matches_reference.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--cuda-emu]
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
+
+from e2e_tools import check_fixtures, compile_artifact
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "reference", "dflash", "fixtures")
@@ -28,11 +28,8 @@ DRAFTERS = ["dflash_explicit", "dflash_default"]
 
 def compile_pair(dlmc, drafter, device, scratch):
     artifact = os.path.join(scratch, "%s-%s.dlm" % (drafter, device))
-    args = [dlmc, "compile", os.path.join(FIXTURES, "target"), "--draft",
-            os.path.join(FIXTURES, drafter), "-o", artifact]
-    if device != "cpu":
-        args += ["--target", "all", "--precision", "f32"]
-    compiled = subprocess.run(args, capture_output=True, text=True)
+    compiled = compile_artifact(dlmc, [os.path.join(FIXTURES, "target"), "--draft",
+                                       os.path.join(FIXTURES, drafter)], artifact, device)
     if compiled.returncode != 0:
         print("%s on %s: dlmc compile failed: %s" % (drafter, device, compiled.stderr.strip()))
         return None
@@ -84,22 +81,7 @@ def check(drafter, dlmc, dlm_run, device, scratch):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dlmc", required=True)
-    parser.add_argument("--dlm-run", required=True)
-    parser.add_argument("--cuda-emu", action="store_true", help="also on the emulated device")
-    args = parser.parse_args(argv)
-    for tool in (args.dlmc, args.dlm_run):
-        if not os.access(tool, os.X_OK):
-            print("skipped: %s is not built" % tool)
-            return 77
-    devices = ["cpu"] + (["cuda-emu"] if args.cuda_emu else [])
-    ok = True
-    with tempfile.TemporaryDirectory() as scratch:
-        for drafter in DRAFTERS:
-            for device in devices:
-                ok &= check(drafter, args.dlmc, args.dlm_run, device, scratch)
-    return 0 if ok else 1
+    return check_fixtures(argv, __doc__.splitlines()[0], DRAFTERS, check)
 
 
 if __name__ == "__main__":
