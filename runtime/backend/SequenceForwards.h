@@ -56,59 +56,6 @@ inline Status checkForwardArguments(const int32_t *tokens, const ForwardSpan &sp
 
 template <typename Run>
 StatusOr<sampling::LogitsView>
-forwardFullOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
-                      int64_t count, int64_t keep, sampling::LogitRows rows, Run &&run) {
-  if (keep < 0 || keep > count)
-    return Status::error("forward: keep " + std::to_string(keep) + " is outside [0, " +
-                         std::to_string(count) + "]");
-  DLM_RETURN_IF_ERROR(cache.trim(sequence, 0));
-  StatusOr<sampling::LogitsView> logits = run(tokens, ForwardSpan{0, count, count}, rows);
-  if (!logits) {
-    (void)cache.trim(sequence, 0);
-    return logits.status();
-  }
-  DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
-  DLM_RETURN_IF_ERROR(cache.commit(sequence));
-  return logits;
-}
-
-template <typename Run>
-StatusOr<sampling::LogitsView>
-forwardCachedOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
-                        int64_t count, int64_t keep, sampling::LogitRows rows, Run &&run) {
-  if (cache.length(sequence) != keep || keep > count)
-    return Status::error("cached forward: the KV cache holds " +
-                         std::to_string(cache.length(sequence)) + " tokens, the caller expected " +
-                         std::to_string(keep) + " of " + std::to_string(count));
-  // The fed tokens' K/V go to slots past `keep`, released again here.
-  StatusOr<sampling::LogitsView> logits =
-      run(tokens + keep, ForwardSpan{keep, count - keep, count}, rows);
-  DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
-  return logits;
-}
-
-// ForwardSpec::Mode::append: feeds [keep, count) over the cached [0, keep) and keeps their K/V,
-// committed; after a failure the cache is back to [0, keep).
-template <typename Run>
-StatusOr<sampling::LogitsView>
-forwardAppendOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
-                        int64_t count, int64_t keep, sampling::LogitRows rows, Run &&run) {
-  if (cache.length(sequence) != keep || keep < 0 || keep > count)
-    return Status::error("append forward: the KV cache holds " +
-                         std::to_string(cache.length(sequence)) + " tokens, the caller expected " +
-                         std::to_string(keep) + " of " + std::to_string(count));
-  StatusOr<sampling::LogitsView> logits =
-      run(tokens + keep, ForwardSpan{keep, count - keep, count}, rows);
-  if (!logits) {
-    (void)cache.trim(sequence, keep);
-    return logits.status();
-  }
-  DLM_RETURN_IF_ERROR(cache.commit(sequence));
-  return logits;
-}
-
-template <typename Run>
-StatusOr<sampling::LogitsView>
 forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
                         int64_t count, int64_t feedBegin, int64_t feedEnd,
                         sampling::LogitRows rows, Run &&run) {
@@ -128,33 +75,6 @@ forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const 
   // forward does, so that nothing runs on half-written K/V.
   if (!logits)
     (void)cache.trim(sequence, 0);
-  return logits;
-}
-
-// ForwardSpec::Mode::extend: feeds [first, count) over the cached [0, keep) (first <= keep <=
-// count). The fed rows [first, keep) overwrite their slots (only the function's layers: its
-// kv_store records are all that write), [keep, count) are dropped again; the cache holds [0, keep)
-// afterwards, committed. After a failure the sequence is forgotten, as after a failed window.
-template <typename Run>
-StatusOr<sampling::LogitsView>
-forwardExtendOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
-                        int64_t count, int64_t first, int64_t keep, sampling::LogitRows rows,
-                        Run &&run) {
-  auto str = [](int64_t value) { return std::to_string(value); };
-  if (cache.length(sequence) != keep || first < 0 || first > keep || keep > count)
-    return Status::error("extend forward: the KV cache holds " + str(cache.length(sequence)) +
-                         " tokens, the caller expected " + str(keep) + ", feeding [" +
-                         str(first) + ", " + str(count) + ")");
-  // Slots a fork shares are copied before the rewrite writes them.
-  DLM_RETURN_IF_ERROR(cache.rewrite(sequence, first, keep));
-  StatusOr<sampling::LogitsView> logits =
-      run(tokens + first, ForwardSpan{first, count - first, count}, rows);
-  if (!logits) {
-    (void)cache.trim(sequence, 0);
-    return logits.status();
-  }
-  DLM_RETURN_IF_ERROR(cache.trim(sequence, keep));
-  DLM_RETURN_IF_ERROR(cache.commit(sequence));
   return logits;
 }
 
@@ -216,26 +136,89 @@ inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int
   return cache.trim(sequence, length);
 }
 
-// A ForwardSpec's mode on the sequence: full, cached, append or extend, as those above run them.
+// A ForwardSpec's mode on its KV sequence, in two halves around the backend's run, so that a
+// packed forward (docs/design/serving.md §2) prepares every sequence, runs once and finishes
+// each:
+//   full    forget the sequence, feed [0, count); afterwards keep [0, keep), committed
+//   cached  feed [keep, count) over exactly [0, keep); afterwards the cache is as it was
+//   append  feed [keep, count) over exactly [0, keep); afterwards [0, count), committed
+//   extend  feed [first, count) over exactly [0, keep), rewriting [first, keep) (only the
+//           function's layers: its kv_store records are all that write); afterwards [0, keep),
+//           committed
+// After a failed run: full and extend forget the sequence (half-written K/V), cached and append
+// are back to [0, keep).
+struct PreparedForward {
+  const int32_t *fed = nullptr; // the first fed token
+  ForwardSpan span;
+};
+
+inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cache,
+                                                          kv::SequenceId sequence,
+                                                          const sampling::ForwardSpec &spec) {
+  using Mode = sampling::ForwardSpec::Mode;
+  auto str = [](int64_t value) { return std::to_string(value); };
+  const int64_t count = spec.count, keep = spec.keep;
+  if (spec.mode == Mode::full) {
+    if (keep < 0 || keep > count)
+      return Status::error("forward: keep " + str(keep) + " is outside [0, " + str(count) + "]");
+    DLM_RETURN_IF_ERROR(cache.trim(sequence, 0));
+    return PreparedForward{spec.tokens, ForwardSpan{0, count, count}};
+  }
+  const int64_t first = spec.mode == Mode::extend ? spec.first : keep;
+  if (cache.length(sequence) != keep || keep < 0 || keep > count || first < 0 || first > keep) {
+    const std::string holds =
+        " forward: the KV cache holds " + str(cache.length(sequence)) + " tokens, the caller expected ";
+    if (spec.mode == Mode::extend)
+      return Status::error("extend" + holds + str(keep) + ", feeding [" + str(first) + ", " +
+                           str(count) + ")");
+    return Status::error((spec.mode == Mode::cached ? "cached" : "append") + holds + str(keep) +
+                         " of " + str(count));
+  }
+  // Slots a fork shares are copied before the rewrite writes them.
+  if (spec.mode == Mode::extend)
+    DLM_RETURN_IF_ERROR(cache.rewrite(sequence, first, keep));
+  return PreparedForward{spec.tokens + first, ForwardSpan{first, count - first, count}};
+}
+
+inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence,
+                                      const sampling::ForwardSpec &spec, bool ran) {
+  using Mode = sampling::ForwardSpec::Mode;
+  switch (spec.mode) {
+  case Mode::full:
+  case Mode::extend:
+    if (!ran)
+      return cache.trim(sequence, 0);
+    DLM_RETURN_IF_ERROR(cache.trim(sequence, spec.keep));
+    return cache.commit(sequence);
+  case Mode::cached:
+    return cache.trim(sequence, spec.keep);
+  case Mode::append:
+    return ran ? cache.commit(sequence) : cache.trim(sequence, spec.keep);
+  }
+  return Status::error("forward: unknown mode");
+}
+
+// One sequence's forward in a packed batch (docs/design/serving.md §2).
+struct SequenceForward {
+  kv::SequenceId sequence = 0;
+  sampling::ForwardSpec spec;
+};
+
+// One ForwardSpec on one sequence: prepare, run(fed tokens, span, rows), finish.
 template <typename Run>
 StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
                                                      kv::SequenceId sequence,
                                                      const sampling::ForwardSpec &spec, Run &&run) {
-  switch (spec.mode) {
-  case sampling::ForwardSpec::Mode::full:
-    return forwardFullOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep, spec.rows,
-                                 run);
-  case sampling::ForwardSpec::Mode::cached:
-    return forwardCachedOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, run);
-  case sampling::ForwardSpec::Mode::append:
-    return forwardAppendOnSequence(cache, sequence, spec.tokens, spec.count, spec.keep,
-                                   spec.rows, run);
-  case sampling::ForwardSpec::Mode::extend:
-    return forwardExtendOnSequence(cache, sequence, spec.tokens, spec.count, spec.first,
-                                   spec.keep, spec.rows, run);
-  }
-  return Status::error("forward: unknown mode");
+  StatusOr<PreparedForward> prepared = prepareForwardOnSequence(cache, sequence, spec);
+  if (!prepared)
+    return prepared.status();
+  StatusOr<sampling::LogitsView> logits = run(prepared->fed, prepared->span, spec.rows);
+  Status finished = finishForwardOnSequence(cache, sequence, spec, logits.isOk());
+  if (!logits)
+    return logits.status();
+  if (!finished)
+    return finished;
+  return logits;
 }
 
 } // namespace dlm

@@ -116,6 +116,7 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
     if (moeExperts_ > 0)
       moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
     capture_.resize(size(captureWidth_));
+    packedTokens_.reserve(static_cast<size_t>(tokens));
     captured_ = {};
     reservedTokens_ = tokens;
   }
@@ -182,24 +183,87 @@ StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &
   return logits;
 }
 
+StatusOr<sampling::LogitsView>
+CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForward> &forwards) {
+  captured_ = {};
+  const KernelProgram *program = nullptr;
+  DLM_ASSIGN_OR_RETURN(program, function(name));
+  std::vector<Part> parts;
+  // Every prepared sequence is finished again, whatever happens to the others.
+  auto finishAll = [&](bool ran) {
+    Status first = Status::ok();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Status finished = finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran);
+      if (first.isOk() && !finished.isOk())
+        first = finished;
+    }
+    return first;
+  };
+  for (const SequenceForward &f : forwards) {
+    ForwardInput input{f.spec.input, f.spec.inputWidth, 0};
+    Status checked = Status::ok();
+    if (f.spec.input) {
+      StatusOr<int64_t> rows = forwardInputRows(f.spec);
+      checked = rows ? checkForwardInput(*program, f.spec, *rows) : rows.status();
+      input.count = rows ? *rows : 0;
+    }
+    StatusOr<PreparedForward> prepared =
+        checked.isOk() ? prepareForwardOnSequence(*kv_, f.sequence, f.spec)
+                       : StatusOr<PreparedForward>(checked);
+    if (!prepared) {
+      (void)finishAll(false);
+      return prepared.status();
+    }
+    parts.push_back(Part{f.sequence, prepared->fed, prepared->span, f.spec.rows, input});
+  }
+  StatusOr<sampling::LogitsView> logits = runParts(*program, parts);
+  Status finished = finishAll(logits.isOk());
+  if (!logits)
+    return logits.status();
+  if (!finished)
+    return finished;
+  return logits;
+}
+
 StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
                                                const ForwardInput &input, const int32_t *tokens,
                                                const ForwardSpan &span,
                                                sampling::LogitRows rows) {
+  std::vector<Part> parts{Part{sequence_, tokens, span, rows, input}};
+  return runParts(program, parts);
+}
+
+StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program,
+                                                    std::vector<Part> &parts) {
   const model::ModelDims &d = weights_->dims();
-  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, span, rows, reservedTokens_,
-                                            reservedLogitRows_, d.embeddingSize));
-  if (span.count == 0)
+  int64_t count = 0, logitRows = 0;
+  for (Part &part : parts) {
+    DLM_RETURN_IF_ERROR(checkForwardArguments(part.tokens, part.span, part.rows, reservedTokens_,
+                                              reservedLogitRows_, d.embeddingSize));
+    part.offset = count;
+    part.logitOffset = logitRows;
+    count += part.span.count;
+    logitRows += part.rows.count();
+  }
+  if (count > reservedTokens_ || logitRows > reservedLogitRows_)
+    return Status::error("forward: " + str(count) + " packed tokens and " + str(logitRows) +
+                         " logit rows exceed the reserved " + str(reservedTokens_) + " and " +
+                         str(reservedLogitRows_));
+  if (count == 0)
     return sampling::LogitsView{logits_.data(), 0, d.vocabSize};
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
-                         profile::TrackKind::thread, 0, -1, span.count);
-  DLM_RETURN_IF_ERROR(kv_->append(sequence_, span.keys - kv_->length(sequence_)));
+                         profile::TrackKind::thread, 0, -1, count);
+  packedTokens_.clear();
+  for (const Part &part : parts) {
+    DLM_RETURN_IF_ERROR(kv_->append(part.sequence, part.span.keys - kv_->length(part.sequence)));
+    packedTokens_.insert(packedTokens_.end(), part.tokens, part.tokens + part.span.count);
+  }
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
   program_ = &program;
   for (const ProgramRecord &kernel : program.kernels)
-    DLM_RETURN_IF_ERROR(runKernel(kernel, input, tokens, span, rows));
-  return sampling::LogitsView{logits_.data(), rows.count(), d.vocabSize};
+    DLM_RETURN_IF_ERROR(runKernel(kernel, parts, count));
+  return sampling::LogitsView{logits_.data(), logitRows, d.vocabSize};
 }
 
 const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
@@ -209,11 +273,9 @@ const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
   return ropes_.front().table; // unreachable: the constructor made one per distinct record
 }
 
-Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
-                             const int32_t *tokens, const ForwardSpan &span,
-                             sampling::LogitRows rows) {
+Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &parts,
+                             int64_t count) {
   using profile::Category;
-  const int64_t count = span.count, first = span.first;
   const int threads = pool_.threads();
   const std::vector<int64_t> &in = k.operands;
   const int64_t width =
@@ -225,25 +287,35 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
       const float *table = k.weight->data;
       float *out = slot(k.result, count);
       for (int64_t i = 0; i < count; ++i)
-        std::memcpy(out + i * width, table + tokens[i] * width, width * sizeof(float));
+        std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
       if (k.scale != 1.0)
         scaleInPlace(out, static_cast<float>(k.scale), count * width);
     });
     return Status::ok();
   case KernelKind::softEmbedding:
     return timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
-      return softEmbedding(input.rows, count, input.width, *k.weight, k.scale,
-                           slot(k.result, count), softEmbeddingScratch_, threads);
+      for (const Part &part : parts)
+        DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count, part.input.width,
+                                          *k.weight, k.scale,
+                                          slot(k.result, count) + part.offset * width,
+                                          softEmbeddingScratch_, threads));
+      return Status::ok();
     });
   case KernelKind::forwardInput:
     timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
-      copyInputRows(input.rows, input.count, count, width, slot(k.result, count));
+      for (const Part &part : parts)
+        copyInputRows(part.input.rows, part.input.count, part.span.count, width,
+                      slot(k.result, count) + part.offset * width);
     });
     return Status::ok();
   case KernelKind::selectInputRows:
     timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
-      selectRows(slot(in[0], count), slot(in[1], count), std::min(input.count, count), count,
-                 width, slot(k.result, count));
+      for (const Part &part : parts) {
+        const int64_t at = part.offset * width;
+        selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
+                   std::min(part.input.count, part.span.count), part.span.count, width,
+                   slot(k.result, count) + at);
+      }
     });
     return Status::ok();
   case KernelKind::capture:
@@ -292,22 +364,31 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
       const float *x = slot(in[0], count);
       if (out != x)
         std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-      applyRope(out, count, width, width / k.headDim, k.headDim, ropeTable(k), first);
+      for (const Part &part : parts)
+        applyRope(out + part.offset * width, part.span.count, width, width / k.headDim,
+                  k.headDim, ropeTable(k), part.span.first);
     });
     return Status::ok();
   case KernelKind::kvStore: {
-    const kv::PageIndex *table = kv_->blockTable(sequence_).data();
+    const int64_t kWidth = widthOf(in[0]), vWidth = widthOf(in[1]);
     timed(Category::kvStore, k.name.c_str(), k.layer, count, [&] {
-      storeKv(pages_, table, k.layer, first, count, slot(in[0], count), slot(in[1], count));
+      for (const Part &part : parts)
+        storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
+                part.span.count, slot(in[0], count) + part.offset * kWidth,
+                slot(in[1], count) + part.offset * vWidth);
     });
     return Status::ok();
   }
   case KernelKind::attention: {
-    const kv::PageIndex *table = kv_->blockTable(sequence_).data();
     AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
+    const int64_t qWidth = widthOf(in[0]);
     return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
-      return pagedAttention(slot(in[0], count), count, first, span.keys, shape, pages_, table,
-                            k.layer, slot(k.result, count), attentionScratch_, pool_);
+      for (const Part &part : parts)
+        DLM_RETURN_IF_ERROR(pagedAttention(
+            slot(in[0], count) + part.offset * qWidth, part.span.count, part.span.first,
+            part.span.keys, shape, pages_, kv_->blockTable(part.sequence).data(), k.layer,
+            slot(k.result, count) + part.offset * width, attentionScratch_, pool_));
+      return Status::ok();
     });
   }
   case KernelKind::moe:
@@ -360,27 +441,29 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const ForwardInput &input,
     });
     return Status::ok();
   case KernelKind::lmHead: {
-    if (rows.count() == 0)
-      return Status::ok();
     // Only the rows a policy decodes go through the final norm and the LM head: for a real
     // vocabulary the head is the largest GEMM of the forward.
     const int64_t hidden = widthOf(in[0]);
     const float *x = slot(in[0], count);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-      const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
-      std::memcpy(&headInput_[(r - rows.begin) * hidden], x + source * hidden,
-                  hidden * sizeof(float));
-    }
+    int64_t headRows = 0;
+    for (const Part &part : parts)
+      for (int64_t r = part.rows.begin; r < part.rows.end; ++r) {
+        const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
+        std::memcpy(&headInput_[headRows++ * hidden], x + (part.offset + source) * hidden,
+                    hidden * sizeof(float));
+      }
+    if (headRows == 0)
+      return Status::ok();
     if (k.norm)
-      timed(Category::rmsnorm, k.normName.c_str(), -1, rows.count(), [&] {
-        rmsNorm(headInput_.data(), rows.count(), hidden, hidden, k.norm->data, k.eps,
+      timed(Category::rmsnorm, k.normName.c_str(), -1, headRows, [&] {
+        rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps,
                 headInput_.data());
       });
-    return timed(Category::lmHead, k.name.c_str(), -1, rows.count(), [&] {
-      DLM_RETURN_IF_ERROR(linear(headInput_.data(), rows.count(), *k.weight, width, nullptr,
+    return timed(Category::lmHead, k.name.c_str(), -1, headRows, [&] {
+      DLM_RETURN_IF_ERROR(linear(headInput_.data(), headRows, *k.weight, width, nullptr,
                                  logits_.data(), threads));
       if (k.softcap > 0)
-        softcapInPlace(logits_.data(), static_cast<float>(k.softcap), rows.count() * width);
+        softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
       return Status::ok();
     });
   }

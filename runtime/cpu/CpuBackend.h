@@ -55,6 +55,15 @@ public:
   sampling::LogitsView capturedRows() const override { return captured_; }
   Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
 
+  // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
+  // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
+  // into one run. The logits are each forward's requested rows, in order. The sequences come
+  // from createSequence; the session's own one is not among them.
+  StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
+                                              const std::vector<SequenceForward> &forwards);
+  kv::SequenceId createSequence() { return kv_->create(); }
+  Status removeSequence(kv::SequenceId sequence) { return kv_->remove(sequence); }
+
   MemoryUsage memoryUsage() const override;
 
   // The KV cache, for inspection (tests, statistics).
@@ -77,14 +86,33 @@ private:
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const program::KernelProgram *> function(std::string_view name) const;
 
+  // One sequence's share of a packed forward (docs/design/serving.md §2): its fed tokens at
+  // positions span.first.. of its KV sequence, the logit rows it wants and its input rows; and
+  // where its rows start in the packed activations and in the logits.
+  struct Part {
+    kv::SequenceId sequence = 0;
+    const int32_t *tokens = nullptr;
+    ForwardSpan span;
+    sampling::LogitRows rows;
+    ForwardInput input;
+    int64_t offset = 0;
+    int64_t logitOffset = 0;
+  };
+
   // Grows the sequence to span.keys slots, runs the function's records over the span's tokens
   // (their K/V written to slots span.first.., attending to slots [0, span.keys)) and computes the
   // requested logit rows (SequenceForwards.h).
   StatusOr<sampling::LogitsView> run(const program::KernelProgram &program,
                                      const ForwardInput &input, const int32_t *tokens,
                                      const ForwardSpan &span, sampling::LogitRows rows);
-  Status runKernel(const program::ProgramRecord &kernel, const ForwardInput &input,
-                   const int32_t *tokens, const ForwardSpan &span, sampling::LogitRows rows);
+  // The same over several sequences at once: the records that act on every row (embeddings,
+  // norms, GEMMs, MLPs) run once over all parts' rows, the ones that depend on a sequence
+  // (rope positions, kv_store, attention, input rows, the LM head's rows) once per part. The
+  // logits are the parts' rows in order.
+  StatusOr<sampling::LogitsView> runParts(const program::KernelProgram &program,
+                                          std::vector<Part> &parts);
+  Status runKernel(const program::ProgramRecord &kernel, const std::vector<Part> &parts,
+                   int64_t count);
   // The rows of `slot` of the running function for a forward of `count` tokens.
   float *slot(int64_t index, int64_t count) {
     return workspace_.data() + program_->slots[static_cast<size_t>(index)].offset * count;
@@ -137,6 +165,8 @@ private:
   std::vector<float> capture_;
   sampling::LogitsView captured_;
   std::vector<float> headInput_, logits_;
+  // The parts' fed tokens, packed (the embedding records read them).
+  std::vector<int32_t> packedTokens_;
 };
 
 } // namespace dlm::cpu

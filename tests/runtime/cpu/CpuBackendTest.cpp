@@ -254,6 +254,71 @@ TEST_P(CpuBackendTest, ThreadCountDoesNotChangeTheResult) {
   EXPECT_TRUE(std::equal(copy.begin(), copy.end(), b->data));
 }
 
+// Packed forwards over several sequences (docs/design/serving.md §2): three requests in
+// different phases share one run (a prefill, a cached block over its own prefix, an appending
+// step) and each gets the rows it would get alone (within GEMM rounding: oneDNN's sgemm is not
+// batch-invariant), and each sequence's cache ends as its mode leaves it.
+TEST_P(CpuBackendTest, PackedSequencesGetTheirOwnRows) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const int64_t vocab = tiny->options().vocab;
+  std::unique_ptr<CpuBackend> cpu = backend(2, 4, 64);
+  ASSERT_TRUE(cpu->reserve(40, 40).isOk());
+  const std::vector<int32_t> a = ids(11);
+  std::vector<int32_t> b = ids(13), c = ids(9);
+  std::rotate(b.begin(), b.begin() + 3, b.end());
+  std::rotate(c.begin(), c.begin() + 5, c.end());
+  // Alone, on fresh sequences: a full; b's prefix 7 then a cached block; c's prefix 6 then an
+  // append of the rest.
+  kv::SequenceId sa = cpu->createSequence(), sb = cpu->createSequence(),
+                 sc = cpu->createSequence();
+  auto alone = [&](kv::SequenceId s, const sampling::ForwardSpec &spec) {
+    StatusOr<sampling::LogitsView> out = cpu->forwardBatch("", {{s, spec}});
+    EXPECT_TRUE(out.isOk()) << out.status().message();
+    return out ? std::vector<float>(out->data, out->data + out->rows * out->vocab)
+               : std::vector<float>();
+  };
+  const auto fullA = sampling::ForwardSpec::of(Mode::full, a.data(), 11, 11, {0, 11});
+  const auto prefixB = sampling::ForwardSpec::of(Mode::full, b.data(), 7, 7, {0, 0});
+  const auto blockB = sampling::ForwardSpec::of(Mode::cached, b.data(), 13, 7, {0, 6});
+  const auto prefixC = sampling::ForwardSpec::of(Mode::full, c.data(), 6, 6, {0, 0});
+  const auto stepC = sampling::ForwardSpec::of(Mode::append, c.data(), 9, 6, {2, 3});
+  const std::vector<float> wantA = alone(sa, fullA);
+  alone(sb, prefixB);
+  const std::vector<float> wantB = alone(sb, blockB);
+  alone(sc, prefixC);
+  const std::vector<float> wantC = alone(sc, stepC);
+  ASSERT_EQ(wantA.size(), size_t(11 * vocab));
+  ASSERT_EQ(wantB.size(), size_t(6 * vocab));
+  ASSERT_EQ(wantC.size(), size_t(1 * vocab));
+
+  // Together, after putting each sequence back where it was before its forward.
+  ASSERT_TRUE(cpu->removeSequence(sa).isOk());
+  ASSERT_TRUE(cpu->forwardBatch("", {{sc, sampling::ForwardSpec::of(Mode::full, c.data(), 6, 6,
+                                                                     {0, 0})}})
+                  .isOk());
+  kv::SequenceId sa2 = cpu->createSequence();
+  StatusOr<sampling::LogitsView> packed =
+      cpu->forwardBatch("", {{sc, stepC}, {sa2, fullA}, {sb, blockB}});
+  ASSERT_TRUE(packed.isOk()) << packed.status().message();
+  ASSERT_EQ(packed->rows, 1 + 11 + 6);
+  const std::vector<const std::vector<float> *> want = {&wantC, &wantA, &wantB};
+  int64_t row = 0;
+  for (const std::vector<float> *w : want)
+    for (size_t i = 0; i < w->size(); ++i, row += (i % vocab == 0))
+      ASSERT_NEAR(packed->data[row * vocab + static_cast<int64_t>(i % vocab)], (*w)[i], 2e-5f)
+          << "packed row " << row;
+  EXPECT_EQ(cpu->kvCache().length(sc), 9);  // appended and committed
+  EXPECT_EQ(cpu->kvCache().length(sa2), 11); // kept
+  EXPECT_EQ(cpu->kvCache().length(sb), 7);  // a cached block leaves the prefix
+  // A mismatched cache length names the part and leaves the others as they were.
+  StatusOr<sampling::LogitsView> bad = cpu->forwardBatch("", {{sb, blockB}, {sc, stepC}});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("append forward: the KV cache holds 9 tokens"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(cpu->kvCache().length(sb), 7);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CpuBackendTest, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant> &info) {
                            return std::string(info.param.name);
