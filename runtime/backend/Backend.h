@@ -35,6 +35,11 @@ struct BackendOptions {
   int64_t maxSequenceLength = 0;
   // KV pool size in pages; 0 = enough for one sequence of maxSequenceLength.
   int64_t kvPages = 0;
+  // Batch-invariant kernels (docs/design/serving.md §3): a row's result does not depend on the
+  // other rows of its forward, so a request decodes the same alone or under load. On the CPU the
+  // projections and the LM head then run on InvariantGemm (weights packed once at creation).
+  // Not supported yet with mixture-of-experts records (their expert GEMMs group rows by expert).
+  bool batchInvariant = false;
   // Records forward and kernel timings when set (not owned; must outlive the backend). Null:
   // no timing at all, one branch per timer site.
   profile::Profiler *profiler = nullptr;

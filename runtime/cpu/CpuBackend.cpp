@@ -51,6 +51,12 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
     pages = (maxSequence + options.kvPageTokens - 1) / options.kvPageTokens;
   if (pages > INT32_MAX)
     return Status::error("cpu backend: " + str(pages) + " KV pages is too many");
+  if (options.batchInvariant)
+    for (const auto &[name, program] : *functions)
+      for (const ProgramRecord &k : program.kernels)
+        if (k.kind == KernelKind::moe)
+          return Status::error("cpu backend: not supported yet: batch-invariant forwards of "
+                               "mixture-of-experts records ('" + k.fullName + "')");
   return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(weights), std::move(*functions),
                                                     maxSequence, pages, options));
 }
@@ -82,6 +88,10 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
       }
       if (k.kind == KernelKind::softEmbedding)
         softEmbeddingRows_ = std::max(softEmbeddingRows_, k.weight->rows);
+      const bool projects = k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
+                            k.kind == KernelKind::lmHead;
+      if (options.batchInvariant && projects && !invariantGemms_.count(k.weight->data))
+        invariantGemms_.emplace(k.weight->data, InvariantGemm(*k.weight));
       if (k.kind == KernelKind::moe) {
         moeHidden_ = std::max(moeHidden_, program.slots[static_cast<size_t>(k.result)].width);
         moeExperts_ = std::max(moeExperts_, k.experts);
@@ -354,7 +364,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
         std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
     }
     return timed(Category::gemm, k.name.c_str(), k.layer, count, [&] {
-      return linear(x, count, *k.weight, k.bias ? k.bias->data : nullptr, y, threads,
+      return project(x, count, *k.weight, k.weight->rows, k.bias ? k.bias->data : nullptr, y,
                     k.accumulate);
     });
   }
@@ -460,8 +470,8 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
                 headInput_.data());
       });
     return timed(Category::lmHead, k.name.c_str(), -1, headRows, [&] {
-      DLM_RETURN_IF_ERROR(linear(headInput_.data(), headRows, *k.weight, width, nullptr,
-                                 logits_.data(), threads));
+      DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *k.weight, width, nullptr,
+                                  logits_.data(), false));
       if (k.softcap > 0)
         softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
       return Status::ok();
@@ -469,6 +479,30 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   }
   }
   return Status::error("cpu backend: internal error: unhandled kernel kind");
+}
+
+Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor &w,
+                          int64_t outputs, const float *bias, float *y, bool accumulate) {
+  auto invariant = invariantGemms_.find(w.data);
+  if (invariant == invariantGemms_.end())
+    return linear(x, rows, w, outputs, bias, y, pool_.threads(), accumulate);
+  const InvariantGemm &gemm = invariant->second;
+  if (outputs == gemm.outputs()) {
+    gemm.run(x, rows, y, accumulate, pool_);
+  } else {
+    // The LM head over a padded embedding: the packed GEMM's columns past `outputs` are dropped.
+    headScratch_.resize(static_cast<size_t>(rows * gemm.outputs()));
+    gemm.run(x, rows, headScratch_.data(), false, pool_);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < outputs; ++c)
+        y[r * outputs + c] = (accumulate ? y[r * outputs + c] : 0.0f) +
+                             headScratch_[static_cast<size_t>(r * gemm.outputs() + c)];
+  }
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < outputs; ++c)
+        y[r * outputs + c] += bias[c];
+  return Status::ok();
 }
 
 MemoryUsage CpuBackend::memoryUsage() const {
@@ -481,6 +515,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
         if (seen.insert(t->data).second)
           usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
   usage.convertedWeightBytes = weights_->ownedBytes();
+  for (const auto &[data, gemm] : invariantGemms_)
+    usage.convertedWeightBytes += gemm.packedBytes();
   const size_t pageBytes = pages_.pageBytes();
   usage.kvPoolBytes = static_cast<size_t>(kv_->pageCount()) * pageBytes;
   usage.kvInUseBytes = static_cast<size_t>(kv_->pageCount() - kv_->freePages()) * pageBytes;

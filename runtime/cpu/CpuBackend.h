@@ -20,6 +20,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/SequenceForwards.h"
+#include "runtime/cpu/InvariantGemm.h"
 
 #include <map>
 #include <memory>
@@ -167,6 +168,15 @@ private:
   std::vector<float> headInput_, logits_;
   // The parts' fed tokens, packed (the embedding records read them).
   std::vector<int32_t> packedTokens_;
+  // BackendOptions::batchInvariant: every projection's and LM head's weights packed for
+  // InvariantGemm, by weight (a tied embedding serves the embedding and the head); empty
+  // otherwise.
+  std::map<const float *, InvariantGemm> invariantGemms_;
+  std::vector<float> headScratch_; // an LM head's padded columns
+
+  // y (+)= x W^T over `rows`, on InvariantGemm when the backend is batch-invariant, else oneDNN.
+  Status project(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
+                 const float *bias, float *y, bool accumulate);
 };
 
 } // namespace dlm::cpu

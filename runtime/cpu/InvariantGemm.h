@@ -27,6 +27,7 @@ public:
 
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
+  size_t packedBytes() const { return packed_.size() * sizeof(float); }
 
   // y[rows, outputs] (+)= x[rows, inputs] W^T, the panels split among the pool's threads.
   void run(const float *x, int64_t rows, float *y, bool accumulate, ThreadPool &pool) const;

@@ -54,7 +54,7 @@ std::vector<Variant> variants() {
 }
 
 class CpuBackendTest : public ::testing::TestWithParam<Variant> {
-protected:
+public: // checkPackedSequences reads the model and ids()
   void SetUp() override {
     tiny = std::make_unique<TinyModel>(GetParam().options);
     tiny->write(dir.file("tiny.dlm"));
@@ -68,9 +68,11 @@ protected:
     weights = *loaded;
   }
 
-  std::unique_ptr<CpuBackend> backend(int threads = 2, int pageTokens = 4, int64_t pages = 0) {
+  std::unique_ptr<CpuBackend> backend(int threads = 2, int pageTokens = 4, int64_t pages = 0,
+                                      bool batchInvariant = false) {
     BackendOptions options;
     options.threads = threads;
+    options.batchInvariant = batchInvariant;
     options.kvPageTokens = pageTokens;
     options.kvPages = pages;
     StatusOr<std::unique_ptr<CpuBackend>> created =
@@ -258,10 +260,22 @@ TEST_P(CpuBackendTest, ThreadCountDoesNotChangeTheResult) {
 // different phases share one run (a prefill, a cached block over its own prefix, an appending
 // step) and each gets the rows it would get alone (within GEMM rounding: oneDNN's sgemm is not
 // batch-invariant), and each sequence's cache ends as its mode leaves it.
+// With batch-invariant kernels (BackendOptions::batchInvariant) the rows are bit-identical.
+void checkPackedSequences(CpuBackendTest &test, std::unique_ptr<CpuBackend> cpu, float bound);
+
 TEST_P(CpuBackendTest, PackedSequencesGetTheirOwnRows) {
+  checkPackedSequences(*this, backend(2, 4, 64), 2e-5f);
+}
+
+TEST_P(CpuBackendTest, BatchInvariantPackedSequencesGetTheirOwnBits) {
+  checkPackedSequences(*this, backend(2, 4, 64, true), 0.0f);
+}
+
+void checkPackedSequences(CpuBackendTest &test, std::unique_ptr<CpuBackend> cpu, float bound) {
   using Mode = sampling::ForwardSpec::Mode;
-  const int64_t vocab = tiny->options().vocab;
-  std::unique_ptr<CpuBackend> cpu = backend(2, 4, 64);
+  const int64_t vocab = test.tiny->options().vocab;
+  auto ids = [&](int64_t n) { return test.ids(n); };
+  ASSERT_TRUE(cpu);
   ASSERT_TRUE(cpu->reserve(40, 40).isOk());
   const std::vector<int32_t> a = ids(11);
   std::vector<int32_t> b = ids(13), c = ids(9);
@@ -305,7 +319,7 @@ TEST_P(CpuBackendTest, PackedSequencesGetTheirOwnRows) {
   int64_t row = 0;
   for (const std::vector<float> *w : want)
     for (size_t i = 0; i < w->size(); ++i, row += (i % vocab == 0))
-      ASSERT_NEAR(packed->data[row * vocab + static_cast<int64_t>(i % vocab)], (*w)[i], 2e-5f)
+      ASSERT_NEAR(packed->data[row * vocab + static_cast<int64_t>(i % vocab)], (*w)[i], bound)
           << "packed row " << row;
   EXPECT_EQ(cpu->kvCache().length(sc), 9);  // appended and committed
   EXPECT_EQ(cpu->kvCache().length(sa2), 11); // kept
