@@ -8,6 +8,7 @@
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
 #include "runtime/model/ModelSpec.h"
+#include "runtime/chat/ChatTemplate.h"
 
 #ifdef DLM_HAVE_NVRTC
 #include "compiler/codegen/KernelCompilation.h"
@@ -202,6 +203,15 @@ Status Compilation::compile(const CompileOptions &options) {
   if (!imported)
     return imported.status();
   checkpoint_ = std::make_unique<importer::ImportedCheckpoint>(std::move(*imported));
+  // The chat template is parsed here so that a construct the runtime cannot render fails the
+  // compile, named with the file it came from, instead of the first chat request.
+  if (const std::optional<std::string> &chatTemplate = checkpoint_->chat.chatTemplate) {
+    StatusOr<ChatTemplate> parsed = ChatTemplate::parse(*chatTemplate);
+    if (!parsed)
+      return parsed.status()
+          .withContext(checkpoint_->chat.templateFile)
+          .withContext("checkpoint '" + checkpoint_->directory + "'");
+  }
   module_ = onnx_.takeModule();
   if (!options.draft.empty())
     DLM_RETURN_IF_ERROR(importDraft(options));
@@ -247,6 +257,9 @@ Status Compilation::compile(const CompileOptions &options) {
   contents.config.extra[std::string(spec::kExtraLogitShift)] = model.traits.logitShift;
   contents.config.extra[std::string(spec::kExtraRopeStyle)] = std::string(spec::kRopeStyleNeox);
   contents.tokenizerJson = checkpoint_->tokenizerJson;
+  if (checkpoint_->chat.chatTemplate)
+    contents.chatTemplate = std::string_view(*checkpoint_->chat.chatTemplate);
+  contents.chatSpecialTokens = checkpoint_->chat.specialTokens;
   contents.program.policy = policies.front();
   contents.program.mlir = programText_;
   setProgramKnobs(options, policy);

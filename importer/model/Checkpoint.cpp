@@ -74,6 +74,10 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   if (!tokenizer)
     return tokenizer.status().withContext("checkpoint '" + directory + "': tokenizer.json");
   result.tokenizerJson = std::move(*tokenizerText);
+  auto chat = readCheckpointChat(directory);
+  if (!chat)
+    return chat.status().withContext("checkpoint '" + directory + "'");
+  result.chat = std::move(*chat);
 
   auto tensors = safetensors::SafetensorsCheckpoint::open(directory);
   if (!tensors)

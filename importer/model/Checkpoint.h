@@ -2,6 +2,7 @@
 // parsed, every weight the model needs found in the safetensors with the right shape and dtype.
 #pragma once
 
+#include "importer/model/ChatTemplateConfig.h"
 #include "importer/model/ModelFamily.h"
 #include "importer/safetensors/Safetensors.h"
 #include "support/Status.h"
@@ -16,12 +17,15 @@ struct ImportedCheckpoint {
   std::string directory;
   ModelDescription model;
   std::string tokenizerJson;
+  // The chat template and its special-token variables (ChatTemplateConfig.h); not yet parsed.
+  CheckpointChat chat;
   std::optional<safetensors::SafetensorsCheckpoint> tensors; // always set on success
   // views[i] backs model.weights[i]; they point into `tensors`' mappings.
   std::vector<const safetensors::TensorView *> views;
 };
 
-// Named errors: missing or unreadable config.json / tokenizer.json, bad config field, unknown
+// Named errors: missing or unreadable config.json / tokenizer.json, bad tokenizer_config.json
+// (readCheckpointChat), bad config field, unknown
 // or not-yet-supported architecture, bad tokenizer.json, truncated or malformed safetensors,
 // tensor missing, shape mismatch, unsupported dtype.
 StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory);

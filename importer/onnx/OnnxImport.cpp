@@ -185,6 +185,10 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
   ImportedCheckpoint result;
   result.directory = (*file)->directory();
   DLM_RETURN_IF_ERROR(readCompanions(result.directory, result.model, result.tokenizerJson));
+  auto chat = readCheckpointChat(result.directory);
+  if (!chat)
+    return chat.status().withContext("onnx: '" + result.directory + "'");
+  result.chat = std::move(*chat);
 
   context.loadDialect<ir::DlmDialect, func::FuncDialect, arith::ArithDialect,
                       tensor::TensorDialect>();

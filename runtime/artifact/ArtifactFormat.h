@@ -25,7 +25,9 @@ using AttentionMaskKind = fb::AttentionMaskKind;
 inline constexpr uint16_t kSchemaMajor = 1;
 // 1.1: Kernel.source (the CUDA C++ of a GPU kernel).
 // 1.2: decode programs (Artifact.decode_programs, DecodingProgram.ops).
-inline constexpr uint16_t kSchemaMinor = 2;
+// 1.3: the chat template and the special-token variables (Tokenizer.chat_template,
+//      Tokenizer.special_tokens).
+inline constexpr uint16_t kSchemaMinor = 3;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;

@@ -225,8 +225,16 @@ private:
   }
 
   Status readProgram() {
-    if (const fb::Tokenizer *tokenizer = root_->tokenizer())
+    if (const fb::Tokenizer *tokenizer = root_->tokenizer()) {
       reader_.tokenizerJson_ = view(tokenizer->json());
+      if (tokenizer->chat_template())
+        reader_.chatTemplate_ = view(tokenizer->chat_template());
+      DLM_RETURN_IF_ERROR(readAttributes(tokenizer->special_tokens(), "the chat special tokens",
+                                         reader_.chatSpecialTokens_));
+      for (const auto &[name, value] : reader_.chatSpecialTokens_)
+        if (!std::holds_alternative<std::string>(value))
+          return Status::error("chat special token " + quoted(name) + " is not text");
+    }
     const fb::DecodingProgram *from = root_->program();
     if (!from)
       return Status::ok();
@@ -443,6 +451,8 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   producer_ = other.producer_;
   config_ = std::move(other.config_);
   tokenizerJson_ = other.tokenizerJson_;
+  chatTemplate_ = other.chatTemplate_;
+  chatSpecialTokens_ = std::move(other.chatSpecialTokens_);
   program_ = std::move(other.program_);
   decodePrograms_ = std::move(other.decodePrograms_);
   kernelTargets_ = std::move(other.kernelTargets_);

@@ -6,6 +6,7 @@
 #include "runtime/artifact/ArtifactFormat.h"
 #include "support/MappedFile.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -50,6 +51,10 @@ public:
   const ModelConfig &config() const { return config_; }
   // tokenizer.json as the checkpoint shipped it; empty if the artifact has none.
   std::string_view tokenizerJson() const { return tokenizerJson_; }
+  // The checkpoint's chat template; nullopt when it had none (and before schema 1.3).
+  std::optional<std::string_view> chatTemplate() const { return chatTemplate_; }
+  // The special tokens the template sees as variables (bos_token, ...), as text attributes.
+  const Attributes &chatSpecialTokens() const { return chatSpecialTokens_; }
   const DecodingProgram &program() const { return program_; }
   // The decode programs, the default first (empty before schema 1.2).
   const std::vector<DecodingProgram> &decodePrograms() const { return decodePrograms_; }
@@ -75,6 +80,8 @@ private:
   std::string_view producer_;
   ModelConfig config_;
   std::string_view tokenizerJson_;
+  std::optional<std::string_view> chatTemplate_;
+  Attributes chatSpecialTokens_;
   DecodingProgram program_;
   std::vector<DecodingProgram> decodePrograms_;
   std::vector<KernelTarget> kernelTargets_;

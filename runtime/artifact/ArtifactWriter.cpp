@@ -101,6 +101,10 @@ Status checkContents(const ArtifactContents &contents) {
     return Status::error("the model config has unknown attention mask kind " +
                          std::to_string(static_cast<unsigned>(contents.config.attentionMask)));
   DLM_RETURN_IF_ERROR(checkAttributes(contents.config.extra, "the model config"));
+  DLM_RETURN_IF_ERROR(checkAttributes(contents.chatSpecialTokens, "the chat special tokens"));
+  for (const auto &[name, value] : contents.chatSpecialTokens)
+    if (!std::holds_alternative<std::string>(value))
+      return Status::error("chat special token '" + name + "' is not text");
   DLM_RETURN_IF_ERROR(checkAttributes(contents.program.knobs, "the decoding program"));
   DLM_RETURN_IF_ERROR(checkDecodePrograms(contents.decodePrograms));
   DLM_RETURN_IF_ERROR(checkKernels(contents.kernelTargets));
@@ -127,6 +131,9 @@ uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
   add(contents.config.architecture.size() + 8 * contents.config.eosTokenIds.size());
   addAttributes(contents.config.extra);
   add(contents.tokenizerJson.size());
+  if (contents.chatTemplate)
+    add(contents.chatTemplate->size());
+  addAttributes(contents.chatSpecialTokens);
   add(contents.program.policy.size());
   add(contents.program.mlir.size());
   addAttributes(contents.program.knobs);
@@ -255,7 +262,14 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
 
   auto producer = createString(builder, contents.producer);
   auto config = createConfig(builder, contents.config);
-  auto tokenizer = fb::CreateTokenizer(builder, createString(builder, contents.tokenizerJson));
+  auto tokenizerJson = createString(builder, contents.tokenizerJson);
+  flatbuffers::Offset<flatbuffers::String> chatTemplate;
+  if (contents.chatTemplate)
+    chatTemplate = createString(builder, *contents.chatTemplate);
+  AttributeVector specialTokens;
+  if (!contents.chatSpecialTokens.empty())
+    specialTokens = createAttributes(builder, contents.chatSpecialTokens);
+  auto tokenizer = fb::CreateTokenizer(builder, tokenizerJson, chatTemplate, specialTokens);
   auto program = createDecodingProgram(builder, contents.program);
   std::vector<flatbuffers::Offset<fb::DecodingProgram>> decodeProgramList;
   for (const DecodingProgram &decodeProgram : contents.decodePrograms)

@@ -3,6 +3,7 @@
 
 #include "runtime/artifact/ArtifactFormat.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct ArtifactContents {
   ModelConfig config;
   // tokenizer.json exactly as the checkpoint shipped it.
   std::string_view tokenizerJson;
+  // The chat template as the checkpoint shipped it, if it has one (schema 1.3).
+  std::optional<std::string_view> chatTemplate;
+  // The special tokens the template sees as variables (bos_token, eos_token, ...), as text.
+  Attributes chatSpecialTokens;
   DecodingProgram program;
   // The decode programs a request can select by policy name, the default first (schema 1.2).
   std::vector<DecodingProgram> decodePrograms;

@@ -4,6 +4,7 @@
 // each registers itself; nothing above this folder knows them.
 #pragma once
 
+#include "runtime/backend/SequenceForwards.h"
 #include "runtime/sampling/DecodeModel.h"
 
 #include <cstddef>
@@ -73,6 +74,23 @@ public:
   // name then, not in a forward.
   virtual Status supports(const program::ProgramRecord & /*record*/) const {
     return Status::ok();
+  }
+
+  // Optional: several requests' forwards packed into one run, each on its own KV sequence
+  // (docs/design/serving.md §2; the serving scheduler's forward). The logits are every
+  // forward's requested rows in order; capturedRows() then holds every fed row, in order.
+  virtual bool batchesSequences() const { return false; }
+  virtual StatusOr<kv::SequenceId> createSequence() {
+    return Status::error("not supported yet: several sequences on the " + std::string(name()) +
+                         " backend");
+  }
+  virtual Status removeSequence(kv::SequenceId /*sequence*/) { return createSequence().status(); }
+  virtual Status trimSequence(kv::SequenceId /*sequence*/, int64_t /*length*/) {
+    return createSequence().status();
+  }
+  virtual StatusOr<sampling::LogitsView>
+  forwardBatch(std::string_view /*function*/, const std::vector<SequenceForward> & /*forwards*/) {
+    return createSequence().status();
   }
 };
 

@@ -59,9 +59,18 @@ public:
   StatusOr<std::string> render(const nlohmann::json &context,
                                const RenderOptions &options = {}) const;
 
+  // The template's literal strings: the text between tags (after whitespace control) and every
+  // string constant (adjacent constants joined, as Jinja's parser joins them), each once, joined
+  // with NUL characters so that a search cannot match across two of them. transformers 5.23's
+  // _get_template_literal_text; tokens found here are the template's control tokens
+  // (runtime/chat/ChatPrompt.h).
+  const std::string &literalText() const { return *literalText_; }
+
 private:
-  explicit ChatTemplate(std::shared_ptr<const std::vector<chat::Node>> nodes);
+  ChatTemplate(std::shared_ptr<const std::vector<chat::Node>> nodes,
+               std::shared_ptr<const std::string> literalText);
   std::shared_ptr<const std::vector<chat::Node>> nodes_;
+  std::shared_ptr<const std::string> literalText_;
 };
 
 } // namespace dlm

@@ -232,6 +232,12 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
     return logits.status();
   if (!finished)
     return finished;
+  if (program->captureWidth > 0) {
+    int64_t fed = 0;
+    for (const Part &part : parts)
+      fed += part.span.count;
+    captured_ = sampling::LogitsView{capture_.data(), fed, program->captureWidth};
+  }
   return logits;
 }
 

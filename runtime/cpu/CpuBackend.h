@@ -54,16 +54,22 @@ public:
   // Any function by name, in the full, cached, append or extend mode, with or without input rows.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
   sampling::LogitsView capturedRows() const override { return captured_; }
-  Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
+  Status trimCache(int64_t length) override {
+    return dlm::trimSequence(*kv_, sequence_, length);
+  }
 
   // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
   // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
   // into one run. The logits are each forward's requested rows, in order. The sequences come
   // from createSequence; the session's own one is not among them.
+  bool batchesSequences() const override { return true; }
   StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
-                                              const std::vector<SequenceForward> &forwards);
-  kv::SequenceId createSequence() { return kv_->create(); }
-  Status removeSequence(kv::SequenceId sequence) { return kv_->remove(sequence); }
+                                              const std::vector<SequenceForward> &forwards) override;
+  StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }
+  Status removeSequence(kv::SequenceId sequence) override { return kv_->remove(sequence); }
+  Status trimSequence(kv::SequenceId sequence, int64_t length) override {
+    return dlm::trimSequence(*kv_, sequence, length);
+  }
 
   MemoryUsage memoryUsage() const override;
 

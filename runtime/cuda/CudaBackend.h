@@ -113,7 +113,9 @@ public:
   // Any function by name, in the full, cached, append or extend mode, with or without input rows.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
   sampling::LogitsView capturedRows() const override { return captured_; }
-  Status trimCache(int64_t length) override { return trimSequence(*kv_, sequence_, length); }
+  Status trimCache(int64_t length) override {
+    return dlm::trimSequence(*kv_, sequence_, length);
+  }
   MemoryUsage memoryUsage() const override;
   Status supports(const program::ProgramRecord &record) const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;

@@ -41,7 +41,44 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path
       return tokenizer.status().withContext("artifact '" + path + "': tokenizer");
     model->tokenizer_.emplace(std::move(*tokenizer));
   }
+
+  // dlmc parsed the template, so a failure here means a damaged or foreign artifact.
+  if (std::optional<std::string_view> source = model->reader_.chatTemplate()) {
+    ChatPrompt::SpecialTokens specialTokens;
+    for (const auto &[name, value] : model->reader_.chatSpecialTokens())
+      specialTokens.emplace_back(name, std::get<std::string>(value));
+    StatusOr<ChatPrompt> chat =
+        ChatPrompt::create(*source, std::move(specialTokens), model->tokenizer());
+    if (!chat)
+      return chat.status().withContext("artifact '" + path + "': the chat template");
+    model->chat_.emplace(std::move(*chat));
+  }
   return model;
+}
+
+namespace {
+
+constexpr const char *kNoChatTemplate =
+    "the artifact has no chat template (its checkpoint had none)";
+
+} // namespace
+
+StatusOr<std::string> LoadedModel::renderChat(const nlohmann::ordered_json &messages,
+                                              bool addGenerationPrompt,
+                                              const nlohmann::ordered_json &extra) const {
+  if (!chat_)
+    return Status::error(kNoChatTemplate);
+  ChatRequest request;
+  request.messages = messages;
+  request.addGenerationPrompt = addGenerationPrompt;
+  request.extra = extra;
+  return chat_->render(request);
+}
+
+StatusOr<std::vector<int32_t>> LoadedModel::encodeChat(const ChatRequest &request) const {
+  if (!chat_)
+    return Status::error(kNoChatTemplate);
+  return chat_->encode(request);
 }
 
 StatusOr<std::shared_ptr<const model::ModelWeights>> LoadedModel::hostWeights() const {

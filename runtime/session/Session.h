@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactReader.h"
+#include "runtime/chat/ChatPrompt.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/DecodeProgramSet.h"
@@ -39,6 +40,21 @@ public:
   // The artifact's decode programs, loaded once (empty for artifacts before schema 1.2).
   const program::DecodeProgramSet &decodePrograms() const { return decodePrograms_; }
 
+  // The checkpoint's chat template with its special tokens and this tokenizer, parsed once at
+  // open (a template the runtime cannot parse fails open()); nullptr when the artifact has none.
+  const ChatPrompt *chat() const { return chat_ ? &*chat_ : nullptr; }
+  // The chat rendered as text, as transformers' apply_chat_template(tokenize=False) renders it:
+  // `messages` [{role, content}, ...], add_generation_prompt, `extra` template variables
+  // (enable_thinking, ...). Errors: "the artifact has no chat template (its checkpoint had
+  // none)", the template's own.
+  StatusOr<std::string> renderChat(
+      const nlohmann::ordered_json &messages, bool addGenerationPrompt,
+      const nlohmann::ordered_json &extra = nlohmann::ordered_json::object()) const;
+  // The chat as prompt ids. User text never becomes a special token unless
+  // request.parseSpecialTokensInInput asks for it (ChatPrompt.h says how, and how that relates
+  // to transformers).
+  StatusOr<std::vector<int32_t>> encodeChat(const ChatRequest &request) const;
+
   // The weights as float32 host tensors, converted on the first call and then shared.
   StatusOr<std::shared_ptr<const model::ModelWeights>> hostWeights() const;
 
@@ -49,6 +65,8 @@ private:
   artifact::ArtifactReader reader_;
   model::ModelDims dims_;
   std::optional<Tokenizer> tokenizer_;
+  // Points at tokenizer_ (a LoadedModel never moves: it lives in a shared_ptr).
+  std::optional<ChatPrompt> chat_;
   sampling::TokenFacts facts_;
   program::DecodeProgramSet decodePrograms_;
   mutable std::mutex weightsMutex_;

@@ -193,7 +193,8 @@ std::optional<int32_t> AddedVocabulary::findByContent(std::string_view content) 
   return tokens_[it->second].id;
 }
 
-std::vector<TextSpan> AddedVocabulary::split(std::string_view text, bool normalizedPass) const {
+std::vector<TextSpan> AddedVocabulary::split(std::string_view text, bool normalizedPass,
+                                             bool specialTokensAsText) const {
   const Matcher &matcher = normalizedPass ? normalizedMatcher_ : rawMatcher_;
   std::vector<TextSpan> spans;
   if (text.empty())
@@ -214,6 +215,8 @@ std::vector<TextSpan> AddedVocabulary::split(std::string_view text, bool normali
     // The search resumes after the match itself, not after stripped space, as in Hugging Face.
     offset = end;
     const AddedToken &token = *findById(id);
+    if (specialTokensAsText && token.special)
+      continue;
     if (token.singleWord) {
       const bool wordBefore = begin > 0 && isWordCharacter(lastCodePointBefore(text, begin));
       size_t cursor = end;

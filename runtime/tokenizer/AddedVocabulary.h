@@ -36,8 +36,12 @@ public:
 
   // Splits `text` (valid UTF-8) into non-empty spans. The raw pass matches tokens with
   // normalized=false on the original text; the normalized pass matches the others on text that
-  // has already been normalized.
-  std::vector<TextSpan> split(std::string_view text, bool normalizedPass) const;
+  // has already been normalized. With specialTokensAsText a special token's match is left in the
+  // text (and the search resumes after it), as the tokenizers library does with
+  // encode_special_tokens (transformers' split_special_tokens=True); ordinary added tokens still
+  // match.
+  std::vector<TextSpan> split(std::string_view text, bool normalizedPass,
+                              bool specialTokensAsText = false) const;
 
   const std::vector<AddedToken> &tokens() const { return tokens_; }
   const AddedToken *findById(int32_t id) const;

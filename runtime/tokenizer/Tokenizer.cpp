@@ -121,7 +121,8 @@ StatusOr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
   return tokenizer;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTokens) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTokens,
+                                       bool specialTokensAsText) const {
   std::string repaired;
   if (!tokenizer::isValidUtf8(text)) {
     repaired = tokenizer::repairUtf8(text);
@@ -131,7 +132,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
   std::vector<int32_t> ids;
   std::vector<std::string> words;
   std::string normalized;
-  for (const tokenizer::TextSpan &raw : impl.addedVocabulary.split(text, false)) {
+  for (const tokenizer::TextSpan &raw : impl.addedVocabulary.split(text, false, specialTokensAsText)) {
     if (raw.tokenId >= 0) {
       ids.push_back(raw.tokenId);
       continue;
@@ -143,7 +144,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
       normalized = impl.normalizer.apply(piece, &startAligned);
       piece = normalized;
     }
-    for (const tokenizer::TextSpan &span : impl.addedVocabulary.split(piece, true)) {
+    for (const tokenizer::TextSpan &span : impl.addedVocabulary.split(piece, true, specialTokensAsText)) {
       if (span.tokenId >= 0) {
         ids.push_back(span.tokenId);
         continue;

@@ -43,7 +43,11 @@ public:
 
   // Token ids of `text`. Invalid UTF-8 is first replaced by U+FFFD. With addSpecialTokens the
   // post-processor's tokens are added (Llama 3's BOS), as Hugging Face's encode(text) does.
-  std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens = true) const;
+  // With specialTokensAsText the special added tokens (special: true) are not cut out: their
+  // text is encoded like any other, as transformers' encode(..., split_special_tokens=True) does
+  // (tokenizers' encode_special_tokens). Ordinary added tokens are still matched.
+  std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens = true,
+                              bool specialTokensAsText = false) const;
 
   // Text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD, as in Hugging Face.
   // Fails on an id that names no token.

@@ -1,6 +1,6 @@
 // dlm-run: generates text with a compiled artifact, streaming committed blocks to stdout.
 //
-//   dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3)
+//   dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])
 //           [--policy low-confidence|entropy-bound] [--gen-length N] [--block-length N]
 //           [--steps N] [--threshold X|none] [--step-cap N|none] [--temperature X] [--seed N]
 //           [--request N]
@@ -12,6 +12,9 @@
 //                            [--canvas-length N]
 //           [--json] [--dump-logits PATH.npy] [--decoder-input-ids 1,2,3] [--score]
 //
+// --chat renders the artifact's chat template (from the checkpoint) over one user message, after
+// a system message when --system is given, with add_generation_prompt, and generates from it;
+// control tokens in the messages are encoded as text (ChatPrompt.h).
 // Knobs not given come from the artifact's decoding program. --json prints one object instead of
 // streaming: prompt_ids, output_ids (prompt excluded, up to and including the first EOS), text,
 // forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
@@ -41,7 +44,8 @@ constexpr int kBadArguments = 2;
 constexpr int kFailed = 1;
 
 const char *kUsage =
-    "usage: dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3) [--policy P]\n"
+    "usage: dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])\n"
+    "               [--policy P]\n"
     "               [--gen-length N] [--block-length N] [--steps N] [--threshold X|none]\n"
     "               [--step-cap N|none] [--low-threshold X|none] [--depth N]\n"
     "               [--credit on|off] [--credit-alpha X] [--credit-beta X] [--credit-gamma X]\n"
@@ -62,7 +66,9 @@ const char *kUsage =
     "confidence (logits + alpha * log(1 + credit); decay beta, boost gamma; 0.7, 0.8, 0.2).\n"
     "--cache prefix: a block's later steps reuse the K/V of everything before the block;\n"
     "--cache dual (low-confidence): also of everything after it, feeding only the block.\n"
-    "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n";
+    "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n"
+    "--chat TEXT: one user message (after --system TEXT, if given) in the artifact's chat\n"
+    "template, with the generation prompt; special tokens in the messages stay text.\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;
@@ -95,6 +101,8 @@ struct Options {
   dlm::GenerateRequest request;
   dlm::SessionOptions session;
   bool havePrompt = false;
+  std::optional<std::string> chat;
+  std::optional<std::string> system;
   bool json = false;
   bool score = false;
   std::string dumpLogits;
@@ -103,14 +111,18 @@ struct Options {
 // Returns 0 when the arguments are good, else the exit status (after printing why).
 int parseArguments(int argc, char **argv, Options &options) {
   auto toolFlag = [&](const std::string &flag, const std::string &value) -> std::string {
-    if (flag == "--prompt" || flag == "--prompt-ids") {
+    if (flag == "--prompt" || flag == "--prompt-ids" || flag == "--chat") {
       if (options.havePrompt)
-        return "give one of --prompt and --prompt-ids";
+        return "give one of --prompt, --prompt-ids and --chat";
       options.havePrompt = true;
       if (flag == "--prompt")
         options.request.promptText = value;
+      else if (flag == "--chat")
+        options.chat = value;
       else if (!dlm::tools::parseIdList(value, options.request.promptIds))
         return "--prompt-ids must be comma-separated integers, got '" + value + "'";
+    } else if (flag == "--system") {
+      options.system = value;
     } else if (flag == "--decoder-input-ids") {
       if (!dlm::tools::parseIdList(value, options.request.initialCanvas))
         return "--decoder-input-ids must be comma-separated integers, got '" + value + "'";
@@ -139,7 +151,9 @@ int parseArguments(int argc, char **argv, Options &options) {
   options.json = common.json;
   options.score = common.switches.count("--score") > 0;
   if (!options.havePrompt)
-    return badArguments("give --prompt TEXT or --prompt-ids 1,2,3");
+    return badArguments("give --prompt TEXT, --prompt-ids 1,2,3 or --chat TEXT");
+  if (options.system && !options.chat)
+    return badArguments("--system goes with --chat");
   return 0;
 }
 
@@ -154,6 +168,19 @@ int main(int argc, char **argv) {
   if (!model) {
     std::cerr << "dlm-run: " << model.status().message() << "\n";
     return kFailed;
+  }
+  if (options.chat) {
+    dlm::ChatRequest chat;
+    if (options.system)
+      chat.messages.push_back({{"role", "system"}, {"content", *options.system}});
+    chat.messages.push_back({{"role", "user"}, {"content", *options.chat}});
+    chat.addGenerationPrompt = true;
+    dlm::StatusOr<std::vector<int32_t>> ids = (*model)->encodeChat(chat);
+    if (!ids) {
+      std::cerr << "dlm-run: --chat: " << ids.status().message() << "\n";
+      return kBadArguments;
+    }
+    options.request.promptIds = std::move(*ids);
   }
   dlm::StatusOr<std::unique_ptr<dlm::Session>> session =
       dlm::Session::create(*model, options.session);

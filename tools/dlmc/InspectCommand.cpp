@@ -9,6 +9,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <optional>
+#include <string_view>
 #include <variant>
 
 namespace dlm::dlmc {
@@ -54,6 +56,16 @@ int runInspect(const std::string &artifactPath) {
      << (c.tiedEmbeddings ? ", tied embeddings" : "") << "\n";
   printAttributes(os, c.extra);
   os << "tokenizer: " << reader->tokenizerJson().size() << " bytes of tokenizer.json\n";
+  if (std::optional<std::string_view> chatTemplate = reader->chatTemplate())
+    os << "chat template: " << chatTemplate->size() << " bytes\n";
+  else
+    os << "chat template: none\n";
+  if (!reader->chatSpecialTokens().empty()) {
+    os << "chat special tokens:";
+    for (const auto &[name, value] : reader->chatSpecialTokens())
+      os << " " << name << "=" << artifact::attributeValueText(value);
+    os << "\n";
+  }
   os << "policy: " << reader->program().policy << "\n";
   printAttributes(os, reader->program().knobs);
   os << "program: " << reader->program().mlir.size() << " bytes of dlm IR\n";

@@ -44,6 +44,38 @@ TEST_F(ArtifactRoundTripTest, HeaderFieldsSurvive) {
   EXPECT_EQ(reader->fileSize(), std::filesystem::file_size(path));
 }
 
+// Schema 1.3: the chat template and its special-token variables; absent when not written (as in
+// artifacts before 1.3), present even when empty.
+TEST_F(ArtifactRoundTripTest, ChatTemplateSurvivesAndIsAbsentWhenNotWritten) {
+  EXPECT_FALSE(reader->chatTemplate().has_value());
+  EXPECT_TRUE(reader->chatSpecialTokens().empty());
+
+  const std::string source = "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}";
+  sample.contents.chatTemplate = std::string_view(source);
+  sample.contents.chatSpecialTokens = {{"eos_token", std::string("<|im_end|>")},
+                                       {"pad_token", std::string("<|endoftext|>")}};
+  const std::string chatPath = scratch.file("chat.dlm");
+  ASSERT_TRUE(writeArtifact(chatPath, sample.contents).isOk());
+  auto chat = ArtifactReader::open(chatPath);
+  ASSERT_TRUE(chat.isOk()) << chat.status().message();
+  ASSERT_TRUE(chat->chatTemplate().has_value());
+  EXPECT_EQ(*chat->chatTemplate(), source);
+  EXPECT_EQ(chat->chatSpecialTokens(), sample.contents.chatSpecialTokens);
+
+  sample.contents.chatTemplate = std::string_view();
+  const std::string emptyPath = scratch.file("empty_chat.dlm");
+  ASSERT_TRUE(writeArtifact(emptyPath, sample.contents).isOk());
+  auto empty = ArtifactReader::open(emptyPath);
+  ASSERT_TRUE(empty.isOk()) << empty.status().message();
+  ASSERT_TRUE(empty->chatTemplate().has_value());
+  EXPECT_TRUE(empty->chatTemplate()->empty());
+
+  sample.contents.chatSpecialTokens = {{"eos_token", int64_t{3}}};
+  EXPECT_NE(writeArtifact(scratch.file("bad_chat.dlm"), sample.contents).message().find(
+                "chat special token 'eos_token' is not text"),
+            std::string::npos);
+}
+
 TEST_F(ArtifactRoundTripTest, ConfigSurvives) {
   const ModelConfig &config = reader->config();
   EXPECT_EQ(config, sample.contents.config);

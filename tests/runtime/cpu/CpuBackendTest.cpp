@@ -283,8 +283,8 @@ void checkPackedSequences(CpuBackendTest &test, std::unique_ptr<CpuBackend> cpu,
   std::rotate(c.begin(), c.begin() + 5, c.end());
   // Alone, on fresh sequences: a full; b's prefix 7 then a cached block; c's prefix 6 then an
   // append of the rest.
-  kv::SequenceId sa = cpu->createSequence(), sb = cpu->createSequence(),
-                 sc = cpu->createSequence();
+  kv::SequenceId sa = *cpu->createSequence(), sb = *cpu->createSequence(),
+                 sc = *cpu->createSequence();
   auto alone = [&](kv::SequenceId s, const sampling::ForwardSpec &spec) {
     StatusOr<sampling::LogitsView> out = cpu->forwardBatch("", {{s, spec}});
     EXPECT_TRUE(out.isOk()) << out.status().message();
@@ -310,7 +310,7 @@ void checkPackedSequences(CpuBackendTest &test, std::unique_ptr<CpuBackend> cpu,
   ASSERT_TRUE(cpu->forwardBatch("", {{sc, sampling::ForwardSpec::of(Mode::full, c.data(), 6, 6,
                                                                      {0, 0})}})
                   .isOk());
-  kv::SequenceId sa2 = cpu->createSequence();
+  kv::SequenceId sa2 = *cpu->createSequence();
   StatusOr<sampling::LogitsView> packed =
       cpu->forwardBatch("", {{sc, stepC}, {sa2, fullA}, {sb, blockB}});
   ASSERT_TRUE(packed.isOk()) << packed.status().message();

@@ -207,7 +207,7 @@ def check_bad_arguments(dlm_run, artifact):
           "artifact has no CUDA kernels")),
         (["--prompt-ids", "1", "--device", "cuda-emu"],
          "artifact has no CUDA kernels; compile it with --target cuda or all"),
-        (["--gen-length", "8"], "give --prompt TEXT or --prompt-ids"),
+        (["--gen-length", "8"], "give --prompt TEXT, --prompt-ids 1,2,3 or --chat TEXT"),
     ]
     problems = []
     for args, message in cases:
