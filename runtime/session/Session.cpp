@@ -232,6 +232,12 @@ StatusOr<program::ProgramRequest> Session::programRequest(const GenerateRequest 
 
 StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
                                            const StreamCallback &onBlock) {
+  return generateOn(*backend_, request, onBlock);
+}
+
+StatusOr<GenerateResult> Session::generateOn(sampling::DecodeModel &model,
+                                             const GenerateRequest &request,
+                                             const StreamCallback &onBlock) const {
   size_t programIndex = 0;
   StatusOr<program::ProgramRequest> decodeRequest = programRequest(request, programIndex);
   if (!decodeRequest)
@@ -256,7 +262,7 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
 
   const auto start = std::chrono::steady_clock::now();
   StatusOr<sampling::DecodeOutcome> outcome = program::DecodeInterpreter(program).run(
-      *backend_, model_->tokenFacts(), *decodeRequest, forward);
+      model, model_->tokenFacts(), *decodeRequest, forward);
   const auto stop = std::chrono::steady_clock::now();
   if (!outcome)
     return outcome.status();
@@ -273,7 +279,7 @@ StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
   result.stats.seconds = std::chrono::duration<double>(stop - start).count();
   result.firstLogits = std::move(outcome->firstLogits);
   result.firstLogitRows = outcome->firstLogitRows;
-  result.vocabSize = backend_->vocabSize();
+  result.vocabSize = model.vocabSize();
   if (const Tokenizer *tokenizer = model_->tokenizer()) {
     StatusOr<std::string> text =
         tokenizer->decode(knownIds(*tokenizer, result.outputIds.data(),

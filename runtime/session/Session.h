@@ -161,6 +161,11 @@ public:
   // exhausted.
   StatusOr<GenerateResult> generate(const GenerateRequest &request,
                                     const StreamCallback &onBlock = {});
+  // The same request on another model of this session's backend: the serving engine's
+  // per-request view (runtime/engine/Engine.h). Thread-safe when `model` is the caller's own and
+  // the session has no profiler.
+  StatusOr<GenerateResult> generateOn(sampling::DecodeModel &model, const GenerateRequest &request,
+                                      const StreamCallback &onBlock = {}) const;
 
   // Scores `continuation` after `prompt` (see ScoreResult). Errors: empty prompt or
   // continuation, ids outside the vocabulary, no mask token, too long for the session.
