@@ -80,6 +80,11 @@ public:
   // (docs/design/serving.md §2; the serving scheduler's forward). The logits are every
   // forward's requested rows in order; capturedRows() then holds every fed row, in order.
   virtual bool batchesSequences() const { return false; }
+  // Sizes every buffer for packed runs of up to `tokens` fed tokens (all sequences together,
+  // which may pass the longest sequence) and `logitRows` rows.
+  virtual Status reservePacked(int64_t /*tokens*/, int64_t /*logitRows*/) {
+    return createSequence().status();
+  }
   virtual StatusOr<kv::SequenceId> createSequence() {
     return Status::error("not supported yet: several sequences on the " + std::string(name()) +
                          " backend");

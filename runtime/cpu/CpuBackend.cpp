@@ -110,6 +110,10 @@ Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   if (tokens > maxSequenceLength_)
     return Status::error("a sequence of " + str(tokens) +
                          " tokens exceeds the session's maximum of " + str(maxSequenceLength_));
+  return reservePacked(tokens, logitRows);
+}
+
+Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
   const model::ModelDims &d = weights_->dims();
   if (tokens > reservedTokens_) {
     auto size = [tokens](int64_t width) { return static_cast<size_t>(tokens * width); };

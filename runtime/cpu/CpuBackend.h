@@ -63,6 +63,7 @@ public:
   // into one run. The logits are each forward's requested rows, in order. The sequences come
   // from createSequence; the session's own one is not among them.
   bool batchesSequences() const override { return true; }
+  Status reservePacked(int64_t tokens, int64_t logitRows) override;
   StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
                                               const std::vector<SequenceForward> &forwards) override;
   StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }

@@ -95,12 +95,12 @@ StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::create(Backend &backen
   if (!backend.batchesSequences())
     return Status::error("not supported yet: batched requests on the " +
                          std::string(backend.name()) + " backend");
-  if (maxTokens < 1 || maxTokens > backend.maxSequenceLength())
-    return Status::error("tokens per packed forward must be in [1, " +
-                         std::to_string(backend.maxSequenceLength()) + "], got " +
+  if (maxTokens < 1)
+    return Status::error("tokens per packed forward must be positive, got " +
                          std::to_string(maxTokens));
   // Keys reach the longest sequence; rows and logit rows the packed run's.
-  DLM_RETURN_IF_ERROR(backend.reserve(backend.maxSequenceLength(), maxTokens));
+  DLM_RETURN_IF_ERROR(
+      backend.reservePacked(std::max(maxTokens, backend.maxSequenceLength()), maxTokens));
   return std::unique_ptr<BatchScheduler>(new BatchScheduler(backend, maxTokens));
 }
 

@@ -11,10 +11,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const LoadedMod
   StatusOr<std::unique_ptr<Session>> session = Session::create(std::move(model), sessionOptions);
   if (!session)
     return session.status();
-  Backend &backend = (*session)->backend();
-  StatusOr<std::unique_ptr<BatchScheduler>> scheduler = BatchScheduler::create(
-      backend, options.tokensPerForward > 0 ? options.tokensPerForward
-                                            : backend.maxSequenceLength());
+  StatusOr<std::unique_ptr<BatchScheduler>> scheduler =
+      BatchScheduler::create((*session)->backend(), options.tokensPerForward);
   if (!scheduler)
     return scheduler.status();
   return std::unique_ptr<Engine>(new Engine(std::move(*session), std::move(*scheduler)));

@@ -14,9 +14,9 @@ namespace dlm::engine {
 struct EngineOptions {
   // The backend's; batchInvariant is always on. kvPages sizes the pool every request shares.
   SessionOptions session;
-  // The most tokens one packed forward feeds (a prompt's prefill must fit); 0: the backend's
-  // longest sequence.
-  int64_t tokensPerForward = 0;
+  // The most tokens one packed forward feeds, all requests together (a prompt's prefill must
+  // fit alone).
+  int64_t tokensPerForward = 2048;
 };
 
 class Engine {

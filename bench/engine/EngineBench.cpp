@@ -1,0 +1,151 @@
+// The serving engine's throughput against the same requests served one at a time
+// (docs/design/serving.md; issue 14). The baseline is a one-request Session on the same
+// batch-invariant backend options; both run the same requests (prompts of the artifact's
+// tokenizer, the artifact's default program and knobs, greedy), interleaved per repeat; the
+// figures are medians. Also says whether every output is identical between the two.
+//
+//   dlm-bench-engine MODEL.dlm [--concurrency 16] [--requests 32] [--repeats 3] [--threads 2]
+//                    [--cache none|prefix] [--knob name=value ...]
+#include "runtime/engine/Engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace dlm;
+
+struct Args {
+  std::string artifact;
+  int concurrency = 16, requests = 32, repeats = 3, threads = 2;
+  sampling::CacheMode cache = sampling::CacheMode::prefix;
+  artifact::Attributes knobs;
+};
+
+const char *const kPrompts[] = {
+    "The licenses for most software", "When we speak of free software", "To protect your rights",
+    "For example, if you distribute copies", "Developers that use the GNU GPL",
+    "For the developers' and authors' protection", "Some devices are designed to deny users",
+    "Finally, every program is threatened", "The precise terms and conditions",
+    "This License refers to version 3", "To modify a work means to copy",
+    "A covered work means either", "To propagate a work means to do anything",
+    "An interactive user interface displays", "The source code for a work means",
+    "The System Libraries of an executable"};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+GenerateRequest request(const Args &args, int i) {
+  GenerateRequest r;
+  r.promptText = kPrompts[i % std::size(kPrompts)];
+  r.knobs = args.knobs;
+  r.cache = args.cache;
+  r.seed = static_cast<uint64_t>(i);
+  return r;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: dlm-bench-engine MODEL.dlm [--concurrency N] [--requests N] "
+                       "[--repeats N] [--threads N] [--cache none|prefix] [--knob name=value]\n");
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (flag == "--concurrency") args.concurrency = std::atoi(value().c_str());
+    else if (flag == "--requests") args.requests = std::atoi(value().c_str());
+    else if (flag == "--repeats") args.repeats = std::atoi(value().c_str());
+    else if (flag == "--threads") args.threads = std::atoi(value().c_str());
+    else if (flag == "--cache") args.cache = value() == "none" ? sampling::CacheMode::none
+                                                               : sampling::CacheMode::prefix;
+    else if (flag == "--knob") {
+      const std::string kv = value();
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) return usage();
+      args.knobs[kv.substr(0, eq)] = std::atoll(kv.substr(eq + 1).c_str());
+    } else if (flag.rfind("--", 0) != 0 && args.artifact.empty()) args.artifact = flag;
+    else return usage();
+  }
+  if (args.artifact.empty() || args.concurrency < 1 || args.requests < 1 || args.repeats < 1)
+    return usage();
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(args.artifact);
+  if (!model) {
+    std::fprintf(stderr, "dlm-bench-engine: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  SessionOptions options;
+  options.threads = args.threads;
+  options.batchInvariant = true;
+  options.kvPages = 4096;
+  StatusOr<std::unique_ptr<Session>> session = Session::create(*model, options);
+  engine::EngineOptions engineOptions;
+  engineOptions.session = options;
+  StatusOr<std::unique_ptr<engine::Engine>> served = engine::Engine::create(*model, engineOptions);
+  if (!session || !served) {
+    std::fprintf(stderr, "dlm-bench-engine: %s\n",
+                 (!session ? session.status() : served.status()).message().c_str());
+    return 1;
+  }
+  std::vector<double> alone, together;
+  int64_t tokens = 0;
+  bool identical = true;
+  for (int repeat = 0; repeat < args.repeats; ++repeat) {
+    std::vector<std::vector<int32_t>> one(args.requests), many(args.requests);
+    auto start = std::chrono::steady_clock::now();
+    tokens = 0;
+    for (int i = 0; i < args.requests; ++i) {
+      StatusOr<GenerateResult> out = (*session)->generate(request(args, i));
+      if (!out) {
+        std::fprintf(stderr, "dlm-bench-engine: %s\n", out.status().message().c_str());
+        return 1;
+      }
+      one[i] = out->outputIds;
+      tokens += static_cast<int64_t>(out->outputIds.size());
+    }
+    alone.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    start = std::chrono::steady_clock::now();
+    std::vector<std::thread> clients;
+    std::vector<std::string> errors(args.requests);
+    for (int c = 0; c < args.concurrency; ++c)
+      clients.emplace_back([&, c] {
+        for (int i = c; i < args.requests; i += args.concurrency) {
+          StatusOr<GenerateResult> out = (*served)->generate(request(args, i));
+          if (out) many[i] = out->outputIds;
+          else errors[i] = out.status().message();
+        }
+      });
+    for (std::thread &t : clients) t.join();
+    together.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (int i = 0; i < args.requests; ++i) {
+      if (!errors[i].empty()) {
+        std::fprintf(stderr, "dlm-bench-engine: request %d: %s\n", i, errors[i].c_str());
+        return 1;
+      }
+      identical &= one[i] == many[i];
+    }
+  }
+  const double a = median(alone), t = median(together);
+  const engine::SchedulerStats stats = (*served)->stats();
+  std::printf("%d requests, %lld generated tokens per pass, %d threads, medians of %d repeats\n",
+              args.requests, static_cast<long long>(tokens), args.threads, args.repeats);
+  std::printf("| | seconds | tokens/s |\n|---|---|---|\n");
+  std::printf("| one at a time (Session) | %.3f | %.1f |\n", a, tokens / a);
+  std::printf("| %d concurrent (Engine) | %.3f | %.1f |\n", args.concurrency, t, tokens / t);
+  std::printf("throughput %.2fx; %.2f request forwards per packed run (most %lld); outputs "
+              "identical: %s\n",
+              a / t, static_cast<double>(stats.forwards) / std::max<int64_t>(stats.runs, 1),
+              static_cast<long long>(stats.mostPerRun), identical ? "yes" : "NO");
+  return identical ? 0 : 1;
+}
