@@ -180,13 +180,16 @@ inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cach
   return PreparedForward{spec.tokens + first, ForwardSpan{first, count - first, count}};
 }
 
+// `wrote`: the run got as far as writing K/V (a packed run refused before its first kernel did
+// not: an extend's rewritten slots still hold their K/V and are committed again).
 inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence,
-                                      const sampling::ForwardSpec &spec, bool ran) {
+                                      const sampling::ForwardSpec &spec, bool ran,
+                                      bool wrote = true) {
   using Mode = sampling::ForwardSpec::Mode;
   switch (spec.mode) {
   case Mode::full:
   case Mode::extend:
-    if (!ran)
+    if (!ran && (wrote || spec.mode == Mode::full))
       return cache.trim(sequence, 0);
     DLM_RETURN_IF_ERROR(cache.trim(sequence, spec.keep));
     return cache.commit(sequence);

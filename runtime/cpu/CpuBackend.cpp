@@ -204,10 +204,11 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
   DLM_ASSIGN_OR_RETURN(program, function(name));
   std::vector<Part> parts;
   // Every prepared sequence is finished again, whatever happens to the others.
-  auto finishAll = [&](bool ran) {
+  auto finishAll = [&](bool ran, bool wrote) {
     Status first = Status::ok();
     for (size_t i = 0; i < parts.size(); ++i) {
-      Status finished = finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran);
+      Status finished =
+          finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran, wrote);
       if (first.isOk() && !finished.isOk())
         first = finished;
     }
@@ -225,13 +226,14 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
         checked.isOk() ? prepareForwardOnSequence(*kv_, f.sequence, f.spec)
                        : StatusOr<PreparedForward>(checked);
     if (!prepared) {
-      (void)finishAll(false);
+      (void)finishAll(false, false);
       return prepared.status();
     }
     parts.push_back(Part{f.sequence, prepared->fed, prepared->span, f.spec.rows, input});
   }
-  StatusOr<sampling::LogitsView> logits = runParts(*program, parts);
-  Status finished = finishAll(logits.isOk());
+  bool wrote = false;
+  StatusOr<sampling::LogitsView> logits = runParts(*program, parts, &wrote);
+  Status finished = finishAll(logits.isOk(), wrote);
   if (!logits)
     return logits.status();
   if (!finished)
@@ -254,7 +256,7 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program,
-                                                    std::vector<Part> &parts) {
+                                                    std::vector<Part> &parts, bool *wroteKv) {
   const model::ModelDims &d = weights_->dims();
   int64_t count = 0, logitRows = 0;
   for (Part &part : parts) {
@@ -281,6 +283,8 @@ StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
   program_ = &program;
+  if (wroteKv)
+    *wroteKv = true;
   for (const ProgramRecord &kernel : program.kernels)
     DLM_RETURN_IF_ERROR(runKernel(kernel, parts, count));
   return sampling::LogitsView{logits_.data(), logitRows, d.vocabSize};

@@ -117,8 +117,9 @@ private:
   // norms, GEMMs, MLPs) run once over all parts' rows, the ones that depend on a sequence
   // (rope positions, kv_store, attention, input rows, the LM head's rows) once per part. The
   // logits are the parts' rows in order.
+  // `wroteKv` (optional) says whether the run got as far as its kernels.
   StatusOr<sampling::LogitsView> runParts(const program::KernelProgram &program,
-                                          std::vector<Part> &parts);
+                                          std::vector<Part> &parts, bool *wroteKv = nullptr);
   Status runKernel(const program::ProgramRecord &kernel, const std::vector<Part> &parts,
                    int64_t count);
   // The rows of `slot` of the running function for a forward of `count` tokens.

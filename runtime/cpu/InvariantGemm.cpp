@@ -1,5 +1,7 @@
 #include "runtime/cpu/InvariantGemm.h"
 
+#include "runtime/cpu/Vectorize.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -21,8 +23,9 @@ namespace {
 // kRows rows of x against one panel: sums[r][j] = sum over k in order of x[r, k] * panel[k, j].
 // Every row's lane does the same multiply and add in the same order whatever kRows is, so tiles
 // of any size give the same bits. The accumulators are the compilers' vector type (two of eight
-// floats per row: AVX registers in the AVX2 clone, pairs of SSE ones in the baseline one); one
-// clone is chosen per process, so a machine's results stay fixed.
+// floats per row: AVX registers in the x86-64-v3/v4 clones, pairs of SSE ones in the baseline
+// one; Vectorize.h's DLM_VECTOR_CLONES); one clone is chosen per process, so a machine's results
+// stay fixed.
 typedef float Lanes __attribute__((vector_size(32)));
 static_assert(InvariantGemm::kPanelColumns == 16, "two Lanes per panel row");
 
@@ -51,13 +54,13 @@ panelTile(const float *x, int64_t inputs, const float *panel, float *out, int64_
 }
 
 // The two tile sizes, each cloned per ISA (clang clones no templates).
-__attribute__((target_clones("avx2", "default"))) void
+DLM_VECTOR_CLONES void
 fullTile(const float *x, int64_t inputs, const float *panel, float *out, int64_t outStride,
          int64_t width, bool accumulate) {
   panelTile<InvariantGemm::kTileRows>(x, inputs, panel, out, outStride, width, accumulate);
 }
 
-__attribute__((target_clones("avx2", "default"))) void
+DLM_VECTOR_CLONES void
 singleRow(const float *x, int64_t inputs, const float *panel, float *out, int64_t outStride,
           int64_t width, bool accumulate) {
   panelTile<1>(x, inputs, panel, out, outStride, width, accumulate);

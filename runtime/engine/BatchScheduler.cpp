@@ -24,7 +24,16 @@ public:
   int64_t vocabSize() const override { return scheduler_.backend_.vocabSize(); }
 
   // A request's forwards share the scheduler's reservation; they must fit in one packed run.
+  // The request counts as running (every run waits for it) from its first reserve, which its
+  // program makes before any forward: tokenizing and resolving knobs hold up nobody.
   Status reserve(int64_t tokens, int64_t logitRows) override {
+    {
+      std::lock_guard<std::mutex> lock(scheduler_.mutex_);
+      if (!running_) {
+        running_ = true;
+        ++scheduler_.open_;
+      }
+    }
     const int64_t longest = scheduler_.backend_.maxSequenceLength();
     if (tokens > longest)
       return Status::error("a sequence of " + std::to_string(tokens) +
@@ -55,6 +64,12 @@ public:
                            std::to_string(scheduler_.maxTokens_) + " per forward");
     Waiting waiting{this, &spec};
     std::unique_lock<std::mutex> lock(scheduler_.mutex_);
+    if (scheduler_.stopping_)
+      return Status::error("the scheduler is shutting down");
+    if (!running_) {
+      running_ = true;
+      ++scheduler_.open_;
+    }
     scheduler_.waiting_.push_back(&waiting);
     scheduler_.changed_.notify_all();
     scheduler_.changed_.wait(lock, [&] { return waiting.done; });
@@ -77,8 +92,14 @@ public:
   }
 
   kv::SequenceId sequence() const { return sequence_; }
+  bool running() const { return running_; }
   std::vector<float> &logits() { return logits_; }
+  // The run's captured rows of this forward; none when it captured nothing.
   void setCaptured(const float *rows, int64_t count, int64_t width) {
+    if (!rows) {
+      captured_.clear();
+      return;
+    }
     captured_.assign(rows, rows + count * width);
     capturedWidth_ = width;
   }
@@ -88,6 +109,7 @@ private:
   const kv::SequenceId sequence_;
   std::vector<float> logits_, captured_;
   int64_t capturedWidth_ = 0;
+  bool running_ = false; // counted in the scheduler's open_ (guarded by its mutex)
 };
 
 StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::create(Backend &backend,
@@ -107,6 +129,7 @@ StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::create(Backend &backen
 BatchScheduler::BatchScheduler(Backend &backend, int64_t maxTokens)
     : backend_(backend), maxTokens_(maxTokens), thread_([this] { loop(); }) {}
 
+// Every model must be gone first (they call back into the scheduler when they close).
 BatchScheduler::~BatchScheduler() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -121,13 +144,13 @@ StatusOr<std::unique_ptr<sampling::DecodeModel>> BatchScheduler::open() {
   StatusOr<kv::SequenceId> sequence = backend_.createSequence();
   if (!sequence)
     return sequence.status();
-  ++open_;
   return std::unique_ptr<sampling::DecodeModel>(new SequenceModel(*this, *sequence));
 }
 
 void BatchScheduler::close(SequenceModel *model) {
   std::lock_guard<std::mutex> lock(mutex_);
-  --open_;
+  if (model->running())
+    --open_;
   (void)backend_.removeSequence(model->sequence());
   changed_.notify_all();
 }
@@ -204,8 +227,7 @@ void BatchScheduler::runGroup(const std::vector<Waiting *> &group) {
     w->model->logits().assign(first, first + w->rows * logits->vocab);
     row += w->rows;
     const int64_t fed = fedTokens(*w->spec);
-    if (captured.data)
-      w->model->setCaptured(captured.row(fedRow), fed, captured.vocab);
+    w->model->setCaptured(captured.data ? captured.row(fedRow) : nullptr, fed, captured.vocab);
     fedRow += fed;
   }
 }

@@ -30,8 +30,10 @@ public:
   static StatusOr<std::unique_ptr<BatchScheduler>> create(Backend &backend, int64_t maxTokens);
   ~BatchScheduler();
 
-  // A model for one request, on a fresh KV sequence of the backend; the request is open until
-  // the model is destroyed (then its sequence is released). Thread-safe.
+  // A model for one request, on a fresh KV sequence of the backend; the request runs from its
+  // first reserve or forward until the model is destroyed (then its sequence is released), and
+  // every packed run waits for it to reach its next forward: a block callback must not block or
+  // start another request. Thread-safe. The models must not outlive the scheduler.
   StatusOr<std::unique_ptr<sampling::DecodeModel>> open();
 
   SchedulerStats stats() const;

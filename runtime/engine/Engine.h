@@ -12,7 +12,8 @@
 namespace dlm::engine {
 
 struct EngineOptions {
-  // The backend's; batchInvariant is always on. kvPages sizes the pool every request shares.
+  // The backend's; batchInvariant is always on. kvPages sizes the pool every request shares
+  // (0: room for eight of the longest sequence).
   SessionOptions session;
   // The most tokens one packed forward feeds, all requests together (a prompt's prefill must
   // fit alone).

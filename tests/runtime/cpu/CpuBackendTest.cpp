@@ -119,6 +119,49 @@ TEST_P(CpuBackendTest, FullForwardMatchesTheDoubleReference) {
   EXPECT_LT(relativeError(logits->data, expected.data(), n * logits->vocab), 2e-5);
 }
 
+// The batch-invariant GEMMs compute the same model: their logits against the double reference
+// (a padded LM head, biases and folded residuals included).
+TEST_P(CpuBackendTest, BatchInvariantForwardMatchesTheDoubleReference) {
+  const int64_t n = 13;
+  std::unique_ptr<CpuBackend> cpu = backend(2, 4, 0, true);
+  ASSERT_TRUE(cpu);
+  ASSERT_TRUE(cpu->reserve(n, n).isOk());
+  const std::vector<int32_t> tokens = ids(n);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), n, 0, {0, n});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  const std::vector<double> expected = tiny->referenceLogits(tokens);
+  EXPECT_LT(relativeError(logits->data, expected.data(), n * logits->vocab), 2e-5);
+}
+
+// A packed run refused before its kernels (here a token outside the vocabulary in another part)
+// leaves every other part's sequence as it was, an extend's rewritten slots included.
+TEST_P(CpuBackendTest, ARefusedPackedRunRestoresTheOtherSequences) {
+  using Mode = sampling::ForwardSpec::Mode;
+  std::unique_ptr<CpuBackend> cpu = backend(2, 4, 64);
+  ASSERT_TRUE(cpu->reserve(40, 40).isOk());
+  const std::vector<int32_t> a = ids(12);
+  kv::SequenceId sa = *cpu->createSequence(), sb = *cpu->createSequence();
+  ASSERT_TRUE(
+      cpu->forwardBatch("", {{sa, sampling::ForwardSpec::of(Mode::full, a.data(), 8, 8, {0, 0})}})
+          .isOk());
+  sampling::ForwardSpec extend = sampling::ForwardSpec::of(Mode::extend, a.data(), 12, 8, {0, 4});
+  extend.first = 5;
+  StatusOr<sampling::LogitsView> before = cpu->forwardBatch("", {{sa, extend}});
+  ASSERT_TRUE(before.isOk()) << before.status().message();
+  const std::vector<float> want(before->data, before->data + before->rows * before->vocab);
+  std::vector<int32_t> bad = ids(4);
+  bad[2] = static_cast<int32_t>(tiny->options().embeddingSize + 5);
+  StatusOr<sampling::LogitsView> refused = cpu->forwardBatch(
+      "", {{sa, extend}, {sb, sampling::ForwardSpec::of(Mode::full, bad.data(), 4, 4, {0, 1})}});
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(cpu->kvCache().length(sa), 8);
+  EXPECT_EQ(cpu->kvCache().committedLength(sa), 8);
+  StatusOr<sampling::LogitsView> again = cpu->forwardBatch("", {{sa, extend}});
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(again->data[i], want[i]) << i;
+}
+
 TEST_P(CpuBackendTest, RowSubsetsAreTheSameRows) {
   const int64_t n = 9;
   std::unique_ptr<CpuBackend> cpu = backend();
