@@ -178,23 +178,10 @@ StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, 
       [this, program](auto... arguments) { return run(*program, {}, arguments...); });
 }
 
+// The session's own sequence as a batch of one: one path for the input checks, the mode
+// bookkeeping and the captured rows.
 StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &spec) {
-  // The captured rows are the last forward's, whatever happens to this one.
-  captured_ = {};
-  const KernelProgram *program = nullptr;
-  DLM_ASSIGN_OR_RETURN(program, function(spec.function));
-  ForwardInput input{spec.input, spec.inputWidth, 0};
-  if (spec.input) {
-    DLM_ASSIGN_OR_RETURN(input.count, forwardInputRows(spec));
-    DLM_RETURN_IF_ERROR(checkForwardInput(*program, spec, input.count));
-  }
-  auto runIt = [this, program, &input](auto... arguments) {
-    return run(*program, input, arguments...);
-  };
-  StatusOr<sampling::LogitsView> logits = forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
-  if (logits && program->captureWidth > 0)
-    captured_ = sampling::LogitsView{capture_.data(), fedTokens(spec), program->captureWidth};
-  return logits;
+  return forwardBatch(spec.function, {SequenceForward{sequence_, spec}});
 }
 
 StatusOr<sampling::LogitsView>
