@@ -9,10 +9,29 @@
 
 namespace dlm {
 
+// What kind of failure, where a caller acts on it (the server's HTTP status): most errors are
+// `failed`, their message says the rest.
+enum class StatusCode {
+  failed,
+  // The request asks for more positions than the model or the KV pool can ever hold.
+  contextLengthExceeded,
+  // A bounded queue is full: retry later.
+  queueFull,
+  // The caller cancelled the work.
+  cancelled,
+  // The service is shutting down.
+  unavailable,
+};
+
 class [[nodiscard]] Status {
 public:
   static Status ok() { return Status(); }
   static Status error(std::string message) { return Status(std::move(message)); }
+  static Status error(StatusCode code, std::string message) {
+    Status status(std::move(message));
+    status.code_ = code;
+    return status;
+  }
 
   bool isOk() const { return !message_.has_value(); }
   explicit operator bool() const { return isOk(); }
@@ -21,15 +40,18 @@ public:
     static const std::string empty;
     return message_ ? *message_ : empty;
   }
+  // `failed` for an ok status too.
+  StatusCode code() const { return code_; }
   // Prepends context, e.g. the file name: "model.dlm: weight 'w' ends past the file".
   Status withContext(const std::string &context) const {
-    return isOk() ? *this : Status(context + ": " + *message_);
+    return isOk() ? *this : error(code_, context + ": " + *message_);
   }
 
 private:
   Status() = default;
   explicit Status(std::string message) : message_(std::move(message)) {}
   std::optional<std::string> message_;
+  StatusCode code_ = StatusCode::failed;
 };
 
 template <typename T> class [[nodiscard]] StatusOr {

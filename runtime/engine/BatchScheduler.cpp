@@ -1,6 +1,7 @@
 #include "runtime/engine/BatchScheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -17,30 +18,31 @@ struct BatchScheduler::Waiting {
 
 class BatchScheduler::SequenceModel : public sampling::DecodeModel {
 public:
-  SequenceModel(BatchScheduler &scheduler, kv::SequenceId sequence)
-      : scheduler_(scheduler), sequence_(sequence) {}
+  SequenceModel(BatchScheduler &scheduler, kv::SequenceId sequence,
+                const std::atomic<bool> *cancelled)
+      : scheduler_(scheduler), sequence_(sequence), cancelled_(cancelled) {}
   ~SequenceModel() override { scheduler_.close(this); }
 
   int64_t vocabSize() const override { return scheduler_.backend_.vocabSize(); }
 
   // A request's forwards share the scheduler's reservation; they must fit in one packed run.
-  // The request counts as running (every run waits for it) from its first reserve, which its
-  // program makes before any forward: tokenizing and resolving knobs hold up nobody.
+  // The reserve is the admission (the request's worst case in KV pages): tokenizing, resolving
+  // knobs and waiting for pages hold up nobody.
   Status reserve(int64_t tokens, int64_t logitRows) override {
-    {
-      std::lock_guard<std::mutex> lock(scheduler_.mutex_);
-      if (!running_) {
-        running_ = true;
-        ++scheduler_.open_;
-      }
-    }
     const int64_t longest = scheduler_.backend_.maxSequenceLength();
     if (tokens > longest)
-      return Status::error("a sequence of " + std::to_string(tokens) +
-                           " tokens exceeds the backend's maximum of " + std::to_string(longest));
-    if (logitRows > scheduler_.maxTokens_)
+      return Status::error(StatusCode::contextLengthExceeded,
+                           "a sequence of " + std::to_string(tokens) +
+                               " tokens exceeds the backend's maximum of " +
+                               std::to_string(longest));
+    if (logitRows > scheduler_.limits_.tokensPerRun)
       return Status::error(std::to_string(logitRows) + " logit rows exceed the scheduler's " +
-                           std::to_string(scheduler_.maxTokens_) + " per forward");
+                           std::to_string(scheduler_.limits_.tokensPerRun) + " per forward");
+    {
+      std::unique_lock<std::mutex> lock(scheduler_.mutex_);
+      const int64_t pageTokens = scheduler_.limits_.kvPageTokens;
+      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, (tokens + pageTokens - 1) / pageTokens, lock));
+    }
     logits_.reserve(static_cast<size_t>(logitRows * vocabSize()));
     return Status::ok();
   }
@@ -58,18 +60,23 @@ public:
 
   // Waits until the scheduler has run this forward with the other requests'.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
-    if (fedTokens(spec) > scheduler_.maxTokens_)
+    if (fedTokens(spec) > scheduler_.limits_.tokensPerRun)
       return Status::error("a forward of " + std::to_string(fedTokens(spec)) +
                            " tokens exceeds the scheduler's " +
-                           std::to_string(scheduler_.maxTokens_) + " per forward");
+                           std::to_string(scheduler_.limits_.tokensPerRun) + " per forward");
     Waiting waiting{this, &spec};
     std::unique_lock<std::mutex> lock(scheduler_.mutex_);
     if (scheduler_.stopping_)
-      return Status::error("the scheduler is shutting down");
-    if (!running_) {
-      running_ = true;
-      ++scheduler_.open_;
-    }
+      return Status::error(StatusCode::unavailable, "the scheduler is shutting down");
+    if (cancelled())
+      return scheduler_.cancelledError();
+    // Programs reserve before they forward; one that does not is admitted for what it feeds.
+    if (!running_)
+      DLM_RETURN_IF_ERROR(scheduler_.admit(
+          *this,
+          (fedTokens(spec) + scheduler_.limits_.kvPageTokens - 1) /
+              scheduler_.limits_.kvPageTokens,
+          lock));
     scheduler_.waiting_.push_back(&waiting);
     scheduler_.changed_.notify_all();
     scheduler_.changed_.wait(lock, [&] { return waiting.done; });
@@ -92,7 +99,11 @@ public:
   }
 
   kv::SequenceId sequence() const { return sequence_; }
-  bool running() const { return running_; }
+  bool cancelled() const { return cancelled_ && cancelled_->load(std::memory_order_relaxed); }
+  // Guarded by the scheduler's mutex: whether the request is admitted (counted in open_), and
+  // the pool pages it holds.
+  bool running_ = false;
+  int64_t pages_ = 0;
   std::vector<float> &logits() { return logits_; }
   // The run's captured rows of this forward; none when it captured nothing.
   void setCaptured(const float *rows, int64_t count, int64_t width) {
@@ -107,27 +118,33 @@ public:
 private:
   BatchScheduler &scheduler_;
   const kv::SequenceId sequence_;
+  const std::atomic<bool> *const cancelled_;
   std::vector<float> logits_, captured_;
   int64_t capturedWidth_ = 0;
-  bool running_ = false; // counted in the scheduler's open_ (guarded by its mutex)
 };
 
 StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::create(Backend &backend,
-                                                                 int64_t maxTokens) {
+                                                                 const SchedulerLimits &limits) {
   if (!backend.batchesSequences())
     return Status::error("not supported yet: batched requests on the " +
                          std::string(backend.name()) + " backend");
-  if (maxTokens < 1)
+  if (limits.tokensPerRun < 1)
     return Status::error("tokens per packed forward must be positive, got " +
-                         std::to_string(maxTokens));
+                         std::to_string(limits.tokensPerRun));
+  if (limits.kvPages < 1 || limits.kvPageTokens < 1)
+    return Status::error("the KV pool needs pages of at least one token, got " +
+                         std::to_string(limits.kvPages) + " pages of " +
+                         std::to_string(limits.kvPageTokens));
+  if (limits.maxRunning < 0 || limits.maxWaiting < 0)
+    return Status::error("the most running and waiting requests cannot be negative");
   // Keys reach the longest sequence; rows and logit rows the packed run's.
-  DLM_RETURN_IF_ERROR(
-      backend.reservePacked(std::max(maxTokens, backend.maxSequenceLength()), maxTokens));
-  return std::unique_ptr<BatchScheduler>(new BatchScheduler(backend, maxTokens));
+  DLM_RETURN_IF_ERROR(backend.reservePacked(
+      std::max(limits.tokensPerRun, backend.maxSequenceLength()), limits.tokensPerRun));
+  return std::unique_ptr<BatchScheduler>(new BatchScheduler(backend, limits));
 }
 
-BatchScheduler::BatchScheduler(Backend &backend, int64_t maxTokens)
-    : backend_(backend), maxTokens_(maxTokens), thread_([this] { loop(); }) {}
+BatchScheduler::BatchScheduler(Backend &backend, const SchedulerLimits &limits)
+    : backend_(backend), limits_(limits), thread_([this] { loop(); }) {}
 
 // Every model must be gone first (they call back into the scheduler when they close).
 BatchScheduler::~BatchScheduler() {
@@ -139,25 +156,102 @@ BatchScheduler::~BatchScheduler() {
   thread_.join();
 }
 
-StatusOr<std::unique_ptr<sampling::DecodeModel>> BatchScheduler::open() {
+StatusOr<std::unique_ptr<sampling::DecodeModel>>
+BatchScheduler::open(const std::atomic<bool> *cancelled) {
   std::lock_guard<std::mutex> lock(mutex_);
   StatusOr<kv::SequenceId> sequence = backend_.createSequence();
   if (!sequence)
     return sequence.status();
-  return std::unique_ptr<sampling::DecodeModel>(new SequenceModel(*this, *sequence));
+  return std::unique_ptr<sampling::DecodeModel>(new SequenceModel(*this, *sequence, cancelled));
+}
+
+Status BatchScheduler::cancelledError() {
+  ++stats_.cancelled;
+  return Status::error(StatusCode::cancelled, "the request was cancelled");
+}
+
+Status BatchScheduler::admit(SequenceModel &model, int64_t pages,
+                             std::unique_lock<std::mutex> &lock) {
+  if (pages <= model.pages_) {
+    if (!model.running_) {
+      model.running_ = true;
+      ++open_;
+    }
+    return Status::ok();
+  }
+  if (pages > limits_.kvPages) {
+    ++stats_.refused;
+    return Status::error(StatusCode::contextLengthExceeded,
+                         "the request needs " + std::to_string(pages) + " KV pages of " +
+                             std::to_string(limits_.kvPageTokens) + " tokens; the pool has " +
+                             std::to_string(limits_.kvPages));
+  }
+  // A request that grows waits like a new one, and holds up no packed run while it waits.
+  if (model.running_) {
+    model.running_ = false;
+    --open_;
+    changed_.notify_all();
+  }
+  const int64_t extra = pages - model.pages_;
+  auto roomFor = [&] {
+    return reservedPages_ + extra <= limits_.kvPages &&
+           (limits_.maxRunning == 0 || model.pages_ > 0 || open_ < limits_.maxRunning);
+  };
+  auto fits = [&] { return admissions_.front() == &model && roomFor(); };
+  if (limits_.maxWaiting > 0 && static_cast<int64_t>(admissions_.size()) >= limits_.maxWaiting &&
+      !(admissions_.empty() && roomFor())) {
+    ++stats_.refused;
+    return Status::error(StatusCode::queueFull,
+                         "the waiting queue is full (" + std::to_string(admissions_.size()) +
+                             " requests wait for KV pages)");
+  }
+  admissions_.push_back(&model);
+  Status status = Status::ok();
+  while (!fits()) {
+    if (model.cancelled()) {
+      status = cancelledError();
+      break;
+    }
+    if (stopping_) {
+      status = Status::error(StatusCode::unavailable, "the scheduler is shutting down");
+      break;
+    }
+    // Cancellation is a flag, not a notification: look at it now and then.
+    changed_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  admissions_.erase(std::find(admissions_.begin(), admissions_.end(), &model));
+  changed_.notify_all(); // the next in line may fit now, or may be first now
+  if (!status)
+    return status;
+  reservedPages_ += extra;
+  model.pages_ = pages;
+  model.running_ = true;
+  ++open_;
+  ++stats_.admitted;
+  return Status::ok();
 }
 
 void BatchScheduler::close(SequenceModel *model) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (model->running())
+  if (model->running_)
     --open_;
+  reservedPages_ -= model->pages_;
   (void)backend_.removeSequence(model->sequence());
   changed_.notify_all();
 }
 
 SchedulerStats BatchScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  SchedulerStats stats = stats_;
+  stats.waiting = static_cast<int64_t>(admissions_.size());
+  stats.running = open_;
+  stats.kvPages = limits_.kvPages;
+  stats.kvPagesReserved = reservedPages_;
+  const MemoryUsage usage = backend_.memoryUsage();
+  if (usage.kvPoolBytes > 0)
+    stats.kvPagesInUse = static_cast<int64_t>(usage.kvInUseBytes * limits_.kvPages /
+                                              usage.kvPoolBytes);
+  return stats;
 }
 
 // A run starts when every open request waits in a forward: requests doing host work between
@@ -186,7 +280,8 @@ void BatchScheduler::runWaiting() {
     int64_t tokens = 0, rows = 0;
     for (Waiting *w : forwards) {
       const int64_t fed = fedTokens(*w->spec), wanted = w->spec->rows.count();
-      if (!group.empty() && (tokens + fed > maxTokens_ || rows + wanted > maxTokens_)) {
+      if (!group.empty() &&
+          (tokens + fed > limits_.tokensPerRun || rows + wanted > limits_.tokensPerRun)) {
         runGroup(group);
         group.clear();
         tokens = rows = 0;
@@ -213,6 +308,8 @@ void BatchScheduler::runGroup(const std::vector<Waiting *> &group) {
   }
   ++stats_.runs;
   stats_.forwards += static_cast<int64_t>(group.size());
+  for (const SequenceForward &forward : forwards)
+    stats_.fedTokens += fedTokens(forward.spec);
   stats_.mostPerRun = std::max<int64_t>(stats_.mostPerRun, static_cast<int64_t>(group.size()));
   const sampling::LogitsView captured = backend_.capturedRows();
   int64_t row = 0, fedRow = 0;

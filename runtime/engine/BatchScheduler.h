@@ -8,7 +8,9 @@
 
 #include "runtime/backend/Backend.h"
 
+#include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,24 +19,55 @@
 
 namespace dlm::engine {
 
+// Admission control (docs/design/serving.md §4): a request is admitted when the KV pool can hold
+// the worst case its program reserves, and waits in a FIFO queue until then; requests are never
+// preempted, so an admitted request always finishes.
+struct SchedulerLimits {
+  // The most fed tokens (and logit rows) one packed run may take.
+  int64_t tokensPerRun = 2048;
+  // The pool every request shares, in pages of kvPageTokens slots (the backend's).
+  int64_t kvPages = 0;
+  int64_t kvPageTokens = 16;
+  // The most requests admitted at once (0: as many as the pool holds).
+  int64_t maxRunning = 0;
+  // The most requests waiting for admission; one more is refused at once with
+  // StatusCode::queueFull (0: no limit).
+  int64_t maxWaiting = 0;
+};
+
 struct SchedulerStats {
   int64_t runs = 0;          // packed backend forwards
   int64_t forwards = 0;      // request forwards they served
   int64_t mostPerRun = 0;    // the most request forwards one run packed
+  int64_t fedTokens = 0;     // tokens the runs fed, all requests together
+  int64_t admitted = 0;      // requests admitted so far
+  int64_t refused = 0;       // refused for a full queue or a request larger than the pool
+  int64_t cancelled = 0;     // forwards or admissions refused because the caller cancelled
+  // Now:
+  int64_t waiting = 0;       // requests waiting for admission
+  int64_t running = 0;       // admitted requests
+  int64_t kvPages = 0;       // the pool
+  int64_t kvPagesReserved = 0;  // held for the admitted requests' worst cases
+  int64_t kvPagesInUse = 0;     // holding K/V now (the backend's count)
 };
 
 class BatchScheduler {
 public:
-  // `backend` (batchesSequences()) must outlive the scheduler. `maxTokens`: the most fed tokens
-  // (and logit rows) one packed run may take; the backend is reserved for it once.
-  static StatusOr<std::unique_ptr<BatchScheduler>> create(Backend &backend, int64_t maxTokens);
+  // `backend` (batchesSequences()) must outlive the scheduler; it is reserved for
+  // limits.tokensPerRun once.
+  static StatusOr<std::unique_ptr<BatchScheduler>> create(Backend &backend,
+                                                          const SchedulerLimits &limits);
   ~BatchScheduler();
 
-  // A model for one request, on a fresh KV sequence of the backend; the request runs from its
-  // first reserve or forward until the model is destroyed (then its sequence is released), and
-  // every packed run waits for it to reach its next forward: a block callback must not block or
-  // start another request. Thread-safe. The models must not outlive the scheduler.
-  StatusOr<std::unique_ptr<sampling::DecodeModel>> open();
+  // A model for one request, on a fresh KV sequence of the backend. Its program's reserve is the
+  // admission: it waits until the pool holds the reserved tokens' pages (errors: larger than the
+  // pool, StatusCode::contextLengthExceeded; queue full, StatusCode::queueFull). From then until
+  // the model is destroyed (its sequence and pages are released) the request runs and every
+  // packed run waits for it to reach its next forward: a block callback must not block or start
+  // another request. Once `*cancelled` is true, admission and forwards fail with
+  // StatusCode::cancelled. Thread-safe. The models must not outlive the scheduler.
+  StatusOr<std::unique_ptr<sampling::DecodeModel>>
+  open(const std::atomic<bool> *cancelled = nullptr);
 
   SchedulerStats stats() const;
 
@@ -42,7 +75,12 @@ private:
   class SequenceModel;
   struct Waiting;
 
-  BatchScheduler(Backend &backend, int64_t maxTokens);
+  BatchScheduler(Backend &backend, const SchedulerLimits &limits);
+  // Waits (lock held) until `model` holds `pages` of the pool; it does not count as running
+  // while it waits.
+  Status admit(SequenceModel &model, int64_t pages, std::unique_lock<std::mutex> &lock);
+  // Counts a refusal for cancellation and says so.
+  Status cancelledError();
   void loop();
   // Runs the waiting forwards (lock held): one packed run per function and per maxTokens worth.
   void runWaiting();
@@ -50,10 +88,14 @@ private:
   void close(SequenceModel *model);
 
   Backend &backend_;
-  const int64_t maxTokens_;
+  const SchedulerLimits limits_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
+  // Admitted requests, and the pages they hold.
   int64_t open_ = 0;
+  int64_t reservedPages_ = 0;
+  // Requests waiting for admission, first come first served.
+  std::deque<SequenceModel *> admissions_;
   std::vector<Waiting *> waiting_;
   bool stopping_ = false;
   SchedulerStats stats_;

@@ -7,7 +7,10 @@
 #include "runtime/engine/BatchScheduler.h"
 #include "runtime/session/Session.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 namespace dlm::engine {
 
@@ -18,6 +21,10 @@ struct EngineOptions {
   // The most tokens one packed forward feeds, all requests together (a prompt's prefill must
   // fit alone).
   int64_t tokensPerForward = 2048;
+  // The most requests running at once (0: as many as the KV pool admits) and waiting for
+  // admission (0: no limit; BatchScheduler.h's SchedulerLimits).
+  int64_t maxRunning = 0;
+  int64_t maxWaiting = 0;
 };
 
 class Engine {
@@ -27,19 +34,37 @@ public:
                                                   const EngineOptions &options = {});
 
   // Runs one request to completion with whatever else is running, calling onBlock for each
-  // committed block on the calling thread. Thread-safe. Errors as Session::generate's.
+  // committed block on the calling thread. The request first waits for admission (the KV pages
+  // its program reserves). Thread-safe. Errors as Session::generate's, and by StatusCode:
+  // contextLengthExceeded (the prompt and generation pass the model's or the pool's size),
+  // queueFull (maxWaiting requests already wait), cancelled (`*cancelled` became true: the
+  // request stops at its next forward and frees its pages), unavailable (after shutdown()).
   StatusOr<GenerateResult> generate(const GenerateRequest &request,
-                                    const StreamCallback &onBlock = {});
+                                    const StreamCallback &onBlock = {},
+                                    const std::atomic<bool> *cancelled = nullptr);
+
+  // Refuses new requests (StatusCode::unavailable) and returns once every request already
+  // submitted, running or waiting, has finished. Thread-safe; idempotent.
+  void shutdown();
 
   SchedulerStats stats() const { return scheduler_->stats(); }
   const LoadedModel &model() const { return session_->model(); }
+  // The backend options the engine runs with (the KV pool's size among them).
+  const SessionOptions &sessionOptions() const { return sessionOptions_; }
 
 private:
-  Engine(std::unique_ptr<Session> session, std::unique_ptr<BatchScheduler> scheduler)
-      : session_(std::move(session)), scheduler_(std::move(scheduler)) {}
+  Engine(std::unique_ptr<Session> session, std::unique_ptr<BatchScheduler> scheduler,
+         SessionOptions sessionOptions)
+      : session_(std::move(session)), scheduler_(std::move(scheduler)),
+        sessionOptions_(std::move(sessionOptions)) {}
 
   std::unique_ptr<Session> session_;
   std::unique_ptr<BatchScheduler> scheduler_;
+  const SessionOptions sessionOptions_;
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  int64_t active_ = 0;
+  bool shuttingDown_ = false;
 };
 
 } // namespace dlm::engine

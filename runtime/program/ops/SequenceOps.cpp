@@ -20,7 +20,7 @@ Status runReserve(State &state, const Instruction &in, size_t at) {
                                std::to_string(rows) + " rows");
   const ProgramRequest &request = state.request;
   if (request.maxTokens > 0 && tokens > request.maxTokens)
-    return Status::error("prompt too long: " + std::to_string(state.promptLength) +
+    return Status::error(StatusCode::contextLengthExceeded, "prompt too long: " + std::to_string(state.promptLength) +
                          " prompt tokens and " + std::to_string(tokens - state.promptLength) +
                          " to generate need " + std::to_string(tokens) + " positions; " +
                          request.maxTokensLimit);

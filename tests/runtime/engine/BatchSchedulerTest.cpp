@@ -118,7 +118,11 @@ void checkConcurrentEqualsAlone(BatchSchedulerTest &test, const std::string &pol
     alone[i] = out->outputIds;
   }
   std::unique_ptr<cpu::CpuBackend> shared = test.backend(256);
-  StatusOr<std::unique_ptr<BatchScheduler>> scheduler = BatchScheduler::create(*shared, 96);
+  SchedulerLimits limits;
+  limits.tokensPerRun = 96;
+  limits.kvPages = 256;
+  limits.kvPageTokens = 4;
+  StatusOr<std::unique_ptr<BatchScheduler>> scheduler = BatchScheduler::create(*shared, limits);
   ASSERT_TRUE(scheduler) << scheduler.status().message();
   std::vector<std::thread> threads;
   std::vector<Status> statuses(n, Status::ok());

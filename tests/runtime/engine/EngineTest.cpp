@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 namespace dlm::engine {
@@ -94,6 +95,178 @@ TEST(Engine, ABadRequestFailsAloneByName) {
       << out.status().message();
   // The engine still serves.
   EXPECT_TRUE((*engine)->generate(request(2)));
+}
+
+std::shared_ptr<LoadedModel> tinyModel(TempDir &dir) {
+  TinyModel tiny{dlm::testing::TinyModelOptions{}};
+  tiny.write(dir.file("tiny.dlm"));
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
+  EXPECT_TRUE(model) << model.status().message();
+  return model ? *model : nullptr;
+}
+
+// Pages of 4 tokens: request(i) needs at most 5 (11 prompt tokens and 8 generated).
+std::unique_ptr<Engine> tinyEngine(std::shared_ptr<LoadedModel> model, int64_t pages,
+                                   int64_t maxRunning = 0, int64_t maxWaiting = 0) {
+  EngineOptions options;
+  options.session.threads = 2;
+  options.session.kvPages = pages;
+  options.session.kvPageTokens = 4;
+  options.tokensPerForward = 64;
+  options.maxRunning = maxRunning;
+  options.maxWaiting = maxWaiting;
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(std::move(model), options);
+  EXPECT_TRUE(engine) << engine.status().message();
+  return engine ? std::move(*engine) : nullptr;
+}
+
+TEST(Engine, APoolForFourRequestsAnswersSixteenAsAlone) {
+  TempDir dir;
+  std::shared_ptr<LoadedModel> model = tinyModel(dir);
+  ASSERT_TRUE(model);
+  constexpr int kRequests = 16;
+  std::unique_ptr<Engine> roomy = tinyEngine(model, 256);
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < kRequests; ++i) {
+    StatusOr<GenerateResult> out = roomy->generate(request(i));
+    ASSERT_TRUE(out) << out.status().message();
+    alone.push_back(out->outputIds);
+  }
+  std::unique_ptr<Engine> engine = tinyEngine(model, 20);
+  std::vector<std::vector<int32_t>> together(kRequests);
+  std::vector<std::string> errors(kRequests);
+  std::atomic<int64_t> mostReserved{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i)
+    threads.emplace_back([&, i] {
+      StatusOr<GenerateResult> out = engine->generate(request(i), [&](const StreamedBlock &) {
+        const int64_t reserved = engine->stats().kvPagesReserved;
+        int64_t most = mostReserved.load();
+        while (reserved > most && !mostReserved.compare_exchange_weak(most, reserved)) {
+        }
+      });
+      if (out)
+        together[i] = out->outputIds;
+      else
+        errors[i] = out.status().message();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(errors[i], "") << "request " << i;
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  }
+  const SchedulerStats stats = engine->stats();
+  EXPECT_EQ(stats.admitted, kRequests);
+  EXPECT_LE(mostReserved.load(), 20);
+  EXPECT_EQ(stats.kvPagesReserved, 0);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.waiting, 0);
+}
+
+TEST(Engine, ARequestLargerThanThePoolIsRefusedByName) {
+  TempDir dir;
+  std::unique_ptr<Engine> engine = tinyEngine(tinyModel(dir), 3);
+  ASSERT_TRUE(engine);
+  StatusOr<GenerateResult> out = engine->generate(request(3)); // 11 + 8 tokens: 5 pages
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.status().code(), StatusCode::contextLengthExceeded);
+  EXPECT_EQ(out.status().message(), "the request needs 5 KV pages of 4 tokens; the pool has 3");
+  EXPECT_EQ(engine->stats().refused, 1);
+}
+
+// Request 0 holds the only running place until `release`; the next waits, the one after finds
+// the queue full.
+TEST(Engine, AFullQueueRefusesAndTheWaitingRequestStillRuns) {
+  TempDir dir;
+  std::unique_ptr<Engine> engine = tinyEngine(tinyModel(dir), 64, /*maxRunning=*/1,
+                                              /*maxWaiting=*/1);
+  ASSERT_TRUE(engine);
+  std::atomic<bool> release{false};
+  std::thread first([&] {
+    StatusOr<GenerateResult> out = engine->generate(request(0), [&](const StreamedBlock &) {
+      while (!release.load())
+        std::this_thread::yield();
+    });
+    EXPECT_TRUE(out) << out.status().message();
+  });
+  while (engine->stats().running == 0)
+    std::this_thread::yield();
+  std::thread second([&] { EXPECT_TRUE(engine->generate(request(1))); });
+  while (engine->stats().waiting == 0)
+    std::this_thread::yield();
+  StatusOr<GenerateResult> third = engine->generate(request(2));
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.status().code(), StatusCode::queueFull);
+  EXPECT_EQ(third.status().message(), "the waiting queue is full (1 requests wait for KV pages)");
+  release = true;
+  first.join();
+  second.join();
+  EXPECT_EQ(engine->stats().admitted, 2);
+}
+
+TEST(Engine, ACancelledRequestStopsAndFreesItsPages) {
+  TempDir dir;
+  std::unique_ptr<Engine> engine = tinyEngine(tinyModel(dir), 64, /*maxRunning=*/1);
+  ASSERT_TRUE(engine);
+  // Cancelled after its first committed block: it stops at its next forward.
+  std::atomic<bool> cancelled{false};
+  int64_t blocks = 0;
+  StatusOr<GenerateResult> out = engine->generate(
+      request(1),
+      [&](const StreamedBlock &) {
+        ++blocks;
+        cancelled = true;
+      },
+      &cancelled);
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.status().code(), StatusCode::cancelled) << out.status().message();
+  EXPECT_EQ(blocks, 1);
+  EXPECT_EQ(engine->stats().kvPagesReserved, 0);
+  EXPECT_EQ(engine->stats().kvPagesInUse, 0);
+
+  // Cancelled while it waits for admission behind a request that holds the only place.
+  std::atomic<bool> release{false}, cancelWaiting{false};
+  std::thread first([&] {
+    EXPECT_TRUE(engine->generate(request(0), [&](const StreamedBlock &) {
+      while (!release.load())
+        std::this_thread::yield();
+    }));
+  });
+  while (engine->stats().running == 0)
+    std::this_thread::yield();
+  std::thread waiting([&] {
+    StatusOr<GenerateResult> out = engine->generate(request(2), {}, &cancelWaiting);
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.status().code(), StatusCode::cancelled);
+  });
+  while (engine->stats().waiting == 0)
+    std::this_thread::yield();
+  cancelWaiting = true;
+  waiting.join();
+  release = true;
+  first.join();
+  EXPECT_TRUE(engine->generate(request(3))) << "the engine still serves";
+}
+
+TEST(Engine, ShutdownDrainsAndThenRefuses) {
+  TempDir dir;
+  std::unique_ptr<Engine> engine = tinyEngine(tinyModel(dir), 64);
+  ASSERT_TRUE(engine);
+  std::atomic<bool> started{false};
+  StatusOr<GenerateResult> running = Status::error("not run");
+  std::thread request0([&] {
+    running = engine->generate(request(0), [&](const StreamedBlock &) { started = true; });
+  });
+  while (!started.load())
+    std::this_thread::yield();
+  engine->shutdown();
+  EXPECT_EQ(engine->stats().running, 0) << "shutdown returned with a request running";
+  request0.join();
+  EXPECT_TRUE(running) << "the running request finished: " << running.status().message();
+  StatusOr<GenerateResult> late = engine->generate(request(1));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.status().code(), StatusCode::unavailable);
 }
 
 } // namespace
