@@ -1,43 +1,48 @@
 // The C API (runtime/include/dlm/dlm.h) over the C++ Session API. Nothing here may throw across
 // the boundary: allocation failures end the process as they would in C.
-#include "dlm/dlm.h"
-
-#include "runtime/session/Session.h"
+#include "runtime/session/CApiTypes.h"
 
 #include <memory>
 #include <string>
 
-struct dlm_status_t {
-  std::string message;
-};
+namespace dlm::capi {
 
-struct dlm_model {
-  std::shared_ptr<dlm::LoadedModel> model;
-};
-
-struct dlm_session {
-  std::unique_ptr<dlm::Session> session;
-};
-
-struct dlm_request {
-  dlm::GenerateRequest request;
-};
-
-struct dlm_result {
-  dlm::GenerateResult result;
-};
-
-namespace {
-
-dlm_status makeStatus(const dlm::Status &status) {
+dlm_status makeStatus(const Status &status) {
   if (status.isOk())
     return nullptr;
-  return new dlm_status_t{status.message()};
+  return new dlm_status_t{status.message(), status.code()};
 }
 
-dlm_status makeError(const char *message) { return new dlm_status_t{message}; }
+dlm_status makeError(const char *message) {
+  return new dlm_status_t{message, StatusCode::failed};
+}
 
-} // namespace
+StreamCallback blockCallback(dlm_block_callback onBlock, void *userData) {
+  if (!onBlock)
+    return {};
+  return [onBlock, userData](const StreamedBlock &block) {
+    onBlock(userData, block.index, block.ids, static_cast<size_t>(block.count),
+            block.text.data(), block.text.size());
+  };
+}
+
+dlm::SessionOptions sessionOptions(const dlm_session_options *options) {
+  dlm::SessionOptions sessionOptions;
+  if (options) {
+    if (options->backend)
+      sessionOptions.backend = options->backend;
+    sessionOptions.threads = options->threads;
+    sessionOptions.kvPageTokens = options->kv_page_tokens;
+    sessionOptions.maxSequenceLength = options->max_sequence_length;
+    sessionOptions.kvPages = options->kv_pages;
+  }
+  return sessionOptions;
+}
+
+} // namespace dlm::capi
+
+using dlm::capi::makeError;
+using dlm::capi::makeStatus;
 
 extern "C" {
 
@@ -45,6 +50,24 @@ int dlm_api_version(void) { return DLM_API_VERSION; }
 
 const char *dlm_status_message(dlm_status status) {
   return status ? status->message.c_str() : "ok";
+}
+
+dlm_status_code dlm_status_get_code(dlm_status status) {
+  if (!status)
+    return DLM_STATUS_OK;
+  switch (status->code) {
+  case dlm::StatusCode::failed:
+    return DLM_STATUS_FAILED;
+  case dlm::StatusCode::contextLengthExceeded:
+    return DLM_STATUS_CONTEXT_LENGTH_EXCEEDED;
+  case dlm::StatusCode::queueFull:
+    return DLM_STATUS_QUEUE_FULL;
+  case dlm::StatusCode::cancelled:
+    return DLM_STATUS_CANCELLED;
+  case dlm::StatusCode::unavailable:
+    return DLM_STATUS_UNAVAILABLE;
+  }
+  return DLM_STATUS_FAILED;
 }
 
 void dlm_status_free(dlm_status status) { delete status; }
@@ -86,17 +109,8 @@ dlm_status dlm_session_create(dlm_model *model, const dlm_session_options *optio
   if (!model || !out_session)
     return makeError("dlm_session_create: model and out_session must not be null");
   *out_session = nullptr;
-  dlm::SessionOptions sessionOptions;
-  if (options) {
-    if (options->backend)
-      sessionOptions.backend = options->backend;
-    sessionOptions.threads = options->threads;
-    sessionOptions.kvPageTokens = options->kv_page_tokens;
-    sessionOptions.maxSequenceLength = options->max_sequence_length;
-    sessionOptions.kvPages = options->kv_pages;
-  }
   dlm::StatusOr<std::unique_ptr<dlm::Session>> session =
-      dlm::Session::create(model->model, sessionOptions);
+      dlm::Session::create(model->model, dlm::capi::sessionOptions(options));
   if (!session)
     return makeStatus(session.status());
   *out_session = new dlm_session{std::move(*session)};
@@ -167,15 +181,8 @@ dlm_status dlm_session_generate(dlm_session *session, const dlm_request *request
   if (!session || !request || !out_result)
     return makeError("dlm_session_generate: session, request and out_result must not be null");
   *out_result = nullptr;
-  dlm::StreamCallback callback;
-  if (on_block) {
-    callback = [&](const dlm::StreamedBlock &block) {
-      on_block(user_data, block.index, block.ids, static_cast<size_t>(block.count),
-               block.text.data(), block.text.size());
-    };
-  }
-  dlm::StatusOr<dlm::GenerateResult> result =
-      session->session->generate(request->request, callback);
+  dlm::StatusOr<dlm::GenerateResult> result = session->session->generate(
+      request->request, dlm::capi::blockCallback(on_block, user_data));
   if (!result)
     return makeStatus(result.status());
   *out_result = new dlm_result{std::move(*result)};

@@ -14,7 +14,8 @@
  *
  * Errors: every fallible call returns a dlm_status, NULL on success; otherwise it carries a
  * message naming the problem and must be freed with dlm_status_free. No global state; a session
- * runs one request at a time (use one session per thread). Knob names are those of
+ * runs one request at a time (use one session per thread). A dlm_engine serves many requests at
+ * once from many threads, packing their forwards (see "Engine" below; link DlmEngine). Knob names are those of
  * runtime/model/ModelSpec.h: policy, gen_length, block_length, steps, threshold, temperature,
  * t_min, t_max, max_steps, entropy_bound, stability_threshold, confidence_threshold, noise. */
 #ifndef DLM_DLM_H
@@ -27,13 +28,23 @@
 extern "C" {
 #endif
 
-#define DLM_API_VERSION 1
+#define DLM_API_VERSION 2
 
 int dlm_api_version(void);
 
 /* ---- Status --------------------------------------------------------------------------------- */
 typedef struct dlm_status_t *dlm_status; /* NULL = success */
 const char *dlm_status_message(dlm_status status);
+/* What kind of failure, where a caller acts on it. */
+typedef enum dlm_status_code {
+  DLM_STATUS_OK = 0,
+  DLM_STATUS_FAILED = 1,                  /* the message says what */
+  DLM_STATUS_CONTEXT_LENGTH_EXCEEDED = 2, /* more positions than the model or KV pool hold */
+  DLM_STATUS_QUEUE_FULL = 3,              /* the engine's waiting queue is full: retry later */
+  DLM_STATUS_CANCELLED = 4,               /* the request's cancel token fired */
+  DLM_STATUS_UNAVAILABLE = 5              /* the engine is shutting down */
+} dlm_status_code;
+dlm_status_code dlm_status_get_code(dlm_status status);
 void dlm_status_free(dlm_status status);
 
 /* ---- Model ---------------------------------------------------------------------------------- */
@@ -104,6 +115,55 @@ size_t dlm_result_prompt_ids(const dlm_result *result, const int32_t **out_ids);
 const char *dlm_result_text(const dlm_result *result);
 void dlm_result_stats(const dlm_result *result, dlm_stats *out_stats);
 void dlm_result_destroy(dlm_result *result);
+
+/* ---- Engine: many requests at once ---------------------------------------------------------- */
+/* One model on one backend; every dlm_engine_generate call (from any thread) runs its request on
+ * the calling thread, its forwards packed with the other running requests'. A request waits for
+ * admission until the KV pool holds its worst case; its temperature-0 output is the same alone
+ * or under load. */
+typedef struct dlm_engine_options {
+  dlm_session_options session; /* kv_pages 0: room for eight of the longest sequence */
+  int64_t tokens_per_forward;  /* the most tokens one packed forward feeds, default 2048 */
+  int64_t max_running;         /* the most requests admitted at once, 0 = as the pool allows */
+  int64_t max_waiting;         /* the most requests waiting; more get DLM_STATUS_QUEUE_FULL */
+} dlm_engine_options;
+void dlm_engine_options_init(dlm_engine_options *options);
+
+typedef struct dlm_engine dlm_engine;
+dlm_status dlm_engine_create(dlm_model *model, const dlm_engine_options *options,
+                             dlm_engine **out_engine);
+/* Shuts the engine down first (see dlm_engine_shutdown). */
+void dlm_engine_destroy(dlm_engine *engine);
+
+/* Cancels a request from another thread: the request stops at its next forward, or while it
+ * waits for admission, with DLM_STATUS_CANCELLED, and frees its KV pages. */
+typedef struct dlm_cancel_token dlm_cancel_token;
+dlm_cancel_token *dlm_cancel_token_create(void);
+void dlm_cancel_token_cancel(dlm_cancel_token *token);
+void dlm_cancel_token_destroy(dlm_cancel_token *token);
+
+/* Thread-safe; `cancel` may be NULL. on_block must not block: the other requests' forwards wait
+ * for this one's. */
+dlm_status dlm_engine_generate(dlm_engine *engine, const dlm_request *request,
+                               dlm_block_callback on_block, void *user_data,
+                               dlm_cancel_token *cancel, dlm_result **out_result);
+/* New requests fail with DLM_STATUS_UNAVAILABLE; returns once the submitted ones finished. */
+void dlm_engine_shutdown(dlm_engine *engine);
+
+typedef struct dlm_engine_stats {
+  int64_t waiting;            /* requests waiting for admission now */
+  int64_t running;            /* admitted requests now */
+  int64_t kv_pages;           /* the pool */
+  int64_t kv_pages_reserved;  /* held for the running requests' worst cases */
+  int64_t kv_pages_in_use;    /* holding K/V now */
+  int64_t admitted;           /* requests admitted so far */
+  int64_t refused;            /* refused: queue full or larger than the pool */
+  int64_t cancelled;
+  int64_t runs;               /* packed forwards */
+  int64_t forwards;           /* request forwards they served */
+  int64_t fed_tokens;         /* tokens the packed forwards fed */
+} dlm_engine_stats;
+void dlm_engine_get_stats(const dlm_engine *engine, dlm_engine_stats *out_stats);
 
 #ifdef __cplusplus
 }
