@@ -41,9 +41,23 @@ struct BackendOptions {
   // projections and the LM head then run on InvariantGemm (weights packed once at creation).
   // Not supported yet with mixture-of-experts records (their expert GEMMs group rows by expert).
   bool batchInvariant = false;
+  // Prefix sharing across the backend's sequences (docs/design/serving.md §4): full committed KV
+  // pages are published by their tokens and adopted by later prefills of the same tokens, for
+  // the functions whose K/V of a slot depend on the tokens up to it alone
+  // (kvDependsOnPrefixOnly, SequenceForwards.h); exact, since such a page holds what the
+  // adopting sequence would compute (bit for bit when batchInvariant).
+  bool sharePrefixes = false;
   // Records forward and kernel timings when set (not owned; must outlive the backend). Null:
   // no timing at all, one branch per timer site.
   profile::Profiler *profiler = nullptr;
+};
+
+// The KV pool's pages, for serving metrics.
+struct KvPoolStats {
+  int64_t pages = 0;
+  int64_t inUse = 0;        // held by a sequence or the prefix index
+  int64_t cached = 0;       // held by the prefix index alone (free on demand)
+  int64_t adoptedTokens = 0; // prefill tokens taken from published pages, so far
 };
 
 // Host or device bytes a backend holds, for profiling.
@@ -90,6 +104,8 @@ public:
                          " backend");
   }
   virtual Status removeSequence(kv::SequenceId /*sequence*/) { return createSequence().status(); }
+  // Optional: the pool every sequence shares (zeros when the backend does not say).
+  virtual KvPoolStats kvPoolStats() const { return {}; }
   virtual Status trimSequence(kv::SequenceId /*sequence*/, int64_t /*length*/) {
     return createSequence().status();
   }

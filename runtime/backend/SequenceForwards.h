@@ -17,6 +17,7 @@
 #include "runtime/sampling/DecodeModel.h"
 #include "support/Status.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,30 @@ inline Status checkForwardInput(const program::KernelProgram &program,
   return Status::ok();
 }
 
+// Whether the K/V `program` writes for a slot depend on the tokens up to that slot alone, so that
+// pages of equal token prefixes hold equal K/V (BackendOptions::sharePrefixes): every attention is
+// causal (a window too), the function reads no input rows and captures none, and no other
+// function of `functions` (name -> KernelProgram) writes K/V into the same pages.
+template <typename Functions>
+bool kvDependsOnPrefixOnly(const program::KernelProgram &program, const Functions &functions) {
+  using program::KernelKind;
+  if (program.readsInput() || program.captureWidth > 0)
+    return false;
+  bool writesKv = false;
+  for (const program::ProgramRecord &k : program.kernels) {
+    if (k.kind == KernelKind::attention && !k.causal)
+      return false;
+    writesKv = writesKv || k.kind == KernelKind::kvStore;
+  }
+  for (const auto &[name, other] : functions)
+    if (&other != &program &&
+        std::any_of(other.kernels.begin(), other.kernels.end(), [](const auto &k) {
+          return k.kind == KernelKind::kvStore;
+        }))
+      return false;
+  return writesKv;
+}
+
 // DecodeModel::trimCache: the sequence keeps its first `length` slots.
 inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int64_t length) {
   if (length < 0 || length > cache.length(sequence))
@@ -147,14 +172,21 @@ inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int
 //           committed
 // After a failed run: full and extend forget the sequence (half-written K/V), cached and append
 // are back to [0, keep).
+//
+// `sharePrefix` (the function's K/V of a slot depend on the tokens up to it alone, and the cache
+// shares prefixes): a full forward first adopts the published pages of its longest published
+// prefix and feeds only the rest (never a requested logit row's token, never every token), and
+// every forward that commits publishes its full committed pages (PagedKvCache.h).
 struct PreparedForward {
   const int32_t *fed = nullptr; // the first fed token
   ForwardSpan span;
+  sampling::LogitRows rows;     // the requested rows among the fed tokens
 };
 
 inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cache,
                                                           kv::SequenceId sequence,
-                                                          const sampling::ForwardSpec &spec) {
+                                                          const sampling::ForwardSpec &spec,
+                                                          bool sharePrefix = false) {
   using Mode = sampling::ForwardSpec::Mode;
   auto str = [](int64_t value) { return std::to_string(value); };
   const int64_t count = spec.count, keep = spec.keep;
@@ -162,7 +194,17 @@ inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cach
     if (keep < 0 || keep > count)
       return Status::error("forward: keep " + str(keep) + " is outside [0, " + str(count) + "]");
     DLM_RETURN_IF_ERROR(cache.trim(sequence, 0));
-    return PreparedForward{spec.tokens, ForwardSpan{0, count, count}};
+    int64_t shared = 0;
+    if (sharePrefix && !spec.input) {
+      const int64_t most = std::min(spec.rows.count() > 0 ? spec.rows.begin : count, count - 1);
+      DLM_ASSIGN_OR_RETURN(shared, cache.adoptPrefix(sequence, spec.tokens, most));
+    }
+    const sampling::LogitRows rows = spec.rows.count() > 0
+                                         ? sampling::LogitRows{spec.rows.begin - shared,
+                                                               spec.rows.end - shared}
+                                         : sampling::LogitRows{0, 0};
+    return PreparedForward{spec.tokens + shared, ForwardSpan{shared, count - shared, count},
+                           rows};
   }
   const int64_t first = spec.mode == Mode::extend ? spec.first : keep;
   if (cache.length(sequence) != keep || keep < 0 || keep > count || first < 0 || first > keep) {
@@ -177,14 +219,15 @@ inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cach
   // Slots a fork shares are copied before the rewrite writes them.
   if (spec.mode == Mode::extend)
     DLM_RETURN_IF_ERROR(cache.rewrite(sequence, first, keep));
-  return PreparedForward{spec.tokens + first, ForwardSpan{first, count - first, count}};
+  return PreparedForward{spec.tokens + first, ForwardSpan{first, count - first, count},
+                         spec.rows};
 }
 
 // `wrote`: the run got as far as writing K/V (a packed run refused before its first kernel did
 // not: an extend's rewritten slots still hold their K/V and are committed again).
 inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence,
                                       const sampling::ForwardSpec &spec, bool ran,
-                                      bool wrote = true) {
+                                      bool wrote = true, bool sharePrefix = false) {
   using Mode = sampling::ForwardSpec::Mode;
   switch (spec.mode) {
   case Mode::full:
@@ -192,13 +235,16 @@ inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId se
     if (!ran && (wrote || spec.mode == Mode::full))
       return cache.trim(sequence, 0);
     DLM_RETURN_IF_ERROR(cache.trim(sequence, spec.keep));
-    return cache.commit(sequence);
+    break;
   case Mode::cached:
     return cache.trim(sequence, spec.keep);
   case Mode::append:
-    return ran ? cache.commit(sequence) : cache.trim(sequence, spec.keep);
+    if (!ran)
+      return cache.trim(sequence, spec.keep);
+    break;
   }
-  return Status::error("forward: unknown mode");
+  DLM_RETURN_IF_ERROR(cache.commit(sequence));
+  return sharePrefix && ran ? cache.publishPrefix(sequence, spec.tokens) : Status::ok();
 }
 
 // One sequence's forward in a packed batch (docs/design/serving.md §2).
@@ -215,7 +261,7 @@ StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
   StatusOr<PreparedForward> prepared = prepareForwardOnSequence(cache, sequence, spec);
   if (!prepared)
     return prepared.status();
-  StatusOr<sampling::LogitsView> logits = run(prepared->fed, prepared->span, spec.rows);
+  StatusOr<sampling::LogitsView> logits = run(prepared->fed, prepared->span, prepared->rows);
   Status finished = finishForwardOnSequence(cache, sequence, spec, logits.isOk());
   if (!logits)
     return logits.status();

@@ -103,7 +103,22 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
+  if (options.sharePrefixes)
+    for (const auto &[name, program] : functions_)
+      if (kvDependsOnPrefixOnly(program, functions_)) {
+        sharingFunctions_.insert(name);
+        kv_->enablePrefixSharing();
+      }
   sequence_ = kv_->create();
+}
+
+KvPoolStats CpuBackend::kvPoolStats() const {
+  KvPoolStats stats;
+  stats.pages = kv_->pageCount();
+  stats.cached = kv_->cachedPages();
+  stats.inUse = kv_->pageCount() - (kv_->freePages() - stats.cached);
+  stats.adoptedTokens = kv_->adoptedTokens();
+  return stats;
 }
 
 Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
@@ -189,13 +204,14 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
   captured_ = {};
   const KernelProgram *program = nullptr;
   DLM_ASSIGN_OR_RETURN(program, function(name));
+  const bool share = sharingFunctions_.count(program->function) != 0;
   std::vector<Part> parts;
   // Every prepared sequence is finished again, whatever happens to the others.
   auto finishAll = [&](bool ran, bool wrote) {
     Status first = Status::ok();
     for (size_t i = 0; i < parts.size(); ++i) {
       Status finished =
-          finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran, wrote);
+          finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran, wrote, share);
       if (first.isOk() && !finished.isOk())
         first = finished;
     }
@@ -210,13 +226,13 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
       input.count = rows ? *rows : 0;
     }
     StatusOr<PreparedForward> prepared =
-        checked.isOk() ? prepareForwardOnSequence(*kv_, f.sequence, f.spec)
+        checked.isOk() ? prepareForwardOnSequence(*kv_, f.sequence, f.spec, share)
                        : StatusOr<PreparedForward>(checked);
     if (!prepared) {
       (void)finishAll(false, false);
       return prepared.status();
     }
-    parts.push_back(Part{f.sequence, prepared->fed, prepared->span, f.spec.rows, input});
+    parts.push_back(Part{f.sequence, prepared->fed, prepared->span, prepared->rows, input});
   }
   bool wrote = false;
   StatusOr<sampling::LogitsView> logits = runParts(*program, parts, &wrote);

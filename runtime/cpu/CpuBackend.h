@@ -23,6 +23,7 @@
 #include "runtime/cpu/InvariantGemm.h"
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,7 @@ public:
                                               const std::vector<SequenceForward> &forwards) override;
   StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }
   Status removeSequence(kv::SequenceId sequence) override { return kv_->remove(sequence); }
+  KvPoolStats kvPoolStats() const override;
   Status trimSequence(kv::SequenceId sequence, int64_t length) override {
     return dlm::trimSequence(*kv_, sequence, length);
   }
@@ -144,6 +146,8 @@ private:
   ThreadPool pool_;
   HostKvPages pages_;
   std::unique_ptr<kv::PagedKvCache> kv_;
+  // The functions whose prefills adopt and whose commits publish pages (sharePrefixes).
+  std::set<std::string, std::less<>> sharingFunctions_;
   kv::SequenceId sequence_;
   // One table per distinct (theta, head_dim, rotated_pairs) of the rope records.
   struct Rope {

@@ -247,10 +247,10 @@ SchedulerStats BatchScheduler::stats() const {
   stats.running = open_;
   stats.kvPages = limits_.kvPages;
   stats.kvPagesReserved = reservedPages_;
-  const MemoryUsage usage = backend_.memoryUsage();
-  if (usage.kvPoolBytes > 0)
-    stats.kvPagesInUse = static_cast<int64_t>(usage.kvInUseBytes * limits_.kvPages /
-                                              usage.kvPoolBytes);
+  const KvPoolStats pool = backend_.kvPoolStats();
+  stats.kvPagesInUse = pool.inUse;
+  stats.kvPagesCached = pool.cached;
+  stats.prefixTokensReused = pool.adoptedTokens;
   return stats;
 }
 

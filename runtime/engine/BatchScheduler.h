@@ -48,7 +48,9 @@ struct SchedulerStats {
   int64_t running = 0;       // admitted requests
   int64_t kvPages = 0;       // the pool
   int64_t kvPagesReserved = 0;  // held for the admitted requests' worst cases
-  int64_t kvPagesInUse = 0;     // holding K/V now (the backend's count)
+  int64_t kvPagesInUse = 0;     // holding K/V now, published pages included (the backend's)
+  int64_t kvPagesCached = 0;    // published pages no request holds (free on demand)
+  int64_t prefixTokensReused = 0; // prefill tokens taken from published pages, so far
 };
 
 class BatchScheduler {

@@ -6,6 +6,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const LoadedMod
                                                  const EngineOptions &options) {
   SessionOptions sessionOptions = options.session;
   sessionOptions.batchInvariant = true;
+  sessionOptions.sharePrefixes = true;
   if (sessionOptions.kvPageTokens <= 0)
     return Status::error("KV pages must hold at least one token, got " +
                          std::to_string(sessionOptions.kvPageTokens));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 #include <string>
 
 namespace dlm::kv {
@@ -29,17 +30,33 @@ StatusOr<PagedKvCache::Sequence *> PagedKvCache::find(SequenceId sequence, const
 }
 
 PageIndex PagedKvCache::takePage() {
-  assert(!freeList_.empty());
+  if (freeList_.empty()) {
+    std::optional<PageIndex> evicted =
+        index_.evict([&](PageIndex page) { return refCount(page) == 1; });
+    assert(evicted && "takePage without a free or cached page");
+    refCounts_[static_cast<size_t>(*evicted)] = 0;
+    --cachedPages_;
+    freeList_.push_back(*evicted);
+  }
   PageIndex page = freeList_.back();
   freeList_.pop_back();
   refCounts_[static_cast<size_t>(page)] = 1;
   return page;
 }
 
+void PagedKvCache::retainPage(PageIndex page) {
+  int32_t &count = refCounts_[static_cast<size_t>(page)];
+  if (++count == 2 && index_.publishes(page))
+    --cachedPages_; // a sequence holds it again
+}
+
 void PagedKvCache::releasePage(PageIndex page) {
   int32_t &count = refCounts_[static_cast<size_t>(page)];
   assert(count > 0);
-  if (--count == 0)
+  --count;
+  if (count == 1 && index_.publishes(page))
+    ++cachedPages_; // only the index holds it now
+  else if (count == 0)
     freeList_.push_back(page);
 }
 
@@ -139,7 +156,7 @@ StatusOr<SequenceId> PagedKvCache::fork(SequenceId source) {
   copy.pages.assign((*found)->pages.begin(),
                     (*found)->pages.begin() + static_cast<ptrdiff_t>(pagesFor(copy.length)));
   for (PageIndex page : copy.pages)
-    ++refCounts_[static_cast<size_t>(page)];
+    retainPage(page);
   SequenceId id = nextSequence_++;
   sequences_.emplace(id, std::move(copy));
   return id;
@@ -152,6 +169,52 @@ Status PagedKvCache::remove(SequenceId sequence) {
   for (PageIndex page : (*found)->pages)
     releasePage(page);
   sequences_.erase(sequence);
+  return Status::ok();
+}
+
+StatusOr<int64_t> PagedKvCache::adoptPrefix(SequenceId sequence, const int32_t *tokens,
+                                             int64_t maxTokens) {
+  StatusOr<Sequence *> found = find(sequence, "adopt a prefix");
+  if (!found)
+    return found.status();
+  Sequence &seq = **found;
+  if (seq.length != 0)
+    return Status::error("KV cache adopt a prefix: sequence " + std::to_string(sequence) +
+                         " is not empty");
+  if (!sharing_)
+    return int64_t(0);
+  uint64_t parent = 0;
+  for (int64_t first = 0; first + pageTokens_ <= maxTokens; first += pageTokens_) {
+    const uint64_t hash = PrefixIndex::pageHash(parent, tokens + first, pageTokens_);
+    std::optional<PageIndex> page = index_.find(hash, parent, tokens + first, pageTokens_);
+    if (!page)
+      break;
+    retainPage(*page);
+    seq.pages.push_back(*page);
+    parent = hash;
+  }
+  seq.length = seq.committed = static_cast<int64_t>(seq.pages.size()) * pageTokens_;
+  adoptedTokens_ += seq.length;
+  return seq.length;
+}
+
+Status PagedKvCache::publishPrefix(SequenceId sequence, const int32_t *tokens) {
+  StatusOr<Sequence *> found = find(sequence, "publish a prefix");
+  if (!found)
+    return found.status();
+  if (!sharing_)
+    return Status::ok();
+  const Sequence &seq = **found;
+  uint64_t parent = 0;
+  for (int64_t p = 0; (p + 1) * pageTokens_ <= seq.committed; ++p) {
+    const int32_t *pageTokens = tokens + p * pageTokens_;
+    const uint64_t hash = PrefixIndex::pageHash(parent, pageTokens, pageTokens_);
+    const PageIndex page = seq.pages[static_cast<size_t>(p)];
+    // The index's own reference: the sequence still holds the page, so it is not cached yet.
+    if (index_.insert(hash, parent, pageTokens, pageTokens_, page))
+      ++refCounts_[static_cast<size_t>(page)];
+    parent = hash;
+  }
   return Status::ok();
 }
 

@@ -7,8 +7,17 @@
 //
 // Token slots of a sequence are either committed (final: a fork shares them) or pending (written
 // by the forward that appended them, typically dropped again by trim()). Not thread-safe.
+//
+// Prefix sharing across sequences (docs/design/serving.md §4), once enabled: full committed pages
+// are published by their content (the token ids of the page and of every page before it,
+// PrefixIndex.h), and a new sequence adopts the published pages of its prompt's longest
+// published prefix instead of computing them. The index holds a reference to each page it
+// publishes; a page only it holds is cached, counts as free and is evicted, least recently used
+// first, when a page is needed. Exact only when a slot's K/V depend on the tokens up to it alone
+// (causal attention): the caller decides when to publish and adopt.
 #pragma once
 
+#include "runtime/kv/PrefixIndex.h"
 #include "support/Status.h"
 
 #include <cstdint>
@@ -30,7 +39,12 @@ public:
 
   int32_t pageCount() const { return static_cast<int32_t>(refCounts_.size()); }
   int32_t pageTokens() const { return pageTokens_; }
-  int32_t freePages() const { return static_cast<int32_t>(freeList_.size()); }
+  // Free pages, cached ones included (they are evicted on demand).
+  int32_t freePages() const {
+    return static_cast<int32_t>(freeList_.size()) + static_cast<int32_t>(cachedPages_);
+  }
+  // Published pages no sequence holds.
+  int64_t cachedPages() const { return cachedPages_; }
   // How many block tables hold `page` (0 = free).
   int32_t refCount(PageIndex page) const { return refCounts_[static_cast<size_t>(page)]; }
 
@@ -54,6 +68,18 @@ public:
   // Releases every page of `sequence` and forgets it.
   Status remove(SequenceId sequence);
 
+  // ---- Prefix sharing ------------------------------------------------------------------------
+  void enablePrefixSharing() { sharing_ = true; }
+  bool sharesPrefixes() const { return sharing_; }
+  // An empty `sequence` takes the published pages of the longest published whole-page prefix of
+  // tokens[0, maxTokens), as committed slots; returns how many tokens it took (0 when sharing is
+  // off or nothing matches).
+  StatusOr<int64_t> adoptPrefix(SequenceId sequence, const int32_t *tokens, int64_t maxTokens);
+  // Publishes the full committed pages of `sequence`, whose slots hold tokens[0, committed).
+  Status publishPrefix(SequenceId sequence, const int32_t *tokens);
+  // Tokens adopted so far, all sequences together.
+  int64_t adoptedTokens() const { return adoptedTokens_; }
+
   // ---- Queries -------------------------------------------------------------------------------
   bool contains(SequenceId sequence) const { return sequences_.count(sequence) != 0; }
   // 0 for an unknown sequence.
@@ -72,7 +98,9 @@ private:
   };
 
   StatusOr<Sequence *> find(SequenceId sequence, const char *operation);
+  // A free page, evicting the least recently used cached page when none is on the free list.
   PageIndex takePage();
+  void retainPage(PageIndex page);
   void releasePage(PageIndex page);
 
   int32_t pageTokens_;
@@ -82,6 +110,11 @@ private:
   std::vector<PageIndex> freeList_;
   std::unordered_map<SequenceId, Sequence> sequences_;
   SequenceId nextSequence_ = 0;
+  bool sharing_ = false;
+  PrefixIndex index_;
+  // Published pages held by the index alone.
+  int64_t cachedPages_ = 0;
+  int64_t adoptedTokens_ = 0;
 };
 
 } // namespace dlm::kv

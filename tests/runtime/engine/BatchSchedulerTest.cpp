@@ -48,8 +48,9 @@ public: // checkConcurrentEqualsAlone uses the fixture's model and requests
     facts.eosTokenIds = {};
   }
 
-  std::unique_ptr<cpu::CpuBackend> backend(int64_t pages) {
+  std::unique_ptr<cpu::CpuBackend> backend(int64_t pages, bool sharePrefixes = false) {
     BackendOptions options;
+    options.sharePrefixes = sharePrefixes;
     options.threads = 2;
     options.kvPageTokens = 4;
     options.kvPages = pages;
@@ -102,6 +103,63 @@ TEST_F(BatchSchedulerTest, DiffusionRequestsWithCachedBlocksDecodeAsAlone) {
                      {"steps", int64_t(4 + 4 * (i % 2))},
                      {"cache", std::string(i < 3 ? "prefix" : "none")}});
   checkConcurrentEqualsAlone(*this, "low-confidence", knobs);
+}
+
+// Requests whose prompts share their first three pages (12 tokens) decode as alone when a later
+// prefill adopts the pages an earlier request published, and when its pages were published by
+// a request running beside it.
+TEST_F(BatchSchedulerTest, PrefillsAdoptPublishedPrefixesAndDecodeAsAlone) {
+  TinyModelOptions options;
+  options.causal = true;
+  options.qkNorm = true;
+  open(options);
+  const program::DecodeProgram program = loadProgram("autoregressive");
+  auto sharedPrefixRequest = [&](int i) {
+    program::ProgramRequest r;
+    for (int t = 0; t < 12; ++t)
+      r.prompt.push_back(static_cast<int32_t>(2 + (t * 7) % 30));
+    for (int t = 0; t < 1 + i; ++t)
+      r.prompt.push_back(static_cast<int32_t>(3 + (i * 5 + t) % 29));
+    r.knobs = {{"max_new_tokens", int64_t(6)}, {"temperature", i % 2 ? 0.8 : 0.0}};
+    r.seed = static_cast<uint64_t>(i);
+    return r;
+  };
+  constexpr int kRequests = 5;
+  std::vector<std::vector<int32_t>> alone(kRequests), together(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    std::unique_ptr<cpu::CpuBackend> single = backend(0);
+    StatusOr<sampling::DecodeOutcome> out =
+        program::DecodeInterpreter(program).run(*single, facts, sharedPrefixRequest(i), {});
+    ASSERT_TRUE(out) << out.status().message();
+    alone[i] = out->outputIds;
+  }
+  std::unique_ptr<cpu::CpuBackend> shared = backend(64, /*sharePrefixes=*/true);
+  SchedulerLimits limits;
+  limits.tokensPerRun = 96;
+  limits.kvPages = 64;
+  limits.kvPageTokens = 4;
+  StatusOr<std::unique_ptr<BatchScheduler>> scheduler = BatchScheduler::create(*shared, limits);
+  ASSERT_TRUE(scheduler) << scheduler.status().message();
+  auto run = [&](int i) {
+    StatusOr<std::unique_ptr<sampling::DecodeModel>> model = (*scheduler)->open();
+    ASSERT_TRUE(model) << model.status().message();
+    StatusOr<sampling::DecodeOutcome> out =
+        program::DecodeInterpreter(program).run(**model, facts, sharedPrefixRequest(i), {});
+    ASSERT_TRUE(out) << "request " << i << ": " << out.status().message();
+    together[i] = out->outputIds;
+  };
+  run(0); // publishes the shared pages; then the others adopt them, side by side
+  std::vector<std::thread> threads;
+  for (int i = 1; i < kRequests; ++i)
+    threads.emplace_back(run, i);
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < kRequests; ++i)
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  const SchedulerStats stats = (*scheduler)->stats();
+  EXPECT_GE(stats.prefixTokensReused, 12 * (kRequests - 1));
+  EXPECT_GT(stats.kvPagesCached, 0) << "published pages stay cached after their requests";
+  EXPECT_EQ(stats.kvPagesInUse, stats.kvPagesCached);
 }
 
 void checkConcurrentEqualsAlone(BatchSchedulerTest &test, const std::string &policy,

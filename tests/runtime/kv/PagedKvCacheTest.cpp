@@ -212,5 +212,91 @@ TEST_F(PagedKvCacheTest, NegativeAppendIsRejected) {
   EXPECT_FALSE(cache.append(a, -1).isOk());
 }
 
+// ---- Prefix sharing ----------------------------------------------------------------------
+
+// Sequence `s` holds tokens[0, n) committed and published.
+void fillAndPublish(PagedKvCache &cache, SequenceId s, const std::vector<int32_t> &tokens) {
+  ASSERT_TRUE(cache.append(s, static_cast<int64_t>(tokens.size())).isOk());
+  ASSERT_TRUE(cache.commit(s).isOk());
+  ASSERT_TRUE(cache.publishPrefix(s, tokens.data()).isOk());
+}
+
+TEST_F(PagedKvCacheTest, ASequenceAdoptsThePublishedPagesOfItsPrefix) {
+  cache.enablePrefixSharing();
+  const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, first); // two full pages published, the third partial
+  // The same first page, a different second one: only the first is shared.
+  const std::vector<int32_t> second = {1, 2, 3, 4, 5, 6, 0, 8, 9, 10};
+  SequenceId b = cache.create();
+  StatusOr<int64_t> adopted = cache.adoptPrefix(b, second.data(), 9);
+  ASSERT_TRUE(adopted.isOk());
+  EXPECT_EQ(*adopted, 4);
+  EXPECT_EQ(cache.blockTable(b)[0], cache.blockTable(a)[0]);
+  EXPECT_EQ(cache.length(b), 4);
+  EXPECT_EQ(cache.committedLength(b), 4);
+  EXPECT_EQ(cache.refCount(cache.blockTable(a)[0]), 3); // a, b, the index
+  // The same tokens: both pages; never more than maxTokens allow.
+  SequenceId c = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(c, first.data(), 10), 8);
+  SequenceId d = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(d, first.data(), 7), 4);
+  EXPECT_EQ(cache.adoptedTokens(), 16);
+  // Adopting into a sequence that holds slots is refused.
+  EXPECT_FALSE(cache.adoptPrefix(a, first.data(), 10).isOk());
+}
+
+TEST_F(PagedKvCacheTest, CachedPagesCountAsFreeAndAreEvictedLeastRecentlyUsedFirst) {
+  cache.enablePrefixSharing();
+  const std::vector<int32_t> old = {1, 1, 1, 1, 2, 2, 2, 2};
+  const std::vector<int32_t> recent = {3, 3, 3, 3};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, old);
+  SequenceId b = cache.create();
+  fillAndPublish(cache, b, recent);
+  ASSERT_TRUE(cache.remove(a).isOk());
+  ASSERT_TRUE(cache.remove(b).isOk());
+  EXPECT_EQ(cache.cachedPages(), 3);
+  EXPECT_EQ(cache.freePages(), 8);
+  // Six new pages take the five on the free list and evict the oldest cached one.
+  SequenceId c = cache.create();
+  ASSERT_TRUE(cache.append(c, 24).isOk());
+  EXPECT_EQ(cache.cachedPages(), 2);
+  SequenceId d = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(d, old.data(), 8), 0) << "the oldest page was evicted";
+  SequenceId e = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(e, recent.data(), 4), 4);
+  EXPECT_EQ(cache.cachedPages(), 1); // e holds the recent page again
+  // Every page in use or cached: the next append evicts the last cached one, then fails.
+  ASSERT_TRUE(cache.append(d, 4).isOk());
+  EXPECT_EQ(cache.cachedPages(), 0);
+  EXPECT_FALSE(cache.append(d, 4).isOk());
+}
+
+TEST_F(PagedKvCacheTest, APublishedPageIsCopiedBeforeARewrite) {
+  cache.enablePrefixSharing();
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, tokens);
+  const PageIndex published = cache.blockTable(a)[0];
+  ASSERT_TRUE(cache.rewrite(a, 0, 4).isOk());
+  EXPECT_NE(cache.blockTable(a)[0], published);
+  EXPECT_EQ(copies.size(), 1u);
+  SequenceId b = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(b, tokens.data(), 4), 4);
+  EXPECT_EQ(cache.blockTable(b)[0], published);
+}
+
+TEST_F(PagedKvCacheTest, WithoutSharingNothingIsPublishedOrAdopted) {
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, tokens);
+  SequenceId b = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(b, tokens.data(), 4), 0);
+  ASSERT_TRUE(cache.remove(a).isOk());
+  EXPECT_EQ(cache.cachedPages(), 0);
+  EXPECT_EQ(cache.freePages(), 8);
+}
+
 } // namespace
 } // namespace dlm::kv
