@@ -511,7 +511,9 @@ CudaBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwa
   DLM_ASSIGN_OR_RETURN(program, function(name));
   // Preparing an extend may copy shared KV pages on this thread's stream.
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
-  if (static_cast<int64_t>(forwards.size()) > reservedParts_)
+  // More parts than the input buffers hold grow them (nothing reserved yet: the forward's
+  // checks name what is missing).
+  if (reservedTokens_ > 0 && static_cast<int64_t>(forwards.size()) > reservedParts_)
     DLM_RETURN_IF_ERROR(reserveBuffers(reservedTokens_, reservedLogitRows_,
                                        static_cast<int64_t>(forwards.size())));
   StatusOr<sampling::LogitsView> logits = forwardPacked(
