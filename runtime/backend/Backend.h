@@ -52,13 +52,6 @@ struct BackendOptions {
   profile::Profiler *profiler = nullptr;
 };
 
-// The KV pool's pages, for serving metrics.
-struct KvPoolStats {
-  int64_t pages = 0;
-  int64_t inUse = 0;        // held by a sequence or the prefix index
-  int64_t cached = 0;       // held by the prefix index alone (free on demand)
-  int64_t adoptedTokens = 0; // prefill tokens taken from published pages, so far
-};
 
 // Host or device bytes a backend holds, for profiling.
 struct MemoryUsage {

@@ -131,26 +131,41 @@ inline Status checkForwardInput(const program::KernelProgram &program,
 
 // Whether the K/V `program` writes for a slot depend on the tokens up to that slot alone, so that
 // pages of equal token prefixes hold equal K/V (BackendOptions::sharePrefixes): every attention is
-// causal (a window too), the function reads no input rows and captures none, and no other
-// function of `functions` (name -> KernelProgram) writes K/V into the same pages.
-template <typename Functions>
-bool kvDependsOnPrefixOnly(const program::KernelProgram &program, const Functions &functions) {
+// causal (a window too), the function reads no input rows and captures none, and no other of the
+// artifact's functions (`all`, `program` among them) writes K/V into the same pages.
+inline bool kvDependsOnPrefixOnly(const program::KernelProgram &program,
+                                  const std::vector<const program::KernelProgram *> &all) {
   using program::KernelKind;
-  if (program.readsInput() || program.captureWidth > 0)
+  auto writesKv = [](const program::KernelProgram &p) {
+    return std::any_of(p.kernels.begin(), p.kernels.end(),
+                       [](const auto &k) { return k.kind == KernelKind::kvStore; });
+  };
+  if (program.readsInput() || program.captureWidth > 0 || !writesKv(program))
     return false;
-  bool writesKv = false;
-  for (const program::ProgramRecord &k : program.kernels) {
+  for (const program::ProgramRecord &k : program.kernels)
     if (k.kind == KernelKind::attention && !k.causal)
       return false;
-    writesKv = writesKv || k.kind == KernelKind::kvStore;
-  }
-  for (const auto &[name, other] : functions)
-    if (&other != &program &&
-        std::any_of(other.kernels.begin(), other.kernels.end(), [](const auto &k) {
-          return k.kind == KernelKind::kvStore;
-        }))
-      return false;
-  return writesKv;
+  return std::none_of(all.begin(), all.end(), [&](const program::KernelProgram *other) {
+    return other != &program && writesKv(*other);
+  });
+}
+
+// The KV pool's pages, for serving metrics.
+struct KvPoolStats {
+  int64_t pages = 0;
+  int64_t inUse = 0;        // held by a sequence or the prefix index
+  int64_t cached = 0;       // held by the prefix index alone (free on demand)
+  int64_t adoptedTokens = 0; // prefill tokens taken from published pages, so far
+};
+
+// Backend::kvPoolStats of a backend's pool.
+inline KvPoolStats poolStatsOf(const kv::PagedKvCache &cache) {
+  KvPoolStats stats;
+  stats.pages = cache.pageCount();
+  stats.cached = cache.cachedPages();
+  stats.inUse = cache.pageCount() - (cache.freePages() - stats.cached);
+  stats.adoptedTokens = cache.adoptedTokens();
+  return stats;
 }
 
 // DecodeModel::trimCache: the sequence keeps its first `length` slots.

@@ -103,23 +103,20 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
-  if (options.sharePrefixes)
+  if (options.sharePrefixes) {
+    std::vector<const KernelProgram *> all;
     for (const auto &[name, program] : functions_)
-      if (kvDependsOnPrefixOnly(program, functions_)) {
+      all.push_back(&program);
+    for (const auto &[name, program] : functions_)
+      if (kvDependsOnPrefixOnly(program, all)) {
         sharingFunctions_.insert(name);
         kv_->enablePrefixSharing();
       }
+  }
   sequence_ = kv_->create();
 }
 
-KvPoolStats CpuBackend::kvPoolStats() const {
-  KvPoolStats stats;
-  stats.pages = kv_->pageCount();
-  stats.cached = kv_->cachedPages();
-  stats.inUse = kv_->pageCount() - (kv_->freePages() - stats.cached);
-  stats.adoptedTokens = kv_->adoptedTokens();
-  return stats;
-}
+KvPoolStats CpuBackend::kvPoolStats() const { return kv_ ? poolStatsOf(*kv_) : KvPoolStats{}; }
 
 Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   if (tokens > maxSequenceLength_)
@@ -205,48 +202,14 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
   const KernelProgram *program = nullptr;
   DLM_ASSIGN_OR_RETURN(program, function(name));
   const bool share = sharingFunctions_.count(program->function) != 0;
-  std::vector<Part> parts;
-  // Every prepared sequence is finished again, whatever happens to the others.
-  auto finishAll = [&](bool ran, bool wrote) {
-    Status first = Status::ok();
-    for (size_t i = 0; i < parts.size(); ++i) {
-      Status finished =
-          finishForwardOnSequence(*kv_, forwards[i].sequence, forwards[i].spec, ran, wrote, share);
-      if (first.isOk() && !finished.isOk())
-        first = finished;
-    }
-    return first;
-  };
-  for (const SequenceForward &f : forwards) {
-    ForwardInput input{f.spec.input, f.spec.inputWidth, 0};
-    Status checked = Status::ok();
-    if (f.spec.input) {
-      StatusOr<int64_t> rows = forwardInputRows(f.spec);
-      checked = rows ? checkForwardInput(*program, f.spec, *rows) : rows.status();
-      input.count = rows ? *rows : 0;
-    }
-    StatusOr<PreparedForward> prepared =
-        checked.isOk() ? prepareForwardOnSequence(*kv_, f.sequence, f.spec, share)
-                       : StatusOr<PreparedForward>(checked);
-    if (!prepared) {
-      (void)finishAll(false, false);
-      return prepared.status();
-    }
-    parts.push_back(Part{f.sequence, prepared->fed, prepared->span, prepared->rows, input});
-  }
-  bool wrote = false;
-  StatusOr<sampling::LogitsView> logits = runParts(*program, parts, &wrote);
-  Status finished = finishAll(logits.isOk(), wrote);
-  if (!logits)
-    return logits.status();
-  if (!finished)
-    return finished;
-  if (program->captureWidth > 0) {
-    int64_t fed = 0;
-    for (const Part &part : parts)
-      fed += part.span.count;
-    captured_ = sampling::LogitsView{capture_.data(), fed, program->captureWidth};
-  }
+  StatusOr<sampling::LogitsView> logits = forwardPacked(
+      *kv_, *program, forwards,
+      [&](std::vector<Part> &parts, bool *wrote) { return runParts(*program, parts, wrote); },
+      share);
+  // Functions that capture never share prefixes: every fed token is a captured row.
+  if (logits && program->captureWidth > 0)
+    captured_ =
+        sampling::LogitsView{capture_.data(), packedFedTokens(forwards), program->captureWidth};
   return logits;
 }
 
@@ -261,19 +224,9 @@ StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
 StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program,
                                                     std::vector<Part> &parts, bool *wroteKv) {
   const model::ModelDims &d = weights_->dims();
-  int64_t count = 0, logitRows = 0;
-  for (Part &part : parts) {
-    DLM_RETURN_IF_ERROR(checkForwardArguments(part.tokens, part.span, part.rows, reservedTokens_,
-                                              reservedLogitRows_, d.embeddingSize));
-    part.offset = count;
-    part.logitOffset = logitRows;
-    count += part.span.count;
-    logitRows += part.rows.count();
-  }
-  if (count > reservedTokens_ || logitRows > reservedLogitRows_)
-    return Status::error("forward: " + str(count) + " packed tokens and " + str(logitRows) +
-                         " logit rows exceed the reserved " + str(reservedTokens_) + " and " +
-                         str(reservedLogitRows_));
+  DLM_ASSIGN_OR_RETURN(const PackedSize size, layOutParts(parts, reservedTokens_,
+                                                          reservedLogitRows_, d.embeddingSize));
+  const int64_t count = size.tokens, logitRows = size.logitRows;
   if (count == 0)
     return sampling::LogitsView{logits_.data(), 0, d.vocabSize};
   profile::Scope forward(profiler_, profile::Category::forward, "forward",

@@ -19,6 +19,7 @@
 #include "runtime/program/KernelProgram.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/PackedForwards.h"
 #include "runtime/backend/SequenceForwards.h"
 #include "runtime/cpu/InvariantGemm.h"
 
@@ -85,29 +86,13 @@ private:
              std::map<std::string, program::KernelProgram> functions, int64_t maxSequenceLength,
              int64_t kvPages, const BackendOptions &options);
 
-  // The forward's float input rows (ForwardSpec::input), for its soft_embedding and
-  // forward_input records: `count` rows (ForwardSpec::inputRows) of the fed ones.
-  struct ForwardInput {
-    const float *rows = nullptr;
-    int64_t width = 0;
-    int64_t count = 0;
-  };
+  using ForwardInput = dlm::ForwardInput;
 
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const program::KernelProgram *> function(std::string_view name) const;
 
-  // One sequence's share of a packed forward (docs/design/serving.md §2): its fed tokens at
-  // positions span.first.. of its KV sequence, the logit rows it wants and its input rows; and
-  // where its rows start in the packed activations and in the logits.
-  struct Part {
-    kv::SequenceId sequence = 0;
-    const int32_t *tokens = nullptr;
-    ForwardSpan span;
-    sampling::LogitRows rows;
-    ForwardInput input;
-    int64_t offset = 0;
-    int64_t logitOffset = 0;
-  };
+  // One sequence's share of a packed forward (PackedForwards.h).
+  using Part = PackedPart;
 
   // Grows the sequence to span.keys slots, runs the function's records over the span's tokens
   // (their K/V written to slots span.first.., attending to slots [0, span.keys)) and computes the

@@ -144,7 +144,8 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
       gemmWorkspace.allocate(driver_, gemmWorkspaceBytes_, "cuBLASLt workspace"));
   gemmWorkspace_ = gemmWorkspace.pointer();
   gemmWorkspaceAllocation_ = std::move(gemmWorkspace);
-  DLM_ASSIGN_OR_RETURN(gemm_, LinearGemm::create(lt_, gemmWorkspace_, gemmWorkspaceBytes_));
+  DLM_ASSIGN_OR_RETURN(gemm_, LinearGemm::create(lt_, gemmWorkspace_, gemmWorkspaceBytes_,
+                                                  options.batchInvariant));
 
   // The KV pool: the page size is the one the attention and kv_store kernels were built for.
   pageTokens_ = 0;
@@ -198,9 +199,21 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
         if (!copied.isOk() && pageCopyStatus_.isOk())
           pageCopyStatus_ = copied;
       });
+  if (options.sharePrefixes) {
+    std::vector<const program::KernelProgram *> all;
+    for (const auto &[name, function] : functions_)
+      all.push_back(&function.program);
+    for (auto &[name, function] : functions_) {
+      function.sharesPrefix = kvDependsOnPrefixOnly(function.program, all);
+      if (function.sharesPrefix)
+        kv_->enablePrefixSharing();
+    }
+  }
   sequence_ = kv_->create();
   return Status::ok();
 }
+
+KvPoolStats CudaBackend::kvPoolStats() const { return kv_ ? poolStatsOf(*kv_) : KvPoolStats{}; }
 
 Status CudaBackend::supports(const program::ProgramRecord &record) const {
   using program::KernelKind;
@@ -374,11 +387,35 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   if (tokens > maxSequenceLength_)
     return Status::error("a sequence of " + str(tokens) +
                          " tokens exceeds the session's maximum of " + str(maxSequenceLength_));
+  return reserveBuffers(tokens, logitRows, 1);
+}
+
+// Packed runs of up to this many parts fit the buffers reservePacked sizes; a run of more grows
+// them (and drops the captured graphs) once.
+constexpr int64_t kReservedPackedParts = 64;
+
+Status CudaBackend::reservePacked(int64_t tokens, int64_t logitRows) {
+  return reserveBuffers(tokens, logitRows, std::min(std::max<int64_t>(tokens, 1),
+                                                    kReservedPackedParts));
+}
+
+CudaBackend::InputLayout CudaBackend::inputLayout() const {
+  InputLayout layout;
+  layout.positions = reservedTokens_;
+  layout.queryStarts = 2 * reservedTokens_;
+  layout.kvLengths = layout.queryStarts + reservedParts_ + 1;
+  layout.blockTables = layout.kvLengths + reservedParts_;
+  layout.end = layout.blockTables + reservedParts_ * tablePages_;
+  return layout;
+}
+
+Status CudaBackend::reserveBuffers(int64_t tokens, int64_t logitRows, int64_t parts) {
   logitRows = std::min(logitRows, tokens);
-  if (tokens <= reservedTokens_ && logitRows <= reservedLogitRows_)
+  if (tokens <= reservedTokens_ && logitRows <= reservedLogitRows_ && parts <= reservedParts_)
     return Status::ok();
   tokens = std::max(tokens, reservedTokens_);
   logitRows = std::max(logitRows, reservedLogitRows_);
+  parts = std::max(parts, reservedParts_);
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuStreamSynchronize(stream_),
                                      "reserve: cuStreamSynchronize"));
@@ -389,13 +426,14 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   const model::ModelDims &d = dims_;
   const size_t e = elementBytes(element_);
   auto rows = [&](int64_t count, int64_t width) { return static_cast<size_t>(count * width) * e; };
-  const int64_t maxPages = kv_->pagesFor(maxSequenceLength_);
   ArenaLayout layout;
   const size_t activations = layout.add(rows(tokens, rowElements_));
   const size_t normed = layout.add(rows(tokens, normRowElements_));
   const size_t headInput = layout.add(rows(logitRows, d.hidden));
   const size_t logits = layout.add(static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float));
-  inputBytes_ = static_cast<size_t>(2 * tokens + 3 + maxPages) * sizeof(int32_t);
+  const int64_t tablePages = kv_->pagesFor(maxSequenceLength_);
+  inputBytes_ =
+      static_cast<size_t>(2 * tokens + 2 * parts + 1 + parts * tablePages) * sizeof(int32_t);
   const size_t inputs = layout.add(inputBytes_);
   const size_t loopInputs = layout.add(inputBytes_);
   // Float rows for a soft embedding, or forward_input rows at the device precision (no wider).
@@ -414,6 +452,7 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   // Nothing is reserved until every allocation succeeds (allocate frees the old buffer first).
   reservedTokens_ = 0;
   reservedLogitRows_ = 0;
+  reservedParts_ = 0;
   DLM_RETURN_IF_ERROR(workspace_.allocate(driver_, layout.size(), "activation workspace"));
   const CUdeviceptr base = workspace_.pointer();
   activations_ = base + activations;
@@ -441,6 +480,8 @@ Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {
   captured_ = {};
   reservedTokens_ = tokens;
   reservedLogitRows_ = logitRows;
+  reservedParts_ = parts;
+  tablePages_ = tablePages;
   return Status::ok();
 }
 
@@ -461,42 +502,56 @@ StatusOr<sampling::LogitsView> CudaBackend::forwardWindow(const int32_t *tokens,
                                                           sampling::LogitRows rows) {
   const Function *program = nullptr;
   DLM_ASSIGN_OR_RETURN(program, function({}));
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
   return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
                                  [this, program](auto... arguments) {
-                                   return run(*program, nullptr, 0, 0, arguments...);
+                                   return run(*program, arguments...);
                                  });
 }
 
+// The session's own sequence as a batch of one: one path for the input checks, the mode
+// bookkeeping, the graphs and the captured rows.
 StatusOr<sampling::LogitsView> CudaBackend::forward(const sampling::ForwardSpec &spec) {
+  return forwardBatch(spec.function, {SequenceForward{sequence_, spec}});
+}
+
+StatusOr<sampling::LogitsView>
+CudaBackend::forwardBatch(std::string_view name, const std::vector<SequenceForward> &forwards) {
   // The captured rows are the last forward's, whatever happens to this one.
   captured_ = {};
   const Function *program = nullptr;
-  DLM_ASSIGN_OR_RETURN(program, function(spec.function));
-  int64_t inputRows = 0;
-  if (spec.input) {
-    DLM_ASSIGN_OR_RETURN(inputRows, forwardInputRows(spec));
-    DLM_RETURN_IF_ERROR(checkForwardInput(program->program, spec, inputRows));
-  }
-  const float *input = spec.input;
-  const int64_t inputWidth = spec.input ? spec.inputWidth : 0;
-  auto runIt = [this, program, input, inputWidth, inputRows](auto... arguments) {
-    return run(*program, input, inputWidth, inputRows, arguments...);
-  };
-  StatusOr<sampling::LogitsView> logits = forwardSpecOnSequence(*kv_, sequence_, spec, runIt);
+  DLM_ASSIGN_OR_RETURN(program, function(name));
+  // Preparing an extend may copy shared KV pages on this thread's stream.
+  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
+  // More parts than the input buffers hold grow them (nothing reserved yet: the forward's
+  // checks name what is missing).
+  if (reservedTokens_ > 0 && static_cast<int64_t>(forwards.size()) > reservedParts_)
+    DLM_RETURN_IF_ERROR(reserveBuffers(reservedTokens_, reservedLogitRows_,
+                                       static_cast<int64_t>(forwards.size())));
+  StatusOr<sampling::LogitsView> logits = forwardPacked(
+      *kv_, program->program, forwards,
+      [&](std::vector<PackedPart> &parts, bool *wrote) { return runParts(*program, parts, wrote); },
+      program->sharesPrefix);
   const int64_t captureWidth = program->program.captureWidth;
   if (logits && captureWidth > 0)
-    captured_ = sampling::LogitsView{capture_.data(), fedTokens(spec), captureWidth};
+    captured_ = sampling::LogitsView{capture_.data(), packedFedTokens(forwards), captureWidth};
   return logits;
 }
 
-StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const float *input,
-                                                int64_t inputWidth, int64_t inputRows,
-                                                const int32_t *tokens, const ForwardSpan &span,
+StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const int32_t *tokens,
+                                                const ForwardSpan &span,
                                                 sampling::LogitRows rows) {
+  std::vector<PackedPart> parts{PackedPart{sequence_, tokens, span, rows, ForwardInput{}}};
+  return runParts(function, parts);
+}
+
+StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,
+                                                     std::vector<PackedPart> &parts,
+                                                     bool *wroteKv) {
   const model::ModelDims &d = dims_;
-  const int64_t count = span.count;
-  DLM_RETURN_IF_ERROR(checkForwardArguments(tokens, span, rows, reservedTokens_,
-                                            reservedLogitRows_, d.embeddingSize));
+  DLM_ASSIGN_OR_RETURN(const PackedSize size, layOutParts(parts, reservedTokens_,
+                                                          reservedLogitRows_, d.embeddingSize));
+  const int64_t count = size.tokens, logitRows = size.logitRows;
   const float *hostLogits = static_cast<const float *>(hostLogits_.data());
   if (count == 0)
     return sampling::LogitsView{hostLogits, 0, d.vocabSize};
@@ -505,23 +560,35 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const 
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
                          profile::TrackKind::thread, 0, -1, count);
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
-  DLM_RETURN_IF_ERROR(kv_->append(sequence_, span.keys - kv_->length(sequence_)));
+  for (const PackedPart &part : parts)
+    DLM_RETURN_IF_ERROR(kv_->append(part.sequence, part.span.keys - kv_->length(part.sequence)));
   DLM_RETURN_IF_ERROR(pageCopyStatus_);
   peakKvPages_ = std::max<int64_t>(peakKvPages_, kv_->pageCount() - kv_->freePages());
 
-  Shape shape{count, span.first, span.keys, rows.begin, rows.end, inputs_};
+  // One part is the single-sequence forward, keyed by its shape for the graphs.
+  const PackedPart &first = parts.front();
+  Shape shape{count, first.span.first, first.span.keys, first.rows.begin, first.rows.end, inputs_};
   shape.function = &function;
-  shape.inputWidth = input ? inputWidth : 0;
-  shape.inputRows = input ? std::min(inputRows, count) : 0;
-  DLM_RETURN_IF_ERROR(uploadInputs(tokens, shape));
-  DLM_RETURN_IF_ERROR(uploadInputRows(function, input, inputWidth, shape.inputRows, count));
-  DLM_RETURN_IF_ERROR(
-      graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
-  if (rows.count() > 0)
+  shape.inputWidth = first.input.rows ? first.input.width : 0;
+  shape.inputRows = first.input.rows ? std::min(first.input.count, count) : 0;
+  shape.parts = &parts;
+  DLM_RETURN_IF_ERROR(uploadParts(parts, inputs_));
+  DLM_RETURN_IF_ERROR(uploadInputRows(function, parts, count));
+  if (wroteKv)
+    *wroteKv = true;
+  if (parts.size() == 1) {
+    DLM_RETURN_IF_ERROR(
+        graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
+  } else {
+    // Several parts run without graph capture: a packed run's shape (its parts and their row
+    // counts, spans and logit rows) rarely repeats under continuous batching. Bucketing packed
+    // shapes for graphs is left for later (docs/design/serving.md §2).
+    DLM_RETURN_IF_ERROR(enqueueForward(shape));
+  }
+  if (logitRows > 0)
     DLM_RETURN_IF_ERROR(driver_->check(
         driver_->cuMemcpyDtoHAsync(hostLogits_.data(), logits_,
-                                   static_cast<size_t>(rows.count() * d.vocabSize) *
-                                       sizeof(float),
+                                   static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float),
                                    stream_),
         "forward: copying the logits out (cuMemcpyDtoHAsync)"));
   const size_t captureBytes =
@@ -534,21 +601,24 @@ StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const 
       driver_->check(driver_->cuStreamSynchronize(stream_), "forward: cuStreamSynchronize"));
   if (captureBytes > 0)
     DLM_RETURN_IF_ERROR(downloadCapture(function, count));
-  return sampling::LogitsView{hostLogits, rows.count(), d.vocabSize};
+  return sampling::LogitsView{hostLogits, logitRows, d.vocabSize};
 }
 
-Status CudaBackend::uploadInputRows(const Function &function, const float *input,
-                                    int64_t inputWidth, int64_t inputRows, int64_t count) {
+Status CudaBackend::uploadInputRows(const Function &function,
+                                    const std::vector<PackedPart> &parts, int64_t count) {
   const int64_t width = function.program.forwardInputWidth;
   if (width == 0) {
-    // Soft embeddings read float rows, one per fed token.
-    if (!input)
-      return Status::ok();
-    return driver_->check(
-        driver_->cuMemcpyHtoDAsync(inputRows_, input,
-                                   static_cast<size_t>(count * inputWidth) * sizeof(float),
-                                   stream_),
-        "forward: copying the input rows in (cuMemcpyHtoDAsync)");
+    // Soft embeddings read float rows, one per fed token; each part's after the previous ones'.
+    size_t at = 0;
+    for (const PackedPart &part : parts) {
+      const size_t bytes = static_cast<size_t>(partInputFloats(part)) * sizeof(float);
+      if (bytes > 0)
+        DLM_RETURN_IF_ERROR(driver_->check(
+            driver_->cuMemcpyHtoDAsync(inputRows_ + at, part.input.rows, bytes, stream_),
+            "forward: copying the input rows in (cuMemcpyHtoDAsync)"));
+      at += bytes;
+    }
+    return Status::ok();
   }
   if (function.program.kernels.end() !=
       std::find_if(function.program.kernels.begin(), function.program.kernels.end(),
@@ -557,16 +627,21 @@ Status CudaBackend::uploadInputRows(const Function &function, const float *input
                    }))
     return Status::error("not supported yet: a function with both soft_embedding and "
                          "forward_input records on cuda");
-  // Staged at the device precision, the rows past the input zero: the record is a plain copy.
+  // Staged at the device precision, each part's rows at its offset and the rows past its input
+  // zero: the record is a plain copy.
   const size_t e = elementBytes(element_);
   std::memset(stagedInput_.data(), 0, static_cast<size_t>(count * width) * e);
-  if (element_ == DeviceElement::f32) {
-    if (inputRows > 0)
-      std::memcpy(stagedInput_.data(), input, static_cast<size_t>(inputRows * width) * e);
-  } else {
-    uint16_t *staged = reinterpret_cast<uint16_t *>(stagedInput_.data());
-    for (int64_t i = 0; i < inputRows * width; ++i)
-      staged[i] = toBfloat16(input[i]);
+  for (const PackedPart &part : parts) {
+    const int64_t values = (part.input.rows ? part.input.count : 0) * width;
+    uint8_t *to = stagedInput_.data() + static_cast<size_t>(part.offset * width) * e;
+    if (element_ == DeviceElement::f32) {
+      if (values > 0)
+        std::memcpy(to, part.input.rows, static_cast<size_t>(values) * e);
+      continue;
+    }
+    uint16_t *staged = reinterpret_cast<uint16_t *>(to);
+    for (int64_t i = 0; i < values; ++i)
+      staged[i] = toBfloat16(part.input.rows[i]);
   }
   // Synchronous: the staging buffer is pageable and reused by the next forward.
   return driver_->check(driver_->cuMemcpyHtoD(inputRows_, stagedInput_.data(),
@@ -602,24 +677,42 @@ Status CudaBackend::downloadCapture(const Function &function, int64_t count) {
 }
 
 Status CudaBackend::uploadInputs(const int32_t *tokens, const Shape &shape) {
-  // Layout (int32): tokens [T], positions [T], queryStarts [2], kvLengths [1], blockTable.
+  std::vector<PackedPart> parts{PackedPart{sequence_, tokens,
+                                           ForwardSpan{shape.first, shape.count, shape.keys},
+                                           sampling::LogitRows{shape.rowsBegin, shape.rowsEnd},
+                                           ForwardInput{}}};
+  return uploadParts(parts, shape.inputs);
+}
+
+Status CudaBackend::uploadParts(const std::vector<PackedPart> &parts, CUdeviceptr inputs) {
   int32_t *host = static_cast<int32_t *>(hostInputs_.data());
-  const int64_t T = reservedTokens_;
-  std::memcpy(host, tokens, static_cast<size_t>(shape.count) * sizeof(int32_t));
-  for (int64_t i = 0; i < shape.count; ++i)
-    host[T + i] = static_cast<int32_t>(shape.first + i);
-  host[2 * T] = 0;
-  host[2 * T + 1] = static_cast<int32_t>(shape.count);
-  host[2 * T + 2] = static_cast<int32_t>(shape.keys);
-  const std::vector<kv::PageIndex> &table = kv_->blockTable(sequence_);
-  const int64_t maxPages = kv_->pagesFor(maxSequenceLength_);
-  if (static_cast<int64_t>(table.size()) > maxPages)
-    return Status::error("forward: the sequence holds " + str(table.size()) +
-                         " KV pages, more than the " + str(maxPages) + " reserved");
-  std::copy(table.begin(), table.end(), host + 2 * T + 3);
-  const size_t used = static_cast<size_t>(2 * T + 3 + static_cast<int64_t>(table.size())) *
+  const InputLayout layout = inputLayout();
+  const int64_t count = static_cast<int64_t>(parts.size());
+  if (count > reservedParts_)
+    return Status::error("cuda backend: internal error: " + str(count) + " parts, " +
+                         str(reservedParts_) + " reserved");
+  for (int64_t p = 0; p < count; ++p) {
+    const PackedPart &part = parts[static_cast<size_t>(p)];
+    const int64_t at = part.offset;
+    std::memcpy(host + at, part.tokens, static_cast<size_t>(part.span.count) * sizeof(int32_t));
+    for (int64_t i = 0; i < part.span.count; ++i)
+      host[layout.positions + at + i] = static_cast<int32_t>(part.span.first + i);
+    host[layout.queryStarts + p] = static_cast<int32_t>(at);
+    host[layout.queryStarts + p + 1] = static_cast<int32_t>(at + part.span.count);
+    host[layout.kvLengths + p] = static_cast<int32_t>(part.span.keys);
+    const std::vector<kv::PageIndex> &table = kv_->blockTable(part.sequence);
+    if (static_cast<int64_t>(table.size()) > tablePages_)
+      return Status::error("forward: the sequence holds " + str(table.size()) +
+                           " KV pages, more than the " + str(tablePages_) + " reserved");
+    std::copy(table.begin(), table.end(), host + layout.blockTables + p * tablePages_);
+  }
+  // Up to the last part's block table (a single part's ends where its table does).
+  const PackedPart &last = parts.back();
+  const size_t used = static_cast<size_t>(layout.blockTables + (count - 1) * tablePages_ +
+                                          static_cast<int64_t>(
+                                              kv_->blockTable(last.sequence).size())) *
                       sizeof(int32_t);
-  return driver_->check(driver_->cuMemcpyHtoDAsync(shape.inputs, host, used, stream_),
+  return driver_->check(driver_->cuMemcpyHtoDAsync(inputs, host, used, stream_),
                         "forward: copying the inputs in (cuMemcpyHtoDAsync)");
 }
 
@@ -671,15 +764,34 @@ Status CudaBackend::enqueueForward(const Shape &shape) {
   const Function *function = shape.function ? shape.function : default_;
   if (!function)
     return Status::error("cuda backend: internal error: a forward without a function");
+  // A forward of the session's sequence (the device block loop's) is a packed run of one part.
+  const std::vector<PackedPart> one{
+      PackedPart{sequence_, nullptr, ForwardSpan{shape.first, shape.count, shape.keys},
+                 sampling::LogitRows{shape.rowsBegin, shape.rowsEnd}, ForwardInput{}}};
+  const std::vector<PackedPart> &parts = shape.parts ? *shape.parts : one;
   for (size_t i = 0; i < function->program.kernels.size(); ++i)
-    DLM_RETURN_IF_ERROR(
-        enqueueRecord(function->program, function->program.kernels[i], function->bound[i], shape));
+    DLM_RETURN_IF_ERROR(enqueueRecord(function->program, function->program.kernels[i],
+                                      function->bound[i], shape, parts));
   return Status::ok();
+}
+
+CudaBackend::LayerPages CudaBackend::layerPages(int64_t recordLayer) const {
+  // The layer's region is [K|V][page][slot][kvWidth].
+  const size_t layer = static_cast<size_t>(std::max<int64_t>(recordLayer, 0));
+  const int64_t kvWidth = layer < kvWidths_.size() ? kvWidths_[layer] : 0;
+  LayerPages pages;
+  pages.slotStride = kvWidth;
+  pages.pageStride = pageTokens_ * kvWidth;
+  const size_t regionBytes =
+      static_cast<size_t>(kvPageCount_ * pages.pageStride) * elementBytes(element_);
+  pages.k = kvPool_.pointer() + (layer < kvOffsets_.size() ? kvOffsets_[layer] : 0);
+  pages.v = pages.k + regionBytes;
+  return pages;
 }
 
 Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                                   const program::ProgramRecord &k, const BoundRecord &bound,
-                                  const Shape &shape) {
+                                  const Shape &shape, const std::vector<PackedPart> &parts) {
   using program::KernelKind;
   const int64_t count = shape.count;
   const std::vector<int64_t> &in = k.operands;
@@ -690,18 +802,7 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
   const std::string what = k.fullName + ": cuLaunchKernel";
   int tokens = static_cast<int>(count);
   const CUdeviceptr positions =
-      shape.inputs + static_cast<size_t>(reservedTokens_) * sizeof(int32_t);
-  const CUdeviceptr queryStarts =
-      positions + static_cast<size_t>(reservedTokens_) * sizeof(int32_t);
-  const CUdeviceptr kvLengths = queryStarts + 2 * sizeof(int32_t);
-  const CUdeviceptr blockTable = kvLengths + sizeof(int32_t);
-  // Layer `k.layer`'s K and V pages: the layer's region is [K|V][page][slot][kvWidth].
-  const size_t layer = static_cast<size_t>(std::max<int64_t>(k.layer, 0));
-  const int64_t kvWidth = layer < kvWidths_.size() ? kvWidths_[layer] : 0;
-  const long long slotStride = kvWidth, pageStride = pageTokens_ * kvWidth;
-  const size_t regionBytes = static_cast<size_t>(kvPageCount_ * pageStride) * e;
-  CUdeviceptr kPages = kvPool_.pointer() + (layer < kvOffsets_.size() ? kvOffsets_[layer] : 0);
-  CUdeviceptr vPages = kPages + regionBytes;
+      shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
   // An out-of-place result of an in-place kernel starts as a copy of its operand.
   auto copyRows = [&](CUdeviceptr to, CUdeviceptr from, int64_t rowWidth) -> Status {
     if (to == from)
@@ -719,37 +820,13 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
     void *arguments[] = {&tokenIds, &tokens, &table, &tableRows, &out, &outStride};
     return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
-  case KernelKind::softEmbedding: {
-    // The forward's input rows (uploaded before the graph), or none: zero rows.
-    CUdeviceptr input = shape.inputWidth > 0 ? inputRows_ : 0, table = bound.weight->data,
-                out = slotOf(k.result);
-    long long inputStride = shape.inputWidth, outStride = width;
-    int inputWidth = static_cast<int>(shape.inputWidth);
-    float scale = static_cast<float>(k.scale);
-    void *arguments[] = {&input, &inputStride, &inputWidth, &tokens,
-                         &table, &scale,       &out,        &outStride};
-    return launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1, arguments,
-                  what.c_str());
-  }
+  case KernelKind::softEmbedding:
+  case KernelKind::selectInputRows:
+  case KernelKind::kvStore:
+    return enqueuePerPart(program, k, bound, shape, parts);
   case KernelKind::forwardInput:
     // Staged on the host at the device precision, zero rows included (uploadInputRows).
     return copyRows(slotOf(k.result), inputRows_, width);
-  case KernelKind::selectInputRows: {
-    // Two whole-row copies; planned in place on a (or b), that part stays where it is.
-    const int64_t split = std::min(shape.inputRows, count);
-    const size_t rowBytes = static_cast<size_t>(width) * e;
-    const CUdeviceptr a = slotOf(in[0]), b = slotOf(in[1]), out = slotOf(k.result);
-    auto copy = [&](CUdeviceptr to, CUdeviceptr from, int64_t rows) -> Status {
-      if (to == from || rows == 0)
-        return Status::ok();
-      return driver_->check(
-          driver_->cuMemcpyDtoDAsync(to, from, static_cast<size_t>(rows) * rowBytes, stream_),
-          (k.fullName + ": cuMemcpyDtoDAsync").c_str());
-    };
-    DLM_RETURN_IF_ERROR(copy(out, a, split));
-    const size_t skipped = static_cast<size_t>(split) * rowBytes;
-    return copy(out + skipped, b + skipped, count - split);
-  }
   case KernelKind::capture: {
     // Operand i's rows to block i of the capture buffer, laid side by side on the host.
     const int64_t w = widthOf(in[0]);
@@ -796,33 +873,8 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
     void *arguments[] = {&x, &tokenStride, &headCount, &tokens, &positionArg};
     return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
   }
-  case KernelKind::kvStore: {
-    CUdeviceptr kArg = slotOf(in[0]), vArg = slotOf(in[1]), tableArg = blockTable;
-    long long rowStride = widthOf(in[0]), pageStrideArg = pageStride, slotStrideArg = slotStride;
-    int firstSlot = static_cast<int>(shape.first);
-    void *arguments[] = {&kArg,      &vArg,   &rowStride, &tokens,        &tableArg,
-                         &firstSlot, &kPages, &vPages,    &pageStrideArg, &slotStrideArg};
-    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
-  }
-  case KernelKind::attention: {
-    CUdeviceptr qArg = slotOf(in[0]), startsArg = queryStarts, positionArg = positions,
-                lengthArg = kvLengths, causalFlags = 0, outArg = slotOf(k.result),
-                tableArg = blockTable;
-    long long qStride = widthOf(in[0]), outStride = width, pageStrideArg = pageStride,
-              slotStrideArg = slotStride;
-    int maxPages = static_cast<int>(kv_->pagesFor(maxSequenceLength_));
-    int window = static_cast<int>(k.window), blockSize = 1;
-    float scale = static_cast<float>(k.scale);
-    void *arguments[] = {&qArg,          &qStride,   &kPages,    &vPages,    &pageStrideArg,
-                         &slotStrideArg, &tableArg,  &maxPages,  &startsArg, &positionArg,
-                         &lengthArg,     &causalFlags, &window,  &blockSize, &scale,
-                         &outArg,        &outStride};
-    const int64_t group = k.heads / k.kvHeads;
-    const int64_t rowsPerBlock =
-        (bound.kernel.blockThreads / 32) * bound.kernel.integer("rows_per_warp", 1);
-    return launch(bound.kernel, ceilDiv(count * group, rowsPerBlock),
-                  static_cast<unsigned>(k.kvHeads), 1, arguments, what.c_str());
-  }
+  case KernelKind::attention:
+    return enqueueAttention(program, k, bound, shape, parts);
   case KernelKind::siluMul:
   case KernelKind::geluMul: {
     CUdeviceptr gateArg = slotOf(in[0]), upArg = slotOf(in[1]), outArg = slotOf(k.result);
@@ -850,9 +902,116 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                   static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
   case KernelKind::lmHead:
-    return enqueueLogits(program, k, bound, shape);
+    return enqueueLogits(program, k, bound, shape, parts);
   }
   return Status::error("cuda backend: internal error: unhandled kernel kind");
+}
+
+// Records that read a part's own input rows or block table, launched once per part over its
+// rows of the packed activations.
+Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
+                                   const program::ProgramRecord &k, const BoundRecord &bound,
+                                   const Shape &shape, const std::vector<PackedPart> &parts) {
+  using program::KernelKind;
+  const std::vector<int64_t> &in = k.operands;
+  auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
+  const int64_t width = widthOf(k.result);
+  const size_t e = elementBytes(element_);
+  const std::string what = k.fullName + ": cuLaunchKernel";
+  const LayerPages pages = layerPages(k.layer);
+  const CUdeviceptr blockTables =
+      shape.inputs + static_cast<size_t>(inputLayout().blockTables) * sizeof(int32_t);
+  // Row `offset` of value slot `s`, at `rowWidth` elements a row.
+  auto rowOf = [&](int64_t s, int64_t offset, int64_t rowWidth) {
+    return slot(program, s, shape.count) + static_cast<size_t>(offset * rowWidth) * e;
+  };
+  size_t inputAt = 0; // bytes of the previous parts' soft-embedding input rows
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const PackedPart &part = parts[p];
+    const int64_t count = part.span.count;
+    int tokens = static_cast<int>(count);
+    if (k.kind == KernelKind::softEmbedding) {
+      // The part's input rows (uploaded before the graph), or none: zero rows.
+      CUdeviceptr input = part.input.rows ? inputRows_ + inputAt : 0, table = bound.weight->data,
+                  out = rowOf(k.result, part.offset, width);
+      long long inputStride = part.input.rows ? part.input.width : 0, outStride = width;
+      int inputWidth = static_cast<int>(inputStride);
+      float scale = static_cast<float>(k.scale);
+      void *arguments[] = {&input, &inputStride, &inputWidth, &tokens,
+                           &table, &scale,       &out,        &outStride};
+      DLM_RETURN_IF_ERROR(launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1,
+                                 arguments, what.c_str()));
+      inputAt += static_cast<size_t>(partInputFloats(part)) * sizeof(float);
+    } else if (k.kind == KernelKind::selectInputRows) {
+      // Two whole-row copies; planned in place on a (or b), that part stays where it is.
+      const int64_t split = std::min(part.input.rows ? part.input.count : 0, count);
+      const size_t rowBytes = static_cast<size_t>(width) * e;
+      const CUdeviceptr a = rowOf(in[0], part.offset, width), b = rowOf(in[1], part.offset, width),
+                        out = rowOf(k.result, part.offset, width);
+      auto copy = [&](CUdeviceptr to, CUdeviceptr from, int64_t rows) -> Status {
+        if (to == from || rows == 0)
+          return Status::ok();
+        return driver_->check(
+            driver_->cuMemcpyDtoDAsync(to, from, static_cast<size_t>(rows) * rowBytes, stream_),
+            (k.fullName + ": cuMemcpyDtoDAsync").c_str());
+      };
+      DLM_RETURN_IF_ERROR(copy(out, a, split));
+      const size_t skipped = static_cast<size_t>(split) * rowBytes;
+      DLM_RETURN_IF_ERROR(copy(out + skipped, b + skipped, count - split));
+    } else {
+      // kv_store: K and V are views with the K rows' stride (one fused projection output).
+      const int64_t rowStride = widthOf(in[0]);
+      CUdeviceptr kArg = rowOf(in[0], part.offset, rowStride),
+                  vArg = rowOf(in[1], part.offset, rowStride),
+                  tableArg = blockTables + static_cast<size_t>(p * tablePages_) * sizeof(int32_t),
+                  kPages = pages.k, vPages = pages.v;
+      long long rowStrideArg = rowStride, pageStride = pages.pageStride,
+                slotStride = pages.slotStride;
+      int firstSlot = static_cast<int>(part.span.first);
+      void *arguments[] = {&kArg,      &vArg,   &rowStrideArg, &tokens,     &tableArg,
+                           &firstSlot, &kPages, &vPages,       &pageStride, &slotStride};
+      DLM_RETURN_IF_ERROR(
+          launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str()));
+    }
+  }
+  return Status::ok();
+}
+
+// One launch for every part: grid z is the part (the kernel's request), each with its query
+// rows (queryStarts), key length, block table and anchor; a part's rows map to the same blocks
+// as in a forward of that part alone.
+Status CudaBackend::enqueueAttention(const program::KernelProgram &program,
+                                     const program::ProgramRecord &k, const BoundRecord &bound,
+                                     const Shape &shape, const std::vector<PackedPart> &parts) {
+  auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
+  const InputLayout layout = inputLayout();
+  auto input = [&](int64_t at) {
+    return shape.inputs + static_cast<size_t>(at) * sizeof(int32_t);
+  };
+  const LayerPages pages = layerPages(k.layer);
+  CUdeviceptr qArg = slot(program, k.operands[0], shape.count),
+              startsArg = input(layout.queryStarts), positionArg = input(layout.positions),
+              lengthArg = input(layout.kvLengths), causalFlags = 0,
+              outArg = slot(program, k.result, shape.count),
+              tableArg = input(layout.blockTables), kPages = pages.k, vPages = pages.v;
+  long long qStride = widthOf(k.operands[0]), outStride = widthOf(k.result),
+            pageStride = pages.pageStride, slotStride = pages.slotStride;
+  int maxPages = static_cast<int>(tablePages_);
+  int window = static_cast<int>(k.window), blockSize = 1;
+  float scale = static_cast<float>(k.scale);
+  void *arguments[] = {&qArg,       &qStride,     &kPages,    &vPages,    &pageStride,
+                       &slotStride, &tableArg,    &maxPages,  &startsArg, &positionArg,
+                       &lengthArg,  &causalFlags, &window,    &blockSize, &scale,
+                       &outArg,     &outStride};
+  int64_t longest = 0;
+  for (const PackedPart &part : parts)
+    longest = std::max(longest, part.span.count);
+  const int64_t group = k.heads / k.kvHeads;
+  const int64_t rowsPerBlock =
+      (bound.kernel.blockThreads / 32) * bound.kernel.integer("rows_per_warp", 1);
+  return launch(bound.kernel, ceilDiv(longest * group, rowsPerBlock),
+                static_cast<unsigned>(k.kvHeads), static_cast<unsigned>(parts.size()), arguments,
+                (k.fullName + ": cuLaunchKernel").c_str());
 }
 
 Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
@@ -894,17 +1053,20 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
 
 Status CudaBackend::enqueueLogits(const program::KernelProgram &program,
                                   const program::ProgramRecord &k, const BoundRecord &bound,
-                                  const Shape &shape) {
-  const int64_t n = shape.rowsEnd - shape.rowsBegin;
+                                  const Shape &shape, const std::vector<PackedPart> &parts) {
+  int64_t n = 0;
+  for (const PackedPart &part : parts)
+    n += part.rows.count();
   if (n == 0)
     return Status::ok();
   const int64_t hidden = program.slots[static_cast<size_t>(k.operands[0])].width;
   const size_t rowBytes = static_cast<size_t>(hidden) * elementBytes(element_);
   const CUdeviceptr x = slot(program, k.operands[0], shape.count);
   auto row = [&](CUdeviceptr base, int64_t r) { return base + static_cast<size_t>(r) * rowBytes; };
-  // The rows the head reads: Dream's logit shift predicts row r at fed row r - 1 and row 0 keeps
-  // its own, so rows [b, e) read [b-1, e-1) (b > 0) or row 0 then rows [0, e-1). Normalised
-  // straight into the head's input rows, or copied there without a norm.
+  // Each part's rows, after the previous parts' (their logit offsets). Dream's logit shift
+  // predicts row r at fed row r - 1 and row 0 keeps its own, so rows [b, e) read [b-1, e-1)
+  // (b > 0) or row 0 then rows [0, e-1). Normalised straight into the head's input rows, or
+  // copied there without a norm.
   auto stage = [&](int64_t from, int64_t to, int64_t rows) -> Status {
     if (rows == 0)
       return Status::ok();
@@ -916,13 +1078,18 @@ Status CudaBackend::enqueueLogits(const program::KernelProgram &program,
                                                      stream_),
                           (k.fullName + ": cuMemcpyDtoDAsync").c_str());
   };
-  if (!k.logitShift) {
-    DLM_RETURN_IF_ERROR(stage(shape.rowsBegin, 0, n));
-  } else if (shape.rowsBegin > 0) {
-    DLM_RETURN_IF_ERROR(stage(shape.rowsBegin - 1, 0, n));
-  } else {
-    DLM_RETURN_IF_ERROR(stage(0, 0, 1));
-    DLM_RETURN_IF_ERROR(stage(0, 1, n - 1));
+  for (const PackedPart &part : parts) {
+    const int64_t rows = part.rows.count(), at = part.logitOffset, first = part.offset;
+    if (rows == 0)
+      continue;
+    if (!k.logitShift) {
+      DLM_RETURN_IF_ERROR(stage(first + part.rows.begin, at, rows));
+    } else if (part.rows.begin > 0) {
+      DLM_RETURN_IF_ERROR(stage(first + part.rows.begin - 1, at, rows));
+    } else {
+      DLM_RETURN_IF_ERROR(stage(first, at, 1));
+      DLM_RETURN_IF_ERROR(stage(first, at + 1, rows - 1));
+    }
   }
   // Only the first vocabSize rows of the head (a padded embedding's extra rows are never
   // logits), written as float32 whatever the precision.

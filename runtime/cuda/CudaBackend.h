@@ -8,7 +8,8 @@
 // accumulated as beta = 1; norm_linear's norm first; the LM head over only the requested rows).
 // Every forward function of the artifact is held (DiffusionGemma: "encode" and "decode");
 // forward() runs any of them in the full, cached or append mode, its input rows uploaded for the
-// soft embedding. Nothing here knows what a layer is. The same code drives a real driver
+// soft embedding; forwardBatch() packs several KV sequences' forwards into one run (the serving
+// scheduler's; forward() is its one-part case). Nothing here knows what a layer is. The same code drives a real driver
 // (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device cuda-emu, the
 // kernels' source compiled on the host).
 //
@@ -18,7 +19,8 @@
 // memory plan; a forward only copies its inputs (tokens, positions, block table, input rows) in,
 // enqueues the work and copies the logits out. A forward whose shape (function, token count,
 // first position, key length, logit rows, input width) was seen before is captured once as a CUDA
-// graph and replayed from then on: every denoising step of a block repeats its shape.
+// graph and replayed from then on: every denoising step of a block repeats its shape. A packed
+// run of several sequences is enqueued eagerly.
 //
 // A whole block's denoising steps can also run on the device (denoiseBlock,
 // CudaBackendBlockLoop.cpp): per step of the loop plan the forward, the artifact's sampler,
@@ -39,6 +41,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/PackedForwards.h"
 #include "runtime/backend/SequenceForwards.h"
 
 #include <list>
@@ -116,6 +119,26 @@ public:
   Status trimCache(int64_t length) override {
     return dlm::trimSequence(*kv_, sequence_, length);
   }
+
+  // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
+  // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
+  // into one run. Row-wise records and the cuBLASLt GEMMs run once over every part's rows, rope
+  // reads a position per row, attention runs every part in one launch (a request per grid z,
+  // each with its own block table, key length and query rows), kv_store, soft embeddings, input
+  // rows and the LM head's rows go part by part. The logits are each forward's requested rows,
+  // in order. A run of one part is the single-sequence forward, CUDA graphs included; a run of
+  // several is enqueued eagerly. The sequences come from createSequence; the session's own one
+  // is not among them.
+  bool batchesSequences() const override { return true; }
+  Status reservePacked(int64_t tokens, int64_t logitRows) override;
+  StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
+                                              const std::vector<SequenceForward> &forwards) override;
+  StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }
+  KvPoolStats kvPoolStats() const override;
+  Status removeSequence(kv::SequenceId sequence) override { return kv_->remove(sequence); }
+  Status trimSequence(kv::SequenceId sequence, int64_t length) override {
+    return dlm::trimSequence(*kv_, sequence, length);
+  }
   MemoryUsage memoryUsage() const override;
   Status supports(const program::ProgramRecord &record) const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;
@@ -144,6 +167,9 @@ private:
     int64_t inputWidth = 0;
     // How many fed rows (from the first) the input gives: select_input_rows splits there.
     int64_t inputRows = 0;
+    // A packed run's parts (null: one part, the session's sequence, as the fields above say).
+    // Only one-part forwards are captured as graphs, so the key leaves them out.
+    const std::vector<PackedPart> *parts = nullptr;
     // A window forward's keys run past its tokens; the key length is an uploaded input, but
     // keying graphs by it keeps a window and a cached forward of one shape apart on principle.
     ForwardGraphs::Shape key() const {
@@ -209,6 +235,8 @@ private:
   struct Function {
     program::KernelProgram program;
     std::vector<BoundRecord> bound; // one per program.kernels entry
+    // Its prefills adopt and its commits publish prefix pages (BackendOptions::sharePrefixes).
+    bool sharesPrefix = false;
   };
 
   CudaBackend(std::shared_ptr<const CudaDriver> driver, std::shared_ptr<const CublasLt> lt,
@@ -225,30 +253,64 @@ private:
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const Function *> function(std::string_view name) const;
 
-  // Grows the sequence to span.keys slots, runs the forward of the span's tokens and returns
-  // the requested logit rows (SequenceForwards.h).
-  // `inputRows` of the fed rows come from `input` (ForwardSpec::inputRows).
-  StatusOr<sampling::LogitsView> run(const Function &function, const float *input,
-                                     int64_t inputWidth, int64_t inputRows, const int32_t *tokens,
+  // Grows the session's sequence to span.keys slots, runs the forward of the span's tokens and
+  // returns the requested logit rows (SequenceForwards.h): forwardWindow's run, a packed run of
+  // one part.
+  StatusOr<sampling::LogitsView> run(const Function &function, const int32_t *tokens,
                                      const ForwardSpan &span, sampling::LogitRows rows);
-  // Copies the forward's input rows to the device: float rows for a soft embedding, or the
-  // forward_input rows at the device precision, zero past `inputRows`.
-  Status uploadInputRows(const Function &function, const float *input, int64_t inputWidth,
-                         int64_t inputRows, int64_t count);
+  // The packed run over `parts` (PackedForwards.h): lays them out, grows their sequences, uploads
+  // their inputs, enqueues the function once (a one-part run through the graphs) and copies the
+  // logits and captured rows out. `wroteKv` (optional) says whether it got as far as its kernels.
+  StatusOr<sampling::LogitsView> runParts(const Function &function,
+                                          std::vector<PackedPart> &parts,
+                                          bool *wroteKv = nullptr);
+  // Sizes every buffer for `tokens` fed rows, `logitRows` logit rows and packed runs of up to
+  // `parts` sequences (each with a block table of the longest sequence's pages).
+  Status reserveBuffers(int64_t tokens, int64_t logitRows, int64_t parts);
+  // Copies the parts' input rows to the device, each part's after the previous ones': float rows
+  // for a soft embedding (partInputFloats each), or the forward_input rows at the device
+  // precision at the parts' row offsets, zero past each part's input rows.
+  Status uploadInputRows(const Function &function, const std::vector<PackedPart> &parts,
+                         int64_t count);
+  static int64_t partInputFloats(const PackedPart &part) {
+    return part.input.rows ? part.span.count * part.input.width : 0;
+  }
   // The capture record's rows ([operand][T, w] on the device) into captured_ ([T, n*w] floats).
   Status downloadCapture(const Function &function, int64_t count);
-  // Copies the inputs of this forward into the fixed device input buffers.
+  // The int32 inputs of a forward in an input buffer of reservedParts_ parts: tokens [T],
+  // positions [T], queryStarts [parts + 1], kvLengths [parts], blockTables [parts, tablePages]
+  // (T = reservedTokens_; one part: the layout of a single-sequence forward).
+  struct InputLayout {
+    int64_t positions = 0, queryStarts = 0, kvLengths = 0, blockTables = 0, end = 0;
+  };
+  InputLayout inputLayout() const;
+  // Copies the inputs of a forward of the session's sequence into `shape.inputs`.
   Status uploadInputs(const int32_t *tokens, const Shape &shape);
+  // Copies the packed inputs of `parts` (laid out) into the device input buffer `inputs`.
+  Status uploadParts(const std::vector<PackedPart> &parts, CUdeviceptr inputs);
   // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
   Status enqueueForward(const Shape &shape);
   Status enqueueRecord(const program::KernelProgram &program,
                        const program::ProgramRecord &record, const BoundRecord &bound,
-                       const Shape &shape);
+                       const Shape &shape, const std::vector<PackedPart> &parts);
+  // The records that go part by part: kv_store, the soft embedding, select_input_rows.
+  Status enqueuePerPart(const program::KernelProgram &program,
+                        const program::ProgramRecord &record, const BoundRecord &bound,
+                        const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueAttention(const program::KernelProgram &program,
+                          const program::ProgramRecord &record, const BoundRecord &bound,
+                          const Shape &shape, const std::vector<PackedPart> &parts);
   Status enqueueLogits(const program::KernelProgram &program,
                        const program::ProgramRecord &record, const BoundRecord &bound,
-                       const Shape &shape);
+                       const Shape &shape, const std::vector<PackedPart> &parts);
   Status enqueueMoe(const program::KernelProgram &program, const program::ProgramRecord &record,
                     const BoundRecord &bound, const Shape &shape);
+  // Layer `layer`'s K and V pages in the pool, and their strides (elements).
+  struct LayerPages {
+    CUdeviceptr k = 0, v = 0;
+    long long pageStride = 0, slotStride = 0;
+  };
+  LayerPages layerPages(int64_t layer) const;
   // The rows of value slot `index` of `program` in a forward of `count` tokens (the per-token-row
   // plan).
   CUdeviceptr slot(const program::KernelProgram &program, int64_t index, int64_t count) const;
@@ -330,13 +392,17 @@ private:
   // Workspace (reserve()): activations, inputs, logits, the cuBLASLt workspace.
   int64_t reservedTokens_ = 0;
   int64_t reservedLogitRows_ = 0;
+  // Parts a packed run may have before the input buffers grow (1 until reservePacked).
+  int64_t reservedParts_ = 0;
+  // Block table entries per part: the longest sequence's pages.
+  int64_t tablePages_ = 0;
   DeviceAllocation workspace_;
   DeviceAllocation gemmWorkspaceAllocation_;
   // activations_: rowElements_ per token (the largest function's); normed_: norm_linear's
   // normalised rows.
   CUdeviceptr activations_ = 0, normed_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;
   size_t gemmWorkspaceBytes_ = 0;
-  // int32 inputs: tokens [T], positions [T], queryStarts [2], kvLengths [1], blockTable [pages].
+  // int32 inputs (inputLayout()).
   CUdeviceptr inputs_ = 0;
   size_t inputBytes_ = 0;
   // The forward's float input rows [T, softEmbeddingRows_] (soft_embedding), and the moe

@@ -39,19 +39,20 @@ struct LinearGemm::Plan {
 
 StatusOr<std::unique_ptr<LinearGemm>> LinearGemm::create(std::shared_ptr<const CublasLt> lt,
                                                          CUdeviceptr workspace,
-                                                         size_t workspaceBytes) {
+                                                         size_t workspaceBytes,
+                                                         bool batchInvariant) {
   if (!lt)
     return Status::error("cuda backend: no cuBLASLt");
   cublasLtHandle_t handle = nullptr;
   DLM_RETURN_IF_ERROR(lt->check(lt->cublasLtCreate(&handle), "cublasLtCreate"));
   return std::unique_ptr<LinearGemm>(
-      new LinearGemm(std::move(lt), handle, workspace, workspaceBytes));
+      new LinearGemm(std::move(lt), handle, workspace, workspaceBytes, batchInvariant));
 }
 
 LinearGemm::LinearGemm(std::shared_ptr<const CublasLt> lt, cublasLtHandle_t handle,
-                       CUdeviceptr workspace, size_t workspaceBytes)
+                       CUdeviceptr workspace, size_t workspaceBytes, bool batchInvariant)
     : lt_(std::move(lt)), handle_(handle), workspace_(workspace),
-      workspaceBytes_(workspaceBytes) {}
+      workspaceBytes_(workspaceBytes), batchInvariant_(batchInvariant) {}
 
 LinearGemm::~LinearGemm() {
   plans_.clear();
@@ -60,14 +61,25 @@ LinearGemm::~LinearGemm() {
 }
 
 StatusOr<LinearGemm::Plan *> LinearGemm::plan(const LinearCall &call, const char *name) {
-  const bool hasBias = call.bias != 0;
   const PlanKey key{static_cast<int>(call.input), static_cast<int>(call.output), call.rows,
-                    call.in,  call.out,  hasBias, call.accumulate};
+                    call.in,  call.out,  call.bias != 0, call.accumulate};
   auto found = plans_.find(key);
   if (found != plans_.end())
     return found->second.get();
-
   const std::string what = std::string(name) + ": ";
+  DLM_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, describe(call, what));
+  if (batchInvariant_) {
+    DLM_ASSIGN_OR_RETURN(plan->algorithm, invariantAlgorithm(call, what));
+  } else {
+    DLM_ASSIGN_OR_RETURN(plan->algorithm, heuristic(*plan, call, what));
+  }
+  Plan *result = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return result;
+}
+
+StatusOr<std::unique_ptr<LinearGemm::Plan>> LinearGemm::describe(const LinearCall &call,
+                                                                 const std::string &what) {
   auto check = [&](cublasStatus_t status, const char *call) {
     return lt_->check(status, (what + call).c_str());
   };
@@ -85,7 +97,7 @@ StatusOr<LinearGemm::Plan *> LinearGemm::plan(const LinearCall &call, const char
                                                                 CUBLASLT_MATMUL_DESC_TRANSB,
                                                                 &plain, sizeof(plain)),
                             "cublasLtMatmulDescSetAttribute(TRANSB)"));
-  if (hasBias) {
+  if (call.bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     DLM_RETURN_IF_ERROR(check(lt_->cublasLtMatmulDescSetAttribute(plan->operation,
                                                                   CUBLASLT_MATMUL_DESC_EPILOGUE,
@@ -108,31 +120,54 @@ StatusOr<LinearGemm::Plan *> LinearGemm::plan(const LinearCall &call, const char
                                                             dataType(call.output), out, rows,
                                                             static_cast<int64_t>(out)),
                             "cublasLtMatrixLayoutCreate(output)"));
+  return plan;
+}
 
+StatusOr<cublasLtMatmulAlgo_t> LinearGemm::heuristic(const Plan &plan, const LinearCall &call,
+                                                     const std::string &what) {
   cublasLtMatmulPreference_t preference = nullptr;
-  DLM_RETURN_IF_ERROR(check(lt_->cublasLtMatmulPreferenceCreate(&preference),
-                            "cublasLtMatmulPreferenceCreate"));
+  DLM_RETURN_IF_ERROR(lt_->check(lt_->cublasLtMatmulPreferenceCreate(&preference),
+                                 (what + "cublasLtMatmulPreferenceCreate").c_str()));
   const uint64_t workspaceBytes = workspaceBytes_;
   cublasStatus_t status = lt_->cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
       sizeof(workspaceBytes));
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  // Batch-invariant: no split-K, every dot product in one sequence.
+  const uint32_t noReduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  if (status == CUBLAS_STATUS_SUCCESS && batchInvariant_)
+    status = lt_->cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &noReduction,
+        sizeof(noReduction));
+  cublasLtMatmulHeuristicResult_t result{};
   int foundCount = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
     status = lt_->cublasLtMatmulAlgoGetHeuristic(
-        handle_, plan->operation, plan->weightLayout, plan->inputLayout, plan->outputLayout,
-        plan->outputLayout, preference, 1, &heuristic, &foundCount);
+        handle_, plan.operation, plan.weightLayout, plan.inputLayout, plan.outputLayout,
+        plan.outputLayout, preference, 1, &result, &foundCount);
   lt_->cublasLtMatmulPreferenceDestroy(preference);
-  DLM_RETURN_IF_ERROR(check(status, "cublasLtMatmulAlgoGetHeuristic"));
+  DLM_RETURN_IF_ERROR(lt_->check(status, (what + "cublasLtMatmulAlgoGetHeuristic").c_str()));
   if (foundCount < 1)
-    return Status::error(what + "cuBLASLt has no algorithm for a " + elementName(call.input) +
-                         " GEMM of " + std::to_string(call.rows) + " x " +
-                         std::to_string(call.in) + " by " + std::to_string(call.in) + " x " +
-                         std::to_string(call.out));
-  plan->algorithm = heuristic.algo;
-  Plan *result = plan.get();
-  plans_.emplace(key, std::move(plan));
-  return result;
+    return Status::error(what + "cuBLASLt has no algorithm" +
+                         (batchInvariant_ ? " without split-K" : "") + " for a " +
+                         elementName(call.input) + " GEMM of " + std::to_string(call.rows) +
+                         " x " + std::to_string(call.in) + " by " + std::to_string(call.in) +
+                         " x " + std::to_string(call.out));
+  return result.algo;
+}
+
+StatusOr<cublasLtMatmulAlgo_t> LinearGemm::invariantAlgorithm(const LinearCall &call,
+                                                              const std::string &what) {
+  const PlanKey key{static_cast<int>(call.input), static_cast<int>(call.output), 0,
+                    call.in,  call.out,  call.bias != 0, call.accumulate};
+  auto found = algorithms_.find(key);
+  if (found != algorithms_.end())
+    return found->second;
+  LinearCall canonical = call;
+  canonical.rows = kInvariantRows;
+  DLM_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, describe(canonical, what));
+  DLM_ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algorithm, heuristic(*plan, canonical, what));
+  algorithms_.emplace(key, algorithm);
+  return algorithm;
 }
 
 Status LinearGemm::run(CUstream stream, const LinearCall &call, const char *name) {

@@ -11,6 +11,7 @@
 #include "compiler/codegen/ModelKernels.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/emu/EmuDriver.h"
+#include "runtime/engine/Engine.h"
 #include "tests/runtime/model/TinyModel.h"
 
 #include "runtime/program/DecodeInterpreter.h"
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace dlm::cuda {
 namespace {
@@ -204,8 +206,10 @@ protected:
     BackendOptions options;
     options.threads = 2;
     options.kvPageTokens = kPageSize;
+    options.batchInvariant = batchInvariant;
     return options;
   }
+  bool batchInvariant = false;
 
   std::unique_ptr<CudaBackend> cudaBackend(bool graphs, bool requireDeviceLoop = false,
                                            int64_t chunkSteps = 4) {
@@ -266,6 +270,38 @@ double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
   return difference / scale;
 }
 
+// Runs forwards[i] of `function` on sequences[i] of `alone` one at a time (the single-sequence
+// path) and all at once on `packed`: the packed logits and captured rows are the forwards' own
+// ones, in order, bit for bit, and every sequence's cache ends as alone.
+void checkPacked(CudaBackend &alone, CudaBackend &packed,
+                 const std::vector<kv::SequenceId> &sequences, std::string_view function,
+                 const std::vector<sampling::ForwardSpec> &specs, const std::string &what) {
+  std::vector<SequenceForward> forwards;
+  std::vector<float> want, wantCaptured;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    forwards.push_back({sequences[i], specs[i]});
+    forwards.back().spec.function = function;
+    StatusOr<sampling::LogitsView> out = alone.forwardBatch(function, {forwards.back()});
+    ASSERT_TRUE(out.isOk()) << what << ": " << out.status().message();
+    const std::vector<float> rows = copy(*out), captured = copy(alone.capturedRows());
+    want.insert(want.end(), rows.begin(), rows.end());
+    wantCaptured.insert(wantCaptured.end(), captured.begin(), captured.end());
+  }
+  StatusOr<sampling::LogitsView> got = packed.forwardBatch(function, forwards);
+  ASSERT_TRUE(got.isOk()) << what << ": " << got.status().message();
+  const std::vector<float> logits = copy(*got), captured = copy(packed.capturedRows());
+  ASSERT_EQ(logits.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(logits[i], want[i]) << what << ": packed row " << i / static_cast<size_t>(got->vocab);
+  ASSERT_EQ(captured.size(), wantCaptured.size()) << what;
+  for (size_t i = 0; i < captured.size(); ++i)
+    ASSERT_EQ(captured[i], wantCaptured[i]) << what << ": captured value " << i;
+  for (kv::SequenceId s : sequences) {
+    EXPECT_EQ(packed.kvCache().length(s), alone.kvCache().length(s)) << what;
+    EXPECT_EQ(packed.kvCache().committedLength(s), alone.kvCache().committedLength(s)) << what;
+  }
+}
+
 TEST_P(CudaBackendTest, FullAndCachedForwardsMatchTheReference) {
   std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/false);
   ASSERT_TRUE(gpu);
@@ -308,6 +344,98 @@ TEST_P(CudaBackendTest, FullAndCachedForwardsMatchTheReference) {
     EXPECT_LE(relativeError(got, want), 1e-4) << "rows [" << rows.begin << ", " << rows.end << ")";
     // The cache is left as it was: the canvas's pages are released again.
     EXPECT_EQ(gpu->kvCache().length(0), keep);
+  }
+}
+
+// Packed forwards over several sequences (docs/design/serving.md §2) on two backends over the
+// same artifact: one runs each sequence's forwards alone (the single-sequence path, graphs
+// included), the other packs them, three parts per run in different modes: full prefills of
+// different lengths, then a cached block, an append and a cached canvas, then an extend, an
+// append and another cached block. Every part's rows are bit-identical to its forward alone: the
+// emulated cuBLASLt computes each output as one fixed-order dot product whatever the row count,
+// and every generated kernel computes a row (attention: a part's rows) the same way whatever
+// else is packed. Each sequence's cache ends as its mode leaves it, as alone.
+TEST_P(CudaBackendTest, PackedSequencesGetTheirOwnBits) {
+  using Mode = sampling::ForwardSpec::Mode;
+  batchInvariant = true;
+  std::unique_ptr<CudaBackend> alone = cudaBackend(/*graphs=*/true);
+  std::unique_ptr<CudaBackend> packed = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(alone && packed);
+  EXPECT_TRUE(packed->batchesSequences());
+  ASSERT_TRUE(alone->reservePacked(48, 48).isOk());
+  ASSERT_TRUE(packed->reservePacked(48, 48).isOk());
+  std::vector<int32_t> a = tokens(14), b = tokens(13), c = tokens(12);
+  std::rotate(b.begin(), b.begin() + 3, b.end());
+  std::rotate(c.begin(), c.begin() + 5, c.end());
+  std::vector<kv::SequenceId> sequences;
+  for (int i = 0; i < 3; ++i) {
+    StatusOr<kv::SequenceId> one = alone->createSequence(), other = packed->createSequence();
+    ASSERT_TRUE(one && other);
+    ASSERT_EQ(*one, *other);
+    sequences.push_back(*one);
+  }
+  auto run = [&](const std::vector<sampling::ForwardSpec> &specs, const std::string &what) {
+    checkPacked(*alone, *packed, sequences, "", specs, what);
+  };
+  run({sampling::ForwardSpec::of(Mode::full, a.data(), 11, 11, {0, 11}),
+       sampling::ForwardSpec::of(Mode::full, b.data(), 7, 7, {0, 0}),
+       sampling::ForwardSpec::of(Mode::full, c.data(), 6, 6, {5, 6})},
+      "full prefills");
+  run({sampling::ForwardSpec::of(Mode::cached, a.data(), 14, 11, {0, 3}),
+       sampling::ForwardSpec::of(Mode::cached, b.data(), 13, 7, {0, 6}),
+       sampling::ForwardSpec::of(Mode::append, c.data(), 9, 6, {2, 3})},
+      "cached, cached, append");
+  sampling::ForwardSpec extend = sampling::ForwardSpec::of(Mode::extend, a.data(), 14, 11, {0, 4});
+  extend.first = 5;
+  for (int64_t i = 7; i < 13; i += 2)
+    b[i] = static_cast<int32_t>(tiny->options().maskTokenId);
+  run({extend, sampling::ForwardSpec::of(Mode::cached, b.data(), 13, 7, {1, 5}),
+       sampling::ForwardSpec::of(Mode::append, c.data(), 12, 9, {0, 3})},
+      "extend, cached, append");
+  EXPECT_EQ(packed->kvCache().length(sequences[0]), 11);
+  EXPECT_EQ(packed->kvCache().length(sequences[1]), 7);
+  EXPECT_EQ(packed->kvCache().length(sequences[2]), 12);
+  // A mismatched cache length names the part and leaves the others as they were.
+  StatusOr<sampling::LogitsView> bad = packed->forwardBatch(
+      "", {{sequences[1], sampling::ForwardSpec::of(Mode::cached, b.data(), 13, 7, {0, 1})},
+           {sequences[2], sampling::ForwardSpec::of(Mode::append, c.data(), 12, 9, {0, 1})}});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("append forward: the KV cache holds 12 tokens"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(packed->kvCache().length(sequences[1]), 7);
+  // The session's own sequence (0) was never touched, and a removed sequence frees its pages.
+  EXPECT_EQ(packed->kvCache().length(0), 0);
+  const int64_t free = packed->kvCache().freePages();
+  ASSERT_TRUE(packed->removeSequence(sequences[2]).isOk());
+  EXPECT_EQ(packed->kvCache().freePages(), free + 3);
+}
+
+// More parts than reservePacked sized the inputs for grow them; the run still gets every part's
+// own rows.
+TEST_P(CudaBackendTest, ManySmallPartsGrowThePackedInputs) {
+  using Mode = sampling::ForwardSpec::Mode;
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/false);
+  ASSERT_TRUE(gpu);
+  ASSERT_TRUE(gpu->reservePacked(2, 2).isOk()); // room for 2 parts
+  const std::vector<int32_t> ids = tokens(3);
+  std::vector<SequenceForward> forwards;
+  for (int i = 0; i < 3; ++i)
+    forwards.push_back({*gpu->createSequence(),
+                        sampling::ForwardSpec::of(Mode::full, ids.data() + i, 1, 1, {0, 1})});
+  ASSERT_TRUE(gpu->reserve(3, 3).isOk()); // more rows; parts stay at 2
+  StatusOr<sampling::LogitsView> got = gpu->forwardBatch("", forwards);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  const std::vector<float> together = copy(*got);
+  for (int i = 0; i < 3; ++i) {
+    StatusOr<sampling::LogitsView> one = gpu->forwardBatch("", {forwards[i]});
+    ASSERT_TRUE(one.isOk()) << one.status().message();
+    const std::vector<float> row = copy(*one);
+    EXPECT_LE(relativeError(std::vector<float>(together.begin() + i * row.size(),
+                                               together.begin() + (i + 1) * row.size()),
+                            row),
+              1e-6)
+        << "part " << i;
   }
 }
 
@@ -921,6 +1049,65 @@ TEST_P(CudaSpeculativeTest, CaptureForwardInputSelectAndExtendMatchTheCpuBackend
   both(draft, "draft extend again");
 }
 
+// Speculative decoding's records packed: a target prefill of two sequences captures every fed
+// row of both, in order; the drafter's extends over both (forward_input rows at each part's
+// offset, select_input_rows splitting each part where its input ends) and cached forwards of
+// either function give each part's rows bit for bit as alone.
+TEST_P(CudaSpeculativeTest, PackedCaptureForwardInputAndExtendGetTheirOwnBits) {
+  using Mode = sampling::ForwardSpec::Mode;
+  batchInvariant = true;
+  std::unique_ptr<CudaBackend> alone = cudaBackend(/*graphs=*/true);
+  std::unique_ptr<CudaBackend> packed = cudaBackend(/*graphs=*/true);
+  ASSERT_TRUE(alone && packed);
+  ASSERT_TRUE(alone->reservePacked(32, 32).isOk());
+  ASSERT_TRUE(packed->reservePacked(32, 32).isOk());
+  const int64_t hidden = tiny->options().hidden;
+  std::vector<int32_t> a = tokens(14), b = tokens(12);
+  std::rotate(b.begin(), b.begin() + 4, b.end());
+  std::vector<kv::SequenceId> sequences;
+  for (int i = 0; i < 2; ++i) {
+    StatusOr<kv::SequenceId> one = alone->createSequence(), other = packed->createSequence();
+    ASSERT_TRUE(one && other);
+    sequences.push_back(*one);
+  }
+  checkPacked(*alone, *packed, sequences, "",
+              {sampling::ForwardSpec::of(Mode::full, a.data(), 10, 10, {9, 10}),
+               sampling::ForwardSpec::of(Mode::full, b.data(), 8, 8, {0, 2})},
+              "target prefills");
+  // Context rows for the drafter: the first captured rows' first halves.
+  const sampling::LogitsView captured = packed->capturedRows();
+  ASSERT_EQ(captured.rows, 18);
+  std::vector<float> contextA, contextB;
+  for (int64_t r = 0; r < 4; ++r) {
+    contextA.insert(contextA.end(), captured.row(r), captured.row(r) + hidden);
+    contextB.insert(contextB.end(), captured.row(10 + r), captured.row(10 + r) + hidden);
+  }
+  auto draft = [&](std::vector<int32_t> &ids, int64_t count, int64_t keep, int64_t first,
+                   sampling::LogitRows rows, std::vector<float> &context, int64_t inputRows) {
+    sampling::ForwardSpec spec = sampling::ForwardSpec::of(Mode::extend, ids.data(), count, keep,
+                                                           rows);
+    spec.first = first;
+    spec.input = context.data();
+    spec.inputWidth = hidden;
+    spec.inputRows = inputRows;
+    return spec;
+  };
+  checkPacked(*alone, *packed, sequences, "draft",
+              {draft(a, 14, 10, 0, {10, 14}, contextA, 4), draft(b, 12, 8, 0, {0, 3}, contextB, 3)},
+              "draft extends from 0");
+  checkPacked(*alone, *packed, sequences, "draft",
+              {draft(a, 14, 10, 3, {7, 11}, contextA, 4), draft(b, 12, 8, 5, {0, 7}, contextB, 2)},
+              "draft extends");
+  checkPacked(*alone, *packed, sequences, "",
+              {sampling::ForwardSpec::of(Mode::cached, a.data(), 12, 10, {0, 2}),
+               sampling::ForwardSpec::of(Mode::cached, b.data(), 11, 8, {1, 3})},
+              "target cached");
+  checkPacked(*alone, *packed, sequences, "draft",
+              {sampling::ForwardSpec::of(Mode::cached, a.data(), 12, 10, {0, 2}),
+               sampling::ForwardSpec::of(Mode::cached, b.data(), 11, 8, {1, 3})},
+              "draft cached");
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaSpeculativeTest,
                          ::testing::ValuesIn(std::vector<Variant>{variants()[0], variants()[4]}),
                          [](const ::testing::TestParamInfo<Variant> &info) {
@@ -931,6 +1118,75 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaBackendTest, ::testing::ValuesIn(variants
                          [](const ::testing::TestParamInfo<Variant> &info) {
                            return std::string(info.param.name);
                          });
+
+// The serving engine on the emulated device (docs/design/serving.md, issue 14): requests
+// generate()d from several threads at once, with and without the prefix cache (cached blocks
+// over a committed prefix) and at different step counts, decode exactly what each decodes alone
+// on a one-request batch-invariant session of the same backend, and runs packed several of them.
+TEST(CudaEngine, ConcurrentRequestsDecodeAsAlone) {
+  pointEmulatorCacheAtBuildTree();
+  TinyModelOptions options = baseOptions();
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+  TempDir dir;
+  TinyModel(options).write(dir.file("tiny.dlm"));
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
+  ASSERT_TRUE(model) << model.status().message();
+  auto request = [](int i) {
+    GenerateRequest r;
+    for (int t = 0; t < 2 + 3 * (i % 4); ++t)
+      r.promptIds.push_back(static_cast<int32_t>(2 + (i * 7 + t * 3) % 30));
+    r.knobs["gen_length"] = int64_t(8);
+    r.knobs["block_length"] = int64_t(4);
+    r.knobs["steps"] = int64_t(i % 3 == 0 ? 4 : 8);
+    if (i % 2)
+      r.cache = sampling::CacheMode::prefix;
+    r.seed = static_cast<uint64_t>(i);
+    return r;
+  };
+  constexpr int kRequests = 6;
+  SessionOptions single;
+  single.backend = "cuda-emu";
+  single.batchInvariant = true;
+  single.threads = 2;
+  single.kvPageTokens = kPageSize;
+  StatusOr<std::unique_ptr<Session>> session = Session::create(*model, single);
+  if (!session && session.status().message().find("unknown backend") != std::string::npos)
+    GTEST_SKIP() << "the emulated CUDA device is not in this build: "
+                 << session.status().message();
+  ASSERT_TRUE(session) << session.status().message();
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < kRequests; ++i) {
+    StatusOr<GenerateResult> out = (*session)->generate(request(i));
+    ASSERT_TRUE(out) << out.status().message();
+    alone.push_back(out->outputIds);
+  }
+  session->reset();
+
+  engine::EngineOptions engineOptions;
+  engineOptions.session = single;
+  engineOptions.session.kvPages = 64;
+  engineOptions.tokensPerForward = 64;
+  StatusOr<std::unique_ptr<engine::Engine>> served = engine::Engine::create(*model, engineOptions);
+  ASSERT_TRUE(served) << served.status().message();
+  std::vector<std::vector<int32_t>> together(kRequests);
+  std::vector<std::string> errors(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i)
+    threads.emplace_back([&, i] {
+      StatusOr<GenerateResult> out = (*served)->generate(request(i));
+      if (out)
+        together[i] = out->outputIds;
+      else
+        errors[i] = out.status().message();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(errors[i], "") << "request " << i;
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  }
+  EXPECT_GT((*served)->stats().mostPerRun, 1);
+}
 
 // Kernel target choice for a real device: its own cubin, else the nearest lower PTX, else an
 // error naming what the artifact has.
