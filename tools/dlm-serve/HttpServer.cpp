@@ -159,12 +159,15 @@ struct Generation {
   // Waits for the next block or the end, cancelling when the client on `socket` goes away.
   Next next(std::vector<int32_t> &block, int socket, bool &gone) {
     std::unique_lock<std::mutex> lock(mutex);
-    while (blocks.empty() && !done) {
-      changed.wait_for(lock, std::chrono::milliseconds(50));
+    while (true) {
+      // Checked between blocks too: blocks may come faster than the wait's period.
       if (!gone && clientGone(socket)) {
         gone = true;
         cancel = true;
       }
+      if (!blocks.empty() || done)
+        break;
+      changed.wait_for(lock, std::chrono::milliseconds(20));
     }
     if (!blocks.empty()) {
       block = std::move(blocks.front());
@@ -223,6 +226,9 @@ struct HttpServer::Impl {
   Impl(engine::Engine &engine, ServedModel model, GenerateRequest base)
       : engine(engine), model(std::move(model)), base(std::move(base)) {
     server.new_task_queue = [] { return new ThreadPerConnection; };
+    // An idle keep-alive connection holds shutdown up until it times out (cpp-httplib waits
+    // for it): keep that short.
+    server.set_keep_alive_timeout(2);
     server.Post("/v1/completions", [this](const httplib::Request &req, httplib::Response &res) {
       generate(Endpoint::completions, req, res);
     });
