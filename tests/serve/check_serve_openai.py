@@ -266,16 +266,34 @@ def concurrent_matches_dlm_run(ctx, server, label):
         return server.client.completions.create(model="demo", prompt=prompt, temperature=0,
                                                 seed=seed, extra_body=knobs)
 
+    peak = {"dlm_requests_waiting": 0, "dlm_requests_running": 0}
+    sampling = [True]
+
+    def sample():
+        while sampling[0]:
+            metrics = server.metrics()
+            for name in peak:
+                peak[name] = max(peak[name], metrics[name])
+            time.sleep(0.02)
+
+    sampler = concurrent.futures.ThreadPoolExecutor(1)
+    sampled = sampler.submit(sample)
     start = time.time()
     with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
         answers = list(pool.map(ask, cases))
     seconds = time.time() - start
+    sampling[0] = False
+    sampled.result()
+    sampler.shutdown()
     for (prompt, knobs, seed), want, got in zip(cases, expected, answers):
         assert got.choices[0].text == want["text"], (prompt, got.choices[0].text, want["text"])
         assert got.usage.prompt_tokens == len(want["prompt_ids"])
     metrics = server.metrics()
     print(f"  {label}: 16 concurrent requests equal dlm-run in {seconds:.2f} s; "
-          f"{metrics['dlm_scheduler_requests_per_forward']:.2f} requests per packed forward")
+          f"{metrics['dlm_scheduler_requests_per_forward']:.2f} requests per packed forward, "
+          f"peaks: {peak['dlm_requests_running']:.0f} running, "
+          f"{peak['dlm_requests_waiting']:.0f} waiting")
+    metrics["peak"] = peak
     return metrics
 
 
@@ -294,6 +312,9 @@ def check_small_pool(ctx):
         assert metrics["dlm_kv_pages_total"] == pages, metrics
         assert metrics['dlm_requests_total{outcome="success"}'] == 16, metrics
         assert metrics["dlm_kv_pages_in_use"] == 0 and metrics["dlm_kv_pages_reserved"] == 0
+        # The pool admits about 4 (shorter prompts need fewer pages): the rest waited.
+        assert metrics["peak"]["dlm_requests_running"] <= 6, metrics["peak"]
+        assert metrics["peak"]["dlm_requests_waiting"] >= 8, metrics["peak"]
     finally:
         assert server.stop() == 0, server.output()
 
