@@ -352,11 +352,13 @@ def raw_post(server, body):
 
 
 def wait_metric(server, name, value, timeout=10):
+    """Waits until metric `name` is `value` and no request runs (one scrape reads the engine's
+    stats a moment before the server's own counters)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         metrics = server.metrics()
-        if metrics.get(name) == value:
-            return metrics
+        if metrics.get(name) == value and metrics["dlm_requests_running"] == 0:
+            return server.metrics()
         time.sleep(0.05)
     raise AssertionError(f"{name} never became {value}: {server.metrics()}")
 
@@ -391,7 +393,9 @@ def check_sigterm_drains(ctx):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         answer = pool.submit(lambda: server.client.completions.create(
             model="demo", prompt=PROMPT, max_tokens=96, extra_body={"steps": 96}))
-        wait_metric(server, "dlm_requests_running", 1)
+        deadline = time.time() + 10
+        while server.metrics()["dlm_requests_running"] != 1 and time.time() < deadline:
+            time.sleep(0.01)
         server.process.send_signal(signal.SIGTERM)
         result = answer.result(timeout=30)
     assert result.usage.completion_tokens > 0

@@ -271,6 +271,11 @@ struct HttpServer::Impl {
   }
 
   void generate(Endpoint endpoint, const httplib::Request &req, httplib::Response &res) {
+    if (stopping) {
+      metrics.requestEnded(Outcome::unavailable);
+      return sendError(res, fromStatus(Status::error(StatusCode::unavailable,
+                                                     "the server is shutting down")));
+    }
     std::variant<ParsedRequest, ApiError> parsedOrError =
         parseRequest(endpoint, req.body, model, base);
     if (ApiError *error = std::get_if<ApiError>(&parsedOrError)) {

@@ -14,6 +14,7 @@
 #include "tools/dlm-serve/HttpServer.h"
 #include "tools/dlm-serve/ServedModel.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -122,18 +123,25 @@ int main(int argc, char **argv) {
                id.c_str(), host.c_str(), bound, options.session.backend.c_str(),
                static_cast<long long>(stats.kvPages));
 
-  dlm::engine::Engine *enginePtr = engine->get();
-  std::thread([&server, enginePtr, signals] {
+  // The signal thread only stops the server: new connections are refused, requests on open
+  // ones get 503, the running ones finish and serve() returns once their connections end.
+  std::atomic<bool> exiting{false};
+  std::thread signalThread([&server, &exiting, signals] {
     int signal = 0;
     sigwait(&signals, &signal);
+    if (exiting)
+      return;
     std::fprintf(stderr, "dlm-serve: %s: draining the running requests\n",
                  signal == SIGINT ? "SIGINT" : "SIGTERM");
     server.stop();
-    enginePtr->shutdown();
-  }).detach();
+  });
 
   server.serve();
   (*engine)->shutdown();
+  // serve() may also end without a signal (the socket failed): wake the signal thread.
+  exiting = true;
+  pthread_kill(signalThread.native_handle(), SIGTERM);
+  signalThread.join();
   std::fprintf(stderr, "dlm-serve: stopped\n");
   return 0;
 }
