@@ -123,6 +123,7 @@ TEST(RequestParser, ContextLengthExceeded) {
   ApiError error =
       refused(Endpoint::completions, R"({"prompt": "abc", "max_tokens": 126})", model);
   EXPECT_EQ(error.code, "context_length_exceeded");
+  EXPECT_EQ(error.param, "prompt");
   EXPECT_EQ(error.httpStatus, 400);
   EXPECT_NE(error.message.find("maximum context length is 128"), std::string::npos);
   // 64 generated (the default) after a 65-token prompt.

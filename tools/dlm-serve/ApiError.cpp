@@ -17,8 +17,8 @@ ApiError badRequest(std::string message, std::string param, std::string code) {
   return error;
 }
 
-ApiError contextLengthExceeded(std::string message) {
-  return badRequest(std::move(message), "messages", "context_length_exceeded");
+ApiError contextLengthExceeded(std::string message, std::string param) {
+  return badRequest(std::move(message), std::move(param), "context_length_exceeded");
 }
 
 ApiError modelNotFound(const std::string &requested) {

@@ -27,8 +27,8 @@ struct ApiError {
 
 // 400 invalid_request_error about `param`.
 ApiError badRequest(std::string message, std::string param = "", std::string code = "");
-// 400 context_length_exceeded.
-ApiError contextLengthExceeded(std::string message);
+// 400 context_length_exceeded about `param` (the prompt or the messages).
+ApiError contextLengthExceeded(std::string message, std::string param);
 // 404 model_not_found for a `model` field naming another model.
 ApiError modelNotFound(const std::string &requested);
 

@@ -375,7 +375,8 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
         " tokens. However, you requested " + std::to_string(promptTokens + *generated) +
         " tokens (" + std::to_string(promptTokens) + " in the prompt, " +
         std::to_string(*generated) + " for the completion). Please reduce the prompt or " +
-        maxField + ".")};
+        maxField + ".",
+        endpoint == Endpoint::completions ? "prompt" : "messages")};
   return parsed;
 }
 
