@@ -29,7 +29,7 @@ struct EngineOptions {
 
 class Engine {
 public:
-  // Errors: the backend's ("not supported yet: batched requests on the cuda backend", ...).
+  // Errors: the backend's ("CUDA driver not available: ...", ...).
   static StatusOr<std::unique_ptr<Engine>> create(std::shared_ptr<const LoadedModel> model,
                                                   const EngineOptions &options = {});
 

@@ -20,12 +20,15 @@ TEST(ServeMetrics, PrometheusText) {
   stats.kvPages = 64;
   stats.kvPagesReserved = 12;
   stats.kvPagesInUse = 9;
+  stats.kvPagesCached = 5;
+  stats.prefixTokensReused = 48;
   stats.runs = 4;
   stats.fedTokens = 100;
   const std::string text = metrics.prometheus(stats, now);
   for (const char *line :
        {"dlm_requests_waiting 3\n", "dlm_requests_running 2\n", "dlm_kv_pages_total 64\n",
-        "dlm_kv_pages_reserved 12\n", "dlm_kv_pages_in_use 9\n",
+        "dlm_kv_pages_reserved 12\n", "dlm_kv_pages_in_use 9\n", "dlm_kv_pages_cached 5\n",
+        "dlm_prefix_tokens_reused_total 48\n",
         "dlm_scheduler_tokens_per_forward 25\n", "dlm_generated_tokens_total 94\n",
         "dlm_generated_tokens_per_second 3\n", "dlm_requests_total{outcome=\"success\"} 2\n",
         "dlm_requests_total{outcome=\"cancelled\"} 1\n",

@@ -82,8 +82,15 @@ std::string ServeMetrics::prometheus(const engine::SchedulerStats &stats, Clock:
   metric(out, "dlm_kv_pages_reserved", "gauge",
          "KV pages reserved for the running requests' worst cases.",
          static_cast<double>(stats.kvPagesReserved));
-  metric(out, "dlm_kv_pages_in_use", "gauge", "KV pages holding K/V now.",
+  metric(out, "dlm_kv_pages_in_use", "gauge",
+         "KV pages holding K/V now, published prefix pages included.",
          static_cast<double>(stats.kvPagesInUse));
+  metric(out, "dlm_kv_pages_cached", "gauge",
+         "Published prefix pages no request holds (free on demand).",
+         static_cast<double>(stats.kvPagesCached));
+  metric(out, "dlm_prefix_tokens_reused_total", "counter",
+         "Prefill tokens taken from published prefix pages instead of computed.",
+         static_cast<double>(stats.prefixTokensReused));
   metric(out, "dlm_scheduler_runs_total", "counter", "Packed backend forwards.",
          static_cast<double>(stats.runs));
   metric(out, "dlm_scheduler_forwards_total", "counter", "Request forwards the packed runs served.",

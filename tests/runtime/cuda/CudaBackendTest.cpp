@@ -23,6 +23,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -1123,27 +1125,20 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaBackendTest, ::testing::ValuesIn(variants
 // generate()d from several threads at once, with and without the prefix cache (cached blocks
 // over a committed prefix) and at different step counts, decode exactly what each decodes alone
 // on a one-request batch-invariant session of the same backend, and runs packed several of them.
-TEST(CudaEngine, ConcurrentRequestsDecodeAsAlone) {
+// Each request alone on a one-request cuda-emu session, then all of them at once through an
+// Engine on cuda-emu (the first `leading` ones before the others); outputs must be equal. Returns
+// the engine's statistics; skips when the emulated device is not in this build.
+std::optional<engine::SchedulerStats>
+checkEngineDecodesAsAlone(TinyModelOptions options, int requests, int leading,
+                          const std::function<GenerateRequest(int)> &request) {
   pointEmulatorCacheAtBuildTree();
-  TinyModelOptions options = baseOptions();
   std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
   TempDir dir;
   TinyModel(options).write(dir.file("tiny.dlm"));
   StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
-  ASSERT_TRUE(model) << model.status().message();
-  auto request = [](int i) {
-    GenerateRequest r;
-    for (int t = 0; t < 2 + 3 * (i % 4); ++t)
-      r.promptIds.push_back(static_cast<int32_t>(2 + (i * 7 + t * 3) % 30));
-    r.knobs["gen_length"] = int64_t(8);
-    r.knobs["block_length"] = int64_t(4);
-    r.knobs["steps"] = int64_t(i % 3 == 0 ? 4 : 8);
-    if (i % 2)
-      r.cache = sampling::CacheMode::prefix;
-    r.seed = static_cast<uint64_t>(i);
-    return r;
-  };
-  constexpr int kRequests = 6;
+  EXPECT_TRUE(model) << model.status().message();
+  if (!model)
+    return std::nullopt;
   SessionOptions single;
   single.backend = "cuda-emu";
   single.batchInvariant = true;
@@ -1151,14 +1146,15 @@ TEST(CudaEngine, ConcurrentRequestsDecodeAsAlone) {
   single.kvPageTokens = kPageSize;
   StatusOr<std::unique_ptr<Session>> session = Session::create(*model, single);
   if (!session && session.status().message().find("unknown backend") != std::string::npos)
-    GTEST_SKIP() << "the emulated CUDA device is not in this build: "
-                 << session.status().message();
-  ASSERT_TRUE(session) << session.status().message();
+    return std::nullopt;
+  EXPECT_TRUE(session) << session.status().message();
+  if (!session)
+    return std::nullopt;
   std::vector<std::vector<int32_t>> alone;
-  for (int i = 0; i < kRequests; ++i) {
+  for (int i = 0; i < requests; ++i) {
     StatusOr<GenerateResult> out = (*session)->generate(request(i));
-    ASSERT_TRUE(out) << out.status().message();
-    alone.push_back(out->outputIds);
+    EXPECT_TRUE(out) << out.status().message();
+    alone.push_back(out ? out->outputIds : std::vector<int32_t>{});
   }
   session->reset();
 
@@ -1167,25 +1163,72 @@ TEST(CudaEngine, ConcurrentRequestsDecodeAsAlone) {
   engineOptions.session.kvPages = 64;
   engineOptions.tokensPerForward = 64;
   StatusOr<std::unique_ptr<engine::Engine>> served = engine::Engine::create(*model, engineOptions);
-  ASSERT_TRUE(served) << served.status().message();
-  std::vector<std::vector<int32_t>> together(kRequests);
-  std::vector<std::string> errors(kRequests);
+  EXPECT_TRUE(served) << served.status().message();
+  if (!served)
+    return std::nullopt;
+  std::vector<std::vector<int32_t>> together(requests);
+  std::vector<std::string> errors(requests);
+  auto run = [&](int i) {
+    StatusOr<GenerateResult> out = (*served)->generate(request(i));
+    if (out)
+      together[i] = out->outputIds;
+    else
+      errors[i] = out.status().message();
+  };
+  for (int i = 0; i < leading; ++i)
+    run(i);
   std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i)
-    threads.emplace_back([&, i] {
-      StatusOr<GenerateResult> out = (*served)->generate(request(i));
-      if (out)
-        together[i] = out->outputIds;
-      else
-        errors[i] = out.status().message();
-    });
+  for (int i = leading; i < requests; ++i)
+    threads.emplace_back(run, i);
   for (std::thread &t : threads)
     t.join();
-  for (int i = 0; i < kRequests; ++i) {
+  for (int i = 0; i < requests; ++i) {
     EXPECT_EQ(errors[i], "") << "request " << i;
     EXPECT_EQ(together[i], alone[i]) << "request " << i;
   }
-  EXPECT_GT((*served)->stats().mostPerRun, 1);
+  return (*served)->stats();
+}
+
+TEST(CudaEngine, ConcurrentRequestsDecodeAsAlone) {
+  std::optional<engine::SchedulerStats> stats =
+      checkEngineDecodesAsAlone(baseOptions(), 6, 0, [](int i) {
+        GenerateRequest r;
+        for (int t = 0; t < 2 + 3 * (i % 4); ++t)
+          r.promptIds.push_back(static_cast<int32_t>(2 + (i * 7 + t * 3) % 30));
+        r.knobs["gen_length"] = int64_t(8);
+        r.knobs["block_length"] = int64_t(4);
+        r.knobs["steps"] = int64_t(i % 3 == 0 ? 4 : 8);
+        if (i % 2)
+          r.cache = sampling::CacheMode::prefix;
+        r.seed = static_cast<uint64_t>(i);
+        return r;
+      });
+  if (!stats)
+    GTEST_SKIP() << "the emulated CUDA device is not in this build";
+  EXPECT_GT(stats->mostPerRun, 1);
+  EXPECT_EQ(stats->prefixTokensReused, 0) << "a bidirectional model shares no prefix pages";
+}
+
+// A causal model's prefills adopt the pages an earlier request published (the first three of
+// every prompt), on the device's KV pool.
+TEST(CudaEngine, SharedPromptPrefixesAreAdoptedAndDecodeAsAlone) {
+  TinyModelOptions options = baseOptions();
+  options.causal = true;
+  options.policy = "autoregressive";
+  std::optional<engine::SchedulerStats> stats =
+      checkEngineDecodesAsAlone(options, 4, 1, [](int i) {
+        GenerateRequest r;
+        for (int t = 0; t < 12; ++t)
+          r.promptIds.push_back(static_cast<int32_t>(2 + (t * 7) % 30));
+        for (int t = 0; t < 1 + i; ++t)
+          r.promptIds.push_back(static_cast<int32_t>(3 + (i * 5 + t) % 29));
+        r.knobs["max_new_tokens"] = int64_t(4);
+        r.seed = static_cast<uint64_t>(i);
+        return r;
+      });
+  if (!stats)
+    GTEST_SKIP() << "the emulated CUDA device is not in this build";
+  EXPECT_GE(stats->prefixTokensReused, 12 * 3);
 }
 
 // Kernel target choice for a real device: its own cubin, else the nearest lower PTX, else an
