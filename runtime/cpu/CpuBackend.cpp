@@ -363,12 +363,15 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
     const int64_t qWidth = widthOf(in[0]);
     return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
+      // A member, so that a forward does not allocate per record.
+      std::vector<AttentionPart> &attended = attentionParts_;
+      attended.clear();
       for (const Part &part : parts)
-        DLM_RETURN_IF_ERROR(pagedAttention(
-            slot(in[0], count) + part.offset * qWidth, part.span.count, part.span.first,
-            part.span.keys, shape, pages_, kv_->blockTable(part.sequence).data(), k.layer,
-            slot(k.result, count) + part.offset * width, attentionScratch_, pool_));
-      return Status::ok();
+        attended.push_back({slot(in[0], count) + part.offset * qWidth, part.span.count,
+                            part.span.first, part.span.keys,
+                            kv_->blockTable(part.sequence).data(),
+                            slot(k.result, count) + part.offset * width});
+      return pagedAttentionParts(attended, shape, pages_, k.layer, attentionScratch_, pool_);
     });
   }
   case KernelKind::moe:

@@ -155,6 +155,7 @@ private:
   std::vector<float> workspace_; // rowElements_ per token
   std::vector<float> normed_;    // norm_linear's normalised rows
   AttentionScratch attentionScratch_;
+  std::vector<AttentionPart> attentionParts_;
   std::vector<float> softEmbeddingScratch_;
   MoeScratch moeScratch_;
   // The capture records' rows (the widest function's capture width per token), and the view of

@@ -98,31 +98,48 @@ struct AttentionShape {
 // Query rows are processed this many at a time, bounding the score buffer.
 inline constexpr int64_t kAttentionQueryChunk = 128;
 
-// Scratch of pagedAttention for up to `tokens` keys and queries on `threads` threads: the keys and
-// values of every KV head gathered out of the pages, and one score block per thread.
+// Scratch of pagedAttention for up to `tokens` keys and queries on `threads` threads, one slice
+// per thread: the keys and values of every KV head gathered out of the pages, and a score block.
+// A single part's attention gathers into slice 0 and spreads its heads over every slice's scores;
+// several parts run one per thread, each in its own slice.
 struct AttentionScratch {
   std::vector<float> keys, values, scores;
+  int64_t keysPerThread = 0, scoresPerThread = 0;
 
   void reserve(int64_t tokens, int64_t kvWidth, int threads) {
-    if (static_cast<size_t>(tokens * kvWidth) <= keys.size() &&
-        static_cast<size_t>(threads * std::min(tokens, kAttentionQueryChunk) * tokens) <=
-            scores.size())
+    const int64_t keySlice = tokens * kvWidth;
+    const int64_t scoreSlice = std::min(tokens, kAttentionQueryChunk) * tokens;
+    if (keySlice <= keysPerThread && scoreSlice <= scoresPerThread &&
+        static_cast<size_t>(threads * keySlice) <= keys.size())
       return;
-    keys.resize(static_cast<size_t>(tokens * kvWidth));
-    values.resize(static_cast<size_t>(tokens * kvWidth));
-    scores.resize(static_cast<size_t>(threads * std::min(tokens, kAttentionQueryChunk) * tokens));
+    keysPerThread = keySlice;
+    scoresPerThread = scoreSlice;
+    keys.resize(static_cast<size_t>(threads * keySlice));
+    values.resize(static_cast<size_t>(threads * keySlice));
+    scores.resize(static_cast<size_t>(threads * scoreSlice));
   }
 };
 
-// out[q, heads*headDim] = softmax(scale Q K^T) V for `queries` query rows at positions
-// firstPosition.., over the keys of slots [0, keyCount) read through `blockTable`; a causal mask
-// hides keys after the query's position, a window (AttentionShape) the keys it leaves out.
-// Query head h reads KV head h / (heads / kvHeads).
-// Scores and weighted sums are GEMMs over K and V gathered per KV head.
+// One part of a packed attention: `queries` rows of q at positions firstPosition.. over the slots
+// [0, keyCount) of its block table, into `out` (rows of heads * headDim, like q).
+struct AttentionPart {
+  const float *q = nullptr;
+  int64_t queries = 0, firstPosition = 0, keyCount = 0;
+  const kv::PageIndex *blockTable = nullptr;
+  float *out = nullptr;
+};
+
 Status pagedAttention(const float *q, int64_t queries, int64_t firstPosition, int64_t keyCount,
                       const AttentionShape &shape, const HostKvPages &pages,
                       const kv::PageIndex *blockTable, int64_t layer, float *out,
                       AttentionScratch &scratch, ThreadPool &pool);
+
+// pagedAttention of every part. Several parts run one per thread, balanced by their score sizes,
+// each part computed exactly as alone (the same units in the same order), so that a row's result
+// does not depend on the other parts.
+Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const AttentionShape &shape,
+                           const HostKvPages &pages, int64_t layer, AttentionScratch &scratch,
+                           ThreadPool &pool);
 
 // The forward's float input rows as a soft_embedding reads them: out[t, H] =
 // (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
