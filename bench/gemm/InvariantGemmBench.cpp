@@ -1,0 +1,102 @@
+// InvariantGemm (the batch-invariant GEMM of the serving path, docs/design/serving.md §3)
+// against oneDNN's dnnl_sgemm on the same shapes and thread count: y[M, N] = x[M, K] W^T.
+// Both run warm, interleaved per repeat; each cell is the median GFLOP/s over the repeats.
+// InvariantGemm runs on a ThreadPool of --threads threads, oneDNN on an OpenMP team of as many.
+//
+//   dlm-bench-gemm [--threads 2] [--repeats 15]
+#include "runtime/cpu/InvariantGemm.h"
+
+#include <dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace dlm;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// As runtime/cpu/Gemm.cpp: oneDNN's team is omp_get_max_threads(), looked up, not linked.
+void setOmpThreads(int threads) {
+  using SetNumThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set(threads);
+}
+
+// Seconds per call: enough calls to fill ~20 ms, so that tiny shapes are not timer noise.
+template <typename Call> double secondsPerCall(Call &&call, int calls) {
+  const auto start = Clock::now();
+  for (int i = 0; i < calls; ++i)
+    call();
+  return std::chrono::duration<double>(Clock::now() - start).count() / calls;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = 2, repeats = 15;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: dlm-bench-gemm [--threads N] [--repeats N]\n");
+      return 2;
+    }
+  }
+  threads = std::max(threads, 1);
+  repeats = std::max(repeats, 1);
+  setOmpThreads(threads);
+  cpu::ThreadPool pool(threads);
+
+  const int64_t rowCounts[] = {1, 32, 128, 512, 2048};
+  const std::pair<int64_t, int64_t> shapes[] = {{128, 128}, {64, 128},  {384, 128},  {128, 384},
+                                                {945, 128}, {768, 768}, {2048, 768}, {768, 2048}};
+  std::printf("%d threads, median of %d repeats, GFLOP/s\n\n", threads, repeats);
+  std::printf("| M | N | K | InvariantGemm | oneDNN sgemm | ratio |\n|---|---|---|---|---|---|\n");
+  std::mt19937 generator(7);
+  std::normal_distribution<float> normal;
+  for (auto [n, k] : shapes) {
+    std::vector<float> w(static_cast<size_t>(n * k));
+    for (float &v : w)
+      v = normal(generator);
+    const cpu::InvariantGemm gemm(model::HostTensor{w.data(), n, k});
+    for (int64_t m : rowCounts) {
+      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+      for (float &v : x)
+        v = normal(generator);
+      const double flops = 2.0 * m * n * k;
+      const int calls = static_cast<int>(std::clamp(2e7 / flops * 20, 1.0, 2000.0));
+      auto invariant = [&] { gemm.run(x.data(), m, y.data(), false, pool); };
+      auto dnnl = [&] {
+        if (dnnl_sgemm('N', 'T', m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n) !=
+            dnnl_success)
+          std::abort();
+      };
+      invariant(); // warm: caches, pages, thread teams
+      dnnl();
+      std::vector<double> ours, theirs;
+      for (int r = 0; r < repeats; ++r) {
+        ours.push_back(flops / secondsPerCall(invariant, calls) * 1e-9);
+        theirs.push_back(flops / secondsPerCall(dnnl, calls) * 1e-9);
+      }
+      const double a = median(ours), b = median(theirs);
+      std::printf("| %lld | %lld | %lld | %.1f | %.1f | %.2f |\n", static_cast<long long>(m),
+                  static_cast<long long>(n), static_cast<long long>(k), a, b, a / b);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
