@@ -68,7 +68,7 @@ tile(const float *x, int64_t inputs, const float *panels, float *out, int64_t ou
 // registers, and 12 independent sums cover the FMA latency of two pipes. A block's last rows
 // (fewer than kTileRows) take several panels at once so that they too have enough independent
 // sums (a single row against one panel would wait on the latency of its 2).
-constexpr int tailPanels(int rows) { return rows == 1 ? 4 : rows == 2 ? 3 : rows == 3 ? 2 : 1; }
+constexpr int tailPanels(int rows) { return rows == 1 ? 4 : rows <= 3 ? 2 : 1; }
 
 DLM_VECTOR_CLONES void
 runTile(int rows, int panels, const float *x, int64_t inputs, const float *packed, float *out,
@@ -81,7 +81,7 @@ runTile(int rows, int panels, const float *x, int64_t inputs, const float *packe
   DLM_TILE(4, 1)
   DLM_TILE(3, 2)
   DLM_TILE(3, 1)
-  DLM_TILE(2, 3)
+  DLM_TILE(2, 2)
   DLM_TILE(2, 1)
   DLM_TILE(1, 4)
   DLM_TILE(1, 1)
