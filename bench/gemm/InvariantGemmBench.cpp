@@ -15,12 +15,14 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace {
 
 using namespace dlm;
 using Clock = std::chrono::steady_clock;
+constexpr int kSettleMs = 30;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -41,6 +43,10 @@ template <typename Call> double secondsPerCall(Call &&call, int calls) {
     call();
   return std::chrono::duration<double>(Clock::now() - start).count() / calls;
 }
+
+// libgomp's threads spin for a while after each parallel region (unless OMP_WAIT_POLICY says
+// otherwise) and would take the pool's second core: InvariantGemm is timed after they sleep.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs)); }
 
 } // namespace
 
@@ -68,7 +74,8 @@ int main(int argc, char **argv) {
   std::printf("| M | N | K | InvariantGemm | oneDNN sgemm | ratio |\n|---|---|---|---|---|---|\n");
   std::mt19937 generator(7);
   std::normal_distribution<float> normal;
-  for (auto [n, k] : shapes) {
+  for (const auto &shape : shapes) {
+    const int64_t n = shape.first, k = shape.second;
     std::vector<float> w(static_cast<size_t>(n * k));
     for (float &v : w)
       v = normal(generator);
@@ -87,10 +94,12 @@ int main(int argc, char **argv) {
       };
       invariant(); // warm: caches, pages, thread teams
       dnnl();
+      settle();
       std::vector<double> ours, theirs;
       for (int r = 0; r < repeats; ++r) {
         ours.push_back(flops / secondsPerCall(invariant, calls) * 1e-9);
         theirs.push_back(flops / secondsPerCall(dnnl, calls) * 1e-9);
+        settle();
       }
       const double a = median(ours), b = median(theirs);
       std::printf("| %lld | %lld | %lld | %.1f | %.1f | %.2f |\n", static_cast<long long>(m),
