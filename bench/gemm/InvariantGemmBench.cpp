@@ -73,17 +73,17 @@ int main(int argc, char **argv) {
   std::printf("%d threads, median of %d repeats, GFLOP/s\n\n", threads, repeats);
   std::printf("| M | N | K | InvariantGemm | oneDNN sgemm | ratio |\n|---|---|---|---|---|---|\n");
   std::mt19937 generator(7);
-  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (const auto &shape : shapes) {
     const int64_t n = shape.first, k = shape.second;
     std::vector<float> w(static_cast<size_t>(n * k));
     for (float &v : w)
-      v = normal(generator);
+      v = uniform(generator);
     const cpu::InvariantGemm gemm(model::HostTensor{w.data(), n, k});
     for (int64_t m : rowCounts) {
       std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
       for (float &v : x)
-        v = normal(generator);
+        v = uniform(generator);
       const double flops = 2.0 * m * n * k;
       const int calls = static_cast<int>(std::clamp(2e7 / flops * 20, 1.0, 2000.0));
       auto invariant = [&] { gemm.run(x.data(), m, y.data(), false, pool); };
