@@ -41,8 +41,10 @@ public:
   // x rows per block: at most this many bytes of x (half of a 512 KiB L2, leaving room for the
   // panels streaming through).
   static constexpr int64_t kBlockBytes = 192 << 10;
-  // Below this many flops a call runs on the calling thread alone.
-  static constexpr double kParallelFlops = 2e6;
+  // Below this many flops a call runs on the calling thread alone: waking the pool costs tens of
+  // microseconds, and on the 2-core machines two threads only broke even at ~4 MFLOP
+  // (dlm-bench-gemm, 128 x 128 x 128).
+  static constexpr double kParallelFlops = 6e6;
 
   // W in PyTorch [out, in] layout; its first `outputs` rows (all when negative).
   explicit InvariantGemm(const model::HostTensor &w, int64_t outputs = -1);
