@@ -3,6 +3,7 @@
 #include "runtime/cpu/Vectorize.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace dlm::cpu {
@@ -129,24 +130,28 @@ void InvariantGemm::run(const float *x, int64_t rows, float *y, bool accumulate,
                         ThreadPool &pool) const {
   if (rows == 0 || panels_ == 0)
     return;
-  // Work items are (row block, panel) pairs, row block major: a thread's contiguous share is a
-  // run of panels over one block, then the next block. Many rows thus split by blocks, few rows
-  // by panels. Threads split rows and columns, never k, so no split changes a sum; small
-  // products stay on the calling thread, where waking the pool would cost more than the work.
+  // Work units are one row block against kUnitPanels panels (a whole group of a 1-row tail's
+  // tile), row block major. Threads take the next unit from a shared counter rather than a fixed
+  // share, so that a thread the OS runs late (the 2-core machines are shared) leaves its units to
+  // the others instead of holding up the call. Many rows thus split by blocks, few rows by
+  // panels; threads split rows and columns, never k, so no split changes a sum. Small products
+  // stay on the calling thread, where waking the pool would cost more than the work.
+  constexpr int64_t kUnitPanels = 4;
   const int64_t block = blockRows(rows);
-  const int64_t blocks = (rows + block - 1) / block;
-  const int64_t items = blocks * panels_;
-  const double flops = 2.0 * rows * outputs_ * inputs_;
-  pool.parallelFor(items, flops < kParallelFlops ? items + 1 : 2,
-                   [&](int64_t begin, int64_t end, int) {
-                     for (int64_t b = begin / panels_; b * panels_ < end; ++b) {
-                       const int64_t m = b * block;
-                       runBlock(x + m * inputs_, std::min(block, rows - m),
-                                std::max(begin - b * panels_, int64_t(0)),
-                                std::min(end - b * panels_, panels_), y + m * outputs_,
-                                accumulate);
-                     }
-                   });
+  const int64_t chunks = (panels_ + kUnitPanels - 1) / kUnitPanels;
+  const int64_t units = (rows + block - 1) / block * chunks;
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t, int64_t, int) {
+    for (int64_t unit; (unit = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
+      const int64_t m = unit / chunks * block, panel = unit % chunks * kUnitPanels;
+      runBlock(x + m * inputs_, std::min(block, rows - m), panel,
+               std::min(panel + kUnitPanels, panels_), y + m * outputs_, accumulate);
+    }
+  };
+  if (units < 2 || 2.0 * rows * outputs_ * inputs_ < kParallelFlops)
+    work(0, 0, 0);
+  else
+    pool.parallelFor(pool.threads(), 2, work);
 }
 
 } // namespace dlm::cpu
