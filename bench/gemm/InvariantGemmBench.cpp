@@ -2,8 +2,11 @@
 // against oneDNN's dnnl_sgemm on the same shapes and thread count: y[M, N] = x[M, K] W^T.
 // Both run warm, interleaved per repeat; each cell is the median GFLOP/s over the repeats.
 // InvariantGemm runs on a ThreadPool of --threads threads, oneDNN on an OpenMP team of as many.
+// The pool's threads are pinned one per CPU (unless --no-pin): their workers sleep between calls,
+// and Linux's wake-up placement was seen to stack a worker on its waker's CPU for a whole run
+// (two threads then run at one thread's rate), which measures the scheduler, not the GEMM.
 //
-//   dlm-bench-gemm [--threads 2] [--repeats 15]
+//   dlm-bench-gemm [--threads 2] [--repeats 15] [--no-pin]
 #include "runtime/cpu/InvariantGemm.h"
 
 #include <dnnl.h>
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <random>
+#include <sched.h>
 #include <thread>
 #include <vector>
 
@@ -52,13 +56,16 @@ void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs)
 
 int main(int argc, char **argv) {
   int threads = 2, repeats = 15;
+  bool pin = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
       repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-pin"))
+      pin = false;
     else {
-      std::fprintf(stderr, "usage: dlm-bench-gemm [--threads N] [--repeats N]\n");
+      std::fprintf(stderr, "usage: dlm-bench-gemm [--threads N] [--repeats N] [--no-pin]\n");
       return 2;
     }
   }
@@ -66,11 +73,25 @@ int main(int argc, char **argv) {
   repeats = std::max(repeats, 1);
   setOmpThreads(threads);
   cpu::ThreadPool pool(threads);
+  if (pin) {
+    // oneDNN's team first (a product large enough to be parallel), so that its threads do not
+    // inherit the calling thread's pinning.
+    std::vector<float> a(512 * 512, 1.0f), c(512 * 512);
+    dnnl_sgemm('N', 'T', 512, 512, 512, 1.0f, a.data(), 512, a.data(), 512, 0.0f, c.data(), 512);
+    const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    pool.parallelFor(threads, 2, [&](int64_t begin, int64_t, int) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<int>(begin) % cpus, &set);
+      sched_setaffinity(0, sizeof set, &set);
+    });
+  }
 
   const int64_t rowCounts[] = {1, 32, 128, 512, 2048};
   const std::pair<int64_t, int64_t> shapes[] = {{128, 128}, {64, 128},  {384, 128},  {128, 384},
                                                 {945, 128}, {768, 768}, {2048, 768}, {768, 2048}};
-  std::printf("%d threads, median of %d repeats, GFLOP/s\n\n", threads, repeats);
+  std::printf("%d threads%s, median of %d repeats, GFLOP/s\n\n", threads,
+              pin ? " (pool pinned one per CPU)" : "", repeats);
   std::printf("| M | N | K | InvariantGemm | oneDNN sgemm | ratio |\n|---|---|---|---|---|---|\n");
   std::mt19937 generator(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
