@@ -38,9 +38,10 @@ class InvariantGemm {
 public:
   static constexpr int64_t kPanelColumns = 16;
   static constexpr int64_t kTileRows = 6;
-  // x rows per block: at most this many bytes of x (half of a 512 KiB L2, leaving room for the
-  // panels streaming through).
-  static constexpr int64_t kBlockBytes = 192 << 10;
+  // x rows per block: at most this many bytes of x, so that the block stays in L2 beside the
+  // panels and y streaming through (on the 512 KiB L2 of the 2-core machines 96 KiB beat
+  // 192 KiB on 2048-row products with K = 128, dlm-bench-gemm).
+  static constexpr int64_t kBlockBytes = 96 << 10;
   // Below this many flops a call runs on the calling thread alone: waking the pool costs tens of
   // microseconds, and on the 2-core machines two threads only broke even at ~4 MFLOP
   // (dlm-bench-gemm, 128 x 128 x 128).
