@@ -130,22 +130,25 @@ void InvariantGemm::run(const float *x, int64_t rows, float *y, bool accumulate,
                         ThreadPool &pool) const {
   if (rows == 0 || panels_ == 0)
     return;
-  // Work units are one row block against kUnitPanels panels (a whole group of a 1-row tail's
-  // tile), row block major. Threads take the next unit from a shared counter rather than a fixed
-  // share, so that a thread the OS runs late (the 2-core machines are shared) leaves its units to
-  // the others instead of holding up the call. Many rows thus split by blocks, few rows by
-  // panels; threads split rows and columns, never k, so no split changes a sum. Small products
-  // stay on the calling thread, where waking the pool would cost more than the work.
+  // Work units are row blocks, row block major. With enough blocks a unit is a whole block, so
+  // that threads share no block of x and write no common cache line of y; with few (few rows) a
+  // unit is a block against kUnitPanels panels (a whole group of a 1-row tail's tile). Threads
+  // take the next unit from a shared counter rather than a fixed share, so that a thread the OS
+  // runs late (the 2-core machines are shared) leaves its units to the others instead of holding
+  // up the call. Threads split rows and columns, never k, so no split changes a sum. Small
+  // products stay on the calling thread, where waking the pool would cost more than the work.
   constexpr int64_t kUnitPanels = 4;
   const int64_t block = blockRows(rows);
-  const int64_t chunks = (panels_ + kUnitPanels - 1) / kUnitPanels;
-  const int64_t units = (rows + block - 1) / block * chunks;
+  const int64_t blocks = (rows + block - 1) / block;
+  const int64_t unitPanels = blocks >= 4 * pool.threads() ? panels_ : kUnitPanels;
+  const int64_t chunks = (panels_ + unitPanels - 1) / unitPanels;
+  const int64_t units = blocks * chunks;
   std::atomic<int64_t> next{0};
   auto work = [&](int64_t, int64_t, int) {
     for (int64_t unit; (unit = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
-      const int64_t m = unit / chunks * block, panel = unit % chunks * kUnitPanels;
+      const int64_t m = unit / chunks * block, panel = unit % chunks * unitPanels;
       runBlock(x + m * inputs_, std::min(block, rows - m), panel,
-               std::min(panel + kUnitPanels, panels_), y + m * outputs_, accumulate);
+               std::min(panel + unitPanels, panels_), y + m * outputs_, accumulate);
     }
   };
   if (units < 2 || 2.0 * rows * outputs_ * inputs_ < kParallelFlops)
