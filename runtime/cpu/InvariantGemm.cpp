@@ -3,6 +3,7 @@
 #include "runtime/cpu/Vectorize.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace dlm::cpu {
@@ -20,79 +21,140 @@ InvariantGemm::InvariantGemm(const model::HostTensor &w, int64_t outputs)
 
 namespace {
 
-// kRows rows of x against one panel: sums[r][j] = sum over k in order of x[r, k] * panel[k, j].
-// Every row's lane does the same multiply and add in the same order whatever kRows is, so tiles
-// of any size give the same bits. The accumulators are the compilers' vector type (two of eight
-// floats per row: AVX registers in the x86-64-v3/v4 clones, pairs of SSE ones in the baseline
-// one; Vectorize.h's DLM_VECTOR_CLONES); one clone is chosen per process, so a machine's results
-// stay fixed.
+// The accumulators are the compiler's vector type, two of eight floats per panel row: AVX
+// registers in the x86-64-v3/v4 clones, pairs of SSE ones in the baseline one.
 typedef float Lanes __attribute__((vector_size(32)));
 static_assert(InvariantGemm::kPanelColumns == 16, "two Lanes per panel row");
 
-template <int kRows>
+// kRows rows of x against kPanels consecutive panels: sums[r][j] = sum over k = 0..K-1, in
+// order, of x[r, k] * W[j, k], one accumulator lane per output. The tile shape only decides how
+// many lanes share a loaded weight or x value; each lane's own steps are the same whatever the
+// shape, so every tile gives a row the same bits. Each step is `acc + x * w` contracted to one
+// fused multiply-add where the clone's instruction set has FMA (x86-64-v3/v4; this file is
+// otherwise built with -ffp-contract=off, and nothing else here is contracted) and a rounded
+// multiply then a rounded add in the baseline clone. One clone is chosen per process
+// (Vectorize.h's DLM_VECTOR_CLONES), so a machine's results stay fixed within a process; they
+// may differ between instruction sets.
+template <int kRows, int kPanels>
 __attribute__((always_inline)) inline void
-panelTile(const float *x, int64_t inputs, const float *panel, float *out, int64_t outStride,
-          int64_t width, bool accumulate) {
-  Lanes low[kRows] = {}, high[kRows] = {};
+tile(const float *x, int64_t inputs, const float *panels, float *out, int64_t outStride,
+     int64_t columnsLeft, bool accumulate) {
+#pragma clang fp contract(on)
+  Lanes acc[kRows][2 * kPanels] = {};
+  const int64_t panelStride = inputs * 16;
   for (int64_t k = 0; k < inputs; ++k) {
-    Lanes wLow, wHigh;
-    std::memcpy(&wLow, panel + k * 16, sizeof wLow);
-    std::memcpy(&wHigh, panel + k * 16 + 8, sizeof wHigh);
+    Lanes w[2 * kPanels];
+    for (int p = 0; p < kPanels; ++p) {
+      std::memcpy(&w[2 * p], panels + p * panelStride + k * 16, sizeof(Lanes));
+      std::memcpy(&w[2 * p + 1], panels + p * panelStride + k * 16 + 8, sizeof(Lanes));
+    }
     for (int r = 0; r < kRows; ++r) {
       const float xk = x[r * inputs + k];
-      low[r] += xk * wLow;
-      high[r] += xk * wHigh;
+      for (int i = 0; i < 2 * kPanels; ++i)
+        acc[r][i] += xk * w[i];
     }
   }
+  const int64_t width = std::min<int64_t>(16 * kPanels, columnsLeft);
   for (int r = 0; r < kRows; ++r) {
-    float sums[16];
-    std::memcpy(sums, &low[r], sizeof low[r]);
-    std::memcpy(sums + 8, &high[r], sizeof high[r]);
+    float sums[16 * kPanels];
+    std::memcpy(sums, acc[r], sizeof sums);
+    float *row = out + r * outStride;
     for (int64_t j = 0; j < width; ++j)
-      out[r * outStride + j] = accumulate ? out[r * outStride + j] + sums[j] : sums[j];
+      row[j] = accumulate ? row[j] + sums[j] : sums[j];
   }
 }
 
-// The two tile sizes, each cloned per ISA (clang clones no templates).
-DLM_VECTOR_CLONES void
-fullTile(const float *x, int64_t inputs, const float *panel, float *out, int64_t outStride,
-         int64_t width, bool accumulate) {
-  panelTile<InvariantGemm::kTileRows>(x, inputs, panel, out, outStride, width, accumulate);
-}
+// The tiles, in one function cloned per ISA (clang clones no templates). Full tiles are
+// kTileRows x 1 panel: 12 accumulators plus two weight registers and a broadcast x fit AVX2's 16
+// registers, and 12 independent sums cover the FMA latency of two pipes. A block's last rows
+// (fewer than kTileRows) take several panels at once so that they too have enough independent
+// sums (a single row against one panel would wait on the latency of its 2).
+constexpr int tailPanels(int rows) { return rows == 1 ? 4 : rows <= 3 ? 2 : 1; }
 
 DLM_VECTOR_CLONES void
-singleRow(const float *x, int64_t inputs, const float *panel, float *out, int64_t outStride,
-          int64_t width, bool accumulate) {
-  panelTile<1>(x, inputs, panel, out, outStride, width, accumulate);
+runTile(int rows, int panels, const float *x, int64_t inputs, const float *packed, float *out,
+        int64_t outStride, int64_t columnsLeft, bool accumulate) {
+#define DLM_TILE(R, P)                                                                             \
+  if (rows == R && panels == P)                                                                   \
+    return tile<R, P>(x, inputs, packed, out, outStride, columnsLeft, accumulate);
+  DLM_TILE(6, 1)
+  DLM_TILE(5, 1)
+  DLM_TILE(4, 1)
+  DLM_TILE(3, 2)
+  DLM_TILE(3, 1)
+  DLM_TILE(2, 2)
+  DLM_TILE(2, 1)
+  DLM_TILE(1, 4)
+  DLM_TILE(1, 1)
+#undef DLM_TILE
 }
+
+static_assert(InvariantGemm::kTileRows == 6, "runTile's shapes");
 
 } // namespace
 
-// One panel for every row, kTileRows rows at a time so that each panel row loaded serves several
-// rows of x; the last rows in a smaller tile of the same arithmetic.
-void InvariantGemm::runPanel(const float *x, int64_t rows, int64_t panel, float *y,
-                             bool accumulate) const {
-  const float *weights = packed_.data() + panel * inputs_ * kPanelColumns;
-  const int64_t column = panel * kPanelColumns;
-  const int64_t width = std::min(kPanelColumns, outputs_ - column);
-  int64_t m = 0;
-  for (; m + kTileRows <= rows; m += kTileRows)
-    fullTile(x + m * inputs_, inputs_, weights, y + m * outputs_ + column, outputs_, width,
-             accumulate);
-  for (; m < rows; ++m)
-    singleRow(x + m * inputs_, inputs_, weights, y + m * outputs_ + column, outputs_, width,
-              accumulate);
+int64_t InvariantGemm::blockRows(int64_t rows) const {
+  // At most kBlockBytes of x per block, in whole tiles; blocks of equal size.
+  const int64_t most = std::max<int64_t>(
+      kTileRows, kBlockBytes / (std::max<int64_t>(inputs_, 1) * 4) / kTileRows * kTileRows);
+  const int64_t blocks = (rows + most - 1) / most;
+  const int64_t even = (rows + blocks - 1) / blocks;
+  return (even + kTileRows - 1) / kTileRows * kTileRows;
+}
+
+void InvariantGemm::runBlock(const float *x, int64_t rows, int64_t panelBegin, int64_t panelEnd,
+                             float *y, bool accumulate) const {
+  const int64_t panelFloats = inputs_ * kPanelColumns;
+  auto run = [&](int64_t m, int tileRows, int64_t panel, int tilePanels) {
+    const int64_t column = panel * kPanelColumns;
+    runTile(tileRows, tilePanels, x + m * inputs_, inputs_, packed_.data() + panel * panelFloats,
+            y + m * outputs_ + column, outputs_, outputs_ - column, accumulate);
+  };
+  // Panel by panel over the block's full tiles, so that the panel is reused from L1/L2 by every
+  // tile while the block of x stays in L2.
+  const int64_t full = rows / kTileRows * kTileRows;
+  for (int64_t panel = panelBegin; panel < panelEnd; ++panel)
+    for (int64_t m = 0; m < full; m += kTileRows)
+      run(m, kTileRows, panel, 1);
+  if (const int tail = static_cast<int>(rows - full)) {
+    const int group = tailPanels(tail);
+    int64_t panel = panelBegin;
+    for (; panel + group <= panelEnd; panel += group)
+      run(full, tail, panel, group);
+    for (; panel < panelEnd; ++panel)
+      run(full, tail, panel, 1);
+  }
 }
 
 void InvariantGemm::run(const float *x, int64_t rows, float *y, bool accumulate,
                         ThreadPool &pool) const {
-  if (rows == 0)
+  if (rows == 0 || panels_ == 0)
     return;
-  // Threads split the panels (columns), never k: the split cannot change a sum.
-  pool.parallelFor(panels_, 2, [&](int64_t begin, int64_t end, int) {
-    for (int64_t panel = begin; panel < end; ++panel)
-      runPanel(x, rows, panel, y, accumulate);
-  });
+  // Work units are row blocks, row block major. With enough blocks a unit is a whole block, so
+  // that threads share no block of x and write no common cache line of y; with few (few rows) a
+  // unit is a block against kUnitPanels panels (a whole group of a 1-row tail's tile). Threads
+  // take the next unit from a shared counter rather than a fixed share, so that a thread the OS
+  // runs late (the 2-core machines are shared) leaves its units to the others instead of holding
+  // up the call. Threads split rows and columns, never k, so no split changes a sum. Small
+  // products stay on the calling thread, where waking the pool would cost more than the work.
+  constexpr int64_t kUnitPanels = 4;
+  const int64_t block = blockRows(rows);
+  const int64_t blocks = (rows + block - 1) / block;
+  const int64_t unitPanels = blocks >= 4 * pool.threads() ? panels_ : kUnitPanels;
+  const int64_t chunks = (panels_ + unitPanels - 1) / unitPanels;
+  const int64_t units = blocks * chunks;
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t, int64_t, int) {
+    for (int64_t unit; (unit = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
+      const int64_t m = unit / chunks * block, panel = unit % chunks * unitPanels;
+      runBlock(x + m * inputs_, std::min(block, rows - m), panel,
+               std::min(panel + unitPanels, panels_), y + m * outputs_, accumulate);
+    }
+  };
+  if (units < 2 || 2.0 * rows * outputs_ * inputs_ < kParallelFlops)
+    work(0, 0, 0);
+  else
+    pool.parallelFor(pool.threads(), 2, work);
 }
 
 } // namespace dlm::cpu

@@ -33,25 +33,64 @@ std::vector<float> multiply(const InvariantGemm &gemm, const std::vector<float> 
   return y;
 }
 
+// Every row of calls of many sizes against the same row alone. The sizes cover every tile shape:
+// full tiles, each tail of 1..5 rows (whose tiles take several panels at once, with leftover
+// panels), several row blocks (K = 1536 gives blocks of a few tiles), thread splits by panels and
+// by blocks, and the single-thread path of small products.
 TEST(InvariantGemm, RowsDoNotDependOnTheBatchTheirPositionOrTheThreads) {
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 19}, {64, 64}, {512, 1536}, {945, 512}}) {
-    Problem p(n, k, 40);
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 19}, {64, 64}, {117, 200}, {80, 1536},
+                      {945, 512}}) {
+    constexpr int64_t kMostRows = 101;
+    Problem p(n, k, kMostRows);
     const InvariantGemm gemm(p.weight());
-    ThreadPool one(1), two(2);
-    // Row 0 of x alone is the reference.
-    const std::vector<float> alone =
-        multiply(gemm, std::vector<float>(p.x.begin(), p.x.begin() + k), 1, one);
-    for (int64_t rows : {2, 3, 5, 7, 8, 9, 16, 33, 40})
-      for (int64_t position : {int64_t(0), rows / 2, rows - 1}) {
-        // x's row 0 at `position` among other rows.
-        std::vector<float> batch(p.x.begin() + k, p.x.begin() + (rows + 1) * k);
-        std::copy(p.x.begin(), p.x.begin() + k, batch.begin() + position * k);
-        for (ThreadPool *pool : {&one, &two}) {
+    ThreadPool one(1), two(2), three(3);
+    std::vector<float> alone(static_cast<size_t>(kMostRows * n));
+    for (int64_t r = 0; r < kMostRows; ++r) {
+      const std::vector<float> y =
+          multiply(gemm, std::vector<float>(p.x.begin() + r * k, p.x.begin() + (r + 1) * k), 1,
+                   one);
+      std::copy(y.begin(), y.end(), alone.begin() + r * n);
+    }
+    std::vector<int64_t> sizes;
+    for (int64_t rows = 2; rows <= 20; ++rows)
+      sizes.push_back(rows);
+    for (int64_t rows : {25, 31, 47, 60, 64, 97, 101})
+      sizes.push_back(rows);
+    for (int64_t rows : sizes)
+      for (int64_t first : {int64_t(0), kMostRows - rows}) // the rows x[first, first + rows)
+        for (ThreadPool *pool : {&one, &two, &three}) {
+          const std::vector<float> batch(p.x.begin() + first * k,
+                                         p.x.begin() + (first + rows) * k);
           const std::vector<float> y = multiply(gemm, batch, rows, *pool);
-          ASSERT_EQ(std::memcmp(y.data() + position * n, alone.data(), n * sizeof(float)), 0)
-              << n << "x" << k << ", " << rows << " rows, position " << position << ", "
-              << pool->threads() << " threads";
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(std::memcmp(y.data() + r * n, alone.data() + (first + r) * n,
+                                  n * sizeof(float)),
+                      0)
+                << n << "x" << k << ", " << rows << " rows from " << first << ", position " << r
+                << ", " << pool->threads() << " threads";
         }
+  }
+}
+
+// Against a double computation, within the float rounding bound of a K-term sum:
+// |error| <= K * 2^-24 * sum |x w| (each of the K roundings at most half an ulp of a partial sum).
+TEST(InvariantGemm, AgreesWithADoubleReference) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 19}, {117, 200}, {80, 1536}}) {
+    constexpr int64_t kRows = 29;
+    Problem p(n, k, kRows);
+    const InvariantGemm gemm(p.weight());
+    ThreadPool pool(2);
+    const std::vector<float> y = multiply(gemm, p.x, kRows, pool);
+    for (int64_t m = 0; m < kRows; ++m)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, magnitude = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double product = static_cast<double>(p.x[m * k + i]) * p.w[j * k + i];
+          want += product;
+          magnitude += std::abs(product);
+        }
+        ASSERT_NEAR(y[m * n + j], want, k * 0x1p-24 * magnitude + 1e-30)
+            << n << "x" << k << ", " << m << ", " << j;
       }
   }
 }
