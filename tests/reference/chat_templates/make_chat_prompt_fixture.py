@@ -1,6 +1,9 @@
 """Writes chat_prompts.json: the prompt ids transformers 5.23 gives for chats rendered with the
-chat template of tests/lit/dlmc/Inputs/chat/tokenizer_config.json over the tiny qwen3 checkpoint's
-tokenizer (tests/models/make_tiny_models.py, byte-identical from run to run).
+chat template of tests/lit/dlmc/Inputs/chat/tokenizer_config.json over the tiny qwen3 checkpoint
+(tests/models/make_tiny_models.py) with the committed tokenizer qwen3_tiny_tokenizer.json: the
+tiny tokenizers are trained on this machine's license texts and Python sources, which differ
+between Debian point releases, so the fixture carries the tokenizer its ids were made with (the
+lit test compiles with it too).
 
 Run with the reference venv (transformers 5.23, tokenizers 0.23):
 
@@ -40,6 +43,7 @@ def main():
                         "--only", "qwen3"], check=True, stdout=subprocess.DEVNULL)
         model = pathlib.Path(tmp) / "qwen3"
         shutil.copyfile(CONFIG, model / "tokenizer_config.json")
+        shutil.copyfile(HERE / "qwen3_tiny_tokenizer.json", model / "tokenizer.json")
         tokenizer = AutoTokenizer.from_pretrained(str(model))
         cases = {}
         for name, (system, user) in CASES.items():
