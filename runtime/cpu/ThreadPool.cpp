@@ -1,8 +1,35 @@
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace dlm::cpu {
+
+namespace {
+
+// How long a thread polls before it sleeps: longer than the gap between a forward's parallel
+// calls, short enough that an idle pool gives its cores back at once.
+constexpr std::chrono::microseconds kSpin{50};
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `done` for up to kSpin; true once it holds.
+template <typename Done> bool spinUntil(Done &&done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done())
+      return true;
+    pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until)
+      return false;
+  }
+}
+
+} // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0)
@@ -14,7 +41,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   wake_.notify_all();
   for (std::thread &worker : workers_)
@@ -35,19 +62,23 @@ void ThreadPool::runShare(int thread) {
 
 void ThreadPool::workerLoop(int index) {
   uint64_t seen = 0;
+  auto called = [&] {
+    return stopping_.load(std::memory_order_acquire) ||
+           generation_.load(std::memory_order_acquire) != seen;
+  };
   for (;;) {
-    {
+    if (!spinUntil(called)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_)
-        return;
-      seen = generation_;
+      wake_.wait(lock, called);
     }
+    if (stopping_.load(std::memory_order_acquire))
+      return;
+    seen = generation_.load(std::memory_order_acquire);
     runShare(index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller may be asleep: notify under the mutex it checks pending_ under.
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0)
-        done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -59,18 +90,22 @@ void ThreadPool::run(int64_t count, int64_t minParallel, void *context, Trampoli
     call(context, 0, count, 0);
     return;
   }
+  count_ = count;
+  context_ = context;
+  call_ = call;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex, so that a worker going to sleep sees the new generation or is woken.
     std::lock_guard<std::mutex> lock(mutex_);
-    count_ = count;
-    context_ = context;
-    call_ = call;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   runShare(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spinUntil(finished)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, finished);
+  }
   context_ = nullptr;
 }
 

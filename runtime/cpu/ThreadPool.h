@@ -6,6 +6,7 @@
 
 #include "runtime/profile/Profiler.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -48,12 +49,16 @@ private:
   void runShare(int thread);
 
   std::vector<std::thread> workers_;
+  // Workers and the caller spin a little (kSpin) before they sleep on these: a forward's parallel
+  // calls come back to back, and a worker woken from sleep was seen placed on its waker's CPU for
+  // a whole run, two threads at one thread's rate (serving.md §3).
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  // A new call's generation is published after its count_/context_/call_ (release).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
   int64_t count_ = 0;
   void *context_ = nullptr;
   Trampoline call_ = nullptr;
