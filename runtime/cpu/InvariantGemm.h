@@ -42,10 +42,11 @@ public:
   // panels and y streaming through (on the 512 KiB L2 of the 2-core machines 96 KiB beat
   // 192 KiB on 2048-row products with K = 128, dlm-bench-gemm).
   static constexpr int64_t kBlockBytes = 96 << 10;
-  // Below this many flops a call runs on the calling thread alone: waking the pool costs tens of
-  // microseconds, and on the 2-core machines two threads only broke even at ~4 MFLOP
-  // (dlm-bench-gemm, 128 x 128 x 128).
-  static constexpr double kParallelFlops = 6e6;
+  // Below this many flops a call runs on the calling thread alone. Once the pool's threads poll
+  // before they sleep (ThreadPool.h) a parallel call costs a few microseconds, not tens: on the
+  // 2-core machines one-at-a-time demo decoding (dlm-bench-engine's baseline, 32-row GEMMs of
+  // 0.5-3 MFLOP) ran 675 tokens/s at 6 MFLOP, 734 at 2 and 755 at 0.5.
+  static constexpr double kParallelFlops = 0.5e6;
 
   // W in PyTorch [out, in] layout; its first `outputs` rows (all when negative).
   explicit InvariantGemm(const model::HostTensor &w, int64_t outputs = -1);
