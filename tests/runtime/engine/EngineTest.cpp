@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 namespace dlm::engine {
@@ -27,6 +28,30 @@ GenerateRequest request(int i) {
     r.cache = sampling::CacheMode::prefix;
   r.seed = static_cast<uint64_t>(i);
   return r;
+}
+
+// Requests 0..n-1 generated at once, each on its own thread; `onBlock(i)` is request i's block
+// callback. Returns each request's output ids, or its error message in `errors`.
+std::vector<std::vector<int32_t>>
+generateConcurrently(Engine &engine, int n, std::vector<std::string> &errors,
+                     const std::function<void(int)> &onBlock = {}) {
+  std::vector<std::vector<int32_t>> outputs(static_cast<size_t>(n));
+  errors.assign(static_cast<size_t>(n), "");
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      StatusOr<GenerateResult> out = engine.generate(request(i), [&](const StreamedBlock &) {
+        if (onBlock)
+          onBlock(i);
+      });
+      if (out)
+        outputs[static_cast<size_t>(i)] = out->outputIds;
+      else
+        errors[static_cast<size_t>(i)] = out.status().message();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  return outputs;
 }
 
 TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
@@ -56,21 +81,10 @@ TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
   options.tokensPerForward = 64;
   StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*model, options);
   ASSERT_TRUE(engine) << engine.status().message();
-  std::vector<std::vector<int32_t>> together(kRequests);
-  std::vector<std::string> errors(kRequests);
+  std::vector<std::string> errors;
   std::vector<int64_t> blocks(kRequests, 0);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i)
-    threads.emplace_back([&, i] {
-      StatusOr<GenerateResult> out =
-          (*engine)->generate(request(i), [&](const StreamedBlock &) { ++blocks[i]; });
-      if (out)
-        together[i] = out->outputIds;
-      else
-        errors[i] = out.status().message();
-    });
-  for (std::thread &t : threads)
-    t.join();
+  const std::vector<std::vector<int32_t>> together =
+      generateConcurrently(**engine, kRequests, errors, [&](int i) { ++blocks[i]; });
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(errors[i], "") << "request " << i;
     EXPECT_EQ(together[i], alone[i]) << "request " << i;
@@ -133,25 +147,15 @@ TEST(Engine, APoolForFourRequestsAnswersSixteenAsAlone) {
     alone.push_back(out->outputIds);
   }
   std::unique_ptr<Engine> engine = tinyEngine(model, 20);
-  std::vector<std::vector<int32_t>> together(kRequests);
-  std::vector<std::string> errors(kRequests);
+  std::vector<std::string> errors;
   std::atomic<int64_t> mostReserved{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i)
-    threads.emplace_back([&, i] {
-      StatusOr<GenerateResult> out = engine->generate(request(i), [&](const StreamedBlock &) {
+  const std::vector<std::vector<int32_t>> together =
+      generateConcurrently(*engine, kRequests, errors, [&](int) {
         const int64_t reserved = engine->stats().kvPagesReserved;
         int64_t most = mostReserved.load();
         while (reserved > most && !mostReserved.compare_exchange_weak(most, reserved)) {
         }
       });
-      if (out)
-        together[i] = out->outputIds;
-      else
-        errors[i] = out.status().message();
-    });
-  for (std::thread &t : threads)
-    t.join();
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(errors[i], "") << "request " << i;
     EXPECT_EQ(together[i], alone[i]) << "request " << i;
