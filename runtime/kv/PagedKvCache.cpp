@@ -125,7 +125,12 @@ Status PagedKvCache::rewrite(SequenceId sequence, int64_t begin, int64_t end) {
     seq.pages[p] = copy;
   }
   seq.committed = std::min(seq.committed, begin);
+  forgetHashesFrom(seq, begin);
   return Status::ok();
+}
+
+void PagedKvCache::forgetHashesFrom(Sequence &seq, int64_t slot) const {
+  seq.hashes.resize(std::min(seq.hashes.size(), static_cast<size_t>(slot / pageTokens_)));
 }
 
 Status PagedKvCache::trim(SequenceId sequence, int64_t length) {
@@ -143,6 +148,7 @@ Status PagedKvCache::trim(SequenceId sequence, int64_t length) {
   }
   seq.length = length;
   seq.committed = std::min(seq.committed, length);
+  forgetHashesFrom(seq, length);
   return Status::ok();
 }
 
@@ -155,6 +161,8 @@ StatusOr<SequenceId> PagedKvCache::fork(SequenceId source) {
   copy.committed = copy.length;
   copy.pages.assign((*found)->pages.begin(),
                     (*found)->pages.begin() + static_cast<ptrdiff_t>(pagesFor(copy.length)));
+  copy.hashes = (*found)->hashes;
+  forgetHashesFrom(copy, copy.length);
   for (PageIndex page : copy.pages)
     retainPage(page);
   SequenceId id = nextSequence_++;
@@ -191,6 +199,7 @@ StatusOr<int64_t> PagedKvCache::adoptPrefix(SequenceId sequence, const int32_t *
       break;
     retainPage(*page);
     seq.pages.push_back(*page);
+    seq.hashes.push_back(hash);
     parent = hash;
   }
   seq.length = seq.committed = static_cast<int64_t>(seq.pages.size()) * pageTokens_;
@@ -204,16 +213,17 @@ Status PagedKvCache::publishPrefix(SequenceId sequence, const int32_t *tokens) {
     return found.status();
   if (!sharing_)
     return Status::ok();
-  const Sequence &seq = **found;
-  uint64_t parent = 0;
-  for (int64_t p = 0; (p + 1) * pageTokens_ <= seq.committed; ++p) {
+  Sequence &seq = **found;
+  for (int64_t p = static_cast<int64_t>(seq.hashes.size());
+       (p + 1) * pageTokens_ <= seq.committed; ++p) {
+    const uint64_t parent = seq.hashes.empty() ? 0 : seq.hashes.back();
     const int32_t *pageTokens = tokens + p * pageTokens_;
     const uint64_t hash = PrefixIndex::pageHash(parent, pageTokens, pageTokens_);
     const PageIndex page = seq.pages[static_cast<size_t>(p)];
     // The index's own reference: the sequence still holds the page, so it is not cached yet.
     if (index_.insert(hash, parent, pageTokens, pageTokens_, page))
       ++refCounts_[static_cast<size_t>(page)];
-    parent = hash;
+    seq.hashes.push_back(hash);
   }
   return Status::ok();
 }

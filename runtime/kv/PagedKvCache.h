@@ -75,7 +75,9 @@ public:
   // tokens[0, maxTokens), as committed slots; returns how many tokens it took (0 when sharing is
   // off or nothing matches).
   StatusOr<int64_t> adoptPrefix(SequenceId sequence, const int32_t *tokens, int64_t maxTokens);
-  // Publishes the full committed pages of `sequence`, whose slots hold tokens[0, committed).
+  // Publishes the full committed pages of `sequence` not yet published or adopted, whose slots
+  // hold the K/V of tokens[0, committed) (pages hashed before are not read again: a forward
+  // publishes what it computed, at its end).
   Status publishPrefix(SequenceId sequence, const int32_t *tokens);
   // Tokens adopted so far, all sequences together.
   int64_t adoptedTokens() const { return adoptedTokens_; }
@@ -95,7 +97,12 @@ private:
     int64_t length = 0;
     int64_t committed = 0;
     std::vector<PageIndex> pages;
+    // The prefix hash of each leading page published or adopted, while its slots stay as they
+    // were (trim and rewrite cut it back).
+    std::vector<uint64_t> hashes;
   };
+  // Forgets the hashes of the pages from the one holding slot `slot` on.
+  void forgetHashesFrom(Sequence &seq, int64_t slot) const;
 
   StatusOr<Sequence *> find(SequenceId sequence, const char *operation);
   // A free page, evicting the least recently used cached page when none is on the free list.

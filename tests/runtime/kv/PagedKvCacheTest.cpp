@@ -287,6 +287,26 @@ TEST_F(PagedKvCacheTest, APublishedPageIsCopiedBeforeARewrite) {
   EXPECT_EQ(cache.blockTable(b)[0], published);
 }
 
+// A page trimmed away and written again is published with its new tokens; the pages before it
+// keep their hashes.
+TEST_F(PagedKvCacheTest, ATrimmedPageIsPublishedAgainWithItsNewTokens) {
+  cache.enablePrefixSharing();
+  const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int32_t> second = {1, 2, 3, 4, 9, 9, 9, 9};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, first);
+  ASSERT_TRUE(cache.trim(a, 6).isOk());
+  ASSERT_TRUE(cache.append(a, 2).isOk());
+  ASSERT_TRUE(cache.commit(a).isOk());
+  ASSERT_TRUE(cache.publishPrefix(a, second.data()).isOk());
+  SequenceId b = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(b, second.data(), 8), 8);
+  EXPECT_EQ(cache.blockTable(b)[1], cache.blockTable(a)[1]);
+  SequenceId c = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(c, first.data(), 8), 8) << "the first version stays published";
+  EXPECT_NE(cache.blockTable(c)[1], cache.blockTable(a)[1]);
+}
+
 TEST_F(PagedKvCacheTest, WithoutSharingNothingIsPublishedOrAdopted) {
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
   SequenceId a = cache.create();
