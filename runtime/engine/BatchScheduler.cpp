@@ -186,16 +186,26 @@ Status BatchScheduler::admit(SequenceModel &model, int64_t pages,
                              std::to_string(limits_.kvPageTokens) + " tokens; the pool has " +
                              std::to_string(limits_.kvPages));
   }
-  // A request that grows waits like a new one, and holds up no packed run while it waits.
-  if (model.running_) {
-    model.running_ = false;
-    --open_;
-    changed_.notify_all();
+  // A running request that reserves more takes the pages if they are free. Waiting for them
+  // could wait forever (on the requests queued behind it, or on another request that grows), and
+  // preempting for them is not built: every shipped program reserves once, before it runs.
+  if (model.pages_ > 0) {
+    if (reservedPages_ + pages - model.pages_ > limits_.kvPages)
+      return Status::error("not supported yet: a request reserving " + std::to_string(pages) +
+                           " KV pages after it was admitted with " +
+                           std::to_string(model.pages_) + " while the pool is full (preemption)");
+    reservedPages_ += pages - model.pages_;
+    model.pages_ = pages;
+    if (!model.running_) {
+      model.running_ = true;
+      ++open_;
+    }
+    return Status::ok();
   }
   const int64_t extra = pages - model.pages_;
   auto roomFor = [&] {
     return reservedPages_ + extra <= limits_.kvPages &&
-           (limits_.maxRunning == 0 || model.pages_ > 0 || open_ < limits_.maxRunning);
+           (limits_.maxRunning == 0 || open_ < limits_.maxRunning);
   };
   auto fits = [&] { return admissions_.front() == &model && roomFor(); };
   if (limits_.maxWaiting > 0 && static_cast<int64_t>(admissions_.size()) >= limits_.maxWaiting &&

@@ -79,7 +79,7 @@ private:
 
   BatchScheduler(Backend &backend, const SchedulerLimits &limits);
   // Waits (lock held) until `model` holds `pages` of the pool; it does not count as running
-  // while it waits.
+  // while it waits. A running request that asks for more gets it only if it is free now.
   Status admit(SequenceModel &model, int64_t pages, std::unique_lock<std::mutex> &lock);
   // Counts a refusal for cancellation and says so.
   Status cancelledError();

@@ -162,6 +162,33 @@ TEST_F(BatchSchedulerTest, PrefillsAdoptPublishedPrefixesAndDecodeAsAlone) {
   EXPECT_EQ(stats.kvPagesInUse, stats.kvPagesCached);
 }
 
+// A request that reserves more after its admission gets the pages while they are free, and a
+// named error, not a wait that could deadlock, once they are not.
+TEST_F(BatchSchedulerTest, AdmittedRequestsGrowOnlyIntoFreePages) {
+  open(TinyModelOptions{});
+  std::unique_ptr<cpu::CpuBackend> shared = backend(8);
+  SchedulerLimits limits;
+  limits.tokensPerRun = 32;
+  limits.kvPages = 8;
+  limits.kvPageTokens = 4;
+  StatusOr<std::unique_ptr<BatchScheduler>> scheduler = BatchScheduler::create(*shared, limits);
+  ASSERT_TRUE(scheduler) << scheduler.status().message();
+  StatusOr<std::unique_ptr<sampling::DecodeModel>> a = (*scheduler)->open();
+  StatusOr<std::unique_ptr<sampling::DecodeModel>> b = (*scheduler)->open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE((*a)->reserve(12, 4).isOk()); // 3 pages
+  ASSERT_TRUE((*b)->reserve(12, 4).isOk()); // 3 more
+  EXPECT_TRUE((*a)->reserve(20, 4).isOk()); // grows to 5: 8 of 8
+  EXPECT_EQ((*scheduler)->stats().kvPagesReserved, 8);
+  const Status grown = (*b)->reserve(16, 4);
+  ASSERT_FALSE(grown.isOk());
+  EXPECT_EQ(grown.message(), "not supported yet: a request reserving 4 KV pages after it was "
+                             "admitted with 3 while the pool is full (preemption)");
+  a->reset();
+  EXPECT_TRUE((*b)->reserve(16, 4).isOk()) << "a's pages are free again";
+  EXPECT_EQ((*scheduler)->stats().kvPagesReserved, 4);
+}
+
 void checkConcurrentEqualsAlone(BatchSchedulerTest &test, const std::string &policy,
                                 const std::vector<artifact::Attributes> &knobs) {
   const program::DecodeProgram program = loadProgram(policy);
