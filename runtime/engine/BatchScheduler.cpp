@@ -172,13 +172,8 @@ Status BatchScheduler::cancelledError() {
 
 Status BatchScheduler::admit(SequenceModel &model, int64_t pages,
                              std::unique_lock<std::mutex> &lock) {
-  if (pages <= model.pages_) {
-    if (!model.running_) {
-      model.running_ = true;
-      ++open_;
-    }
+  if (model.running_ && pages <= model.pages_)
     return Status::ok();
-  }
   if (pages > limits_.kvPages) {
     ++stats_.refused;
     return Status::error(StatusCode::contextLengthExceeded,
@@ -189,17 +184,13 @@ Status BatchScheduler::admit(SequenceModel &model, int64_t pages,
   // A running request that reserves more takes the pages if they are free. Waiting for them
   // could wait forever (on the requests queued behind it, or on another request that grows), and
   // preempting for them is not built: every shipped program reserves once, before it runs.
-  if (model.pages_ > 0) {
+  if (model.running_) {
     if (reservedPages_ + pages - model.pages_ > limits_.kvPages)
       return Status::error("not supported yet: a request reserving " + std::to_string(pages) +
                            " KV pages after it was admitted with " +
                            std::to_string(model.pages_) + " while the pool is full (preemption)");
     reservedPages_ += pages - model.pages_;
     model.pages_ = pages;
-    if (!model.running_) {
-      model.running_ = true;
-      ++open_;
-    }
     return Status::ok();
   }
   const int64_t extra = pages - model.pages_;

@@ -54,10 +54,12 @@ StatusOr<GenerateResult> Engine::generate(const GenerateRequest &request,
     return session_->generateOn(**sequence, request, onBlock);
   }();
   {
+    // Notified under the mutex: once shutdown() sees no request active, the engine may be
+    // destroyed, and nothing of it may be touched after.
     std::lock_guard<std::mutex> lock(mutex_);
     --active_;
+    finished_.notify_all();
   }
-  finished_.notify_all();
   return result;
 }
 

@@ -50,6 +50,24 @@ void PagedKvCache::retainPage(PageIndex page) {
     --cachedPages_; // a sequence holds it again
 }
 
+bool PagedKvCache::onlyIndexShares(PageIndex page) const {
+  return refCount(page) == 2 && index_.publishes(page);
+}
+
+PageIndex PagedKvCache::writablePage(PageIndex page, int64_t keepFree) {
+  if (refCount(page) <= 1)
+    return page;
+  if (onlyIndexShares(page) && freePages() <= keepFree) {
+    index_.forget(page);
+    --refCounts_[static_cast<size_t>(page)];
+    return page;
+  }
+  PageIndex copy = takePage();
+  copyPage_(page, copy);
+  releasePage(page);
+  return copy;
+}
+
 void PagedKvCache::releasePage(PageIndex page) {
   int32_t &count = refCounts_[static_cast<size_t>(page)];
   assert(count > 0);
@@ -73,16 +91,13 @@ Status PagedKvCache::append(SequenceId sequence, int64_t tokens) {
   // fork shares that page it must be copied first, which costs one more page.
   const bool writesSharedPage =
       tokens > 0 && seq.length % pageTokens_ != 0 && refCount(seq.pages.back()) > 1;
-  const int64_t needed = newPages + (writesSharedPage ? 1 : 0);
+  const int64_t needed =
+      newPages + (writesSharedPage && !onlyIndexShares(seq.pages.back()) ? 1 : 0);
   if (needed > freePages())
     return Status::error("KV cache exhausted: need " + std::to_string(needed) + " pages, " +
                          std::to_string(freePages()) + " free");
-  if (writesSharedPage) {
-    PageIndex copy = takePage();
-    copyPage_(seq.pages.back(), copy);
-    releasePage(seq.pages.back());
-    seq.pages.back() = copy;
-  }
+  if (writesSharedPage)
+    seq.pages.back() = writablePage(seq.pages.back(), newPages);
   for (int64_t i = 0; i < newPages; ++i)
     seq.pages.push_back(takePage());
   seq.length = newLength;
@@ -110,19 +125,20 @@ Status PagedKvCache::rewrite(SequenceId sequence, int64_t begin, int64_t end) {
     return Status::ok();
   const size_t first = static_cast<size_t>(begin / pageTokens_);
   const size_t last = static_cast<size_t>(pagesFor(end));
-  int64_t shared = 0;
+  // Pages a fork shares must be copied; a page only the prefix index shares is copied while
+  // pages are free, else it stops being published.
+  int64_t copies = 0;
   for (size_t p = first; p < last; ++p)
-    shared += refCount(seq.pages[p]) > 1 ? 1 : 0;
-  if (shared > freePages())
-    return Status::error("KV cache exhausted: need " + std::to_string(shared) + " pages, " +
+    copies += refCount(seq.pages[p]) > 1 && !onlyIndexShares(seq.pages[p]) ? 1 : 0;
+  if (copies > freePages())
+    return Status::error("KV cache exhausted: need " + std::to_string(copies) + " pages, " +
                          std::to_string(freePages()) + " free");
   for (size_t p = first; p < last; ++p) {
     if (refCount(seq.pages[p]) <= 1)
       continue;
-    PageIndex copy = takePage();
-    copyPage_(seq.pages[p], copy);
-    releasePage(seq.pages[p]);
-    seq.pages[p] = copy;
+    if (!onlyIndexShares(seq.pages[p]))
+      --copies;
+    seq.pages[p] = writablePage(seq.pages[p], copies);
   }
   seq.committed = std::min(seq.committed, begin);
   forgetHashesFrom(seq, begin);
@@ -192,16 +208,20 @@ StatusOr<int64_t> PagedKvCache::adoptPrefix(SequenceId sequence, const int32_t *
   if (!sharing_)
     return int64_t(0);
   uint64_t parent = 0;
+  PageIndex parentPage = PrefixIndex::kNoParent;
   for (int64_t first = 0; first + pageTokens_ <= maxTokens; first += pageTokens_) {
     const uint64_t hash = PrefixIndex::pageHash(parent, tokens + first, pageTokens_);
-    std::optional<PageIndex> page = index_.find(hash, parent, tokens + first, pageTokens_);
+    std::optional<PageIndex> page =
+        index_.find(hash, parent, parentPage, tokens + first, pageTokens_);
     if (!page)
       break;
     retainPage(*page);
     seq.pages.push_back(*page);
     seq.hashes.push_back(hash);
     parent = hash;
+    parentPage = *page;
   }
+  index_.touch(seq.hashes);
   seq.length = seq.committed = static_cast<int64_t>(seq.pages.size()) * pageTokens_;
   adoptedTokens_ += seq.length;
   return seq.length;
@@ -220,11 +240,17 @@ Status PagedKvCache::publishPrefix(SequenceId sequence, const int32_t *tokens) {
     const int32_t *pageTokens = tokens + p * pageTokens_;
     const uint64_t hash = PrefixIndex::pageHash(parent, pageTokens, pageTokens_);
     const PageIndex page = seq.pages[static_cast<size_t>(p)];
+    // A page follows the page the index publishes for its parent (another sequence's, when that
+    // one published the same tokens first); none once the parent is evicted: it could never be
+    // found.
+    std::optional<PageIndex> parentPage =
+        p == 0 ? std::optional<PageIndex>(PrefixIndex::kNoParent) : index_.pageOf(parent);
     // The index's own reference: the sequence still holds the page, so it is not cached yet.
-    if (index_.insert(hash, parent, pageTokens, pageTokens_, page))
+    if (parentPage && index_.insert(hash, parent, *parentPage, pageTokens, pageTokens_, page))
       ++refCounts_[static_cast<size_t>(page)];
     seq.hashes.push_back(hash);
   }
+  index_.touch(seq.hashes);
   return Status::ok();
 }
 

@@ -109,6 +109,13 @@ private:
   PageIndex takePage();
   void retainPage(PageIndex page);
   void releasePage(PageIndex page);
+  // Whether the prefix index is the only other holder of `page`.
+  bool onlyIndexShares(PageIndex page) const;
+  // `page` (of a sequence that holds it), made safe to write: itself when nobody else holds it;
+  // a copy when another sequence does, or when only the index does and more than `keepFree`
+  // pages are free; else the index stops publishing it (a full pool never fails for a page
+  // only the prefix cache shares).
+  PageIndex writablePage(PageIndex page, int64_t keepFree);
 
   int32_t pageTokens_;
   PageCopier copyPage_;

@@ -21,24 +21,47 @@ uint64_t PrefixIndex::pageHash(uint64_t parent, const int32_t *tokens, int64_t p
   return hash == 0 ? 1 : hash;
 }
 
-std::optional<PageIndex> PrefixIndex::find(uint64_t hash, uint64_t parent, const int32_t *tokens,
-                                           int64_t pageTokens) {
+std::optional<PageIndex> PrefixIndex::find(uint64_t hash, uint64_t parent, PageIndex parentPage,
+                                           const int32_t *tokens, int64_t pageTokens) const {
   auto it = entries_.find(hash);
   if (it == entries_.end() || it->second.parent != parent ||
+      it->second.parentPage != parentPage ||
       !std::equal(it->second.tokens.begin(), it->second.tokens.end(), tokens, tokens + pageTokens))
     return std::nullopt;
-  it->second.lastUse = ++clock_;
   return it->second.page;
 }
 
-bool PrefixIndex::insert(uint64_t hash, uint64_t parent, const int32_t *tokens,
-                         int64_t pageTokens, PageIndex page) {
+std::optional<PageIndex> PrefixIndex::pageOf(uint64_t hash) const {
+  auto it = entries_.find(hash);
+  if (it == entries_.end())
+    return std::nullopt;
+  return it->second.page;
+}
+
+bool PrefixIndex::insert(uint64_t hash, uint64_t parent, PageIndex parentPage,
+                         const int32_t *tokens, int64_t pageTokens, PageIndex page) {
   if (entries_.count(hash) || pageHashes_.count(page))
     return false;
-  entries_.emplace(hash, Entry{page, parent, std::vector<int32_t>(tokens, tokens + pageTokens),
-                               ++clock_});
+  entries_.emplace(hash, Entry{page, parent, parentPage,
+                               std::vector<int32_t>(tokens, tokens + pageTokens), ++clock_});
   pageHashes_.emplace(page, hash);
   return true;
+}
+
+void PrefixIndex::touch(const std::vector<uint64_t> &chain) {
+  for (auto hash = chain.rbegin(); hash != chain.rend(); ++hash) {
+    auto it = entries_.find(*hash);
+    if (it != entries_.end())
+      it->second.lastUse = ++clock_;
+  }
+}
+
+void PrefixIndex::forget(PageIndex page) {
+  auto it = pageHashes_.find(page);
+  if (it == pageHashes_.end())
+    return;
+  entries_.erase(it->second);
+  pageHashes_.erase(it);
 }
 
 } // namespace dlm::kv

@@ -258,18 +258,20 @@ TEST_F(PagedKvCacheTest, CachedPagesCountAsFreeAndAreEvictedLeastRecentlyUsedFir
   ASSERT_TRUE(cache.remove(b).isOk());
   EXPECT_EQ(cache.cachedPages(), 3);
   EXPECT_EQ(cache.freePages(), 8);
-  // Six new pages take the five on the free list and evict the oldest cached one.
+  // Six new pages take the five on the free list and evict the least recently used cached page:
+  // the old chain's second page (a chain's last page counts as used before its first).
   SequenceId c = cache.create();
   ASSERT_TRUE(cache.append(c, 24).isOk());
   EXPECT_EQ(cache.cachedPages(), 2);
   SequenceId d = cache.create();
-  EXPECT_EQ(*cache.adoptPrefix(d, old.data(), 8), 0) << "the oldest page was evicted";
+  EXPECT_EQ(*cache.adoptPrefix(d, old.data(), 8), 4) << "only the old chain's leaf was evicted";
+  EXPECT_EQ(cache.cachedPages(), 1); // d holds the old first page again
+  // The next page evicts the recent page; then every page is held and an append fails.
   SequenceId e = cache.create();
-  EXPECT_EQ(*cache.adoptPrefix(e, recent.data(), 4), 4);
-  EXPECT_EQ(cache.cachedPages(), 1); // e holds the recent page again
-  // Every page in use or cached: the next append evicts the last cached one, then fails.
-  ASSERT_TRUE(cache.append(d, 4).isOk());
+  ASSERT_TRUE(cache.append(e, 4).isOk());
   EXPECT_EQ(cache.cachedPages(), 0);
+  SequenceId f = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(f, recent.data(), 4), 0);
   EXPECT_FALSE(cache.append(d, 4).isOk());
 }
 
@@ -305,6 +307,26 @@ TEST_F(PagedKvCacheTest, ATrimmedPageIsPublishedAgainWithItsNewTokens) {
   SequenceId c = cache.create();
   EXPECT_EQ(*cache.adoptPrefix(c, first.data(), 8), 8) << "the first version stays published";
   EXPECT_NE(cache.blockTable(c)[1], cache.blockTable(a)[1]);
+}
+
+// With every page in use, a write into a page only the index shares takes the page back from
+// the index instead of failing for want of a copy.
+TEST_F(PagedKvCacheTest, AFullPoolUnpublishesAPageInsteadOfCopyingIt) {
+  cache.enablePrefixSharing();
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  SequenceId a = cache.create();
+  fillAndPublish(cache, a, tokens);
+  SequenceId other = cache.create();
+  ASSERT_TRUE(cache.append(other, 24).isOk()); // the other 6 pages
+  ASSERT_EQ(cache.freePages(), 0);
+  const PageIndex second = cache.blockTable(a)[1];
+  ASSERT_TRUE(cache.trim(a, 6).isOk());
+  ASSERT_TRUE(cache.append(a, 2).isOk()) << "writes into the published page";
+  EXPECT_EQ(cache.blockTable(a)[1], second) << "no copy: the index gave the page up";
+  ASSERT_TRUE(cache.rewrite(a, 0, 4).isOk()) << "the same for a rewrite";
+  EXPECT_TRUE(copies.empty());
+  SequenceId b = cache.create();
+  EXPECT_EQ(*cache.adoptPrefix(b, tokens.data(), 8), 0);
 }
 
 TEST_F(PagedKvCacheTest, WithoutSharingNothingIsPublishedOrAdopted) {
