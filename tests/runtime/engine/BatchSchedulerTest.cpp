@@ -187,6 +187,13 @@ TEST_F(BatchSchedulerTest, AdmittedRequestsGrowOnlyIntoFreePages) {
   a->reset();
   EXPECT_TRUE((*b)->reserve(16, 4).isOk()) << "a's pages are free again";
   EXPECT_EQ((*scheduler)->stats().kvPagesReserved, 4);
+  // A first reserve of nothing is an admission too: the request counts as running once.
+  StatusOr<std::unique_ptr<sampling::DecodeModel>> c = (*scheduler)->open();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE((*c)->reserve(0, 0).isOk());
+  EXPECT_TRUE((*c)->reserve(8, 4).isOk());
+  EXPECT_EQ((*scheduler)->stats().running, 2);
+  EXPECT_EQ((*scheduler)->stats().kvPagesReserved, 6);
 }
 
 void checkConcurrentEqualsAlone(BatchSchedulerTest &test, const std::string &policy,
