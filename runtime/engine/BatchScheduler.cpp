@@ -40,8 +40,7 @@ public:
                            std::to_string(scheduler_.limits_.tokensPerRun) + " per forward");
     {
       std::unique_lock<std::mutex> lock(scheduler_.mutex_);
-      const int64_t pageTokens = scheduler_.limits_.kvPageTokens;
-      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, (tokens + pageTokens - 1) / pageTokens, lock));
+      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, tokens, lock));
     }
     logits_.reserve(static_cast<size_t>(logitRows * vocabSize()));
     return Status::ok();
@@ -72,11 +71,7 @@ public:
       return scheduler_.cancelledError();
     // Programs reserve before they forward; one that does not is admitted for what it feeds.
     if (!running_)
-      DLM_RETURN_IF_ERROR(scheduler_.admit(
-          *this,
-          (fedTokens(spec) + scheduler_.limits_.kvPageTokens - 1) /
-              scheduler_.limits_.kvPageTokens,
-          lock));
+      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, fedTokens(spec), lock));
     scheduler_.waiting_.push_back(&waiting);
     scheduler_.changed_.notify_all();
     scheduler_.changed_.wait(lock, [&] { return waiting.done; });
@@ -170,8 +165,9 @@ Status BatchScheduler::cancelledError() {
   return Status::error(StatusCode::cancelled, "the request was cancelled");
 }
 
-Status BatchScheduler::admit(SequenceModel &model, int64_t pages,
+Status BatchScheduler::admit(SequenceModel &model, int64_t tokens,
                              std::unique_lock<std::mutex> &lock) {
+  const int64_t pages = (tokens + limits_.kvPageTokens - 1) / limits_.kvPageTokens;
   if (model.running_ && pages <= model.pages_)
     return Status::ok();
   if (pages > limits_.kvPages) {

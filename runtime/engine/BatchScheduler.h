@@ -78,9 +78,9 @@ private:
   struct Waiting;
 
   BatchScheduler(Backend &backend, const SchedulerLimits &limits);
-  // Waits (lock held) until `model` holds `pages` of the pool; it does not count as running
-  // while it waits. A running request that asks for more gets it only if it is free now.
-  Status admit(SequenceModel &model, int64_t pages, std::unique_lock<std::mutex> &lock);
+  // Waits (lock held) until `model` holds the pages of `tokens` slots; it does not count as
+  // running while it waits. A running request that asks for more gets it only if it is free now.
+  Status admit(SequenceModel &model, int64_t tokens, std::unique_lock<std::mutex> &lock);
   // Counts a refusal for cancellation and says so.
   Status cancelledError();
   void loop();
