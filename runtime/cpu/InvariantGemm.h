@@ -48,12 +48,15 @@ public:
   // 0.5-3 MFLOP) ran 675 tokens/s at 6 MFLOP, 734 at 2 and 755 at 0.5.
   static constexpr double kParallelFlops = 0.5e6;
 
-  // W in PyTorch [out, in] layout; its first `outputs` rows (all when negative).
-  explicit InvariantGemm(const model::HostTensor &w, int64_t outputs = -1);
+  // W in PyTorch [out, in] layout; its first `outputs` rows (all when negative). With
+  // `allowWideTiles`, full tiles use 512-bit registers where the CPU has AVX-512F (same bits).
+  explicit InvariantGemm(const model::HostTensor &w, int64_t outputs = -1,
+                         bool allowWideTiles = true);
 
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
   size_t packedBytes() const { return packed_.size() * sizeof(float); }
+  bool wideTiles() const { return wideTiles_; }
 
   // y[rows, outputs] (+)= x[rows, inputs] W^T, row blocks and panels split among the pool's
   // threads.
@@ -67,6 +70,8 @@ private:
 
   int64_t outputs_ = 0, inputs_ = 0, panels_ = 0;
   std::vector<float, CacheLineAllocator<float>> packed_; // panels_ x [inputs_, kPanelColumns]
+  // Full tiles in 512-bit registers (the CPU has AVX-512F): the same sums, twice the lanes.
+  bool wideTiles_ = false;
 };
 
 } // namespace dlm::cpu

@@ -72,6 +72,28 @@ TEST(InvariantGemm, RowsDoNotDependOnTheBatchTheirPositionOrTheThreads) {
   }
 }
 
+// The 512-bit tiles (AVX-512F CPUs) give every row the bits of the 256-bit ones: each lane is the
+// same chain of fused multiply-adds.
+TEST(InvariantGemm, WideTilesGiveTheNarrowTilesBits) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 19}, {64, 128}, {945, 128}, {80, 1536}}) {
+    Problem p(n, k, 101);
+    const InvariantGemm wide(p.weight()), narrow(p.weight(), -1, /*allowWideTiles=*/false);
+    if (!wide.wideTiles())
+      GTEST_SKIP() << "this CPU has no AVX-512F: the 512-bit tiles do not run";
+    ThreadPool two(2);
+    for (int64_t rows : {1, 2, 5, 6, 7, 13, 48, 101}) {
+      const std::vector<float> x(p.x.begin(), p.x.begin() + rows * k);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> a(static_cast<size_t>(rows * n), 0.5f), b = a;
+        wide.run(x.data(), rows, a.data(), accumulate, two);
+        narrow.run(x.data(), rows, b.data(), accumulate, two);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << n << "x" << k << ", " << rows << " rows, accumulate " << accumulate;
+      }
+    }
+  }
+}
+
 // Against a double computation, within the float rounding bound of a K-term sum:
 // |error| <= K * 2^-24 * sum |x w| (each of the K roundings at most half an ulp of a partial sum).
 TEST(InvariantGemm, AgreesWithADoubleReference) {
