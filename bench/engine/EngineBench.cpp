@@ -2,11 +2,17 @@
 // (docs/design/serving.md; issue 14). The baseline is a one-request Session on the same
 // batch-invariant backend options; both run the same requests (prompts of the artifact's
 // tokenizer, the artifact's default program and knobs, greedy), interleaved per repeat; the
-// figures are medians. Also says whether every output is identical between the two.
+// figures are medians. Also says whether every output is identical between the two, and the
+// ceiling no scheduler can pass on this machine: the time the passes' GEMMs alone take at the
+// best rate a GEMM reaches on the model's projections at a packed run's rows (InvariantGemm or
+// oneDNN's sgemm, measured in the same run), against the one-at-a-time time.
 //
 //   dlm-bench-engine MODEL.dlm [--concurrency 16] [--requests 32] [--repeats 3] [--threads 2]
 //                    [--cache none|prefix] [--knob name=value ...]
+#include "runtime/cpu/InvariantGemm.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/engine/Engine.h"
+#include "runtime/model/KernelProgram.h"
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +55,68 @@ GenerateRequest request(const Args &args, int i) {
   r.cache = args.cache;
   r.seed = static_cast<uint64_t>(i);
   return r;
+}
+
+// The GEMMs of the default forward function: their flops per fed row and per logit row, and the
+// best rates InvariantGemm and oneDNN's sgemm reach on them at a packed run's rows (warm, best of
+// several).
+struct GemmCeiling {
+  double rowFlops = 0, logitRowFlops = 0, invariantRate = 0, libraryRate = 0;
+};
+
+StatusOr<GemmCeiling> measureGemms(const LoadedModel &model, int64_t rows, int64_t logitRows,
+                                   int threads) {
+  const artifact::KernelTarget *records = model.artifact().findKernelTarget(spec::kernels::kTarget);
+  if (!records)
+    return Status::error("the artifact has no cpu kernel records");
+  std::shared_ptr<const model::ModelWeights> weights;
+  DLM_ASSIGN_OR_RETURN(weights, model.hostWeights());
+  std::map<std::string, program::KernelProgram> functions;
+  DLM_ASSIGN_OR_RETURN(functions, program::KernelProgram::buildFunctions(records->kernels, *weights));
+  struct Product {
+    const model::HostTensor *weight;
+    int64_t outputs, rows;
+  };
+  std::vector<Product> products;
+  GemmCeiling ceiling;
+  int64_t widest = 0;
+  using program::KernelKind;
+  for (const program::ProgramRecord &k :
+       functions.at(std::string(spec::kernels::kDefaultFunction)).kernels) {
+    const bool head = k.kind == KernelKind::lmHead;
+    if (!head && k.kind != KernelKind::linear && k.kind != KernelKind::normLinear)
+      continue;
+    const int64_t outputs = head ? std::min(k.weight->rows, model.dims().vocabSize) : k.weight->rows;
+    products.push_back({k.weight, outputs, head ? logitRows : rows});
+    (head ? ceiling.logitRowFlops : ceiling.rowFlops) += 2.0 * outputs * k.weight->cols;
+    widest = std::max({widest, outputs, k.weight->cols});
+  }
+  cpu::ThreadPool pool(threads);
+  std::vector<cpu::InvariantGemm> invariant;
+  for (const Product &p : products)
+    invariant.emplace_back(*p.weight, p.outputs);
+  const int64_t most = std::max(rows, logitRows);
+  std::vector<float> x(static_cast<size_t>(most * widest), 0.01f), y(x.size());
+  auto seconds = [&](bool library) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < products.size(); ++i) {
+      const Product &p = products[i];
+      if (library)
+        (void)cpu::linear(x.data(), p.rows, *p.weight, p.outputs, nullptr, y.data(), threads,
+                          false);
+      else
+        invariant[i].run(x.data(), p.rows, y.data(), false, pool);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double best[2] = {1e30, 1e30};
+  for (int repeat = 0; repeat < 20; ++repeat)
+    for (int library = 0; library < 2; ++library)
+      best[library] = std::min(best[library], seconds(library == 1));
+  const double flops = ceiling.rowFlops * rows + ceiling.logitRowFlops * logitRows;
+  ceiling.invariantRate = flops / best[0];
+  ceiling.libraryRate = flops / best[1];
+  return ceiling;
 }
 
 int usage() {
@@ -138,6 +206,13 @@ int main(int argc, char **argv) {
   }
   const double a = median(alone), t = median(together);
   const engine::SchedulerStats stats = (*served)->stats();
+  const int64_t runs = std::max<int64_t>(stats.runs, 1);
+  StatusOr<GemmCeiling> gemms = measureGemms(**model, (stats.fedTokens + runs - 1) / runs,
+                                             (stats.logitRows + runs - 1) / runs, args.threads);
+  if (!gemms) {
+    std::fprintf(stderr, "dlm-bench-engine: %s\n", gemms.status().message().c_str());
+    return 1;
+  }
   std::printf("%d requests, %lld generated tokens per pass, %d threads, medians of %d repeats\n",
               args.requests, static_cast<long long>(tokens), args.threads, args.repeats);
   std::printf("| | seconds | tokens/s |\n|---|---|---|\n");
@@ -147,5 +222,19 @@ int main(int argc, char **argv) {
               "identical: %s\n",
               a / t, static_cast<double>(stats.forwards) / std::max<int64_t>(stats.runs, 1),
               static_cast<long long>(stats.mostPerRun), identical ? "yes" : "NO");
+  // Every repeat ran the same requests, so a pass is the engine's totals over the repeats.
+  const double passFlops = (gemms->rowFlops * static_cast<double>(stats.fedTokens) +
+                            gemms->logitRowFlops * static_cast<double>(stats.logitRows)) /
+                           args.repeats;
+  const double best = std::max(gemms->invariantRate, gemms->libraryRate);
+  std::printf("GEMMs: %.2f GFLOP per pass; one at a time %.1f GFLOP/s, concurrent %.1f GFLOP/s "
+              "(over the whole time); at a packed run's %lld rows InvariantGemm %.1f, oneDNN "
+              "sgemm %.1f GFLOP/s\n",
+              passFlops / 1e9, passFlops / a / 1e9, passFlops / t / 1e9,
+              static_cast<long long>((stats.fedTokens + runs - 1) / runs),
+              gemms->invariantRate / 1e9, gemms->libraryRate / 1e9);
+  std::printf("ceiling: the GEMMs alone at the better rate take %.3f s, so no scheduler can "
+              "exceed %.2fx one at a time on this machine\n",
+              passFlops / best, a / (passFlops / best));
   return identical ? 0 : 1;
 }

@@ -317,6 +317,7 @@ void BatchScheduler::runGroup(const std::vector<Waiting *> &group) {
       continue;
     }
     w->rows = w->spec->rows.count();
+    stats_.logitRows += w->rows;
     const float *first = logits->row(row);
     w->model->logits().assign(first, first + w->rows * logits->vocab);
     row += w->rows;

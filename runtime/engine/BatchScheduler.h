@@ -40,6 +40,7 @@ struct SchedulerStats {
   int64_t forwards = 0;      // request forwards they served
   int64_t mostPerRun = 0;    // the most request forwards one run packed
   int64_t fedTokens = 0;     // tokens the runs fed, all requests together
+  int64_t logitRows = 0;     // logit rows the runs returned, all requests together
   int64_t admitted = 0;      // requests admitted so far
   int64_t refused = 0;       // refused for a full queue or a request larger than the pool
   int64_t cancelled = 0;     // forwards or admissions refused because the caller cancelled
