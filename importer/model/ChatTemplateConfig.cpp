@@ -1,5 +1,6 @@
 #include "importer/model/ChatTemplateConfig.h"
 
+#include "support/JsonText.h"
 #include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
@@ -19,10 +20,7 @@ StatusOr<Json> readJsonFile(const fs::path &path, const std::string &name) {
   auto text = readTextFile(path);
   if (!text)
     return text.status();
-  Json json = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded())
-    return Status::error(name + " is not valid JSON");
-  return json;
+  return parseJsonText<Json>(*text, name);
 }
 
 // A special token as transformers stores it: a string, or an AddedToken's fields.

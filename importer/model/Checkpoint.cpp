@@ -1,6 +1,7 @@
 #include "importer/model/Checkpoint.h"
 
 #include "runtime/tokenizer/Tokenizer.h"
+#include "support/JsonText.h"
 #include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
@@ -47,9 +48,9 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   auto configText = readTextFile(dir / "config.json");
   if (!configText)
     return configText.status().withContext("checkpoint '" + directory + "'");
-  nlohmann::json config = nlohmann::json::parse(*configText, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded())
-    return Status::error("checkpoint '" + directory + "': config.json is not valid JSON");
+  StatusOr<nlohmann::json> config = parseJsonText(*configText, "config.json");
+  if (!config)
+    return config.status().withContext("checkpoint '" + directory + "'");
   // generation_config.json is optional; DiffusionGemma takes its EOS and sampler defaults there.
   nlohmann::json generation;
   const bool hasGeneration = fs::exists(dir / "generation_config.json", ec);
@@ -57,12 +58,12 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
     auto generationText = readTextFile(dir / "generation_config.json");
     if (!generationText)
       return generationText.status().withContext("checkpoint '" + directory + "'");
-    generation = nlohmann::json::parse(*generationText, nullptr, /*allow_exceptions=*/false);
-    if (generation.is_discarded())
-      return Status::error("checkpoint '" + directory +
-                           "': generation_config.json is not valid JSON");
+    StatusOr<nlohmann::json> parsed = parseJsonText(*generationText, "generation_config.json");
+    if (!parsed)
+      return parsed.status().withContext("checkpoint '" + directory + "'");
+    generation = std::move(*parsed);
   }
-  auto description = describeModel(config, hasGeneration ? &generation : nullptr);
+  auto description = describeModel(*config, hasGeneration ? &generation : nullptr);
   if (!description)
     return description.status().withContext("checkpoint '" + directory + "'");
   result.model = std::move(*description);

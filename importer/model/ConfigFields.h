@@ -2,6 +2,7 @@
 // readers (ModelFamily.cpp, DiffusionGemmaFamily.cpp).
 #pragma once
 
+#include "support/JsonText.h"
 #include "support/Status.h"
 
 #include <nlohmann/json.hpp>
@@ -20,20 +21,33 @@ public:
   explicit ConfigFields(const nlohmann::json &config, std::string file = "config.json")
       : config_(config), file_(std::move(file)) {}
 
-  StatusOr<int64_t> positiveInt(const char *field) const {
+  // Sizes are bounded before anything is allocated for them: far above any real model's
+  // (Gemma's 262144-token vocabulary, 126 layers, 256 experts), and small enough that the product
+  // of two sizes stays far inside int64 and a loop over layers or experts stays short.
+  static constexpr int64_t kMaxDimension = int64_t(1) << 24;
+  static constexpr int64_t kMaxLayers = 1024;
+  static constexpr int64_t kMaxExperts = 4096;
+
+  // A positive integer of at most `most` (kMaxDimension: any size; kMaxLayers, kMaxExperts).
+  StatusOr<int64_t> positiveInt(const char *field, int64_t most = kMaxDimension) const {
     auto it = config_.find(field);
     if (it == config_.end())
       return Status::error(file_ + ": missing field '" + field + "'");
     if (!it->is_number_integer() || it->get<int64_t>() <= 0)
       return Status::error(file_ + ": field '" + field +
-                           "' must be a positive integer, got " + it->dump());
+                           "' must be a positive integer, got " + jsonExcerpt(*it));
+    if (it->get<int64_t>() > most)
+      return Status::error(file_ + ": field '" + field + "' is " +
+                           std::to_string(it->get<int64_t>()) + ", more than dlm's limit of " +
+                           std::to_string(most));
     return it->get<int64_t>();
   }
-  StatusOr<int64_t> positiveIntOr(const char *field, int64_t fallback) const {
+  StatusOr<int64_t> positiveIntOr(const char *field, int64_t fallback,
+                                  int64_t most = kMaxDimension) const {
     auto it = config_.find(field);
     if (it == config_.end() || it->is_null())
       return fallback;
-    return positiveInt(field);
+    return positiveInt(field, most);
   }
   StatusOr<double> positiveNumberOr(const char *field, double fallback) const {
     auto it = config_.find(field);
@@ -41,7 +55,7 @@ public:
       return fallback;
     if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
       return Status::error(file_ + ": field '" + field +
-                           "' must be a positive number, got " + it->dump());
+                           "' must be a positive number, got " + jsonExcerpt(*it));
     return it->get<double>();
   }
   StatusOr<bool> boolOr(const char *field, bool fallback) const {
@@ -50,7 +64,7 @@ public:
       return fallback;
     if (!it->is_boolean())
       return Status::error(file_ + ": field '" + field +
-                           "' must be true or false, got " + it->dump());
+                           "' must be true or false, got " + jsonExcerpt(*it));
     return it->get<bool>();
   }
   // A token id (-1 when absent); eos may also be a list.
@@ -62,7 +76,7 @@ public:
     auto add = [&](const nlohmann::json &value) -> Status {
       if (!value.is_number_integer() || value.get<int64_t>() < 0)
         return Status::error(file_ + ": field '" + field +
-                             "' must hold non-negative token ids, got " + it->dump());
+                             "' must hold non-negative token ids, got " + jsonExcerpt(*it));
       ids.push_back(value.get<int64_t>());
       return Status::ok();
     };

@@ -1,5 +1,6 @@
 // config.json readers for the supported families and their checkpoint tensor names.
 #include "importer/model/ModelFamily.h"
+#include "support/JsonText.h"
 
 #include "importer/model/CanonicalWeights.h"
 #include "importer/model/ConfigFields.h"
@@ -97,7 +98,7 @@ StatusOr<ModelDescription> describeLLaDA(const json &j) {
   DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("d_model"));
   DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("n_heads"));
   DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("n_kv_heads", c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("n_layers"));
+  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("n_layers", ConfigFields::kMaxLayers));
   DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("mlp_hidden_size"));
   DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
   DLM_ASSIGN_OR_RETURN(c.embeddingSize, f.positiveIntOr("embedding_size", c.vocabSize));
@@ -170,7 +171,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("hidden_size"));
   DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("num_attention_heads"));
   DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("num_key_value_heads", c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("num_hidden_layers"));
+  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("num_hidden_layers", ConfigFields::kMaxLayers));
   DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("intermediate_size"));
   DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
   c.embeddingSize = c.vocabSize;
@@ -188,7 +189,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
   DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    return Status::error("not supported yet: rope_scaling " + j["rope_scaling"].dump());
+    return Status::error("not supported yet: rope_scaling " + jsonExcerpt(j["rope_scaling"]));
   bool attentionBias;
   DLM_ASSIGN_OR_RETURN(attentionBias, f.boolOr("attention_bias", kind.qkvBias));
   if (attentionBias != kind.qkvBias)

@@ -7,6 +7,7 @@
 #include "importer/onnx/Raising.h"
 #include "importer/onnx/WeightRoles.h"
 #include "runtime/tokenizer/Tokenizer.h"
+#include "support/JsonText.h"
 #include "support/TextFile.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -56,10 +57,10 @@ Status readCompanions(const std::string &directory, ModelDescription &model,
     return Status::error("onnx: cannot read " + (dir / "config.json").string() +
                          " (ONNX does not carry the architecture, vocabulary or special "
                          "tokens; put the model's config.json beside model.onnx)");
-  nlohmann::json config = nlohmann::json::parse(*configText, nullptr, false);
-  if (config.is_discarded())
-    return Status::error(context + ": config.json is not valid JSON");
-  auto description = describeModel(config);
+  StatusOr<nlohmann::json> config = parseJsonText(*configText, "config.json");
+  if (!config)
+    return config.status().withContext(context);
+  auto description = describeModel(*config);
   if (!description)
     return description.status().withContext(context);
   model = std::move(*description);

@@ -1,6 +1,7 @@
 #include "importer/safetensors/Safetensors.h"
 
 #include "importer/safetensors/SafetensorsHeader.h"
+#include "support/JsonText.h"
 
 #include <nlohmann/json.hpp>
 
@@ -135,9 +136,10 @@ StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::openIndex(const std::stri
     return Status::error("cannot open '" + indexPath + "'");
   std::ostringstream contents;
   contents << stream.rdbuf();
-  const Json index = Json::parse(contents.str(), nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded())
-    return Status::error(indexPath + ": index is not valid JSON");
+  StatusOr<Json> parsedIndex = parseJsonText<Json>(contents.str(), "index");
+  if (!parsedIndex)
+    return parsedIndex.status().withContext(indexPath);
+  const Json &index = *parsedIndex;
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     return Status::error(indexPath + ": index has no \"weight_map\" object");
 

@@ -1,5 +1,7 @@
 #include "importer/safetensors/SafetensorsHeader.h"
 
+#include "support/JsonText.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -40,22 +42,23 @@ StatusOr<HeaderEntry> parseEntry(const std::string &name, const Json &entry) {
       dtype.is_string() ? parseDType(dtype.get<std::string>()) : std::nullopt;
   if (!known)
     return Status::error(quoted(name) + " has unknown dtype " +
-                         (dtype.is_string() ? "'" + dtype.get<std::string>() + "'" : dtype.dump()));
+                         (dtype.is_string() ? "'" + dtype.get<std::string>() + "'"
+                                            : jsonExcerpt(dtype)));
   parsed.dtype = *known;
 
   const Json &shape = entry["shape"];
   if (!shape.is_array())
-    return Status::error(quoted(name) + " has an invalid shape " + shape.dump());
+    return Status::error(quoted(name) + " has an invalid shape " + jsonExcerpt(shape));
   for (const Json &dim : shape) {
     if (!isNonNegativeInteger(dim) || dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      return Status::error(quoted(name) + " has an invalid shape " + shape.dump());
+      return Status::error(quoted(name) + " has an invalid shape " + jsonExcerpt(shape));
     parsed.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
   }
 
   const Json &offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !isNonNegativeInteger(offsets[0]) ||
       !isNonNegativeInteger(offsets[1]))
-    return Status::error(quoted(name) + " has invalid data_offsets " + offsets.dump());
+    return Status::error(quoted(name) + " has invalid data_offsets " + jsonExcerpt(offsets));
   parsed.begin = offsets[0].get<uint64_t>();
   parsed.end = offsets[1].get<uint64_t>();
   return parsed;
@@ -109,7 +112,7 @@ StatusOr<std::map<std::string, std::string>> parseMetadata(const Json &metadata)
   for (const auto &[key, value] : metadata.items()) {
     if (!value.is_string())
       return Status::error("__metadata__ is not an object of strings ('" + key + "' is " +
-                           value.dump() + ")");
+                           jsonExcerpt(value) + ")");
     parsed.emplace(key, value.get<std::string>());
   }
   return parsed;
@@ -132,17 +135,11 @@ StatusOr<ParsedHeader> parseSafetensorsHeader(const uint8_t *file, size_t fileSi
                          " exceeds the 100 MiB limit");
 
   const char *headerText = reinterpret_cast<const char *>(file + kLengthPrefixBytes);
-  Json header = Json::parse(headerText, headerText + headerLength, nullptr,
-                            /*allow_exceptions=*/false);
-  if (header.is_discarded()) {
-    std::string detail;
-    try {
-      (void)Json::parse(headerText, headerText + headerLength);
-    } catch (const Json::exception &error) {
-      detail = std::string(": ") + error.what();
-    }
-    return Status::error("header is not valid JSON" + detail);
-  }
+  StatusOr<Json> parsedHeader =
+      parseJsonText<Json>(std::string_view(headerText, headerLength), "header");
+  if (!parsedHeader)
+    return parsedHeader.status();
+  const Json &header = *parsedHeader;
   if (!header.is_object())
     return Status::error("header is not a JSON object");
 

@@ -1,4 +1,5 @@
 #include "runtime/chat/ChatPrompt.h"
+#include "support/JsonText.h"
 
 #include <algorithm>
 #include <numeric>
@@ -179,7 +180,7 @@ Status checkMessages(const OrderedJson &messages) {
     return Status::error("a chat needs at least one message");
   for (const OrderedJson &message : messages)
     if (!message.is_object())
-      return Status::error("chat messages must be objects, got " + message.dump());
+      return Status::error("chat messages must be objects, got " + jsonExcerpt(message));
   return Status::ok();
 }
 

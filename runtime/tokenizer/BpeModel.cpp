@@ -1,4 +1,5 @@
 #include "runtime/tokenizer/BpeModel.h"
+#include "support/JsonText.h"
 
 #include "runtime/tokenizer/Utf8.h"
 
@@ -48,7 +49,7 @@ Status BpeModel::loadMerges(const Json &merges) {
   for (const Json &merge : merges) {
     std::string left, right;
     const auto where = [&] {
-      return "BPE merge " + std::to_string(rank) + " (" + merge.dump() + ")";
+      return "BPE merge " + std::to_string(rank) + " (" + jsonExcerpt(merge) + ")";
     };
     // Two spellings exist: "a b" (tokenizers < 0.20) and ["a", "b"] (0.20 onwards, which allows
     // spaces inside tokens).

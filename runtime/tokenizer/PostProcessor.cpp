@@ -1,4 +1,5 @@
 #include "runtime/tokenizer/PostProcessor.h"
+#include "support/JsonText.h"
 
 #include "runtime/tokenizer/SequenceDepth.h"
 
@@ -30,7 +31,8 @@ Status templateIds(const Json &config, std::vector<int32_t> &prefix, std::vector
     }
     if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id") ||
         !piece["SpecialToken"]["id"].is_string())
-      return Status::error("post_processor TemplateProcessing: bad template piece " + piece.dump());
+      return Status::error("post_processor TemplateProcessing: bad template piece " +
+                           jsonExcerpt(piece));
     const std::string name = piece["SpecialToken"]["id"].get<std::string>();
     if (!specials.is_object() || !specials.contains(name) || !specials[name].contains("ids") ||
         !specials[name]["ids"].is_array())
@@ -39,7 +41,7 @@ Status templateIds(const Json &config, std::vector<int32_t> &prefix, std::vector
     for (const Json &id : specials[name]["ids"]) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
         return Status::error("post_processor TemplateProcessing: special token '" + name +
-                             "' has invalid id " + id.dump());
+                             "' has invalid id " + jsonExcerpt(id));
       (sequenceSeen ? suffix : prefix).push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
   }

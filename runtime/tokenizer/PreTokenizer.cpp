@@ -1,4 +1,5 @@
 #include "runtime/tokenizer/PreTokenizer.h"
+#include "support/JsonText.h"
 
 #include "runtime/tokenizer/ByteLevel.h"
 #include "runtime/tokenizer/CharacterClass.h"
@@ -24,7 +25,7 @@ struct Segment {
 };
 
 StatusOr<SplitBehavior> parseBehavior(const Json &value) {
-  const std::string name = value.is_string() ? value.get<std::string>() : value.dump();
+  const std::string name = value.is_string() ? value.get<std::string>() : jsonExcerpt(value);
   if (name == "Removed")
     return SplitBehavior::Removed;
   if (name == "Isolated")

@@ -7,6 +7,7 @@
 #include "runtime/tokenizer/PostProcessor.h"
 #include "runtime/tokenizer/PreTokenizer.h"
 #include "runtime/tokenizer/Utf8.h"
+#include "support/JsonText.h"
 
 #include <nlohmann/json.hpp>
 
@@ -85,17 +86,10 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 StatusOr<Tokenizer> Tokenizer::fromJson(const std::string &jsonText) {
-  const Json root = Json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    // Parse again for nlohmann's message, which names the line and column.
-    std::string detail;
-    try {
-      (void)Json::parse(jsonText);
-    } catch (const Json::exception &error) {
-      detail = std::string(": ") + error.what();
-    }
-    return Status::error("tokenizer.json is not valid JSON" + detail);
-  }
+  StatusOr<Json> parsed = parseJsonText<Json>(jsonText, "tokenizer.json");
+  if (!parsed)
+    return parsed.status();
+  const Json &root = *parsed;
   try {
     StatusOr<std::unique_ptr<Impl>> impl = Impl::load(root);
     if (!impl)

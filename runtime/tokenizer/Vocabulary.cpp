@@ -1,4 +1,5 @@
 #include "runtime/tokenizer/Vocabulary.h"
+#include "support/JsonText.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +13,8 @@ StatusOr<Vocabulary> Vocabulary::fromJson(const nlohmann::json &vocab, const std
   int64_t maxId = -1;
   for (const auto &[token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
-      return Status::error(model + " vocab entry '" + token + "' has invalid id " + id.dump());
+      return Status::error(model + " vocab entry '" + token + "' has invalid id " +
+                           jsonExcerpt(id));
     maxId = std::max(maxId, id.get<int64_t>());
   }
   Vocabulary vocabulary;

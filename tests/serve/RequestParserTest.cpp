@@ -133,6 +133,19 @@ TEST(RequestParser, ContextLengthExceeded) {
             "context_length_exceeded");
 }
 
+// A body nested a million deep is refused before anything walks it (a recursive walk, or dump()
+// for an error message, would overflow the stack).
+TEST(RequestParser, DeeplyNestedBodyIsABadRequest) {
+  ServedModel model = fakeModel();
+  const std::string body =
+      R"({"prompt": "abc", "x": )" + std::string(1000000, '[') + std::string(1000000, ']') + "}";
+  ApiError error = refused(Endpoint::completions, body, model);
+  EXPECT_EQ(error.httpStatus, 400);
+  EXPECT_NE(error.message.find("the request body nests arrays or objects more than 64 deep"),
+            std::string::npos)
+      << error.message;
+}
+
 TEST(RequestParser, KnobsByNameAndUnknownFields) {
   ServedModel model = fakeModel();
   ParsedRequest request = parsed(

@@ -2,6 +2,7 @@
 
 #include "runtime/model/ModelSpec.h"
 #include "runtime/sampling/Decoding.h"
+#include "support/JsonText.h"
 
 #include <cmath>
 #include <set>
@@ -385,9 +386,10 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
 std::variant<ParsedRequest, ApiError> parseRequest(Endpoint endpoint, const std::string &body,
                                                    const ServedModel &model,
                                                    const GenerateRequest &base) {
-  Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded())
-    return badRequest("the request body is not valid JSON");
+  StatusOr<Json> parsed = parseJsonText<Json>(body, "the request body");
+  if (!parsed)
+    return badRequest(parsed.status().message());
+  Json &json = *parsed;
   try {
     return parse(endpoint, json, model, base);
   } catch (const Refusal &refusal) {

@@ -246,6 +246,13 @@ TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
             file + ": header length 1000 runs past the end of the file (10 bytes)");
 }
 
+TEST_F(SafetensorsTest, HeaderNestedTooDeep) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expectContains(openError(writeRaw("bad.safetensors",
+                                    R"({"w": {"dtype": "F32", "shape": )" + deep + "}}", {})),
+                 "header nests arrays or objects more than 64 deep");
+}
+
 TEST_F(SafetensorsTest, HeaderNotJson) {
   expectContains(openError(writeRaw("bad.safetensors", "{\"a\": ", {})),
                  "header is not valid JSON");

@@ -280,6 +280,15 @@ TEST(TokenizerErrors, NotJson) {
   EXPECT_NE(loadError("{\"model\": ").find("tokenizer.json is not valid JSON"), std::string::npos);
 }
 
+// Nesting is bounded before the loaders walk the value or an error message quotes it: both
+// recurse, and a million levels overflowed the stack (issue 15).
+TEST(TokenizerErrors, NestedTooDeep) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  EXPECT_NE(loadError(R"({"model": {"type": "BPE", "vocab": )" + deep + "}}")
+                .find("tokenizer.json nests arrays or objects more than 64 deep"),
+            std::string::npos);
+}
+
 TEST(TokenizerErrors, TopLevelNotObject) {
   EXPECT_EQ(loadError("[1, 2]"), "tokenizer.json: top level is not an object");
 }

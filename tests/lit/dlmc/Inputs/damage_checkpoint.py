@@ -60,6 +60,15 @@ def main():
         edit_config(dst, n_kv_heads=3)
     elif kind == "config-not-json":
         (dst / "config.json").write_text("{ not json")
+    elif kind == "config-deep":
+        # A million nested arrays: dump() or a recursive walk of it would overflow the stack.
+        text = (dst / "config.json").read_text().rstrip()
+        (dst / "config.json").write_text(text[:-1] + ', "x": ' + "[" * 10**6 + "]" * 10**6 + "}")
+    elif kind == "huge-layers":
+        edit_config(dst, n_layers=10**12)
+    elif kind == "tokenizer-deep":
+        text = (dst / "tokenizer.json").read_text().rstrip()
+        (dst / "tokenizer.json").write_text(text[:-1] + ', "x": ' + "{\"a\":" * 10**5 + "1" + "}" * 10**5 + "}")
     elif kind == "config-missing":
         (dst / "config.json").unlink()
     elif kind == "tokenizer-unigram":
