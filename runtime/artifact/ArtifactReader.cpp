@@ -376,7 +376,8 @@ private:
     const std::string item = "weight " + quoted(weight.name);
     weight.dtype = from.dtype();
     if (const auto *shape = from.shape()) {
-      if (reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
+      // flatbuffers leaves an empty vector (a scalar's shape) unaligned: nothing is read from it.
+      if (shape->size() && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
         return Status::error(item + ": corrupt metadata: the shape is misaligned");
       weight.shape = ShapeView(shape->data(), shape->size());
     }

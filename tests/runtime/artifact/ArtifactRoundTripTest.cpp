@@ -237,6 +237,31 @@ TEST(ArtifactRoundTrip, MinimalArtifactHasEmptyListsAndTexts) {
   EXPECT_EQ(reader->fileSize() % 64, 0u);
 }
 
+// A scalar's shape is an empty int64 vector, which flatbuffers does not align to 8 bytes (there is
+// nothing in it to align). Names of 1..8 characters move it across both 8-byte phases, so the
+// reader meets it aligned and misaligned; either way it reads back as rank 0 (ONNX initializers
+// and safetensors tensors can be scalars).
+TEST(ArtifactRoundTrip, ScalarWeightReadsBackWhereverItsShapeLands) {
+  ScratchDirectory scratch;
+  const float one = 1.0f;
+  for (size_t length = 1; length <= 8; ++length) {
+    ArtifactContents contents;
+    contents.config.architecture = "Dream";
+    const std::string name(length, 's');
+    contents.weights.push_back({name, DType::f32, {}, &one, sizeof(one)});
+    const std::string path = scratch.file(name + ".dlm");
+    Status written = writeArtifact(path, contents);
+    ASSERT_TRUE(written.isOk()) << written.message();
+    auto reader = ArtifactReader::open(path);
+    ASSERT_TRUE(reader.isOk()) << "name length " << length << ": " << reader.status().message();
+    const WeightView *scalar = reader->findWeight(name);
+    ASSERT_NE(scalar, nullptr);
+    EXPECT_EQ(scalar->shape.rank(), 0u);
+    EXPECT_EQ(scalar->size, sizeof(one));
+    EXPECT_TRUE(sameBytes(scalar->data, &one, sizeof(one)));
+  }
+}
+
 TEST(ArtifactRoundTrip, SameContentsGiveTheSameBytes) {
   ScratchDirectory scratch;
   SampleArtifact sample;
