@@ -1,6 +1,7 @@
 // Raising patterns for the attention block: NeoX rotary embeddings from cos/sin tables, and
 // scaled dot-product attention (heads-first MatMuls, GQA by repetition, optional causal mask).
 #include "compiler/dialects/dlm/DlmDialect.h"
+#include "importer/onnx/MechanicalImport.h"
 #include "importer/onnx/Raising.h"
 
 #include <cmath>
@@ -16,13 +17,14 @@ std::optional<SmallVector<int64_t>> unsqueezeAxes(OnnxNode node, RaisingContext 
 }
 
 // The source of a chain of Transposes and the one permutation they amount to: result axis i is
-// source axis perm[i]. Empty when there is no Transpose.
+// source axis perm[i]. Empty when there is no Transpose. Composing indexes one perm by another,
+// so a perm that is not a permutation ends the chain (phase 1 refuses those anyway).
 std::pair<Value, SmallVector<int64_t>> throughTransposes(Value value, RaisingContext &context) {
   SmallVector<int64_t> perm;
   Value current = skipNoOps(value, context);
   while (OnnxNode t = producer(current, "Transpose", context)) {
     auto p = t.intsAttr("perm");
-    if (!p)
+    if (!p || !isPermutation(*p))
       break;
     if (perm.empty())
       perm = *p;
@@ -178,7 +180,12 @@ std::pair<Value, int64_t> unrepeated(Value value, RaisingContext &context) {
   if (!axes || !repeats || !shape || !kType || kType.getRank() != 3 ||
       *axes != SmallVector<int64_t>{2} || repeats->size() != 4 || (*repeats)[0] != 1 ||
       (*repeats)[1] != 1 || (*repeats)[3] != 1 || shape->size() != 3 ||
-      (*shape)[1] != kType.getDimSize(1) * (*repeats)[2] || (*shape)[2] != kType.getDimSize(2))
+      (*shape)[2] != kType.getDimSize(2))
+    return {v, 1};
+  // Repeats come from the file: the head count is checked without overflow (and a dynamic
+  // kv_heads, being negative, is refused by the check).
+  auto heads = checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(1), (*repeats)[2]});
+  if ((*repeats)[2] < 1 || !heads || (*shape)[1] != *heads)
     return {v, 1};
   return {k, (*repeats)[2]};
 }
@@ -257,6 +264,7 @@ LogicalResult raiseAttention(OnnxNode root, RaisingContext &context, RewriterBas
   auto [k, kRep] = unrepeated(kRepeated, context);
   auto [v, vRep] = unrepeated(vRepeated, context);
   auto qType = rankedType(q), kType = rankedType(k), vType = rankedType(v);
+  // kv_heads * kRep cannot overflow: unrepeated checked it for k (kRep is 1 otherwise).
   if (!qType || !kType || !vType || qType.getRank() != 3 || kType.getRank() != 3 ||
       vType.getRank() != 3 || kRep != vRep ||
       qType.getDimSize(1) != kType.getDimSize(1) * kRep ||

@@ -25,6 +25,14 @@ std::string nodeLabel(const proto::NodeProto &node, int index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
 }
 
+// "[1, 0, 2]".
+std::string listText(ArrayRef<int64_t> values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
 class GraphTranslator {
 public:
   GraphTranslator(MLIRContext &context, OnnxFile &file)
@@ -145,8 +153,9 @@ private:
     if (auto it = values_.find(name); it != values_.end())
       return it->second;
     if (const proto::TensorProto *init = file_.initializer(name)) {
-      Value weight = initializerValue(*init);
-      values_[name] = weight;
+      auto weight = initializerValue(*init);
+      if (weight)
+        values_[name] = *weight;
       return weight;
     }
     auto producer = producerIndex_.find(name);
@@ -160,17 +169,37 @@ private:
                          " is missing");
   }
 
-  Value initializerValue(const proto::TensorProto &init) {
+  // The shape is checked here, as the IR type is made from it before any pattern reads bytes.
+  StatusOr<Value> initializerValue(const proto::TensorProto &init) {
+    DLM_RETURN_IF_ERROR(checkTensorShape(init));
     Location loc = NameLoc::get(b_.getStringAttr(init.name()));
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     Type element = elementType(init.data_type());
     if (element && isa<FloatType>(element) && !element.isF64())
-      return dlm::ir::WeightOp::create(b_, loc, RankedTensorType::get(shape, element),
-                                       init.name());
+      return Value(dlm::ir::WeightOp::create(b_, loc, RankedTensorType::get(shape, element),
+                                             init.name()));
     OperationState state(loc, kInitializerOp);
     state.addAttribute(kNameAttr, b_.getStringAttr(init.name()));
     state.addTypes(element ? Type(RankedTensorType::get(shape, element)) : b_.getNoneType());
     return b_.create(state)->getResult(0);
+  }
+
+  // Patterns follow a Transpose's perm axis by axis, so a perm that is not a permutation of the
+  // input's axes would have them index out of bounds: refused here, once, for all of them.
+  Status checkTransposePerm(const OperationState &state, const std::string &where) {
+    auto perm = dyn_cast_or_null<DenseI64ArrayAttr>(state.attributes.get("perm"));
+    if (!perm)
+      return Status::ok(); // absent: the axes reversed
+    if (!isPermutation(perm.asArrayRef()))
+      return Status::error("onnx: " + where + ": perm " + listText(perm.asArrayRef()) +
+                           " is not a permutation of 0.." + std::to_string(perm.size() - 1));
+    auto input = state.operands.empty() ? RankedTensorType()
+                                        : dyn_cast<RankedTensorType>(state.operands[0].getType());
+    if (input && input.getRank() != int64_t(perm.size()))
+      return Status::error("onnx: " + where + ": perm " + listText(perm.asArrayRef()) + " has " +
+                           std::to_string(perm.size()) + " axes, but the input has rank " +
+                           std::to_string(input.getRank()));
+    return Status::ok();
   }
 
   StatusOr<Attribute> tensorAttribute(const proto::TensorProto &tensor,
@@ -265,6 +294,8 @@ private:
         return converted.status();
       state.addAttribute(attribute.name(), *converted);
     }
+    if (defaultDomain && node.op_type() == "Transpose")
+      DLM_RETURN_IF_ERROR(checkTransposePerm(state, where + " (op Transpose)"));
     state.addAttribute(kOpsetAttr, b_.getI64IntegerAttr(opset));
     state.addAttribute(kNodeAttr, b_.getStringAttr(label));
     for (const std::string &output : node.output())
@@ -298,6 +329,16 @@ private:
 };
 
 } // namespace
+
+bool isPermutation(ArrayRef<int64_t> perm) {
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= int64_t(perm.size()) || seen[axis])
+      return false;
+    seen[axis] = true;
+  }
+  return true;
+}
 
 StatusOr<OwningOpRef<ModuleOp>> translateGraph(MLIRContext &context, OnnxFile &file) {
   context.loadDialect<dlm::ir::DlmDialect, func::FuncDialect>();

@@ -34,10 +34,14 @@ inline constexpr llvm::StringLiteral kNameAttr = "onnx.name";
 inline constexpr llvm::StringLiteral kInitializerOp = "onnx.Initializer";
 inline constexpr llvm::StringLiteral kAbsentOp = "onnx.Absent";
 
+// Whether `perm` holds each of 0 .. size - 1 once (a Transpose's perm attribute must).
+bool isPermutation(llvm::ArrayRef<int64_t> perm);
+
 // The mechanical form of `file`'s graph: a module holding func.func @forward. `context` must
 // allow unregistered dialects. Named errors: a node input that is neither computed, a graph input
 // nor an initializer ("initializer 'w' referenced by node 'Y' is missing"), nodes out of
-// topological order, subgraph attributes (control flow), oversized inline constants.
+// topological order, subgraph attributes (control flow), oversized inline constants, tensors
+// with negative or overflowing shapes, a Transpose whose perm is not a permutation of its axes.
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> translateGraph(mlir::MLIRContext &context,
                                                            OnnxFile &file);
 

@@ -241,6 +241,23 @@ const proto::TensorProto *OnnxFile::initializer(const std::string &name) const {
   return it == initializers_.end() ? nullptr : it->second;
 }
 
+Status checkTensorShape(const proto::TensorProto &tensor) {
+  std::vector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  for (int64_t d : shape)
+    if (d < 0)
+      return Status::error("onnx: " + tensorLabel(tensor) + " has a negative dimension " +
+                           shapeText(shape));
+  std::optional<int64_t> count = checkedElementCount(shape);
+  if (!count)
+    return Status::error("onnx: " + tensorLabel(tensor) + " has shape " + shapeText(shape) +
+                         ", whose element count overflows int64");
+  uint64_t byteSize;
+  if (__builtin_mul_overflow(uint64_t(*count), dataTypeSize(tensor.data_type()), &byteSize))
+    return Status::error("onnx: " + tensorLabel(tensor) + " has shape " + shapeText(shape) +
+                         ", whose byte size overflows 64 bits");
+  return Status::ok();
+}
+
 StatusOr<TensorBytes> OnnxFile::bytes(const proto::TensorProto &tensor) {
   TensorBytes result;
   result.dataType = tensor.data_type();
@@ -249,10 +266,7 @@ StatusOr<TensorBytes> OnnxFile::bytes(const proto::TensorProto &tensor) {
   if (elementSize == 0)
     return Status::error("onnx: " + tensorLabel(tensor) + " has element type " +
                          dataTypeName(result.dataType) + ", which dlm cannot read");
-  for (int64_t d : result.shape)
-    if (d < 0)
-      return Status::error("onnx: " + tensorLabel(tensor) + " has a negative dimension " +
-                           shapeText(result.shape));
+  DLM_RETURN_IF_ERROR(checkTensorShape(tensor));
 
   if (tensor.data_location() == proto::TensorProto::EXTERNAL) {
     auto external = externalBytes(tensor, result);
@@ -273,7 +287,7 @@ StatusOr<TensorBytes> OnnxFile::bytes(const proto::TensorProto &tensor) {
     result.data = it->second.data();
     result.size = it->second.size();
   }
-  uint64_t expected = uint64_t(result.numElements()) * elementSize;
+  uint64_t expected = uint64_t(result.numElements()) * elementSize; // checkTensorShape: no wrap
   if (result.size != expected)
     return Status::error("onnx: " + tensorLabel(tensor) + " holds " +
                          std::to_string(result.size) + " bytes, but shape " +

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,24 @@ struct TensorBytes {
   std::vector<int64_t> shape;
   const uint8_t *data = nullptr;
   size_t size = 0;
+  // Cannot overflow: OnnxFile::bytes refuses shapes whose element count does not fit in int64.
   int64_t numElements() const;
 };
+
+// The product of `dims` (any range of int64), or nullopt when a dimension is negative or a
+// partial product, taken in dimension order, overflows int64. Dims come from the file, so a
+// plain product could wrap to a small number that passes every size check after it.
+template <typename Dims> std::optional<int64_t> checkedElementCount(const Dims &dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count))
+      return std::nullopt;
+  return count;
+}
+
+// Refuses a tensor with a negative dimension, or whose element count (int64) or byte size
+// (uint64) overflows, naming the tensor and its shape.
+Status checkTensorShape(const ::onnx::TensorProto &tensor);
 
 // "FLOAT", "INT64", ... as ONNX spells its element types.
 std::string dataTypeName(int32_t dataType);

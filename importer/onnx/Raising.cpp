@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace dlm::importer::onnx {
 
@@ -94,10 +95,26 @@ const ::onnx::TensorProto *initializerOf(Value value, OnnxFile &file) {
 }
 
 bool isSmall(const ::onnx::TensorProto &tensor) {
-  int64_t n = 1;
-  for (int64_t d : tensor.dims())
-    n *= d;
-  return n <= kMaxFoldedElements;
+  auto count = checkedElementCount(tensor.dims());
+  return count && *count <= kMaxFoldedElements;
+}
+
+// x `op` y (Add, Sub, Mul, Div), or nullopt where int64 overflows (the operands come from the
+// file) or Div divides by zero.
+std::optional<int64_t> arithmetic(StringRef op, int64_t x, int64_t y) {
+  int64_t result = 0;
+  bool overflow = false;
+  if (op == "Add")
+    overflow = __builtin_add_overflow(x, y, &result);
+  else if (op == "Sub")
+    overflow = __builtin_sub_overflow(x, y, &result);
+  else if (op == "Mul")
+    overflow = __builtin_mul_overflow(x, y, &result);
+  else if (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1))
+    return std::nullopt;
+  else
+    result = x / y; // ONNX integer Div truncates
+  return overflow ? std::nullopt : std::optional(result);
 }
 
 // Element-wise integer arithmetic with a one-element side broadcast.
@@ -107,17 +124,10 @@ std::optional<SmallVector<int64_t>> binary(StringRef op, ArrayRef<int64_t> a,
     return std::nullopt;
   SmallVector<int64_t> out;
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    int64_t x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
-    if (op == "Add")
-      out.push_back(x + y);
-    else if (op == "Sub")
-      out.push_back(x - y);
-    else if (op == "Mul")
-      out.push_back(x * y);
-    else if (y == 0)
+    auto value = arithmetic(op, a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]);
+    if (!value)
       return std::nullopt;
-    else
-      out.push_back(x / y); // ONNX integer Div truncates
+    out.push_back(*value);
   }
   return out;
 }
@@ -213,17 +223,14 @@ std::optional<SmallVector<int64_t>> RaisingContext::foldInts(Value value, int de
     if (!a)
       return std::nullopt;
     for (int64_t &v : *a)
-      v = -v;
+      if (v != ShapedType::kDynamic) // stays dynamic; as INT64_MIN, -v would overflow
+        v = -v;
     return a;
   }
   if (type == "ConstantOfShape") {
     auto shape = input(0);
-    int64_t count = 1;
-    if (!shape)
-      return std::nullopt;
-    for (int64_t d : *shape)
-      count *= d;
-    if (count < 0 || count > kMaxFoldedElements)
+    auto count = shape ? checkedElementCount(*shape) : std::nullopt; // dynamic dims are negative
+    if (!count || *count > kMaxFoldedElements)
       return std::nullopt;
     int64_t fill = 0;
     if (auto dense = node.op()->getAttrOfType<DenseElementsAttr>("value")) {
@@ -232,7 +239,7 @@ std::optional<SmallVector<int64_t>> RaisingContext::foldInts(Value value, int de
       else
         return std::nullopt;
     }
-    return SmallVector<int64_t>(count, fill);
+    return SmallVector<int64_t>(*count, fill);
   }
   return std::nullopt;
 }

@@ -293,10 +293,13 @@ LogicalResult raiseReshape(OnnxNode root, RaisingContext &context, RewriterBase 
     return lead == -1 || (lead == 0 && !allowZero) ||
            (!xType.isDynamicDim(0) && lead == xType.getDimSize(0));
   };
+  // Products of the target (from the file) and of dims (dynamic ones are negative), checked.
+  auto product = [](int64_t a, int64_t b) { return checkedElementCount(ArrayRef<int64_t>{a, b}); };
   Location loc = root.op()->getLoc();
   SmallVector<ReassociationIndices> groups{{0}, {1, 2}};
   if (xType.getRank() == 2 && shape->size() == 3 && leadingKept((*shape)[0]) &&
-      (*shape)[1] > 0 && (*shape)[2] > 0 && (*shape)[1] * (*shape)[2] == xType.getDimSize(1)) {
+      (*shape)[1] > 0 && (*shape)[2] > 0 &&
+      product((*shape)[1], (*shape)[2]) == xType.getDimSize(1)) {
     auto type = RankedTensorType::get({xType.getDimSize(0), (*shape)[1], (*shape)[2]},
                                       xType.getElementType());
     OpFoldResult count = xType.isDynamicDim(0)
@@ -310,7 +313,7 @@ LogicalResult raiseReshape(OnnxNode root, RaisingContext &context, RewriterBase 
     return success();
   }
   if (xType.getRank() == 3 && shape->size() == 2 && leadingKept((*shape)[0]) &&
-      (*shape)[1] == xType.getDimSize(1) * xType.getDimSize(2) && (*shape)[1] > 0) {
+      product(xType.getDimSize(1), xType.getDimSize(2)) == (*shape)[1] && (*shape)[1] > 0) {
     auto type = RankedTensorType::get({xType.getDimSize(0), (*shape)[1]},
                                       xType.getElementType());
     Value y = tensor::CollapseShapeOp::create(rewriter, loc, type, x, groups);

@@ -19,6 +19,26 @@ def first(graph, op_type):
     return next(n for n in graph.node if n.op_type == op_type)
 
 
+def perm_attribute(node):
+    return next(a for a in node.attribute if a.name == "perm")
+
+
+def transpose_with_perm(graph, perm):
+    return next(n for n in graph.node if n.op_type == "Transpose"
+                and list(perm_attribute(n).ints) == perm)
+
+
+def set_perm(node, perm):
+    attribute = perm_attribute(node)
+    del attribute.ints[:]
+    attribute.ints.extend(perm)
+
+
+def set_dims(tensor, dims):
+    del tensor.dims[:]
+    tensor.dims.extend(dims)
+
+
 def set_constant(node, value):
     old = numpy_helper.to_array(node.attribute[0].t)
     node.attribute[0].t.CopyFrom(numpy_helper.from_array(old.dtype.type(value)))
@@ -101,6 +121,29 @@ def main():
         copy.CopyFrom(node)
         del graph.node[0]
         graph.node.append(copy)
+    elif kind == "overflowing-constant":
+        # 2^120 elements wrap to 0 in int64, which the empty raw_data matches: before the checked
+        # product this made a zero-byte attribute of a 2^120-element type.
+        reshape = first(graph, "Reshape")
+        target = next(n for n in graph.node if n.output[0] == reshape.input[1])
+        set_dims(target.attribute[0].t, [2**40, 2**40, 2**40])
+        target.attribute[0].t.raw_data = b""
+    elif kind == "overflowing-initializer":
+        weight = next(t for t in graph.initializer if t.name.endswith("attn_norm.weight"))
+        set_dims(weight, [2**40, 2**40, 2**40])
+    elif kind == "perm-out-of-range":
+        # Behind a second Transpose, so the attention pattern composes the two perms: the 5 was
+        # an index into the other perm.
+        query = transpose_with_perm(graph, [1, 0, 2])
+        inner = helper.make_node("Transpose", [query.input[0]], ["/InnerTranspose_output_0"],
+                                 name="/InnerTranspose", perm=[0, 1, 2])
+        query.input[0] = inner.output[0]
+        graph.node.insert(list(graph.node).index(query), inner)
+        set_perm(query, [5, 0, 1])
+    elif kind == "perm-repeated-axis":
+        set_perm(transpose_with_perm(graph, [1, 2, 0]), [1, 1, 0])
+    elif kind == "perm-wrong-rank":
+        set_perm(transpose_with_perm(graph, [1, 0]), [1, 0, 2])
     elif kind in ("external-data", "external-truncated"):
         external = True
     else:
