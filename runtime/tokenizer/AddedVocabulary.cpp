@@ -48,8 +48,13 @@ StatusOr<AddedToken> parseAddedToken(const Json &entry, size_t index) {
     const auto it = entry.find(key);
     return it != entry.end() && it->is_boolean() ? it->get<bool>() : defaultValue;
   };
+  const auto &content = entry["content"].get_ref<const std::string &>();
+  if (content.size() > kMaxAddedTokenBytes)
+    return Status::error(where + " is " + std::to_string(content.size()) +
+                         " bytes long; dlm allows added tokens of at most " +
+                         std::to_string(kMaxAddedTokenBytes) + " bytes");
   AddedToken token;
-  token.content = entry["content"].get<std::string>();
+  token.content = content;
   token.special = flag("special", false);
   token.singleWord = flag("single_word", false);
   token.lstrip = flag("lstrip", false);

@@ -24,7 +24,12 @@ std::string pcre2ErrorText(int errorCode) {
 
 struct Regex::Compiled {
   pcre2_code *code = nullptr;
-  ~Compiled() { pcre2_code_free(code); }
+  // Holds the match limits; only read while matching, so threads may share it.
+  pcre2_match_context *matchContext = nullptr;
+  ~Compiled() {
+    pcre2_match_context_free(matchContext);
+    pcre2_code_free(code);
+  }
 };
 
 std::string translateWhitespaceEscapes(std::string_view pattern) {
@@ -95,7 +100,10 @@ Regex::~Regex() = default;
 StatusOr<Regex> Regex::compile(const std::string &pattern, bool literal) {
   const std::string translated = literal ? pattern : translateWhitespaceEscapes(pattern);
   // PCRE2 rejects UCP together with LITERAL; a literal has no classes for it to affect anyway.
-  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
+  // \C matches one byte even in UTF mode, so it could end a match inside a character, and the
+  // next pattern, run on that piece without a UTF check, would read past it: it is refused.
+  const uint32_t options =
+      literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
   int errorCode = 0;
   PCRE2_SIZE errorOffset = 0;
   auto compiled = std::make_unique<Compiled>();
@@ -106,6 +114,11 @@ StatusOr<Regex> Regex::compile(const std::string &pattern, bool literal) {
                          " (at offset " + std::to_string(errorOffset) + ")");
   // JIT makes matching several times faster; without it (unsupported CPU) the interpreter is used.
   (void)pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
+  compiled->matchContext = pcre2_match_context_create(nullptr);
+  if (!compiled->matchContext)
+    return Status::error("out of memory compiling regex '" + pattern + "'");
+  pcre2_set_match_limit(compiled->matchContext, kRegexMatchLimit);
+  pcre2_set_depth_limit(compiled->matchContext, kRegexDepthLimit);
   return Regex(std::move(compiled));
 }
 
@@ -116,8 +129,9 @@ std::vector<std::pair<size_t, size_t>> Regex::findAll(std::string_view text) con
   size_t offset = 0;
   while (offset <= text.size()) {
     const int rc = pcre2_match(compiled_->code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK,
-                               matchData, nullptr);
-    // No match, or a resource limit on a pathological pattern: the rest is unmatched text.
+                               matchData, compiled_->matchContext);
+    // No match, or kRegexMatchLimit or kRegexDepthLimit hit by a catastrophic pattern: the rest is
+    // unmatched text. The limits bound the cost of each attempt, not of the whole search.
     if (rc < 0)
       break;
     const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(matchData);

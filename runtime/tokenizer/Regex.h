@@ -5,6 +5,7 @@
 
 #include "support/Status.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,6 +13,18 @@
 #include <vector>
 
 namespace dlm::tokenizer {
+
+// Bounds on the attempt to match at one start position, so that a catastrophic pattern such as
+// (a+)+$ costs bounded time instead of 2^n steps: when a bound is hit, findAll stops and the rest
+// of the text is unmatched, as if no further match existed. The match limit counts backtracking
+// steps (with JIT too); at this value an attempt gives up after 1-2 ms with JIT (PCRE2's default,
+// 10 million, took about 30 ms per word). Real patterns take a few steps per match, except that
+// Llama 3's and Qwen2's take one per character of a run of white space (\s*[\r\n]+ backtracks
+// through it), so runs of up to about a million characters still match whole.
+inline constexpr uint32_t kRegexMatchLimit = 1000000;
+// Nesting of backtracking points in the interpreter (used where JIT is not available; JIT keeps
+// its own fixed stack), which bounds its memory; real patterns nest at most a few deep.
+inline constexpr uint32_t kRegexDepthLimit = 100000;
 
 class Regex {
 public:

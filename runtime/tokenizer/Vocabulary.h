@@ -1,13 +1,14 @@
 // The "vocab" object of a tokenizer.json model ({"token": id, ...}), shared by BPE and WordLevel:
-// token -> id for encoding, id -> token for decoding. Ids may have gaps. When several tokens share
-// an id, each keeps it for encoding and the first in key order names it when decoding (Hugging
-// Face keeps an arbitrary one).
+// token -> id for encoding, id -> token for decoding. Ids may have gaps, of bounded total size
+// (largestAllowedTokenId). When several tokens share an id, each keeps it for encoding and the
+// first in key order names it when decoding (Hugging Face keeps an arbitrary one).
 #pragma once
 
 #include "support/Status.h"
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,8 +18,19 @@
 
 namespace dlm::tokenizer {
 
-// Ids above this are treated as a corrupt file rather than allocating a huge id table.
-inline constexpr int64_t kMaxTokenId = (int64_t{1} << 27) - 1;
+// Ids above this are treated as a corrupt file rather than allocating a huge id table (32 bytes
+// per id); the largest real vocabularies have about 2^18 entries.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+// Ids may leave gaps, but the id table is as long as the largest id: two entries with ids 0 and
+// 2^27 - 1 allocated 4 GiB. So the table may be at most kIdsPerEntry times as long as the number
+// of entries, plus kIdsWithoutEntry; real vocabularies are dense (a few unused ids at most).
+inline constexpr int64_t kIdsPerEntry = 4;
+inline constexpr int64_t kIdsWithoutEntry = 65536;
+
+// The largest id a vocabulary of `entries` tokens may use.
+inline int64_t largestAllowedTokenId(int64_t entries) {
+  return std::min(kMaxTokenId, kIdsPerEntry * entries + kIdsWithoutEntry - 1);
+}
 
 class Vocabulary {
 public:

@@ -61,5 +61,39 @@ TEST(Regex, InvalidPatternNamesTheProblem) {
   EXPECT_NE(regex.status().message().find("invalid regex '(abc'"), std::string::npos);
 }
 
+// `\C` matches a single byte and so could split a character; later matching relies on valid
+// UTF-8 and would read past the text (issue 15).
+TEST(Regex, ByteMatchingEscapeIsRefused) {
+  for (const char *pattern : {"\\C", "a\\C+b"}) {
+    StatusOr<Regex> regex = Regex::compile(pattern);
+    ASSERT_FALSE(regex.isOk()) << pattern;
+    EXPECT_EQ(regex.status().message().find("invalid regex '" + std::string(pattern) + "': "), 0u)
+        << regex.status().message();
+  }
+  // Quoted or literal, it is two ordinary characters.
+  EXPECT_EQ(findAll("\\\\C", "a\\Cb"), (Matches{{1, 3}}));
+  StatusOr<Regex> literal = Regex::compile("\\C", /*literal=*/true);
+  ASSERT_TRUE(literal.isOk());
+  EXPECT_EQ(literal->findAll("a\\Cb"), (Matches{{1, 3}}));
+}
+
+// At the match limit the search stops: the matches before stay, the rest is unmatched text.
+TEST(Regex, CatastrophicPatternStopsAtTheMatchLimit) {
+  const std::string text = "x x " + std::string(2000, 'a') + "! x";
+  EXPECT_EQ(findAll("x|(a+)+$", text), (Matches{{0, 1}, {2, 3}}));
+}
+
+// The limit is far above what real patterns need: Llama 3's takes about one step per character
+// of a run of white space (the \s*[\r\n]+ alternative backtracks through it).
+TEST(Regex, RealPatternsMatchLongRunsWithinTheMatchLimit) {
+  const std::string llama3 = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+                             R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const size_t run = kRegexMatchLimit / 2;
+  EXPECT_EQ(findAll(llama3, std::string(run, ' ') + "x"),
+            (Matches{{0, run - 1}, {run - 1, run + 1}}));
+  EXPECT_EQ(findAll(llama3, std::string(run, '\n') + "x"), (Matches{{0, run}, {run, run + 1}}));
+  EXPECT_EQ(findAll(llama3, std::string(run, '!') + "\n"), (Matches{{0, run + 1}}));
+}
+
 } // namespace
 } // namespace dlm::tokenizer

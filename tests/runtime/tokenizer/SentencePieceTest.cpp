@@ -203,6 +203,10 @@ TEST(SentencePieceMetaspace, Errors) {
             "pre_tokenizer Metaspace: \"replacement\" must be one character, not '__'");
   EXPECT_EQ(error({{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", "twice"}}),
             "pre_tokenizer Metaspace: unknown prepend_scheme twice");
+  Json nested = metaspaceConfig("always", true);
+  for (int i = 0; i < 40; ++i)
+    nested = sequence("pretokenizers", Json::array({nested}));
+  EXPECT_EQ(error(nested), "pre_tokenizer Sequences are nested more than 16 deep");
 }
 
 // --- Decoders -----------------------------------------------------------------------------------

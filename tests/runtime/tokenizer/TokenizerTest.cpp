@@ -183,6 +183,19 @@ TEST(TokenizerByteLevel, SplitPatternWithUnicodeProperties) {
   EXPECT_EQ(tokensOf(tokenizer, tokenizer.encode("12345'S")), (Tokens{"123", "45", "'S"}));
 }
 
+// A catastrophic pattern gives up at the regex match limit instead of running for 2^2000 steps;
+// the text it did not match stays one piece (issue 15).
+TEST(TokenizerByteLevel, CatastrophicSplitPatternGivesUp) {
+  const Json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", "(a+)+$"}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
+  Tokenizer tokenizer = load(byteLevelTokenizer({{"a", "a"}}, split));
+  Ids expected(1000, *tokenizer.tokenToId("aa"));
+  expected.push_back(*tokenizer.tokenToId("!"));
+  EXPECT_EQ(tokenizer.encode(std::string(2000, 'a') + "!"), expected);
+}
+
 TEST(TokenizerAddedTokens, SpecialTokensAreSplitOutFirst) {
   Json config = byteLevelTokenizer({{"a", "b"}});
   config["added_tokens"] =
@@ -325,6 +338,51 @@ TEST(TokenizerErrors, BadRegex) {
   EXPECT_NE(error.find("tokenizer.json: pre_tokenizer Split: invalid regex '(\\p{L}+'"),
             std::string::npos)
       << error;
+}
+
+// `\C` matches one byte, so it could end a piece inside a character, and the next pattern, run
+// without re-checking UTF-8, read past the text (issue 15).
+TEST(TokenizerErrors, ByteMatchingEscapeIsRefused) {
+  Json config = byteLevelTokenizer(
+      {}, {{"type", "Split"}, {"pattern", {{"Regex", "a\\C"}}}, {"behavior", "Isolated"}});
+  std::string error = loadError(config.dump());
+  const std::string named = "tokenizer.json: pre_tokenizer Split: invalid regex 'a\\C': ";
+  ASSERT_EQ(error.rfind(named, 0), 0u) << error;
+  EXPECT_NE(error.find("\\C", named.size()), std::string::npos) << error; // PCRE2's reason
+  config = byteLevelTokenizer({});
+  config["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"Regex", "\\C+"}}}, {"content", " "}};
+  error = loadError(config.dump());
+  EXPECT_EQ(error.rfind("tokenizer.json: normalizer Replace: invalid regex '\\C+': ", 0), 0u)
+      << error;
+}
+
+// A tokenizer.json's added token is matched at every offset of every prompt: 20 KB ones made a
+// 60 KB prompt take 5.7 s (issue 15).
+TEST(TokenizerErrors, OverlongAddedTokenIsRefused) {
+  Json config = byteLevelTokenizer({});
+  config["added_tokens"] = Json::array(
+      {addedToken(256, "<|end|>", true), addedToken(257, std::string(20000, 'x'), false)});
+  EXPECT_EQ(loadError(config.dump()), "tokenizer.json: added_tokens[1] is 20000 bytes long; dlm "
+                                      "allows added tokens of at most 512 bytes");
+  const std::string longest(512, ' ');
+  config["added_tokens"][1] = addedToken(257, longest, false);
+  Tokenizer tokenizer = load(config);
+  EXPECT_EQ(tokenizer.encode("a" + longest + "<|end|>"),
+            (Ids{*tokenizer.tokenToId("a"), 257, 256}));
+}
+
+// The id table is as long as the largest id: one entry with id 2^27 - 1 allocated 4 GiB (issue 15).
+TEST(TokenizerErrors, SparseVocabularyIsRefused) {
+  Json config = characterTokenizer({"a", "b"}, Json::array());
+  config["model"]["vocab"]["b"] = 1000000;
+  EXPECT_EQ(loadError(config.dump()),
+            "tokenizer.json: BPE vocab: largest id 1000000 for 2 entries; dlm allows ids up to "
+            "65543 (4 per entry + 65535, at most 16777215)");
+  config["model"]["vocab"]["b"] = 65543;
+  Tokenizer tokenizer = load(config);
+  EXPECT_EQ(tokenizer.vocabSize(), 65544);
+  EXPECT_EQ(tokenizer.encode("ba"), (Ids{65543, 0}));
 }
 
 TEST(TokenizerErrors, UnsupportedStages) {

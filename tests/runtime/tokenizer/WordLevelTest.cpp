@@ -166,12 +166,22 @@ TEST(WordLevelModel, Errors) {
   EXPECT_EQ(loadError(config), "tokenizer.json: \"model\" is not an object");
 }
 
+// The id table is as long as the largest id, so ids may leave gaps of a bounded total size only:
+// two entries with ids 0 and 2^27 - 1 allocated 4 GiB (issue 15).
 TEST(WordLevelModel, LargestAllowedIdLoads) {
+  const int64_t largest = largestAllowedTokenId(2);
+  EXPECT_EQ(largest, 4 * 2 + 65535);
   Json config = wordLevelTokenizer({"<unk>"});
-  config["model"]["vocab"] = {{"<unk>", 0}, {"last", kMaxTokenId}};
+  config["model"]["vocab"] = {{"<unk>", 0}, {"last", largest}};
   Tokenizer tokenizer = load(config);
-  EXPECT_EQ(tokenizer.encode("last first"), (Ids{static_cast<int32_t>(kMaxTokenId), 0}));
-  EXPECT_EQ(tokenizer.vocabSize(), kMaxTokenId + 1);
+  EXPECT_EQ(tokenizer.encode("last first"), (Ids{static_cast<int32_t>(largest), 0}));
+  EXPECT_EQ(tokenizer.vocabSize(), largest + 1);
+
+  config["model"]["vocab"]["last"] = largest + 1;
+  EXPECT_EQ(loadError(config), "tokenizer.json: WordLevel vocab: largest id 65544 for 2 entries; "
+                               "dlm allows ids up to 65543 (4 per entry + 65535, at most "
+                               "16777215)");
+  EXPECT_EQ(largestAllowedTokenId(kMaxTokenId), kMaxTokenId);
 }
 
 // --- Pre-tokenizers -----------------------------------------------------------------------------
