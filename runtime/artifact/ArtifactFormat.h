@@ -27,7 +27,9 @@ inline constexpr uint16_t kSchemaMajor = 1;
 // 1.2: decode programs (Artifact.decode_programs, DecodingProgram.ops).
 // 1.3: the chat template and the special-token variables (Tokenizer.chat_template,
 //      Tokenizer.special_tokens).
-inline constexpr uint16_t kSchemaMinor = 3;
+// 1.4: integrity hashes (Weight.content_hash, Artifact.metadata_hash).
+inline constexpr uint16_t kSchemaMinor = 4;
+inline constexpr uint16_t kFirstMinorWithHashes = 4;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;

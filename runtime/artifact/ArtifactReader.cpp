@@ -1,6 +1,9 @@
 #include "runtime/artifact/ArtifactReader.h"
 
+#include "runtime/artifact/ArtifactHash.h"
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -190,6 +193,22 @@ private:
                            std::to_string(metadataEnd_) + ") failed verification");
     root_ = fb::GetSizePrefixedArtifact(base_);
     reader_.producer_ = view(root_->producer());
+    return readMetadataHash();
+  }
+
+  // Schema 1.4 records a hash of the metadata, stored inside it: remember where, to read those 8
+  // bytes as zeros when verifying.
+  Status readMetadataHash() {
+    if (reader_.schemaVersion_.minor < kFirstMinorWithHashes)
+      return Status::ok();
+    const uint8_t *field = reinterpret_cast<const flatbuffers::Table *>(root_)->GetAddressOf(
+        fb::Artifact::VT_METADATA_HASH);
+    if (!field)
+      return Status::error("corrupt metadata: schema " + std::to_string(kSchemaMajor) + "." +
+                           std::to_string(reader_.schemaVersion_.minor) +
+                           " records a metadata hash, but the field is missing");
+    reader_.metadataHash_ = MetadataHash{root_->metadata_hash(), metadataEnd_,
+                                         static_cast<uint64_t>(field - base_)};
     return Status::ok();
   }
 
@@ -382,6 +401,7 @@ private:
       weight.shape = ShapeView(shape->data(), shape->size());
     }
     weight.size = from.byte_size();
+    weight.contentHash = from.content_hash();
     DLM_RETURN_IF_ERROR(checkWeightByteSize(weight.name, weight.dtype, weight.shape, weight.size));
 
     const uint64_t offset = from.offset();
@@ -459,6 +479,7 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   kernelTargets_ = std::move(other.kernelTargets_);
   weights_ = std::move(other.weights_);
   weightIndex_ = std::move(other.weightIndex_);
+  metadataHash_ = other.metadataHash_;
   return *this;
 }
 
@@ -474,6 +495,44 @@ const KernelTarget *ArtifactReader::findKernelTarget(std::string_view target) co
 const WeightView *ArtifactReader::findWeight(std::string_view name) const {
   auto it = weightIndex_.find(name);
   return it == weightIndex_.end() ? nullptr : &weights_[it->second];
+}
+
+Status ArtifactReader::verifyIntegrity() const {
+  const std::string artifact = "artifact " + quoted(path_);
+  if (!metadataHash_)
+    return Status::error(artifact + ": schema " + std::to_string(schemaVersion_.major) + "." +
+                         std::to_string(schemaVersion_.minor) +
+                         " records no integrity hashes (they begin with 1.4); recompile it with "
+                         "this dlmc to have them");
+  auto hex = [](uint64_t value) {
+    char text[19];
+    std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
+    return std::string(text);
+  };
+  std::vector<std::string> damaged;
+  auto check = [&](const std::string &section, uint64_t begin, uint64_t end, uint64_t actual,
+                   uint64_t recorded) {
+    if (actual != recorded)
+      damaged.push_back(section + " (bytes " + std::to_string(begin) + " to " +
+                        std::to_string(end) + ") hashes to " + hex(actual) + ", dlmc recorded " +
+                        hex(recorded));
+  };
+  const uint8_t *base = file_.data();
+  check("the metadata", 0, metadataHash_->size,
+        hashMetadata(base, metadataHash_->size, metadataHash_->fieldOffset),
+        metadataHash_->recorded);
+  for (const WeightView &weight : weights_)
+    check("weight " + quoted(weight.name), weight.fileOffset, weight.fileOffset + weight.size,
+          hashBytes(weight.data, weight.size), weight.contentHash);
+  if (damaged.empty())
+    return Status::ok();
+  constexpr size_t kNamed = 8;
+  std::string list;
+  for (size_t i = 0; i < std::min(damaged.size(), kNamed); ++i)
+    list += (i ? "; " : "") + damaged[i];
+  if (damaged.size() > kNamed)
+    list += "; and " + std::to_string(damaged.size() - kNamed) + " more";
+  return Status::error(artifact + ": damaged: " + list);
 }
 
 StatusOr<WeightView> ArtifactReader::weight(std::string_view name) const {

@@ -24,6 +24,8 @@ struct WeightView {
   uint64_t size = 0;
   // Where the bytes sit in the file, for diagnostics.
   uint64_t fileOffset = 0;
+  // XXH3-64 of the bytes as dlmc wrote them (0 before schema 1.4, which recorded none).
+  uint64_t contentHash = 0;
 };
 
 // Views stay valid while the reader (or the reader it was moved into) lives. The file must not be
@@ -70,6 +72,14 @@ public:
   // Like findWeight, with an error naming the artifact and the weight when it is missing.
   StatusOr<WeightView> weight(std::string_view name) const;
 
+  // Whether dlmc recorded integrity hashes (schema 1.4 and later).
+  bool hasIntegrityHashes() const { return metadataHash_.has_value(); }
+  // Recomputes the hashes dlmc recorded, the metadata's and every weight's (reading every byte of
+  // the file). Errors name each damaged section and where it lies ("artifact 'm.dlm': damaged:
+  // weight 'layers.0.q' (bytes 4096 to 36864) hashes to 0x..., dlmc recorded 0x..."); an
+  // artifact written before schema 1.4 has nothing to check, which is an error saying so.
+  Status verifyIntegrity() const;
+
 private:
   class Loader;
   ArtifactReader() = default;
@@ -88,6 +98,13 @@ private:
   std::vector<WeightView> weights_;
   // Keys point into the mapping.
   std::unordered_map<std::string_view, size_t> weightIndex_;
+  // The recorded metadata hash, the metadata's size and where the hash itself is stored.
+  struct MetadataHash {
+    uint64_t recorded = 0;
+    uint64_t size = 0;
+    uint64_t fieldOffset = 0;
+  };
+  std::optional<MetadataHash> metadataHash_;
 };
 
 } // namespace dlm::artifact

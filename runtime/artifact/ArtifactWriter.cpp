@@ -1,5 +1,7 @@
 #include "runtime/artifact/ArtifactWriter.h"
 
+#include "runtime/artifact/ArtifactHash.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -291,8 +293,9 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
     const WeightSource &weight = contents.weights[i];
     auto name = createString(builder, weight.name);
     auto shape = builder.CreateVector(weight.shape);
-    weights.push_back(
-        fb::CreateWeight(builder, name, weight.dtype, shape, weightOffsets[i], weight.size));
+    const uint64_t contentHash = hashBytes(weight.data, static_cast<size_t>(weight.size));
+    weights.push_back(fb::CreateWeight(builder, name, weight.dtype, shape, weightOffsets[i],
+                                       weight.size, contentHash));
   }
   auto weightVector = builder.CreateVector(weights);
 
@@ -304,10 +307,17 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
   fb::FinishSizePrefixedArtifactBuffer(builder, root);
 
   weightSectionStart = alignUp(builder.GetSize(), kWeightAlignment);
-  bool patched = fb::GetMutableSizePrefixedArtifact(builder.GetBufferPointer())
-                     ->mutate_weight_section_offset(weightSectionStart);
+  fb::Artifact *artifact = fb::GetMutableSizePrefixedArtifact(builder.GetBufferPointer());
+  bool patched = artifact->mutate_weight_section_offset(weightSectionStart);
+  // The hash covers everything else in the buffer, the section offset included.
+  const uint8_t *hashField = reinterpret_cast<const flatbuffers::Table *>(artifact)->GetAddressOf(
+      fb::Artifact::VT_METADATA_HASH);
+  patched = patched && hashField &&
+            artifact->mutate_metadata_hash(
+                hashMetadata(builder.GetBufferPointer(), builder.GetSize(),
+                             static_cast<size_t>(hashField - builder.GetBufferPointer())));
   (void)patched;
-  assert(patched && "ForceDefaults stores the field, so it can be patched");
+  assert(patched && "ForceDefaults stores the fields, so they can be patched");
 }
 
 // ---- Writing the file ------------------------------------------------------------------------

@@ -10,10 +10,13 @@
 
 namespace dlm {
 
-StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path) {
+StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path,
+                                                         const OpenOptions &options) {
   StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(path);
   if (!reader)
     return reader.status();
+  if (options.verifyIntegrity)
+    DLM_RETURN_IF_ERROR(reader->verifyIntegrity());
   auto model = std::make_shared<LoadedModel>(std::move(*reader));
   StatusOr<model::ModelDims> dims = model::modelDims(model->config());
   if (!dims)

@@ -27,9 +27,18 @@ namespace dlm {
 // first use.
 class LoadedModel {
 public:
+  struct OpenOptions {
+    // Recompute the integrity hashes dlmc recorded (reading every byte of the file) before
+    // anything is used: a damaged weight fails here instead of giving wrong output.
+    bool verifyIntegrity = false;
+  };
   // Errors name the file and the problem (artifact damage, an unsupported config, a bad
   // tokenizer.json).
-  static StatusOr<std::shared_ptr<LoadedModel>> open(const std::string &path);
+  static StatusOr<std::shared_ptr<LoadedModel>> open(const std::string &path,
+                                                     const OpenOptions &options);
+  static StatusOr<std::shared_ptr<LoadedModel>> open(const std::string &path) {
+    return open(path, OpenOptions{});
+  }
 
   const artifact::ArtifactReader &artifact() const { return reader_; }
   const artifact::ModelConfig &config() const { return reader_.config(); }

@@ -64,6 +64,7 @@ struct Prompt {
 
 struct Options {
   std::string artifact;
+  dlm::LoadedModel::OpenOptions open;
   dlm::GenerateRequest request;
   dlm::SessionOptions session;
   std::vector<Prompt> prompts;
@@ -152,6 +153,7 @@ int parseArguments(int argc, char **argv, Options &options) {
   }
   options.artifact = common.artifact;
   options.json = common.json;
+  options.open.verifyIntegrity = common.verify;
   if (options.prompts.empty())
     return badArguments("give a workload: --prompt TEXT, --prompt-ids 1,2,3, --prompts FILE or "
                         "--synthetic-length N");
@@ -356,7 +358,7 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact);
+  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact, options.open);
   if (!model) {
     std::cerr << "dlm-prof: " << model.status().message() << "\n";
     return kFailed;

@@ -20,7 +20,7 @@ const char *const kGenerationFlagsUsage =
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
     "               [--noise mask|uniform] [--max-new-tokens N] [--canvas-length N]\n"
     "               [--top-k N] [--top-p X]\n"
-    "               [--device cpu|cuda|cuda-emu] [--threads N]\n";
+    "               [--device cpu|cuda|cuda-emu] [--threads N] [--verify]\n";
 
 bool parseInteger(const std::string &text, int64_t &out) {
   if (text.empty())
@@ -205,6 +205,10 @@ CommandLine walkCommandLine(
       return CommandLine::help;
     if (flag == "--json") {
       common.json = true;
+      continue;
+    }
+    if (flag == "--verify") {
+      common.verify = true;
       continue;
     }
     if (common.toolSwitches.count(flag)) {

@@ -40,6 +40,8 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
 struct CommonArguments {
   std::string artifact;
   bool json = false;
+  // --verify: check the artifact's integrity hashes before using it.
+  bool verify = false;
   // Flags without a value the tool takes besides --json (for example "--score"), and those given.
   std::set<std::string> toolSwitches;
   std::set<std::string> switches;

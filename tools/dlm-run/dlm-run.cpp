@@ -10,8 +10,9 @@
 //                          mask|uniform]
 //           diffusion-gemma: the entropy-bound flags but --noise, [--max-new-tokens N]
 //                            [--canvas-length N]
-//           [--json] [--dump-logits PATH.npy] [--decoder-input-ids 1,2,3] [--score]
+//           [--json] [--dump-logits PATH.npy] [--decoder-input-ids 1,2,3] [--score] [--verify]
 //
+// --verify checks the artifact's integrity hashes (every byte) before generating.
 // --chat renders the artifact's chat template (from the checkpoint) over one user message, after
 // a system message when --system is given, with add_generation_prompt, and generates from it;
 // control tokens in the messages are encoded as text (ChatPrompt.h).
@@ -54,7 +55,8 @@ const char *kUsage =
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
     "               [--max-new-tokens N] [--canvas-length N] [--top-k N] [--top-p X]\n"
     "               [--stride N] [--verify-alpha X]\n"
-    "               [--device cpu|cuda|cuda-emu] [--threads N] [--json] [--dump-logits PATH.npy]\n"
+    "               [--device cpu|cuda|cuda-emu] [--threads N] [--verify] [--json]\n"
+    "               [--dump-logits PATH.npy]\n"
     "               [--decoder-input-ids 1,2,3] [--score]\n"
     "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
     "at least one per step, until the block has no mask (Fast-dLLM, dInfer, SGLang); --steps\n"
@@ -98,6 +100,7 @@ bool writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
 
 struct Options {
   std::string artifact;
+  dlm::LoadedModel::OpenOptions open;
   dlm::GenerateRequest request;
   dlm::SessionOptions session;
   bool havePrompt = false;
@@ -149,6 +152,7 @@ int parseArguments(int argc, char **argv, Options &options) {
   }
   options.artifact = common.artifact;
   options.json = common.json;
+  options.open.verifyIntegrity = common.verify;
   options.score = common.switches.count("--score") > 0;
   if (!options.havePrompt)
     return badArguments("give --prompt TEXT, --prompt-ids 1,2,3 or --chat TEXT");
@@ -164,7 +168,7 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact);
+  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact, options.open);
   if (!model) {
     std::cerr << "dlm-run: " << model.status().message() << "\n";
     return kFailed;

@@ -29,12 +29,13 @@ constexpr int kFailed = 1;
 const char *kUsage =
     "usage: dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]\n"
     "                 [--threads N] [--kv-pages N] [--max-batch N] [--max-queue N]\n"
-    "                 [--tokens-per-forward N]\n"
+    "                 [--tokens-per-forward N] [--verify]\n"
     "                 [dlm-run's knob flags, --seed N, --cache MODE: defaults for requests]\n"
     "--kv-pages: the KV pool every request shares (default: eight of the longest sequence);\n"
     "--max-batch: the most requests running at once (default: as many as the pool admits);\n"
     "--max-queue: the most requests waiting for admission (default: no limit; past it 429);\n"
-    "--port 0 picks a free port (printed on stderr).\n";
+    "--port 0 picks a free port (printed on stderr);\n"
+    "--verify: check the artifact's integrity hashes before serving it.\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-serve: " << message << "\n" << kUsage;
@@ -100,7 +101,8 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(common.artifact);
+  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model =
+      dlm::LoadedModel::open(common.artifact, {common.verify});
   if (!model) {
     std::cerr << "dlm-serve: " << model.status().message() << "\n";
     return kFailed;

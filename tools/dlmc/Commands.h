@@ -18,6 +18,6 @@ struct CompileCommand {
 };
 int runCompile(const CompileCommand &command);
 
-int runInspect(const std::string &artifactPath);
+int runInspect(const std::string &artifactPath, bool verify);
 
 } // namespace dlm::dlmc

@@ -36,11 +36,20 @@ void printAttributes(llvm::raw_ostream &os, const artifact::Attributes &attribut
 
 } // namespace
 
-int runInspect(const std::string &artifactPath) {
+int runInspect(const std::string &artifactPath, bool verify) {
   auto reader = artifact::ArtifactReader::open(artifactPath);
   if (!reader) {
     llvm::errs() << "dlmc inspect: " << reader.status().message() << "\n";
     return 1;
+  }
+  if (verify) {
+    // Before the listing, so that a damaged artifact fails at once and says only why.
+    if (Status verified = reader->verifyIntegrity(); !verified) {
+      llvm::errs() << "dlmc inspect: " << verified.message() << "\n";
+      return 1;
+    }
+    llvm::outs() << "integrity: the metadata and " << reader->weights().size()
+                 << " weights match the XXH3-64 hashes dlmc recorded\n";
   }
   llvm::raw_ostream &os = llvm::outs();
   const artifact::ModelConfig &c = reader->config();

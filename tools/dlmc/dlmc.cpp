@@ -1,7 +1,7 @@
 // dlmc: the dlm compiler driver.
 //   dlmc import <checkpoint> [--emit=dlm]        print the model as dlm IR
 //   dlmc compile <checkpoint> -o model.dlm ...   write an artifact
-//   dlmc inspect model.dlm                       list an artifact's contents
+//   dlmc inspect model.dlm [--verify]            list an artifact's contents (and check it)
 #include "tools/dlmc/Commands.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -90,6 +90,11 @@ int main(int argc, char **argv) {
 
   cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm>"), cl::Required,
                                     cl::sub(inspectCommand));
+  cl::opt<bool> inspectVerify(
+      "verify",
+      cl::desc("Recompute the integrity hashes dlmc recorded (the metadata's and every weight's) "
+               "and fail naming each damaged section"),
+      cl::sub(inspectCommand));
 
   // LLVM's own options (codegen, passes, targets) are registered at the top level; dlmc's live in
   // its subcommands, so everything at the top level but --help and --version is hidden.
@@ -126,7 +131,7 @@ int main(int argc, char **argv) {
     return dlm::dlmc::runCompile(command);
   }
   if (inspectCommand)
-    return dlm::dlmc::runInspect(inspectInput);
+    return dlm::dlmc::runInspect(inspectInput, inspectVerify);
   llvm::errs() << "dlmc: give a command: import, compile or inspect (see dlmc --help)\n";
   return 2;
 }

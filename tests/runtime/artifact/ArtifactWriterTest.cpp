@@ -3,6 +3,8 @@
 #include "ArtifactTestSupport.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <csignal>
 
 namespace dlm::artifact {
 namespace {
@@ -114,16 +116,22 @@ TEST_F(ArtifactWriterTest, FailedWriteKeepsTheOldArtifactAndLeavesNoTemporaryFil
   ASSERT_TRUE(writeArtifact(path, sample.contents).isOk());
   const std::vector<uint8_t> before = testing::readBytes(path);
 
-  // A weight whose bytes cannot be read: write(2) fails with EFAULT halfway through the file.
-  void *unreadable = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(unreadable, MAP_FAILED);
-  sample.contents.weights[2].data = unreadable;
+  // The disk fills halfway through the file: a file size limit (ulimit -f) makes write(2) fail
+  // with EFBIG once the metadata is written (SIGXFSZ ignored, as a shell's ulimit leaves it
+  // fatal only for processes that do not).
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  void (*savedHandler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = static_cast<rlim_t>(before.size() - 8);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   Status status = writeArtifact(path, sample.contents);
-  ::munmap(unreadable, 4096);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, savedHandler);
 
   ASSERT_FALSE(status.isOk());
-  EXPECT_THAT(status.message(), HasSubstr("cannot write weight 'model.norm.weight' to '"));
-  EXPECT_THAT(status.message(), HasSubstr("Bad address"));
+  EXPECT_THAT(status.message(), HasSubstr("cannot write weight '"));
+  EXPECT_THAT(status.message(), HasSubstr("File too large"));
   EXPECT_EQ(testing::readBytes(path), before);
   EXPECT_EQ(scratch.entries(), std::vector<std::string>{"model.dlm"});
 }
