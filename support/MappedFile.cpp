@@ -1,13 +1,57 @@
 #include "support/MappedFile.h"
 
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace dlm {
+namespace {
+
+// The guarded read running on this thread: the mapping it reads and where to return to.
+struct ReadGuard {
+  const uint8_t *begin = nullptr;
+  const uint8_t *end = nullptr;
+  sigjmp_buf resume;
+  const void *faultAddress = nullptr;
+};
+thread_local ReadGuard *activeGuard = nullptr;
+struct sigaction previousSigbus;
+
+// SIGBUS in a guarded read's mapping returns to guardedRead; any other goes to the handler that
+// was there before (AddressSanitizer's, or the default that ends the process).
+void onSigbus(int signal, siginfo_t *info, void *context) {
+  ReadGuard *guard = activeGuard;
+  const auto *address = static_cast<const uint8_t *>(info->si_addr);
+  if (guard && address >= guard->begin && address < guard->end) {
+    guard->faultAddress = address;
+    siglongjmp(guard->resume, 1);
+  }
+  if (previousSigbus.sa_flags & SA_SIGINFO) {
+    previousSigbus.sa_sigaction(signal, info, context);
+    return;
+  }
+  ::sigaction(SIGBUS, &previousSigbus, nullptr);
+  ::raise(SIGBUS);
+}
+
+void installSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action = {};
+    action.sa_sigaction = onSigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &previousSigbus);
+  });
+}
+
+} // namespace
 
 StatusOr<MappedFile> MappedFile::open(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -57,6 +101,25 @@ MappedFile &MappedFile::operator=(MappedFile &&other) noexcept {
 }
 
 MappedFile::~MappedFile() { unmap(); }
+
+Status MappedFile::guardedRead(const std::function<void()> &read) const {
+  installSigbusHandler();
+  ReadGuard guard;
+  guard.begin = data_;
+  guard.end = data_ + size_;
+  ReadGuard *outer = activeGuard;
+  if (sigsetjmp(guard.resume, /*savemask=*/1) == 0) {
+    activeGuard = &guard;
+    read();
+    activeGuard = outer;
+    return Status::ok();
+  }
+  activeGuard = outer;
+  const auto byte = static_cast<const uint8_t *>(guard.faultAddress) - data_;
+  return Status::error("the file shrank while in use (truncated or rewritten in place by another "
+                       "program): byte " + std::to_string(byte) + " of the " +
+                       std::to_string(size_) + " mapped can no longer be read");
+}
 
 void MappedFile::unmap() {
   if (data_)

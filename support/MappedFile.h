@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -29,6 +30,12 @@ public:
   const uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
   const std::string &path() const { return path_; }
+
+  // Runs `read`, which reads the mapping, on this thread; if the file shrank meanwhile (another
+  // program truncated or rewrote it in place), the read of a page past its new end raises SIGBUS,
+  // which is turned into an error naming the byte instead of killing the process. `read` must
+  // own nothing it would leak when cut short: it is left by siglongjmp, destructors not run.
+  Status guardedRead(const std::function<void()> &read) const;
 
 private:
   MappedFile(std::string path, const uint8_t *data, size_t size)

@@ -518,12 +518,20 @@ Status ArtifactReader::verifyIntegrity() const {
                         hex(recorded));
   };
   const uint8_t *base = file_.data();
-  check("the metadata", 0, metadataHash_->size,
-        hashMetadata(base, metadataHash_->size, metadataHash_->fieldOffset),
-        metadataHash_->recorded);
-  for (const WeightView &weight : weights_)
+  // The hashes first, under the guard (it leaves by siglongjmp: nothing there may own memory),
+  // then the comparison.
+  std::vector<uint64_t> actual(weights_.size() + 1);
+  DLM_RETURN_IF_ERROR(guardedRead([&] {
+    actual[0] = hashMetadata(base, metadataHash_->size, metadataHash_->fieldOffset);
+    for (size_t i = 0; i < weights_.size(); ++i)
+      actual[i + 1] = hashBytes(weights_[i].data, weights_[i].size);
+  }));
+  check("the metadata", 0, metadataHash_->size, actual[0], metadataHash_->recorded);
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    const WeightView &weight = weights_[i];
     check("weight " + quoted(weight.name), weight.fileOffset, weight.fileOffset + weight.size,
-          hashBytes(weight.data, weight.size), weight.contentHash);
+          actual[i + 1], weight.contentHash);
+  }
   if (damaged.empty())
     return Status::ok();
   constexpr size_t kNamed = 8;
@@ -533,6 +541,10 @@ Status ArtifactReader::verifyIntegrity() const {
   if (damaged.size() > kNamed)
     list += "; and " + std::to_string(damaged.size() - kNamed) + " more";
   return Status::error(artifact + ": damaged: " + list);
+}
+
+Status ArtifactReader::guardedRead(const std::function<void()> &read) const {
+  return file_.guardedRead(read).withContext("artifact " + quoted(path_));
 }
 
 StatusOr<WeightView> ArtifactReader::weight(std::string_view name) const {

@@ -6,6 +6,7 @@
 #include "runtime/artifact/ArtifactFormat.h"
 #include "support/MappedFile.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,10 @@ public:
   const WeightView *findWeight(std::string_view name) const;
   // Like findWeight, with an error naming the artifact and the weight when it is missing.
   StatusOr<WeightView> weight(std::string_view name) const;
+
+  // Runs `read`, which reads views of this artifact, turning the SIGBUS of a file truncated
+  // meanwhile into an error (MappedFile::guardedRead; `read` must own nothing it would leak).
+  Status guardedRead(const std::function<void()> &read) const;
 
   // Whether dlmc recorded integrity hashes (schema 1.4 and later).
   bool hasIntegrityHashes() const { return metadataHash_.has_value(); }

@@ -151,30 +151,30 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     tensor.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     tensor.cols = shape.back();
     const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
-    switch (view.dtype) {
-    case DType::f32:
-      tensor.data = static_cast<const float *>(view.data);
-      break;
-    case DType::bf16:
-    case DType::f16: {
-      std::unique_ptr<float[]> converted(new float[count]);
-      const auto *bits = static_cast<const uint16_t *>(view.data);
-      if (view.dtype == DType::bf16)
-        for (size_t i = 0; i < count; ++i)
-          converted[i] = bf16ToFloat(bits[i]);
-      else
-        for (size_t i = 0; i < count; ++i)
-          converted[i] = f16ToFloat(bits[i]);
-      tensor.data = converted.get();
-      weights->owned_.push_back(std::move(converted));
-      weights->ownedBytes_ += count * sizeof(float);
-      break;
-    }
-    default:
+    if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
                    "; the runtime reads f32, bf16 and f16");
-    }
+    // Every weight is copied out of the mapping (f32 ones too), under the reader's guard: a file
+    // truncated by another program then fails this load by name, and cannot fault a forward later.
+    std::unique_ptr<float[]> converted(new float[count]);
+    float *out = converted.get();
+    DLM_RETURN_IF_ERROR(reader.guardedRead([&] {
+      if (view.dtype == DType::f32) {
+        std::memcpy(out, view.data, count * sizeof(float));
+        return;
+      }
+      const auto *bits = static_cast<const uint16_t *>(view.data);
+      if (view.dtype == DType::bf16)
+        for (size_t i = 0; i < count; ++i)
+          out[i] = bf16ToFloat(bits[i]);
+      else
+        for (size_t i = 0; i < count; ++i)
+          out[i] = f16ToFloat(bits[i]);
+    }));
+    tensor.data = out;
+    weights->owned_.push_back(std::move(converted));
+    weights->ownedBytes_ += count * sizeof(float);
     weights->byName_[std::string(view.name)] = tensor;
   }
   return std::shared_ptr<const ModelWeights>(std::move(weights));

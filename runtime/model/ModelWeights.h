@@ -64,7 +64,7 @@ public:
     auto it = byName_.find(name);
     return it == byName_.end() ? nullptr : &it->second;
   }
-  // Bytes converted from bf16 / f16 at load time (0 for an all-f32 artifact).
+  // Bytes copied or converted out of the artifact's mapping at load time (every weight's).
   size_t ownedBytes() const { return ownedBytes_; }
 
 private:

@@ -338,7 +338,7 @@ void printReport(const Report &r) {
               r.totals.tokensPerForward());
 
   std::printf("\n== Memory (peak) ==\n");
-  std::printf("%-14s %10.3f MiB (%.3f MiB converted from bf16/f16)\n", "weights",
+  std::printf("%-14s %10.3f MiB (%.3f MiB copied, converted or packed at load)\n", "weights",
               mib(r.memory.weightBytes), mib(r.memory.convertedWeightBytes));
   std::printf("%-14s %10.3f MiB peak in use, %.3f MiB at the end, pool %.3f MiB\n", "KV pages",
               mib(r.memory.kvPeakBytes), mib(r.memory.kvInUseBytes), mib(r.memory.kvPoolBytes));
