@@ -261,6 +261,30 @@ TEST(RequestParser, ServerDefaultsUnderRequestFields) {
   EXPECT_EQ(request.request.seed, 6u);
 }
 
+// Found by fuzz/request: lengths near 2^63 overflowed int64 (rounding max_tokens up to whole
+// blocks, scaling the steps, adding the prompt) and a whole real knob past 2^63 was cast to int64.
+TEST(RequestParser, HugeLengthsAreRefusedWithoutOverflow) {
+  ServedModel model = fakeModel();
+  EXPECT_EQ(refused(Endpoint::completions,
+                    R"({"prompt": "a", "max_tokens": 9223372036854775807})", model)
+                .param,
+            "max_tokens");
+  EXPECT_EQ(refused(Endpoint::completions,
+                    R"({"prompt": "a", "max_tokens": 9223372036854775000, "block_length": 1})",
+                    model)
+                .param,
+            "max_tokens");
+  ApiError tooLong = refused(Endpoint::completions,
+                             R"({"prompt": "ab", "gen_length": 9223372036854775807})", model);
+  EXPECT_EQ(tooLong.code, "context_length_exceeded");
+  EXPECT_NE(tooLong.message.find("you requested 9223372036854775807 tokens"), std::string::npos);
+  // 1e300 is a whole number but no int64, so max_tokens rounds to the default block (the engine
+  // refuses the knob's value).
+  ParsedRequest request = parsed(
+      Endpoint::completions, R"({"prompt": "a", "max_tokens": 5, "block_length": 1e300})", model);
+  EXPECT_EQ(knob(request, "gen_length"), 32);
+}
+
 TEST(ApiError, StatusCodesMapToHttp) {
   EXPECT_EQ(fromStatus(Status::error(StatusCode::queueFull, "full")).httpStatus, 429);
   EXPECT_EQ(fromStatus(Status::error(StatusCode::queueFull, "full")).retryAfterSeconds, 1);

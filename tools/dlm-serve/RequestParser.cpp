@@ -5,6 +5,8 @@
 #include "support/JsonText.h"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <set>
 
 namespace dlm::serve {
@@ -82,10 +84,25 @@ std::optional<int64_t> integerKnob(const artifact::Attributes &knobs, std::strin
     return std::nullopt;
   if (const int64_t *integer = std::get_if<int64_t>(&found->second))
     return *integer;
+  // A whole real outside int64's range has no integer value (the cast would be undefined).
   if (const double *real = std::get_if<double>(&found->second))
-    if (*real == std::floor(*real))
+    if (*real == std::floor(*real) && std::fabs(*real) < 9e18)
       return static_cast<int64_t>(*real);
   return std::nullopt;
+}
+
+// Request fields and knobs may be anywhere in int64's range; their sums and products are checked.
+std::optional<int64_t> checkedAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    return std::nullopt;
+  return sum;
+}
+std::optional<int64_t> checkedMultiply(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    return std::nullopt;
+  return product;
 }
 
 void checkUnsupported(const Json &body) {
@@ -337,11 +354,19 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
     if (maxTokens < 1)
       refuse(std::string("'") + maxField + "' must be at least 1", maxField);
     parsed.maxTokens = maxTokens;
+    auto tooLarge = [&] {
+      refuse(std::string("'") + maxField + "' is too large for the model", maxField);
+    };
     if (policy->declared.count(genLength)) {
       int64_t length = maxTokens;
       std::optional<int64_t> block = knobOrDefault(blockLength);
-      if (block && *block > 0 && policy->declared.count(blockLength))
-        length = (maxTokens + *block - 1) / *block * *block;
+      if (block && *block > 0 && policy->declared.count(blockLength)) {
+        const int64_t blocks = maxTokens / *block + (maxTokens % *block != 0);
+        std::optional<int64_t> rounded = checkedMultiply(blocks, *block);
+        if (!rounded)
+          tooLarge();
+        length = *rounded;
+      }
       request.knobs[genLength] = length;
       std::optional<int64_t> defaultGen = integerKnob(policy->defaults, genLength);
       std::optional<int64_t> defaultBlock = integerKnob(policy->defaults, blockLength);
@@ -350,7 +375,10 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
           defaultBlock && defaultSteps && *defaultGen > 0 && *defaultBlock > 0) {
         const int64_t defaultBlocks = std::max<int64_t>(1, *defaultGen / *defaultBlock);
         const int64_t perBlock = std::max<int64_t>(1, *defaultSteps / defaultBlocks);
-        request.knobs[steps] = perBlock * (length / *block);
+        std::optional<int64_t> scaledSteps = checkedMultiply(perBlock, length / *block);
+        if (!scaledSteps)
+          tooLarge();
+        request.knobs[steps] = *scaledSteps;
       }
     } else if (policy->declared.count(maxNew)) {
       request.knobs[maxNew] = maxTokens;
@@ -369,11 +397,12 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   std::optional<int64_t> generated = policy->declared.count(genLength) ? knobOrDefault(genLength)
                                                                        : knobOrDefault(maxNew);
   const int64_t promptTokens = static_cast<int64_t>(request.promptIds.size());
-  if (model.maxPositions > 0 && generated &&
-      promptTokens + *generated > model.maxPositions)
+  const int64_t requested =
+      generated ? checkedAdd(promptTokens, *generated).value_or(INT64_MAX) : promptTokens;
+  if (model.maxPositions > 0 && generated && requested > model.maxPositions)
     throw Refusal{contextLengthExceeded(
         "This model's maximum context length is " + std::to_string(model.maxPositions) +
-        " tokens. However, you requested " + std::to_string(promptTokens + *generated) +
+        " tokens. However, you requested " + std::to_string(requested) +
         " tokens (" + std::to_string(promptTokens) + " in the prompt, " +
         std::to_string(*generated) + " for the completion). Please reduce the prompt or " +
         maxField + ".",
