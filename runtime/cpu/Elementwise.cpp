@@ -9,9 +9,13 @@ namespace dlm::cpu {
 namespace {
 
 // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2, exp(r) by the Cephes expf
-// polynomial. Branch-free, so the loops calling it vectorise.
-inline float expPolynomial(float x) {
-  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+// polynomial. Branch-free, so the loops calling it vectorise. NaN (damaged weights, an overflowed
+// activation) comes back as NaN; the arithmetic runs on 0 meanwhile, since converting a NaN n to
+// an integer is undefined.
+inline float expPolynomial(float input) {
+  const bool isNan = input != input;
+  float x = input < -87.3f ? -87.3f : (input > 88.0f ? 88.0f : input);
+  x = isNan ? 0.0f : x;
   // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer without a libcall.
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -25,7 +29,7 @@ inline float expPolynomial(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return isNan ? input : p * scale;
 }
 
 } // namespace

@@ -241,6 +241,22 @@ TEST(CpuKernelConformance, ExpIsWithinTwoUlpAndClamps) {
   EXPECT_LE(ulpDistance(outside[3], high), 2.0) << outside[3];
 }
 
+// Found by fuzz/artifact: a damaged weight made an attention score NaN, and exp converted NaN to
+// an integer (undefined; UBSan stops there). NaN stays NaN, its neighbours are untouched.
+TEST(CpuKernelConformance, ExpKeepsNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x{0.f, nan, 1.f, -nan, 2.f, nan, nan, nan, nan, 3.f};
+  expInPlace(x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i : {1, 3, 5, 6, 7, 8})
+    EXPECT_TRUE(std::isnan(x[i])) << i;
+  EXPECT_EQ(x[0], 1.f);
+  EXPECT_LE(ulpDistance(x[9], std::exp(3.0)), 2.0);
+  std::vector<float> gate{nan, 1.f}, up{1.f, 1.f};
+  siluMultiply(gate.data(), up.data(), 2);
+  EXPECT_TRUE(std::isnan(gate[0]));
+  EXPECT_FALSE(std::isnan(gate[1]));
+}
+
 TEST(CpuKernelConformance, SiluMultiplyMatchesGatedActivationReference) {
   std::mt19937 random(606);
   for (int count : {1, 3, 17, 77, 200, 1031}) {
