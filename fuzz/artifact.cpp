@@ -3,10 +3,13 @@
 // Session and one generation of a few tokens, streamed, and the chat encoded when the artifact has
 // a template. Damaged weights pass open (only the hashes see them), so the generation runs on
 // whatever bytes the fuzzer puts there. The generation is kept small whatever the artifact's
-// defaults say: a short sequence limit, one thread, and the length knobs set to a few tokens.
+// defaults say: a short sequence limit, one thread, and the length and step knobs bounded to a
+// few tokens.
 #include "fuzz/FuzzSupport.h"
 #include "runtime/artifact/ArtifactReader.h"
 #include "runtime/session/Session.h"
+
+#include <set>
 
 namespace {
 
@@ -20,14 +23,20 @@ const std::filesystem::path &artifactPath() {
   return path;
 }
 
-// Short settings for the default program's length and step knobs, where it declares them.
+// The default program's length and step knobs, where it declares them, bounded to a few tokens
+// and steps: the artifact stores their defaults, and a damaged one (max_steps 2^52) would
+// otherwise run for hours on a model that never converges. Only integer knobs above the bound
+// change, so a knob's other values and relations (gen_length a multiple of block_length) stay.
 dlm::artifact::Attributes shortKnobs(const dlm::LoadedModel &model) {
+  static const std::set<std::string> bounded = {"gen_length", "block_length", "steps",
+                                                "max_new_tokens", "max_steps", "step_cap",
+                                                "canvas_length", "depth", "stride"};
   dlm::artifact::Attributes knobs;
   if (model.decodePrograms().empty())
     return knobs;
   for (const dlm::program::KnobDeclaration &knob : model.decodePrograms().program(0).knobs())
-    if (knob.name == "gen_length" || knob.name == "block_length" || knob.name == "steps" ||
-        knob.name == "max_new_tokens")
+    if (bounded.count(knob.name) && knob.type == dlm::program::ValueType::integer &&
+        (!knob.value.defined || knob.value.integer > kTokens))
       knobs[knob.name] = kTokens;
   return knobs;
 }
