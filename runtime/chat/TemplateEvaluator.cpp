@@ -1,12 +1,17 @@
 #include "runtime/chat/TemplateEvaluator.h"
 
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 
 namespace dlm::chat {
 namespace {
 
 enum class Flow { Normal, Break, Continue };
+
+// The most bytes (of a string) or items (of a list) `*` repeats to: 4 Mi, thousands of times
+// any chat, where `'x' * 10**18` would take memory until the process dies.
+constexpr uint64_t kMaxRepeated = uint64_t{1} << 22;
 
 class Evaluator {
 public:
@@ -314,7 +319,9 @@ private:
       throw RenderError("bad operand type for unary " + e.name + ": '" + v.typeName() + "'");
     if (e.name == "+")
       return v.kind() == Value::Kind::Float ? v : Value::integer(v.asInt());
-    return v.kind() == Value::Kind::Float ? Value::real(-v.asDouble()) : Value::integer(-v.asInt());
+    if (v.kind() == Value::Kind::Float)
+      return Value::real(-v.asDouble());
+    return integerArithmetic("-", 0, v.asInt());
   }
 
   Value evalBinary(const Expr &e) {
@@ -354,6 +361,11 @@ private:
   }
 
   static Value repeat(const Value &sequence, int64_t times) {
+    const size_t size = sequence.isString() ? sequence.asString().size() : sequence.items().size();
+    if (times > 0 && size > 0 && static_cast<uint64_t>(times) > kMaxRepeated / size)
+      throw RenderError("not supported yet: repeating " + std::to_string(size) +
+                        (sequence.isString() ? " bytes " : " items ") + std::to_string(times) +
+                        " times (more than " + std::to_string(kMaxRepeated) + ")");
     if (sequence.isString()) {
       std::string out;
       for (int64_t i = 0; i < times; ++i)
@@ -411,15 +423,42 @@ private:
     return Value::real(std::pow(x, y));
   }
 
+  // Python's ints have no bound; a result past 64 bits is refused by name instead of wrapping
+  // (undefined behaviour).
+  [[noreturn]] static void integerOverflow(const std::string &op, int64_t x, int64_t y) {
+    throw RenderError("not supported yet: " + std::to_string(x) + " " + op + " " +
+                      std::to_string(y) + " is beyond 64-bit integers");
+  }
+
+  // x ** y for y >= 0 by squaring: 63 multiplications at most, where a loop of y would run up to
+  // 2^63 times.
+  static int64_t integerPower(int64_t x, int64_t y) {
+    int64_t result = 1, base = x;
+    for (int64_t exponent = y; exponent > 0; exponent >>= 1) {
+      if ((exponent & 1) && __builtin_mul_overflow(result, base, &result))
+        integerOverflow("**", x, y);
+      // A square that overflows is needed by a later bit unless |base| <= 1, which never does.
+      if (exponent > 1 && __builtin_mul_overflow(base, base, &base))
+        integerOverflow("**", x, y);
+    }
+    return result;
+  }
+
   static Value integerArithmetic(const std::string &op, int64_t x, int64_t y) {
     if ((op == "//" || op == "%") && y == 0)
       throw RenderError("integer division or modulo by zero");
-    if (op == "+")
-      return Value::integer(x + y);
-    if (op == "-")
-      return Value::integer(x - y);
-    if (op == "*")
-      return Value::integer(x * y);
+    int64_t result = 0;
+    if (op == "+" && __builtin_add_overflow(x, y, &result))
+      integerOverflow(op, x, y);
+    if (op == "-" && __builtin_sub_overflow(x, y, &result))
+      integerOverflow(op, x, y);
+    if (op == "*" && __builtin_mul_overflow(x, y, &result))
+      integerOverflow(op, x, y);
+    if (op == "+" || op == "-" || op == "*")
+      return Value::integer(result);
+    // INT64_MIN // -1 overflows and INT64_MIN % -1 traps on x86; the remainder is 0.
+    if ((op == "//" || op == "%") && y == -1)
+      return op == "%" ? Value::integer(0) : integerArithmetic("-", 0, x);
     if (op == "//") {
       int64_t q = x / y;
       return Value::integer((x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q);
@@ -430,10 +469,7 @@ private:
     }
     if (y < 0)
       return Value::real(std::pow(static_cast<double>(x), static_cast<double>(y)));
-    int64_t result = 1;
-    for (int64_t i = 0; i < y; ++i)
-      result *= x;
-    return Value::integer(result);
+    return Value::integer(integerPower(x, y));
   }
 
   const BuiltinEnv &env_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <cstring>
@@ -171,14 +172,27 @@ Value firstOrLast(const Value &value, bool first) {
   return first ? items.front() : items.back();
 }
 
+// int(real) as Jinja's int filter takes it: NaN is not a number (the default), an infinity or a
+// value past 64 bits an error (Python raises OverflowError for inf; its ints have no bound, ours
+// do, and the cast would be undefined).
+Value truncatedReal(double real, const Value &otherwise) {
+  if (std::isnan(real))
+    return otherwise;
+  if (!(std::fabs(real) < 9.2e18))
+    throw RenderError("not supported yet: int(" + toPythonStr(Value::real(real)) +
+                      ") is beyond 64-bit integers");
+  return Value::integer(static_cast<int64_t>(real));
+}
+
 Value toNumber(const Value &value, const CallArgs &args, bool integer) {
   const Value *fallback = args.get(0, "default");
   Value otherwise = fallback ? *fallback : integer ? Value::integer(0) : Value::real(0);
-  if (value.isNumber())
-    return integer ? Value::integer(value.kind() == Value::Kind::Float
-                                        ? static_cast<int64_t>(value.asDouble())
-                                        : value.asInt())
-                   : Value::real(value.asDouble());
+  if (value.isNumber()) {
+    if (!integer)
+      return Value::real(value.asDouble());
+    return value.kind() == Value::Kind::Float ? truncatedReal(value.asDouble(), otherwise)
+                                              : Value::integer(value.asInt());
+  }
   if (!value.isString())
     return otherwise;
   std::string text = stripString(value.asString(), nullptr, true, true);
@@ -189,7 +203,7 @@ Value toNumber(const Value &value, const CallArgs &args, bool integer) {
       if (used == text.size())
         return Value::integer(i);
       double d = std::stod(text, &used); // Jinja falls back to int(float(value))
-      return used == text.size() ? Value::integer(static_cast<int64_t>(d)) : otherwise;
+      return used == text.size() ? truncatedReal(d, otherwise) : otherwise;
     }
     double d = std::stod(text, &used);
     return used == text.size() ? Value::real(d) : otherwise;
@@ -243,8 +257,12 @@ Value defaultFilter(const Value &value, const CallArgs &args) {
 Value absolute(const Value &value) {
   if (value.kind() == Value::Kind::Float)
     return Value::real(std::fabs(value.asDouble()));
-  if (value.isNumber())
+  if (value.isNumber()) {
+    if (value.asInt() == INT64_MIN) // its absolute value is one past int64
+      throw RenderError("not supported yet: abs(" + std::to_string(INT64_MIN) +
+                        ") is beyond 64-bit integers");
     return Value::integer(std::llabs(value.asInt()));
+  }
   throw RenderError("bad operand type for abs(): '" + value.typeName() + "'");
 }
 
@@ -342,7 +360,8 @@ const std::map<std::string, TestFunction> &tests() {
          const Value *n = a.get(0, "num");
          if (!n || !n->isNumber() || n->asInt() == 0)
            throw RenderError("divisibleby needs a non-zero number");
-         return v.asInt() % n->asInt() == 0;
+         // INT64_MIN % -1 traps on x86; everything is divisible by -1.
+         return n->asInt() == -1 || v.asInt() % n->asInt() == 0;
        }},
       {"eq", eq}, {"equalto", eq}, {"==", eq}, {"ne", ne}, {"!=", ne},
       {"lt", lt}, {"lessthan", lt}, {"<", lt}, {"gt", gt}, {"greaterthan", gt}, {">", gt},

@@ -258,10 +258,12 @@ Value rangeFunction(const CallArgs &args) {
   if (step == 0)
     throw RenderError("range() arg 3 must not be zero");
   ValueList out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     out.push_back(Value::integer(i));
     if (out.size() > 100000) // the sandbox's MAX_RANGE
       throw RenderError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    if (__builtin_add_overflow(i, step, &i)) // the next one is past int64, so past `stop`
+      break;
   }
   return Value::list(std::move(out));
 }

@@ -4,6 +4,8 @@
 #include "runtime/chat/TemplateSyntax.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <set>
 
 namespace dlm::chat {
@@ -15,6 +17,21 @@ struct ParseError {
 };
 
 [[noreturn]] void fail(int line, const std::string &message) { throw ParseError{line, message}; }
+
+// An integer literal's digits (the lexer dropped the underscores). Python's ints have no bound;
+// ours stop at 64 bits, which std::stoll would report by throwing out of the parser.
+int64_t integerLiteral(const std::string &digits, int line) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc() || end != digits.data() + digits.size())
+    fail(line, "not supported yet: the integer " + digits.substr(0, 40) +
+                   (digits.size() > 40 ? "..." : "") + " (beyond 64 bits)");
+  return value;
+}
+
+// A float literal as Python reads it: past the largest double it is inf, below the smallest 0
+// (strtod's ERANGE results; std::stod would throw).
+double floatLiteral(const std::string &text) { return std::strtod(text.c_str(), nullptr); }
 
 [[noreturn]] void unsupported(int line, const std::string &what) {
   fail(line, "not supported yet: " + what);
@@ -372,8 +389,8 @@ private:
     case Token::Kind::Int:
     case Token::Kind::Float: {
       auto e = makeExpr(Expr::Kind::Literal, t.line);
-      e->value = t.kind == Token::Kind::Int ? Value::integer(std::stoll(t.text))
-                                            : Value::real(std::stod(t.text));
+      e->value = t.kind == Token::Kind::Int ? Value::integer(integerLiteral(t.text, t.line))
+                                            : Value::real(floatLiteral(t.text));
       return e;
     }
     case Token::Kind::Operator:
@@ -457,7 +474,8 @@ private:
         if (peek().kind == Token::Kind::Int) {
           e->kind = Expr::Kind::Index;
           auto index = makeExpr(Expr::Kind::Literal, line);
-          index->value = Value::integer(std::stoll(next().text));
+          const Token &digits = next();
+          index->value = Value::integer(integerLiteral(digits.text, digits.line));
           e->args.push_back(std::move(index));
         } else {
           e->name = expectName();

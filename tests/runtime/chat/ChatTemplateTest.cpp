@@ -127,6 +127,60 @@ TEST(ChatTemplate, RenderErrorsNameTheLine) {
             "RENDER ERROR: chat template line 1: cannot assign attribute on non-namespace object");
 }
 
+// Found by fuzz/chat_template: an integer literal past 64 bits threw out of the parser
+// (std::stoll), and integer arithmetic past 64 bits was undefined (INT64_MIN % -1 traps; 2 **
+// 2**62 looped 2^62 times). Python's ints have no bound; here such values are named errors.
+TEST(ChatTemplate, IntegersBeyond64BitsAreNamedErrors) {
+  EXPECT_EQ(render("{{ range(88888888888888888888888) }}"),
+            "PARSE ERROR: chat template line 1: not supported yet: the integer "
+            "88888888888888888888888 (beyond 64 bits)");
+  EXPECT_EQ(render("{{ x.99999999999999999999 }}"),
+            "PARSE ERROR: chat template line 1: not supported yet: the integer "
+            "99999999999999999999 (beyond 64 bits)");
+  EXPECT_EQ(render("{{ 1e999 }} {{ 1e-999 }} {{ 9223372036854775807 }}"),
+            "inf 0.0 9223372036854775807");
+  EXPECT_EQ(render("{{ 9223372036854775807 + 1 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: 9223372036854775807 + 1 is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ -(-9223372036854775807 - 1) }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: 0 - -9223372036854775808 is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ 3037000500 * 3037000500 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: 3037000500 * 3037000500 is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ 2 ** 4611686018427387904 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: 2 ** 4611686018427387904 is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 4611686018427387904 }} {{ 2 ** -1 }}"),
+            "4611686018427387904 -9223372036854775808 1 0.5");
+  const std::string min = "(-9223372036854775807 - 1)";
+  EXPECT_EQ(render("{{ " + min + " % -1 }} {{ 7 // -1 }} {{ -7 // 2 }} {{ -7 % 3 }}"), "0 -7 -4 2");
+  EXPECT_EQ(render("{{ " + min + " // -1 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: 0 - -9223372036854775808 is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ " + min + " is divisibleby(-1) }}"), "True");
+  EXPECT_EQ(render("{{ " + min + " | abs }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: abs(-9223372036854775808) is "
+            "beyond 64-bit integers");
+  EXPECT_EQ(render("{{ 1e300 | int }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: int(1e+300) is beyond 64-bit "
+            "integers");
+  EXPECT_EQ(render("{{ (1e999 - 1e999) | int(7) }} {{ 2.9 | int }} {{ '1e300' | int(5) }}"),
+            "7 2 5");
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 5) | list }}"),
+            "[9223372036854775806]");
+}
+
+TEST(ChatTemplate, RepetitionIsBounded) {
+  EXPECT_EQ(render("{{ ('ab' * 3) ~ ([1] * 2) | string }}"), "ababab[1, 1]");
+  EXPECT_EQ(render("{{ 'ab' * 1000000000000000000 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: repeating 2 bytes "
+            "1000000000000000000 times (more than 4194304)");
+  EXPECT_EQ(render("{{ [1, 2] * 4000000 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: repeating 2 items 4000000 "
+            "times (more than 4194304)");
+}
+
 TEST(ChatTemplate, ContextKeyOrderShowsInTojson) {
   Json context = Json::parse(R"({"tool": {"name": "f", "arguments": {"z": 1, "a": [1.0, "é"]}}})");
   EXPECT_EQ(render("{{ tool | tojson }}", context),
