@@ -58,7 +58,8 @@ def make_artifacts(dlmc, models, work, out):
     # llada with a chat template, so the runtime's chat path has something to parse.
     llada = os.path.join(work, "llada_chat")
     shutil.copytree(os.path.join(models, "llada"), llada)
-    shutil.copyfile(os.path.join(ROOT, "tests/reference/chat_templates/templates/llada_style.jinja"),
+    templates = os.path.join(ROOT, "tests/reference/chat_templates/templates")
+    shutil.copyfile(os.path.join(templates, "llada_style.jinja"),
                     os.path.join(llada, "chat_template.jinja"))
     with open(os.path.join(llada, "tokenizer_config.json"), "w") as config:
         config.write('{"bos_token": "<|startoftext|>", "eos_token": "<|eot_id|>"}\n')
@@ -76,7 +77,8 @@ NAN_BYTES = {"f32": b"\x00\x00\xc0\x7f", "bf16": b"\xc0\x7f", "f16": b"\x00\x7e"
 
 def write_nan_weight(dlmc, artifact, weight, out):
     """`artifact` with every element of `weight` NaN: damage that opens (only the hashes see it)
-    and generates. The weight's place comes from dlmc inspect ("  embed  bf16 [576, 64]  @94912")."""
+    and generates. The weight's place comes from dlmc inspect:
+    "  embed  bf16 [576, 64]  @94912"."""
     listing = subprocess.run([dlmc, "inspect", artifact], check=True, capture_output=True,
                              text=True).stdout
     for line in listing.splitlines():
