@@ -1,9 +1,11 @@
 #include "runtime/artifact/ArtifactHash.h"
 
+// The state's layout, so that it can live on the stack: the metadata is hashed inside a guarded
+// read (MappedFile::guardedRead), which a SIGBUS leaves without running destructors.
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <cassert>
-#include <memory>
 
 namespace dlm::artifact {
 
@@ -11,15 +13,15 @@ uint64_t hashBytes(const void *data, size_t size) { return XXH3_64bits(data, siz
 
 uint64_t hashMetadata(const uint8_t *bytes, size_t size, size_t hashFieldOffset) {
   assert(hashFieldOffset + sizeof(uint64_t) <= size);
-  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t *)> state(XXH3_createState(),
-                                                                          XXH3_freeState);
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
   static const uint8_t zeros[sizeof(uint64_t)] = {};
-  (void)XXH3_64bits_reset(state.get());
-  (void)XXH3_64bits_update(state.get(), bytes, hashFieldOffset);
-  (void)XXH3_64bits_update(state.get(), zeros, sizeof zeros);
+  (void)XXH3_64bits_reset(&state);
+  (void)XXH3_64bits_update(&state, bytes, hashFieldOffset);
+  (void)XXH3_64bits_update(&state, zeros, sizeof zeros);
   const size_t rest = hashFieldOffset + sizeof zeros;
-  (void)XXH3_64bits_update(state.get(), bytes + rest, size - rest);
-  return XXH3_64bits_digest(state.get());
+  (void)XXH3_64bits_update(&state, bytes + rest, size - rest);
+  return XXH3_64bits_digest(&state);
 }
 
 } // namespace dlm::artifact

@@ -915,7 +915,8 @@ Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
   using program::KernelKind;
   const std::vector<int64_t> &in = k.operands;
   auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
-  const int64_t width = widthOf(k.result);
+  // kv_store has no result slot (-1): its rows' width comes from its operands.
+  const int64_t width = k.result >= 0 ? widthOf(k.result) : 0;
   const size_t e = elementBytes(element_);
   const std::string what = k.fullName + ": cuLaunchKernel";
   const LayerPages pages = layerPages(k.layer);

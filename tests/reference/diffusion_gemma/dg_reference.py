@@ -420,6 +420,10 @@ def main(argv):
         print(__doc__)
         return 2
     torch.set_num_threads(1)
+    # torch 1.13 sends bf16 matmuls to oneDNN only on CPUs with AVX-512, where they accumulate
+    # differently from ATen's own kernel: the bf16 fixture's trace then drifted past its
+    # tolerance (12.2 against 4 on a Zen 5 EPYC, 3.47 with this). ATen's kernel everywhere.
+    torch.backends.mkldnn.enabled = False
     bad = 0
     for path in argv[1:]:
         errors, _ = verify_fixture(path)

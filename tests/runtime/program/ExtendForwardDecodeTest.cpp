@@ -25,6 +25,8 @@ public:
   struct Call {
     ForwardSpec spec;
     std::vector<float> input;
+    // The spec's function names a string of the program, which is gone once run() returns.
+    std::string function;
   };
   std::vector<Call> calls;
 
@@ -43,7 +45,7 @@ public:
                           : spec.mode == ForwardSpec::Mode::extend ? spec.first
                                                                    : spec.keep;
     const int64_t fed = spec.count - first;
-    Call call{spec, {}};
+    Call call{spec, {}, std::string(spec.function)};
     if (spec.input) {
       const int64_t rows = spec.inputRows < 0 ? fed : spec.inputRows;
       call.input.assign(spec.input, spec.input + rows * spec.inputWidth);
@@ -99,7 +101,7 @@ TEST(ExtendForwardDecode, CaptureTakeRowsAndAnExtendWithFewerInputRows) {
   ASSERT_EQ(model.calls.size(), 2u);
   const ForwardSpec &draft = model.calls[1].spec;
   EXPECT_EQ(draft.mode, ForwardSpec::Mode::extend);
-  EXPECT_EQ(draft.function, "draft");
+  EXPECT_EQ(model.calls[1].function, "draft");
   EXPECT_EQ(draft.first, 1);
   EXPECT_EQ(draft.keep, 5);
   EXPECT_EQ(draft.count, 5);
