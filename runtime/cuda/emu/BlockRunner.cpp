@@ -2,6 +2,21 @@
 
 #include <boost/context/stack_context.hpp>
 
+// AddressSanitizer must be told whenever the stack changes under it, or it takes a fiber's frames
+// for wild accesses to another stack (its fiber annotations; Boost.Context has them only for its
+// ucontext variant, which makes a system call per switch).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLM_ASAN_FIBERS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(DLM_ASAN_FIBERS)
+#define DLM_ASAN_FIBERS 1
+#endif
+#ifdef DLM_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -66,9 +81,43 @@ bool BlockRunner::released(const Fiber &fiber) const {
   return true;
 }
 
+void BlockRunner::enterFiber(Fiber &fiber) {
+#ifdef DLM_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(&schedulerFakeStack_, fiber.stackBottom, stacks_->bytes);
+#else
+  (void)fiber;
+#endif
+}
+
+void BlockRunner::backInScheduler() {
+#ifdef DLM_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(schedulerFakeStack_, nullptr, nullptr);
+#endif
+}
+
+void BlockRunner::arrivedInFiber(Fiber &fiber) {
+#ifdef DLM_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(fiber.fakeStack, &schedulerBottom_, &schedulerSize_);
+#else
+  (void)fiber;
+#endif
+}
+
+void BlockRunner::leaveFiber(Fiber &fiber, bool dying) {
+#ifdef DLM_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(dying ? nullptr : &fiber.fakeStack, schedulerBottom_,
+                                 schedulerSize_);
+#else
+  (void)fiber;
+  (void)dying;
+#endif
+}
+
 void BlockRunner::yield() {
   Fiber &fiber = *current_;
+  leaveFiber(fiber, /*dying=*/false);
   fiber.scheduler = fiber.scheduler.resume();
+  arrivedInFiber(fiber);
 }
 
 void BlockRunner::fail(const std::string &message) {
@@ -169,13 +218,18 @@ Status BlockRunner::run(KernelEntry kernel, void **parameters, uint3 blockIdx, d
     Fiber *fiber = &fibers_[t];
     current_ = fiber;
     currentThread = &fiber->context;
+    fiber->stackBottom = stacks_->stack(t);
+    enterFiber(*fiber);
     fiber->self = context::callcc(std::allocator_arg, PooledStack(*stacks_, t),
                                   [this, fiber, kernel, parameters](context::continuation &&back) {
+                                    arrivedInFiber(*fiber);
                                     fiber->scheduler = std::move(back);
                                     kernel(parameters);
                                     finish(*fiber);
+                                    leaveFiber(*fiber, /*dying=*/true);
                                     return std::move(fiber->scheduler);
                                   });
+    backInScheduler();
   }
   while (live_ > 0) {
     bool progressed = false;
@@ -184,7 +238,9 @@ Status BlockRunner::run(KernelEntry kernel, void **parameters, uint3 blockIdx, d
         continue;
       current_ = &fiber;
       currentThread = &fiber.context;
+      enterFiber(fiber);
       fiber.self = fiber.self.resume();
+      backInScheduler();
       progressed = true;
     }
     if (!progressed) {

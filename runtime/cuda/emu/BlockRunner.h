@@ -39,6 +39,9 @@ private:
     Wait wait = Wait::none;
     unsigned waitGeneration = 0;
     bool done = false;
+    // Under AddressSanitizer: the fiber's stack, and its fake stack while it is switched out.
+    const void *stackBottom = nullptr;
+    void *fakeStack = nullptr;
   };
 
   struct Warp {
@@ -54,6 +57,12 @@ private:
   class PooledStack;
 
   bool released(const Fiber &fiber) const;
+  // AddressSanitizer's fiber annotations around every switch of stacks (nothing without ASan):
+  // the scheduler enters `fiber` and is back; the fiber arrives and leaves (for good if `dying`).
+  void enterFiber(Fiber &fiber);
+  void backInScheduler();
+  void arrivedInFiber(Fiber &fiber);
+  void leaveFiber(Fiber &fiber, bool dying);
   void yield();
   void finish(Fiber &fiber);
   void fail(const std::string &message);
@@ -66,6 +75,10 @@ private:
   unsigned generation_ = 0;
   Fiber *current_ = nullptr;
   std::string error_;
+  // The worker thread's stack (the scheduler's) as ASan last reported it, and its fake stack.
+  const void *schedulerBottom_ = nullptr;
+  size_t schedulerSize_ = 0;
+  void *schedulerFakeStack_ = nullptr;
 };
 
 // The runner of the calling worker thread (null outside a launch).

@@ -39,9 +39,10 @@ CUresult allocate(std::unordered_map<void *, size_t> Allocations::*table, void *
     return CUDA_ERROR_INVALID_VALUE;
   if (CUresult refused = refuseWhileCapturing(); refused != CUDA_SUCCESS)
     return refused;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void *memory = std::aligned_alloc(kAlignment, rounded);
-  if (!memory)
+  // Exactly `bytes`, aligned: under AddressSanitizer the redzone starts at the allocation's end,
+  // so an emulated kernel reading past it is reported (EmuModules.cpp's memcheck).
+  void *memory = nullptr;
+  if (posix_memalign(&memory, kAlignment, bytes) != 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   Allocations &all = allocations();
   std::lock_guard<std::mutex> lock(all.mutex);

@@ -41,7 +41,22 @@ constexpr const char *kHostCompiler = DLM_EMU_HOST_COMPILER;
 constexpr const char *kSourceDir = DLM_EMU_SOURCE_DIR;
 constexpr const char *kCudaIncludeDir = DLM_EMU_CUDA_INCLUDE_DIR;
 constexpr const char *kBoostIncludeDir = DLM_EMU_BOOST_INCLUDE_DIR;
-const char *const kCompileFlags[] = {"-O2", "-shared", "-fPIC", "-std=c++17", "-w"};
+// In the checked build (this library under AddressSanitizer) kernels are compiled with it too:
+// every global memory access an emulated kernel makes is checked against the allocations
+// (EmuMemory.cpp gives each exactly its size), which is what compute-sanitizer's memcheck does on
+// a device. The kernel's symbols resolve against the executable's sanitizer runtime.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLM_EMU_MEMCHECK 1
+#endif
+#endif
+const char *const kCompileFlags[] = {"-O2", "-shared", "-fPIC", "-std=c++17", "-w",
+#ifdef DLM_EMU_MEMCHECK
+                                     "-fsanitize=address", "-fno-omit-frame-pointer",
+                                     "-fsanitize-address-use-after-return=never",
+                                     "-gline-tables-only",
+#endif
+};
 // The headers the compiled kernels are built against: a change to any of them changes the
 // shared object, so they are part of the cache key.
 const char *const kPreludeHeaders[] = {"runtime/cuda/emu/EmuPrelude.h",

@@ -342,6 +342,51 @@ TEST_F(EmuDriver, UnknownFunctionIsNotFound) {
   EXPECT_EQ(cu().cuModuleUnload(module), CUDA_SUCCESS);
 }
 
+// The checked build's memcheck (EmuModules.cpp): kernels compiled under AddressSanitizer, device
+// allocations of exactly their size. A kernel reading one element past its buffer is reported,
+// as compute-sanitizer's memcheck reports it on a device; its correct twin runs clean.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLM_TEST_MEMCHECK 1
+#endif
+#endif
+const char *const kReadPastKernels = R"(
+extern "C" __global__ void read_at(const float *input, int index, float *out) {
+  out[threadIdx.x] = input[index];
+}
+)";
+
+void launchReadAt(const CudaDriver &cu, int index) {
+  CUmodule module = nullptr;
+  ASSERT_EQ(cu.cuModuleLoadData(&module, kReadPastKernels), CUDA_SUCCESS)
+      << dlm::emu::lastModuleLog();
+  CUfunction readAt = nullptr;
+  ASSERT_EQ(cu.cuModuleGetFunction(&readAt, module, "read_at"), CUDA_SUCCESS);
+  const int count = 37;
+  CUdeviceptr input = 0, out = 0;
+  ASSERT_EQ(cu.cuMemAlloc(&input, count * sizeof(float)), CUDA_SUCCESS);
+  const std::vector<float> zeros(count, 0.f);
+  ASSERT_EQ(cu.cuMemcpyHtoD(input, zeros.data(), count * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemAlloc(&out, 4 * sizeof(float)), CUDA_SUCCESS);
+  void *parameters[] = {&input, &index, &out};
+  ASSERT_EQ(cu.cuLaunchKernel(readAt, 1, 1, 1, 4, 1, 1, 0, nullptr, parameters, nullptr),
+            CUDA_SUCCESS)
+      << dlm::emu::lastLaunchError();
+  EXPECT_EQ(cu.cuMemFree(input), CUDA_SUCCESS);
+  EXPECT_EQ(cu.cuMemFree(out), CUDA_SUCCESS);
+  EXPECT_EQ(cu.cuModuleUnload(module), CUDA_SUCCESS);
+}
+
+TEST_F(EmuDriver, MemcheckReportsAReadPastAnAllocation) {
+#ifndef DLM_TEST_MEMCHECK
+  GTEST_SKIP() << "memcheck runs in the checked build (build-asan, -DDLM_SANITIZE=ON)";
+#else
+  launchReadAt(cu(), 36); // the last element: clean
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(launchReadAt(cu(), 37), "heap-buffer-overflow");
+#endif
+}
+
 TEST_F(EmuDriver, BadLaunchesAreRefusedWithTheReason) {
   CUmodule module = loadKernels();
   ASSERT_NE(module, nullptr);
