@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <variant>
 
 namespace dlm::program {
@@ -13,6 +14,15 @@ namespace kp = spec::kernels;
 namespace {
 
 std::string str(int64_t value) { return std::to_string(value); }
+
+// a * b of record fields, which a damaged artifact makes anything: nullopt past int64 (the
+// product would be undefined), which no width equals.
+std::optional<int64_t> product(int64_t a, int64_t b) {
+  int64_t result = 0;
+  if (__builtin_mul_overflow(a, b, &result))
+    return std::nullopt;
+  return result;
+}
 
 struct KindInfo {
   std::string_view name;
@@ -394,13 +404,13 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_ASSIGN(kernel.heads, r.integer(kp::kHeads));
       DLM_ASSIGN(kernel.kvHeads, r.integer(kp::kKvHeads));
       DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
+      const std::optional<int64_t> queryWidth = product(kernel.heads, kernel.headDim);
       if (kernel.kvHeads <= 0 || kernel.headDim <= 0 || kernel.heads % kernel.kvHeads != 0 ||
-          kernel.kvHeads * kernel.headDim != kvWidth)
+          product(kernel.kvHeads, kernel.headDim) != kvWidth || !queryWidth)
         return r.error(str(kernel.heads) + " heads over " + str(kernel.kvHeads) + " KV heads of " +
                        str(kernel.headDim) + " do not fit the KV cache's " + str(kvWidth) +
                        " values per token");
-      DLM_RETURN_IF_ERROR(
-          expectWidth(widths[0], kernel.heads * kernel.headDim, "the queries' width"));
+      DLM_RETURN_IF_ERROR(expectWidth(widths[0], *queryWidth, "the queries' width"));
       DLM_RETURN_IF_ERROR(expectWidth(width, widths[0], "the result width"));
       DLM_ASSIGN(kernel.scale,
                  optional<double>(r, kp::kScaleParameter, "a real",
@@ -454,12 +464,14 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       DLM_RETURN_IF_ERROR(shape(m.router, e, width, kp::kRouter));
       DLM_RETURN_IF_ERROR(shape(m.routerScale, 1, width, kp::kRouterScale));
       DLM_RETURN_IF_ERROR(shape(m.expertScale, 1, e, kp::kExpertScale));
-      if (m.gateUp->cols != width || m.gateUp->rows % (2 * e) != 0 || m.gateUp->rows == 0)
+      const std::optional<int64_t> downRows = product(e, width);
+      if (m.gateUp->cols != width || !downRows || e > m.gateUp->rows ||
+          m.gateUp->rows % (2 * e) != 0 || m.gateUp->rows == 0)
         return r.error("the gate_up weight of " + str(m.gateUp->rows) + " rows of " +
                        str(m.gateUp->cols) + " is not " + str(e) + " experts of [2I, " +
                        str(width) + "]");
       kernel.expertWidth = m.gateUp->rows / (2 * e);
-      DLM_RETURN_IF_ERROR(shape(m.down, e * width, kernel.expertWidth, kp::kDownWeight));
+      DLM_RETURN_IF_ERROR(shape(m.down, *downRows, kernel.expertWidth, kp::kDownWeight));
       break;
     }
     case KernelKind::forwardInput:
@@ -475,7 +487,11 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
       for (size_t i = 1; i < widths.size(); ++i)
         DLM_RETURN_IF_ERROR(expectWidth(widths[i], widths[0],
                                         "operand " + str(static_cast<int64_t>(i)) + "'s width"));
-      program.captureWidth = widths[0] * static_cast<int64_t>(widths.size());
+      if (std::optional<int64_t> captured = product(widths[0], static_cast<int64_t>(widths.size())))
+        program.captureWidth = *captured;
+      else
+        return r.error("a capture of " + str(static_cast<int64_t>(widths.size())) + " x " +
+                       str(widths[0]) + " values is past 64-bit integers");
       break;
     case KernelKind::selectInputRows:
     case KernelKind::add:

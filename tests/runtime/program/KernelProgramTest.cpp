@@ -277,6 +277,15 @@ TEST_F(KernelProgramTest, SpeculativeRecords) {
   EXPECT_NE(error().find("the first operand's width"), std::string::npos) << error();
 }
 
+// Found by fuzz/artifact: head counts near 2^63 overflowed int64 in the width checks.
+TEST_F(KernelProgramTest, HeadCountsPastInt64AreRefused) {
+  record("layers.1.attention").parameters[std::string(kp::kKvHeads)] = int64_t{1} << 60;
+  EXPECT_NE(error().find("do not fit the KV cache's"), std::string::npos) << error();
+  record("layers.1.attention").parameters[std::string(kp::kKvHeads)] = int64_t{2};
+  record("layers.1.attention").parameters[std::string(kp::kHeads)] = int64_t{1} << 61;
+  EXPECT_NE(error().find("do not fit the KV cache's"), std::string::npos) << error();
+}
+
 TEST_F(KernelProgramTest, UnsupportedMask) {
   record("layers.1.attention").parameters["mask"] = std::string("sliding_window");
   EXPECT_NE(error().find("not supported yet: attention mask 'sliding_window'"),
