@@ -110,7 +110,12 @@ Status MappedFile::guardedRead(const std::function<void()> &read) const {
   ReadGuard *outer = activeGuard;
   if (sigsetjmp(guard.resume, /*savemask=*/1) == 0) {
     activeGuard = &guard;
-    read();
+    try {
+      read();
+    } catch (...) {
+      activeGuard = outer; // an exception leaves normally: the guard must not outlive this frame
+      throw;
+    }
     activeGuard = outer;
     return Status::ok();
   }
