@@ -81,8 +81,11 @@ StatusOr<GemmCeiling> measureGemms(const LoadedModel &model, int64_t rows, int64
   GemmCeiling ceiling;
   int64_t widest = 0;
   using program::KernelKind;
-  for (const program::ProgramRecord &k :
-       functions.at(std::string(spec::kernels::kDefaultFunction)).kernels) {
+  const auto forward = functions.find(std::string(spec::kernels::kDefaultFunction));
+  if (forward == functions.end())
+    return Status::error("the GEMM ceiling needs the default forward function ('" +
+                         std::string(spec::kernels::kDefaultFunction) + "')");
+  for (const program::ProgramRecord &k : forward->second.kernels) {
     const bool head = k.kind == KernelKind::lmHead;
     if (!head && k.kind != KernelKind::linear && k.kind != KernelKind::normLinear)
       continue;
