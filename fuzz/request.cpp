@@ -4,6 +4,7 @@
 // with the demo checkpoint's tokenizer and a ChatML template with tools (ChatPrompt).
 #include "fuzz/FuzzSupport.h"
 #include "runtime/chat/ChatPrompt.h"
+#include "tests/serve/HandMadeServedModel.h"
 #include "tools/dlm-serve/RequestParser.h"
 
 #include <memory>
@@ -12,48 +13,6 @@ namespace {
 
 using dlm::serve::Endpoint;
 using dlm::serve::ServedModel;
-
-// RequestParserTest.cpp's fakeModel(true): the policies' knobs, "<s>" as the one special token.
-ServedModel handMadeModel() {
-  ServedModel model;
-  model.id = "demo";
-  model.maxPositions = 128;
-  model.vocabSize = 256;
-  dlm::serve::ServedPolicy lowConfidence;
-  lowConfidence.name = "low-confidence";
-  lowConfidence.declared = {"gen_length", "block_length", "steps", "temperature", "threshold"};
-  lowConfidence.defaults = {{"gen_length", int64_t{64}},
-                            {"block_length", int64_t{32}},
-                            {"steps", int64_t{64}},
-                            {"temperature", 0.0}};
-  dlm::serve::ServedPolicy autoregressive;
-  autoregressive.name = "autoregressive";
-  autoregressive.declared = {"max_new_tokens", "temperature", "top_p"};
-  autoregressive.defaults = {{"max_new_tokens", int64_t{16}}};
-  model.policies = {lowConfidence, autoregressive};
-  model.encode = [](const std::string &text, bool parseSpecial) {
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (parseSpecial && text.compare(i, 3, "<s>") == 0) {
-        ids.push_back(255);
-        i += 2;
-        continue;
-      }
-      ids.push_back(static_cast<unsigned char>(text[i]));
-    }
-    return ids;
-  };
-  // The parser hands over string contents only; anything else would be its bug, seen here as an
-  // uncaught exception.
-  model.encodeChat = [](const dlm::ChatRequest &request) -> dlm::StatusOr<std::vector<int32_t>> {
-    std::vector<int32_t> ids;
-    for (const auto &message : request.messages)
-      for (char c : message["content"].get<std::string>())
-        ids.push_back(static_cast<unsigned char>(c));
-    return ids;
-  };
-  return model;
-}
 
 struct RealEncoding {
   std::unique_ptr<dlm::Tokenizer> tokenizer;
@@ -64,7 +23,7 @@ RealEncoding realEncoding;
 // The hand-made model's policies with ServedModel::describeModel's encoders on a real tokenizer
 // and chat template.
 ServedModel tokenizingModel() {
-  ServedModel model = handMadeModel();
+  ServedModel model = dlm::serve::testing::handMadeServedModel(/*chat=*/true);
   const dlm::Tokenizer *tokenizer = realEncoding.tokenizer.get();
   model.vocabSize = tokenizer->vocabSize();
   model.encode = [tokenizer](const std::string &text, bool parseSpecialTokens) {
@@ -98,7 +57,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
           dlm::fuzz::readFixture("tests/reference/chat_templates/templates/chatml_tools.jinja"),
           {{"eos_token", "<|endoftext|>"}}, realEncoding.tokenizer.get()),
       "chat template"));
-  models = {handMadeModel(), tokenizingModel()};
+  models = {dlm::serve::testing::handMadeServedModel(/*chat=*/true), tokenizingModel()};
   return 0;
 }
 

@@ -2,51 +2,14 @@
 // hand-made model description: two policies, a byte "tokenizer", 128 positions.
 #include "tools/dlm-serve/RequestParser.h"
 
+#include "tests/serve/HandMadeServedModel.h"
+
 #include <gtest/gtest.h>
 
 namespace dlm::serve {
 namespace {
 
-ServedModel fakeModel(bool chat = false) {
-  ServedModel model;
-  model.id = "demo";
-  model.maxPositions = 128;
-  model.vocabSize = 256;
-  ServedPolicy lowConfidence;
-  lowConfidence.name = "low-confidence";
-  lowConfidence.declared = {"gen_length", "block_length", "steps", "temperature", "threshold"};
-  lowConfidence.defaults = {{"gen_length", int64_t{64}},
-                            {"block_length", int64_t{32}},
-                            {"steps", int64_t{64}},
-                            {"temperature", 0.0}};
-  ServedPolicy autoregressive;
-  autoregressive.name = "autoregressive";
-  autoregressive.declared = {"max_new_tokens", "temperature", "top_p"};
-  autoregressive.defaults = {{"max_new_tokens", int64_t{16}}};
-  model.policies = {lowConfidence, autoregressive};
-  model.encode = [](const std::string &text, bool parseSpecial) {
-    std::vector<int32_t> ids;
-    // "<s>" is the one special token.
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (parseSpecial && text.compare(i, 3, "<s>") == 0) {
-        ids.push_back(255);
-        i += 2;
-        continue;
-      }
-      ids.push_back(static_cast<unsigned char>(text[i]));
-    }
-    return ids;
-  };
-  if (chat)
-    model.encodeChat = [](const ChatRequest &request) -> StatusOr<std::vector<int32_t>> {
-      std::vector<int32_t> ids;
-      for (const auto &message : request.messages)
-        for (char c : message["content"].get<std::string>())
-          ids.push_back(static_cast<unsigned char>(c));
-      return ids;
-    };
-  return model;
-}
+ServedModel fakeModel(bool chat = false) { return testing::handMadeServedModel(chat); }
 
 ParsedRequest parsed(Endpoint endpoint, const std::string &body, const ServedModel &model) {
   auto result = parseRequest(endpoint, body, model);
