@@ -5,15 +5,8 @@
 // AddressSanitizer must be told whenever the stack changes under it, or it takes a fiber's frames
 // for wild accesses to another stack (its fiber annotations; Boost.Context has them only for its
 // ucontext variant, which makes a system call per switch).
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLM_ASAN_FIBERS 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(DLM_ASAN_FIBERS)
-#define DLM_ASAN_FIBERS 1
-#endif
-#ifdef DLM_ASAN_FIBERS
+#include "support/AddressSanitizer.h"
+#ifdef DLM_ADDRESS_SANITIZER
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -82,7 +75,7 @@ bool BlockRunner::released(const Fiber &fiber) const {
 }
 
 void BlockRunner::enterFiber(Fiber &fiber) {
-#ifdef DLM_ASAN_FIBERS
+#ifdef DLM_ADDRESS_SANITIZER
   __sanitizer_start_switch_fiber(&schedulerFakeStack_, fiber.stackBottom, stacks_->bytes);
 #else
   (void)fiber;
@@ -90,13 +83,13 @@ void BlockRunner::enterFiber(Fiber &fiber) {
 }
 
 void BlockRunner::backInScheduler() {
-#ifdef DLM_ASAN_FIBERS
+#ifdef DLM_ADDRESS_SANITIZER
   __sanitizer_finish_switch_fiber(schedulerFakeStack_, nullptr, nullptr);
 #endif
 }
 
 void BlockRunner::arrivedInFiber(Fiber &fiber) {
-#ifdef DLM_ASAN_FIBERS
+#ifdef DLM_ADDRESS_SANITIZER
   __sanitizer_finish_switch_fiber(fiber.fakeStack, &schedulerBottom_, &schedulerSize_);
 #else
   (void)fiber;
@@ -104,7 +97,7 @@ void BlockRunner::arrivedInFiber(Fiber &fiber) {
 }
 
 void BlockRunner::leaveFiber(Fiber &fiber, bool dying) {
-#ifdef DLM_ASAN_FIBERS
+#ifdef DLM_ADDRESS_SANITIZER
   __sanitizer_start_switch_fiber(dying ? nullptr : &fiber.fakeStack, schedulerBottom_,
                                  schedulerSize_);
 #else

@@ -9,6 +9,7 @@
 // and loading the same source twice (one shared object, dlopen'ed twice) just works.
 #include "runtime/cuda/emu/EmuApi.h"
 #include "runtime/cuda/emu/EmuModule.h"
+#include "support/AddressSanitizer.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -45,13 +46,8 @@ constexpr const char *kBoostIncludeDir = DLM_EMU_BOOST_INCLUDE_DIR;
 // every global memory access an emulated kernel makes is checked against the allocations
 // (EmuMemory.cpp gives each exactly its size), which is what compute-sanitizer's memcheck does on
 // a device. The kernel's symbols resolve against the executable's sanitizer runtime.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLM_EMU_MEMCHECK 1
-#endif
-#endif
 const char *const kCompileFlags[] = {"-O2", "-shared", "-fPIC", "-std=c++17", "-w",
-#ifdef DLM_EMU_MEMCHECK
+#ifdef DLM_ADDRESS_SANITIZER
                                      "-fsanitize=address", "-fno-omit-frame-pointer",
                                      "-fsanitize-address-use-after-return=never",
                                      "-gline-tables-only",

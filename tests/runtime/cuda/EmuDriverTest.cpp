@@ -5,6 +5,7 @@
 
 #include "compiler/codegen/Kernels.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
+#include "support/AddressSanitizer.h"
 
 #include <gtest/gtest.h>
 
@@ -345,11 +346,6 @@ TEST_F(EmuDriver, UnknownFunctionIsNotFound) {
 // The checked build's memcheck (EmuModules.cpp): kernels compiled under AddressSanitizer, device
 // allocations of exactly their size. A kernel reading one element past its buffer is reported,
 // as compute-sanitizer's memcheck reports it on a device; its correct twin runs clean.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLM_TEST_MEMCHECK 1
-#endif
-#endif
 const char *const kReadPastKernels = R"(
 extern "C" __global__ void read_at(const float *input, int index, float *out) {
   out[threadIdx.x] = input[index];
@@ -378,7 +374,7 @@ void launchReadAt(const CudaDriver &cu, int index) {
 }
 
 TEST_F(EmuDriver, MemcheckReportsAReadPastAnAllocation) {
-#ifndef DLM_TEST_MEMCHECK
+#ifndef DLM_ADDRESS_SANITIZER
   GTEST_SKIP() << "memcheck runs in the checked build (build-asan, -DDLM_SANITIZE=ON)";
 #else
   launchReadAt(cu(), 36); // the last element: clean
