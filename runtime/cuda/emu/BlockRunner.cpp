@@ -134,6 +134,21 @@ void BlockRunner::finish(Fiber &fiber) {
   }
 }
 
+void BlockRunner::checkAccess(const unsigned char *address, size_t bytes, AccessKind kind) {
+  if (!current_ || !error_.empty())
+    return;
+  const unsigned thread = current_->context.linearThread;
+  std::string failure;
+  if (shared_.contains(address)) {
+    const SyncPoint now{thread, generation_, warps_[thread / 32].generation};
+    failure = shared_.check(address, bytes, kind, now);
+  } else if (accessChecks().initcheck) {
+    failure = checkDeviceAccess(address, bytes, kind, thread);
+  }
+  if (!failure.empty())
+    fail(failure);
+}
+
 void BlockRunner::syncBlock() {
   const unsigned generation = generation_;
   if (++arrived_ == live_) {
@@ -195,6 +210,8 @@ Status BlockRunner::run(KernelEntry kernel, void **parameters, uint3 blockIdx, d
   arrived_ = 0;
   generation_ = 0;
   error_.clear();
+  if (accessChecks().any())
+    shared_.beginBlock(kernel);
   currentRunner = this;
 
   for (unsigned t = 0; t < threads; ++t) {

@@ -4,6 +4,7 @@
 // deadlock when no live fiber can make progress.
 #pragma once
 
+#include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuDevice.h"
 #include "runtime/cuda/emu/EmuThread.h"
 
@@ -28,6 +29,9 @@ public:
   void syncBlock();
   void syncWarp();
   void exchange(const void *value, void *out, size_t bytes, int sourceLane);
+  // An access of the running fiber's kernel code (EmuAccessChecks.h; checked runs only): the
+  // first failed check fails the block.
+  void checkAccess(const unsigned char *address, size_t bytes, AccessKind kind);
 
 private:
   enum class Wait { none, block, warp };
@@ -75,10 +79,11 @@ private:
   unsigned generation_ = 0;
   Fiber *current_ = nullptr;
   std::string error_;
+  SharedMemoryChecker shared_;
   // The worker thread's stack (the scheduler's) as ASan last reported it, and its fake stack.
-  const void *schedulerBottom_ = nullptr;
-  size_t schedulerSize_ = 0;
-  void *schedulerFakeStack_ = nullptr;
+  [[maybe_unused]] const void *schedulerBottom_ = nullptr;
+  [[maybe_unused]] size_t schedulerSize_ = 0;
+  [[maybe_unused]] void *schedulerFakeStack_ = nullptr;
 };
 
 // The runner of the calling worker thread (null outside a launch).

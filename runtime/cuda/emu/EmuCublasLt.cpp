@@ -7,6 +7,7 @@
 // CUDA_R_16BF; CUBLAS_COMPUTE_32F with scale type CUDA_R_32F; any transposes of A and B; column-
 // or row-order layouts with leading dimensions; strided batches; epilogue DEFAULT or BIAS (bias
 // of D's type or f32, one value per row of D). Anything else is CUBLAS_STATUS_NOT_SUPPORTED.
+#include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuApi.h"
 
 #include <cuda_bf16.h>
@@ -108,11 +109,15 @@ float loadElement(const void *base, cudaDataType_t type, int64_t index) {
   return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[index]);
 }
 
+// Also tells initcheck (EmuAccessChecks.h) the element is written.
 void storeElement(void *base, cudaDataType_t type, int64_t index, float value) {
-  if (type == CUDA_R_32F)
+  if (type == CUDA_R_32F) {
     static_cast<float *>(base)[index] = value;
-  else
+    markDeviceWritten(static_cast<float *>(base) + index, sizeof(float));
+  } else {
     static_cast<__nv_bfloat16 *>(base)[index] = __float2bfloat16(value);
+    markDeviceWritten(static_cast<__nv_bfloat16 *>(base) + index, sizeof(__nv_bfloat16));
+  }
 }
 
 size_t elementBytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }

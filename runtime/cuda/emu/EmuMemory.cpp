@@ -1,5 +1,6 @@
 // Emulated device memory: host memory, 256-byte aligned like cudaMalloc's, tracked so that
 // freeing a pointer that is not a live allocation is CUDA_ERROR_INVALID_VALUE as on a device.
+#include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuApi.h"
 
 #include <cstdlib>
@@ -75,12 +76,16 @@ CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
     return CUDA_ERROR_INVALID_VALUE;
   void *memory = nullptr;
   const CUresult result = allocate(&Allocations::device, &memory, bytes);
-  if (result == CUDA_SUCCESS)
+  if (result == CUDA_SUCCESS) {
     *pointer = reinterpret_cast<CUdeviceptr>(memory);
+    trackDeviceAllocation(memory, bytes);
+  }
   return result;
 }
 
 CUresult cuMemFree(CUdeviceptr pointer) {
+  // Untracked first: once freed, the address may be another thread's new allocation.
+  untrackDeviceAllocation(hostPointer(pointer));
   return release(&Allocations::device, hostPointer(pointer));
 }
 
@@ -97,6 +102,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr destination, const void *source, size_t bytes)
     return refused;
   if (bytes)
     std::memcpy(hostPointer(destination), source, bytes);
+  markDeviceWritten(hostPointer(destination), bytes);
   return CUDA_SUCCESS;
 }
 
@@ -119,6 +125,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr destination, const void *source, size_t b
   return enqueueOnStream(stream, [=] {
     if (bytes)
       std::memcpy(hostPointer(destination), source, bytes);
+    markDeviceWritten(hostPointer(destination), bytes);
     return CUDA_SUCCESS;
   });
 }
@@ -140,6 +147,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr destination, CUdeviceptr source, size_t b
   return enqueueOnStream(stream, [=] {
     if (bytes)
       std::memmove(hostPointer(destination), hostPointer(source), bytes);
+    copyDeviceWrittenState(hostPointer(destination), hostPointer(source), bytes);
     return CUDA_SUCCESS;
   });
 }
@@ -151,6 +159,7 @@ CUresult cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t co
   return enqueueOnStream(stream, [=] {
     if (count)
       std::memset(hostPointer(destination), value, count);
+    markDeviceWritten(hostPointer(destination), count);
     return CUDA_SUCCESS;
   });
 }
@@ -163,6 +172,7 @@ CUresult cuMemsetD32Async(CUdeviceptr destination, unsigned int value, size_t co
     unsigned int *words = static_cast<unsigned int *>(hostPointer(destination));
     for (size_t i = 0; i < count; ++i)
       words[i] = value;
+    markDeviceWritten(words, count * sizeof value);
     return CUDA_SUCCESS;
   });
 }

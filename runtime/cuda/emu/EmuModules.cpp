@@ -7,6 +7,7 @@
 // dlm_emu_entry_<name>(void **parameters), and dlm_emu_parameters_<name>, its parameter sizes;
 // the module resolves those with dlsym on its own handle, so modules never share a kernel table
 // and loading the same source twice (one shared object, dlopen'ed twice) just works.
+#include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuApi.h"
 #include "runtime/cuda/emu/EmuModule.h"
 #include "support/AddressSanitizer.h"
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -53,11 +55,22 @@ const char *const kCompileFlags[] = {"-O2", "-shared", "-fPIC", "-std=c++17", "-
                                      "-gline-tables-only",
 #endif
 };
+// A checked run (DLM_EMU_CHECK, EmuAccessChecks.h) compiles kernels with this LLVM pass plugin,
+// which reports their every access (AccessReportingPass.cpp); "" where the build has none.
+constexpr const char *kAccessPlugin = DLM_EMU_ACCESS_PLUGIN;
 // The headers the compiled kernels are built against: a change to any of them changes the
 // shared object, so they are part of the cache key.
 const char *const kPreludeHeaders[] = {"runtime/cuda/emu/EmuPrelude.h",
                                        "runtime/cuda/emu/EmuDevice.h",
                                        "runtime/cuda/emu/EmuThread.h", "support/Status.h"};
+
+// The flags of this process's kernel compiles: the common ones, and the checked run's.
+std::vector<std::string> compileFlags() {
+  std::vector<std::string> flags(std::begin(kCompileFlags), std::end(kCompileFlags));
+  if (accessChecks().any())
+    flags.push_back(std::string("-fpass-plugin=") + kAccessPlugin);
+  return flags;
+}
 
 struct LiveHandles {
   std::mutex mutex;
@@ -153,7 +166,7 @@ std::string emulationSource(const std::string &source, const std::vector<std::st
 // its output goes to `logPath`. Returns the exit status (-1 when it could not be started).
 int runCompiler(const std::vector<std::string> &extra, const std::string &logPath) {
   std::vector<std::string> arguments = {kHostCompiler};
-  for (const char *flag : kCompileFlags)
+  for (const std::string &flag : compileFlags())
     arguments.push_back(flag);
   for (const char *dir : {kSourceDir, kCudaIncludeDir, kBoostIncludeDir})
     if (*dir)
@@ -185,10 +198,12 @@ int runCompiler(const std::vector<std::string> &extra, const std::string &logPat
 Fnv1a toolchainHash() {
   Fnv1a hash;
   hash.add(kHostCompiler);
-  for (const char *flag : kCompileFlags)
+  for (const std::string &flag : compileFlags())
     hash.add(flag);
   for (const char *header : kPreludeHeaders)
     hash.add(readFile(std::string(kSourceDir) + "/" + header));
+  if (accessChecks().any())
+    hash.add(readFile(kAccessPlugin));
   return hash;
 }
 
@@ -321,6 +336,12 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     setLastModuleLog("the emulated driver loads CUDA C++ source (a kernel's Kernel.source), not "
                      "PTX or a cubin");
     return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (accessChecks().any() && !*kAccessPlugin) {
+    setLastModuleLog("DLM_EMU_CHECK needs the access-reporting pass plugin, which this build does "
+                     "not have: its host compiler must be the clang of the LLVM it builds "
+                     "against (runtime/cuda/CMakeLists.txt)");
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
   const std::string source(text);
   const std::vector<std::string> entries = findEntryPoints(source);

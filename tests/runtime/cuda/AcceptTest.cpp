@@ -67,9 +67,9 @@ void checkAccept(const codegen::AcceptParams &params, std::mt19937 &random, int 
   const int *a = argmax.data(), *tokens = canvasTokens.data();
   int *p = previous.data(), *s = stable.data(), *done = converged.data();
   unsigned char *k = keep.data();
-  ASSERT_TRUE(emulatedDevice().launchArgs(
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
       kernel.name, emu::Dim3{static_cast<unsigned>(requests)}, emu::Dim3{kernel.blockThreads}, e, c,
-      a, tokens, p, s, k, done, bound, threshold, topK, mask, stability, confidenceBound));
+      a, tokens, p, s, k, done, bound, threshold, topK, mask, stability, confidenceBound)));
 
   for (int r = 0; r < requests; ++r) {
     const int first = r * canvas;

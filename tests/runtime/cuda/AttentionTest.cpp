@@ -250,9 +250,9 @@ TEST(AttentionKernel, RowWithoutVisibleKeysIsZero) {
   const unsigned char *flags = nullptr;
   __nv_bfloat16 *o = out.data();
   const long long stride = 4 * 64, slot = 2 * 64, page = 16 * slot;
-  ASSERT_TRUE(emulatedDevice().launchArgs(kernel.name, emu::Dim3{1, 2, 1}, emu::Dim3{128}, qArg,
-                                          stride, kArg, vArg, page, slot, t, 1, s, p, l, flags, 4,
-                                          16, 0.125f, o, stride));
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(kernel.name, emu::Dim3{1, 2, 1}, emu::Dim3{128},
+                                                   qArg, stride, kArg, vArg, page, slot, t, 1, s, p,
+                                                   l, flags, 4, 16, 0.125f, o, stride)));
   for (const __nv_bfloat16 &value : out)
     ASSERT_EQ(fromBf16(value), 0.f);
 }

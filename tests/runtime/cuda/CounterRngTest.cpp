@@ -5,6 +5,7 @@
 
 namespace {
 
+using dlm::cudatest::launched;
 using dlm::cudatest::emulatedDevice;
 using dlm::emu::Dim3;
 
@@ -15,7 +16,8 @@ TEST(CounterRng, DeviceHelpersMatchTheReferenceKnownAnswers) {
   unsigned long long *k = keys;
   double *u = uniforms, *g = gumbels;
   int *t = tokens;
-  ASSERT_TRUE(emulatedDevice().launchArgs("dlm_test_counter_rng", Dim3{1}, Dim3{32}, k, u, g, t));
+  ASSERT_TRUE(
+      launched(emulatedDevice().launchArgs("dlm_test_counter_rng", Dim3{1}, Dim3{32}, k, u, g, t)));
   // Printed by `python3 tests/reference/counter_rng.py`.
   EXPECT_EQ(keys[0], 0xE220A8397B1DCDAFull);
   EXPECT_EQ(keys[1], 0x78AE5A9A6B5FD45Eull);

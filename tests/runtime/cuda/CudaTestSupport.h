@@ -28,6 +28,14 @@ inline const emu::Device &emulatedDevice() {
   return device;
 }
 
+// A launch's status as a gtest assertion: a failure shows the emulated device's message (a
+// deadlock, a failed access check under DLM_EMU_CHECK).
+inline ::testing::AssertionResult launched(const Status &status) {
+  if (status)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.message();
+}
+
 // The name of the kernel a generator produces for `params` (aborts the test on an error).
 template <typename Params>
 std::string kernelName(StatusOr<codegen::KernelSource> (*generate)(const Params &),

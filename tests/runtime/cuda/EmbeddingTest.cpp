@@ -38,9 +38,9 @@ void checkEmbedding(const codegen::EmbeddingParams &params, std::mt19937 &random
   const int *tokensArg = tokens.data();
   const Element *tableArg = table.data();
   Element *outArg = out.data();
-  ASSERT_TRUE(emulatedDevice().launchArgs(kernel.name, emu::Dim3{static_cast<unsigned>(count)},
-                                          emu::Dim3{kernel.blockThreads}, tokensArg, count,
-                                          tableArg, tableRows, outArg, outStride));
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
+      kernel.name, emu::Dim3{static_cast<unsigned>(count)}, emu::Dim3{kernel.blockThreads},
+      tokensArg, count, tableArg, tableRows, outArg, outStride)));
   const Element zero = storeAs<Element>(0.f);
   for (int row = 0; row < count; ++row) {
     const bool valid = tokens[row] >= 0 && tokens[row] < tableRows;

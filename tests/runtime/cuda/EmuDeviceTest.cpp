@@ -1,5 +1,6 @@
 // The emulated device's own semantics, on hand-written kernels (EmuSelfTestKernels.cpp).
 #include "runtime/cuda/emu/EmuDevice.h"
+#include "tests/runtime/cuda/CudaTestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 
 namespace {
 
+using dlm::cudatest::launched;
 using dlm::emu::Device;
 using dlm::emu::Dim3;
 
@@ -14,7 +16,7 @@ TEST(EmuDevice, BarrierMakesSharedWritesVisible) {
   Device device;
   std::vector<int> out(3 * 256, -1);
   int *pointer = out.data();
-  ASSERT_TRUE(device.launchArgs("emu_test_barrier", Dim3{3}, Dim3{256}, pointer));
+  ASSERT_TRUE(launched(device.launchArgs("emu_test_barrier", Dim3{3}, Dim3{256}, pointer)));
   for (int b = 0; b < 3; ++b)
     for (int t = 0; t < 256; ++t)
       ASSERT_EQ(out[b * 256 + t], (t + 1) % 256 + b * 1000) << "block " << b << " thread " << t;
@@ -39,7 +41,8 @@ TEST(EmuDevice, ShufflesFollowCudaSemantics) {
   int *a = xorOut.data(), *b = upOut.data(), *c = downOut.data(), *d = idxOut.data();
   float *e = sumOut.data();
   double *f = doubleOut.data();
-  ASSERT_TRUE(device.launchArgs("emu_test_shuffles", Dim3{1}, Dim3{64}, a, b, c, d, e, f));
+  ASSERT_TRUE(
+      launched(device.launchArgs("emu_test_shuffles", Dim3{1}, Dim3{64}, a, b, c, d, e, f)));
   for (int t = 0; t < 64; ++t) {
     const int lane = t % 32, warp = t / 32 * 32;
     EXPECT_EQ(xorOut[t], warp + (lane ^ 5));
@@ -58,7 +61,7 @@ TEST(EmuDevice, AtomicsAreAtomicAcrossBlocksAndWorkers) {
   float sum = 0;
   int *c = &counter, *m = &maximum;
   float *s = &sum;
-  ASSERT_TRUE(device.launchArgs("emu_test_atomics", Dim3{40}, Dim3{128}, c, m, s));
+  ASSERT_TRUE(launched(device.launchArgs("emu_test_atomics", Dim3{40}, Dim3{128}, c, m, s)));
   EXPECT_EQ(counter, 40 * 128);
   EXPECT_EQ(maximum, 40 * 128 - 1);
   EXPECT_EQ(sum, 0.5f * 40 * 128);
@@ -69,7 +72,7 @@ TEST(EmuDevice, ThreeDimensionalIndices) {
   const Dim3 grid{3, 2, 2}, block{4, 3, 2};
   std::vector<int> out(12 * 24, -1);
   int *pointer = out.data();
-  ASSERT_TRUE(device.launchArgs("emu_test_indices", grid, block, pointer));
+  ASSERT_TRUE(launched(device.launchArgs("emu_test_indices", grid, block, pointer)));
   for (int b = 0; b < 12; ++b)
     for (int t = 0; t < 24; ++t)
       EXPECT_EQ(out[b * 24 + t], b * 10000 + t);
@@ -91,7 +94,7 @@ TEST(EmuDevice, ReturnedThreadsDoNotHoldBackBarriers) {
   Device device;
   std::vector<int> out(40, 0);
   int *pointer = out.data();
-  ASSERT_TRUE(device.launchArgs("emu_test_early_return", Dim3{1}, Dim3{96}, pointer));
+  ASSERT_TRUE(launched(device.launchArgs("emu_test_early_return", Dim3{1}, Dim3{96}, pointer)));
   for (int t = 0; t < 40; ++t)
     EXPECT_EQ(out[t], 7);
 }

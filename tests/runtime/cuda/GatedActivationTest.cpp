@@ -26,9 +26,9 @@ void checkGated(const codegen::GatedActivationParams &params, std::mt19937 &rand
   Element *out = fused.data(); // in place over gate
   const int vector = codegen::vectorWidth(params.element, params.width);
   const unsigned blocksX = static_cast<unsigned>((width / vector + 255) / 256);
-  ASSERT_TRUE(emulatedDevice().launchArgs(
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
       kernel.name, emu::Dim3{blocksX, static_cast<unsigned>(rows)}, emu::Dim3{kernel.blockThreads},
-      gate, stride, up, stride, out, stride, rows));
+      gate, stride, up, stride, out, stride, rows)));
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < width; ++i) {
       const double want =

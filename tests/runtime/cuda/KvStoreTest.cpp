@@ -46,9 +46,9 @@ void checkKvStore(const codegen::KvStoreParams &params, std::mt19937 &random, in
   const Element *kArg = fused.data() + 8, *vArg = fused.data() + 8 + kvWidth;
   const int *tableArg = blockTable.data();
   Element *kPagesArg = kPages.data(), *vPagesArg = vPages.data();
-  ASSERT_TRUE(emulatedDevice().launchArgs(
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
       kernel.name, emu::Dim3{static_cast<unsigned>(count)}, emu::Dim3{kernel.blockThreads}, kArg,
-      vArg, rowStride, count, tableArg, firstSlot, kPagesArg, vPagesArg, pageStride, slotStride));
+      vArg, rowStride, count, tableArg, firstSlot, kPagesArg, vPagesArg, pageStride, slotStride)));
 
   std::vector<bool> written(kPages.size(), false);
   for (int row = 0; row < count; ++row) {

@@ -180,45 +180,45 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
                 *routerScaleArg = w.routerScale.data(), *expertScaleArg = w.expertScale.data();
     int *choiceArg = choice.data();
     float *weightArg = weight.data();
-    ASSERT_TRUE(device.launchArgs(route.name, emu::Dim3{static_cast<unsigned>(tokens)},
-                                  emu::Dim3{route.blockThreads}, rArg, rowStride, tokens,
-                                  routerArg, routerScaleArg, expertScaleArg, w.eps,
-                                  w.inputScale, choiceArg, weightArg));
+    ASSERT_TRUE(launched(device.launchArgs(route.name, emu::Dim3{static_cast<unsigned>(tokens)},
+                                           emu::Dim3{route.blockThreads}, rArg, rowStride, tokens,
+                                           routerArg, routerScaleArg, expertScaleArg, w.eps,
+                                           w.inputScale, choiceArg, weightArg)));
   }
   {
     const int *choiceArg = choice.data();
     int *listsArg = lists.data(), *countsArg = counts.data();
-    ASSERT_TRUE(device.launchArgs(plan.name, emu::Dim3{1}, emu::Dim3{plan.blockThreads},
-                                  choiceArg, tokens, listsArg, countsArg));
+    ASSERT_TRUE(launched(device.launchArgs(plan.name, emu::Dim3{1}, emu::Dim3{plan.blockThreads},
+                                           choiceArg, tokens, listsArg, countsArg)));
   }
   {
     const float *xArg = x.data(), *gateUpArg = w.gateUp.data();
     const int *listsArg = lists.data(), *countsArg = counts.data();
     float *actArg = act.data();
-    ASSERT_TRUE(device.launchArgs(
+    ASSERT_TRUE(launched(device.launchArgs(
         gateUpKernel.name,
         emu::Dim3{static_cast<unsigned>((I + 63) / 64), rowBlocks, static_cast<unsigned>(E)},
         emu::Dim3{gateUpKernel.blockThreads}, xArg, rowStride, gateUpArg, tokens, listsArg,
-        countsArg, actArg));
+        countsArg, actArg)));
   }
   {
     const float *actArg = act.data(), *downArg = w.down.data();
     const long long actStride = I;
     const int *listsArg = lists.data(), *countsArg = counts.data();
     float *outArg = out.data();
-    ASSERT_TRUE(device.launchArgs(
+    ASSERT_TRUE(launched(device.launchArgs(
         downKernel.name,
         emu::Dim3{static_cast<unsigned>((H + 63) / 64), rowBlocks, static_cast<unsigned>(E)},
-        emu::Dim3{downKernel.blockThreads}, actArg, actStride, downArg, tokens, listsArg,
-        countsArg, outArg));
+        emu::Dim3{downKernel.blockThreads}, actArg, actStride, downArg, tokens, listsArg, countsArg,
+        outArg)));
   }
   {
     const int *choiceArg = choice.data();
     const float *weightArg = weight.data(), *outArg = out.data();
     float *yArg = y.data();
-    ASSERT_TRUE(device.launchArgs(combine.name, emu::Dim3{static_cast<unsigned>(tokens)},
-                                  emu::Dim3{combine.blockThreads}, choiceArg, weightArg, outArg,
-                                  tokens, yArg, yStride));
+    ASSERT_TRUE(launched(device.launchArgs(combine.name, emu::Dim3{static_cast<unsigned>(tokens)},
+                                           emu::Dim3{combine.blockThreads}, choiceArg, weightArg,
+                                           outArg, tokens, yArg, yStride)));
   }
 
   // Routing: the same experts in the same order, close weights.

@@ -45,9 +45,9 @@ TEST(RenoiseKernel, MatchesReference) {
       int *canvasArg = canvas.data();
       const unsigned long long *seedArg = seed.data(), *idArg = id.data();
       const long long *stepArg = step.data();
-      ASSERT_TRUE(emulatedDevice().launchArgs(
+      ASSERT_TRUE(launched(emulatedDevice().launchArgs(
           kernel.name, emu::Dim3{static_cast<unsigned>((rows + 255) / 256)}, emu::Dim3{256}, rows,
-          keepArg, sampledArg, canvasArg, requestArg, positionArg, seedArg, idArg, stepArg, mask));
+          keepArg, sampledArg, canvasArg, requestArg, positionArg, seedArg, idArg, stepArg, mask)));
       for (int i = 0; i < rows; ++i) {
         const int r = rowRequest[i];
         const int64_t noise = reference::noiseToken(

@@ -42,9 +42,9 @@ void checkRmsNorm(const codegen::RmsNormParams &params, std::mt19937 &random, bo
   Element *yArg = inPlace ? reinterpret_cast<Element *>(x.data()) : y.data();
   const Element *weightArg = params.hasWeight ? weight.data() : nullptr;
   codegen::KernelSource kernel = *codegen::generateRmsNorm(params);
-  ASSERT_TRUE(emulatedDevice().launchArgs(name, emu::Dim3{static_cast<unsigned>(rows)},
-                                          emu::Dim3{kernel.blockThreads}, xArg, stride, yArg,
-                                          stride, weightArg, rows, rowsPerToken, eps));
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
+      name, emu::Dim3{static_cast<unsigned>(rows)}, emu::Dim3{kernel.blockThreads}, xArg, stride,
+      yArg, stride, weightArg, rows, rowsPerToken, eps)));
   const std::vector<Element> &result = inPlace ? x : y;
   for (int row = 0; row < rows; ++row) {
     const long long base = (row / rowsPerToken) * stride + (row % rowsPerToken) * width;

@@ -34,9 +34,9 @@ void checkRope(const codegen::RopeParams &params, std::mt19937 &random) {
   }
   Element *xArg = x.data();
   const int *positionArg = positions.data();
-  ASSERT_TRUE(emulatedDevice().launchArgs(name, emu::Dim3{static_cast<unsigned>(tokens)},
-                                          emu::Dim3{128}, xArg, stride, heads, tokens,
-                                          positionArg));
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(name, emu::Dim3{static_cast<unsigned>(tokens)},
+                                                   emu::Dim3{128}, xArg, stride, heads, tokens,
+                                                   positionArg)));
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < heads; ++h) {
       const long long base = t * stride + h * headDim;

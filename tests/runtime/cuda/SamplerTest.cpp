@@ -62,15 +62,15 @@ void checkSampler(const codegen::SamplerParams &params, std::mt19937 &random, in
   float *entropyArg = entropy.data(), *confidenceArg = confidence.data();
   float *maxArg = softmaxMax.data(), *sumArg = softmaxSum.data();
   if (params.softmaxStatistics)
-    ASSERT_TRUE(emulatedDevice().launchArgs(
+    ASSERT_TRUE(launched(emulatedDevice().launchArgs(
         kernel.name, emu::Dim3{static_cast<unsigned>(rows)}, emu::Dim3{kernel.blockThreads},
         logitArg, stride, rows, requestArg, positionArg, seedArg, idArg, stepArg, temperatureArg,
-        excluded, sampledArg, argmaxArg, entropyArg, confidenceArg, maxArg, sumArg));
+        excluded, sampledArg, argmaxArg, entropyArg, confidenceArg, maxArg, sumArg)));
   else
-    ASSERT_TRUE(emulatedDevice().launchArgs(
+    ASSERT_TRUE(launched(emulatedDevice().launchArgs(
         kernel.name, emu::Dim3{static_cast<unsigned>(rows)}, emu::Dim3{kernel.blockThreads},
         logitArg, stride, rows, requestArg, positionArg, seedArg, idArg, stepArg, temperatureArg,
-        excluded, sampledArg, argmaxArg, entropyArg, confidenceArg));
+        excluded, sampledArg, argmaxArg, entropyArg, confidenceArg)));
 
   for (int row = 0; row < rows; ++row) {
     const int r = rowRequest[row];

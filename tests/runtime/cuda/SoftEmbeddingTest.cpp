@@ -102,9 +102,9 @@ void checkSoftEmbedding(const codegen::SoftEmbeddingParams &params, std::mt19937
   Element *outArg = out.data();
   const emu::Dim3 grid{static_cast<unsigned>((width + 127) / 128),
                        static_cast<unsigned>((rows + 63) / 64)};
-  ASSERT_TRUE(emulatedDevice().launchArgs(kernel.name, grid, emu::Dim3{kernel.blockThreads},
-                                          inputArg, inputStride, inputWidth, rows, tableArg,
-                                          scale, outArg, outStride));
+  ASSERT_TRUE(launched(emulatedDevice().launchArgs(
+      kernel.name, grid, emu::Dim3{kernel.blockThreads}, inputArg, inputStride, inputWidth, rows,
+      tableArg, scale, outArg, outStride)));
 
   for (int row = 0; row < rows; ++row) {
     const std::string where = kernel.name + " row " + std::to_string(row) + " of " +
