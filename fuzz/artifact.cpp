@@ -24,8 +24,9 @@ const std::filesystem::path &artifactPath() {
 }
 
 // The default program's length and step knobs, where it declares them, bounded to a few tokens
-// and steps: the artifact stores their defaults, and a damaged one (max_steps 2^52) would
-// otherwise run for hours on a model that never converges. Only integer knobs above the bound
+// and steps: the artifact stores their defaults, and a damaged one (up to the programs' bound of
+// 65536 steps; 2^52 before that bound) would otherwise run for minutes on a model that never
+// converges. Only integer knobs above the bound
 // change, so a knob's other values and relations (gen_length a multiple of block_length) stay.
 dlm::artifact::Attributes shortKnobs(const dlm::LoadedModel &model) {
   static const std::set<std::string> bounded = {"gen_length", "block_length", "steps",

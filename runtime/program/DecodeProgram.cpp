@@ -308,11 +308,17 @@ private:
       knob.oneOf = program_.text(operands[kOneOf].index);
     if (operands[kError].given())
       knob.error = program_.text(operands[kError].index);
+    auto number = [&](size_t param) {
+      return operands[param].type == ValueType::real ? operands[param].real
+                                                     : static_cast<double>(operands[param].integer);
+    };
     if (operands[kMin].given()) {
       knob.hasMin = true;
-      knob.min = operands[kMin].type == ValueType::real
-                     ? operands[kMin].real
-                     : static_cast<double>(operands[kMin].integer);
+      knob.min = number(kMin);
+    }
+    if (operands[kMax].given()) {
+      knob.hasMax = true;
+      knob.max = number(kMax);
     }
     auto given = record.parameters.find(dspec::kKnobParams[kDefault].key);
     if (given != record.parameters.end()) {

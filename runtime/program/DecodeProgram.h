@@ -185,6 +185,8 @@ struct KnobDeclaration {
   std::string error; // message for a value outside oneOf; "{}" is the value
   bool hasMin = false;
   double min = 0;
+  bool hasMax = false;
+  double max = 0;
   // The declared default, then the program's stored knobs.
   KnobValue value;
 };

@@ -276,6 +276,7 @@ inline constexpr ParamSpec kKnobParams[] = {
     {"one_of", PR::attribute, PT::text, false}, // allowed text values, comma-separated
     {"error", PR::attribute, PT::text, false},  // the message for other values; "{}" = the value
     {"min", PR::attribute, PT::number, false},  // "knob 'x' must be at least {min}, got {value}"
+    {"max", PR::attribute, PT::number, false},  // "knob 'x' must be at most {max}, got {value}"
 };
 inline constexpr ParamSpec kSetParams[] = {
     {"a", PR::input, PT::scalar, true},
@@ -647,6 +648,7 @@ inline constexpr size_t kOptional = paramIndex(kKnobParams, "optional");
 inline constexpr size_t kOneOf = paramIndex(kKnobParams, "one_of");
 inline constexpr size_t kError = paramIndex(kKnobParams, "error");
 inline constexpr size_t kMin = paramIndex(kKnobParams, "min");
+inline constexpr size_t kMax = paramIndex(kKnobParams, "max");
 } // namespace knob_params
 
 // The index of f32 among kPrecisionChoices, for every kind's `precision`.

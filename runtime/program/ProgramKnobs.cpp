@@ -46,17 +46,27 @@ Status checkChoice(const KnobDeclaration &knob, const std::string &value) {
                        value + "\"");
 }
 
-Status checkMin(const KnobDeclaration &knob, const KnobValue &value) {
-  if (!knob.hasMin)
-    return Status::ok();
-  if (knob.type == ValueType::integer && static_cast<double>(value.integer) < knob.min)
-    return Status::error("knob '" + knob.name + "' must be at least " +
-                         std::to_string(static_cast<int64_t>(knob.min)) + ", got " +
+// "at least" / "at most" `limit`, for the knob's type.
+Status outOfRange(const KnobDeclaration &knob, const KnobValue &value, const char *relation,
+                  double limit) {
+  if (knob.type == ValueType::integer)
+    return Status::error("knob '" + knob.name + "' must be " + relation + " " +
+                         std::to_string(static_cast<int64_t>(limit)) + ", got " +
                          std::to_string(value.integer));
-  if (knob.type == ValueType::real && !(value.real >= knob.min))
-    return Status::error("knob '" + knob.name + "' must be at least " +
-                         artifact::attributeValueText(knob.min) + ", got " +
-                         artifact::attributeValueText(value.real));
+  return Status::error("knob '" + knob.name + "' must be " + relation + " " +
+                       artifact::attributeValueText(limit) + ", got " +
+                       artifact::attributeValueText(value.real));
+}
+
+Status checkRange(const KnobDeclaration &knob, const KnobValue &value) {
+  if (knob.type != ValueType::integer && knob.type != ValueType::real)
+    return Status::ok();
+  const double number =
+      knob.type == ValueType::integer ? static_cast<double>(value.integer) : value.real;
+  if (knob.hasMin && !(number >= knob.min))
+    return outOfRange(knob, value, "at least", knob.min);
+  if (knob.hasMax && !(number <= knob.max))
+    return outOfRange(knob, value, "at most", knob.max);
   return Status::ok();
 }
 
@@ -108,7 +118,7 @@ Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &va
     result.text = *text;
     break;
   }
-  DLM_RETURN_IF_ERROR(checkMin(knob, result));
+  DLM_RETURN_IF_ERROR(checkRange(knob, result));
   out = std::move(result);
   return Status::ok();
 }

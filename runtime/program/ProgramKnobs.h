@@ -1,5 +1,5 @@
 // Knob values for a decode program: what its `knob` records declare (type, default, optional,
-// one_of, min), then the artifact's stored knobs (DecodeProgram::load), then a request's
+// one_of, min, max), then the artifact's stored knobs (DecodeProgram::load), then a request's
 // overrides. Replaces, for programs, the per-policy switch of runtime/sampling/DecodingKnobs.cpp
 // and keeps its messages: "unknown knob 'stepz'", "knob 'steps' must be an integer".
 #pragma once

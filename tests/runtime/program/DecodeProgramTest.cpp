@@ -327,7 +327,7 @@ TEST(DecodeProgramTest, RefusesUndefinedRegistersAndTypeClashes) {
 
 // ---- Knobs ------------------------------------------------------------------------------------
 
-const char *kKnobs = "knob:steps type=int default=16\n"
+const char *kKnobs = "knob:steps type=int default=16 max=65536\n"
                      "knob:threshold type=real optional=true\n"
                      "knob:step_cap type=int optional=true min=1\n"
                      "knob:cache type=text default=none one_of=none,prefix "
@@ -365,10 +365,27 @@ TEST(ProgramKnobsTest, ErrorsNameTheKnob) {
   EXPECT_EQ(knobError({{"threshold", true}}), "knob 'threshold' must be a number");
   EXPECT_EQ(knobError({{"threshold", int64_t{1}}}), "ok");
   EXPECT_EQ(knobError({{"step_cap", int64_t{0}}}), "knob 'step_cap' must be at least 1, got 0");
+  EXPECT_EQ(knobError({{"steps", int64_t{1} << 52}}),
+            "knob 'steps' must be at most 65536, got 4503599627370496");
+  EXPECT_EQ(knobError({{"steps", int64_t{65536}}}), "ok");
   EXPECT_EQ(knobError({{"cache", std::string("dual")}}),
             "unknown cache mode 'dual' (expected none or prefix)");
   EXPECT_EQ(knobError({{"mode", std::string("c")}}), "knob 'mode' must be one of a,b, got \"c\"");
   EXPECT_EQ(knobError({{"cache", int64_t{1}}}), "knob 'cache' must be a string");
+}
+
+// A damaged artifact's stored default is held to the declared range like a request's value: a
+// max_steps of 2^52 made DiffusionGemma's generation run for ever (found by fuzz/artifact.cpp).
+TEST(ProgramKnobsTest, StoredKnobsOutsideTheirRangeAreRefused) {
+  for (const char *file : {"diffusion-gemma.decode", "entropy-bound.decode"}) {
+    StatusOr<DecodeProgram> loaded =
+        loadText(testing::readDecodeProgramText(file), {{"max_steps", int64_t{1} << 52}});
+    ASSERT_FALSE(loaded.isOk()) << file;
+    EXPECT_NE(loaded.status().message().find(
+                  "knob 'max_steps' must be at most 65536, got 4503599627370496"),
+              std::string::npos)
+        << loaded.status().message();
+  }
 }
 
 TEST(ProgramKnobsTest, DefaultsThenStoredKnobsThenOverrides) {
