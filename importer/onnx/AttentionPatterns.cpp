@@ -65,8 +65,10 @@ Value lastAxisSlice(Value value, int64_t from, int64_t to, RaisingContext &conte
   auto starts = context.ints(slice.input(1)), ends = context.ints(slice.input(2));
   auto axes = slice.input(3) ? context.ints(slice.input(3)) : std::nullopt;
   auto steps = slice.input(4) ? context.ints(slice.input(4)) : SmallVector<int64_t>{1};
-  if (!xType || !starts || !ends || !axes || !steps || starts->size() != 1 ||
-      ends->size() != 1 || axes->size() != 1 || *steps != SmallVector<int64_t>{1})
+  // A rank-0 type (a damaged value_info) has no last axis to slice.
+  if (!xType || xType.getRank() == 0 || !starts || !ends || !axes || !steps ||
+      starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
+      *steps != SmallVector<int64_t>{1})
     return Value();
   int64_t rank = xType.getRank(), width = xType.getDimSize(rank - 1);
   if ((*axes)[0] != -1 && (*axes)[0] != rank - 1)
@@ -87,7 +89,7 @@ Value rotateHalfSource(Value value, RaisingContext &context) {
     return Value();
   // The slices' own types are often unknown to ONNX; the width comes from the sliced tensor.
   auto sourceType = rankedType(skipNoOps(lowerSlice.input(0), context));
-  if (!sourceType || sourceType.isDynamicDim(sourceType.getRank() - 1))
+  if (!sourceType || sourceType.getRank() == 0 || sourceType.isDynamicDim(sourceType.getRank() - 1))
     return Value();
   int64_t rank = sourceType.getRank(), width = sourceType.getDimSize(rank - 1);
   int64_t axis = concat.intAttr("axis").value_or(0);

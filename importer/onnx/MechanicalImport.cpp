@@ -20,6 +20,8 @@ using namespace mlir;
 // Constants carried inside nodes (Constant, ConstantOfShape) become attributes. Shape arithmetic
 // needs a handful of elements; anything this large is a weight and belongs in an initializer.
 constexpr int64_t kMaxInlineElements = 4096;
+// Transformers need rank 4 or so; far past it a type is damage, not a model.
+constexpr size_t kMaxValueRank = 64;
 
 std::string nodeLabel(const proto::NodeProto &node, int index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
@@ -57,7 +59,10 @@ public:
     for (const proto::ValueInfoProto &input : graph.input()) {
       if (file_.initializer(input.name()))
         continue;
-      argTypes.push_back(convertType(&input.type()));
+      StatusOr<Type> type = convertType(&input.type(), input.name());
+      if (!type)
+        return type.status();
+      argTypes.push_back(*type);
       argNames.push_back(input.name());
     }
     auto fn = func::FuncOp::create(b_, b_.getUnknownLoc(), "forward",
@@ -131,20 +136,32 @@ private:
 
   // Ranked where ONNX knows the shape (dim_param and unknown dims are dynamic), unranked where it
   // only knows the element type, `none` where it knows nothing (outputs of unknown ops).
-  Type convertType(const proto::TypeProto *type) {
+  // The MLIR type of a value from its ONNX type (value_info, a graph input or output). A damaged
+  // file's dimensions are refused by name before any pattern multiplies them.
+  StatusOr<Type> convertType(const proto::TypeProto *type, const std::string &value) {
     if (!type || !type->has_tensor_type())
-      return b_.getNoneType();
+      return Type(b_.getNoneType());
     const proto::TypeProto::Tensor &tensor = type->tensor_type();
     Type element = elementType(tensor.elem_type());
     if (!element)
-      return b_.getNoneType();
+      return Type(b_.getNoneType());
     if (!tensor.has_shape())
-      return UnrankedTensorType::get(element);
-    SmallVector<int64_t> shape;
-    for (const proto::TensorShapeProto::Dimension &dim : tensor.shape().dim())
-      shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value()
-                                                                   : ShapedType::kDynamic);
-    return RankedTensorType::get(shape, element);
+      return Type(UnrankedTensorType::get(element));
+    SmallVector<int64_t> shape, known;
+    for (const proto::TensorShapeProto::Dimension &dim : tensor.shape().dim()) {
+      const bool given = dim.has_dim_value() && dim.dim_value() >= 0;
+      shape.push_back(given ? dim.dim_value() : ShapedType::kDynamic);
+      if (given)
+        known.push_back(dim.dim_value());
+    }
+    if (shape.size() > kMaxValueRank)
+      return Status::error("onnx: value '" + value + "' has a type of rank " +
+                           std::to_string(shape.size()) + "; the importer takes at most " +
+                           std::to_string(kMaxValueRank));
+    if (!checkedElementCount(known))
+      return Status::error("onnx: value '" + value + "' has dimensions " + listText(known) +
+                           ", whose element count overflows int64");
+    return Type(RankedTensorType::get(shape, element));
   }
 
   // The value of `name` as an operand of node `index`: computed earlier, a graph input, or an
@@ -284,15 +301,20 @@ private:
         return value.status();
       state.addOperands(*value);
     }
-    for (const std::string &output : node.output()) {
-      auto it = types_.find(output);
-      state.addTypes(convertType(output.empty() || it == types_.end() ? nullptr : it->second));
-    }
     for (const proto::AttributeProto &attribute : node.attribute()) {
       auto converted = convertAttribute(attribute, where + " (op " + node.op_type() + ")");
       if (!converted)
         return converted.status();
       state.addAttribute(attribute.name(), *converted);
+    }
+    // After the attributes: a constant's own tensor names its defect more precisely.
+    for (const std::string &output : node.output()) {
+      auto it = types_.find(output);
+      StatusOr<Type> type =
+          convertType(output.empty() || it == types_.end() ? nullptr : it->second, output);
+      if (!type)
+        return type.status();
+      state.addTypes(*type);
     }
     if (defaultDomain && node.op_type() == "Transpose")
       DLM_RETURN_IF_ERROR(checkTransposePerm(state, where + " (op Transpose)"));

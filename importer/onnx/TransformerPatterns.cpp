@@ -155,8 +155,8 @@ LogicalResult raiseRmsNorm(OnnxNode root, RaisingContext &context, RewriterBase 
     auto [x, eps] = *found;
     auto xType = rankedType(x);
     auto wType = rankedType(weight->getResult(0));
-    if (!xType.getElementType().isF32() || wType.getRank() != 1 ||
-        wType.getDimSize(0) != xType.getDimSize(xType.getRank() - 1))
+    if (!xType || xType.getRank() == 0 || !wType || !xType.getElementType().isF32() ||
+        wType.getRank() != 1 || wType.getDimSize(0) != xType.getDimSize(xType.getRank() - 1))
       return context.mismatch("weight " + shapeText(wType) + " does not scale the last axis of " +
                             shapeText(xType) + " f32");
     double expected = context.config().rmsNormEps;

@@ -144,6 +144,17 @@ def main():
         set_perm(transpose_with_perm(graph, [1, 2, 0]), [1, 1, 0])
     elif kind == "perm-wrong-rank":
         set_perm(transpose_with_perm(graph, [1, 0]), [1, 0, 2])
+    elif kind == "rank0-rope-source":
+        # value_info is a hint the file gives: a rank-0 type on the tensor RoPE slices (and on the
+        # RMSNorm input) used to reach a pattern's last-axis lookup (an assertion).
+        graph.value_info.append(helper.make_tensor_value_info(
+            first(graph, "Slice").input[0], onnx.TensorProto.FLOAT, []))
+    elif kind == "rank0-norm-input":
+        graph.value_info.append(helper.make_tensor_value_info(
+            first(graph, "Pow").input[0], onnx.TensorProto.FLOAT, []))
+    elif kind == "overflowing-value-info":
+        graph.value_info.append(helper.make_tensor_value_info(
+            first(graph, "MatMul").output[0], onnx.TensorProto.FLOAT, [2**40, 2**40, 2**40]))
     elif kind in ("external-data", "external-truncated"):
         external = True
     else:
