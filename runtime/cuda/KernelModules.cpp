@@ -1,6 +1,7 @@
 #include "runtime/cuda/KernelModules.h"
 
 #include <algorithm>
+#include <cstring>
 #include <variant>
 
 namespace dlm::cuda {
@@ -107,7 +108,37 @@ KernelModules::open(std::shared_ptr<const CudaDriver> driver,
   }
   DLM_ASSIGN_OR_RETURN(KernelTargetChoice choice,
                        chooseKernelTarget(artifact.kernelTargets(), architecture));
-  return std::unique_ptr<KernelModules>(new KernelModules(std::move(driver), choice));
+  std::unique_ptr<KernelModules> modules(new KernelModules(std::move(driver), choice));
+  DLM_RETURN_IF_ERROR(modules->copyCode(artifact));
+  return modules;
+}
+
+Status KernelModules::copyCode(const artifact::ArtifactReader &artifact) {
+  // The buffers are made first: the guarded read leaves by a long jump, so it allocates nothing.
+  std::vector<std::pair<std::string *, std::string_view>> copies;
+  for (const artifact::Kernel &kernel : choice_.target->kernels) {
+    std::string_view bytes;
+    switch (choice_.code) {
+    case KernelCode::cubin:
+      bytes =
+          std::string_view(reinterpret_cast<const char *>(kernel.cubin.data), kernel.cubin.size);
+      break;
+    case KernelCode::ptx:
+      bytes = kernel.ptx;
+      break;
+    case KernelCode::source:
+      bytes = kernel.source;
+      break;
+    }
+    std::string &copy = code_[kernel.name];
+    copy.assign(bytes.size(), '\0');
+    copies.emplace_back(&copy, bytes);
+  }
+  return artifact.guardedRead([&] {
+    for (auto &[copy, bytes] : copies)
+      if (!bytes.empty())
+        std::memcpy(copy->data(), bytes.data(), bytes.size());
+  });
 }
 
 KernelModules::~KernelModules() {
@@ -163,23 +194,11 @@ StatusOr<DeviceKernel> KernelModules::load(const artifact::Kernel &record) {
     return cached->second;
   const artifact::Kernel *chosen = &record;
 
-  // Every form is handed to cuModuleLoadData as the driver expects it: a cubin image, or
-  // NUL-terminated PTX / CUDA source text (the mapping's views are not terminated).
-  std::string text;
-  const void *image = nullptr;
-  switch (choice_.code) {
-  case KernelCode::cubin:
-    image = chosen->cubin.data;
-    break;
-  case KernelCode::ptx:
-    text.assign(chosen->ptx);
-    image = text.c_str();
-    break;
-  case KernelCode::source:
-    text.assign(chosen->source);
-    image = text.c_str();
-    break;
-  }
+  // A cubin image, or NUL-terminated PTX / CUDA source text: the copy made at open.
+  const auto code = code_.find(chosen->name);
+  if (code == code_.end())
+    return Status::error("kernel " + chosen->name + " is not among the chosen target's kernels");
+  const void *image = code->second.c_str();
   const std::string what = "loading kernel " + chosen->name + " (" + choice_.description + ")";
   CUmodule module = nullptr;
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuModuleLoadData(&module, image), what.c_str()));

@@ -74,6 +74,11 @@ private:
   KernelModules(std::shared_ptr<const CudaDriver> driver, KernelTargetChoice choice)
       : driver_(std::move(driver)), choice_(std::move(choice)) {}
 
+  // Copies the chosen form of every kernel of the target out of the artifact's mapping, under
+  // its guard: a module loads long after the artifact opened, when a file truncated meanwhile
+  // would otherwise be a SIGBUS.
+  Status copyCode(const artifact::ArtifactReader &artifact);
+
   // Loads `record`'s module (once) and looks up its entry point.
   StatusOr<DeviceKernel> load(const artifact::Kernel &record);
 
@@ -81,6 +86,9 @@ private:
   KernelTargetChoice choice_;
   std::vector<CUmodule> modules_;
   std::map<std::string, DeviceKernel> loaded_;
+  // Each kernel's cubin, PTX or CUDA source (as choice_.code says), by kernel name; text is
+  // NUL-terminated as cuModuleLoadData expects.
+  std::map<std::string, std::string, std::less<>> code_;
 };
 
 } // namespace dlm::cuda

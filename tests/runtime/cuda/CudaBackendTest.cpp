@@ -28,6 +28,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 namespace dlm::cuda {
 namespace {
 
@@ -1229,6 +1231,38 @@ TEST(CudaEngine, SharedPromptPrefixesAreAdoptedAndDecodeAsAlone) {
   if (!stats)
     GTEST_SKIP() << "the emulated CUDA device is not in this build";
   EXPECT_GE(stats->prefixTokensReused, 12 * 3);
+}
+
+// An artifact truncated by another program while a cuda-emu session uses it (issue 15, faults):
+// kernel modules load when first needed (the device loop's kernels at the first generation), and
+// they load from the copy the backend made at open, not from the mapping, which would raise
+// SIGBUS now.
+TEST(CudaArtifactFault, TruncatedAfterTheSessionOpenedKeepsGenerating) {
+  pointEmulatorCacheAtBuildTree();
+  TinyModelOptions options = baseOptions();
+  std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+  TempDir dir;
+  const std::string path = dir.file("tiny.dlm");
+  TinyModel(options).write(path);
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(path);
+  ASSERT_TRUE(model) << model.status().message();
+  SessionOptions cuda;
+  cuda.backend = "cuda-emu";
+  cuda.threads = 2;
+  cuda.kvPageTokens = kPageSize;
+  StatusOr<std::unique_ptr<Session>> session = Session::create(*model, cuda);
+  if (!session && session.status().message().find("unknown backend") != std::string::npos)
+    GTEST_SKIP() << "the emulated CUDA device is not in this build";
+  ASSERT_TRUE(session) << session.status().message();
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  GenerateRequest request;
+  request.promptIds = {3, 4, 5};
+  request.knobs["gen_length"] = int64_t(8);
+  request.knobs["block_length"] = int64_t(4);
+  request.knobs["steps"] = int64_t(8);
+  StatusOr<GenerateResult> out = (*session)->generate(request);
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ(out->outputIds.size(), 8u);
 }
 
 // Kernel target choice for a real device: its own cubin, else the nearest lower PTX, else an
