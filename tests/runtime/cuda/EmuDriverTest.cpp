@@ -390,6 +390,8 @@ TEST_F(EmuDriver, BadLaunchesAreRefusedWithTheReason) {
   ASSERT_EQ(cu().cuModuleGetFunction(&affine, module, "affine"), CUDA_SUCCESS);
   CUdeviceptr data = 0;
   ASSERT_EQ(cu().cuMemAlloc(&data, 4096 * sizeof(float)), CUDA_SUCCESS);
+  // Written, so that the launch that succeeds also passes initcheck (DLM_EMU_CHECK).
+  ASSERT_EQ(cu().cuMemsetD32Async(data, 0, 4096, nullptr), CUDA_SUCCESS);
   float a = 1.f, b = 0.f;
   int count = 4096;
   void *parameters[] = {&data, &a, &b, &count};
