@@ -34,16 +34,16 @@ Default output: $DLM_BENCH_CACHE/diffusion-gemma-<tag> (DLM_BENCH_CACHE defaults
 `/work/refvenv/bin/python bench/diffusion_gemma_hf.py check DIR`.
 """
 import argparse
-import json
 import os
 import shutil
-import struct
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from checkpoint_files import bench_cache, write_json, write_safetensors  # noqa: E402
 
 TRANSFORMERS_VERSION = "5.23.0"
 
@@ -65,44 +65,13 @@ EOS, BOS, PAD = "<|endoftext|>", "<|begin_of_text|>", "<pad>"
 
 
 def default_out(tag):
-    cache = os.environ.get("DLM_BENCH_CACHE", os.path.expanduser("~/.cache/dlm-bench"))
-    return os.path.join(cache, "diffusion-gemma-" + tag)
+    return bench_cache("diffusion-gemma-" + tag)
 
 
 def layer_types(n, every):
     types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n)]
     types[-1] = "full_attention"  # transformers forces the last layer to full attention
     return types
-
-
-def to_bf16_bits(x):
-    """float32 array -> uint16 bf16 bit patterns, round to nearest even (finite inputs)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
-
-
-def write_safetensors(path, tensors, dtype):
-    """tensors: name -> float32 array. Written like safetensors.torch.save_file (format pt)."""
-    header = {"__metadata__": {"format": "pt"}}
-    blobs, offset = [], 0
-    for name in sorted(tensors):
-        a = tensors[name]
-        if dtype == "bf16":
-            data, tag = to_bf16_bits(a).tobytes(), "BF16"
-        else:
-            data, tag = np.ascontiguousarray(a, dtype="<f4").tobytes(), "F32"
-        header[name] = {"dtype": tag, "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((8 - len(raw) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for b in blobs:
-            f.write(b)
-    return offset
 
 
 def make_weights(a, types, vocab, rng):
@@ -226,12 +195,6 @@ def make_generation_config(a, ids):
         "stability_threshold": 1, "t_max": 0.8, "t_min": 0.4,
         "transformers_version": TRANSFORMERS_VERSION,
     }
-
-
-def write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
 
 
 def main():
