@@ -2,7 +2,8 @@
 // (EmuAccessChecks.h): before every load, store, atomic and memory intrinsic (memcpy, memmove,
 // memset, and AddressSanitizer's calls that replace them) of a kernel it inserts a call
 //
-//   dlm_emu_report_access(address, bytes, kind)   // kind: 0 read, 1 write, 2 atomic
+//   dlm_emu_report_access(address, bytes, kind)
+//   // kind: 0 read, 1 write, 2 atomic read-modify-write, 3 atomic load, 4 atomic store
 //
 // which DlmCudaEmu exports. Clang loads it with -fpass-plugin; it runs at the end of the
 // optimisation pipeline, so only the accesses that survive optimisation are reported, as a GPU
@@ -27,7 +28,14 @@ using namespace llvm;
 
 namespace {
 
-enum AccessKind : uint32_t { kRead = 0, kWrite = 1, kAtomic = 2 };
+// EmuAccessChecks.h's AccessKind.
+enum AccessKind : uint32_t {
+  kRead = 0,
+  kWrite = 1,
+  kAtomic = 2,
+  kAtomicRead = 3,
+  kAtomicWrite = 4
+};
 
 struct Access {
   Instruction *before;
@@ -56,8 +64,9 @@ public:
     Type *pointer = PointerType::getUnqual(context);
     Type *int64 = Type::getInt64Ty(context);
     Type *int32 = Type::getInt32Ty(context);
+    AttributeList attributes = AttributeList().addFnAttribute(context, Attribute::NoUnwind);
     FunctionCallee report = module.getOrInsertFunction(
-        "dlm_emu_report_access", Type::getVoidTy(context), pointer, int64, int32);
+        "dlm_emu_report_access", attributes, Type::getVoidTy(context), pointer, int64, int32);
     bool changed = false;
     for (Function &function : module) {
       if (function.isDeclaration() || function.hasFnAttribute(Attribute::NoSanitizeCoverage))
@@ -71,7 +80,10 @@ public:
         IRBuilder<> builder(access.before);
         Value *address = builder.CreatePointerCast(access.address, pointer);
         Value *bytes = builder.CreateZExtOrTrunc(access.bytes, int64);
-        builder.CreateCall(report, {address, bytes, ConstantInt::get(int32, access.kind)});
+        CallInst *call =
+            builder.CreateCall(report, {address, bytes, ConstantInt::get(int32, access.kind)});
+        // Not an access of the kernel's: no other sanitizer instruments it.
+        call->setMetadata(LLVMContext::MD_nosanitize, MDNode::get(context, {}));
         changed = true;
       }
     }
@@ -92,13 +104,13 @@ private:
       if (!load->getType()->isSized() || load->getType()->isScalableTy())
         return;
       accesses.push_back({load, load->getPointerOperand(), sizeOf(load->getType(), layout),
-                          load->isAtomic() ? kAtomic : kRead});
+                          load->isAtomic() ? kAtomicRead : kRead});
     } else if (auto *store = dyn_cast<StoreInst>(&instruction)) {
       Type *type = store->getValueOperand()->getType();
       if (type->isScalableTy())
         return;
       accesses.push_back({store, store->getPointerOperand(), sizeOf(type, layout),
-                          store->isAtomic() ? kAtomic : kWrite});
+                          store->isAtomic() ? kAtomicWrite : kWrite});
     } else if (auto *rmw = dyn_cast<AtomicRMWInst>(&instruction)) {
       accesses.push_back(
           {rmw, rmw->getPointerOperand(), sizeOf(rmw->getValOperand()->getType(), layout),

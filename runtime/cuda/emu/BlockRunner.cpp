@@ -134,8 +134,10 @@ void BlockRunner::finish(Fiber &fiber) {
   }
 }
 
+// After a failure the checks go on (only the first is reported): the writes that follow must
+// still count as written for the launches after this one.
 void BlockRunner::checkAccess(const unsigned char *address, size_t bytes, AccessKind kind) {
-  if (!current_ || !error_.empty())
+  if (!current_)
     return;
   const unsigned thread = current_->context.linearThread;
   std::string failure;

@@ -79,10 +79,28 @@ DeviceTable &deviceTable() {
   return table;
 }
 
-// Calls `use(allocation, offset)` with the tracked allocation holding `address`, under the
-// table's shared lock; false when no allocation holds it.
+// Bumped by every untrack: a thread's cached allocation is valid while it has not changed (map
+// nodes do not move, and only an untrack frees one).
+std::atomic<uint64_t> untracks{0};
+
+// The allocation a thread found last: kernels touch a few buffers many times.
+struct CachedAllocation {
+  uintptr_t begin = 0, end = 0;
+  TrackedAllocation *allocation = nullptr;
+  uint64_t untracks = 0;
+};
+thread_local CachedAllocation cachedAllocation;
+
+// Calls `use(allocation, offset)` with the tracked allocation holding `address`; false when no
+// allocation holds it.
 template <typename Use> bool withAllocation(const void *address, Use use) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(address);
+  CachedAllocation &cached = cachedAllocation;
+  if (cached.allocation && at >= cached.begin && at < cached.end &&
+      cached.untracks == untracks.load(std::memory_order_acquire)) {
+    use(*cached.allocation, static_cast<size_t>(at - cached.begin));
+    return true;
+  }
   DeviceTable &table = deviceTable();
   std::shared_lock<std::shared_mutex> lock(table.mutex);
   auto found = table.allocations.upper_bound(at);
@@ -91,6 +109,8 @@ template <typename Use> bool withAllocation(const void *address, Use use) {
   --found;
   if (at - found->first >= found->second.bytes)
     return false;
+  cached = {found->first, found->first + found->second.bytes, &found->second,
+            untracks.load(std::memory_order_acquire)};
   use(found->second, static_cast<size_t>(at - found->first));
   return true;
 }
@@ -225,7 +245,8 @@ void trackDeviceAllocation(const void *base, size_t bytes) {
 void untrackDeviceAllocation(const void *base) {
   DeviceTable &table = deviceTable();
   std::unique_lock<std::shared_mutex> lock(table.mutex);
-  table.allocations.erase(reinterpret_cast<uintptr_t>(base));
+  if (table.allocations.erase(reinterpret_cast<uintptr_t>(base)))
+    untracks.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void markDeviceWritten(const void *address, size_t bytes) {
@@ -254,17 +275,16 @@ std::string checkDeviceAccess(const unsigned char *address, size_t bytes, Access
                               unsigned thread) {
   std::string failure;
   withAllocation(address, [&](TrackedAllocation &allocation, size_t offset) {
-    if (kind != AccessKind::write) {
+    if (reads(kind)) {
       const size_t unwritten = firstUnwritten(allocation, offset, bytes);
       if (unwritten != SIZE_MAX) {
         failure = "initcheck: thread " + std::to_string(thread) + " reads " +
                   std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                   " of a device allocation of " + std::to_string(allocation.bytes) +
                   " bytes, and nothing has written byte " + std::to_string(unwritten);
-        return;
       }
     }
-    if (kind != AccessKind::read)
+    if (writes(kind))
       markWritten(allocation, offset, bytes);
   });
   return failure;
@@ -286,6 +306,10 @@ std::shared_ptr<const SharedMemoryLayout> sharedMemoryLayoutOf(KernelEntry kerne
     made->tlsModule = object.tlsModule;
     made->blockBytes = object.tlsBytes;
     made->variables = tlsVariables(object.path);
+    // Without a symbol table (a stripped or vanished file) the block is one variable: bounds
+    // within it go unchecked rather than every access failing.
+    if (made->variables.empty())
+      made->variables.push_back({0, object.tlsBytes, "(the block's shared memory)"});
     layout = std::move(made);
   }
   return layout;
@@ -355,7 +379,45 @@ bool unordered(uint32_t other, uint32_t blockGeneration, uint32_t warpGeneration
          (other / 32 != now.thread / 32 || warpGeneration == now.warpGeneration);
 }
 
+int32_t warpOf(uint32_t thread) { return static_cast<int32_t>(thread / 32); }
+
 } // namespace
+
+// Keeps the reads a later write could race with: the reads since the last __syncthreads, less
+// those a __syncwarp has since ordered before everything their warp does next.
+void SharedMemoryChecker::recordRead(ByteState &state, AccessKind kind, const SyncPoint &now) {
+  const bool stale = state.readers == 0 || state.readBlockGeneration != now.blockGeneration;
+  const bool warpSynced =
+      state.readers > 0 &&
+      (state.readers == 1 ? warpOf(state.reader) : state.readersWarp) == warpOf(now.thread) &&
+      state.readWarpGeneration != now.warpGeneration;
+  if (stale || warpSynced || (state.readers == 1 && state.reader == now.thread)) {
+    state.atomicReads = (stale || warpSynced || state.atomicReads) && isAtomic(kind);
+    state.readers = 1;
+    state.reader = now.thread;
+  } else {
+    state.readersWarp =
+        (state.readers == 1 ? warpOf(state.reader) : state.readersWarp) == warpOf(now.thread)
+            ? warpOf(now.thread)
+            : -1;
+    state.readers = 2;
+    state.atomicReads = state.atomicReads && isAtomic(kind);
+  }
+  state.readBlockGeneration = now.blockGeneration;
+  state.readWarpGeneration = now.warpGeneration;
+}
+
+// Whether a write at `now` races with the recorded reads.
+bool SharedMemoryChecker::readUnordered(const ByteState &state, AccessKind kind,
+                                        const SyncPoint &now) {
+  if (state.readers == 0 || state.readBlockGeneration != now.blockGeneration ||
+      (isAtomic(kind) && state.atomicReads))
+    return false;
+  if (state.readers == 1)
+    return unordered(state.reader, state.readBlockGeneration, state.readWarpGeneration, now);
+  // Several readers, so one is another thread: ordered only by a __syncwarp of their one warp.
+  return state.readersWarp != warpOf(now.thread) || state.readWarpGeneration == now.warpGeneration;
+}
 
 std::string SharedMemoryChecker::check(const unsigned char *address, size_t bytes, AccessKind kind,
                                        const SyncPoint &now) {
@@ -378,8 +440,8 @@ std::string SharedMemoryChecker::check(const unsigned char *address, size_t byte
     const bool writtenUnordered =
         state.written &&
         unordered(state.writer, state.writeBlockGeneration, state.writeWarpGeneration, now) &&
-        !(kind == AccessKind::atomic && state.atomicWrite);
-    if (kind != AccessKind::write) { // an atomic reads the old value too
+        !(isAtomic(kind) && state.atomicWrite);
+    if (reads(kind)) {
       if (checks.initcheck && !state.written)
         return "initcheck: " + who(now.thread) + " reads " + describe(offset, bytes) +
                " before any thread of the block has written it";
@@ -387,33 +449,22 @@ std::string SharedMemoryChecker::check(const unsigned char *address, size_t byte
         return "racecheck: read-after-write hazard: " + who(now.thread) + " reads " +
                describe(offset, bytes) + ", which " + who(state.writer) +
                " wrote with no barrier in between";
-    }
-    if (kind == AccessKind::read) {
-      if (state.readers == 0 || state.readBlockGeneration != now.blockGeneration) {
-        state.readers = 1;
-        state.reader = now.thread;
-        state.readBlockGeneration = now.blockGeneration;
-        state.readWarpGeneration = now.warpGeneration;
-      } else if (state.reader != now.thread) {
-        state.readers = 2;
+      if (!writes(kind)) {
+        recordRead(state, kind, now);
+        continue;
       }
-      continue;
     }
     if (checks.racecheck && writtenUnordered)
       return "racecheck: write-after-write hazard: " + who(now.thread) + " writes " +
              describe(offset, bytes) + ", which " + who(state.writer) +
              " wrote with no barrier in between";
-    const bool readUnordered =
-        state.readers > 0 && state.readBlockGeneration == now.blockGeneration &&
-        (state.readers > 1 ||
-         unordered(state.reader, state.readBlockGeneration, state.readWarpGeneration, now));
-    if (checks.racecheck && readUnordered)
+    if (checks.racecheck && readUnordered(state, kind, now))
       return "racecheck: write-after-read hazard: " + who(now.thread) + " writes " +
              describe(offset, bytes) + ", which " +
              (state.readers > 1 ? std::string("other threads") : who(state.reader)) +
              " read with no barrier in between";
     state.written = true;
-    state.atomicWrite = kind == AccessKind::atomic;
+    state.atomicWrite = isAtomic(kind);
     state.writer = now.thread;
     state.writeBlockGeneration = now.blockGeneration;
     state.writeWarpGeneration = now.warpGeneration;
@@ -425,6 +476,6 @@ std::string SharedMemoryChecker::check(const unsigned char *address, size_t byte
 } // namespace dlm::emu
 
 extern "C" void dlm_emu_report_access(const void *address, uint64_t bytes, uint32_t kind) {
-  if (kind <= static_cast<uint32_t>(dlm::emu::AccessKind::atomic))
+  if (kind <= static_cast<uint32_t>(dlm::emu::AccessKind::atomicWrite))
     dlm::emu::checkAccess(address, bytes, static_cast<dlm::emu::AccessKind>(kind));
 }

@@ -41,8 +41,25 @@ const AccessChecks &accessChecks();
 // What the checks are while tests run (for tests of the checks themselves).
 void setAccessChecks(const AccessChecks &checks);
 
-// The values AccessReportingPass.cpp passes.
-enum class AccessKind : uint32_t { read = 0, write = 1, atomic = 2 };
+// The values AccessReportingPass.cpp passes: plain accesses, and atomic ones, which do not race
+// with other atomics (an atomic read-modify-write reads and writes).
+enum class AccessKind : uint32_t {
+  read = 0,
+  write = 1,
+  atomic = 2,
+  atomicRead = 3,
+  atomicWrite = 4,
+};
+inline bool reads(AccessKind kind) {
+  return kind == AccessKind::read || kind == AccessKind::atomic || kind == AccessKind::atomicRead;
+}
+inline bool writes(AccessKind kind) {
+  return kind == AccessKind::write || kind == AccessKind::atomic || kind == AccessKind::atomicWrite;
+}
+inline bool isAtomic(AccessKind kind) {
+  return kind == AccessKind::atomic || kind == AccessKind::atomicRead ||
+         kind == AccessKind::atomicWrite;
+}
 
 // Checks an access of `bytes` bytes at `address` by the running kernel thread.
 void checkAccess(const void *address, size_t bytes, AccessKind kind);
@@ -94,8 +111,11 @@ public:
   // no other memory can start in (glibc's heap puts a chunk header there; under AddressSanitizer
   // a redzone; after a program's own block, its thread control block), so that an access just
   // past the last variable is reported too.
+  // A program's own block (module 1, static TLS) has its thread control block right after it,
+  // where a reported write would still land: no tail there.
   bool contains(const unsigned char *address) const {
-    return begin_ && address >= begin_ && address < begin_ + layout_->blockBytes + kTailBytes;
+    return begin_ && address >= begin_ &&
+           address < begin_ + layout_->blockBytes + (layout_->tlsModule == 1 ? 0 : kTailBytes);
   }
   static constexpr size_t kTailBytes = 8;
 
@@ -105,12 +125,17 @@ private:
     uint32_t block = 0; // the block serial it belongs to; any other: nothing done yet
     bool written = false;
     bool atomicWrite = false; // the last write was an atomic one
-    uint8_t readers = 0;      // since the last write: none, one, several (2)
+    bool atomicReads = false; // every read since the last write was atomic
+    uint8_t readers = 0;      // unordered reads since the last write: none, one, several (2)
+    int32_t readersWarp = 0;  // several: the warp they all belong to, or -1
     uint32_t writer = 0, writeBlockGeneration = 0, writeWarpGeneration = 0;
+    // One reader: its thread and generations; several: the latest read's generations.
     uint32_t reader = 0, readBlockGeneration = 0, readWarpGeneration = 0;
   };
 
   std::string describe(size_t offset, size_t bytes) const;
+  static void recordRead(ByteState &state, AccessKind kind, const SyncPoint &now);
+  static bool readUnordered(const ByteState &state, AccessKind kind, const SyncPoint &now);
   std::string checkBounds(size_t offset, size_t bytes, unsigned thread) const;
 
   std::shared_ptr<const SharedMemoryLayout> layout_;
