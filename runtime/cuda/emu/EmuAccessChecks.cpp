@@ -330,41 +330,36 @@ void SharedMemoryChecker::beginBlock(KernelEntry kernel) {
   }
 }
 
-std::string SharedMemoryChecker::describe(size_t offset, size_t bytes) const {
-  std::string text = std::to_string(bytes) + " bytes at offset " + std::to_string(offset);
+const SharedVariable *SharedMemoryChecker::variableFrom(size_t offset) const {
   const auto &variables = layout_->variables;
   auto after = std::upper_bound(
       variables.begin(), variables.end(), offset,
       [](size_t at, const SharedVariable &variable) { return at < variable.offset; });
-  if (after != variables.begin()) {
-    const SharedVariable &variable = *std::prev(after);
-    if (offset < variable.offset + variable.bytes)
-      return text + " of __shared__ " + variable.name + " (" + std::to_string(variable.bytes) +
-             " bytes at offset " + std::to_string(variable.offset) + ")";
-  }
+  return after == variables.begin() ? nullptr : &*std::prev(after);
+}
+
+std::string SharedMemoryChecker::describe(size_t offset, size_t bytes) const {
+  const std::string text = std::to_string(bytes) + " bytes at offset " + std::to_string(offset);
+  const SharedVariable *variable = variableFrom(offset);
+  if (variable && offset < variable->offset + variable->bytes)
+    return text + " of __shared__ " + variable->name + " (" + std::to_string(variable->bytes) +
+           " bytes at offset " + std::to_string(variable->offset) + ")";
   return text + " of the block's shared memory";
 }
 
 std::string SharedMemoryChecker::checkBounds(size_t offset, size_t bytes, unsigned thread) const {
-  const auto &variables = layout_->variables;
-  auto after = std::upper_bound(
-      variables.begin(), variables.end(), offset,
-      [](size_t at, const SharedVariable &variable) { return at < variable.offset; });
-  if (after != variables.begin()) {
-    const SharedVariable &variable = *std::prev(after);
-    if (offset + bytes <= variable.offset + variable.bytes)
-      return "";
-    if (offset < variable.offset + variable.bytes)
-      return "memcheck: thread " + std::to_string(thread) + " accesses " + describe(offset, bytes) +
-             ", past the variable's end";
-  }
+  const SharedVariable *variable = variableFrom(offset);
+  if (variable && offset + bytes <= variable->offset + variable->bytes)
+    return "";
+  const std::string access = "memcheck: thread " + std::to_string(thread) + " accesses ";
+  if (variable && offset < variable->offset + variable->bytes)
+    return access + describe(offset, bytes) + ", past the variable's end";
   std::string nearest;
-  if (after != variables.begin())
-    nearest = "; the variable before it is " + std::prev(after)->name + " (" +
-              std::to_string(std::prev(after)->bytes) + " bytes at offset " +
-              std::to_string(std::prev(after)->offset) + ")";
-  return "memcheck: thread " + std::to_string(thread) + " accesses " + std::to_string(bytes) +
-         " bytes at offset " + std::to_string(offset) +
+  if (variable)
+    nearest = "; the variable before it is " + variable->name + " (" +
+              std::to_string(variable->bytes) + " bytes at offset " +
+              std::to_string(variable->offset) + ")";
+  return access + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
          " of the block's shared memory, outside every __shared__ variable" + nearest;
 }
 

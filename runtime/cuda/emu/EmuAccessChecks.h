@@ -133,6 +133,8 @@ private:
     uint32_t reader = 0, readBlockGeneration = 0, readWarpGeneration = 0;
   };
 
+  // The variable at or before `offset`, or null.
+  const SharedVariable *variableFrom(size_t offset) const;
   std::string describe(size_t offset, size_t bytes) const;
   static void recordRead(ByteState &state, AccessKind kind, const SyncPoint &now);
   static bool readUnordered(const ByteState &state, AccessKind kind, const SyncPoint &now);

@@ -4,6 +4,7 @@
 // driver, instrumented because the checks are on when the module loads.
 #include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuDriver.h"
+#include "tests/runtime/cuda/EmuDriverFixture.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +14,6 @@
 #include <vector>
 
 namespace {
-
-using dlm::cuda::CudaDriver;
 
 constexpr const char *kKernels = R"cuda(
 // out[i] = the value thread (i + shift) % blockDim.x stored in shared memory. synced: 0 no
@@ -74,24 +73,11 @@ extern "C" __global__ void shared_at(float *out, int index) {
 }
 )cuda";
 
-class EmuAccessChecks : public ::testing::Test {
+class EmuAccessChecks : public dlm::testing::EmuDriverFixture {
 protected:
-  static void SetUpTestSuite() {
-    setenv("DLM_EMU_CACHE_DIR", DLM_EMU_TEST_CACHE_DIR, 1);
-    auto loaded = dlm::emu::emulatedCudaDriver({/*workers=*/2});
-    ASSERT_TRUE(loaded) << loaded.status().message();
-    driver_ = new std::shared_ptr<const CudaDriver>(*loaded);
-  }
-  static void TearDownTestSuite() {
-    delete driver_;
-    driver_ = nullptr;
-  }
-
   void SetUp() override {
     saved_ = dlm::emu::accessChecks();
-    ASSERT_EQ(cu().cuInit(0), CUDA_SUCCESS);
-    ASSERT_EQ(cu().cuDevicePrimaryCtxRetain(&context_, 0), CUDA_SUCCESS);
-    ASSERT_EQ(cu().cuCtxSetCurrent(context_), CUDA_SUCCESS);
+    EmuDriverFixture::SetUp();
   }
   void TearDown() override {
     for (CUdeviceptr pointer : allocations_)
@@ -99,10 +85,8 @@ protected:
     if (module_)
       EXPECT_EQ(cu().cuModuleUnload(module_), CUDA_SUCCESS);
     dlm::emu::setAccessChecks(saved_);
-    EXPECT_EQ(cu().cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    EmuDriverFixture::TearDown();
   }
-
-  static const CudaDriver &cu() { return **driver_; }
 
   // Turns the checks on (before the module loads: they decide how it is compiled).
   void check(bool memcheck, bool racecheck, bool initcheck) {
@@ -137,14 +121,10 @@ protected:
     return launch("neighbour_read", threads, {&out, &shift, &synced});
   }
 
-  static std::shared_ptr<const CudaDriver> *driver_;
-  CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
   std::vector<CUdeviceptr> allocations_;
   dlm::emu::AccessChecks saved_;
 };
-
-std::shared_ptr<const CudaDriver> *EmuAccessChecks::driver_ = nullptr;
 
 TEST_F(EmuAccessChecks, RacecheckFindsReadsWithNoBarrierSinceAnotherThreadsWrite) {
   check(false, true, false);

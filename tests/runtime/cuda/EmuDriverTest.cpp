@@ -2,6 +2,7 @@
 // queries, memory, modules compiled at run time from CUDA C++ (with the on-disk cache and the
 // compiler's log on failure), launches, streams, events and graph capture and replay.
 #include "runtime/cuda/emu/EmuDriver.h"
+#include "tests/runtime/cuda/EmuDriverFixture.h"
 
 #include "compiler/codegen/Kernels.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
@@ -89,42 +90,16 @@ std::vector<std::string> cachedObjects(const std::string &dir) {
   return names;
 }
 
-class EmuDriver : public ::testing::Test {
+// The cache test below uses a directory of its own.
+class EmuDriver : public dlm::testing::EmuDriverFixture {
 protected:
-  static void SetUpTestSuite() {
-    // One cache for the whole build: ctest runs every test in its own process, and compiling
-    // the kernels once is enough (the cache test below uses a directory of its own).
-    setenv("DLM_EMU_CACHE_DIR", DLM_EMU_TEST_CACHE_DIR, 1);
-    auto loaded = dlm::emu::emulatedCudaDriver({/*workers=*/2});
-    ASSERT_TRUE(loaded) << loaded.status().message();
-    driver_ = new std::shared_ptr<const CudaDriver>(*loaded);
-  }
-  static void TearDownTestSuite() {
-    delete driver_;
-    driver_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_EQ(cu().cuInit(0), CUDA_SUCCESS);
-    ASSERT_EQ(cu().cuDevicePrimaryCtxRetain(&context_, 0), CUDA_SUCCESS);
-    ASSERT_EQ(cu().cuCtxSetCurrent(context_), CUDA_SUCCESS);
-  }
-  void TearDown() override { EXPECT_EQ(cu().cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); }
-
-  static const CudaDriver &cu() { return **driver_; }
-
   CUmodule loadKernels() {
     CUmodule module = nullptr;
     const CUresult result = cu().cuModuleLoadData(&module, kKernels);
     EXPECT_EQ(result, CUDA_SUCCESS) << dlm::emu::lastModuleLog();
     return module;
   }
-
-  static std::shared_ptr<const CudaDriver> *driver_;
-  CUcontext context_ = nullptr;
 };
-
-std::shared_ptr<const CudaDriver> *EmuDriver::driver_ = nullptr;
 
 TEST_F(EmuDriver, DescribesOneEmulatedDevice) {
   EXPECT_TRUE(cu().emulated());
