@@ -12,6 +12,10 @@ enum class Flow { Normal, Break, Continue };
 // The most bytes (of a string) or items (of a list) `*` repeats to: 4 Mi, thousands of times
 // any chat, where `'x' * 10**18` would take memory until the process dies.
 constexpr uint64_t kMaxRepeated = uint64_t{1} << 22;
+// The most bytes a template renders: 1 MiB is a quarter of a million tokens, past the context of
+// any model here, while a template that renders 4 MiB made encoding the prompt take seconds
+// (fuzz finding: `{{ '...' * 396 * 392 }}`).
+constexpr size_t kMaxRenderedBytes = size_t{1} << 20;
 
 class Evaluator {
 public:
@@ -33,15 +37,23 @@ public:
   }
 
 private:
+  static void checkRenderedSize(const std::string &out) {
+    if (out.size() > kMaxRenderedBytes)
+      throw RenderError("not supported yet: a rendered chat prompt of more than " +
+                        std::to_string(kMaxRenderedBytes) + " bytes");
+  }
+
   // --- statements -------------------------------------------------------------------------------
   Flow renderNode(const Node &node, std::string &out) {
     line_ = node.line;
     switch (node.kind) {
     case Node::Kind::Text:
       out += node.text;
+      checkRenderedSize(out);
       return Flow::Normal;
     case Node::Kind::Output:
       out += toPythonStr(eval(*node.expr));
+      checkRenderedSize(out);
       return Flow::Normal;
     case Node::Kind::If:
       return renderIf(node, out);

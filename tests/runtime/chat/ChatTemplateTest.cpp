@@ -179,6 +179,14 @@ TEST(ChatTemplate, RepetitionIsBounded) {
   EXPECT_EQ(render("{{ [1, 2] * 4000000 }}"),
             "RENDER ERROR: chat template line 1: not supported yet: repeating 2 items 4000000 "
             "times (more than 4194304)");
+  // What a template renders is bounded too: encoding megabytes of prompt took seconds.
+  EXPECT_EQ(render("{{ 'ab' * 1000000 }}"),
+            "RENDER ERROR: chat template line 1: not supported yet: a rendered chat prompt of "
+            "more than 1048576 bytes");
+  EXPECT_EQ(render("{% for i in range(60000) %}{{ 'ab' * 10 }}{% endfor %}"),
+            "RENDER ERROR: chat template line 1: not supported yet: a rendered chat prompt of "
+            "more than 1048576 bytes");
+  EXPECT_EQ(render("{{ ('ab' * 500000) | length }}"), "1000000");
 }
 
 TEST(ChatTemplate, ContextKeyOrderShowsInTojson) {
