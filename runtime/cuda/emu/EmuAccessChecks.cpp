@@ -316,7 +316,12 @@ std::shared_ptr<const SharedMemoryLayout> sharedMemoryLayoutOf(KernelEntry kerne
 }
 
 void SharedMemoryChecker::beginBlock(KernelEntry kernel) {
-  layout_ = sharedMemoryLayoutOf(kernel);
+  // Once per launch, not per block: a runner lives for one launch, during which the kernel's
+  // module cannot be unloaded.
+  if (!layout_ || kernel != kernel_) {
+    layout_ = sharedMemoryLayoutOf(kernel);
+    kernel_ = kernel;
+  }
   begin_ = nullptr;
   if (layout_->tlsModule == 0 || layout_->blockBytes == 0)
     return;

@@ -141,6 +141,7 @@ private:
   std::string checkBounds(size_t offset, size_t bytes, unsigned thread) const;
 
   std::shared_ptr<const SharedMemoryLayout> layout_;
+  KernelEntry kernel_ = nullptr; // whose layout layout_ is
   const unsigned char *begin_ = nullptr;
   std::vector<ByteState> shadow_;
   uint32_t block_ = 0; // serial of the running block: older states in the shadow are void
