@@ -33,8 +33,10 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
                    const BackendOptions &options) {
   if (!weights)
     return Status::error("cpu backend: no weights");
-  StatusOr<std::map<std::string, KernelProgram>> functions =
-      KernelProgram::buildFunctions(records, *weights);
+  StatusOr<std::map<std::string, KernelProgram>> functions = KernelProgram::buildFunctions(
+      records, *weights,
+      options.batchInvariant ? KernelProgram::ProjectionWeights::widened
+                             : KernelProgram::ProjectionWeights::stored);
   if (!functions)
     return functions.status().withContext("cpu backend");
   if (options.kvPageTokens <= 0)
@@ -57,12 +59,38 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
         if (k.kind == KernelKind::moe)
           return Status::error("cpu backend: not supported yet: batch-invariant forwards of "
                                "mixture-of-experts records ('" + k.fullName + "')");
-  return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(weights), std::move(*functions),
-                                                    maxSequence, pages, options));
+  StatusOr<PackedWeights> packed = packProjections(*weights, *functions, options);
+  if (!packed)
+    return packed.status().withContext("cpu backend");
+  return std::unique_ptr<CpuBackend>(new CpuBackend(
+      std::move(weights), std::move(*functions), std::move(*packed), maxSequence, pages, options));
+}
+
+StatusOr<CpuBackend::PackedWeights>
+CpuBackend::packProjections(const model::ModelWeights &weights,
+                            const std::map<std::string, KernelProgram> &functions,
+                            const BackendOptions &options) {
+  PackedWeights packed;
+  if (options.batchInvariant)
+    return packed;
+  for (const auto &[name, program] : functions)
+    for (const ProgramRecord &k : program.kernels) {
+      const bool projects = k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
+                            k.kind == KernelKind::lmHead;
+      // A weight another record widened (a tied embedding table) is used as it is.
+      if (!projects || k.weight->data || packed.count(k.weight))
+        continue;
+      StatusOr<std::shared_ptr<const PackedLinear>> weight =
+          PackedLinear::of(weights, k.weightName);
+      if (!weight)
+        return weight.status();
+      packed.emplace(k.weight, std::move(*weight));
+    }
+  return packed;
 }
 
 CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
-                       std::map<std::string, KernelProgram> functions,
+                       std::map<std::string, KernelProgram> functions, PackedWeights packed,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
     : weights_(std::move(weights)), functions_(functions.begin(), functions.end()),
       maxSequenceLength_(maxSequenceLength), pool_(options.threads),
@@ -70,6 +98,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
              functions_.begin()->second.kvLayerWidths),
       profiler_(options.profiler) {
   pool_.setProfiler(profiler_);
+  packed_ = std::move(packed);
   for (const auto &[name, program] : functions_) {
     rowElements_ = std::max(rowElements_, program.rowElements);
     normRowElements_ = std::max(normRowElements_, program.normRowElements);
@@ -456,6 +485,9 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
 
 Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor &w,
                           int64_t outputs, const float *bias, float *y, bool accumulate) {
+  auto packed = packed_.find(&w);
+  if (packed != packed_.end())
+    return packed->second->run(x, rows, outputs, bias, y, pool_.threads(), accumulate);
   auto invariant = invariantGemms_.find(w.data);
   if (invariant == invariantGemms_.end())
     return linear(x, rows, w, outputs, bias, y, pool_.threads(), accumulate);
@@ -480,14 +512,16 @@ Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor
 
 MemoryUsage CpuBackend::memoryUsage() const {
   MemoryUsage usage;
-  // The weights the records read; tied weights are one tensor, counted once.
-  std::set<const float *> seen;
+  // The weights the records read, packed or widened; tied weights are one tensor, counted once.
+  std::set<const model::HostTensor *> seen;
   for (const auto &[name, program] : functions_)
     for (const ProgramRecord &k : program.kernels)
       for (const model::HostTensor *t : k.tensors())
-        if (seen.insert(t->data).second)
+        if (seen.insert(t).second)
           usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
   usage.convertedWeightBytes = weights_->ownedBytes();
+  for (const auto &[tensor, packed] : packed_)
+    usage.convertedWeightBytes += packed->bytes();
   for (const auto &[data, gemm] : invariantGemms_)
     usage.convertedWeightBytes += gemm.packedBytes();
   const size_t pageBytes = pages_.pageBytes();

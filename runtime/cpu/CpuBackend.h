@@ -11,17 +11,18 @@
 // reserve(); forwards allocate nothing.
 #pragma once
 
-#include "runtime/cpu/HostKvPages.h"
-#include "runtime/cpu/Kernels.h"
-#include "runtime/cpu/ThreadPool.h"
-#include "runtime/kv/PagedKvCache.h"
-#include "runtime/model/ModelWeights.h"
-#include "runtime/program/KernelProgram.h"
-#include "runtime/profile/Profiler.h"
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/PackedForwards.h"
 #include "runtime/backend/SequenceForwards.h"
+#include "runtime/cpu/HostKvPages.h"
 #include "runtime/cpu/InvariantGemm.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/PackedLinear.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/kv/PagedKvCache.h"
+#include "runtime/model/ModelWeights.h"
+#include "runtime/profile/Profiler.h"
+#include "runtime/program/KernelProgram.h"
 
 #include <map>
 #include <set>
@@ -82,9 +83,15 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
+  using PackedWeights = std::map<const model::HostTensor *, std::shared_ptr<const PackedLinear>>;
   CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
-             std::map<std::string, program::KernelProgram> functions, int64_t maxSequenceLength,
-             int64_t kvPages, const BackendOptions &options);
+             std::map<std::string, program::KernelProgram> functions, PackedWeights packed,
+             int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options);
+  // The packed projection weights of `functions` (none when batch-invariant).
+  static StatusOr<PackedWeights>
+  packProjections(const model::ModelWeights &weights,
+                  const std::map<std::string, program::KernelProgram> &functions,
+                  const BackendOptions &options);
 
   using ForwardInput = dlm::ForwardInput;
 
@@ -171,8 +178,12 @@ private:
   // otherwise.
   std::map<const float *, InvariantGemm> invariantGemms_;
   std::vector<float> headScratch_; // an LM head's padded columns
+  // Otherwise every projection's weights packed for oneDNN (PackedLinear), by weight; an LM head
+  // tied to an embedding table reads the table's float32 copy instead of packing a second one.
+  PackedWeights packed_;
 
-  // y (+)= x W^T over `rows`, on InvariantGemm when the backend is batch-invariant, else oneDNN.
+  // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on
+  // the packed weight (or, for a tied LM head, on the table).
   Status project(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
                  const float *bias, float *y, bool accumulate);
 };

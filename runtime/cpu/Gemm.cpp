@@ -30,6 +30,20 @@ void setGemmThreads(int threads) {
   }
 }
 
+Status sgemmError(dnnl_status_t status, int64_t m, int64_t n, int64_t k) {
+  return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
+                       std::to_string(m) + " x " + std::to_string(k) + "] x [" + std::to_string(k) +
+                       " x " + std::to_string(n) + "]");
+}
+
+void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = y + r * outputs;
+    for (int64_t c = 0; c < outputs; ++c)
+      row[c] += bias[c];
+  }
+}
+
 } // namespace
 
 Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
@@ -42,16 +56,25 @@ Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t 
   dnnl_status_t status = dnnl_sgemm('N', 'T', rows, outputs, w.cols, 1.0f, x, w.cols, w.data,
                                     w.cols, accumulate ? 1.0f : 0.0f, y, outputs);
   if (status != dnnl_success)
-    return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
-                         std::to_string(rows) + " x " + std::to_string(w.cols) + "] x [" +
-                         std::to_string(w.cols) + " x " + std::to_string(outputs) + "]");
-  if (bias) {
-    for (int64_t r = 0; r < rows; ++r) {
-      float *row = y + r * outputs;
-      for (int64_t c = 0; c < outputs; ++c)
-        row[c] += bias[c];
-    }
-  }
+    return sgemmError(status, rows, outputs, w.cols);
+  if (bias)
+    addBias(bias, rows, outputs, y);
+  return Status::ok();
+}
+
+Status linearTransposed(const float *x, int64_t rows, const float *wt, int64_t inputs,
+                        int64_t width, int64_t outputs, const float *bias, float *y, int threads,
+                        bool accumulate) {
+  if (rows == 0 || outputs == 0)
+    return Status::ok();
+  const double flops = 2.0 * static_cast<double>(rows) * outputs * inputs;
+  setGemmThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
+  dnnl_status_t status = dnnl_sgemm('N', 'N', rows, outputs, inputs, 1.0f, x, inputs, wt, width,
+                                    accumulate ? 1.0f : 0.0f, y, outputs);
+  if (status != dnnl_success)
+    return sgemmError(status, rows, outputs, inputs);
+  if (bias)
+    addBias(bias, rows, outputs, y);
   return Status::ok();
 }
 
@@ -64,9 +87,7 @@ Status matmul(bool transposeB, int64_t m, int64_t n, int64_t k, float alpha, con
   dnnl_status_t status =
       dnnl_sgemm('N', transposeB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
   if (status != dnnl_success)
-    return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
-                         std::to_string(m) + " x " + std::to_string(k) + "] x [" +
-                         std::to_string(k) + " x " + std::to_string(n) + "]");
+    return sgemmError(status, m, n, k);
   return Status::ok();
 }
 

@@ -11,16 +11,6 @@ namespace {
 using artifact::AttentionMaskKind;
 using artifact::DType;
 
-std::string shapeString(const std::vector<int64_t> &dims) {
-  std::string text = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i)
-      text += ", ";
-    text += std::to_string(dims[i]);
-  }
-  return text + "]";
-}
-
 float bf16ToFloat(uint16_t bits) {
   uint32_t wide = static_cast<uint32_t>(bits) << 16;
   float value;
@@ -130,6 +120,31 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config) {
   return dims;
 }
 
+float storedValue(const StoredTensor &tensor, size_t i) {
+  switch (tensor.dtype) {
+  case DType::f32:
+    return static_cast<const float *>(tensor.data)[i];
+  case DType::bf16:
+    return bf16ToFloat(static_cast<const uint16_t *>(tensor.data)[i]);
+  default:
+    return f16ToFloat(static_cast<const uint16_t *>(tensor.data)[i]);
+  }
+}
+
+void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out) {
+  if (tensor.dtype == DType::f32) {
+    std::memcpy(out, static_cast<const float *>(tensor.data) + first, count * sizeof(float));
+    return;
+  }
+  const uint16_t *bits = static_cast<const uint16_t *>(tensor.data) + first;
+  if (tensor.dtype == DType::bf16)
+    for (size_t i = 0; i < count; ++i)
+      out[i] = bf16ToFloat(bits[i]);
+  else
+    for (size_t i = 0; i < count; ++i)
+      out[i] = f16ToFloat(bits[i]);
+}
+
 StatusOr<std::shared_ptr<const ModelWeights>>
 ModelWeights::load(const artifact::ArtifactReader &reader) {
   auto weights = std::make_shared<ModelWeights>();
@@ -137,6 +152,7 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
   if (!dims)
     return dims.status().withContext("artifact '" + reader.path() + "'");
   weights->dims_ = *dims;
+  weights->reader_ = &reader;
   auto error = [&](const std::string &message) {
     return Status::error("artifact '" + reader.path() + "': " + message);
   };
@@ -147,37 +163,75 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     // reports it missing.
     if (shape.empty() || shape.size() > 3)
       continue;
-    HostTensor tensor;
-    tensor.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
-    tensor.cols = shape.back();
-    const size_t count = static_cast<size_t>(tensor.rows * tensor.cols);
     if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
                    "; the runtime reads f32, bf16 and f16");
-    // Every weight is copied out of the mapping (f32 ones too), under the reader's guard: a file
-    // truncated by another program then fails this load by name, and cannot fault a forward later.
-    std::unique_ptr<float[]> converted(new float[count]);
-    float *out = converted.get();
-    DLM_RETURN_IF_ERROR(reader.guardedRead([&] {
-      if (view.dtype == DType::f32) {
-        std::memcpy(out, view.data, count * sizeof(float));
-        return;
-      }
-      const auto *bits = static_cast<const uint16_t *>(view.data);
-      if (view.dtype == DType::bf16)
-        for (size_t i = 0; i < count; ++i)
-          out[i] = bf16ToFloat(bits[i]);
-      else
-        for (size_t i = 0; i < count; ++i)
-          out[i] = f16ToFloat(bits[i]);
-    }));
-    tensor.data = out;
-    weights->owned_.push_back(std::move(converted));
-    weights->ownedBytes_ += count * sizeof(float);
-    weights->byName_[std::string(view.name)] = tensor;
+    Entry entry;
+    entry.host.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
+    entry.host.cols = shape.back();
+    entry.stored = {view.dtype, view.data, entry.host.rows, entry.host.cols};
+    auto [it, added] = weights->byName_.emplace(std::string(view.name), entry);
+    // Vectors (norms, biases, scalars) are small and read by every backend: widened now.
+    if (shape.size() == 1)
+      DLM_RETURN_IF_ERROR(weights->widen(it->first, it->second.host, it->second.stored));
   }
   return std::shared_ptr<const ModelWeights>(std::move(weights));
+}
+
+// Every widened weight is copied out of the mapping (f32 ones too), under the reader's guard: a
+// file truncated by another program then fails this call by name, and cannot fault a forward
+// later.
+Status ModelWeights::widen(std::string_view name, HostTensor &host,
+                           const StoredTensor &stored) const {
+  const size_t count = static_cast<size_t>(stored.rows * stored.cols);
+  std::unique_ptr<float[]> converted(new float[count]);
+  float *out = converted.get();
+  Status read = readStored([&] { widenStored(stored, 0, count, out); });
+  if (!read)
+    return read.withContext("weight '" + std::string(name) + "'");
+  host.data = out;
+  owned_.push_back(std::move(converted));
+  ownedBytes_ += count * sizeof(float);
+  return Status::ok();
+}
+
+StatusOr<const HostTensor *> ModelWeights::widened(std::string_view name) const {
+  auto it = byName_.find(name);
+  if (it == byName_.end())
+    return Status::error("missing weight '" + std::string(name) + "'");
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The entry is written only here, under the lock, and never moves (a map node).
+  HostTensor &host = const_cast<HostTensor &>(it->second.host);
+  if (!host.data)
+    DLM_RETURN_IF_ERROR(widen(name, host, it->second.stored));
+  return &host;
+}
+
+Status ModelWeights::readStored(const std::function<void()> &read) const {
+  return reader_->guardedRead(read);
+}
+
+StatusOr<std::shared_ptr<const void>>
+ModelWeights::derivedForm(std::string_view name, std::string_view kind, const Maker &make) const {
+  auto it = byName_.find(name);
+  if (it == byName_.end())
+    return Status::error("missing weight '" + std::string(name) + "'");
+  const std::string key = std::string(kind) + ":" + std::string(name);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto cached = derived_.find(key);
+  if (cached != derived_.end())
+    return cached->second;
+  StatusOr<std::shared_ptr<const void>> form = make(it->second.stored);
+  if (!form)
+    return form.status().withContext("weight '" + std::string(name) + "'");
+  derived_.emplace(key, *form);
+  return *form;
+}
+
+size_t ModelWeights::ownedBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ownedBytes_;
 }
 
 } // namespace dlm::model

@@ -1,30 +1,49 @@
-// The weights of an artifact as float32 host tensors by name, the form the CPU kernels read and
-// the CUDA backend uploads from. f32 weights point straight into the artifact's mapping; bf16
-// and f16 weights are converted once, here, into buffers this object owns. Nothing here knows
-// what a weight is for: the kernel records name the weights they read and check their shapes
-// (runtime/program/KernelProgram.h).
+// The weights of an artifact by name: each as the artifact stores it (f32, bf16 or f16, a view of
+// the mapping) and, once asked for, widened to a float32 host tensor, the form most CPU kernels
+// read and the CUDA backend uploads from. Vectors are widened at load; a matrix only when a
+// kernel asks (ModelWeights::widened), so that a weight a backend packs itself into its own
+// layout (runtime/cpu/PackedLinear.h) is never resident twice. Forms derived from a stored
+// weight (packed layouts) are cached here, one per model, shared by every backend and session.
+// Nothing here knows what a weight is for: the kernel records name the weights they read and
+// check their shapes (runtime/program/KernelProgram.h).
 #pragma once
 
 #include "runtime/artifact/ArtifactReader.h"
 #include "support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace dlm::model {
 
-// A float32 tensor that this object does not own; null data means "absent" (optional weights).
+// A float32 tensor that this object does not own. A matrix's data is null until it is widened
+// (ModelWeights::widened).
 struct HostTensor {
   const float *data = nullptr;
   int64_t rows = 0; // 1 for vectors; d0 * d1 for a rank-3 tensor [d0, d1, d2]
   int64_t cols = 0;
-
-  explicit operator bool() const { return data != nullptr; }
 };
+
+// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16 or f16),
+// row-major, in the artifact's mapping. Read it only through ModelWeights::readStored, which
+// turns a file truncated meanwhile into an error.
+struct StoredTensor {
+  artifact::DType dtype = artifact::DType::invalid;
+  const void *data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Element i of `tensor` as float32 (bf16 and f16 widen exactly).
+float storedValue(const StoredTensor &tensor, size_t i);
+// Elements [first, first + count) of `tensor` as float32 into `out`.
+void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out);
 
 // The sizes the forward pass needs, taken from ModelConfig and checked for consistency.
 struct ModelDims {
@@ -51,28 +70,72 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config);
 
 class ModelWeights {
 public:
-  // Reads every weight of `reader` (vectors and matrices of f32, bf16 or f16), converting what is
-  // not f32. `reader` must outlive the result (f32 tensors point into its mapping). Errors read
-  // "artifact '<path>': weight 'x' has dtype i8; the runtime reads f32, bf16 and f16" and the
-  // like.
+  // Checks every weight of `reader` (vectors and matrices of f32, bf16 or f16) and widens the
+  // vectors. `reader` must outlive the result (stored tensors are views of its mapping). Errors
+  // read "artifact '<path>': weight 'x' has dtype i8; the runtime reads f32, bf16 and f16" and
+  // the like.
   static StatusOr<std::shared_ptr<const ModelWeights>> load(const artifact::ArtifactReader &reader);
 
   const ModelDims &dims() const { return dims_; }
   // A weight by name ("layers.0.q"), as kernel records name them; null when the artifact has no
-  // such weight.
+  // such weight. Its data is null while it is a matrix nobody has widened.
   const HostTensor *find(std::string_view name) const {
     auto it = byName_.find(name);
-    return it == byName_.end() ? nullptr : &it->second;
+    return it == byName_.end() ? nullptr : &it->second.host;
   }
-  // Bytes copied or converted out of the artifact's mapping at load time (every weight's).
-  size_t ownedBytes() const { return ownedBytes_; }
+  // The same weight widened to float32, once (thread-safe); later calls return the same tensor.
+  StatusOr<const HostTensor *> widened(std::string_view name) const;
+  // The weight as stored; null when there is no such weight.
+  const StoredTensor *stored(std::string_view name) const {
+    auto it = byName_.find(name);
+    return it == byName_.end() ? nullptr : &it->second.stored;
+  }
+  // Runs `read` (which reads stored tensors) under the artifact's guard: a file truncated by
+  // another program fails it by name instead of faulting.
+  Status readStored(const std::function<void()> &read) const;
+
+  // A form derived from weight `name` (a packed layout), made by `make` the first time a `kind`
+  // of it is asked for and shared after that (thread-safe). `make` reads the stored tensor
+  // through readStored.
+  template <typename Form>
+  StatusOr<std::shared_ptr<const Form>>
+  derived(std::string_view name, std::string_view kind,
+          const std::function<StatusOr<std::shared_ptr<const Form>>(const StoredTensor &)> &make)
+      const {
+    StatusOr<std::shared_ptr<const void>> form = derivedForm(
+        name, kind, [&](const StoredTensor &stored) -> StatusOr<std::shared_ptr<const void>> {
+          StatusOr<std::shared_ptr<const Form>> made = make(stored);
+          if (!made)
+            return made.status();
+          return std::shared_ptr<const void>(*made);
+        });
+    if (!form)
+      return form.status();
+    return std::static_pointer_cast<const Form>(*form);
+  }
+
+  // Bytes held outside the artifact's mapping: widened tensors (every vector, and the matrices
+  // asked for), not the derived forms (their owners count those).
+  size_t ownedBytes() const;
 
 private:
-  class Loader;
+  using Maker = std::function<StatusOr<std::shared_ptr<const void>>(const StoredTensor &)>;
+  StatusOr<std::shared_ptr<const void>> derivedForm(std::string_view name, std::string_view kind,
+                                                    const Maker &make) const;
+  Status widen(std::string_view name, HostTensor &host, const StoredTensor &stored) const;
+
+  struct Entry {
+    HostTensor host;
+    StoredTensor stored;
+  };
+  const artifact::ArtifactReader *reader_ = nullptr;
   ModelDims dims_;
-  std::map<std::string, HostTensor, std::less<>> byName_;
-  std::vector<std::unique_ptr<float[]>> owned_;
-  size_t ownedBytes_ = 0;
+  std::map<std::string, Entry, std::less<>> byName_;
+  // Guards the widened data, owned_ and derived_ after load.
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<float[]>> owned_;
+  mutable size_t ownedBytes_ = 0;
+  mutable std::map<std::string, std::shared_ptr<const void>, std::less<>> derived_;
 };
 
 } // namespace dlm::model

@@ -124,8 +124,8 @@ public:
 
   // The tensor named by parameter `key`, its name kept in `name`.
   StatusOr<const model::HostTensor *> weight(std::string_view key,
-                                             const model::ModelWeights &weights,
-                                             std::string &name, bool optional = false) const {
+                                             const model::ModelWeights &weights, std::string &name,
+                                             bool optional = false, bool widen = true) const {
     if (optional && !has(key))
       return static_cast<const model::HostTensor *>(nullptr);
     StatusOr<std::string> given = text(key);
@@ -134,6 +134,11 @@ public:
     const model::HostTensor *tensor = weights.find(*given);
     if (!tensor)
       return error("missing weight '" + *given + "'");
+    if (widen) {
+      StatusOr<const model::HostTensor *> widened = weights.widened(*given);
+      if (!widened)
+        return error(widened.status().message());
+    }
     name = *given;
     return tensor;
   }
@@ -182,8 +187,9 @@ StatusOr<T> optional(const RecordReader &r, std::string_view key, const char *ty
 StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &records,
                                       const std::vector<size_t> &indices,
                                       const model::ModelWeights &weights,
-                                      const std::string &function,
-                                      std::vector<int64_t> &kvWidths) {
+                                      const std::string &function, std::vector<int64_t> &kvWidths,
+                                      KernelProgram::ProjectionWeights projections) {
+  const bool widenProjections = projections == KernelProgram::ProjectionWeights::widened;
   const model::ModelDims &d = weights.dims();
   KernelProgram program;
   program.function = function;
@@ -335,7 +341,8 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
         kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
         program.normRowElements = std::max(program.normRowElements, widths[0]);
       }
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_ASSIGN(kernel.weight,
+                 r.weight(kp::kWeight, weights, kernel.weightName, false, widenProjections));
       DLM_ASSIGN(kernel.bias, r.weight(kp::kBias, weights, kernel.biasName, true));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->rows, width, "the weight's output width"));
@@ -509,7 +516,8 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
         DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
         kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
       }
-      DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+      DLM_ASSIGN(kernel.weight,
+                 r.weight(kp::kWeight, weights, kernel.weightName, false, widenProjections));
       DLM_ASSIGN(kernel.logitShift, r.flag(kp::kLogitShift));
       DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
       DLM_RETURN_IF_ERROR(expectWidth(width, d.vocabSize, "the logits' width"));
@@ -589,7 +597,7 @@ StatusOr<KernelProgram> buildFunction(const std::vector<artifact::Kernel> &recor
 
 StatusOr<std::map<std::string, KernelProgram>>
 KernelProgram::buildFunctions(const std::vector<artifact::Kernel> &records,
-                              const model::ModelWeights &weights) {
+                              const model::ModelWeights &weights, ProjectionWeights projections) {
   if (records.empty())
     return Status::error("the kernel program is empty");
   // The records of each function, in their order.
@@ -603,7 +611,8 @@ KernelProgram::buildFunctions(const std::vector<artifact::Kernel> &records,
                                 0);
   std::map<std::string, KernelProgram> functions;
   for (const auto &[name, indices] : grouped) {
-    StatusOr<KernelProgram> program = buildFunction(records, indices, weights, name, kvWidths);
+    StatusOr<KernelProgram> program =
+        buildFunction(records, indices, weights, name, kvWidths, projections);
     if (!program)
       return program.status();
     functions.emplace(name, std::move(*program));
@@ -614,8 +623,10 @@ KernelProgram::buildFunctions(const std::vector<artifact::Kernel> &records,
 }
 
 StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel> &records,
-                                             const model::ModelWeights &weights) {
-  StatusOr<std::map<std::string, KernelProgram>> functions = buildFunctions(records, weights);
+                                             const model::ModelWeights &weights,
+                                             ProjectionWeights projections) {
+  StatusOr<std::map<std::string, KernelProgram>> functions =
+      buildFunctions(records, weights, projections);
   if (!functions)
     return functions.status();
   auto it = functions->find(std::string(kp::kDefaultFunction));

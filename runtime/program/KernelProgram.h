@@ -130,15 +130,22 @@ struct KernelProgram {
   // without a default function is an error). Errors name the record: "kernel record 3
   // ('k_proj'): missing weight 'layers.0.k'", "not supported yet: kernel kind 'conv' (kernel
   // record 5 'x')"; indices count in the whole record list.
+  // The weights the records read are widened to float32 (ModelWeights::widened), except, with
+  // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records:
+  // a backend that packs those from their stored form (the CPU backend) leaves their data null
+  // unless another record (a tied embedding) widens them.
+  enum class ProjectionWeights { widened, stored };
   static StatusOr<KernelProgram> build(const std::vector<artifact::Kernel> &records,
-                                       const model::ModelWeights &weights);
+                                       const model::ModelWeights &weights,
+                                       ProjectionWeights projections = ProjectionWeights::widened);
 
   // Every function of `records`, by name: the records grouped by their `function` parameter (in
   // their order), each function a complete program of its own (slots from 2, own memory plan,
   // ending with an lm_head), all of them agreeing on each layer's KV width (every program's
   // kvLayerWidths is the union of all functions').
   static StatusOr<std::map<std::string, KernelProgram>>
-  buildFunctions(const std::vector<artifact::Kernel> &records, const model::ModelWeights &weights);
+  buildFunctions(const std::vector<artifact::Kernel> &records, const model::ModelWeights &weights,
+                 ProjectionWeights projections = ProjectionWeights::widened);
 };
 
 } // namespace dlm::program
