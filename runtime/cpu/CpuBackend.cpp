@@ -362,10 +362,11 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
       if (y != residual)
         std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
     }
-    return timed(Category::gemm, k.name.c_str(), k.layer, count, [&] {
-      return project(x, count, *k.weight, k.weight->rows, k.bias ? k.bias->data : nullptr, y,
-                    k.accumulate);
-    });
+    return timedGemm(Category::gemm, k.name.c_str(), k.layer, count, k.weight->rows, k.weight->cols,
+                     [&] {
+                       return project(x, count, *k.weight, k.weight->rows,
+                                      k.bias ? k.bias->data : nullptr, y, k.accumulate);
+                     });
   }
   case KernelKind::rope:
     timed(Category::rope, k.name.c_str(), k.layer, count, [&] {
@@ -471,7 +472,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
         rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps,
                 headInput_.data());
       });
-    return timed(Category::lmHead, k.name.c_str(), -1, headRows, [&] {
+    return timedGemm(Category::lmHead, k.name.c_str(), -1, headRows, width, hidden, [&] {
       DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *k.weight, width, nullptr,
                                   logits_.data(), false));
       if (k.softcap > 0)
@@ -487,7 +488,7 @@ Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor
                           int64_t outputs, const float *bias, float *y, bool accumulate) {
   auto packed = packed_.find(&w);
   if (packed != packed_.end())
-    return packed->second->run(x, rows, outputs, bias, y, pool_.threads(), accumulate);
+    return packed->second->run(x, rows, outputs, bias, y, pool_, accumulate);
   auto invariant = invariantGemms_.find(w.data);
   if (invariant == invariantGemms_.end())
     return linear(x, rows, w, outputs, bias, y, pool_.threads(), accumulate);

@@ -129,6 +129,14 @@ private:
     profile::Scope scope(profiler_, kind, name, profile::TrackKind::thread, 0, layer, tokens);
     return body();
   }
+  // The same for a GEMM of [tokens, inputs] x [inputs, outputs] (the profile's FLOP rates).
+  template <typename Body>
+  auto timedGemm(profile::Category kind, const char *name, int64_t layer, int64_t tokens,
+                 int64_t outputs, int64_t inputs, Body &&body) {
+    profile::Scope scope(profiler_, kind, name, profile::TrackKind::thread, 0, layer, tokens);
+    scope.setGemmShape(outputs, inputs);
+    return body();
+  }
 
   std::shared_ptr<const model::ModelWeights> weights_;
   std::map<std::string, program::KernelProgram, std::less<>> functions_;

@@ -52,8 +52,8 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
 }
 
 Status PackedLinear::run(const float *x, int64_t rows, int64_t outputs, const float *bias, float *y,
-                         int threads, bool accumulate) const {
-  return linearTransposed(x, rows, transposed_.get(), inputs_, outputs_, outputs, bias, y, threads,
+                         ThreadPool &pool, bool accumulate) const {
+  return linearTransposed(x, rows, transposed_.get(), inputs_, outputs_, outputs, bias, y, pool,
                           accumulate);
 }
 

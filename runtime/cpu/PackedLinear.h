@@ -6,6 +6,7 @@
 // float32 copy is never made; ModelWeights::derived caches it, one per model.
 #pragma once
 
+#include "runtime/cpu/ThreadPool.h"
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
 
@@ -22,9 +23,9 @@ public:
                                                           std::string_view name);
 
   // y[rows, outputs] = x[rows, inputs()] W[:outputs]^T (+ bias) (+ y with `accumulate`), on up
-  // to `threads` threads. `outputs` <= this->outputs() lets the LM head skip padded rows.
+  // the pool's threads. `outputs` <= this->outputs() lets the LM head skip padded rows.
   Status run(const float *x, int64_t rows, int64_t outputs, const float *bias, float *y,
-             int threads, bool accumulate) const;
+             ThreadPool &pool, bool accumulate) const;
 
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace dlm::profile {
 
@@ -67,6 +68,9 @@ Summary summarize(const Profiler &profiler) {
 
   int64_t kernelNs[kCategoryCount] = {};
   int64_t kernelCalls[kCategoryCount] = {};
+  double kernelFlops[kCategoryCount] = {};
+  int64_t kernelFlopNs[kCategoryCount] = {};
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, GemmShapeRow> shapes;
   std::vector<double> forwards;
   std::set<uint64_t> threads;
   // Per request id: its request, block, step and forward events.
@@ -81,8 +85,20 @@ Summary summarize(const Profiler &profiler) {
       if (e.trackId != 0)
         continue; // worker shares overlap the caller's kernels
       if (isKernel(e.category)) {
-        kernelNs[static_cast<int>(e.category)] += e.durationNs;
-        ++kernelCalls[static_cast<int>(e.category)];
+        const int c = static_cast<int>(e.category);
+        kernelNs[c] += e.durationNs;
+        ++kernelCalls[c];
+        if (e.outputs >= 0 && e.inputs >= 0 && e.tokens >= 0) {
+          kernelFlops[c] += 2.0 * static_cast<double>(e.tokens) * e.outputs * e.inputs;
+          kernelFlopNs[c] += e.durationNs;
+          GemmShapeRow &shape = shapes[{c, e.tokens, e.outputs, e.inputs}];
+          shape.category = e.category;
+          shape.m = e.tokens;
+          shape.n = e.outputs;
+          shape.k = e.inputs;
+          ++shape.calls;
+          shape.ms += ms(e.durationNs);
+        }
       } else if (e.category == Category::forward) {
         forwards.push_back(ms(e.durationNs));
       }
@@ -116,6 +132,8 @@ Summary summarize(const Profiler &profiler) {
     row.category = static_cast<Category>(c);
     row.calls = kernelCalls[c];
     row.ms = ms(kernelNs[c]);
+    row.flops = kernelFlops[c];
+    row.flopMs = ms(kernelFlopNs[c]);
     kernelTotal += row.ms;
     summary.kernels.push_back(row);
   }
@@ -125,6 +143,10 @@ Summary summarize(const Profiler &profiler) {
     row.share = denominator > 0 ? row.ms / denominator : 0;
   std::sort(summary.kernels.begin(), summary.kernels.end(),
             [](const KernelRow &a, const KernelRow &b) { return a.ms > b.ms; });
+  for (const auto &[key, shape] : shapes)
+    summary.gemmShapes.push_back(shape);
+  std::sort(summary.gemmShapes.begin(), summary.gemmShapes.end(),
+            [](const GemmShapeRow &a, const GemmShapeRow &b) { return a.ms > b.ms; });
   if (forwardTotal > 0) {
     summary.untrackedMs = std::max(0.0, forwardTotal - kernelTotal);
     summary.untrackedShare = summary.untrackedMs / forwardTotal;

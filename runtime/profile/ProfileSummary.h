@@ -30,6 +30,20 @@ struct KernelRow {
   double ms = 0;
   // Of the backend's forward time on the calling thread.
   double share = 0;
+  // Floating-point operations of the calls that gave a GEMM shape (2 M N K each), and the
+  // milliseconds those calls took.
+  double flops = 0;
+  double flopMs = 0;
+  double gflops() const { return flopMs > 0 ? flops / flopMs * 1e-6 : 0; }
+};
+
+// The GEMM calls of one kind and shape: y[m, n] = x[m, k] W^T.
+struct GemmShapeRow {
+  Category category = Category::gemm;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t calls = 0;
+  double ms = 0;
+  double gflops() const { return ms > 0 ? 2.0 * m * n * k * calls / ms * 1e-6 : 0; }
 };
 
 struct RequestRow {
@@ -43,6 +57,8 @@ struct RequestRow {
 struct Summary {
   // Kernel kinds that ran, most time first.
   std::vector<KernelRow> kernels;
+  // The GEMM shapes that ran, most time first.
+  std::vector<GemmShapeRow> gemmShapes;
   // Forward time not inside any kernel scope (glue, KV bookkeeping), and its share.
   double untrackedMs = 0;
   double untrackedShare = 0;

@@ -54,6 +54,9 @@ struct Event {
   int64_t layer;
   int64_t tokens;
   int64_t index; // step or block number
+  // A GEMM's (gemm, lm_head) output and input widths N and K beside its `tokens` rows M.
+  int64_t outputs;
+  int64_t inputs;
 };
 
 class Profiler {
@@ -119,6 +122,14 @@ public:
   Scope(const Scope &) = delete;
   Scope &operator=(const Scope &) = delete;
 
+  // Marks the event a GEMM of [tokens, inputs] x [inputs, outputs].
+  void setGemmShape(int64_t outputs, int64_t inputs) {
+    if (__builtin_expect(profiler_ != nullptr, 0)) {
+      event_.outputs = outputs;
+      event_.inputs = inputs;
+    }
+  }
+
 private:
   void begin(Category category, const char *name, TrackKind track, uint64_t trackId,
              int64_t layer, int64_t tokens, int64_t index) {
@@ -129,6 +140,8 @@ private:
     event_.layer = layer;
     event_.tokens = tokens;
     event_.index = index;
+    event_.outputs = -1;
+    event_.inputs = -1;
     event_.startNs = profiler_->nowNs();
   }
   void end() {

@@ -242,12 +242,26 @@ Json reportJson(const Report &r) {
   out["repeat"] = r.repeat;
   out["warmup"] = r.warmup;
   Json kernels = Json::array();
-  for (const profile::KernelRow &k : r.summary.kernels)
-    kernels.push_back({{"kind", profile::categoryName(k.category)},
-                       {"ms", k.ms},
-                       {"share", k.share},
-                       {"calls", k.calls}});
+  for (const profile::KernelRow &k : r.summary.kernels) {
+    Json row{{"kind", profile::categoryName(k.category)},
+             {"ms", k.ms},
+             {"share", k.share},
+             {"calls", k.calls}};
+    if (k.flops > 0)
+      row["gflops"] = k.gflops();
+    kernels.push_back(row);
+  }
   out["kernels"] = kernels;
+  Json shapes = Json::array();
+  for (const profile::GemmShapeRow &g : r.summary.gemmShapes)
+    shapes.push_back({{"kind", profile::categoryName(g.category)},
+                      {"m", g.m},
+                      {"n", g.n},
+                      {"k", g.k},
+                      {"calls", g.calls},
+                      {"ms", g.ms},
+                      {"gflops", g.gflops()}});
+  out["gemm_shapes"] = shapes;
   out["untracked_ms"] = r.summary.untrackedMs;
   out["untracked_share"] = r.summary.untrackedShare;
   out["forward_ms"] = distributionJson(r.summary.forwardMs);
@@ -304,15 +318,30 @@ void printReport(const Report &r) {
               static_cast<long long>(r.repeat), static_cast<long long>(r.warmup));
 
   std::printf("\n== Kernels (calling thread) ==\n");
-  std::printf("%-14s %12s %8s %9s %11s\n", "kind", "total ms", "share", "calls", "mean us");
-  for (const profile::KernelRow &k : s.kernels)
-    std::printf("%-14s %12.3f %7.1f%% %9lld %11.2f\n", profile::categoryName(k.category), k.ms,
+  std::printf("%-14s %12s %8s %9s %11s %9s\n", "kind", "total ms", "share", "calls", "mean us",
+              "GFLOP/s");
+  for (const profile::KernelRow &k : s.kernels) {
+    std::printf("%-14s %12.3f %7.1f%% %9lld %11.2f", profile::categoryName(k.category), k.ms,
                 100 * k.share, static_cast<long long>(k.calls),
                 k.calls ? 1000 * k.ms / static_cast<double>(k.calls) : 0.0);
+    if (k.flops > 0)
+      std::printf(" %9.1f", k.gflops());
+    std::printf("\n");
+  }
   std::printf("%-14s %12.3f %7.1f%%\n", "(untracked)", s.untrackedMs, 100 * s.untrackedShare);
   std::printf("%-14s %12.3f %7.1f%% %9lld %11.2f\n", "forward", s.forwardMs.total,
               s.forwardMs.total > 0 ? 100.0 : 0.0, static_cast<long long>(s.forwardMs.count),
               1000 * s.forwardMs.mean);
+
+  if (!s.gemmShapes.empty()) {
+    std::printf("\n== GEMM shapes (y[M, N] = x[M, K] W^T) ==\n");
+    std::printf("%-8s %7s %7s %7s %9s %12s %9s\n", "kind", "M", "N", "K", "calls", "total ms",
+                "GFLOP/s");
+    for (const profile::GemmShapeRow &g : s.gemmShapes)
+      std::printf("%-8s %7lld %7lld %7lld %9lld %12.3f %9.1f\n", profile::categoryName(g.category),
+                  static_cast<long long>(g.m), static_cast<long long>(g.n),
+                  static_cast<long long>(g.k), static_cast<long long>(g.calls), g.ms, g.gflops());
+  }
 
   std::printf("\n== Denoise steps ==\n");
   printDistribution("step time", s.stepMs, "ms");

@@ -36,7 +36,10 @@ TEST_F(ModelWeightsTest, F32WeightsAreCopiedOutOfTheMapping) {
   StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}));
   ASSERT_TRUE(weights.isOk()) << weights.status().message();
   EXPECT_GT((*weights)->ownedBytes(), 0u);
-  const float *lmHead = (*weights)->find("lm_head")->data;
+  StatusOr<const HostTensor *> widened = (*weights)->widened("lm_head");
+  ASSERT_TRUE(widened.isOk()) << widened.status().message();
+  const float *lmHead = (*widened)->data;
+  ASSERT_NE(lmHead, nullptr);
   const uint8_t *mapped = static_cast<const uint8_t *>(reader->weights().front().data);
   EXPECT_TRUE(reinterpret_cast<const uint8_t *>(lmHead) < mapped ||
               reinterpret_cast<const uint8_t *>(lmHead) >= mapped + reader->fileSize());
@@ -51,6 +54,62 @@ TEST_F(ModelWeightsTest, F32WeightsAreCopiedOutOfTheMapping) {
   // Vectors are one row.
   ASSERT_NE((*weights)->find("final_norm"), nullptr);
   EXPECT_EQ((*weights)->find("final_norm")->rows, 1);
+}
+
+// A matrix is widened only when a kernel asks for it (a backend that packs it from the stored
+// form never holds a float32 copy), once, and to the values the artifact stores.
+TEST_F(ModelWeightsTest, MatricesAreWidenedOnlyWhenAskedForAndOnce) {
+  TinyModelOptions options;
+  options.bf16 = true;
+  TinyModel tiny(options);
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(tiny);
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  const ModelWeights &w = **weights;
+  EXPECT_NE(w.find("final_norm")->data, nullptr); // vectors: at load
+  EXPECT_EQ(w.find("lm_head")->data, nullptr);
+  ASSERT_NE(w.stored("lm_head"), nullptr);
+  EXPECT_EQ(w.stored("lm_head")->dtype, artifact::DType::bf16);
+  const size_t before = w.ownedBytes();
+  StatusOr<const HostTensor *> first = w.widened("lm_head");
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  EXPECT_EQ(*first, w.find("lm_head"));
+  EXPECT_EQ(w.ownedBytes(), before + 48 * 16 * sizeof(float));
+  const std::vector<float> &expected = tiny.weight("lm_head");
+  ASSERT_EQ(expected.size(), size_t(48 * 16));
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ((*first)->data[i], expected[i]) << i;
+  StatusOr<const HostTensor *> again = w.widened("lm_head");
+  ASSERT_TRUE(again.isOk());
+  EXPECT_EQ((*again)->data, (*first)->data);
+  EXPECT_EQ(w.ownedBytes(), before + 48 * 16 * sizeof(float));
+  EXPECT_FALSE(w.widened("no_such_weight").isOk());
+}
+
+// A derived form is made once per weight and kind, and shared.
+TEST_F(ModelWeightsTest, DerivedFormsAreMadeOnceAndShared) {
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}));
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  int made = 0;
+  auto make = [&](const StoredTensor &stored) -> StatusOr<std::shared_ptr<const int64_t>> {
+    ++made;
+    return std::make_shared<const int64_t>(stored.rows * stored.cols);
+  };
+  auto first = (*weights)->derived<int64_t>("lm_head", "count", make);
+  auto second = (*weights)->derived<int64_t>("lm_head", "count", make);
+  ASSERT_TRUE(first.isOk() && second.isOk());
+  EXPECT_EQ(**first, 48 * 16);
+  EXPECT_EQ(first->get(), second->get());
+  EXPECT_EQ(made, 1);
+  (void)(*weights)->derived<int64_t>("lm_head", "another kind", make);
+  EXPECT_EQ(made, 2);
+  auto failing = [](const StoredTensor &) -> StatusOr<std::shared_ptr<const int64_t>> {
+    return Status::error("cannot");
+  };
+  StatusOr<std::shared_ptr<const int64_t>> failed =
+      (*weights)->derived<int64_t>("layers.0.up", "count", failing);
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_NE(failed.status().message().find("weight 'layers.0.up'"), std::string::npos);
+  EXPECT_FALSE((*weights)->derived<int64_t>("missing", "count", make).isOk());
 }
 
 TEST_F(ModelWeightsTest, Bf16WeightsAreConvertedOnceAtLoad) {

@@ -103,6 +103,8 @@ public:
   }
 
   const TinyModelOptions &options() const { return o_; }
+  // A weight's values by canonical name (as the artifact stores them: rounded through bf16).
+  const std::vector<float> &weight(const std::string &name) const { return values_.at(name); }
   // Every weight's shape by canonical name.
   const std::map<std::string, std::vector<int64_t>> &shapes() const { return shapes_; }
 

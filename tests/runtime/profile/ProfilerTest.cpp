@@ -22,7 +22,11 @@ using dlm::testing::TinyModelOptions;
 
 Event event(Category category, const char *name, TrackKind track, uint64_t trackId, int64_t start,
             int64_t duration, int64_t index = -1) {
-  return Event{name, category, track, trackId, start, duration, -1, -1, index};
+  return Event{name, category, track, trackId, start, duration, -1, -1, index, -1, -1};
+}
+
+Event gemm(int64_t m, int64_t n, int64_t k, int64_t start, int64_t duration) {
+  return Event{"q_proj", Category::gemm, TrackKind::thread, 0, start, duration, 0, m, -1, n, k};
 }
 
 TEST(ProfilerTest, ScopesRecordNestedEventsWhenTheyClose) {
@@ -118,6 +122,30 @@ TEST(ProfileSummaryTest, KernelSharesHostOverheadAndStepsPerBlock) {
   EXPECT_EQ(s.requests[0].steps, 2);
   EXPECT_EQ(s.requests[0].blocks, 1);
   EXPECT_EQ(s.requests[0].forwards, 2);
+}
+
+TEST(ProfileSummaryTest, GemmRatesPerKindAndShape) {
+  Profiler profiler(16);
+  // 2 * 10 * 20 * 30 = 12,000 flops in 1 us (12 GFLOP/s), twice; and one other shape.
+  profiler.record(gemm(10, 20, 30, 0, 1'000));
+  profiler.record(gemm(10, 20, 30, 5'000, 1'000));
+  profiler.record(gemm(1, 20, 30, 9'000, 100));
+  // A GEMM without a shape counts in time, not in the rate.
+  profiler.record(event(Category::gemm, "q_proj", TrackKind::thread, 0, 10'000, 500));
+  const Summary s = summarize(profiler);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].calls, 4);
+  EXPECT_DOUBLE_EQ(s.kernels[0].flops, 2 * 12'000.0 + 1'200.0);
+  EXPECT_DOUBLE_EQ(s.kernels[0].flopMs, 0.0021);
+  EXPECT_NEAR(s.kernels[0].gflops(), 25'200.0 / 2'100.0, 1e-9);
+  ASSERT_EQ(s.gemmShapes.size(), 2u);
+  EXPECT_EQ(s.gemmShapes[0].m, 10);
+  EXPECT_EQ(s.gemmShapes[0].n, 20);
+  EXPECT_EQ(s.gemmShapes[0].k, 30);
+  EXPECT_EQ(s.gemmShapes[0].calls, 2);
+  EXPECT_NEAR(s.gemmShapes[0].gflops(), 12.0, 1e-9);
+  EXPECT_EQ(s.gemmShapes[1].m, 1);
+  EXPECT_NEAR(s.gemmShapes[1].gflops(), 12.0, 1e-9);
 }
 
 TEST(ChromeTraceTest, CompleteEventsAndTrackNames) {
@@ -217,6 +245,15 @@ TEST_F(ProfiledSessionTest, GenerationRecordsRequestBlocksStepsForwardsAndKernel
   EXPECT_EQ(onThread[Category::lmHead], result->stats.forwards);
 
   const Summary summary = summarize(profiler);
+  // Every projection and LM head call gave its shape: K is the hidden width or the MLP's.
+  int64_t shapedCalls = 0;
+  for (const GemmShapeRow &g : summary.gemmShapes) {
+    shapedCalls += g.calls;
+    EXPECT_GT(g.m, 0);
+    EXPECT_GT(g.n, 0);
+    EXPECT_GT(g.k, 0);
+  }
+  EXPECT_EQ(shapedCalls, onThread[Category::gemm] + onThread[Category::lmHead]);
   EXPECT_EQ(summary.stepMs.count, result->stats.decodeSteps);
   EXPECT_DOUBLE_EQ(summary.stepsPerBlock.mean, 4.0);
   double shares = 0;

@@ -163,7 +163,7 @@ def check(work, dlmc, prof):
 
     # --json.
     report = json.loads(run(base + ["--json", "--cache", "prefix"]).stdout)
-    for key in ("kernels", "step_ms", "host_overhead_ms", "steps_per_block", "forward_ms",
+    for key in ("kernels", "gemm_shapes", "step_ms", "host_overhead_ms", "steps_per_block", "forward_ms",
                 "requests", "totals", "memory", "untracked_ms", "events", "dropped_events"):
         if key not in report:
             problems.append(f"json: no {key!r}")
@@ -174,6 +174,15 @@ def check(work, dlmc, prof):
         share = sum(k["share"] for k in report["kernels"])
         if not 0.5 < share <= 1.0 + 1e-9:
             problems.append(f"json: kernel shares sum to {share}")
+        gemm = [k for k in report["kernels"] if k["kind"] == "gemm"]
+        if not gemm or not gemm[0].get("gflops", 0) > 0:
+            problems.append(f"json: the gemm row has no GFLOP/s: {gemm}")
+        shapes = report.get("gemm_shapes", [])
+        if not shapes or any(not (s["m"] > 0 and s["n"] > 0 and s["k"] > 0 and s["gflops"] > 0)
+                             for s in shapes):
+            problems.append(f"json: gemm_shapes {shapes}")
+        elif sum(s["calls"] for s in shapes if s["kind"] == "gemm") != gemm[0]["calls"]:
+            problems.append("json: gemm_shapes' calls differ from the gemm row's")
         if len(report["requests"]) != 6:
             problems.append(f"json: {len(report['requests'])} requests, expected 6")
         for r in report["requests"]:
