@@ -80,8 +80,12 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
       // A weight another record widened (a tied embedding table) is used as it is.
       if (!projects || k.weight->data || packed.count(k.weight))
         continue;
+      // An LM head packs the vocabulary's rows of a padded table, a projection all of them.
+      const int64_t outputs = k.kind == KernelKind::lmHead
+                                  ? program.slots[static_cast<size_t>(k.result)].width
+                                  : k.weight->rows;
       StatusOr<std::shared_ptr<const PackedLinear>> weight =
-          PackedLinear::of(weights, k.weightName);
+          PackedLinear::of(weights, k.weightName, outputs);
       if (!weight)
         return weight.status();
       packed.emplace(k.weight, std::move(*weight));
@@ -487,8 +491,8 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
 Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor &w,
                           int64_t outputs, const float *bias, float *y, bool accumulate) {
   auto packed = packed_.find(&w);
-  if (packed != packed_.end())
-    return packed->second->run(x, rows, outputs, bias, y, pool_, accumulate);
+  if (packed != packed_.end() && packed->second->outputs() == outputs)
+    return packedGemm_.run(*packed->second, x, rows, bias, y, pool_, accumulate);
   auto invariant = invariantGemms_.find(w.data);
   if (invariant == invariantGemms_.end())
     return linear(x, rows, w, outputs, bias, y, pool_.threads(), accumulate);
@@ -518,8 +522,12 @@ MemoryUsage CpuBackend::memoryUsage() const {
   for (const auto &[name, program] : functions_)
     for (const ProgramRecord &k : program.kernels)
       for (const model::HostTensor *t : k.tensors())
-        if (seen.insert(t).second)
-          usage.weightBytes += static_cast<size_t>(t->rows * t->cols) * sizeof(float);
+        if (seen.insert(t).second) {
+          auto packed = packed_.find(t);
+          usage.weightBytes += packed != packed_.end()
+                                   ? packed->second->bytes()
+                                   : static_cast<size_t>(t->rows * t->cols) * sizeof(float);
+        }
   usage.convertedWeightBytes = weights_->ownedBytes();
   for (const auto &[tensor, packed] : packed_)
     usage.convertedWeightBytes += packed->bytes();

@@ -189,6 +189,7 @@ private:
   // Otherwise every projection's weights packed for oneDNN (PackedLinear), by weight; an LM head
   // tied to an embedding table reads the table's float32 copy instead of packing a second one.
   PackedWeights packed_;
+  PackedGemm packedGemm_;
 
   // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on
   // the packed weight (or, for a tied LM head, on the table).

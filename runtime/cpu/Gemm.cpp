@@ -1,7 +1,6 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
-#include <atomic>
 #include <dlfcn.h>
 #include <dnnl.h>
 
@@ -16,23 +15,6 @@ namespace {
 // was busy (the barrier waits for a descheduled thread) and ~10 us on one. At ~50 GFLOP/s per
 // core, 16 MFLOP is ~300 us of work, well above any synchronisation cost.
 constexpr double kParallelGemmFlops = 16e6;
-// linearTransposed splits its outputs into blocks of this many columns (a multiple of every
-// vector width).
-constexpr int64_t kColumnBlock = 64;
-
-// oneDNN sizes its OpenMP team by omp_get_max_threads(), a per-thread setting. Debian's oneDNN
-// uses libgomp; the symbol is looked up rather than linked so that a oneDNN built on another
-// threading runtime simply keeps its own choice.
-void setGemmThreads(int threads) {
-  using SetNumThreads = void (*)(int);
-  static const SetNumThreads setNumThreads =
-      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  thread_local int current = -1;
-  if (setNumThreads && threads != current) {
-    setNumThreads(threads);
-    current = threads;
-  }
-}
 
 Status sgemmError(dnnl_status_t status, int64_t m, int64_t n, int64_t k) {
   return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
@@ -50,12 +32,27 @@ void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
 
 } // namespace
 
+// oneDNN sizes its OpenMP team by omp_get_max_threads(), a per-thread setting. Debian's oneDNN
+// uses libgomp; the symbol is looked up rather than linked so that a oneDNN built on another
+// threading runtime simply keeps its own choice. One cache of the setting per thread, for every
+// caller: two would each skip a change the other made.
+void setOneDnnThreads(int threads) {
+  using SetNumThreads = void (*)(int);
+  static const SetNumThreads setNumThreads =
+      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  thread_local int current = -1;
+  if (setNumThreads && threads != current) {
+    setNumThreads(threads);
+    current = threads;
+  }
+}
+
 Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
               const float *bias, float *y, int threads, bool accumulate) {
   if (rows == 0 || outputs == 0)
     return Status::ok();
   const double flops = 2.0 * static_cast<double>(rows) * outputs * w.cols;
-  setGemmThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
+  setOneDnnThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
   // Row-major y = x W^T: W is [out, in], so it is read transposed with its own row stride.
   dnnl_status_t status = dnnl_sgemm('N', 'T', rows, outputs, w.cols, 1.0f, x, w.cols, w.data,
                                     w.cols, accumulate ? 1.0f : 0.0f, y, outputs);
@@ -66,41 +63,12 @@ Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t 
   return Status::ok();
 }
 
-Status linearTransposed(const float *x, int64_t rows, const float *wt, int64_t inputs,
-                        int64_t width, int64_t outputs, const float *bias, float *y,
-                        ThreadPool &pool, bool accumulate) {
-  if (rows == 0 || outputs == 0)
-    return Status::ok();
-  const double flops = 2.0 * static_cast<double>(rows) * outputs * inputs;
-  // Column blocks of kColumnBlock, a contiguous run of them per pool thread, each a
-  // single-threaded sgemm: the GEMMs share the pool's threads with the other kernels instead of
-  // waking an OpenMP team beside them (two teams on two cores spin against each other).
-  const int64_t blocks = (outputs + kColumnBlock - 1) / kColumnBlock;
-  std::atomic<dnnl_status_t> failure{dnnl_success};
-  pool.parallelFor(blocks, flops < kParallelGemmFlops ? blocks + 1 : 2,
-                   [&](int64_t begin, int64_t end, int) {
-                     setGemmThreads(1);
-                     const int64_t first = begin * kColumnBlock;
-                     const int64_t count = std::min(end * kColumnBlock, outputs) - first;
-                     dnnl_status_t status =
-                         dnnl_sgemm('N', 'N', rows, count, inputs, 1.0f, x, inputs, wt + first,
-                                    width, accumulate ? 1.0f : 0.0f, y + first, outputs);
-                     if (status != dnnl_success)
-                       failure = status;
-                   });
-  if (failure != dnnl_success)
-    return sgemmError(failure, rows, outputs, inputs);
-  if (bias)
-    addBias(bias, rows, outputs, y);
-  return Status::ok();
-}
-
 Status matmul(bool transposeB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
               int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int threads) {
   if (m == 0 || n == 0)
     return Status::ok();
   const double flops = 2.0 * static_cast<double>(m) * n * k;
-  setGemmThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
+  setOneDnnThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
   dnnl_status_t status =
       dnnl_sgemm('N', transposeB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
   if (status != dnnl_success)

@@ -25,11 +25,8 @@ inline Status linear(const float *x, int64_t rows, const model::HostTensor &w, c
   return linear(x, rows, w, w.rows, bias, y, threads, accumulate);
 }
 
-// The same with W given transposed, wt = W^T [inputs, width] row-major (PackedLinear's layout):
-// y[rows, outputs] = x[rows, inputs] wt[:, :outputs] (+ bias), outputs <= width.
-Status linearTransposed(const float *x, int64_t rows, const float *wt, int64_t inputs,
-                        int64_t width, int64_t outputs, const float *bias, float *y,
-                        ThreadPool &pool, bool accumulate = false);
+// The OpenMP team size of the calling thread's oneDNN calls (and of the primitives it makes).
+void setOneDnnThreads(int threads);
 
 // Row-major C[m, n] = alpha * A[m, k] * op(B) with op(B) = B[k, n] or, with transposeB, B[n, k]^T;
 // leading dimensions as in BLAS. oneDNN sgemm; small products on one thread.

@@ -1,42 +1,109 @@
-// A projection's weight W [N, K] (PyTorch's [out, in] layout, as artifacts store it) packed once
-// into the layout the GEMM library runs fastest, W^T [K, N] row-major: then y = x W^T is oneDNN's
-// sgemm with neither operand transposed. Reading W transposed on every call instead ran at 30-70%
-// of that rate on the forward's shapes (bench/gemm_rate.py measures both in one run).
-// Packed from the stored tensor (f32, bf16 or f16) straight into float32, so that the [N, K]
-// float32 copy is never made; ModelWeights::derived caches it, one per model.
+// A projection's weight W [N, K] (PyTorch's [out, in] layout, as artifacts store it) packed once,
+// in the precision the artifact stores it, and the GEMMs that run on it:
+//
+// - f32 (and f16, widened): the layout oneDNN's matmul chooses (format_tag::any: blocked for its
+//   brgemm kernels where the CPU has them, plain W^T otherwise), run by matmul primitives. Reading
+//   W transposed through dnnl_sgemm on every call instead ran at 30-70% of the packed rate on the
+//   forward's shapes (bench/gemm_rate.py measures both in one run). The layout depends on N, K
+//   and the CPU, not on the row count M (checked for M = 1 .. 2048 on AVX-512 and plain layouts),
+//   so one packed copy serves every forward; a primitive is made per M (about 150 us the first
+//   time, then cached).
+// - bf16: kept bf16, in column tiles of W^T ([K, T] row-major each). The GEMM widens one tile at
+//   a time to float32 in a thread's scratch and multiplies it there (single-threaded sgemm per
+//   tile, the tiles spread over the pool): float32 arithmetic on bf16-rounded weights at half the
+//   weights' memory, on any CPU. oneDNN 2.6 has no bf16-weight GEMM with float32 activations, and
+//   its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512 BF16.
+//
+// Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
+// ModelWeights::derived caches it, one per model, shared by every session.
 #pragma once
 
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
 
+#include <dnnl.hpp>
+
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <tuple>
+#include <vector>
 
 namespace dlm::cpu {
 
 class PackedLinear {
 public:
-  // The packed form of weight `name` of `weights`, made on first use and shared after that.
+  // The first `outputs` rows of weight `name` of `weights` (all of them for a projection; the
+  // vocabulary's for an LM head over a padded embedding table), packed on first use and shared
+  // after that.
   static StatusOr<std::shared_ptr<const PackedLinear>> of(const model::ModelWeights &weights,
-                                                          std::string_view name);
+                                                          std::string_view name, int64_t outputs);
 
-  // y[rows, outputs] = x[rows, inputs()] W[:outputs]^T (+ bias) (+ y with `accumulate`), on up
-  // the pool's threads. `outputs` <= this->outputs() lets the LM head skip padded rows.
-  Status run(const float *x, int64_t rows, int64_t outputs, const float *bias, float *y,
-             ThreadPool &pool, bool accumulate) const;
-
+  enum class Format { f32Packed, bf16Tiles };
+  Format format() const { return format_; }
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
-  size_t bytes() const { return static_cast<size_t>(outputs_ * inputs_) * sizeof(float); }
+  // What the packed weight takes in memory.
+  size_t bytes() const { return bytes_; }
+  // f32Packed: oneDNN's layout and a memory object on the data.
+  const dnnl::memory::desc &layout() const { return layout_; }
+  const dnnl::memory &memory() const { return memory_; }
+  // bf16Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K, tileWidth()] row-major
+  // (the last one zero-padded).
+  int64_t tileWidth() const { return tileWidth_; }
+  int64_t tiles() const { return (outputs_ + tileWidth_ - 1) / tileWidth_; }
+  const uint16_t *tile(int64_t t) const {
+    return static_cast<const uint16_t *>(data_.get()) + t * inputs_ * tileWidth_;
+  }
+
+  PackedLinear() = default;
+  PackedLinear(const PackedLinear &) = delete;
+  PackedLinear &operator=(const PackedLinear &) = delete;
 
 private:
   struct Free {
-    void operator()(float *p) const { std::free(p); }
+    void operator()(void *p) const { std::free(p); }
   };
-  int64_t outputs_ = 0, inputs_ = 0;
-  std::unique_ptr<float[], Free> transposed_; // [inputs_, outputs_], 64-byte aligned
+  Status packF32(const model::ModelWeights &weights, const model::StoredTensor &stored);
+  Status packBf16Tiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
+
+  Format format_ = Format::f32Packed;
+  int64_t outputs_ = 0, inputs_ = 0, tileWidth_ = 0;
+  size_t bytes_ = 0;
+  dnnl::memory::desc layout_;
+  std::unique_ptr<void, Free> data_; // 64-byte aligned
+  dnnl::memory memory_;              // a view of data_ in layout_
 };
+
+// Runs y[rows, N] (+)= x[rows, K] W^T (+ bias) on packed weights, on the pool's threads: one
+// matmul primitive per (rows, N, K, accumulate) for f32, made on first use; a tile scratch per
+// thread for bf16. One per backend (it holds the calls' memory objects and the scratch).
+class PackedGemm {
+public:
+  PackedGemm();
+  Status run(const PackedLinear &w, const float *x, int64_t rows, const float *bias, float *y,
+             ThreadPool &pool, bool accumulate);
+
+private:
+  Status runF32(const PackedLinear &w, const float *x, int64_t rows, float *y, int threads,
+                bool accumulate);
+  Status runBf16Tiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
+                      ThreadPool &pool, bool accumulate);
+
+  struct Call {
+    dnnl::matmul primitive;
+    dnnl::memory x, y;
+  };
+  StatusOr<Call *> call(const PackedLinear &w, int64_t rows, bool accumulate);
+
+  dnnl::stream stream_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Call> calls_;
+  std::vector<std::vector<float>> tileScratch_; // one per pool thread
+};
+
+// The engine every packed weight and primitive of the process uses.
+const dnnl::engine &cpuEngine();
 
 } // namespace dlm::cpu

@@ -1,8 +1,13 @@
-// A fixed set of worker threads for the CPU backend's own loops (attention, the batch-invariant
-// GEMM, sampler rows). oneDNN's GEMMs run on its own OpenMP threads; this pool uses plain
-// std::thread so that the runtime does not drag in a second OpenMP runtime next to the one oneDNN
-// links. Workers poll for 50 us after a call, then sleep on a condition variable: a forward's
-// calls come back to back, and an idle pool gives its cores back at once.
+// The threads of the CPU backend's own loops (attention, the batch-invariant GEMM, sampler rows).
+// By default a parallel call runs on the OpenMP team that oneDNN's GEMMs use: libgomp's
+// GOMP_parallel, looked up at run time rather than linked (the project's compiler would otherwise
+// bring its own OpenMP runtime beside the one oneDNN links). One set of threads then serves every
+// kernel. With a pool of its own beside oneDNN's team, the team's threads (which spin a while
+// after each GEMM) took the cores the pool's threads needed: attention ran 2.5 times as long on
+// the 86M bench model (bench/gemm_rate.py's checkpoint, 2 threads).
+// Without libgomp in the process (a oneDNN built on another threading runtime), or when asked
+// (Kind::own), the pool runs its own std::threads: they poll for 50 us after a call, then sleep
+// on a condition variable.
 #pragma once
 
 #include "runtime/profile/Profiler.h"
@@ -19,13 +24,16 @@ namespace dlm::cpu {
 
 class ThreadPool {
 public:
-  // `threads` counts the calling thread; 0 means one per hardware thread.
-  explicit ThreadPool(int threads);
+  enum class Kind { oneDnnTeam, own };
+  // `threads` counts the calling thread; 0 means one per hardware thread. oneDnnTeam falls back
+  // to own threads when the process has no libgomp.
+  explicit ThreadPool(int threads, Kind kind = Kind::oneDnnTeam);
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
   ~ThreadPool();
 
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int threads() const { return threads_; }
+  Kind kind() const { return workers_.empty() && threads_ > 1 ? Kind::oneDnnTeam : Kind::own; }
 
   // Times each thread's share of a parallel call on that thread's track (null: no timing).
   // Set before the first parallelFor.
@@ -47,8 +55,9 @@ private:
   using Trampoline = void (*)(void *context, int64_t begin, int64_t end, int thread);
   void run(int64_t count, int64_t minParallel, void *context, Trampoline call);
   void workerLoop(int index);
-  void runShare(int thread);
+  void runShare(int thread, int parts);
 
+  int threads_ = 1;
   std::vector<std::thread> workers_;
   // Workers and the caller spin a little (kSpin) before they sleep on these: a forward's parallel
   // calls come back to back, and a worker woken from sleep was seen placed on its waker's CPU for

@@ -1,7 +1,7 @@
-// PackedLinear (runtime/cpu/PackedLinear.h): a projection's weight packed from its stored form
-// (f32 or bf16) gives x W^T (+ bias) (+ y) against a double computation, on one thread and split
-// over the pool, for the full width and for fewer outputs (a padded LM head); one packed copy per
-// model.
+// PackedLinear and PackedGemm (runtime/cpu/PackedLinear.h): a projection's weight packed from its
+// stored form (f32 or bf16) gives x W^T (+ bias) (+ y) against a double computation, on one
+// thread and on several, for the full width and for fewer outputs (a padded LM head); one packed
+// copy per model.
 #include "runtime/cpu/PackedLinear.h"
 
 #include "tests/runtime/model/TinyModel.h"
@@ -41,26 +41,33 @@ protected:
   std::shared_ptr<const model::ModelWeights> weights;
 };
 
-TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndSplitOverThePool) {
-  StatusOr<std::shared_ptr<const PackedLinear>> packed = PackedLinear::of(*weights, "lm_head");
-  ASSERT_TRUE(packed.isOk()) << packed.status().message();
-  const PackedLinear &w = **packed;
+TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
   const std::vector<float> &values = tiny->weight("lm_head"); // [48, 16]
-  ASSERT_EQ(w.outputs(), 48);
-  ASSERT_EQ(w.inputs(), 16);
-  EXPECT_EQ(w.bytes(), size_t(48 * 16 * 4));
-  // The stored matrix is not widened to float32 for packing.
-  EXPECT_EQ(weights->find("lm_head")->data, nullptr);
-
   std::mt19937 generator(3);
   std::normal_distribution<float> normal;
   std::vector<float> bias(48);
   for (float &b : bias)
     b = normal(generator);
+  PackedGemm gemm;
   ThreadPool pool(2);
-  // 11000 rows: past the flops below which a GEMM runs on one thread.
-  for (int64_t rows : {int64_t(1), int64_t(5), int64_t(11000)})
-    for (int64_t outputs : {int64_t(48), int64_t(40)})
+  // 48 rows, and the first 40 (a padded LM head's vocabulary).
+  for (int64_t outputs : {int64_t(48), int64_t(40)}) {
+    StatusOr<std::shared_ptr<const PackedLinear>> packed =
+        PackedLinear::of(*weights, "lm_head", outputs);
+    ASSERT_TRUE(packed.isOk()) << packed.status().message();
+    const PackedLinear &w = **packed;
+    ASSERT_EQ(w.outputs(), outputs);
+    ASSERT_EQ(w.inputs(), 16);
+    // bf16 stays bf16 (column tiles), f32 is oneDNN's layout.
+    EXPECT_EQ(w.format(),
+              GetParam() ? PackedLinear::Format::bf16Tiles : PackedLinear::Format::f32Packed);
+    EXPECT_GE(w.bytes(), size_t(outputs * 16) * (GetParam() ? 2 : 4));
+    if (GetParam())
+      EXPECT_LT(w.bytes(), size_t(outputs * 16 * 4));
+    // The stored matrix is not kept widened to float32 for packing.
+    EXPECT_EQ(weights->find("lm_head")->data, nullptr);
+    // 11000 rows: past the flops below which a GEMM runs on one thread.
+    for (int64_t rows : {int64_t(1), int64_t(5), int64_t(11000)})
       for (bool accumulate : {false, true}) {
         std::vector<float> x(static_cast<size_t>(rows * 16));
         for (float &v : x)
@@ -69,7 +76,8 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndSplitOverThePool) {
         for (float &v : y)
           v = normal(generator);
         const std::vector<float> before = y;
-        ASSERT_TRUE(w.run(x.data(), rows, outputs, bias.data(), y.data(), pool, accumulate).isOk());
+        Status ran = gemm.run(w, x.data(), rows, bias.data(), y.data(), pool, accumulate);
+        ASSERT_TRUE(ran.isOk()) << ran.message();
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t n = 0; n < outputs; ++n) {
             double expected = bias[n] + (accumulate ? before[r * outputs + n] : 0.0);
@@ -80,16 +88,24 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndSplitOverThePool) {
                 << " at " << r << ", " << n;
           }
       }
+  }
 }
 
 TEST_P(PackedLinearTest, OnePackedCopyPerModel) {
-  StatusOr<std::shared_ptr<const PackedLinear>> first = PackedLinear::of(*weights, "layers.0.up");
-  StatusOr<std::shared_ptr<const PackedLinear>> second = PackedLinear::of(*weights, "layers.0.up");
+  StatusOr<std::shared_ptr<const PackedLinear>> first =
+      PackedLinear::of(*weights, "layers.0.up", 24);
+  StatusOr<std::shared_ptr<const PackedLinear>> second =
+      PackedLinear::of(*weights, "layers.0.up", 24);
   ASSERT_TRUE(first.isOk() && second.isOk());
   EXPECT_EQ(first->get(), second->get());
-  StatusOr<std::shared_ptr<const PackedLinear>> missing = PackedLinear::of(*weights, "nothing");
+  StatusOr<std::shared_ptr<const PackedLinear>> missing = PackedLinear::of(*weights, "nothing", 1);
   ASSERT_FALSE(missing.isOk());
   EXPECT_NE(missing.status().message().find("nothing"), std::string::npos);
+  StatusOr<std::shared_ptr<const PackedLinear>> tooMany =
+      PackedLinear::of(*weights, "layers.0.up", 25);
+  ASSERT_FALSE(tooMany.isOk());
+  EXPECT_NE(tooMany.status().message().find("25 of its 24 rows"), std::string::npos)
+      << tooMany.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest, ::testing::Values(false, true),
