@@ -3,12 +3,13 @@
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/pipeline/CompilePipeline.h"
 #include "compiler/pipeline/KernelRecords.h"
+#include "compiler/pipeline/WeightPrecision.h"
 #include "compiler/programs/DecodePrograms.h"
-#include "runtime/program/DecodeProgramSet.h"
 #include "compiler/programs/DecodingProgram.h"
 #include "importer/ir/ForwardBuilder.h"
-#include "runtime/model/ModelSpec.h"
 #include "runtime/chat/ChatTemplate.h"
+#include "runtime/model/ModelSpec.h"
+#include "runtime/program/DecodeProgramSet.h"
 
 #ifdef DLM_HAVE_NVRTC
 #include "compiler/codegen/KernelCompilation.h"
@@ -164,10 +165,11 @@ Status validateOptions(const CompileOptions &options) {
   for (const auto &[name, value] : options.knobs)
     if (name.empty())
       return fail("--knob " + value + ": expected name=value");
-  if (!options.precision.empty() && options.precision != "f32" && options.precision != "bf16")
-    return fail("unknown --precision " + options.precision + " (expected f32 or bf16)");
-  if (!options.precision.empty() && options.target == "cpu")
-    return fail("--precision is the CUDA device's: give it with --target cuda or all");
+  if (options.weights == "int8" || options.weights == "fp8")
+    return fail("not supported yet: --weights " + options.weights +
+                " (f32 and bf16 are; weight-only int8 and FP8 are planned)");
+  if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16")
+    return fail("unknown --weights " + options.weights + " (expected f32 or bf16)");
   return Status::ok();
 }
 
@@ -272,6 +274,10 @@ Status Compilation::compile(const CompileOptions &options) {
   // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
   // launches.
   DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
+  DLM_ASSIGN_OR_RETURN(
+      WeightPrecisionReport weights,
+      convertProjectionWeights(program, options.weights, contents.weights, convertedWeights_));
+  weightReport_ = describe(weights);
   if (options.target != "cpu")
     DLM_RETURN_IF_ERROR(generateCudaKernels(options, program));
   contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(program));
@@ -396,10 +402,10 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
 #ifdef DLM_HAVE_NVRTC
   // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
-  // fails the compile with NVRTC's log. The device precision: as asked, else f32 for an all-f32
-  // checkpoint (the kernels then compute what the float32 CPU backend does), else bf16.
+  // fails the compile with NVRTC's log. The device precision: --weights', else f32 for an
+  // all-f32 checkpoint (the kernels then compute what the float32 CPU backend does), else bf16.
   artifact::ArtifactContents &contents = contents_;
-  std::string precision = options.precision;
+  std::string precision = options.weights;
   if (precision.empty()) {
     precision = "f32";
     for (const artifact::WeightSource &weight : contents.weights)

@@ -27,7 +27,10 @@ namespace dlm::pipeline {
 struct CompileOptions {
   std::string checkpoint;
   std::string target = "cpu"; // "cpu" (the kernel program), "cuda" or "all" (+ CUDA kernels)
-  std::string precision;      // "f32", "bf16", or empty: from the checkpoint's weights
+  // --weights: the projection weights' storage precision, "f32" or "bf16" (WeightPrecision.h);
+  // empty: as the checkpoint stores them. The CUDA device precision follows it (empty: f32 for
+  // an all-f32 checkpoint, else bf16).
+  std::string weights;
   // The decode programs the artifact carries, comma-separated; the first is the default (and the
   // one @generate and the CUDA decoding kernels are built for). Empty: the architecture's
   // default set (defaultPolicies).
@@ -73,6 +76,8 @@ public:
   const artifact::ArtifactContents &contents() const { return contents_; }
   // The generated CUDA kernels (--target cuda|all), in the artifact's order.
   const std::vector<codegen::KernelSource> &cudaKernels() const { return cudaKernels_; }
+  // What --weights did, one line ("weights: bf16 (84 projection matrices, ...)").
+  const std::string &weightReport() const { return weightReport_; }
 
   ~Compilation();
 
@@ -96,6 +101,9 @@ private:
   std::vector<std::string> policies_;
   artifact::ArtifactContents contents_;
   std::vector<codegen::KernelSource> cudaKernels_;
+  // Weights converted by --weights (contents_.weights point into them), and what was done.
+  std::vector<std::vector<uint8_t>> convertedWeights_;
+  std::string weightReport_;
   // Owns the compiled images the artifact's CUDA kernel records view.
   std::shared_ptr<void> kernelTable_;
 };

@@ -1,8 +1,9 @@
 #include "runtime/cuda/CudaBackend.h"
 
+#include "runtime/backend/SequenceForwards.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelSpec.h"
-#include "runtime/backend/SequenceForwards.h"
+#include "support/FloatFormats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -641,7 +642,7 @@ Status CudaBackend::uploadInputRows(const Function &function,
     }
     uint16_t *staged = reinterpret_cast<uint16_t *>(to);
     for (int64_t i = 0; i < values; ++i)
-      staged[i] = toBfloat16(part.input.rows[i]);
+      staged[i] = bf16FromFloat(part.input.rows[i]);
   }
   // Synchronous: the staging buffer is pageable and reused by the next forward.
   return driver_->check(driver_->cuMemcpyHtoD(inputRows_, stagedInput_.data(),
@@ -671,7 +672,7 @@ Status CudaBackend::downloadCapture(const Function &function, int64_t count) {
       }
       const uint16_t *bits = static_cast<const uint16_t *>(hostCapture_.data()) + from;
       for (int64_t j = 0; j < w; ++j)
-        to[j] = fromBfloat16(bits[j]);
+        to[j] = floatFromBf16(bits[j]);
     }
   return Status::ok();
 }

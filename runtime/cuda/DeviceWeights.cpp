@@ -1,25 +1,11 @@
 #include "runtime/cuda/DeviceWeights.h"
 
+#include "support/FloatFormats.h"
+
 #include <cstring>
 #include <map>
 
 namespace dlm::cuda {
-
-uint16_t toBfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu))
-    return static_cast<uint16_t>((bits >> 16) | 0x40); // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float fromBfloat16(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
 
 StatusOr<std::unique_ptr<DeviceWeights>>
 DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::ModelWeights &host,
@@ -56,7 +42,7 @@ DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::Mod
     if (element == DeviceElement::bf16) {
       staging.resize(count);
       for (size_t i = 0; i < count; ++i)
-        staging[i] = toBfloat16(t->data[i]);
+        staging[i] = bf16FromFloat(t->data[i]);
       source = staging.data();
     }
     DLM_RETURN_IF_ERROR(driver->check(driver->cuMemcpyHtoD(device.data, source,

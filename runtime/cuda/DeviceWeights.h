@@ -47,8 +47,4 @@ private:
   std::map<std::string, DeviceTensor> byName_;
 };
 
-// Round-to-nearest-even float -> bfloat16 bits (NaN stays NaN).
-uint16_t toBfloat16(float value);
-float fromBfloat16(uint16_t bits);
-
 } // namespace dlm::cuda

@@ -1,6 +1,7 @@
 #include "runtime/model/ModelWeights.h"
 
 #include "runtime/model/ModelSpec.h"
+#include "support/FloatFormats.h"
 
 #include <cstring>
 
@@ -10,38 +11,6 @@ namespace {
 
 using artifact::AttentionMaskKind;
 using artifact::DType;
-
-float bf16ToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-float f16ToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1fu;
-  uint32_t mantissa = bits & 0x3ffu;
-  uint32_t wide;
-  if (exponent == 0x1f) { // inf / nan
-    wide = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    wide = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    wide = sign;
-  } else { // subnormal half: renormalise into a normal float
-    int shift = 0;
-    while (!(mantissa & 0x400u)) {
-      mantissa <<= 1;
-      ++shift;
-    }
-    mantissa &= 0x3ffu;
-    wide = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13);
-  }
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
 
 const artifact::AttributeValue *findExtra(const artifact::ModelConfig &config,
                                           std::string_view key) {
@@ -125,9 +94,9 @@ float storedValue(const StoredTensor &tensor, size_t i) {
   case DType::f32:
     return static_cast<const float *>(tensor.data)[i];
   case DType::bf16:
-    return bf16ToFloat(static_cast<const uint16_t *>(tensor.data)[i]);
+    return floatFromBf16(static_cast<const uint16_t *>(tensor.data)[i]);
   default:
-    return f16ToFloat(static_cast<const uint16_t *>(tensor.data)[i]);
+    return floatFromF16(static_cast<const uint16_t *>(tensor.data)[i]);
   }
 }
 
@@ -139,10 +108,10 @@ void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *
   const uint16_t *bits = static_cast<const uint16_t *>(tensor.data) + first;
   if (tensor.dtype == DType::bf16)
     for (size_t i = 0; i < count; ++i)
-      out[i] = bf16ToFloat(bits[i]);
+      out[i] = floatFromBf16(bits[i]);
   else
     for (size_t i = 0; i < count; ++i)
-      out[i] = f16ToFloat(bits[i]);
+      out[i] = floatFromF16(bits[i]);
 }
 
 StatusOr<std::shared_ptr<const ModelWeights>>

@@ -80,6 +80,8 @@ int runCompile(const CompileCommand &command) {
   Status written = artifact::writeArtifact(command.output, contents);
   if (!written.isOk())
     return fail(written.message());
+  llvm::outs() << "dlmc compile: wrote " << command.output << "; " << compilation.weightReport()
+               << "\n";
   return 0;
 }
 

@@ -44,11 +44,13 @@ int main(int argc, char **argv) {
       cl::init("artifact"), cl::sub(compileCommand));
   cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
                               cl::init("cpu"), cl::sub(compileCommand));
-  cl::opt<std::string> precision(
-      "precision",
-      cl::desc("CUDA device precision (--target cuda|all): f32 | bf16; default f32 when the "
-               "checkpoint's weights are all f32, else bf16"),
+  cl::opt<std::string> weights(
+      "weights",
+      cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 "
+               "(default: as the checkpoint stores them); the CUDA device computes in it"),
       cl::init(""), cl::sub(compileCommand));
+  cl::opt<std::string> precision("precision", cl::desc("The same as --weights (older name)"),
+                                 cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
                                        "first: low-confidence, entropy-bound, diffusion-gemma, "
@@ -111,7 +113,12 @@ int main(int argc, char **argv) {
     dlm::pipeline::CompileOptions &options = command.options;
     options.checkpoint = compileInput;
     options.target = target;
-    options.precision = precision;
+    if (!precision.empty() && !weights.empty() && precision != weights) {
+      llvm::errs() << "dlmc compile: --precision " << precision << " and --weights " << weights
+                   << " disagree (--precision is --weights' older name)\n";
+      return 1;
+    }
+    options.weights = weights.empty() ? std::string(precision) : std::string(weights);
     options.policy = policy;
     options.draft = draft;
     options.genLength = genLength;

@@ -1,0 +1,52 @@
+// Conversions between float32 and the 16-bit formats weights come in: bf16 (round to nearest
+// even, NaN kept quiet) and IEEE half (widening only). Shared by the compiler (dlmc --weights),
+// the host weights and the CUDA backend's uploads.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace dlm {
+
+inline float floatFromBf16(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+inline uint16_t bf16FromFloat(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu))
+    return static_cast<uint16_t>((bits >> 16) | 0x40); // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float floatFromF16(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  uint32_t wide;
+  if (exponent == 0x1f) { // inf / nan
+    wide = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    wide = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    wide = sign;
+  } else { // subnormal half: renormalise into a normal float
+    int shift = 0;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    wide = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+} // namespace dlm
