@@ -165,11 +165,11 @@ Status validateOptions(const CompileOptions &options) {
   for (const auto &[name, value] : options.knobs)
     if (name.empty())
       return fail("--knob " + value + ": expected name=value");
-  if (options.weights == "int8" || options.weights == "fp8")
-    return fail("not supported yet: --weights " + options.weights +
-                " (f32 and bf16 are; weight-only int8 and FP8 are planned)");
-  if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16")
-    return fail("unknown --weights " + options.weights + " (expected f32 or bf16)");
+  if (options.weights == "fp8")
+    return fail("not supported yet: --weights fp8 (f32, bf16 and int8 are)");
+  if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16" &&
+      options.weights != "int8")
+    return fail("unknown --weights " + options.weights + " (expected f32, bf16 or int8)");
   return Status::ok();
 }
 
@@ -402,10 +402,11 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
 #ifdef DLM_HAVE_NVRTC
   // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
-  // fails the compile with NVRTC's log. The device precision: --weights', else f32 for an
-  // all-f32 checkpoint (the kernels then compute what the float32 CPU backend does), else bf16.
+  // fails the compile with NVRTC's log. The device precision: --weights' (int8 weights are
+  // widened at upload: no int8 GEMM on the device yet), else f32 for an all-f32 artifact (the
+  // kernels then compute what the float32 CPU backend does), else bf16.
   artifact::ArtifactContents &contents = contents_;
-  std::string precision = options.weights;
+  std::string precision = options.weights == "int8" ? "" : options.weights;
   if (precision.empty()) {
     precision = "f32";
     for (const artifact::WeightSource &weight : contents.weights)

@@ -1,8 +1,11 @@
 #include "compiler/pipeline/WeightPrecision.h"
 
 #include "runtime/model/KernelProgram.h"
+#include "runtime/model/ModelWeights.h"
 #include "support/FloatFormats.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <variant>
@@ -38,6 +41,34 @@ float valueAt(const artifact::WeightSource &w, size_t i) {
   }
 }
 
+// Weight-only int8 per output channel (row): scale = max |w| / 127 (1 for an all-zero row), q =
+// round(w / scale) in [-127, 127]. Writes q into `out` and returns the scales' weight source
+// "<name>.scale" (f32 [rows]), its bytes kept in `owned`. Reads w before the caller retypes it.
+artifact::WeightSource quantizeRows(const artifact::WeightSource &w, int8_t *out,
+                                    std::vector<std::vector<uint8_t>> &owned) {
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  std::vector<uint8_t> scaleBytes(static_cast<size_t>(rows) * sizeof(float));
+  float *scales = reinterpret_cast<float *>(scaleBytes.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t first = static_cast<size_t>(r * cols);
+    float largest = 0.0f;
+    for (int64_t c = 0; c < cols; ++c)
+      largest = std::max(largest, std::fabs(valueAt(w, first + c)));
+    const float scale = largest > 0.0f ? largest / 127.0f : 1.0f;
+    scales[r] = scale;
+    for (int64_t c = 0; c < cols; ++c)
+      out[first + c] = static_cast<int8_t>(
+          std::clamp(std::nearbyint(valueAt(w, first + c) / scale), -127.0f, 127.0f));
+  }
+  artifact::WeightSource source{w.name + std::string(model::kRowScaleSuffix),
+                                DType::f32,
+                                {rows},
+                                scaleBytes.data(),
+                                scaleBytes.size()};
+  owned.push_back(std::move(scaleBytes));
+  return source;
+}
+
 } // namespace
 
 StatusOr<WeightPrecisionReport>
@@ -51,11 +82,13 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
     target = DType::f32;
   else if (precision == "bf16")
     target = DType::bf16;
-  else if (precision == "int8" || precision == "fp8")
-    return Status::error("not supported yet: --weights " + precision +
-                         " (f32 and bf16 are; weight-only int8 and FP8 are planned)");
+  else if (precision == "int8")
+    target = DType::i8;
+  else if (precision == "fp8")
+    return Status::error("not supported yet: --weights fp8 (f32, bf16 and int8 are)");
   else if (!precision.empty())
-    return Status::error("unknown --weights " + precision + " (expected f32 or bf16)");
+    return Status::error("unknown --weights " + precision + " (expected f32, bf16 or int8)");
+  std::vector<artifact::WeightSource> scales;
   const std::set<std::string> names = projectionWeights(program);
   for (artifact::WeightSource &w : weights) {
     if (!names.count(w.name))
@@ -67,7 +100,11 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
                              artifact::dtypeName(w.dtype) + ", which cannot be converted");
       const size_t count = w.size / artifact::dtypeSize(w.dtype);
       std::vector<uint8_t> bytes(count * artifact::dtypeSize(target));
-      if (target == DType::f32) {
+      if (target == DType::i8) {
+        if (w.shape.size() != 2)
+          return Status::error("--weights int8: weight '" + w.name + "' is not a matrix");
+        scales.push_back(quantizeRows(w, reinterpret_cast<int8_t *>(bytes.data()), owned));
+      } else if (target == DType::f32) {
         float *out = reinterpret_cast<float *>(bytes.data());
         for (size_t i = 0; i < count; ++i)
           out[i] = valueAt(w, i);
@@ -84,6 +121,9 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
     }
     report.projectionBytes += w.size;
   }
+  for (const artifact::WeightSource &scale : scales)
+    report.projectionBytes += scale.size;
+  weights.insert(weights.end(), scales.begin(), scales.end());
   return report;
 }
 

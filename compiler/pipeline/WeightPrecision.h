@@ -1,8 +1,10 @@
-// dlmc compile --weights f32|bf16: the storage precision of the projection weights (the weight of
-// every linear and norm_linear record), for every backend. The CPU backend keeps bf16 weights
-// bf16 in memory (runtime/cpu/PackedLinear.h); the CUDA device's precision follows (bf16
-// weights: bf16 kernels). Embedding tables, the LM head and norm weights stay as the checkpoint
-// stores them. Without --weights every weight stays as stored.
+// dlmc compile --weights f32|bf16|int8: the storage precision of the projection weights (the
+// weight of every linear and norm_linear record), for every backend. int8 is weight-only, one
+// scale per output channel, stored as an i8 matrix beside an f32 vector "<name>.scale"
+// (runtime/model/ModelWeights.h). The CPU backend keeps bf16 and int8 weights so in memory
+// (runtime/cpu/PackedLinear.h); the CUDA device computes in bf16 for them (int8 weights are
+// widened at upload: no int8 GEMM on the device yet). Embedding tables, the LM head and norm
+// weights stay as the checkpoint stores them. Without --weights every weight stays as stored.
 #pragma once
 
 #include "runtime/artifact/ArtifactWriter.h"
@@ -21,9 +23,9 @@ struct WeightPrecisionReport {
   uint64_t projectionBytes = 0; // what the projection weights take in the artifact
 };
 
-// Converts the projection weights `program` names in `weights` to `precision` ("f32" or "bf16";
-// empty: none), keeping the converted bytes in `owned` (which must outlive the artifact write).
-// Errors name the precision or the weight.
+// Converts the projection weights `program` names in `weights` to `precision` ("f32", "bf16" or
+// "int8", which adds the scale vectors; empty: none), keeping the converted bytes in `owned` (which
+// must outlive the artifact write). Errors name the precision or the weight.
 StatusOr<WeightPrecisionReport>
 convertProjectionWeights(const artifact::KernelTarget &program, const std::string &precision,
                          std::vector<artifact::WeightSource> &weights,

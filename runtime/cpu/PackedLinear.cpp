@@ -69,9 +69,10 @@ const dnnl::engine &cpuEngine() {
 StatusOr<std::shared_ptr<const PackedLinear>>
 PackedLinear::of(const model::ModelWeights &weights, std::string_view name, int64_t outputs) {
   const model::StoredTensor *stored = weights.stored(name);
-  const bool bf16 = stored && stored->dtype == artifact::DType::bf16;
+  const bool tiled =
+      stored && (stored->dtype == artifact::DType::bf16 || stored->dtype == artifact::DType::i8);
   return weights.derived<PackedLinear>(
-      name, std::string(bf16 ? "cpu-bf16-tiles:" : "cpu-onednn-f32:") + std::to_string(outputs),
+      name, std::string(tiled ? "cpu-tiles:" : "cpu-onednn-f32:") + std::to_string(outputs),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedLinear>> {
         if (outputs <= 0 || outputs > stored.rows)
           return Status::error("cannot pack " + std::to_string(outputs) + " of its " +
@@ -79,8 +80,8 @@ PackedLinear::of(const model::ModelWeights &weights, std::string_view name, int6
         auto packed = std::make_shared<PackedLinear>();
         packed->outputs_ = outputs;
         packed->inputs_ = stored.cols;
-        DLM_RETURN_IF_ERROR(bf16 ? packed->packBf16Tiles(weights, stored)
-                                 : packed->packF32(weights, stored));
+        DLM_RETURN_IF_ERROR(tiled ? packed->packTiles(weights, stored)
+                                  : packed->packF32(weights, stored));
         return std::shared_ptr<const PackedLinear>(std::move(packed));
       });
 }
@@ -117,32 +118,57 @@ Status PackedLinear::packF32(const model::ModelWeights &weights,
   return Status::ok();
 }
 
-Status PackedLinear::packBf16Tiles(const model::ModelWeights &weights,
-                                   const model::StoredTensor &stored) {
-  format_ = Format::bf16Tiles;
+Status PackedLinear::packTiles(const model::ModelWeights &weights,
+                               const model::StoredTensor &stored) {
+  const bool int8 = stored.dtype == artifact::DType::i8;
+  format_ = int8 ? Format::int8Tiles : Format::bf16Tiles;
   const int64_t n = outputs_, k = inputs_;
   // As few tiles as fit, then as narrow as they can be: no tile is mostly padding.
   const int64_t fit =
       std::max(kMinTileWidth, tileBytes() / (k * static_cast<int64_t>(sizeof(float))));
   const int64_t count = (n + fit - 1) / fit;
   tileWidth_ = ((n + count - 1) / count + kMinTileWidth - 1) / kMinTileWidth * kMinTileWidth;
-  bytes_ = static_cast<size_t>(tiles() * k * tileWidth_) * sizeof(uint16_t);
+  const size_t element = int8 ? 1 : 2;
+  const size_t elements = static_cast<size_t>(tiles() * k * tileWidth_);
+  bytes_ = elements * element;
   data_.reset(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
   if (!data_)
     return Status::error("out of memory packing " + std::to_string(bytes_) + " bytes");
-  uint16_t *out = static_cast<uint16_t *>(data_.get());
-  std::memset(out, 0, bytes_);
-  const uint16_t *w = static_cast<const uint16_t *>(stored.data);
+  std::memset(data_.get(), 0, bytes_);
+  if (int8) {
+    columnScales_.assign(static_cast<size_t>(tiles() * tileWidth_), 0.0f);
+    std::copy(stored.rowScales, stored.rowScales + n, columnScales_.begin());
+    bytes_ += columnScales_.size() * sizeof(float);
+  }
   // W [N, K] -> tiles of W^T: element (k, c) of tile t is W[t * T + c, k].
-  return weights.readStored([&] {
+  auto transpose = [&](auto *out, const auto *w) {
     for (int64_t row = 0; row < n; ++row) {
       const int64_t t = row / tileWidth_, c = row % tileWidth_;
-      uint16_t *tile = out + t * k * tileWidth_ + c;
-      const uint16_t *source = w + row * k;
+      auto *tile = out + t * k * tileWidth_ + c;
+      const auto *source = w + row * k;
       for (int64_t i = 0; i < k; ++i)
         tile[i * tileWidth_] = source[i];
     }
+  };
+  return weights.readStored([&] {
+    if (int8)
+      transpose(static_cast<int8_t *>(data_.get()), static_cast<const int8_t *>(stored.data));
+    else
+      transpose(static_cast<uint16_t *>(data_.get()), static_cast<const uint16_t *>(stored.data));
   });
+}
+
+void PackedLinear::widenTile(int64_t t, float *out) const {
+  const size_t count = static_cast<size_t>(inputs_ * tileWidth_);
+  if (format_ == Format::bf16Tiles) {
+    widenBf16(static_cast<const uint16_t *>(data_.get()) + t * count, count, out);
+    return;
+  }
+  const int8_t *q = static_cast<const int8_t *>(data_.get()) + t * count;
+  const float *scales = columnScales_.data() + t * tileWidth_;
+  for (int64_t i = 0; i < inputs_; ++i)
+    for (int64_t c = 0; c < tileWidth_; ++c)
+      out[i * tileWidth_ + c] = static_cast<float>(q[i * tileWidth_ + c]) * scales[c];
 }
 
 PackedGemm::PackedGemm() : stream_(cpuEngine()) {}
@@ -174,9 +200,9 @@ Status PackedGemm::run(const PackedLinear &w, const float *x, int64_t rows, cons
                        float *y, ThreadPool &pool, bool accumulate) {
   if (rows == 0)
     return Status::ok();
-  DLM_RETURN_IF_ERROR(w.format() == PackedLinear::Format::bf16Tiles
-                          ? runBf16Tiles(w, x, rows, y, pool, accumulate)
-                          : runF32(w, x, rows, y, pool.threads(), accumulate));
+  DLM_RETURN_IF_ERROR(w.format() == PackedLinear::Format::f32Packed
+                          ? runF32(w, x, rows, y, pool.threads(), accumulate)
+                          : runTiles(w, x, rows, y, pool, accumulate));
   if (bias)
     addBias(bias, rows, w.outputs(), y);
   return Status::ok();
@@ -203,8 +229,8 @@ Status PackedGemm::runF32(const PackedLinear &w, const float *x, int64_t rows, f
   return Status::ok();
 }
 
-Status PackedGemm::runBf16Tiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
-                                ThreadPool &pool, bool accumulate) {
+Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
+                            ThreadPool &pool, bool accumulate) {
   const int64_t k = w.inputs(), width = w.tileWidth(), n = w.outputs();
   if (tileScratch_.size() < static_cast<size_t>(pool.threads()))
     tileScratch_.resize(static_cast<size_t>(pool.threads()));
@@ -218,7 +244,7 @@ Status PackedGemm::runBf16Tiles(const PackedLinear &w, const float *x, int64_t r
                      setOneDnnThreads(1);
                      float *tile = tileScratch_[static_cast<size_t>(thread)].data();
                      for (int64_t t = begin; t < end; ++t) {
-                       widenBf16(w.tile(t), static_cast<size_t>(k * width), tile);
+                       w.widenTile(t, tile);
                        const int64_t first = t * width, columns = std::min(width, n - first);
                        const dnnl_status_t status =
                            dnnl_sgemm('N', 'N', rows, columns, k, 1.0f, x, k, tile, width,

@@ -8,11 +8,13 @@
 //   and the CPU, not on the row count M (checked for M = 1 .. 2048 on AVX-512 and plain layouts),
 //   so one packed copy serves every forward; a primitive is made per M (about 150 us the first
 //   time, then cached).
-// - bf16: kept bf16, in column tiles of W^T ([K, T] row-major each). The GEMM widens one tile at
-//   a time to float32 in a thread's scratch and multiplies it there (single-threaded sgemm per
-//   tile, the tiles spread over the pool): float32 arithmetic on bf16-rounded weights at half the
-//   weights' memory, on any CPU. oneDNN 2.6 has no bf16-weight GEMM with float32 activations, and
-//   its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512 BF16.
+// - bf16, and i8 with a scale per output channel (weight-only int8): kept as stored, in column
+//   tiles of W^T ([K, T] row-major each). The GEMM widens one tile at a time to float32 in a
+//   thread's scratch (i8: times its columns' scales) and multiplies it there (single-threaded
+//   sgemm per tile, the tiles spread over the pool): float32 arithmetic on the stored weights at
+//   a half (a quarter) of the float32 weights' memory, on any CPU. oneDNN 2.6 has no GEMM of
+//   bf16 or int8 weights with float32 activations, and its bf16 x bf16 GEMM falls back to
+//   reference code on CPUs without AVX-512 BF16.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.
@@ -41,7 +43,7 @@ public:
   static StatusOr<std::shared_ptr<const PackedLinear>> of(const model::ModelWeights &weights,
                                                           std::string_view name, int64_t outputs);
 
-  enum class Format { f32Packed, bf16Tiles };
+  enum class Format { f32Packed, bf16Tiles, int8Tiles };
   Format format() const { return format_; }
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
@@ -50,13 +52,12 @@ public:
   // f32Packed: oneDNN's layout and a memory object on the data.
   const dnnl::memory::desc &layout() const { return layout_; }
   const dnnl::memory &memory() const { return memory_; }
-  // bf16Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K, tileWidth()] row-major
-  // (the last one zero-padded).
+  // bf16Tiles, int8Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K, tileWidth()]
+  // row-major (the last one zero-padded).
   int64_t tileWidth() const { return tileWidth_; }
   int64_t tiles() const { return (outputs_ + tileWidth_ - 1) / tileWidth_; }
-  const uint16_t *tile(int64_t t) const {
-    return static_cast<const uint16_t *>(data_.get()) + t * inputs_ * tileWidth_;
-  }
+  // Tile t as float32 into `out` ([K, tileWidth()]).
+  void widenTile(int64_t t, float *out) const;
 
   PackedLinear() = default;
   PackedLinear(const PackedLinear &) = delete;
@@ -67,13 +68,14 @@ private:
     void operator()(void *p) const { std::free(p); }
   };
   Status packF32(const model::ModelWeights &weights, const model::StoredTensor &stored);
-  Status packBf16Tiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
+  Status packTiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
 
   Format format_ = Format::f32Packed;
   int64_t outputs_ = 0, inputs_ = 0, tileWidth_ = 0;
   size_t bytes_ = 0;
   dnnl::memory::desc layout_;
   std::unique_ptr<void, Free> data_; // 64-byte aligned
+  std::vector<float> columnScales_;  // int8Tiles: W's row scales, zero-padded to the tiles
   dnnl::memory memory_;              // a view of data_ in layout_
 };
 
@@ -89,8 +91,8 @@ public:
 private:
   Status runF32(const PackedLinear &w, const float *x, int64_t rows, float *y, int threads,
                 bool accumulate);
-  Status runBf16Tiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
-                      ThreadPool &pool, bool accumulate);
+  Status runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y, ThreadPool &pool,
+                  bool accumulate);
 
   struct Call {
     dnnl::matmul primitive;

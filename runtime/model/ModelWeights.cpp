@@ -95,6 +95,9 @@ float storedValue(const StoredTensor &tensor, size_t i) {
     return static_cast<const float *>(tensor.data)[i];
   case DType::bf16:
     return floatFromBf16(static_cast<const uint16_t *>(tensor.data)[i]);
+  case DType::i8:
+    return static_cast<float>(static_cast<const int8_t *>(tensor.data)[i]) *
+           tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
   default:
     return floatFromF16(static_cast<const uint16_t *>(tensor.data)[i]);
   }
@@ -103,6 +106,13 @@ float storedValue(const StoredTensor &tensor, size_t i) {
 void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out) {
   if (tensor.dtype == DType::f32) {
     std::memcpy(out, static_cast<const float *>(tensor.data) + first, count * sizeof(float));
+    return;
+  }
+  if (tensor.dtype == DType::i8) {
+    const int8_t *q = static_cast<const int8_t *>(tensor.data);
+    for (size_t i = first; i < first + count; ++i)
+      out[i - first] =
+          static_cast<float>(q[i]) * tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
     return;
   }
   const uint16_t *bits = static_cast<const uint16_t *>(tensor.data) + first;
@@ -132,10 +142,11 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     // reports it missing.
     if (shape.empty() || shape.size() > 3)
       continue;
-    if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16)
+    const bool int8 = view.dtype == DType::i8 && shape.size() == 2;
+    if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16 && !int8)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
-                   "; the runtime reads f32, bf16 and f16");
+                   "; the runtime reads f32, bf16 and f16, and i8 matrices with row scales");
     Entry entry;
     entry.host.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     entry.host.cols = shape.back();
@@ -145,7 +156,24 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     if (shape.size() == 1)
       DLM_RETURN_IF_ERROR(weights->widen(it->first, it->second.host, it->second.stored));
   }
+  DLM_RETURN_IF_ERROR(weights->attachRowScales());
   return std::shared_ptr<const ModelWeights>(std::move(weights));
+}
+
+Status ModelWeights::attachRowScales() {
+  for (auto &[name, entry] : byName_) {
+    if (entry.stored.dtype != DType::i8)
+      continue;
+    const std::string scaleName = name + std::string(kRowScaleSuffix);
+    auto scale = byName_.find(scaleName);
+    if (scale == byName_.end() || scale->second.host.rows != 1 ||
+        scale->second.host.cols != entry.stored.rows)
+      return Status::error("artifact '" + reader_->path() + "': int8 weight '" + name +
+                           "' needs its " + std::to_string(entry.stored.rows) +
+                           " row scales in a vector '" + scaleName + "'");
+    entry.stored.rowScales = scale->second.host.data;
+  }
+  return Status::ok();
 }
 
 // Every widened weight is copied out of the mapping (f32 ones too), under the reader's guard: a

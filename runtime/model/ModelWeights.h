@@ -30,17 +30,25 @@ struct HostTensor {
   int64_t cols = 0;
 };
 
-// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16 or f16),
+// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16, f16, or i8),
 // row-major, in the artifact's mapping. Read it only through ModelWeights::readStored, which
 // turns a file truncated meanwhile into an error.
+//
+// An i8 matrix W is weight-only int8 with one scale per row (output channel): its values are
+// W[r, c] * S[r], where S is the vector the artifact stores as "<W's name>.scale" (dlmc compile
+// --weights int8 writes both).
 struct StoredTensor {
   artifact::DType dtype = artifact::DType::invalid;
   const void *data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  const float *rowScales = nullptr; // i8: S, widened
 };
 
-// Element i of `tensor` as float32 (bf16 and f16 widen exactly).
+// The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale".
+inline constexpr std::string_view kRowScaleSuffix = ".scale";
+
+// Element i of `tensor` as float32 (bf16 and f16 widen exactly; i8 is scaled).
 float storedValue(const StoredTensor &tensor, size_t i);
 // Elements [first, first + count) of `tensor` as float32 into `out`.
 void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out);
@@ -123,6 +131,8 @@ private:
   StatusOr<std::shared_ptr<const void>> derivedForm(std::string_view name, std::string_view kind,
                                                     const Maker &make) const;
   Status widen(std::string_view name, HostTensor &host, const StoredTensor &stored) const;
+  // Points every i8 matrix at its row scales (widened vectors), or names the one without.
+  Status attachRowScales();
 
   struct Entry {
     HostTensor host;

@@ -1,7 +1,7 @@
 // PackedLinear and PackedGemm (runtime/cpu/PackedLinear.h): a projection's weight packed from its
-// stored form (f32 or bf16) gives x W^T (+ bias) (+ y) against a double computation, on one
-// thread and on several, for the full width and for fewer outputs (a padded LM head); one packed
-// copy per model.
+// stored form (f32, bf16 or int8 with row scales) gives x W^T (+ bias) (+ y) against a double
+// computation, on one thread and on several, for the full width and for fewer outputs (a padded LM
+// head); one packed copy per model.
 #include "runtime/cpu/PackedLinear.h"
 
 #include "tests/runtime/model/TinyModel.h"
@@ -18,11 +18,14 @@ using dlm::testing::TempDir;
 using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
-class PackedLinearTest : public ::testing::TestWithParam<bool> {
+enum class Stored { f32, bf16, int8 };
+
+class PackedLinearTest : public ::testing::TestWithParam<Stored> {
 protected:
   void SetUp() override {
     TinyModelOptions options;
-    options.bf16 = GetParam();
+    options.bf16 = GetParam() == Stored::bf16;
+    options.int8 = GetParam() == Stored::int8;
     tiny = std::make_unique<TinyModel>(options);
     tiny->write(dir.file("tiny.dlm"));
     StatusOr<artifact::ArtifactReader> opened =
@@ -41,31 +44,39 @@ protected:
   std::shared_ptr<const model::ModelWeights> weights;
 };
 
+// The weight the tests pack: an LM head ([48, 16], 40 of whose rows are the vocabulary) for f32
+// and bf16, and a projection ([24, 16]) for int8 (only projections are stored as int8).
 TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
-  const std::vector<float> &values = tiny->weight("lm_head"); // [48, 16]
+  const bool int8 = GetParam() == Stored::int8;
+  const std::string name = int8 ? "layers.0.up" : "lm_head";
+  const int64_t rows0 = int8 ? 24 : 48;
+  const std::vector<float> &values = tiny->weight(name); // [rows0, 16]
   std::mt19937 generator(3);
   std::normal_distribution<float> normal;
-  std::vector<float> bias(48);
+  std::vector<float> bias(static_cast<size_t>(rows0));
   for (float &b : bias)
     b = normal(generator);
   PackedGemm gemm;
   ThreadPool pool(2);
-  // 48 rows, and the first 40 (a padded LM head's vocabulary).
-  for (int64_t outputs : {int64_t(48), int64_t(40)}) {
+  // Every row, and fewer (a padded LM head's vocabulary).
+  for (int64_t outputs : {rows0, rows0 - 8}) {
     StatusOr<std::shared_ptr<const PackedLinear>> packed =
-        PackedLinear::of(*weights, "lm_head", outputs);
+        PackedLinear::of(*weights, name, outputs);
     ASSERT_TRUE(packed.isOk()) << packed.status().message();
     const PackedLinear &w = **packed;
     ASSERT_EQ(w.outputs(), outputs);
     ASSERT_EQ(w.inputs(), 16);
-    // bf16 stays bf16 (column tiles), f32 is oneDNN's layout.
-    EXPECT_EQ(w.format(),
-              GetParam() ? PackedLinear::Format::bf16Tiles : PackedLinear::Format::f32Packed);
-    EXPECT_GE(w.bytes(), size_t(outputs * 16) * (GetParam() ? 2 : 4));
-    if (GetParam())
+    // bf16 and int8 stay so (column tiles), f32 is oneDNN's layout.
+    const PackedLinear::Format format[] = {PackedLinear::Format::f32Packed,
+                                           PackedLinear::Format::bf16Tiles,
+                                           PackedLinear::Format::int8Tiles};
+    const size_t element[] = {4, 2, 1};
+    EXPECT_EQ(w.format(), format[static_cast<int>(GetParam())]);
+    EXPECT_GE(w.bytes(), size_t(outputs * 16) * element[static_cast<int>(GetParam())]);
+    if (GetParam() != Stored::f32)
       EXPECT_LT(w.bytes(), size_t(outputs * 16 * 4));
     // The stored matrix is not kept widened to float32 for packing.
-    EXPECT_EQ(weights->find("lm_head")->data, nullptr);
+    EXPECT_EQ(weights->find(name)->data, nullptr);
     // 11000 rows: past the flops below which a GEMM runs on one thread.
     for (int64_t rows : {int64_t(1), int64_t(5), int64_t(11000)})
       for (bool accumulate : {false, true}) {
@@ -108,10 +119,20 @@ TEST_P(PackedLinearTest, OnePackedCopyPerModel) {
       << tooMany.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool> &info) {
-                           return info.param ? "bf16" : "f32";
-                         });
+std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
+  switch (info.param) {
+  case Stored::f32:
+    return "f32";
+  case Stored::bf16:
+    return "bf16";
+  case Stored::int8:
+    return "int8";
+  }
+  return "unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest,
+                         ::testing::Values(Stored::f32, Stored::bf16, Stored::int8), storedName);
 
 } // namespace
 } // namespace dlm::cpu

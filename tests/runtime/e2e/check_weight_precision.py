@@ -24,7 +24,9 @@ SETTINGS = ["--gen-length", "32", "--block-length", "16", "--steps", "32"]
 # model: trained, so its argmax has margins; the random tiny models have few and are only held to
 # the logits bound). Measured: bf16 4.6e-3 (dream) and 5.1e-3 (qwen3), both f32 checkpoints; the
 # demo and llada checkpoints are bf16 already, so --weights bf16 keeps their values (error 0).
-BOUNDS = {"bf16": {"logits": 1e-2, "agreement": 0.9}}
+# int8 (per output channel): 8.5e-3 on the demo model, all its greedy tokens the same; 1.5e-2 to
+# 2.3e-2 on the random tiny models, 75-91% of their tokens (random weights leave small margins).
+BOUNDS = {"bf16": {"logits": 1e-2, "agreement": 0.9}, "int8": {"logits": 5e-2, "agreement": 0.8}}
 
 
 def run(cmd):

@@ -85,6 +85,30 @@ TEST_F(ModelWeightsTest, MatricesAreWidenedOnlyWhenAskedForAndOnce) {
   EXPECT_FALSE(w.widened("no_such_weight").isOk());
 }
 
+// An int8 matrix widens to q * its row's scale; without its scales the artifact is refused by
+// name.
+TEST_F(ModelWeightsTest, Int8MatricesWidenWithTheirRowScales) {
+  TinyModelOptions options;
+  options.int8 = true;
+  TinyModel tiny(options);
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(tiny);
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  EXPECT_EQ((*weights)->stored("layers.0.up")->dtype, artifact::DType::i8);
+  StatusOr<const HostTensor *> up = (*weights)->widened("layers.0.up");
+  ASSERT_TRUE(up.isOk()) << up.status().message();
+  const std::vector<float> &expected = tiny.weight("layers.0.up");
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ((*up)->data[i], expected[i]) << i;
+
+  StatusOr<std::shared_ptr<const ModelWeights>> unscaled = load(tiny, "layers.1.down.scale");
+  ASSERT_FALSE(unscaled.isOk());
+  EXPECT_NE(unscaled.status().message().find(
+                "int8 weight 'layers.1.down' needs its 16 row scales in a vector "
+                "'layers.1.down.scale'"),
+            std::string::npos)
+      << unscaled.status().message();
+}
+
 // A derived form is made once per weight and kind, and shared.
 TEST_F(ModelWeightsTest, DerivedFormsAreMadeOnceAndShared) {
   StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}));

@@ -37,6 +37,9 @@ struct TinyModelOptions {
   bool qkvBias = false;
   bool qkNorm = false;
   bool bf16 = false;
+  // The projection matrices (q, k, v, o, gate, up, down) stored as weight-only int8 with a scale
+  // per row ("<name>.scale", as dlmc compile --weights int8 writes them).
+  bool int8 = false;
   int64_t maskTokenId = 39;
   std::vector<int64_t> eosTokenIds = {1};
   int64_t maxPositions = 128;
@@ -99,6 +102,31 @@ public:
       add(n(spec::kGate), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kUp), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kDown), {H, o_.intermediate}, 1.0f / std::sqrt(float(o_.intermediate)), 0);
+      if (o_.int8)
+        for (std::string_view role :
+             {spec::kQ, spec::kK, spec::kV, spec::kO, spec::kGate, spec::kUp, spec::kDown})
+          quantize(n(role));
+    }
+  }
+
+  // Rounds matrix `name` to int8 per row: scale = max |w| / 127, the values become q * scale.
+  void quantize(const std::string &name) {
+    std::vector<float> &values = values_.at(name);
+    const int64_t rows = shapes_.at(name)[0], cols = shapes_.at(name)[1];
+    Int8Matrix &m = int8_[name];
+    m.scales.resize(static_cast<size_t>(rows));
+    m.q.resize(values.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      float largest = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        largest = std::max(largest, std::fabs(values[r * cols + c]));
+      const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+      m.scales[r] = scale;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float q = std::nearbyint(values[r * cols + c] / scale);
+        m.q[r * cols + c] = static_cast<int8_t>(q);
+        values[r * cols + c] = q * scale;
+      }
     }
   }
 
@@ -193,7 +221,19 @@ public:
       artifact::WeightSource w;
       w.name = name;
       w.shape = shapes_.at(name);
-      if (o_.bf16) {
+      auto quantized = int8_.find(name);
+      if (quantized != int8_.end()) {
+        w.dtype = artifact::DType::i8;
+        w.data = quantized->second.q.data();
+        w.size = quantized->second.q.size();
+        const std::vector<float> &scales = quantized->second.scales;
+        if (skip != name + ".scale")
+          contents.weights.push_back({name + ".scale",
+                                      artifact::DType::f32,
+                                      {static_cast<int64_t>(scales.size())},
+                                      scales.data(),
+                                      scales.size() * sizeof(float)});
+      } else if (o_.bf16) {
         std::vector<uint16_t> &bits = halves[name];
         for (float v : values) {
           uint32_t b;
@@ -341,6 +381,11 @@ private:
   TinyModelOptions o_;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> values_;
+  struct Int8Matrix {
+    std::vector<int8_t> q;
+    std::vector<float> scales;
+  };
+  std::map<std::string, Int8Matrix> int8_;
 };
 
 // A scratch directory removed at the end of the test.
