@@ -5,14 +5,28 @@
 
 namespace dlm::cpu {
 
+namespace {
+constexpr int64_t kLanes = 16;
+} // namespace
+
 DLM_VECTOR_CLONES void rmsNorm(const float *x, int64_t rows, int64_t width, int64_t rowStride,
                                const float *weight, double eps, float *y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *in = x + r * rowStride;
     float *out = y + r * rowStride;
-    double sumSquares = 0;
-    for (int64_t i = 0; i < width; ++i)
-      sumSquares += static_cast<double>(in[i]) * in[i];
+    // kLanes independent partial sums, so that the loop vectorises (one sequential double sum is
+    // a chain of dependent adds: 73 us for 96 rows of 768, 4% of the 86M bench model's forward).
+    double partial[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= width; i += kLanes)
+      for (int64_t lane = 0; lane < kLanes; ++lane)
+        partial[lane] += static_cast<double>(in[i + lane]) * in[i + lane];
+    for (; i < width; ++i)
+      partial[0] += static_cast<double>(in[i]) * in[i];
+    for (int64_t half = kLanes / 2; half > 0; half /= 2)
+      for (int64_t lane = 0; lane < half; ++lane)
+        partial[lane] += partial[lane + half];
+    const double sumSquares = partial[0];
     // The references compute in float32: rsqrt(mean + eps) rounded to float, then two products.
     const float scale =
         static_cast<float>(1.0 / std::sqrt(static_cast<float>(sumSquares / width) + eps));
