@@ -5,7 +5,8 @@ and settings.
     bench/compare_cpu.py [--checkpoint DIR] [--prompts FILE] [--gen-length 64] [--block-length 32]
                          [--steps 64] [--threshold T] [--cache none|prefix] [--repeats 5]
                          [--threads N] [--engines dlm,pytorch,llama.cpp] [--no-llama-cpp]
-                         [--gguf-type f32|bf16] [--llama-cpp-arg ARG ...] [--json out.json]
+                         [--gguf-type f32|bf16|q8_0] [--weights f32|bf16|int8]
+                         [--llama-cpp-arg ARG ...] [--json out.json]
 
 Compiles the checkpoint with dlmc, then for each repeat and prompt runs `dlm-run --json`,
 `tests/reference/generate.py --json` and llama.cpp's `llama-diffusion-cli` one after the other
@@ -132,7 +133,9 @@ def main():
     ap.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out")
     ap.add_argument("--llama-cpp-version", default=os.environ.get("DLM_LLAMA_CPP_PYTHON", "0.3.36"),
                     help="llama-cpp-python sdist whose vendored llama.cpp is built")
-    ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16", "q8_0"])
+    ap.add_argument("--weights", choices=["f32", "bf16", "int8"],
+                    help="dlmc compile --weights (default: as the checkpoint stores them)")
     ap.add_argument("--llama-cpp-arg", action="append", default=[],
                     help="extra llama-diffusion-cli argument (repeatable, e.g. --llama-cpp-arg=-fa "
                          "--llama-cpp-arg=on)")
@@ -173,7 +176,8 @@ def main():
             artifact = os.path.join(tmp, "model.dlm")
             subprocess.run([os.path.join(BUILD, "bin", "dlmc"), "compile", args.checkpoint, "-o",
                             artifact, "--gen-length", str(args.gen_length), "--block-length",
-                            str(args.block_length), "--steps", str(args.steps)], check=True)
+                            str(args.block_length), "--steps", str(args.steps)] +
+                           (["--weights", args.weights] if args.weights else []), check=True)
             cmd = [os.path.join(BUILD, "bin", "dlm-run"), artifact, "--json", *settings]
             engines["dlm"] = lambda p, cmd=cmd: run_json(cmd + ["--prompt", p], env)
         if "pytorch" in names:

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The forward's GEMM rate against the GEMM library's own rate on the same shapes, in one run.
 
-    .venv/bin/python bench/gemm_rate.py [--checkpoint DIR] [--build DIR] [--threads 2]
-        [--rounds 3] [--prompt-length 5] [--gen-length 64] [--block-length 32] [--steps 64]
-        [--cache none] [--json OUT]
+    .venv/bin/python bench/gemm_rate.py [--checkpoint DIR] [--build DIR] [--weights f32]
+        [--threads 2] [--rounds 3] [--prompt-length 5] [--gen-length 64] [--block-length 32]
+        [--steps 64] [--cache none] [--json OUT]
 
 The checkpoint defaults to the 86M LLaDA bench model (bench/make_llada_checkpoint.py, made when
-missing). dlmc compiles it once; then each round runs, one after the other,
+missing). dlmc compiles it once with --weights (f32 by default; bf16 and int8 run the tiled
+GEMM, held to the same float32 library rates); then each round runs, one after the other,
   - dlm-prof on the artifact (a synthetic prompt, the settings above, one warm-up request):
     the time and shape of every GEMM call of the forwards (`gemm_shapes`: projections and LM head);
   - dlm-bench-gemm-library on exactly those shapes: oneDNN alone, warm, on the same thread count,
@@ -86,6 +87,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default=bench_cache("llada-768x12-bf16"))
     ap.add_argument("--build", default=os.environ.get("DLM_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--weights", default="f32", choices=["f32", "bf16", "int8"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--library-repeats", type=int, default=5)
@@ -101,14 +103,15 @@ def main():
         if a.checkpoint != bench_cache("llada-768x12-bf16"):
             sys.exit(f"no checkpoint at {a.checkpoint}")
         run([sys.executable, os.path.join(ROOT, "bench", "make_llada_checkpoint.py")])
-    artifact = bench_cache("gemm_rate.dlm")
+    artifact = bench_cache(f"gemm_rate-{a.weights}.dlm")
     os.makedirs(os.path.dirname(artifact), exist_ok=True)
-    run([os.path.join(a.build, "bin", "dlmc"), "compile", a.checkpoint, "-o", artifact])
+    run([os.path.join(a.build, "bin", "dlmc"), "compile", a.checkpoint, "-o", artifact,
+         "--weights", a.weights])
 
     rounds = [one_round(a, artifact) for _ in range(a.rounds)]
     med = {k: statistics.median(r[k] for r in rounds)
            for k in ("dlm", "best", "ratio", "forwards_per_s") + METHODS}
-    print(f"{a.checkpoint}: {a.threads} threads, prompt {a.prompt_length}, gen {a.gen_length}, "
+    print(f"{a.checkpoint} (--weights {a.weights}): {a.threads} threads, prompt {a.prompt_length}, gen {a.gen_length}, "
           f"block {a.block_length}, steps {a.steps}, cache {a.cache}; median of {a.rounds} rounds\n")
     print("| kind | M | N | K | calls | dlm GFLOP/s | " + " | ".join(METHODS) +
           " | library best | dlm / best |")

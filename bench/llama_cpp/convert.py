@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a LLaDA checkpoint directory to GGUF for llama.cpp with the vendored converter.
 
-    bench/llama_cpp/convert.py CHECKPOINT [-o model.gguf] [--outtype f32|bf16] [--tree DIR]
+    bench/llama_cpp/convert.py CHECKPOINT [-o model.gguf] [--outtype f32|bf16|q8_0] [--tree DIR]
 
 Uses `convert_hf_to_gguf.py` from the llama.cpp tree that bench/llama_cpp/build.py unpacked
 (it imports `gguf` from the tree's gguf-py; the PyPI `gguf` package is the same code).
@@ -251,7 +251,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint")
     ap.add_argument("-o", "--out", help="copy the GGUF here (default: print the cached path)")
-    ap.add_argument("--outtype", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--outtype", default="f32", choices=["f32", "bf16", "q8_0"])
     ap.add_argument("--tree", help="llama.cpp source tree (default: the one build.py unpacks)")
     ap.add_argument("--cache", help="default $DLM_BENCH_CACHE or ~/.cache/dlm-bench")
     ap.add_argument("--force", action="store_true")

@@ -1,6 +1,7 @@
 #include "runtime/cpu/PackedLinear.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "support/FloatFormats.h"
 
 #include <algorithm>
 #include <atomic>
@@ -66,13 +67,18 @@ const dnnl::engine &cpuEngine() {
   return engine;
 }
 
-StatusOr<std::shared_ptr<const PackedLinear>>
-PackedLinear::of(const model::ModelWeights &weights, std::string_view name, int64_t outputs) {
+StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::ModelWeights &weights,
+                                                               std::string_view name,
+                                                               int64_t outputs,
+                                                               PackedLinear::Bf16Gemm bf16) {
   const model::StoredTensor *stored = weights.stored(name);
   const bool tiled =
       stored && (stored->dtype == artifact::DType::bf16 || stored->dtype == artifact::DType::i8);
   return weights.derived<PackedLinear>(
-      name, std::string(tiled ? "cpu-tiles:" : "cpu-onednn-f32:") + std::to_string(outputs),
+      name,
+      std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::tiles ? "cpu-tiles:" : "cpu-fastest:")
+                        : "cpu-onednn-f32:") +
+          std::to_string(outputs),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedLinear>> {
         if (outputs <= 0 || outputs > stored.rows)
           return Status::error("cannot pack " + std::to_string(outputs) + " of its " +
@@ -80,42 +86,63 @@ PackedLinear::of(const model::ModelWeights &weights, std::string_view name, int6
         auto packed = std::make_shared<PackedLinear>();
         packed->outputs_ = outputs;
         packed->inputs_ = stored.cols;
-        DLM_RETURN_IF_ERROR(tiled ? packed->packTiles(weights, stored)
-                                  : packed->packF32(weights, stored));
+        if (!tiled) {
+          DLM_ASSIGN_OR_RETURN(bool packedF32, packed->packOneDnn(weights, stored, Type::f32));
+          (void)packedF32; // f32 matmuls are never reference code
+        } else if (stored.dtype == artifact::DType::bf16 &&
+                   bf16 == PackedLinear::Bf16Gemm::fastest) {
+          DLM_ASSIGN_OR_RETURN(bool native, packed->packOneDnn(weights, stored, Type::bf16));
+          if (!native)
+            DLM_RETURN_IF_ERROR(packed->packTiles(weights, stored));
+        } else {
+          DLM_RETURN_IF_ERROR(packed->packTiles(weights, stored));
+        }
         return std::shared_ptr<const PackedLinear>(std::move(packed));
       });
 }
 
-Status PackedLinear::packF32(const model::ModelWeights &weights,
-                             const model::StoredTensor &stored) {
+StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
+                                        const model::StoredTensor &stored, Type type) {
   const int64_t n = outputs_, k = inputs_;
-  // W [N, K] row-major is the matmul's weights [K, N] in tag ba; widened first (a transient
-  // copy), then reordered into the layout the matmul picks.
-  std::vector<float> plain(static_cast<size_t>(n * k));
-  DLM_RETURN_IF_ERROR(
-      weights.readStored([&] { model::widenStored(stored, 0, plain.size(), plain.data()); }));
   try {
     const dnnl::engine &engine = cpuEngine();
     dnnl::matmul::primitive_desc chooser(
-        dnnl::matmul::desc(rowsDesc(kLayoutRows, k),
-                           dnnl::memory::desc({k, n}, Type::f32, Tag::any),
-                           rowsDesc(kLayoutRows, n)),
+        dnnl::matmul::desc(dnnl::memory::desc({kLayoutRows, k}, type, Tag::ab),
+                           dnnl::memory::desc({k, n}, type, Tag::any), rowsDesc(kLayoutRows, n)),
         engine);
+    if (type == Type::bf16 && std::string(chooser.impl_info_str()).rfind("ref", 0) == 0)
+      return false;
     layout_ = chooser.weights_desc();
     bytes_ = layout_.get_size();
     data_.reset(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
     if (!data_)
       return Status::error("out of memory packing " + std::to_string(bytes_) + " bytes");
     memory_ = dnnl::memory(layout_, engine, data_.get());
-    dnnl::memory source({{k, n}, Type::f32, Tag::ba}, engine, plain.data());
+    // W [N, K] row-major is the matmul's weights [K, N] in tag ba: copied (f32: widened) out of
+    // the mapping first, a transient copy, then reordered into the layout the matmul picks.
+    std::vector<float> widened;
+    std::vector<uint16_t> halves;
+    void *plain = nullptr;
+    if (type == Type::f32) {
+      widened.resize(static_cast<size_t>(n * k));
+      DLM_RETURN_IF_ERROR(weights.readStored(
+          [&] { model::widenStored(stored, 0, widened.size(), widened.data()); }));
+      plain = widened.data();
+    } else {
+      halves.resize(static_cast<size_t>(n * k));
+      DLM_RETURN_IF_ERROR(weights.readStored(
+          [&] { std::memcpy(halves.data(), stored.data, halves.size() * sizeof(uint16_t)); }));
+      plain = halves.data();
+    }
+    dnnl::memory source({{k, n}, type, Tag::ba}, engine, plain);
     dnnl::stream stream(engine);
     dnnl::reorder(source, memory_).execute(stream, source, memory_);
     stream.wait();
   } catch (const dnnl::error &e) {
     return Status::error(oneDnnError(e, "packing the weight"));
   }
-  format_ = Format::f32Packed;
-  return Status::ok();
+  format_ = type == Type::f32 ? Format::f32Packed : Format::bf16Packed;
+  return true;
 }
 
 Status PackedLinear::packTiles(const model::ModelWeights &weights,
@@ -180,7 +207,9 @@ StatusOr<PackedGemm::Call *> PackedGemm::call(const PackedLinear &w, int64_t row
   if (it != calls_.end())
     return &it->second;
   try {
-    const dnnl::memory::desc x = rowsDesc(rows, w.inputs()), y = rowsDesc(rows, w.outputs());
+    const Type source = w.format() == PackedLinear::Format::bf16Packed ? Type::bf16 : Type::f32;
+    const dnnl::memory::desc x({rows, w.inputs()}, source, Tag::ab),
+        y = rowsDesc(rows, w.outputs());
     dnnl::primitive_attr attributes;
     if (accumulate) {
       dnnl::post_ops sum;
@@ -200,23 +229,33 @@ Status PackedGemm::run(const PackedLinear &w, const float *x, int64_t rows, cons
                        float *y, ThreadPool &pool, bool accumulate) {
   if (rows == 0)
     return Status::ok();
-  DLM_RETURN_IF_ERROR(w.format() == PackedLinear::Format::f32Packed
-                          ? runF32(w, x, rows, y, pool.threads(), accumulate)
-                          : runTiles(w, x, rows, y, pool, accumulate));
+  const bool oneDnn = w.format() == PackedLinear::Format::f32Packed ||
+                      w.format() == PackedLinear::Format::bf16Packed;
+  DLM_RETURN_IF_ERROR(oneDnn ? runOneDnn(w, x, rows, y, pool.threads(), accumulate)
+                             : runTiles(w, x, rows, y, pool, accumulate));
   if (bias)
     addBias(bias, rows, w.outputs(), y);
   return Status::ok();
 }
 
-Status PackedGemm::runF32(const PackedLinear &w, const float *x, int64_t rows, float *y,
-                          int threads, bool accumulate) {
+Status PackedGemm::runOneDnn(const PackedLinear &w, const float *x, int64_t rows, float *y,
+                             int threads, bool accumulate) {
   // Before the primitive is made: oneDNN's brgemm matmul fixes its thread split when it is made.
   const double flops = 2.0 * static_cast<double>(rows) * w.outputs() * w.inputs();
   setOneDnnThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
   Call *c = nullptr;
   DLM_ASSIGN_OR_RETURN(c, call(w, rows, accumulate));
+  void *source = const_cast<float *>(x);
+  if (w.format() == PackedLinear::Format::bf16Packed) {
+    const size_t count = static_cast<size_t>(rows * w.inputs());
+    if (bf16Rows_.size() < count)
+      bf16Rows_.resize(count);
+    for (size_t i = 0; i < count; ++i)
+      bf16Rows_[i] = bf16FromFloat(x[i]);
+    source = bf16Rows_.data();
+  }
   // The C API: the C++ one takes the arguments as an unordered_map, an allocation per call.
-  c->x.set_data_handle(const_cast<float *>(x));
+  c->x.set_data_handle(source);
   c->y.set_data_handle(y);
   const dnnl_exec_arg_t arguments[] = {
       {DNNL_ARG_SRC, c->x.get()}, {DNNL_ARG_WEIGHTS, w.memory().get()}, {DNNL_ARG_DST, c->y.get()}};

@@ -4,6 +4,7 @@
 // head); one packed copy per model.
 #include "runtime/cpu/PackedLinear.h"
 
+#include "support/FloatFormats.h"
 #include "tests/runtime/model/TinyModel.h"
 
 #include <gtest/gtest.h>
@@ -18,13 +19,14 @@ using dlm::testing::TempDir;
 using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
-enum class Stored { f32, bf16, int8 };
+// bf16Tiles: bf16 weights made to take the tiled GEMM (which CPUs without bf16 arithmetic run).
+enum class Stored { f32, bf16, bf16Tiles, int8 };
 
 class PackedLinearTest : public ::testing::TestWithParam<Stored> {
 protected:
   void SetUp() override {
     TinyModelOptions options;
-    options.bf16 = GetParam() == Stored::bf16;
+    options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Tiles;
     options.int8 = GetParam() == Stored::int8;
     tiny = std::make_unique<TinyModel>(options);
     tiny->write(dir.file("tiny.dlm"));
@@ -61,20 +63,38 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
   // Every row, and fewer (a padded LM head's vocabulary).
   for (int64_t outputs : {rows0, rows0 - 8}) {
     StatusOr<std::shared_ptr<const PackedLinear>> packed =
-        PackedLinear::of(*weights, name, outputs);
+        PackedLinear::of(*weights, name, outputs,
+                         GetParam() == Stored::bf16Tiles ? PackedLinear::Bf16Gemm::tiles
+                                                         : PackedLinear::Bf16Gemm::fastest);
     ASSERT_TRUE(packed.isOk()) << packed.status().message();
     const PackedLinear &w = **packed;
     ASSERT_EQ(w.outputs(), outputs);
     ASSERT_EQ(w.inputs(), 16);
-    // bf16 and int8 stay so (column tiles), f32 is oneDNN's layout.
-    const PackedLinear::Format format[] = {PackedLinear::Format::f32Packed,
-                                           PackedLinear::Format::bf16Tiles,
-                                           PackedLinear::Format::int8Tiles};
-    const size_t element[] = {4, 2, 1};
-    EXPECT_EQ(w.format(), format[static_cast<int>(GetParam())]);
-    EXPECT_GE(w.bytes(), size_t(outputs * 16) * element[static_cast<int>(GetParam())]);
-    if (GetParam() != Stored::f32)
+    // f32 is oneDNN's layout; bf16 too where oneDNN multiplies bf16 natively, else tiles; int8
+    // stays int8 in tiles.
+    using Format = PackedLinear::Format;
+    const bool native = w.format() == Format::bf16Packed;
+    switch (GetParam()) {
+    case Stored::f32:
+      EXPECT_EQ(w.format(), Format::f32Packed);
+      EXPECT_GE(w.bytes(), size_t(outputs * 16 * 4));
+      break;
+    case Stored::bf16:
+      EXPECT_TRUE(native || w.format() == Format::bf16Tiles);
+      break;
+    case Stored::bf16Tiles:
+      EXPECT_EQ(w.format(), Format::bf16Tiles);
+      break;
+    case Stored::int8:
+      EXPECT_EQ(w.format(), Format::int8Tiles);
+      break;
+    }
+    if (native) // oneDNN's bf16 layout (padded to its blocks: larger than [N, K] at this size)
+      EXPECT_EQ(w.layout().data_type(), dnnl::memory::data_type::bf16);
+    else if (GetParam() != Stored::f32) {
+      EXPECT_GE(w.bytes(), size_t(outputs * 16) * (GetParam() == Stored::int8 ? 1 : 2));
       EXPECT_LT(w.bytes(), size_t(outputs * 16 * 4));
+    }
     // The stored matrix is not kept widened to float32 for packing.
     EXPECT_EQ(weights->find(name)->data, nullptr);
     // 11000 rows: past the flops below which a GEMM runs on one thread.
@@ -92,8 +112,11 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t n = 0; n < outputs; ++n) {
             double expected = bias[n] + (accumulate ? before[r * outputs + n] : 0.0);
+            // The native bf16 GEMM multiplies the activations rounded to bf16.
             for (int64_t k = 0; k < 16; ++k)
-              expected += double(x[r * 16 + k]) * values[n * 16 + k];
+              expected +=
+                  double(native ? floatFromBf16(bf16FromFloat(x[r * 16 + k])) : x[r * 16 + k]) *
+                  values[n * 16 + k];
             ASSERT_NEAR(y[r * outputs + n], expected, 1e-4 * (1 + std::abs(expected)))
                 << "rows " << rows << " outputs " << outputs << " accumulate " << accumulate
                 << " at " << r << ", " << n;
@@ -125,6 +148,8 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
     return "f32";
   case Stored::bf16:
     return "bf16";
+  case Stored::bf16Tiles:
+    return "bf16_tiles";
   case Stored::int8:
     return "int8";
   }
@@ -132,7 +157,9 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest,
-                         ::testing::Values(Stored::f32, Stored::bf16, Stored::int8), storedName);
+                         ::testing::Values(Stored::f32, Stored::bf16, Stored::bf16Tiles,
+                                           Stored::int8),
+                         storedName);
 
 } // namespace
 } // namespace dlm::cpu
