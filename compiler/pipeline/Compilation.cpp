@@ -165,6 +165,8 @@ Status validateOptions(const CompileOptions &options) {
   for (const auto &[name, value] : options.knobs)
     if (name.empty())
       return fail("--knob " + value + ": expected name=value");
+  if (!options.activations.empty() && options.activations != "f32" && options.activations != "bf16")
+    return fail("unknown --activations " + options.activations + " (expected f32 or bf16)");
   if (options.weights == "fp8")
     return fail("not supported yet: --weights fp8 (f32, bf16 and int8 are)");
   if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16" &&
@@ -278,6 +280,10 @@ Status Compilation::compile(const CompileOptions &options) {
       WeightPrecisionReport weights,
       convertProjectionWeights(program, options.weights, contents.weights, convertedWeights_));
   weightReport_ = describe(weights);
+  if (options.activations == "bf16") {
+    contents.config.extra[std::string(spec::kExtraCpuActivations)] = std::string("bf16");
+    weightReport_ += "; cpu activations: bf16 where the CPU has bf16 arithmetic";
+  }
   if (options.target != "cpu")
     DLM_RETURN_IF_ERROR(generateCudaKernels(options, program));
   contents.kernelTargets.insert(contents.kernelTargets.begin(), std::move(program));

@@ -31,6 +31,10 @@ struct CompileOptions {
   // empty: as the checkpoint stores them. The CUDA device precision follows it (empty: f32 for
   // an all-f32 checkpoint, else bf16).
   std::string weights;
+  // --activations bf16: the CPU backend rounds the activations of bf16-stored projections to
+  // bf16 and multiplies in bf16 where the CPU has bf16 arithmetic (config extra
+  // cpu_activations); "f32" or empty: float32 activations.
+  std::string activations;
   // The decode programs the artifact carries, comma-separated; the first is the default (and the
   // one @generate and the CUDA decoding kernels are built for). Empty: the architecture's
   // default set (defaultPolicies).

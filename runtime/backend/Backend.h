@@ -41,6 +41,10 @@ struct BackendOptions {
   // projections and the LM head then run on InvariantGemm (weights packed once at creation).
   // Not supported yet with mixture-of-experts records (their expert GEMMs group rows by expert).
   bool batchInvariant = false;
+  // cpu: bf16-stored projection weights multiply in bf16, the activations rounded to bf16, where
+  // the CPU has bf16 arithmetic (else weight-only, float32 activations). Set by the registry from
+  // the artifact's cpu_activations (dlmc compile --activations bf16), not by callers.
+  bool bf16Arithmetic = false;
   // Prefix sharing across the backend's sequences (docs/design/serving.md §4): full committed KV
   // pages are published by their tokens and adopted by later prefills of the same tokens, for
   // the functions whose K/V of a slot depend on the tokens up to it alone

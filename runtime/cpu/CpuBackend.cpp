@@ -85,7 +85,9 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
                                   ? program.slots[static_cast<size_t>(k.result)].width
                                   : k.weight->rows;
       StatusOr<std::shared_ptr<const PackedLinear>> weight =
-          PackedLinear::of(weights, k.weightName, outputs);
+          PackedLinear::of(weights, k.weightName, outputs,
+                           options.bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16Arithmetic
+                                                  : PackedLinear::Bf16Gemm::weightOnly);
       if (!weight)
         return weight.status();
       packed.emplace(k.weight, std::move(*weight));

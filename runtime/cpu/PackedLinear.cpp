@@ -76,7 +76,8 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
       stored && (stored->dtype == artifact::DType::bf16 || stored->dtype == artifact::DType::i8);
   return weights.derived<PackedLinear>(
       name,
-      std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::tiles ? "cpu-tiles:" : "cpu-fastest:")
+      std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::weightOnly ? "cpu-tiles:"
+                                                                      : "cpu-bf16-arithmetic:")
                         : "cpu-onednn-f32:") +
           std::to_string(outputs),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedLinear>> {
@@ -90,7 +91,7 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
           DLM_ASSIGN_OR_RETURN(bool packedF32, packed->packOneDnn(weights, stored, Type::f32));
           (void)packedF32; // f32 matmuls are never reference code
         } else if (stored.dtype == artifact::DType::bf16 &&
-                   bf16 == PackedLinear::Bf16Gemm::fastest) {
+                   bf16 == PackedLinear::Bf16Gemm::bf16Arithmetic) {
           DLM_ASSIGN_OR_RETURN(bool native, packed->packOneDnn(weights, stored, Type::bf16));
           if (!native)
             DLM_RETURN_IF_ERROR(packed->packTiles(weights, stored));

@@ -45,11 +45,12 @@ public:
   // The first `outputs` rows of weight `name` of `weights` (all of them for a projection; the
   // vocabulary's for an LM head over a padded embedding table), packed on first use and shared
   // after that.
-  // `tiles` makes bf16 weights take the tiled GEMM even where oneDNN has a bf16 one (tests).
-  enum class Bf16Gemm { fastest, tiles };
+  // How bf16 weights multiply: weight-only (tiles, float32 activations), or in bf16 arithmetic
+  // where the CPU has it (else as weightOnly).
+  enum class Bf16Gemm { weightOnly, bf16Arithmetic };
   static StatusOr<std::shared_ptr<const PackedLinear>> of(const model::ModelWeights &weights,
                                                           std::string_view name, int64_t outputs,
-                                                          Bf16Gemm bf16 = Bf16Gemm::fastest);
+                                                          Bf16Gemm bf16 = Bf16Gemm::weightOnly);
 
   enum class Format { f32Packed, bf16Packed, bf16Tiles, int8Tiles };
   Format format() const { return format_; }

@@ -21,6 +21,9 @@ inline constexpr std::string_view kRopeStyleNeox = "neox";
 // string, artifacts with CUDA kernels: the element type the generated kernels store activations,
 // K/V pages and converted weights in, "f32" or "bf16" (dlmc compile --precision).
 inline constexpr std::string_view kExtraDevicePrecision = "device_precision";
+// string: "bf16" when the CPU backend may round the activations of bf16-stored projections to
+// bf16 and multiply in bf16 (dlmc compile --activations bf16); absent: float32 activations.
+inline constexpr std::string_view kExtraCpuActivations = "cpu_activations";
 
 // ---- Decoding knobs (DecodingProgram::knobs; a request may override each) ---------------------
 // The decode programs (compiler/programs/decode/) declare their own knobs; these are the names

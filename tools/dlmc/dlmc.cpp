@@ -49,6 +49,12 @@ int main(int argc, char **argv) {
       cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 "
                "(default: as the checkpoint stores them); the CUDA device computes in it"),
       cl::init(""), cl::sub(compileCommand));
+  cl::opt<std::string> activations(
+      "activations",
+      cl::desc("f32 (default) | bf16: on the CPU, round the activations of bf16-stored "
+               "projections to bf16 and multiply in bf16 where the CPU has bf16 arithmetic "
+               "(AVX-512 BF16, AMX; elsewhere they stay f32)"),
+      cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> precision("precision", cl::desc("The same as --weights (older name)"),
                                  cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> policy("policy",
@@ -119,6 +125,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     options.weights = weights.empty() ? std::string(precision) : std::string(weights);
+    options.activations = activations;
     options.policy = policy;
     options.draft = draft;
     options.genLength = genLength;

@@ -6,6 +6,7 @@
 // Each against a double-precision loop written here, on small artifacts built in the test whose
 // lm_head is an identity on the hidden state (so the logits are the values under test).
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/PackedLinear.h"
 
 #include "runtime/model/KernelProgram.h"
 #include "tests/runtime/model/TinyModel.h"
@@ -683,9 +684,16 @@ TEST_F(TwoFunctions, ErrorsNameTheFunctionAndTheInput) {
 }
 
 TEST_F(TwoFunctions, MemoryUsageCountsEveryFunctionsWeightsOnce) {
-  // embed, head and the six projections (24*8 + 24*8 + 8*8*4 + 4*8*2 floats).
-  EXPECT_EQ(cpu->memoryUsage().weightBytes,
-            static_cast<size_t>(24 * 8 + 24 * 8 + 8 * 8 * 4 + 4 * 8 * 2) * sizeof(float));
+  // embed (24*8 floats, widened) and, packed in oneDNN's layout (padded to its blocks), the head
+  // and the six projections, each once though both functions read them.
+  size_t packed = 0;
+  for (const char *name : {"head", "wq0", "wk0", "wv0", "wq1", "wk1", "wv1"}) {
+    const int64_t rows = m.weights->find(name)->rows;
+    StatusOr<std::shared_ptr<const PackedLinear>> w = PackedLinear::of(*m.weights, name, rows);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    packed += (*w)->bytes();
+  }
+  EXPECT_EQ(cpu->memoryUsage().weightBytes, 24 * 8 * sizeof(float) + packed);
 }
 
 // ---- Speculative decoding (DFlash): forward_input, select_input_rows, capture, extend ----------

@@ -19,14 +19,14 @@ using dlm::testing::TempDir;
 using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
-// bf16Tiles: bf16 weights made to take the tiled GEMM (which CPUs without bf16 arithmetic run).
-enum class Stored { f32, bf16, bf16Tiles, int8 };
+// bf16: weight-only (tiles); bf16Arithmetic: bf16 arithmetic asked for (where the CPU has it).
+enum class Stored { f32, bf16, bf16Arithmetic, int8 };
 
 class PackedLinearTest : public ::testing::TestWithParam<Stored> {
 protected:
   void SetUp() override {
     TinyModelOptions options;
-    options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Tiles;
+    options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Arithmetic;
     options.int8 = GetParam() == Stored::int8;
     tiny = std::make_unique<TinyModel>(options);
     tiny->write(dir.file("tiny.dlm"));
@@ -62,16 +62,16 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
   ThreadPool pool(2);
   // Every row, and fewer (a padded LM head's vocabulary).
   for (int64_t outputs : {rows0, rows0 - 8}) {
-    StatusOr<std::shared_ptr<const PackedLinear>> packed =
-        PackedLinear::of(*weights, name, outputs,
-                         GetParam() == Stored::bf16Tiles ? PackedLinear::Bf16Gemm::tiles
-                                                         : PackedLinear::Bf16Gemm::fastest);
+    StatusOr<std::shared_ptr<const PackedLinear>> packed = PackedLinear::of(
+        *weights, name, outputs,
+        GetParam() == Stored::bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16Arithmetic
+                                             : PackedLinear::Bf16Gemm::weightOnly);
     ASSERT_TRUE(packed.isOk()) << packed.status().message();
     const PackedLinear &w = **packed;
     ASSERT_EQ(w.outputs(), outputs);
     ASSERT_EQ(w.inputs(), 16);
-    // f32 is oneDNN's layout; bf16 too where oneDNN multiplies bf16 natively, else tiles; int8
-    // stays int8 in tiles.
+    // f32 is oneDNN's layout; bf16 too with bf16 arithmetic where oneDNN has it, else tiles;
+    // int8 stays int8 in tiles.
     using Format = PackedLinear::Format;
     const bool native = w.format() == Format::bf16Packed;
     switch (GetParam()) {
@@ -80,10 +80,10 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
       EXPECT_GE(w.bytes(), size_t(outputs * 16 * 4));
       break;
     case Stored::bf16:
-      EXPECT_TRUE(native || w.format() == Format::bf16Tiles);
-      break;
-    case Stored::bf16Tiles:
       EXPECT_EQ(w.format(), Format::bf16Tiles);
+      break;
+    case Stored::bf16Arithmetic:
+      EXPECT_TRUE(native || w.format() == Format::bf16Tiles);
       break;
     case Stored::int8:
       EXPECT_EQ(w.format(), Format::int8Tiles);
@@ -148,8 +148,8 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
     return "f32";
   case Stored::bf16:
     return "bf16";
-  case Stored::bf16Tiles:
-    return "bf16_tiles";
+  case Stored::bf16Arithmetic:
+    return "bf16_arithmetic";
   case Stored::int8:
     return "int8";
   }
@@ -157,7 +157,7 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest,
-                         ::testing::Values(Stored::f32, Stored::bf16, Stored::bf16Tiles,
+                         ::testing::Values(Stored::f32, Stored::bf16, Stored::bf16Arithmetic,
                                            Stored::int8),
                          storedName);
 
