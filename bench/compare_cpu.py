@@ -6,6 +6,7 @@ and settings.
                          [--steps 64] [--threshold T] [--cache none|prefix] [--repeats 5]
                          [--threads N] [--engines dlm,pytorch,llama.cpp] [--no-llama-cpp]
                          [--gguf-type f32|bf16|q8_0] [--weights f32|bf16|int8]
+                         [--activations f32|bf16]
                          [--llama-cpp-arg ARG ...] [--json out.json]
 
 Compiles the checkpoint with dlmc, then for each repeat and prompt runs `dlm-run --json`,
@@ -136,6 +137,7 @@ def main():
     ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16", "q8_0"])
     ap.add_argument("--weights", choices=["f32", "bf16", "int8"],
                     help="dlmc compile --weights (default: as the checkpoint stores them)")
+    ap.add_argument("--activations", choices=["f32", "bf16"], help="dlmc compile --activations")
     ap.add_argument("--llama-cpp-arg", action="append", default=[],
                     help="extra llama-diffusion-cli argument (repeatable, e.g. --llama-cpp-arg=-fa "
                          "--llama-cpp-arg=on)")
@@ -177,7 +179,9 @@ def main():
             subprocess.run([os.path.join(BUILD, "bin", "dlmc"), "compile", args.checkpoint, "-o",
                             artifact, "--gen-length", str(args.gen_length), "--block-length",
                             str(args.block_length), "--steps", str(args.steps)] +
-                           (["--weights", args.weights] if args.weights else []), check=True)
+                           (["--weights", args.weights] if args.weights else []) +
+                           (["--activations", args.activations] if args.activations else []),
+                           check=True)
             cmd = [os.path.join(BUILD, "bin", "dlm-run"), artifact, "--json", *settings]
             engines["dlm"] = lambda p, cmd=cmd: run_json(cmd + ["--prompt", p], env)
         if "pytorch" in names:
