@@ -7,6 +7,7 @@
 // (two threads then run at one thread's rate), which measures the scheduler, not the GEMM.
 //
 //   dlm-bench-gemm [--threads 2] [--repeats 15] [--no-pin]
+#include "bench/gemm/GemmBenchSupport.h"
 #include "runtime/cpu/InvariantGemm.h"
 
 #include <dnnl.h>
@@ -24,21 +25,12 @@
 
 namespace {
 
+using dlm::bench::median;
+using dlm::bench::setOmpThreads;
+
 using namespace dlm;
 using Clock = std::chrono::steady_clock;
 constexpr int kSettleMs = 30;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// As runtime/cpu/Gemm.cpp: oneDNN's team is omp_get_max_threads(), looked up, not linked.
-void setOmpThreads(int threads) {
-  using SetNumThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set(threads);
-}
 
 // Seconds per call: enough calls to fill ~20 ms, so that tiny shapes are not timer noise.
 template <typename Call> double secondsPerCall(Call &&call, int calls) {

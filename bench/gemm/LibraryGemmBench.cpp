@@ -8,6 +8,7 @@
 // Each cell is the median GFLOP/s over the repeats; the methods are interleaved in each repeat.
 //
 //   dlm-bench-gemm-library --shape 69x768x2048 [--shape ...] [--threads 2] [--repeats 9] [--json]
+#include "bench/gemm/GemmBenchSupport.h"
 #include <dnnl.hpp>
 
 #include <algorithm>
@@ -22,6 +23,9 @@
 
 namespace {
 
+using dlm::bench::median;
+using dlm::bench::setOmpThreads;
+
 using Clock = std::chrono::steady_clock;
 using Tag = dnnl::memory::format_tag;
 using Type = dnnl::memory::data_type;
@@ -29,18 +33,6 @@ using Type = dnnl::memory::data_type;
 struct Shape {
   int64_t m = 0, n = 0, k = 0;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// As runtime/cpu/Gemm.cpp: oneDNN's team is omp_get_max_threads(), looked up, not linked.
-void setOmpThreads(int threads) {
-  using SetNumThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set(threads);
-}
 
 // GFLOP/s of `call` over enough calls to fill ~50 ms, so that small shapes are not timer noise.
 template <typename Call> double rate(Call &&call, double flops) {

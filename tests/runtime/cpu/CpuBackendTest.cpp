@@ -57,15 +57,10 @@ class CpuBackendTest : public ::testing::TestWithParam<Variant> {
 public: // checkPackedSequences reads the model and ids()
   void SetUp() override {
     tiny = std::make_unique<TinyModel>(GetParam().options);
-    tiny->write(dir.file("tiny.dlm"));
-    StatusOr<artifact::ArtifactReader> opened =
-        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
-    ASSERT_TRUE(opened.isOk()) << opened.status().message();
-    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
-    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
-        model::ModelWeights::load(*reader);
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    weights = *loaded;
+    dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
+    ASSERT_TRUE(loaded.weights);
+    reader = std::move(loaded.reader);
+    weights = loaded.weights;
   }
 
   std::unique_ptr<CpuBackend> backend(int threads = 2, int pageTokens = 4, int64_t pages = 0,

@@ -29,15 +29,10 @@ protected:
     options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Arithmetic;
     options.int8 = GetParam() == Stored::int8;
     tiny = std::make_unique<TinyModel>(options);
-    tiny->write(dir.file("tiny.dlm"));
-    StatusOr<artifact::ArtifactReader> opened =
-        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
-    ASSERT_TRUE(opened.isOk()) << opened.status().message();
-    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
-    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
-        model::ModelWeights::load(*reader);
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    weights = *loaded;
+    dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
+    ASSERT_TRUE(loaded.weights);
+    reader = std::move(loaded.reader);
+    weights = loaded.weights;
   }
 
   TempDir dir;

@@ -195,15 +195,10 @@ protected:
     GetParam().change(options);
     kernels = generateKernels(options, codegen::ElementType::f32);
     tiny = std::make_unique<TinyModel>(options);
-    tiny->write(dir.file("tiny.dlm"));
-    StatusOr<artifact::ArtifactReader> opened =
-        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
-    ASSERT_TRUE(opened.isOk()) << opened.status().message();
-    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
-    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
-        model::ModelWeights::load(*reader);
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    weights = *loaded;
+    dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
+    ASSERT_TRUE(loaded.weights);
+    reader = std::move(loaded.reader);
+    weights = loaded.weights;
   }
 
   BackendOptions backendOptions() const {
@@ -989,15 +984,10 @@ protected:
     options.kernelTargets[0].kernels =
         speculative(options.kernelTargets[0].kernels, options.layers, options.hidden);
     tiny = std::make_unique<TinyModel>(options);
-    tiny->write(dir.file("tiny.dlm"));
-    StatusOr<artifact::ArtifactReader> opened =
-        artifact::ArtifactReader::open(dir.file("tiny.dlm"));
-    ASSERT_TRUE(opened.isOk()) << opened.status().message();
-    reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
-    StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
-        model::ModelWeights::load(*reader);
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    weights = *loaded;
+    dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
+    ASSERT_TRUE(loaded.weights);
+    reader = std::move(loaded.reader);
+    weights = loaded.weights;
   }
 };
 

@@ -7,6 +7,7 @@
 #include "importer/model/CanonicalWeights.h"
 #include "runtime/artifact/ArtifactWriter.h"
 #include "runtime/model/ModelSpec.h"
+#include "runtime/model/ModelWeights.h"
 #include "tests/runtime/model/TinyKernelProgram.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -406,5 +408,32 @@ public:
 private:
   std::filesystem::path path_;
 };
+
+// A TinyModel written to an artifact, opened, and its weights loaded (the reader outlives them:
+// stored tensors are views of its mapping). Null weights when a step failed (the test has
+// failed then too).
+struct LoadedTinyModel {
+  std::unique_ptr<artifact::ArtifactReader> reader;
+  std::shared_ptr<const model::ModelWeights> weights;
+};
+
+inline LoadedTinyModel writeAndLoad(const TinyModel &tiny, const std::string &path) {
+  LoadedTinyModel loaded;
+  tiny.write(path);
+  StatusOr<artifact::ArtifactReader> opened = artifact::ArtifactReader::open(path);
+  if (!opened) {
+    ADD_FAILURE() << opened.status().message();
+    return loaded;
+  }
+  loaded.reader = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
+  StatusOr<std::shared_ptr<const model::ModelWeights>> weights =
+      model::ModelWeights::load(*loaded.reader);
+  if (!weights) {
+    ADD_FAILURE() << weights.status().message();
+    return loaded;
+  }
+  loaded.weights = *weights;
+  return loaded;
+}
 
 } // namespace dlm::testing
