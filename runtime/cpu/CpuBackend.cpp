@@ -73,12 +73,21 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   PackedWeights packed;
   if (options.batchInvariant)
     return packed;
+  // A weight another kind of record reads too (a tied embedding table) is used as that record
+  // reads it, widened, rather than held a second time packed.
+  std::set<const model::HostTensor *> readOtherwise;
+  auto projects = [](const ProgramRecord &k) {
+    return k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
+           k.kind == KernelKind::lmHead;
+  };
+  for (const auto &[name, program] : functions)
+    for (const ProgramRecord &k : program.kernels)
+      if (!projects(k))
+        for (const model::HostTensor *t : k.tensors())
+          readOtherwise.insert(t);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
-      const bool projects = k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
-                            k.kind == KernelKind::lmHead;
-      // A weight another record widened (a tied embedding table) is used as it is.
-      if (!projects || k.weight->data || packed.count(k.weight))
+      if (!projects(k) || readOtherwise.count(k.weight) || packed.count(k.weight))
         continue;
       // An LM head packs the vocabulary's rows of a padded table, a projection all of them.
       const int64_t outputs = k.kind == KernelKind::lmHead
@@ -496,8 +505,12 @@ Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor
   if (packed != packed_.end() && packed->second->outputs() == outputs)
     return packedGemm_.run(*packed->second, x, rows, bias, y, pool_, accumulate);
   auto invariant = invariantGemms_.find(w.data);
-  if (invariant == invariantGemms_.end())
+  if (invariant == invariantGemms_.end()) {
+    if (!w.data) // packed for another width (the same weight as projection and LM head)
+      return Status::error("cpu backend: not supported yet: one weight projected to " +
+                           str(outputs) + " outputs and to another width");
     return linear(x, rows, w, outputs, bias, y, pool_.threads(), accumulate);
+  }
   const InvariantGemm &gemm = invariant->second;
   if (outputs == gemm.outputs()) {
     gemm.run(x, rows, y, accumulate, pool_);

@@ -34,17 +34,15 @@ void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
 
 // oneDNN sizes its OpenMP team by omp_get_max_threads(), a per-thread setting. Debian's oneDNN
 // uses libgomp; the symbol is looked up rather than linked so that a oneDNN built on another
-// threading runtime simply keeps its own choice. One cache of the setting per thread, for every
-// caller: two would each skip a change the other made.
+// threading runtime simply keeps its own choice. Set on every call, not cached: inside the pool's
+// parallel regions (libgomp's team) a setting lasts only until the region ends, so a cached value
+// would go stale.
 void setOneDnnThreads(int threads) {
   using SetNumThreads = void (*)(int);
   static const SetNumThreads setNumThreads =
       reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  thread_local int current = -1;
-  if (setNumThreads && threads != current) {
+  if (setNumThreads)
     setNumThreads(threads);
-    current = threads;
-  }
 }
 
 Status linear(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,

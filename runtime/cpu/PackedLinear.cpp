@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <unistd.h>
 
 namespace dlm::cpu {
@@ -151,10 +152,14 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
   const bool int8 = stored.dtype == artifact::DType::i8;
   format_ = int8 ? Format::int8Tiles : Format::bf16Tiles;
   const int64_t n = outputs_, k = inputs_;
-  // As few tiles as fit, then as narrow as they can be: no tile is mostly padding.
+  // As few tiles as fit, rounded up to a multiple of the hardware threads (the pool spreads whole
+  // tiles: 3 tiles on 2 threads leave one idle a third of the time), then as narrow as they can
+  // be: no tile is mostly padding.
   const int64_t fit =
       std::max(kMinTileWidth, tileBytes() / (k * static_cast<int64_t>(sizeof(float))));
-  const int64_t count = (n + fit - 1) / fit;
+  const int64_t cpus = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t count = std::min(((n + fit - 1) / fit + cpus - 1) / cpus * cpus,
+                                 (n + kMinTileWidth - 1) / kMinTileWidth);
   tileWidth_ = ((n + count - 1) / count + kMinTileWidth - 1) / kMinTileWidth * kMinTileWidth;
   const size_t element = int8 ? 1 : 2;
   const size_t elements = static_cast<size_t>(tiles() * k * tileWidth_);
@@ -199,11 +204,13 @@ void PackedLinear::widenTile(int64_t t, float *out) const {
       out[i * tileWidth_ + c] = static_cast<float>(q[i * tileWidth_ + c]) * scales[c];
 }
 
-PackedGemm::PackedGemm() : stream_(cpuEngine()) {}
+PackedGemm::PackedGemm() = default;
 
-StatusOr<PackedGemm::Call *> PackedGemm::call(const PackedLinear &w, int64_t rows,
+StatusOr<PackedGemm::Call *> PackedGemm::call(const PackedLinear &w, int64_t rows, int team,
                                               bool accumulate) {
-  const auto key = std::make_tuple(rows, w.outputs(), w.inputs(), accumulate);
+  // The format decides the activations' type; brgemm fixes its thread split when it is made.
+  const auto key = std::make_tuple(rows, w.outputs(), w.inputs(), static_cast<int>(w.format()),
+                                   team, accumulate);
   auto it = calls_.find(key);
   if (it != calls_.end())
     return &it->second;
@@ -243,9 +250,17 @@ Status PackedGemm::runOneDnn(const PackedLinear &w, const float *x, int64_t rows
                              int threads, bool accumulate) {
   // Before the primitive is made: oneDNN's brgemm matmul fixes its thread split when it is made.
   const double flops = 2.0 * static_cast<double>(rows) * w.outputs() * w.inputs();
-  setOneDnnThreads(flops < kParallelGemmFlops ? 1 : std::max(threads, 1));
+  const int team = flops < kParallelGemmFlops ? 1 : std::max(threads, 1);
+  setOneDnnThreads(team);
+  if (!stream_) {
+    try {
+      stream_ = dnnl::stream(cpuEngine());
+    } catch (const dnnl::error &e) {
+      return Status::error(oneDnnError(e, "making a stream"));
+    }
+  }
   Call *c = nullptr;
-  DLM_ASSIGN_OR_RETURN(c, call(w, rows, accumulate));
+  DLM_ASSIGN_OR_RETURN(c, call(w, rows, team, accumulate));
   void *source = const_cast<float *>(x);
   if (w.format() == PackedLinear::Format::bf16Packed) {
     const size_t count = static_cast<size_t>(rows * w.inputs());
@@ -255,12 +270,15 @@ Status PackedGemm::runOneDnn(const PackedLinear &w, const float *x, int64_t rows
       bf16Rows_[i] = bf16FromFloat(x[i]);
     source = bf16Rows_.data();
   }
-  // The C API: the C++ one takes the arguments as an unordered_map, an allocation per call.
-  c->x.set_data_handle(source);
-  c->y.set_data_handle(y);
+  // The C API: the C++ one takes the arguments as an unordered_map, an allocation per call, and
+  // throws.
+  dnnl_status_t status = dnnl_memory_set_data_handle(c->x.get(), source);
+  if (status == dnnl_success)
+    status = dnnl_memory_set_data_handle(c->y.get(), y);
   const dnnl_exec_arg_t arguments[] = {
       {DNNL_ARG_SRC, c->x.get()}, {DNNL_ARG_WEIGHTS, w.memory().get()}, {DNNL_ARG_DST, c->y.get()}};
-  dnnl_status_t status = dnnl_primitive_execute(c->primitive.get(), stream_.get(), 3, arguments);
+  if (status == dnnl_success)
+    status = dnnl_primitive_execute(c->primitive.get(), stream_.get(), 3, arguments);
   if (status == dnnl_success)
     status = dnnl_stream_wait(stream_.get());
   if (status != dnnl_success)

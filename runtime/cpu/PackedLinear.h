@@ -110,10 +110,11 @@ private:
     dnnl::matmul primitive;
     dnnl::memory x, y;
   };
-  StatusOr<Call *> call(const PackedLinear &w, int64_t rows, bool accumulate);
+  StatusOr<Call *> call(const PackedLinear &w, int64_t rows, int team, bool accumulate);
 
-  dnnl::stream stream_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Call> calls_;
+  dnnl::stream stream_; // made at the first call (oneDNN reports errors by exceptions)
+  // By rows, N, K, format, team size, accumulate.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool>, Call> calls_;
   std::vector<std::vector<float>> tileScratch_; // one per pool thread
   std::vector<uint16_t> bf16Rows_;              // bf16Packed: the activations rounded
 };
