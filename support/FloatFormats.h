@@ -49,4 +49,19 @@ inline float floatFromF16(uint16_t bits) {
   return value;
 }
 
+// FP8 E4M3 ("e4m3fn", as compressed-tensors stores weights): sign, 4 exponent bits (bias 7),
+// 3 mantissa bits; no infinities, S.1111.111 is NaN.
+inline float floatFromE4m3(uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xf, mantissa = bits & 0x7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 0x7)
+    magnitude = __builtin_nanf("");
+  else if (exponent == 0)
+    magnitude = static_cast<float>(mantissa) * 0.001953125f; // m/8 * 2^-6
+  else
+    magnitude = (1.0f + static_cast<float>(mantissa) * 0.125f) * static_cast<float>(1 << exponent) *
+                0.0078125f; // * 2^(e-7)
+  return (bits & 0x80) ? -magnitude : magnitude;
+}
+
 } // namespace dlm

@@ -9,6 +9,7 @@
 #include "importer/ir/ForwardBuilder.h"
 #include "runtime/chat/ChatTemplate.h"
 #include "runtime/model/ModelSpec.h"
+#include "runtime/model/ModelWeights.h"
 #include "runtime/program/DecodeProgramSet.h"
 
 #ifdef DLM_HAVE_NVRTC
@@ -37,7 +38,7 @@ mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
     return b.getBF16Type();
   case artifact::DType::f16:
     return b.getF16Type();
-  default:
+  default: // f32, and FP8 E4M3 (with row scales), which every backend widens where it reads it
     return b.getF32Type();
   }
 }
@@ -273,6 +274,13 @@ Status Compilation::compile(const CompileOptions &options) {
     contents.weights.push_back({model.weights[i].canonicalName, *importer::weightDType(view),
                                 view.shape, view.data, view.byteSize});
   }
+  // An FP8 weight's row scales beside it, as the runtime reads them (ModelWeights.h).
+  for (const auto &[name, scales] : checkpoint_->rowScales)
+    contents.weights.push_back({name + std::string(model::kRowScaleSuffix),
+                                artifact::DType::f32,
+                                {static_cast<int64_t>(scales.size())},
+                                scales.data(),
+                                scales.size() * sizeof(float)});
   // Every backend executes these records; with --target cuda|all each names the CUDA kernel it
   // launches.
   DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));

@@ -1,11 +1,15 @@
 #include "importer/model/Checkpoint.h"
 
+#include "support/FloatFormats.h"
+
 #include "runtime/tokenizer/Tokenizer.h"
 #include "support/JsonText.h"
 #include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
 namespace dlm::importer {
@@ -18,6 +22,55 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
+// The scales of FP8 weight `view` as compressed-tensors stores them beside it ("X.weight" ->
+// "X.weight_scale": [N, 1] or [N] per output channel, [1] or a scalar per tensor), one per row.
+StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoint &tensors,
+                                          const safetensors::TensorView &view) {
+  const std::string scaleName = view.name + "_scale";
+  if (view.shape.size() != 2)
+    return Status::error("FP8 tensor '" + view.name + "' is not a matrix");
+  const int64_t rows = view.shape[0];
+  const safetensors::TensorView *scale = tensors.find(scaleName);
+  if (!scale)
+    return Status::error("FP8 E4M3 tensor '" + view.name + "' has no scale '" + scaleName +
+                         "' (the compressed-tensors layout puts one beside each FP8 weight)");
+  int64_t count = 1;
+  for (int64_t d : scale->shape)
+    count *= d;
+  const bool perRow = count == rows && (scale->shape.size() == 1 ||
+                                        (scale->shape.size() == 2 && scale->shape[1] == 1));
+  if (!perRow && count != 1)
+    return Status::error("scale '" + scaleName + "' has shape " + shapeText(scale->shape) +
+                         "; expected [" + std::to_string(rows) + ", 1], [" + std::to_string(rows) +
+                         "], [1] or a scalar");
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    switch (scale->dtype) {
+    case safetensors::DType::F32:
+      std::memcpy(&values[i], static_cast<const uint8_t *>(scale->data) + 4 * i, 4);
+      break;
+    case safetensors::DType::BF16:
+    case safetensors::DType::F16: {
+      uint16_t bits;
+      std::memcpy(&bits, static_cast<const uint8_t *>(scale->data) + 2 * i, 2);
+      values[i] =
+          scale->dtype == safetensors::DType::BF16 ? floatFromBf16(bits) : floatFromF16(bits);
+      break;
+    }
+    default:
+      return Status::error("scale '" + scaleName + "' has dtype " +
+                           std::string(safetensors::dtypeName(scale->dtype)) +
+                           "; expected F32, BF16 or F16");
+    }
+    if (!std::isfinite(values[i]) || values[i] <= 0)
+      return Status::error("scale '" + scaleName + "' holds " + std::to_string(values[i]) +
+                           ", not a positive number");
+  }
+  if (!perRow)
+    values.assign(static_cast<size_t>(rows), values[0]);
+  return values;
+}
+
 } // namespace
 
 StatusOr<artifact::DType> weightDType(const safetensors::TensorView &view) {
@@ -28,10 +81,12 @@ StatusOr<artifact::DType> weightDType(const safetensors::TensorView &view) {
     return artifact::DType::bf16;
   case safetensors::DType::F16:
     return artifact::DType::f16;
+  case safetensors::DType::F8_E4M3:
+    return artifact::DType::fp8_e4m3;
   default:
     return Status::error("tensor '" + view.name + "' has dtype " +
                          std::string(safetensors::dtypeName(view.dtype)) +
-                         "; weights must be F32, BF16 or F16");
+                         "; weights must be F32, BF16, F16 or F8_E4M3 (with a weight_scale)");
   }
 }
 
@@ -100,6 +155,12 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
     auto dtype = weightDType(*view);
     if (!dtype)
       return dtype.status().withContext("checkpoint '" + directory + "'");
+    if (*dtype == artifact::DType::fp8_e4m3) {
+      StatusOr<std::vector<float>> scales = fp8RowScales(*result.tensors, *view);
+      if (!scales)
+        return scales.status().withContext("checkpoint '" + directory + "'");
+      result.rowScales[binding.canonicalName] = std::move(*scales);
+    }
     result.views.push_back(view);
   }
   return std::move(result);

@@ -7,6 +7,7 @@
 #include "importer/safetensors/Safetensors.h"
 #include "support/Status.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct ImportedCheckpoint {
   std::optional<safetensors::SafetensorsCheckpoint> tensors; // always set on success
   // views[i] backs model.weights[i]; they point into `tensors`' mappings.
   std::vector<const safetensors::TensorView *> views;
+  // The per-row (output channel) scales of the FP8 E4M3 weights, by canonical name: a
+  // compressed-tensors checkpoint's "<...>.weight_scale" ([N, 1], [N], [1] or a scalar),
+  // widened to float32 and broadcast to the weight's N rows.
+  std::map<std::string, std::vector<float>> rowScales;
 };
 
 // Named errors: missing or unreadable config.json / tokenizer.json, bad tokenizer_config.json
@@ -30,7 +35,8 @@ struct ImportedCheckpoint {
 // tensor missing, shape mismatch, unsupported dtype.
 StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory);
 
-// The artifact dtype of a checkpoint dtype the runtime can compute with (f32, bf16, f16).
+// The artifact dtype of a checkpoint dtype the runtime can compute with (f32, bf16, f16, and
+// F8_E4M3 with row scales).
 StatusOr<artifact::DType> weightDType(const safetensors::TensorView &view);
 
 } // namespace dlm::importer

@@ -98,6 +98,9 @@ float storedValue(const StoredTensor &tensor, size_t i) {
   case DType::i8:
     return static_cast<float>(static_cast<const int8_t *>(tensor.data)[i]) *
            tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
+  case DType::fp8_e4m3:
+    return floatFromE4m3(static_cast<const uint8_t *>(tensor.data)[i]) *
+           tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
   default:
     return floatFromF16(static_cast<const uint16_t *>(tensor.data)[i]);
   }
@@ -106,6 +109,12 @@ float storedValue(const StoredTensor &tensor, size_t i) {
 void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out) {
   if (tensor.dtype == DType::f32) {
     std::memcpy(out, static_cast<const float *>(tensor.data) + first, count * sizeof(float));
+    return;
+  }
+  if (tensor.dtype == DType::fp8_e4m3) {
+    const uint8_t *q = static_cast<const uint8_t *>(tensor.data);
+    for (size_t i = first; i < first + count; ++i)
+      out[i - first] = floatFromE4m3(q[i]) * tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
     return;
   }
   if (tensor.dtype == DType::i8) {
@@ -142,11 +151,14 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     // reports it missing.
     if (shape.empty() || shape.size() > 3)
       continue;
-    const bool int8 = view.dtype == DType::i8 && shape.size() == 2;
+    // i8 and FP8 E4M3 matrices come with row scales (attachRowScales).
+    const bool int8 =
+        (view.dtype == DType::i8 || view.dtype == DType::fp8_e4m3) && shape.size() == 2;
     if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16 && !int8)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
-                   "; the runtime reads f32, bf16 and f16, and i8 matrices with row scales");
+                   "; the runtime reads f32, bf16 and f16, and i8 and fp8_e4m3 matrices with row "
+                   "scales");
     Entry entry;
     entry.host.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     entry.host.cols = shape.back();
@@ -162,13 +174,14 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
 
 Status ModelWeights::attachRowScales() {
   for (auto &[name, entry] : byName_) {
-    if (entry.stored.dtype != DType::i8)
+    if (entry.stored.dtype != DType::i8 && entry.stored.dtype != DType::fp8_e4m3)
       continue;
     const std::string scaleName = name + std::string(kRowScaleSuffix);
     auto scale = byName_.find(scaleName);
     if (scale == byName_.end() || scale->second.host.rows != 1 ||
         scale->second.host.cols != entry.stored.rows)
-      return Status::error("artifact '" + reader_->path() + "': int8 weight '" + name +
+      return Status::error("artifact '" + reader_->path() +
+                           "': " + artifact::dtypeName(entry.stored.dtype) + " weight '" + name +
                            "' needs its " + std::to_string(entry.stored.rows) +
                            " row scales in a vector '" + scaleName + "'");
     entry.stored.rowScales = scale->second.host.data;

@@ -34,15 +34,15 @@ struct HostTensor {
 // row-major, in the artifact's mapping. Read it only through ModelWeights::readStored, which
 // turns a file truncated meanwhile into an error.
 //
-// An i8 matrix W is weight-only int8 with one scale per row (output channel): its values are
+// An i8 or fp8_e4m3 matrix W has one scale per row (output channel): its values are
 // W[r, c] * S[r], where S is the vector the artifact stores as "<W's name>.scale" (dlmc compile
-// --weights int8 writes both).
+// --weights int8 writes both; an FP8 compressed-tensors checkpoint imports as both).
 struct StoredTensor {
   artifact::DType dtype = artifact::DType::invalid;
   const void *data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  const float *rowScales = nullptr; // i8: S, widened
+  const float *rowScales = nullptr; // i8, fp8_e4m3: S, widened
 };
 
 // The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale".

@@ -103,7 +103,7 @@ TEST_F(ModelWeightsTest, Int8MatricesWidenWithTheirRowScales) {
   StatusOr<std::shared_ptr<const ModelWeights>> unscaled = load(tiny, "layers.1.down.scale");
   ASSERT_FALSE(unscaled.isOk());
   EXPECT_NE(unscaled.status().message().find(
-                "int8 weight 'layers.1.down' needs its 16 row scales in a vector "
+                "i8 weight 'layers.1.down' needs its 16 row scales in a vector "
                 "'layers.1.down.scale'"),
             std::string::npos)
       << unscaled.status().message();
