@@ -62,9 +62,10 @@ StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoi
                            std::string(safetensors::dtypeName(scale->dtype)) +
                            "; expected F32, BF16 or F16");
     }
-    if (!std::isfinite(values[i]) || values[i] <= 0)
+    // 0 is a row of zeros.
+    if (!std::isfinite(values[i]) || values[i] < 0)
       return Status::error("scale '" + scaleName + "' holds " + std::to_string(values[i]) +
-                           ", not a positive number");
+                           ", not a finite number >= 0");
   }
   if (!perRow)
     values.assign(static_cast<size_t>(rows), values[0]);

@@ -380,6 +380,9 @@ StatusOr<ImportedDraft> importDFlashDraft(const std::string &directory,
     auto dtype = weightDType(*view);
     if (!dtype)
       return dtype.status().withContext(where);
+    if (*dtype == artifact::DType::fp8_e4m3)
+      return Status::error(where + ": not supported yet: an FP8 drafter (tensor '" +
+                           binding.checkpointName + "')");
     result.views.push_back(view);
   }
   return std::move(result);

@@ -150,6 +150,9 @@ StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
 Status PackedLinear::packTiles(const model::ModelWeights &weights,
                                const model::StoredTensor &stored) {
   const bool int8 = stored.dtype == artifact::DType::i8;
+  if (!int8 && stored.dtype != artifact::DType::bf16)
+    return Status::error(std::string("internal error: no tiles for dtype ") +
+                         artifact::dtypeName(stored.dtype));
   format_ = int8 ? Format::int8Tiles : Format::bf16Tiles;
   const int64_t n = outputs_, k = inputs_;
   // As few tiles as fit, rounded up to a multiple of the hardware threads (the pool spreads whole

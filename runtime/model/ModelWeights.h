@@ -48,7 +48,8 @@ struct StoredTensor {
 // The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale".
 inline constexpr std::string_view kRowScaleSuffix = ".scale";
 
-// Element i of `tensor` as float32 (bf16 and f16 widen exactly; i8 is scaled).
+// Element i of `tensor` as float32 (bf16, f16 and fp8_e4m3 widen exactly; i8 and fp8_e4m3 are
+// scaled by their row's scale).
 float storedValue(const StoredTensor &tensor, size_t i);
 // Elements [first, first + count) of `tensor` as float32 into `out`.
 void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out);

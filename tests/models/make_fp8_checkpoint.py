@@ -103,11 +103,13 @@ def main():
         f32 = np.ascontiguousarray(w, dtype="<f4")
         in_layer = ".blocks." in name or ".layers." in name
         if w.ndim == 2 and in_layer and name.endswith(".weight"):
+            # An all-zero row (or tensor) gets scale 1, so that w / scale stays defined.
             if a.per_tensor:
-                scale = np.full((1,), np.abs(w).max() / 448, dtype=np.float32)
+                scale = np.full((1,), np.abs(w).max() / 448 or 1.0, dtype=np.float32)
                 rows = np.broadcast_to(scale, (w.shape[0],))
             else:
-                scale = (np.abs(w).max(axis=1) / 448).astype(np.float32).reshape(-1, 1)
+                largest = np.abs(w).max(axis=1)
+                scale = np.where(largest > 0, largest / 448, 1.0).astype(np.float32).reshape(-1, 1)
                 rows = scale[:, 0]
             codes = to_e4m3(w / rows[:, None])
             fp8[name] = ("F8_E4M3", codes.tobytes(), w.shape)

@@ -1,6 +1,9 @@
 #include "runtime/model/ModelWeights.h"
 
+#include "support/FloatFormats.h"
 #include "tests/runtime/model/TinyModel.h"
+
+#include <cmath>
 
 #include <gtest/gtest.h>
 
@@ -155,6 +158,18 @@ TEST_F(ModelWeightsTest, TheArtifactsWeightsByName) {
   ASSERT_TRUE(weights.isOk()) << weights.status().message();
   EXPECT_EQ((*weights)->find("layers.1.up"), nullptr);
   EXPECT_NE((*weights)->find("layers.1.down"), nullptr);
+}
+
+// The OCP FP8 spec's known points of E4M3 ("e4m3fn").
+TEST(FloatFormats, E4m3KnownPoints) {
+  EXPECT_EQ(floatFromE4m3(0x00), 0.0f);
+  EXPECT_EQ(floatFromE4m3(0x01), 0.001953125f); // smallest subnormal, 2^-9
+  EXPECT_EQ(floatFromE4m3(0x08), 0.015625f);    // smallest normal, 2^-6
+  EXPECT_EQ(floatFromE4m3(0x38), 1.0f);
+  EXPECT_EQ(floatFromE4m3(0x7E), 448.0f); // largest finite
+  EXPECT_EQ(floatFromE4m3(0xC0), -2.0f);
+  EXPECT_TRUE(std::isnan(floatFromE4m3(0x7F)));
+  EXPECT_TRUE(std::isnan(floatFromE4m3(0xFF)));
 }
 
 TEST(ModelDimsTest, ConfigProblemsAreNamed) {
