@@ -30,15 +30,12 @@ std::set<std::string> projectionWeights(const artifact::KernelTarget &program) {
   return names;
 }
 
-float valueAt(const artifact::WeightSource &w, size_t i) {
-  switch (w.dtype) {
-  case DType::f32:
-    return static_cast<const float *>(w.data)[i];
-  case DType::bf16:
-    return floatFromBf16(static_cast<const uint16_t *>(w.data)[i]);
-  default:
-    return floatFromF16(static_cast<const uint16_t *>(w.data)[i]);
-  }
+// The stored view of a weight source (f32, bf16 or f16: no row scales), to read its values as
+// the runtime does.
+model::StoredTensor storedView(const artifact::WeightSource &w) {
+  const int64_t cols = w.shape.empty() ? 1 : w.shape.back();
+  const int64_t count = static_cast<int64_t>(w.size / artifact::dtypeSize(w.dtype));
+  return {w.dtype, w.data, cols ? count / cols : 0, cols};
 }
 
 // Weight-only int8 per output channel (row): scale = max |w| / 127 (1 for an all-zero row), q =
@@ -47,18 +44,19 @@ float valueAt(const artifact::WeightSource &w, size_t i) {
 artifact::WeightSource quantizeRows(const artifact::WeightSource &w, int8_t *out,
                                     std::vector<std::vector<uint8_t>> &owned) {
   const int64_t rows = w.shape[0], cols = w.shape[1];
+  const model::StoredTensor view = storedView(w);
   std::vector<uint8_t> scaleBytes(static_cast<size_t>(rows) * sizeof(float));
   float *scales = reinterpret_cast<float *>(scaleBytes.data());
   for (int64_t r = 0; r < rows; ++r) {
     const size_t first = static_cast<size_t>(r * cols);
     float largest = 0.0f;
     for (int64_t c = 0; c < cols; ++c)
-      largest = std::max(largest, std::fabs(valueAt(w, first + c)));
+      largest = std::max(largest, std::fabs(model::storedValue(view, first + c)));
     const float scale = largest > 0.0f ? largest / 127.0f : 1.0f;
     scales[r] = scale;
     for (int64_t c = 0; c < cols; ++c)
       out[first + c] = static_cast<int8_t>(
-          std::clamp(std::nearbyint(valueAt(w, first + c) / scale), -127.0f, 127.0f));
+          std::clamp(std::nearbyint(model::storedValue(view, first + c) / scale), -127.0f, 127.0f));
   }
   artifact::WeightSource source{w.name + std::string(model::kRowScaleSuffix),
                                 DType::f32,
@@ -99,19 +97,18 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
         return Status::error("--weights " + precision + ": weight '" + w.name + "' has dtype " +
                              artifact::dtypeName(w.dtype) + ", which cannot be converted");
       const size_t count = w.size / artifact::dtypeSize(w.dtype);
+      const model::StoredTensor view = storedView(w);
       std::vector<uint8_t> bytes(count * artifact::dtypeSize(target));
       if (target == DType::i8) {
         if (w.shape.size() != 2)
           return Status::error("--weights int8: weight '" + w.name + "' is not a matrix");
         scales.push_back(quantizeRows(w, reinterpret_cast<int8_t *>(bytes.data()), owned));
       } else if (target == DType::f32) {
-        float *out = reinterpret_cast<float *>(bytes.data());
-        for (size_t i = 0; i < count; ++i)
-          out[i] = valueAt(w, i);
+        model::widenStored(view, 0, count, reinterpret_cast<float *>(bytes.data()));
       } else {
         uint16_t *out = reinterpret_cast<uint16_t *>(bytes.data());
         for (size_t i = 0; i < count; ++i)
-          out[i] = bf16FromFloat(valueAt(w, i));
+          out[i] = bf16FromFloat(model::storedValue(view, i));
       }
       w.dtype = target;
       w.data = bytes.data();

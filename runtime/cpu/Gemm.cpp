@@ -10,17 +10,13 @@ namespace dlm::cpu {
 
 namespace {
 
-// Below this many flops a GEMM runs on one thread. Measured on the 2-core machines: a tiny
-// transformer's GEMMs (~0.1-1 MFLOP) took ~3 ms each with two OpenMP threads when the other core
-// was busy (the barrier waits for a descheduled thread) and ~10 us on one. At ~50 GFLOP/s per
-// core, 16 MFLOP is ~300 us of work, well above any synchronisation cost.
-constexpr double kParallelGemmFlops = 16e6;
-
 Status sgemmError(dnnl_status_t status, int64_t m, int64_t n, int64_t k) {
   return Status::error("oneDNN sgemm failed (status " + std::to_string(status) + ") on [" +
                        std::to_string(m) + " x " + std::to_string(k) + "] x [" + std::to_string(k) +
                        " x " + std::to_string(n) + "]");
 }
+
+} // namespace
 
 void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -29,8 +25,6 @@ void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
       row[c] += bias[c];
   }
 }
-
-} // namespace
 
 // oneDNN sizes its OpenMP team by omp_get_max_threads(), a per-thread setting. Debian's oneDNN
 // uses libgomp; the symbol is looked up rather than linked so that a oneDNN built on another

@@ -28,6 +28,15 @@ inline Status linear(const float *x, int64_t rows, const model::HostTensor &w, c
 // The OpenMP team size of the calling thread's oneDNN calls (and of the primitives it makes).
 void setOneDnnThreads(int threads);
 
+// Below this many flops a GEMM runs on one thread. Measured on the 2-core machines: a tiny
+// transformer's GEMMs (~0.1-1 MFLOP) took ~3 ms each with two OpenMP threads when the other core
+// was busy (the barrier waits for a descheduled thread) and ~10 us on one. At ~50 GFLOP/s per
+// core, 16 MFLOP is ~300 us of work, well above any synchronisation cost.
+inline constexpr double kParallelGemmFlops = 16e6;
+
+// y[r, c] += bias[c] over `rows` rows of `outputs`.
+void addBias(const float *bias, int64_t rows, int64_t outputs, float *y);
+
 // Row-major C[m, n] = alpha * A[m, k] * op(B) with op(B) = B[k, n] or, with transposeB, B[n, k]^T;
 // leading dimensions as in BLAS. oneDNN sgemm; small products on one thread.
 Status matmul(bool transposeB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,

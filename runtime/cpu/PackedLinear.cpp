@@ -18,8 +18,6 @@ using Type = dnnl::memory::data_type;
 
 // The row count the f32 layout is chosen for (any: it does not depend on it).
 constexpr int64_t kLayoutRows = 64;
-// Below this many flops a GEMM runs on one thread (as Gemm.cpp).
-constexpr double kParallelGemmFlops = 16e6;
 // A bf16 tile widened to float32 is at least kMinTileWidth columns wide, and else as wide as the
 // core's L2 holds (the thread's sgemm reads it from there). Measured on the 86M bench model (a
 // 1 MiB L2): 256 KiB tiles ran at ~345 GFLOP/s, 1 MiB tiles at ~365.
@@ -47,20 +45,6 @@ std::string shapeText(int64_t rows, const PackedLinear &w) {
          std::to_string(w.inputs()) + " x " + std::to_string(w.outputs()) + "]";
 }
 
-// bf16 -> float32 is the bits shifted into the high half: exact, and a loop that vectorises.
-void widenBf16(const uint16_t *in, size_t count, float *out) {
-  for (size_t i = 0; i < count; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
-    std::memcpy(out + i, &bits, sizeof bits);
-  }
-}
-
-void addBias(const float *bias, int64_t rows, int64_t outputs, float *y) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < outputs; ++c)
-      y[r * outputs + c] += bias[c];
-}
-
 } // namespace
 
 const dnnl::engine &cpuEngine() {
@@ -72,9 +56,9 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
                                                                std::string_view name,
                                                                int64_t outputs,
                                                                PackedLinear::Bf16Gemm bf16) {
-  const model::StoredTensor *stored = weights.stored(name);
+  const model::StoredTensor *given = weights.stored(name);
   const bool tiled =
-      stored && (stored->dtype == artifact::DType::bf16 || stored->dtype == artifact::DType::i8);
+      given && (given->dtype == artifact::DType::bf16 || given->dtype == artifact::DType::i8);
   return weights.derived<PackedLinear>(
       name,
       std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::weightOnly ? "cpu-tiles:"
@@ -197,7 +181,10 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
 void PackedLinear::widenTile(int64_t t, float *out) const {
   const size_t count = static_cast<size_t>(inputs_ * tileWidth_);
   if (format_ == Format::bf16Tiles) {
-    widenBf16(static_cast<const uint16_t *>(data_.get()) + t * count, count, out);
+    const model::StoredTensor tile{artifact::DType::bf16,
+                                   static_cast<const uint16_t *>(data_.get()) + t * count, inputs_,
+                                   tileWidth_};
+    model::widenStored(tile, 0, count, out);
     return;
   }
   const int8_t *q = static_cast<const int8_t *>(data_.get()) + t * count;

@@ -8,18 +8,18 @@
 //   and the CPU, not on the row count M (checked for M = 1 .. 2048 on AVX-512 and plain layouts),
 //   so one packed copy serves every forward; a primitive is made per M (about 150 us the first
 //   time, then cached).
-// - bf16 on a CPU with bf16 arithmetic (oneDNN has a non-reference bf16 matmul: AVX-512 BF16,
-//   AMX): oneDNN's bf16 layout, run by bf16 x bf16 -> f32 primitives, the activations rounded to
-//   bf16 per call. On the 86M bench model (AVX-512 BF16) this ran at 28 forwards/s against 21
-//   for the tiles below, and llama.cpp's bf16 GGUF at 28.
-// - bf16 elsewhere, and i8 with a scale per output channel (weight-only int8): kept as stored, in
-// column
-//   tiles of W^T ([K, T] row-major each). The GEMM widens one tile at a time to float32 in a
-//   thread's scratch (i8: times its columns' scales) and multiplies it there (single-threaded
-//   sgemm per tile, the tiles spread over the pool): float32 arithmetic on the stored weights at
-//   a half (a quarter) of the float32 weights' memory, on any CPU. oneDNN 2.6 has no GEMM of
-//   bf16 or int8 weights with float32 activations, and its bf16 x bf16 GEMM falls back to
-//   reference code on CPUs without AVX-512 BF16.
+// - bf16 with bf16 arithmetic asked for (dlmc compile --activations bf16) on a CPU that has it
+//   (oneDNN has a non-reference bf16 matmul: AVX-512 BF16, AMX): oneDNN's bf16 layout, run by
+//   bf16 x bf16 -> f32 primitives, the activations rounded to bf16 per call. On the 86M bench
+//   model (AVX-512 BF16) this ran at 37.7 forwards/s against 21.8 for the tiles below.
+// - bf16 otherwise (weight-only: the same results on every CPU), and i8 with a scale per output
+//   channel (weight-only int8): kept as stored, in column tiles of W^T ([K, T] row-major each).
+//   The GEMM widens one tile at a time to float32 in a thread's scratch (i8: times its columns'
+//   scales) and multiplies it there (single-threaded sgemm per tile, the tiles spread over the
+//   pool): float32 arithmetic on the stored weights at a half (a quarter) of the float32
+//   weights' memory, on any CPU. oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32
+//   activations, and its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512
+//   BF16.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.
@@ -42,12 +42,12 @@ namespace dlm::cpu {
 
 class PackedLinear {
 public:
-  // The first `outputs` rows of weight `name` of `weights` (all of them for a projection; the
-  // vocabulary's for an LM head over a padded embedding table), packed on first use and shared
-  // after that.
   // How bf16 weights multiply: weight-only (tiles, float32 activations), or in bf16 arithmetic
   // where the CPU has it (else as weightOnly).
   enum class Bf16Gemm { weightOnly, bf16Arithmetic };
+  // The first `outputs` rows of weight `name` of `weights` (all of them for a projection; the
+  // vocabulary's for an LM head over a padded embedding table), packed on first use and shared
+  // after that.
   static StatusOr<std::shared_ptr<const PackedLinear>> of(const model::ModelWeights &weights,
                                                           std::string_view name, int64_t outputs,
                                                           Bf16Gemm bf16 = Bf16Gemm::weightOnly);
@@ -91,9 +91,10 @@ private:
   dnnl::memory memory_;              // a view of data_ in layout_
 };
 
-// Runs y[rows, N] (+)= x[rows, K] W^T (+ bias) on packed weights, on the pool's threads: one
-// matmul primitive per (rows, N, K, accumulate) for f32, made on first use; a tile scratch per
-// thread for bf16. One per backend (it holds the calls' memory objects and the scratch).
+// Runs y[rows, N] (+)= x[rows, K] W^T (+ bias) on packed weights, on the pool's threads: for
+// oneDNN's layouts one matmul primitive per (rows, N, K, format, team size, accumulate), made on
+// first use; for the tiles a scratch per thread. One per backend (it holds the calls' memory
+// objects and the scratch).
 class PackedGemm {
 public:
   PackedGemm();
