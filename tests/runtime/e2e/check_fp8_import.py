@@ -8,9 +8,7 @@ GEMM: it widens FP8 weights when it packs them at load.
     check_fp8_import.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -19,16 +17,11 @@ try:
 except ImportError:  # the check needs numpy (the repo's .venv has it)
     np = None
 
+from e2e_tools import generate_with_logits, run  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MODELS = os.path.join(ROOT, "tests", "models")
 PROMPTS = ["When we speak of free software", "hello there"]
-
-
-def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(cmd[:3])} failed: {done.stderr.strip()}")
-    return done.stdout
 
 
 def main():
@@ -65,11 +58,8 @@ def main():
                 for i, prompt in enumerate(PROMPTS):
                     ids, logits = {}, {}
                     for name, artifact in artifacts.items():
-                        path = f"{base}-{name}-{i}.npy"
-                        out = run([a.dlm_run, artifact, "--prompt", prompt, "--json",
-                                   "--dump-logits", path, "--threads", "1"])
-                        ids[name] = json.loads(out)["output_ids"]
-                        logits[name] = np.load(path).astype(np.float64)
+                        ids[name], logits[name] = generate_with_logits(
+                            a.dlm_run, artifact, prompt, f"{base}-{name}-{i}.npy")
                     error = (np.linalg.norm(logits["fp8"] - logits["f32"]) /
                              np.linalg.norm(logits["f32"]))
                     good = error <= 1e-6 and ids["fp8"] == ids["f32"]

@@ -7,9 +7,7 @@ model, with fixed bounds per precision. Prints the table (the figures of issue 1
     check_weight_precision.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--work DIR]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -17,6 +15,8 @@ try:
     import numpy as np
 except ImportError:  # the check needs numpy (the repo's .venv has it)
     np = None
+
+from e2e_tools import generate_with_logits, run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMO = os.path.join(ROOT, "tests", "models", "demo", "checkpoint")
@@ -40,19 +40,6 @@ BOUNDS = {"bf16": {"logits": 1e-2, "agreement": 0.9},
 FLAGS = {"bf16-activations": ["--weights", "bf16", "--activations", "bf16"]}
 
 
-def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(cmd[:3])} failed: {done.stderr.strip()}")
-    return done.stdout
-
-
-def generate(a, artifact, prompt, logits_path):
-    out = run([a.dlm_run, artifact, "--prompt", prompt, "--json", "--dump-logits", logits_path,
-               "--threads", "1"])
-    return json.loads(out)["output_ids"], np.load(logits_path).astype(np.float64)
-
-
 def measure(a, work, name, checkpoint, precision):
     artifacts = {}
     for p in ("f32", precision):
@@ -63,7 +50,8 @@ def measure(a, work, name, checkpoint, precision):
     for i, prompt in enumerate(PROMPTS):
         ids, logits = {}, {}
         for p, artifact in artifacts.items():
-            ids[p], logits[p] = generate(a, artifact, prompt, os.path.join(work, f"{name}-{p}-{i}.npy"))
+            ids[p], logits[p] = generate_with_logits(a.dlm_run, artifact, prompt,
+                                                     os.path.join(work, f"{name}-{p}-{i}.npy"))
         errors.append(np.linalg.norm(logits[precision] - logits["f32"]) /
                       np.linalg.norm(logits["f32"]))
         n = min(len(ids["f32"]), len(ids[precision]))

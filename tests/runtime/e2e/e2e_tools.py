@@ -1,12 +1,31 @@
 """What the end-to-end checks of dlm against committed reference fixtures share
-(check_autoregressive_matches_transformers.py, check_dflash_matches_reference.py): compiling a fixture
+(check_autoregressive_matches_transformers.py, check_dflash_matches_reference.py, the precision
+checks): running a tool, a generation with its first logits, compiling a fixture
 for a device, and main(): the tools' flags, exit code 77 when one is not built, every fixture on the
 cpu (and on cuda-emu with --cuda-emu) in one scratch folder."""
 
 import argparse
+import json
 import os
 import subprocess
 import tempfile
+
+
+def run(cmd):
+    """The command's stdout; a RuntimeError with its stderr when it fails."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def generate_with_logits(dlm_run, artifact, prompt, dump):
+    """`dlm-run ARTIFACT --prompt PROMPT` on one thread: its output ids, and its first forward's
+    logits (dumped to `dump`) as float64."""
+    import numpy as np
+    out = run([dlm_run, artifact, "--prompt", prompt, "--json", "--dump-logits", dump,
+               "--threads", "1"])
+    return json.loads(out)["output_ids"], np.load(dump).astype(np.float64)
 
 
 def compile_artifact(dlmc, inputs, artifact, device):
