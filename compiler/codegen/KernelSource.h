@@ -22,7 +22,7 @@ struct KernelSource {
   // give the same name, different ones a different name.
   std::string name;
   // "rms_norm", "rope", "attention", "gated_activation", "sampler", "accept", "renoise",
-  // "embedding", "kv_store", "add", "scale", "softcap", "soft_embedding",
+  // "embedding", "kv_store", "add", "scale", "softcap", "soft_embedding", "widen_weight",
   // "moe_route", "moe_plan", "moe_experts", "moe_combine".
   std::string kind;
   // Kernels that run every layer or every denoising step; a spill in one of them is a bug.

@@ -210,6 +210,17 @@ struct SoftcapParams {
 };
 StatusOr<KernelSource> generateSoftcap(const SoftcapParams &params);
 
+// A projection weight stored in 8 bits widened to the device precision for one GEMM:
+// out[r, c] = decode(weight[r, c]) * scale[r] (cuBLASLt multiplies 8-bit weights only by 8-bit
+// activations, so the weights stay narrow in memory and are widened per projection).
+enum class StoredWeight { i8, fp8E4m3 };
+std::string_view storedWeightName(StoredWeight stored); // "i8", "fp8_e4m3"
+struct WidenWeightParams {
+  StoredWeight stored = StoredWeight::i8;
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateWidenWeight(const WidenWeightParams &params);
+
 // The soft_embedding record: out[row] = scale * softmax(input[row]) @ table[:inputWidth] for
 // float32 input rows of a run-time width (<= the table's rows), zero rows without input. The
 // row softmax statistics and the [rows x inputWidth] x [inputWidth x width] product fused in one

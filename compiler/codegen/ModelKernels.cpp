@@ -108,8 +108,18 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
     // several, named in the record's cuda_kernel as a comma-separated list.
     std::vector<StatusOr<KernelSource>> launched;
     const std::string &kind = record.kind;
+    // A narrow projection weight is widened before its cuBLASLt GEMM.
+    auto widenIfNarrow = [&]() -> Status {
+      DLM_ASSIGN_OR_RETURN(std::string weight, r.get<std::string>(kp::kWeight));
+      auto narrow = options.narrowWeights.find(weight);
+      if (narrow != options.narrowWeights.end())
+        launched.push_back(generateWidenWeight({narrow->second, element}));
+      return Status::ok();
+    };
     if (kind == kp::kLinear) {
-      continue; // cuBLASLt
+      DLM_RETURN_IF_ERROR(widenIfNarrow());
+      if (launched.empty())
+        continue; // cuBLASLt alone
     } else if (kind == kp::kForwardInput || kind == kp::kSelectInputRows ||
                kind == kp::kCapture) {
       continue; // device copies (runtime/cuda/CudaBackend.cpp)
@@ -128,6 +138,7 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
       }
     } else if (kind == kp::kNormLinear) {
       launched.push_back(normOf(kp::kNormWeight));
+      DLM_RETURN_IF_ERROR(widenIfNarrow());
     } else if (kind == kp::kLmHead) {
       if (r.has(kp::kNormWeight))
         launched.push_back(normOf(kp::kNormWeight));

@@ -27,11 +27,16 @@ struct ModelKernelOptions {
   // The device precision: activations, K/V pages and (converted at load time) weights. f32 runs
   // the tiny test models comparably with the float32 CPU backend; bf16 is the production choice.
   ElementType element = ElementType::bf16;
+  // The artifact's 8-bit projection weights (i8 from --weights int8, fp8_e4m3 from an FP8
+  // checkpoint) by canonical name: a linear or norm_linear record whose weight is one also
+  // launches the kernel that widens it to the device precision before its GEMM.
+  std::map<std::string, StoredWeight> narrowWeights;
 };
 
 // The kernel every record of a kernel program (runtime/model/KernelProgram.h) launches, each
 // kernel once, and the record's `cuda_kernel` parameter set to its entry point: norm_linear and
-// lm_head name their norm (their GEMM is cuBLASLt's), linear names none. A record that launches
+// lm_head name their norm (their GEMM is cuBLASLt's), linear names none (or, for a narrow
+// weight, its widening kernel, which norm_linear names after its norm). A record that launches
 // several kernels names them comma-separated: lm_head its norm and its soft-cap (either may be
 // absent), moe its route, plan, gate_up, down and combine kernels. `weightShapes` are the
 // artifact's weights by canonical name. Named errors for a shape no generator serves (a head dim

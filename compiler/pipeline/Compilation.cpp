@@ -416,19 +416,26 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
 #ifdef DLM_HAVE_NVRTC
   // Every kernel the records name and the policy needs, compiled for sm_80 and sm_90 (cubin +
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
-  // fails the compile with NVRTC's log. The device precision: --weights' (int8 weights are
-  // widened at upload: no int8 GEMM on the device yet), else f32 for an all-f32 artifact (the
-  // kernels then compute what the float32 CPU backend does), else bf16.
+  // fails the compile with NVRTC's log. The device precision: --weights' when it is a float
+  // type, else f32 when every weight stored as a float is f32 (the kernels then compute what the
+  // float32 CPU backend does), else bf16. 8-bit projection weights (--weights int8, an FP8
+  // checkpoint) stay 8-bit on the device and are widened to that precision per GEMM.
   artifact::ArtifactContents &contents = contents_;
   std::string precision = options.weights == "int8" ? "" : options.weights;
+  codegen::ModelKernelOptions kernelOptions;
+  for (const artifact::WeightSource &weight : contents.weights) {
+    if (weight.dtype == artifact::DType::i8)
+      kernelOptions.narrowWeights[weight.name] = codegen::StoredWeight::i8;
+    else if (weight.dtype == artifact::DType::fp8_e4m3)
+      kernelOptions.narrowWeights[weight.name] = codegen::StoredWeight::fp8E4m3;
+  }
   if (precision.empty()) {
     precision = "f32";
     for (const artifact::WeightSource &weight : contents.weights)
-      if (weight.dtype != artifact::DType::f32)
+      if (weight.dtype != artifact::DType::f32 && !kernelOptions.narrowWeights.count(weight.name))
         precision = "bf16";
   }
   contents.config.extra[std::string(spec::kExtraDevicePrecision)] = precision;
-  codegen::ModelKernelOptions kernelOptions;
   kernelOptions.element =
       precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
   kernelOptions.policy = policies_.front();

@@ -2,8 +2,8 @@
 // weight of every linear and norm_linear record), for every backend. int8 is weight-only, one
 // scale per output channel, stored as an i8 matrix beside an f32 vector "<name>.scale"
 // (runtime/model/ModelWeights.h). The CPU backend keeps bf16 and int8 weights so in memory
-// (runtime/cpu/PackedLinear.h); the CUDA device computes in bf16 for them (int8 weights are
-// widened at upload: no int8 GEMM on the device yet). Embedding tables, the LM head and norm
+// (runtime/cpu/PackedLinear.h); the CUDA device keeps int8 weights in 8 bits and widens each to
+// its precision before the GEMM (the widen_weight kernel). Embedding tables, the LM head and norm
 // weights stay as the checkpoint stores them. Without --weights every weight stays as stored.
 #pragma once
 

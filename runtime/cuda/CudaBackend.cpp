@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <variant>
 
 namespace dlm::cuda {
@@ -260,6 +261,8 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
       (text("stage") == "gate_up" ? bound.moeGateUp : bound.moeDown) = kernel;
     else if (kind == "moe_combine")
       bound.moeCombine = kernel;
+    else if (kind == "widen_weight")
+      bound.widen = kernel;
     else
       bound.kernel = kernel;
   }
@@ -314,14 +317,16 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
     return Status::error("artifact '" + artifact.path() +
                          "' has no kernel program; recompile it with dlmc compile --target cuda");
   std::map<std::string, program::KernelProgram> programs;
-  DLM_ASSIGN_OR_RETURN(programs,
-                       program::KernelProgram::buildFunctions(records->kernels, *hostWeights_));
+  DLM_ASSIGN_OR_RETURN(programs, program::KernelProgram::buildFunctions(
+                                     records->kernels, *hostWeights_,
+                                     program::KernelProgram::ProjectionWeights::stored));
   // Every function's records, so that one this backend cannot run fails by name now.
   for (const auto &[name, function] : programs)
     for (const program::ProgramRecord &record : function.kernels)
       DLM_RETURN_IF_ERROR(supports(record));
   std::vector<DeviceKernel> kernels;
   std::vector<std::string> weightNames;
+  std::set<std::string> narrowWeights; // the weights of records that widen theirs
   for (auto &[name, built] : programs) {
     Function &function = functions_[name];
     function.program = std::move(built);
@@ -339,6 +344,8 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       DLM_RETURN_IF_ERROR(bindRecord(record, function.bound[i], kernels));
       for (const std::string &weight : record.tensorNames())
         weightNames.push_back(weight);
+      if (function.bound[i].widen.function)
+        narrowWeights.insert(record.weightName);
       if (record.kind == program::KernelKind::softEmbedding)
         softEmbeddingRows_ = std::max(softEmbeddingRows_, record.weight->rows);
       if (record.kind == program::KernelKind::moe) {
@@ -352,8 +359,8 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   auto defaultFunction = functions_.find(spec::kernels::kDefaultFunction);
   default_ = defaultFunction == functions_.end() ? nullptr : &defaultFunction->second;
   DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(kernels));
-  DLM_ASSIGN_OR_RETURN(weights_,
-                       DeviceWeights::upload(driver_, *hostWeights_, weightNames, element_));
+  DLM_ASSIGN_OR_RETURN(weights_, DeviceWeights::upload(driver_, *hostWeights_, weightNames,
+                                                       element_, narrowWeights));
   auto device = [&](const std::string &name) {
     return name.empty() ? nullptr : weights_->find(name);
   };
@@ -366,9 +373,47 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       bound.norm = device(record.normWeightName);
       for (size_t w = 0; w < record.moeWeightNames.size() && w < 5; ++w)
         bound.moe[w] = device(record.moeWeightNames[w]);
+      DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
     }
   }
+  return allocateWidenedWeight();
+}
+
+Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
+                                      const BoundRecord &bound) const {
+  const bool narrow = bound.weight && bound.weight->narrow != artifact::DType::invalid;
+  if (!bound.widen.function) {
+    if (narrow)
+      return Status::error("kernel record '" + record.fullName + "' reads 8-bit weight '" +
+                           record.weightName +
+                           "', which another record widens, at the device "
+                           "precision; recompile with dlmc compile --target cuda");
+    return Status::ok();
+  }
+  auto stored = bound.widen.record->parameters.find("stored");
+  const std::string kernelStored = stored != bound.widen.record->parameters.end() &&
+                                           std::holds_alternative<std::string>(stored->second)
+                                       ? std::get<std::string>(stored->second)
+                                       : std::string();
+  const std::string weightStored =
+      narrow ? std::string(artifact::fb::EnumNameDType(bound.weight->narrow)) : "";
+  if (kernelStored != weightStored)
+    return Status::error("kernel record '" + record.fullName + "' widens a '" + kernelStored +
+                         "' weight but '" + record.weightName + "' is stored as '" + weightStored +
+                         "'; recompile with dlmc compile --target cuda");
   return Status::ok();
+}
+
+Status CudaBackend::allocateWidenedWeight() {
+  size_t bytes = 0;
+  for (const auto &[name, function] : functions_)
+    for (const BoundRecord &bound : function.bound)
+      if (bound.widen.function && bound.weight)
+        bytes = std::max(bytes, static_cast<size_t>(bound.weight->rows * bound.weight->cols) *
+                                    elementBytes(element_));
+  if (bytes == 0)
+    return Status::ok();
+  return widenedWeight_.allocate(driver_, bytes, "the widened 8-bit weight");
 }
 
 StatusOr<const CudaBackend::Function *> CudaBackend::function(std::string_view name) const {
@@ -740,12 +785,22 @@ Status CudaBackend::rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t x
 
 Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows,
                            const DeviceTensor &weight, const DeviceTensor &bias, CUdeviceptr y,
-                           bool accumulate) {
+                           bool accumulate, const DeviceKernel &widen) {
   LinearCall call;
   call.input = element_;
   call.output = element_;
   call.x = x;
   call.weight = weight.data;
+  if (widen.function) {
+    CUdeviceptr from = weight.data, scale = weight.scale, to = widenedWeight_.pointer();
+    long long weightRows = weight.rows, weightCols = weight.cols;
+    void *arguments[] = {&from, &scale, &to, &weightRows, &weightCols};
+    const unsigned perBlock = 4 * widen.blockThreads;
+    DLM_RETURN_IF_ERROR(
+        launch(widen, ceilDiv(weightRows * weightCols, perBlock), 1, 1, arguments,
+               (std::string(name) + ": widening its weight: cuLaunchKernel").c_str()));
+    call.weight = to;
+  }
   call.bias = bias.data;
   call.y = y;
   call.rows = rows;
@@ -863,7 +918,7 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
     if (k.accumulate)
       DLM_RETURN_IF_ERROR(copyRows(y, slotOf(in[1]), width));
     return linear(k.fullName.c_str(), x, count, *bound.weight,
-                  bound.bias ? *bound.bias : DeviceTensor{}, y, k.accumulate);
+                  bound.bias ? *bound.bias : DeviceTensor{}, y, k.accumulate, bound.widen);
   }
   case KernelKind::rope: {
     CUdeviceptr x = slotOf(k.result);
@@ -1146,7 +1201,8 @@ MemoryUsage CudaBackend::memoryUsage() const {
   usage.kvPoolBytes = kvPool_.bytes();
   usage.kvInUseBytes = static_cast<size_t>(kv_->pageCount() - kv_->freePages()) * pageBytes;
   usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;
-  usage.activationBytes = workspace_.bytes() + gemmWorkspaceAllocation_.bytes();
+  usage.activationBytes =
+      workspace_.bytes() + gemmWorkspaceAllocation_.bytes() + widenedWeight_.bytes();
   return usage;
 }
 

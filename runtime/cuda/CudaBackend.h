@@ -224,6 +224,8 @@ private:
   struct BoundRecord {
     DeviceKernel kernel;
     DeviceKernel softcap;
+    // linear / norm_linear of an 8-bit weight: the kernel that widens it before the GEMM.
+    DeviceKernel widen;
     DeviceKernel moeRoute, moePlan, moeGateUp, moeDown, moeCombine;
     const DeviceTensor *weight = nullptr;
     const DeviceTensor *bias = nullptr;
@@ -320,8 +322,15 @@ private:
                  int64_t yStride, CUdeviceptr weight, int64_t rows, int64_t rowsPerToken,
                  double eps, const char *what);
   // y[rows, weight.rows] (+)= x weight^T (+ bias), at the device precision.
+  // A record that widens its weight reads an 8-bit weight of the dtype its kernel decodes, and
+  // only such a record reads an 8-bit weight; errors name the record.
+  Status checkNarrowWeight(const program::ProgramRecord &record, const BoundRecord &bound) const;
+  // widenedWeight_, sized for the largest weight a record widens (none: nothing allocated).
+  Status allocateWidenedWeight();
+  // y (+)= x weight^T through cuBLASLt; an 8-bit weight is widened by `widen` first.
   Status linear(const char *name, CUdeviceptr x, int64_t rows, const DeviceTensor &weight,
-                const DeviceTensor &bias, CUdeviceptr y, bool accumulate);
+                const DeviceTensor &bias, CUdeviceptr y, bool accumulate,
+                const DeviceKernel &widen);
   Status copyPage(kv::PageIndex from, kv::PageIndex to);
 
   // The device block loop (CudaBackendBlockLoop.cpp).
@@ -398,6 +407,9 @@ private:
   int64_t tablePages_ = 0;
   DeviceAllocation workspace_;
   DeviceAllocation gemmWorkspaceAllocation_;
+  // The widest 8-bit weight at the device precision: each such GEMM widens its weight here
+  // first (DeviceWeights keeps them narrow).
+  DeviceAllocation widenedWeight_;
   // activations_: rowElements_ per token (the largest function's); normed_: norm_linear's
   // normalised rows.
   CUdeviceptr activations_ = 0, normed_ = 0, headInput_ = 0, logits_ = 0, gemmWorkspace_ = 0;

@@ -7,47 +7,111 @@
 
 namespace dlm::cuda {
 
+namespace {
+
+// One distinct tensor to upload: a wide one from its float32 host copy, or a narrow one as
+// stored (bytes, then its row scales).
+struct Source {
+  const model::HostTensor *wide = nullptr;
+  const model::StoredTensor *narrow = nullptr;
+  size_t offset = 0, scaleOffset = 0;
+  const void *key() const { return narrow ? narrow->data : static_cast<const void *>(wide->data); }
+};
+
+Status checkNarrow(const std::string &name, const model::StoredTensor *stored) {
+  if (!stored ||
+      (stored->dtype != artifact::DType::i8 && stored->dtype != artifact::DType::fp8_e4m3))
+    return Status::error("cuda backend: weight '" + name +
+                         "' has a widening kernel but is not stored in 8 bits (i8 or fp8_e4m3); "
+                         "recompile the artifact");
+  if (!stored->rowScales)
+    return Status::error("cuda backend: 8-bit weight '" + name + "' has no row scales");
+  return Status::ok();
+}
+
+} // namespace
+
 StatusOr<std::unique_ptr<DeviceWeights>>
 DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::ModelWeights &host,
-                      const std::vector<std::string> &names, DeviceElement element) {
+                      const std::vector<std::string> &names, DeviceElement element,
+                      const std::set<std::string> &narrow) {
   std::unique_ptr<DeviceWeights> weights(new DeviceWeights());
   weights->element_ = element;
   const size_t elementSize = elementBytes(element);
-  // Every distinct host tensor gets one offset (tied weights share theirs).
-  std::vector<std::pair<std::string, const model::HostTensor *>> tensors;
+  // Every distinct tensor gets one place (tied weights share theirs).
+  std::vector<std::pair<std::string, Source>> tensors;
   ArenaLayout layout;
-  std::map<const float *, size_t> offsets;
+  std::map<const void *, Source> places;
   for (const std::string &name : names) {
-    const model::HostTensor *t = host.find(name);
-    if (!t)
-      return Status::error("cuda backend: the kernel program names weight '" + name +
-                           "', which the artifact lacks");
-    tensors.emplace_back(name, t);
-    if (!offsets.count(t->data))
-      offsets[t->data] = layout.add(static_cast<size_t>(t->rows * t->cols) * elementSize);
+    Source source;
+    if (narrow.count(name)) {
+      source.narrow = host.stored(name);
+      DLM_RETURN_IF_ERROR(checkNarrow(name, source.narrow));
+    } else {
+      if (!host.find(name))
+        return Status::error("cuda backend: the kernel program names weight '" + name +
+                             "', which the artifact lacks");
+      DLM_ASSIGN_OR_RETURN(source.wide, host.widened(name));
+    }
+    auto [place, added] = places.emplace(source.key(), source);
+    if (added) {
+      const model::StoredTensor *n = source.narrow;
+      if (n) {
+        place->second.offset = layout.add(static_cast<size_t>(n->rows * n->cols));
+        place->second.scaleOffset = layout.add(static_cast<size_t>(n->rows) * sizeof(float));
+      } else {
+        place->second.offset =
+            layout.add(static_cast<size_t>(source.wide->rows * source.wide->cols) * elementSize);
+      }
+    }
+    tensors.emplace_back(name, place->second);
   }
   DLM_RETURN_IF_ERROR(weights->memory_.allocate(driver, layout.size(), "weights"));
 
-  // Converted and copied one tensor at a time through one staging buffer.
-  std::vector<uint16_t> staging;
-  std::map<const float *, bool> uploaded;
-  for (const auto &[name, t] : tensors) {
-    const size_t count = static_cast<size_t>(t->rows * t->cols);
-    DeviceTensor device{weights->memory_.pointer() + offsets.at(t->data), t->rows, t->cols};
-    weights->byName_[name] = device;
-    if (uploaded[t->data])
-      continue;
-    uploaded[t->data] = true;
-    const void *source = t->data;
-    if (element == DeviceElement::bf16) {
-      staging.resize(count);
-      for (size_t i = 0; i < count; ++i)
-        staging[i] = bf16FromFloat(t->data[i]);
-      source = staging.data();
+  // Converted (or, narrow, read under the artifact's guard) and copied one tensor at a time
+  // through one staging buffer.
+  std::vector<uint8_t> staging;
+  std::map<const void *, bool> uploaded;
+  auto copy = [&](CUdeviceptr to, const void *from, size_t bytes) {
+    return driver->check(driver->cuMemcpyHtoD(to, from, bytes), "uploading weights: cuMemcpyHtoD");
+  };
+  for (const auto &[name, source] : tensors) {
+    const CUdeviceptr base = weights->memory_.pointer();
+    DeviceTensor device;
+    device.data = base + source.offset;
+    if (source.narrow) {
+      device.rows = source.narrow->rows;
+      device.cols = source.narrow->cols;
+      device.narrow = source.narrow->dtype;
+      device.scale = base + source.scaleOffset;
+    } else {
+      device.rows = source.wide->rows;
+      device.cols = source.wide->cols;
     }
-    DLM_RETURN_IF_ERROR(driver->check(driver->cuMemcpyHtoD(device.data, source,
-                                                           count * elementSize),
-                                      "uploading weights: cuMemcpyHtoD"));
+    weights->byName_[name] = device;
+    if (uploaded[source.key()])
+      continue;
+    uploaded[source.key()] = true;
+    const size_t count = static_cast<size_t>(device.rows * device.cols);
+    if (source.narrow) {
+      staging.resize(count);
+      const void *stored = source.narrow->data;
+      DLM_RETURN_IF_ERROR(host.readStored(
+          [&staging, stored, count] { std::memcpy(staging.data(), stored, count); }));
+      DLM_RETURN_IF_ERROR(copy(device.data, staging.data(), count));
+      DLM_RETURN_IF_ERROR(copy(device.scale, source.narrow->rowScales,
+                               static_cast<size_t>(device.rows) * sizeof(float)));
+      continue;
+    }
+    const void *from = source.wide->data;
+    if (element == DeviceElement::bf16) {
+      staging.resize(count * sizeof(uint16_t));
+      auto *to = reinterpret_cast<uint16_t *>(staging.data());
+      for (size_t i = 0; i < count; ++i)
+        to[i] = bf16FromFloat(source.wide->data[i]);
+      from = staging.data();
+    }
+    DLM_RETURN_IF_ERROR(copy(device.data, from, count * elementSize));
   }
   return weights;
 }

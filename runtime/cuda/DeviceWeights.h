@@ -1,6 +1,8 @@
 // The model's weights on the device at the kernels' precision (f32, or bf16 rounded to nearest
 // even from ModelWeights' float32 host tensors), in one allocation, looked up by the canonical
 // names the kernel records give. Tied weights are uploaded once and shared, as on the host.
+// Narrow weights (8-bit: i8 or fp8_e4m3 with per-row f32 scales, ModelWeights' StoredTensor) that
+// a kernel widens per GEMM (the widen_weight kernel) are uploaded as stored, bytes and scales.
 #pragma once
 
 #include "runtime/cuda/DeviceMemory.h"
@@ -9,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,10 @@ struct DeviceTensor {
   CUdeviceptr data = 0;
   int64_t rows = 0;
   int64_t cols = 0;
+  // A narrow weight: its dtype (i8 or fp8_e4m3; invalid for a weight at the device precision)
+  // and its row scales [rows] f32.
+  artifact::DType narrow = artifact::DType::invalid;
+  CUdeviceptr scale = 0;
   explicit operator bool() const { return data != 0; }
 };
 
@@ -26,10 +33,13 @@ struct DeviceTensor {
 class DeviceWeights {
 public:
   // Uploads the host tensors called `names` (each once; names of one tensor, as tied weights
-  // are, share it) at `element`. Error: a name the host weights lack.
-  static StatusOr<std::unique_ptr<DeviceWeights>>
-  upload(std::shared_ptr<const CudaDriver> driver, const model::ModelWeights &host,
-         const std::vector<std::string> &names, DeviceElement element);
+  // are, share it) at `element`, those in `narrow` as stored. Errors: a name the host weights
+  // lack; a `narrow` name whose weight is not an 8-bit matrix with row scales.
+  static StatusOr<std::unique_ptr<DeviceWeights>> upload(std::shared_ptr<const CudaDriver> driver,
+                                                         const model::ModelWeights &host,
+                                                         const std::vector<std::string> &names,
+                                                         DeviceElement element,
+                                                         const std::set<std::string> &narrow = {});
 
   DeviceElement element() const { return element_; }
   // The tensor called `name`, or null.

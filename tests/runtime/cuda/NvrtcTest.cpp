@@ -112,10 +112,12 @@ TEST(NvrtcCompile, NormRopeActivationAtModelShapes) {
   compileAndCheck(kernels, kBothTargets);
 }
 
-TEST(NvrtcCompile, EmbeddingKvStoreAtModelShapes) {
+TEST(NvrtcCompile, EmbeddingKvStoreWidenWeightAtModelShapes) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(productionEmbeddingConfigs(), codegen::generateEmbedding);
   for (auto &kernel : generateAll(productionKvStoreConfigs(), codegen::generateKvStore))
+    kernels.push_back(std::move(kernel));
+  for (auto &kernel : generateAll(productionWidenWeightConfigs(), codegen::generateWidenWeight))
     kernels.push_back(std::move(kernel));
   compileAndCheck(kernels, kBothTargets);
 }

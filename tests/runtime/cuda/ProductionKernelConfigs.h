@@ -79,6 +79,14 @@ inline std::vector<codegen::EmbeddingParams> productionEmbeddingConfigs() {
   return {{4096, ElementType::bf16}, {3584, ElementType::bf16}, {4096, ElementType::f32}};
 }
 
+inline std::vector<codegen::WidenWeightParams> productionWidenWeightConfigs() {
+  using codegen::ElementType;
+  using codegen::StoredWeight;
+  return {{StoredWeight::i8, ElementType::bf16},
+          {StoredWeight::fp8E4m3, ElementType::bf16},
+          {StoredWeight::i8, ElementType::f32}};
+}
+
 inline std::vector<codegen::KvStoreParams> productionKvStoreConfigs() {
   using codegen::ElementType;
   return {{4096, 16, ElementType::bf16}, {512, 16, ElementType::bf16}, {512, 16, ElementType::f32}};

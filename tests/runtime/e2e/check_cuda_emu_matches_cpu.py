@@ -18,6 +18,10 @@ hierarchical / credit, entropy-bound; cache none, prefix and, for low-confidence
 One setting per model also runs with CUDA graphs off (DLM_CUDA_GRAPHS=0): graph replays and eager
 forwards must give identical ids and logits.
 
+8-bit projection weights (check_narrow_weights): qwen3 compiled with --weights int8 and llada's
+FP8 E4M3 checkpoint stay 8-bit on the device, widened to f32 before each GEMM; with NARROW_SETTINGS
+they must match the cpu in the same way.
+
 Those artifacts carry decoding kernels for blocks of 32 (dlmc's default), so the runs above decode
 from the host. The device block loop (a block's steps on the device, DLM_CUDA_DEVICE_LOOP) is
 checked on artifacts compiled for the settings' policy and block length, for the models of
@@ -50,6 +54,7 @@ from logits_agreement import first_logits_problems
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 MAKE_MODELS = os.path.join(ROOT, "tests", "models", "make_tiny_models.py")
+MAKE_FP8 = os.path.join(ROOT, "tests", "models", "make_fp8_checkpoint.py")
 
 MODELS = ["llada", "llada_tied", "llada_sharded", "dream", "qwen3", "llama"]
 PROMPT_IDS = "5,17,42,99,7,3,250"
@@ -75,6 +80,8 @@ SETTINGS = {
 }
 # Compared graph against eager on the emulated device.
 GRAPH_SETTING = "gumbel_prefix"
+# The settings the artifacts with 8-bit weights (check_narrow_weights) run.
+NARROW_SETTINGS = ["greedy", GRAPH_SETTING]
 
 DIFFUSION_GEMMA_FIXTURES = ["tiny_f32_swa", "tiny_bf16"]
 DIFFUSION_GEMMA_DIR = os.path.join(ROOT, "tests", "reference", "diffusion_gemma", "fixtures")
@@ -166,6 +173,68 @@ def missing_cuda_driver(dlm_run, artifact):
         if proc.returncode != 0 and marker in proc.stderr:
             return proc.stderr.strip()
     return None
+
+
+def check_setting(args, label, artifact, setting, work, env, eager_env, failures):
+    """One decoding setting on `artifact`: the device against the cpu, and with `eager_env` also
+    eagerly (graphs off) against both; returns (emulated seconds, emulated runs)."""
+    stem = os.path.join(work, label.replace(" ", "."))
+    cpu_dump, emu_dump, eager_dump = stem + ".cpu.npy", stem + ".emu.npy", stem + ".eager.npy"
+    seconds_total, runs = 0.0, 0
+    try:
+        cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
+        emu, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting], emu_dump,
+                           env)
+        seconds_total, runs = seconds, 1
+        problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
+        if eager_env is not None:
+            eager, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting],
+                                 eager_dump, eager_env)
+            seconds_total += seconds
+            runs += 1
+            problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
+            import numpy as np
+            if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
+                problems.append("graph and eager first logits differ")
+    except (RuntimeError, ValueError, OSError) as e:
+        problems = [str(e)]
+    status = "ok" if not problems else "FAILED"
+    detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
+        f"emulated {seconds_total:.1f} s" if not problems else ""
+    print(f"{label:40s} {status}  {detail}", flush=True)
+    failures += [f"{label}: {p}" for p in problems]
+    return seconds_total, runs
+
+
+def check_narrow_weights(args, models, work, env, eager_env, failures):
+    """8-bit projection weights, kept 8-bit on the device and widened per GEMM: qwen3 compiled
+    with --weights int8 and llada's FP8 E4M3 checkpoint (make_fp8_checkpoint.py). Both are f32
+    checkpoints, so the device computes in f32 and must match the cpu as the plain artifacts do.
+    Returns (emulated seconds, emulated runs)."""
+    artifacts = {}
+    if "qwen3" in models:
+        artifacts["qwen3_int8"] = (os.path.join(work, "ckpt", "qwen3"), ["--weights", "int8"])
+    if "llada" in models:
+        fp8 = os.path.join(work, "llada_fp8")
+        subprocess.run([sys.executable, MAKE_FP8, os.path.join(work, "ckpt", "llada"), fp8,
+                        os.path.join(work, "llada_fp8_dequantized")], check=True,
+                       stdout=subprocess.DEVNULL)
+        artifacts["llada_fp8"] = (fp8, [])
+    seconds_total, runs = 0.0, 0
+    for name, (ckpt, flags) in artifacts.items():
+        artifact = os.path.join(work, name + ".dlm")
+        proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
+                               *flags], capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures.append(f"{name}: dlmc compile failed: {proc.stderr.strip()}")
+            continue
+        for setting_name in NARROW_SETTINGS:
+            seconds, count = check_setting(
+                args, f"{name} {setting_name}", artifact, SETTINGS[setting_name], work, env,
+                eager_env if setting_name == GRAPH_SETTING else None, failures)
+            seconds_total += seconds
+            runs += count
+    return seconds_total, runs
 
 
 def check_device_loop(args, model, ckpt, work, env, failures):
@@ -304,38 +373,19 @@ def main(argv=None):
                     print(f"skipped: {reason}", file=sys.stderr)
                     return 77
             for name, setting in SETTINGS.items():
-                label = f"{model} {name}"
-                cpu_dump = os.path.join(work, f"{model}.{name}.cpu.npy")
-                emu_dump = os.path.join(work, f"{model}.{name}.emu.npy")
-                try:
-                    cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
-                    emu, seconds = run(args.dlm_run, artifact, args.device,
-                                       [*COMMON, *setting], emu_dump, env)
-                    emulated_seconds += seconds
-                    emulated_runs += 1
-                    problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
-                    if name == GRAPH_SETTING:
-                        eager_dump = os.path.join(work, f"{model}.{name}.eager.npy")
-                        eager, seconds = run(args.dlm_run, artifact, args.device,
-                                             [*COMMON, *setting], eager_dump, eager_env)
-                        emulated_seconds += seconds
-                        emulated_runs += 1
-                        problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
-                        import numpy as np
-                        if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
-                            problems.append("graph and eager first logits differ")
-                except (RuntimeError, ValueError, OSError) as e:
-                    problems = [str(e)]
-                status = "ok" if not problems else "FAILED"
-                detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
-                    f"emulated {seconds:.1f} s" if not problems else ""
-                print(f"{label:40s} {status}  {detail}", flush=True)
-                failures += [f"{label}: {p}" for p in problems]
+                seconds, runs = check_setting(args, f"{model} {name}", artifact, setting, work,
+                                              env, eager_env if name == GRAPH_SETTING else None,
+                                              failures)
+                emulated_seconds += seconds
+                emulated_runs += runs
             if model not in loop_models:
                 continue
             seconds, runs = check_device_loop(args, model, ckpt, work, env, failures)
             emulated_seconds += seconds
             emulated_runs += runs
+        seconds, runs = check_narrow_weights(args, models, work, env, eager_env, failures)
+        emulated_seconds += seconds
+        emulated_runs += runs
         for fixture in [f for f in args.diffusion_gemma_fixtures.split(",") if f]:
             seconds, runs = check_diffusion_gemma(args, fixture, work, env, eager_env, failures)
             emulated_seconds += seconds
