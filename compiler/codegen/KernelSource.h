@@ -23,6 +23,7 @@ struct KernelSource {
   std::string name;
   // "rms_norm", "rope", "attention", "gated_activation", "sampler", "accept", "renoise",
   // "embedding", "kv_store", "add", "scale", "softcap", "soft_embedding", "widen_weight",
+  // "quantize_rows",
   // "moe_route", "moe_plan", "moe_experts", "moe_combine".
   std::string kind;
   // Kernels that run every layer or every denoising step; a spill in one of them is a bug.

@@ -221,6 +221,14 @@ struct WidenWeightParams {
 };
 StatusOr<KernelSource> generateWidenWeight(const WidenWeightParams &params);
 
+// Rows of activations to FP8 E4M3 with one f32 scale per row (max|x| / 448), for the FP8 GEMM of
+// an FP8 weight on a GPU that has one (sm_90: cuBLASLt multiplies FP8 by FP8 only).
+struct QuantizeRowsParams {
+  int64_t width = 0; // K, the GEMM's inner dimension
+  ElementType element = ElementType::bf16;
+};
+StatusOr<KernelSource> generateQuantizeRows(const QuantizeRowsParams &params);
+
 // The soft_embedding record: out[row] = scale * softmax(input[row]) @ table[:inputWidth] for
 // float32 input rows of a run-time width (<= the table's rows), zero rows without input. The
 // row softmax statistics and the [rows x inputWidth] x [inputWidth x width] product fused in one

@@ -108,12 +108,18 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
     // several, named in the record's cuda_kernel as a comma-separated list.
     std::vector<StatusOr<KernelSource>> launched;
     const std::string &kind = record.kind;
-    // A narrow projection weight is widened before its cuBLASLt GEMM.
+    // A narrow projection weight is widened before its cuBLASLt GEMM; an FP8 one may instead
+    // meet FP8 activations in an FP8 GEMM where the GPU has one (the runtime chooses).
     auto widenIfNarrow = [&]() -> Status {
       DLM_ASSIGN_OR_RETURN(std::string weight, r.get<std::string>(kp::kWeight));
       auto narrow = options.narrowWeights.find(weight);
-      if (narrow != options.narrowWeights.end())
-        launched.push_back(generateWidenWeight({narrow->second, element}));
+      if (narrow == options.narrowWeights.end())
+        return Status::ok();
+      launched.push_back(generateWidenWeight({narrow->second, element}));
+      if (narrow->second == StoredWeight::fp8E4m3) {
+        DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(kp::kWeight));
+        launched.push_back(generateQuantizeRows({shape.back(), element}));
+      }
       return Status::ok();
     };
     if (kind == kp::kLinear) {

@@ -29,7 +29,8 @@ struct ModelKernelOptions {
   ElementType element = ElementType::bf16;
   // The artifact's 8-bit projection weights (i8 from --weights int8, fp8_e4m3 from an FP8
   // checkpoint) by canonical name: a linear or norm_linear record whose weight is one also
-  // launches the kernel that widens it to the device precision before its GEMM.
+  // launches the kernel that widens it to the device precision before its GEMM, and an FP8 one
+  // also the kernel that quantizes its input rows for an FP8 GEMM.
   std::map<std::string, StoredWeight> narrowWeights;
 };
 

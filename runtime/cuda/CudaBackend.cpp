@@ -263,6 +263,8 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
       bound.moeCombine = kernel;
     else if (kind == "widen_weight")
       bound.widen = kernel;
+    else if (kind == "quantize_rows")
+      bound.quantize = kernel;
     else
       bound.kernel = kernel;
   }
@@ -376,7 +378,40 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
     }
   }
+  DLM_RETURN_IF_ERROR(chooseFp8Gemms());
   return allocateWidenedWeight();
+}
+
+StatusOr<bool> CudaBackend::hasFp8Gemms() const {
+  int major = 0, minor = 0;
+  DLM_RETURN_IF_ERROR(driver_->check(
+      driver_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+      "cuDeviceGetAttribute(compute capability major)"));
+  DLM_RETURN_IF_ERROR(driver_->check(
+      driver_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+      "cuDeviceGetAttribute(compute capability minor)"));
+  return major == 9 && minor == 0;
+}
+
+Status CudaBackend::chooseFp8Gemms() {
+  bool any = false;
+  for (auto &[name, function] : functions_)
+    for (const BoundRecord &bound : function.bound)
+      any = any || bound.quantize.function;
+  if (!any)
+    return Status::ok();
+  DLM_ASSIGN_OR_RETURN(bool device, hasFp8Gemms());
+  for (auto &[name, function] : functions_)
+    for (BoundRecord &bound : function.bound) {
+      // cuBLASLt's FP8 GEMMs want 16-byte leading dimensions: K codes, and `out` outputs.
+      const DeviceTensor *w = bound.weight;
+      bound.fp8Gemm = device && bound.quantize.function && w &&
+                      w->narrow == artifact::DType::fp8_e4m3 && w->cols % 16 == 0 &&
+                      (w->rows * static_cast<int64_t>(elementBytes(element_))) % 16 == 0;
+      if (bound.fp8Gemm)
+        fp8InputWidth_ = std::max(fp8InputWidth_, w->cols);
+    }
+  return Status::ok();
 }
 
 Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
@@ -494,6 +529,9 @@ Status CudaBackend::reserveBuffers(int64_t tokens, int64_t logitRows, int64_t pa
   const size_t moeCounts = layout.add(static_cast<size_t>(moeExperts_) * sizeof(int32_t));
   const size_t moeAct = layout.add(static_cast<size_t>(slots * moeWidth_) * sizeof(float));
   const size_t moeOut = layout.add(static_cast<size_t>(slots * moeHidden_) * sizeof(float));
+  const size_t fp8Rows = layout.add(static_cast<size_t>(tokens * fp8InputWidth_));
+  const size_t fp8RowScales =
+      layout.add(fp8InputWidth_ > 0 ? static_cast<size_t>(tokens) * sizeof(float) : 0);
 
   // Nothing is reserved until every allocation succeeds (allocate frees the old buffer first).
   reservedTokens_ = 0;
@@ -515,6 +553,8 @@ Status CudaBackend::reserveBuffers(int64_t tokens, int64_t logitRows, int64_t pa
   moeCounts_ = base + moeCounts;
   moeAct_ = base + moeAct;
   moeOut_ = base + moeOut;
+  fp8Rows_ = base + fp8Rows;
+  fp8RowScales_ = base + fp8RowScales;
   DLM_RETURN_IF_ERROR(hostInputs_.allocate(driver_, inputBytes_, "forward inputs (pinned)"));
   DLM_RETURN_IF_ERROR(hostLogits_.allocate(
       driver_, static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float), "logits (pinned)"));
@@ -783,15 +823,28 @@ Status CudaBackend::rmsNorm(const DeviceKernel &kernel, CUdeviceptr x, int64_t x
   return launch(kernel, static_cast<unsigned>(rows), 1, 1, arguments, what);
 }
 
-Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows,
-                           const DeviceTensor &weight, const DeviceTensor &bias, CUdeviceptr y,
-                           bool accumulate, const DeviceKernel &widen) {
+Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows, const BoundRecord &bound,
+                           CUdeviceptr y, bool accumulate) {
+  const DeviceTensor &weight = *bound.weight;
+  const DeviceKernel &widen = bound.widen;
   LinearCall call;
   call.input = element_;
   call.output = element_;
   call.x = x;
   call.weight = weight.data;
-  if (widen.function) {
+  if (bound.fp8Gemm) {
+    CUdeviceptr from = x, codes = fp8Rows_, scales = fp8RowScales_;
+    long long stride = weight.cols;
+    int rowCount = static_cast<int>(rows);
+    void *arguments[] = {&from, &stride, &codes, &scales, &rowCount};
+    DLM_RETURN_IF_ERROR(
+        launch(bound.quantize, static_cast<unsigned>(rows), 1, 1, arguments,
+               (std::string(name) + ": quantizing its input rows: cuLaunchKernel").c_str()));
+    call.input = DeviceElement::fp8E4m3;
+    call.x = codes;
+    call.weightScales = weight.scale;
+    call.xScales = scales;
+  } else if (widen.function) {
     CUdeviceptr from = weight.data, scale = weight.scale, to = widenedWeight_.pointer();
     long long weightRows = weight.rows, weightCols = weight.cols;
     void *arguments[] = {&from, &scale, &to, &weightRows, &weightCols};
@@ -801,7 +854,7 @@ Status CudaBackend::linear(const char *name, CUdeviceptr x, int64_t rows,
                (std::string(name) + ": widening its weight: cuLaunchKernel").c_str()));
     call.weight = to;
   }
-  call.bias = bias.data;
+  call.bias = bound.bias ? bound.bias->data : 0;
   call.y = y;
   call.rows = rows;
   call.in = weight.cols;
@@ -917,8 +970,7 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
     // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual.
     if (k.accumulate)
       DLM_RETURN_IF_ERROR(copyRows(y, slotOf(in[1]), width));
-    return linear(k.fullName.c_str(), x, count, *bound.weight,
-                  bound.bias ? *bound.bias : DeviceTensor{}, y, k.accumulate, bound.widen);
+    return linear(k.fullName.c_str(), x, count, bound, y, k.accumulate);
   }
   case KernelKind::rope: {
     CUdeviceptr x = slotOf(k.result);

@@ -224,8 +224,12 @@ private:
   struct BoundRecord {
     DeviceKernel kernel;
     DeviceKernel softcap;
-    // linear / norm_linear of an 8-bit weight: the kernel that widens it before the GEMM.
+    // linear / norm_linear of an 8-bit weight: the kernel that widens it before the GEMM, and
+    // for an FP8 weight the one that quantizes the input rows for an FP8 GEMM; fp8Gemm when this
+    // device runs that GEMM (sm_90 and shapes cuBLASLt's FP8 GEMMs take), else it widens.
     DeviceKernel widen;
+    DeviceKernel quantize;
+    bool fp8Gemm = false;
     DeviceKernel moeRoute, moePlan, moeGateUp, moeDown, moeCombine;
     const DeviceTensor *weight = nullptr;
     const DeviceTensor *bias = nullptr;
@@ -327,10 +331,14 @@ private:
   Status checkNarrowWeight(const program::ProgramRecord &record, const BoundRecord &bound) const;
   // widenedWeight_, sized for the largest weight a record widens (none: nothing allocated).
   Status allocateWidenedWeight();
-  // y (+)= x weight^T through cuBLASLt; an 8-bit weight is widened by `widen` first.
-  Status linear(const char *name, CUdeviceptr x, int64_t rows, const DeviceTensor &weight,
-                const DeviceTensor &bias, CUdeviceptr y, bool accumulate,
-                const DeviceKernel &widen);
+  // Whether the device runs FP8 GEMMs with per-row and per-column scales (compute capability
+  // 9.0, where cuBLASLt has outer-vector scaling), and the records it runs them for.
+  StatusOr<bool> hasFp8Gemms() const;
+  Status chooseFp8Gemms();
+  // y (+)= x weight^T through cuBLASLt for `bound`'s weight and bias: an 8-bit weight is widened
+  // first, or for an FP8 GEMM the input rows are quantized.
+  Status linear(const char *name, CUdeviceptr x, int64_t rows, const BoundRecord &bound,
+                CUdeviceptr y, bool accumulate);
   Status copyPage(kv::PageIndex from, kv::PageIndex to);
 
   // The device block loop (CudaBackendBlockLoop.cpp).
@@ -431,6 +439,9 @@ private:
   sampling::LogitsView captured_;
   CUdeviceptr moeChoice_ = 0, moeWeight_ = 0, moeLists_ = 0, moeCounts_ = 0, moeAct_ = 0,
               moeOut_ = 0;
+  // FP8 GEMMs: the quantized input rows ([tokens, fp8InputWidth_] codes) and their scales.
+  int64_t fp8InputWidth_ = 0;
+  CUdeviceptr fp8Rows_ = 0, fp8RowScales_ = 0;
   PinnedHostAllocation hostInputs_;
   PinnedHostAllocation hostLogits_;
 

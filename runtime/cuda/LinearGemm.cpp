@@ -4,16 +4,42 @@
 
 namespace dlm::cuda {
 
-size_t elementBytes(DeviceElement element) { return element == DeviceElement::f32 ? 4 : 2; }
+size_t elementBytes(DeviceElement element) {
+  switch (element) {
+  case DeviceElement::f32:
+    return 4;
+  case DeviceElement::bf16:
+    return 2;
+  case DeviceElement::fp8E4m3:
+    return 1;
+  }
+  return 0;
+}
 
 const char *elementName(DeviceElement element) {
-  return element == DeviceElement::f32 ? "f32" : "bf16";
+  switch (element) {
+  case DeviceElement::f32:
+    return "f32";
+  case DeviceElement::bf16:
+    return "bf16";
+  case DeviceElement::fp8E4m3:
+    return "fp8_e4m3";
+  }
+  return "?";
 }
 
 namespace {
 
 cudaDataType_t dataType(DeviceElement element) {
-  return element == DeviceElement::f32 ? CUDA_R_32F : CUDA_R_16BF;
+  switch (element) {
+  case DeviceElement::f32:
+    return CUDA_R_32F;
+  case DeviceElement::bf16:
+    return CUDA_R_16BF;
+  case DeviceElement::fp8E4m3:
+    return CUDA_R_8F_E4M3;
+  }
+  return CUDA_R_32F;
 }
 
 } // namespace
@@ -97,6 +123,13 @@ StatusOr<std::unique_ptr<LinearGemm::Plan>> LinearGemm::describe(const LinearCal
                                                                 CUBLASLT_MATMUL_DESC_TRANSB,
                                                                 &plain, sizeof(plain)),
                             "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  if (call.input == DeviceElement::fp8E4m3) {
+    const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    for (auto attribute : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+      DLM_RETURN_IF_ERROR(check(
+          lt_->cublasLtMatmulDescSetAttribute(plan->operation, attribute, &outer, sizeof(outer)),
+          "cublasLtMatmulDescSetAttribute(SCALE_MODE)"));
+  }
   if (call.bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     DLM_RETURN_IF_ERROR(check(lt_->cublasLtMatmulDescSetAttribute(plan->operation,
@@ -180,6 +213,17 @@ Status LinearGemm::run(CUstream stream, const LinearCall &call, const char *name
         lt_->cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                             &bias, sizeof(bias)),
         (std::string(name) + ": cublasLtMatmulDescSetAttribute(BIAS_POINTER)").c_str()));
+  }
+  if (call.input == DeviceElement::fp8E4m3) {
+    const void *scales[] = {reinterpret_cast<const void *>(call.weightScales),
+                            reinterpret_cast<const void *>(call.xScales)};
+    const cublasLtMatmulDescAttributes_t attributes[] = {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                         CUBLASLT_MATMUL_DESC_B_SCALE_POINTER};
+    for (int i = 0; i < 2; ++i)
+      DLM_RETURN_IF_ERROR(lt_->check(
+          lt_->cublasLtMatmulDescSetAttribute(plan->operation, attributes[i], &scales[i],
+                                              sizeof(scales[i])),
+          (std::string(name) + ": cublasLtMatmulDescSetAttribute(SCALE_POINTER)").c_str()));
   }
   const float alpha = 1.f, beta = call.accumulate ? 1.f : 0.f;
   void *y = reinterpret_cast<void *>(call.y);

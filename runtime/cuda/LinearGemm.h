@@ -1,7 +1,9 @@
 // The cuda backend's linear layers through cuBLASLt: y[rows, out] = x[rows, in] W[out, in]^T,
 // optionally + bias[out] (the BIAS epilogue) or + y itself (beta = 1 with C == D: the residual
 // adds of the o and down projections). Row-major activations and PyTorch [out, in] weights are
-// column-major y^T = op_T(W) x^T for cuBLASLt, so nothing is transposed in memory.
+// column-major y^T = op_T(W) x^T for cuBLASLt, so nothing is transposed in memory. FP8 E4M3
+// weights and input rows (sm_90) take cuBLASLt's outer-vector scales: the weight's per-output
+// scales as A's (a vector over y^T's rows), the input rows' scales as B's.
 //
 // A GEMM's descriptors and chosen algorithm depend on its shape; they are built the first time a
 // shape is seen and kept (a handful per model: one per projection and token count), so a
@@ -32,10 +34,11 @@
 
 namespace dlm::cuda {
 
-enum class DeviceElement { f32, bf16 };
+// fp8E4m3: GEMM operands only (an FP8 weight and its quantized input rows).
+enum class DeviceElement { f32, bf16, fp8E4m3 };
 
 size_t elementBytes(DeviceElement element);
-const char *elementName(DeviceElement element); // "f32", "bf16"
+const char *elementName(DeviceElement element); // "f32", "bf16", "fp8_e4m3"
 
 struct LinearCall {
   DeviceElement input = DeviceElement::f32;  // x and W
@@ -44,6 +47,9 @@ struct LinearCall {
   int64_t rows = 0, in = 0, out = 0;
   // y += x W^T instead of y = x W^T.
   bool accumulate = false;
+  // input fp8E4m3: y = (x W^T)[r, o] * xScales[r] * weightScales[o], both f32 vectors on the
+  // device (cuBLASLt's outer-vector scaling, sm_90).
+  CUdeviceptr weightScales = 0, xScales = 0;
 };
 
 class LinearGemm {

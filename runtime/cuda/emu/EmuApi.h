@@ -39,10 +39,12 @@ void invalidateCaptures();
 // True when the stream is a valid handle (0 and the legacy / per-thread handles included).
 bool validStream(CUstream stream);
 
-// Worker threads and fiber stack size of launches (EmuDriverOptions).
+// Worker threads and fiber stack size of launches, and the compute capability the device
+// reports (major * 10 + minor; cuBLASLt's FP8 GEMMs depend on it) (EmuDriverOptions).
 unsigned emulatedWorkers();
 size_t emulatedFiberStackBytes();
-void configureEmulatedDevice(unsigned workers, size_t fiberStackBytes);
+int emulatedComputeCapability();
+void configureEmulatedDevice(unsigned workers, size_t fiberStackBytes, int computeCapability);
 
 // The per-thread diagnostics behind lastModuleLog() / lastLaunchError().
 void setLastModuleLog(std::string log);

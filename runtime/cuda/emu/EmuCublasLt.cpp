@@ -7,10 +7,18 @@
 // CUDA_R_16BF; CUBLAS_COMPUTE_32F with scale type CUDA_R_32F; any transposes of A and B; column-
 // or row-order layouts with leading dimensions; strided batches; epilogue DEFAULT or BIAS (bias
 // of D's type or f32, one value per row of D). Anything else is CUBLAS_STATUS_NOT_SUPPORTED.
+//
+// FP8, with cuBLASLt's documented rules: A and B both CUDA_R_8F_E4M3 (decoded by cuda_fp8.h)
+// on a device of compute capability >= 8.9 (emulatedComputeCapability), A transposed and B not
+// ("TN"), every leading dimension and A/B/C/D pointer a multiple of 16 bytes; A_SCALE_POINTER and
+// B_SCALE_POINTER (device f32, null = 1) multiply in: D = alpha * sa * sb * op(A) op(B) +
+// beta * C. With A_SCALE_MODE = B_SCALE_MODE = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (9.0
+// only) sa is a vector over D's rows and sb over its columns: D[i, j] uses sa[i] * sb[j].
 #include "runtime/cuda/emu/EmuAccessChecks.h"
 #include "runtime/cuda/emu/EmuApi.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -36,6 +44,10 @@ struct MatmulDesc {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
   int32_t biasType = -1; // -1: D's type
+  // FP8: the A and B scales (device f32; null: 1) and their modes (cublasLtMatmulMatrixScale_t).
+  const void *aScale = nullptr, *bScale = nullptr;
+  int32_t aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  int32_t bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 };
 
 struct Layout {
@@ -106,6 +118,11 @@ bool isMatrixType(cudaDataType_t type) { return type == CUDA_R_32F || type == CU
 float loadElement(const void *base, cudaDataType_t type, int64_t index) {
   if (type == CUDA_R_32F)
     return static_cast<const float *>(base)[index];
+  if (type == CUDA_R_8F_E4M3) {
+    __nv_fp8_e4m3 code;
+    code.__x = static_cast<const __nv_fp8_storage_t *>(base)[index];
+    return static_cast<float>(code);
+  }
   return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[index]);
 }
 
@@ -120,7 +137,9 @@ void storeElement(void *base, cudaDataType_t type, int64_t index, float value) {
   }
 }
 
-size_t elementBytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+size_t elementBytes(cudaDataType_t type) {
+  return type == CUDA_R_32F ? 4 : type == CUDA_R_8F_E4M3 ? 1 : 2;
+}
 
 // The element index of (row, col) of a layout.
 int64_t indexOf(const Layout &layout, uint64_t row, uint64_t col) {
@@ -144,6 +163,31 @@ cublasStatus_t checkLayout(const Layout &layout) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// What FP8 asks of the device, the operands and the scales; scales on other types are refused.
+cublasStatus_t checkScaling(const MatmulDesc &desc, bool fp8, const Layout &a, const Layout &b,
+                            const Layout &c, const Layout &d) {
+  const int32_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
+                outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  if (!fp8)
+    return desc.aScale || desc.bScale || desc.aScaleMode != scalar || desc.bScaleMode != scalar
+               ? CUBLAS_STATUS_NOT_SUPPORTED
+               : CUBLAS_STATUS_SUCCESS;
+  const int capability = emulatedComputeCapability();
+  if (capability < 89)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.transa != CUBLAS_OP_T || desc.transb != CUBLAS_OP_N)
+    return CUBLAS_STATUS_NOT_SUPPORTED; // "TN" only
+  for (const Layout *layout : {&a, &b, &c, &d})
+    if (layout->order != CUBLASLT_ORDER_COL ||
+        (layout->ld * static_cast<int64_t>(elementBytes(layout->type))) % 16 != 0)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  const bool scalars = desc.aScaleMode == scalar && desc.bScaleMode == scalar;
+  const bool vectors = desc.aScaleMode == outer && desc.bScaleMode == outer;
+  if (!scalars && !(vectors && capability == 90))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t describe(const MatmulDesc *desc, const Layout *a, const Layout *b, const Layout *c,
                         const Layout *d, Problem &problem) {
   if (!isLive(desc) || !isLive(a) || !isLive(b) || !isLive(c) || !isLive(d))
@@ -155,8 +199,13 @@ cublasStatus_t describe(const MatmulDesc *desc, const Layout *a, const Layout *b
   problem.d = *d;
   if (desc->computeType != CUBLAS_COMPUTE_32F || desc->scaleType != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (a->type != b->type || !isMatrixType(a->type) || c->type != d->type || !isMatrixType(d->type))
+  const bool fp8 = a->type == CUDA_R_8F_E4M3 && b->type == CUDA_R_8F_E4M3;
+  if (a->type != b->type || !(isMatrixType(a->type) || fp8) || c->type != d->type ||
+      !isMatrixType(d->type))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (cublasStatus_t status = checkScaling(*desc, fp8, *a, *b, *c, *d);
+      status != CUBLAS_STATUS_SUCCESS)
+    return status;
   if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc->epilogue != CUBLASLT_EPILOGUE_BIAS)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && desc->biasType != -1 &&
@@ -217,10 +266,16 @@ void computeColumns(const Problem &problem, const std::vector<float> &opA,
   const cudaDataType_t biasType = problem.desc.biasType == -1
                                       ? problem.d.type
                                       : static_cast<cudaDataType_t>(problem.desc.biasType);
+  const bool outer = problem.desc.aScaleMode == CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  auto scaleOf = [&](const void *scale, uint64_t index) {
+    return !scale ? 1.f : static_cast<const float *>(scale)[outer ? index : 0];
+  };
   for (uint64_t col = firstColumn; col < endColumn; ++col) {
     const float *column = opB.data() + col * k;
+    const float columnScale = scaleOf(problem.desc.bScale, col);
     for (uint64_t row = 0; row < m; ++row) {
-      float value = alpha * dot(opA.data() + row * k, column, k);
+      const float scale = alpha * scaleOf(problem.desc.aScale, row) * columnScale;
+      float value = scale * dot(opA.data() + row * k, column, k);
       // beta == 0: C is not read (it may be uninitialised), as in cuBLAS.
       if (beta != 0.f)
         value += beta * loadElement(c, problem.c.type, indexOf(problem.c, row, col));
@@ -324,9 +379,10 @@ const char *cublasLtGetStatusString(cublasStatus_t status) {
     return "an invalid value was used as an argument (a null or stale handle, an attribute of "
            "the wrong size, or shapes of A, B, C and D that do not agree)";
   case CUBLAS_STATUS_NOT_SUPPORTED:
-    return "not supported by the emulated cuBLASLt (it computes A, B both f32 or both bf16; C = "
-           "D f32 or bf16; CUBLAS_COMPUTE_32F with f32 scale; transposes N/T; epilogue DEFAULT "
-           "or BIAS)";
+    return "not supported by the emulated cuBLASLt (it computes A, B both f32 or both bf16, or "
+           "both FP8 E4M3 'TN' with 16-byte alignment on compute capability >= 8.9 (outer-vector "
+           "scales: 9.0); C = D f32 or bf16; CUBLAS_COMPUTE_32F with f32 scale; transposes N/T; "
+           "epilogue DEFAULT or BIAS)";
   case CUBLAS_STATUS_EXECUTION_FAILED:
     return "the GEMM could not be enqueued on its stream (an invalid stream or capture)";
   case CUBLAS_STATUS_ALLOC_FAILED:
@@ -375,6 +431,14 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t handle,
     return readAttribute(desc->bias, buffer, bytes);
   case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
     return readAttribute(desc->biasType, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+    return readAttribute(desc->aScale, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+    return readAttribute(desc->bScale, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_A_SCALE_MODE:
+    return readAttribute(desc->aScaleMode, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_B_SCALE_MODE:
+    return readAttribute(desc->bScaleMode, buffer, bytes);
   default:
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -497,6 +561,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_INVALID_VALUE;
   if (problem->desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !problem->desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (problem->a.type == CUDA_R_8F_E4M3)
+    for (const void *pointer : {a, b, c, static_cast<const void *>(d)})
+      if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED; // FP8: 16-byte aligned operands
   if (!validStream(stream))
     return CUBLAS_STATUS_INVALID_VALUE;
   // Host scalars are read now (a captured graph keeps their values); device scalars when the

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -39,9 +40,20 @@ public:
 
 namespace {
 
+// $DLM_EMU_COMPUTE_CAPABILITY as major * 10 + minor ("80", "89", "90"), else 90.
+int computeCapabilityFromEnvironment() {
+  const char *text = std::getenv("DLM_EMU_COMPUTE_CAPABILITY");
+  if (!text || !*text)
+    return 90;
+  char *end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  return *end == '\0' && value >= 50 && value < 1000 ? static_cast<int>(value) : 90;
+}
+
 struct DeviceConfig {
   std::atomic<unsigned> workers{std::max(1u, std::thread::hardware_concurrency())};
   std::atomic<size_t> fiberStackBytes{64 * 1024};
+  std::atomic<int> computeCapability{computeCapabilityFromEnvironment()};
 };
 
 DeviceConfig &deviceConfig() {
@@ -121,9 +133,12 @@ size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 unsigned emulatedWorkers() { return deviceConfig().workers.load(); }
 size_t emulatedFiberStackBytes() { return deviceConfig().fiberStackBytes.load(); }
-void configureEmulatedDevice(unsigned workers, size_t fiberStackBytes) {
+int emulatedComputeCapability() { return deviceConfig().computeCapability.load(); }
+void configureEmulatedDevice(unsigned workers, size_t fiberStackBytes, int computeCapability) {
   deviceConfig().workers = workers ? workers : std::max(1u, std::thread::hardware_concurrency());
   deviceConfig().fiberStackBytes = fiberStackBytes;
+  deviceConfig().computeCapability =
+      computeCapability ? computeCapability : computeCapabilityFromEnvironment();
 }
 
 void setLastModuleLog(std::string log) { lastModuleLogText = std::move(log); }
@@ -137,7 +152,7 @@ emulatedCudaDriver(const EmuDriverOptions &options) {
     return Status::error("emulated CUDA driver: a fiber stack of " +
                          std::to_string(options.fiberStackBytes) +
                          " bytes is too small (at least 16 KiB)");
-  configureEmulatedDevice(options.workers, options.fiberStackBytes);
+  configureEmulatedDevice(options.workers, options.fiberStackBytes, options.computeCapability);
   return EmulatedTables::driver();
 }
 
@@ -232,10 +247,10 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice
     return CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-    *value = 9;
+    *value = emulatedComputeCapability() / 10;
     break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-    *value = 0;
+    *value = emulatedComputeCapability() % 10;
     break;
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
     *value = static_cast<int>(emulatedWorkers());

@@ -3,7 +3,8 @@
 // unchanged on a machine without a GPU (dlm-run --device cuda-emu).
 //
 // What is emulated:
-//   - one device ("dlm emulated device", compute capability 9.0) whose memory is host memory;
+//   - one device ("dlm emulated device", compute capability 9.0 unless EmuDriverOptions say
+//     otherwise) whose memory is host memory;
 //   - cuModuleLoadData takes the NUL-terminated CUDA C++ source of generated kernels (not PTX or
 //     a cubin): it is compiled by the host compiler with EmuPrelude.h into a shared object,
 //     cached on disk (under $DLM_EMU_CACHE_DIR, else $XDG_CACHE_HOME/dlm/emu, else
@@ -11,7 +12,8 @@
 //   - launches run on an emu::Device; streams run their work in order on the calling thread
 //     (eagerly: a call returns when its work is done); stream capture records a stream's work
 //     into a graph that cuGraphLaunch replays;
-//   - cuBLASLt GEMMs (f32 / bf16, fp32 accumulation, bias epilogue) enqueued on those streams.
+//   - cuBLASLt GEMMs (f32 / bf16, and FP8 E4M3 with scalar or outer-vector scales; fp32
+//     accumulation, bias epilogue) enqueued on those streams.
 //
 // All emulated state (allocations, modules, streams, graphs) is process-wide, like a driver's.
 #pragma once
@@ -32,6 +34,10 @@ struct EmuDriverOptions {
   unsigned workers = 0;
   // Stack of each emulated thread (a fiber).
   size_t fiberStackBytes = 64 * 1024;
+  // The compute capability the device reports, major * 10 + minor (0: $DLM_EMU_COMPUTE_CAPABILITY,
+  // e.g. 80 or 89, else 90). The emulated cuBLASLt's FP8 GEMMs follow it as cuBLASLt does: none
+  // below 8.9, per-row and per-column (outer vector) scales on 9.0 only.
+  int computeCapability = 0;
 };
 
 // The emulated driver's table; its emulated() is true and library() is "dlm emulated driver".

@@ -3,6 +3,7 @@
 // aliasing D (the residual add); unsupported combinations are named. And the real library's
 // symbol table: it loads here (the toolkit ships libcublasLt) or fails with the named error.
 #include "runtime/cuda/emu/EmuDriver.h"
+#include "support/FloatFormats.h"
 
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
@@ -30,7 +31,12 @@ struct Matrix {
       : type(type), rows(rows), cols(cols), ld(static_cast<int64_t>(rows) + padding),
         bytes(static_cast<size_t>(ld) * cols * elementBytes()), values(rows * cols) {}
 
-  size_t elementBytes() const { return type == CUDA_R_32F ? 4 : 2; }
+  size_t elementBytes() const { return type == CUDA_R_32F ? 4 : type == CUDA_R_8F_E4M3 ? 1 : 2; }
+  // An E4M3 matrix's element: its code, and the value support/FloatFormats.h decodes it to.
+  void setCode(uint64_t row, uint64_t col, uint8_t code) {
+    bytes[row + col * ld] = code;
+    values[row + col * rows] = dlm::floatFromE4m3(code);
+  }
   void set(uint64_t row, uint64_t col, float value) {
     const size_t index = row + col * ld;
     if (type == CUDA_R_32F) {
@@ -100,6 +106,9 @@ protected:
     float alpha = 1.f, beta = 0.f;
     const void *bias = nullptr;
     int32_t biasType = -1;
+    // FP8: scale pointers and, when >= 0, the scale mode of both A and B.
+    const float *aScale = nullptr, *bScale = nullptr;
+    int32_t scaleMode = -1;
   };
 
   // Runs D = alpha op(A) op(B) + beta C (+ bias) through heuristic + matmul.
@@ -127,6 +136,19 @@ protected:
                                                     &gemm.biasType, sizeof gemm.biasType),
                 CUBLAS_STATUS_SUCCESS);
     }
+    if (gemm.aScale || gemm.bScale) {
+      EXPECT_EQ(lt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                    &gemm.aScale, sizeof gemm.aScale),
+                CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(lt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                    &gemm.bScale, sizeof gemm.bScale),
+                CUBLAS_STATUS_SUCCESS);
+    }
+    if (gemm.scaleMode >= 0)
+      for (auto attribute : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+        EXPECT_EQ(lt().cublasLtMatmulDescSetAttribute(desc, attribute, &gemm.scaleMode,
+                                                      sizeof gemm.scaleMode),
+                  CUBLAS_STATUS_SUCCESS);
     cublasLtMatrixLayout_t aLayout = layoutOf(a), bLayout = layoutOf(b), dLayout = layoutOf(d);
     cublasLtMatrixLayout_t cLayout = c ? layoutOf(*c) : dLayout;
     cublasLtMatmulHeuristicResult_t heuristic{};
@@ -255,6 +277,78 @@ TEST_F(EmuCublasLt, BetaOneWithCAliasingDIsAResidualAdd) {
         const double tolerance = 1e-4 + (type == CUDA_R_16BF ? std::fabs(exact) / 128 : 0.0);
         ASSERT_NEAR(d.get(row, col), exact, tolerance) << row << ", " << col;
       }
+  }
+}
+
+// FP8 E4M3 x E4M3 in the layout the cuda backend uses ("TN": y^T = op_T(W) x^T) with outer-vector
+// scales, D in f32 and bf16, against a double reference over every code but NaN's (decoded by
+// support/FloatFormats.h; the emulation decodes with cuda_fp8.h). Then cuBLASLt's rules: no FP8
+// below compute capability 8.9, outer vectors only on 9.0, "TN" only, 16-byte leading dimensions.
+TEST_F(EmuCublasLt, Fp8WithOuterVectorScalesFollowsCublasLtsRules) {
+  std::mt19937 random(11);
+  std::uniform_int_distribution<int> code(0, 255);
+  std::uniform_real_distribution<float> positive(0.01f, 2.f);
+  auto fp8Code = [&] {
+    int c = code(random);
+    return static_cast<uint8_t>((c & 0x7f) == 0x7f ? c - 1 : c); // not NaN
+  };
+  const uint64_t m = 24, n = 5, k = 48;
+  for (cudaDataType_t out : {CUDA_R_32F, CUDA_R_16BF}) {
+    Matrix a(CUDA_R_8F_E4M3, k, m, 0), b(CUDA_R_8F_E4M3, k, n, 0), d(out, m, n, 0);
+    for (uint64_t col = 0; col < m; ++col)
+      for (uint64_t row = 0; row < k; ++row)
+        a.setCode(row, col, fp8Code());
+    for (uint64_t col = 0; col < n; ++col)
+      for (uint64_t row = 0; row < k; ++row)
+        b.setCode(row, col, fp8Code());
+    std::vector<float> aScale(m), bScale(n);
+    for (float &v : aScale)
+      v = positive(random);
+    for (float &v : bScale)
+      v = positive(random);
+    Gemm gemm;
+    gemm.transA = true;
+    gemm.aScale = aScale.data();
+    gemm.bScale = bScale.data();
+    gemm.scaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    ASSERT_EQ(run(gemm, a, b, nullptr, d), CUBLAS_STATUS_SUCCESS);
+    for (uint64_t col = 0; col < n; ++col)
+      for (uint64_t row = 0; row < m; ++row) {
+        double exact = 0, magnitude = 0;
+        for (uint64_t i = 0; i < k; ++i) {
+          exact += a.values[i + row * k] * b.values[i + col * k];
+          magnitude += std::fabs(a.values[i + row * k] * b.values[i + col * k]);
+        }
+        const double scale = static_cast<double>(aScale[row]) * bScale[col];
+        exact *= scale;
+        const double tolerance =
+            1e-6 * magnitude * scale + (out == CUDA_R_16BF ? std::fabs(exact) / 128 : 0.0);
+        ASSERT_NEAR(d.get(row, col), exact, tolerance) << row << ", " << col;
+      }
+
+    // Not "TN"; a leading dimension of 8 bytes: refused as cuBLASLt refuses them.
+    Gemm plain = gemm;
+    plain.transA = false;
+    Matrix square(CUDA_R_8F_E4M3, k, k, 0), wide(CUDA_R_8F_E4M3, k, m, 0), dk(out, k, m, 0);
+    EXPECT_EQ(run(plain, square, wide, nullptr, dk), CUBLAS_STATUS_NOT_SUPPORTED);
+    Matrix narrowA(CUDA_R_8F_E4M3, 8, m, 0), narrowB(CUDA_R_8F_E4M3, 8, n, 0);
+    EXPECT_EQ(run(gemm, narrowA, narrowB, nullptr, d), CUBLAS_STATUS_NOT_SUPPORTED);
+
+    // The device decides: outer vectors on 9.0 only, FP8 itself from 8.9.
+    for (int capability : {89, 80}) {
+      dlm::emu::EmuDriverOptions options;
+      options.computeCapability = capability;
+      ASSERT_TRUE(dlm::emu::emulatedCudaDriver(options));
+      EXPECT_EQ(run(gemm, a, b, nullptr, d), CUBLAS_STATUS_NOT_SUPPORTED) << capability;
+      Gemm scalars = gemm;
+      scalars.scaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+      EXPECT_EQ(run(scalars, a, b, nullptr, d),
+                capability >= 89 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED)
+          << capability;
+    }
+    dlm::emu::EmuDriverOptions restored;
+    restored.computeCapability = 90;
+    ASSERT_TRUE(dlm::emu::emulatedCudaDriver(restored));
   }
 }
 

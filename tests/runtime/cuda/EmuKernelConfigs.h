@@ -156,4 +156,13 @@ inline std::vector<codegen::WidenWeightParams> widenWeightConfigs() {
   };
 }
 
+// Rows narrower and wider than a block, in both element types.
+inline std::vector<codegen::QuantizeRowsParams> quantizeRowsConfigs() {
+  using codegen::ElementType;
+  return {{64, ElementType::f32},
+          {64, ElementType::bf16},
+          {1000, ElementType::f32},
+          {16, ElementType::bf16}};
+}
+
 } // namespace dlm::cudatest

@@ -47,8 +47,11 @@ Status kernelsOf(const std::string &kind, std::vector<codegen::KernelSource> &ke
     return collect(cudatest::embeddingConfigs(), codegen::generateEmbedding, kernels);
   if (kind == "kv_store")
     return collect(cudatest::kvStoreConfigs(), codegen::generateKvStore, kernels);
-  if (kind == "widen_weight")
-    return collect(cudatest::widenWeightConfigs(), codegen::generateWidenWeight, kernels);
+  if (kind == "widen_weight") {
+    DLM_RETURN_IF_ERROR(
+        collect(cudatest::widenWeightConfigs(), codegen::generateWidenWeight, kernels));
+    return collect(cudatest::quantizeRowsConfigs(), codegen::generateQuantizeRows, kernels);
+  }
   if (kind == "soft_embedding")
     return collect(cudatest::softEmbeddingConfigs(), codegen::generateSoftEmbedding, kernels);
   if (kind == "moe") {

@@ -112,12 +112,14 @@ TEST(NvrtcCompile, NormRopeActivationAtModelShapes) {
   compileAndCheck(kernels, kBothTargets);
 }
 
-TEST(NvrtcCompile, EmbeddingKvStoreWidenWeightAtModelShapes) {
+TEST(NvrtcCompile, EmbeddingKvStoreNarrowWeightsAtModelShapes) {
   std::vector<codegen::KernelSource> kernels =
       generateAll(productionEmbeddingConfigs(), codegen::generateEmbedding);
   for (auto &kernel : generateAll(productionKvStoreConfigs(), codegen::generateKvStore))
     kernels.push_back(std::move(kernel));
   for (auto &kernel : generateAll(productionWidenWeightConfigs(), codegen::generateWidenWeight))
+    kernels.push_back(std::move(kernel));
+  for (auto &kernel : generateAll(productionQuantizeRowsConfigs(), codegen::generateQuantizeRows))
     kernels.push_back(std::move(kernel));
   compileAndCheck(kernels, kBothTargets);
 }

@@ -87,6 +87,11 @@ inline std::vector<codegen::WidenWeightParams> productionWidenWeightConfigs() {
           {StoredWeight::i8, ElementType::f32}};
 }
 
+inline std::vector<codegen::QuantizeRowsParams> productionQuantizeRowsConfigs() {
+  using codegen::ElementType;
+  return {{4096, ElementType::bf16}, {14336, ElementType::bf16}, {2816, ElementType::bf16}};
+}
+
 inline std::vector<codegen::KvStoreParams> productionKvStoreConfigs() {
   using codegen::ElementType;
   return {{4096, 16, ElementType::bf16}, {512, 16, ElementType::bf16}, {512, 16, ElementType::f32}};

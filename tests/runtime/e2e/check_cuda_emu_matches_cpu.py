@@ -20,7 +20,9 @@ forwards must give identical ids and logits.
 
 8-bit projection weights (check_narrow_weights): qwen3 compiled with --weights int8 and llada's
 FP8 E4M3 checkpoint stay 8-bit on the device, widened to f32 before each GEMM; with NARROW_SETTINGS
-they must match the cpu in the same way.
+they must match the cpu in the same way (the FP8 one on a device reporting compute capability
+8.0, which has no FP8 GEMM). The FP8 GEMM itself (9.0, the default; check_fp8_gemm) runs the demo
+model's FP8 checkpoint, within FP8_GEMM_LOGITS of the cpu and with its greedy ids.
 
 Those artifacts carry decoding kernels for blocks of 32 (dlmc's default), so the runs above decode
 from the host. The device block loop (a block's steps on the device, DLM_CUDA_DEVICE_LOOP) is
@@ -82,6 +84,11 @@ SETTINGS = {
 GRAPH_SETTING = "gumbel_prefix"
 # The settings the artifacts with 8-bit weights (check_narrow_weights) run.
 NARROW_SETTINGS = ["greedy", GRAPH_SETTING]
+# The FP8 GEMM's first logits against the cpu's widened FP8 weights with f32 activations, relative
+# to the largest cpu logit: the E4M3 rounding of the activations (3 mantissa bits). Measured on
+# the demo model: 6.3e-2 (3.5e-2 in norm); greedy ids identical.
+FP8_GEMM_LOGITS = 0.1
+DEMO = os.path.join(ROOT, "tests", "models", "demo", "checkpoint")
 
 DIFFUSION_GEMMA_FIXTURES = ["tiny_f32_swa", "tiny_bf16"]
 DIFFUSION_GEMMA_DIR = os.path.join(ROOT, "tests", "reference", "diffusion_gemma", "fixtures")
@@ -175,6 +182,47 @@ def missing_cuda_driver(dlm_run, artifact):
     return None
 
 
+def check_fp8_gemm(args, work, env, failures):
+    """The FP8 GEMM (compute capability 9.0, the emulated device's default): the trained demo
+    model's FP8 checkpoint, its input rows quantized to E4M3 per row, against the cpu, which
+    widens the FP8 weights and keeps f32 activations. Not bit-comparable: held to
+    FP8_GEMM_LOGITS (relative to the largest cpu logit) and identical greedy ids. Returns
+    (emulated seconds, emulated runs)."""
+    ckpt = os.path.join(work, "demo_fp8")
+    subprocess.run([sys.executable, MAKE_FP8, DEMO, ckpt, os.path.join(work, "demo_dequantized")],
+                   check=True, stdout=subprocess.DEVNULL)
+    artifact = os.path.join(work, "demo_fp8.dlm")
+    settings = ["--gen-length", "32", "--block-length", "16", "--steps", "32"]
+    proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
+                           *settings], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append(f"demo_fp8: dlmc compile failed: {proc.stderr.strip()}")
+        return 0.0, 0
+    label = "demo_fp8 fp8_gemm"
+    seconds = 0.0
+    try:
+        arguments = ["--prompt", "When we speak of free software", *settings]
+        cpu_dump, emu_dump = os.path.join(work, "demo_fp8.cpu.npy"), os.path.join(work,
+                                                                                 "demo_fp8.emu.npy")
+        cmd = [args.dlm_run, artifact, *arguments, "--json", "--threads", "2"]
+        cpu = json.loads(subprocess.run(cmd + ["--device", "cpu", "--dump-logits", cpu_dump],
+                                        check=True, capture_output=True, text=True).stdout)
+        start = time.monotonic()
+        emu = json.loads(subprocess.run(cmd + ["--device", args.device, "--dump-logits", emu_dump],
+                                        check=True, capture_output=True, text=True,
+                                        env=env).stdout)
+        seconds = time.monotonic() - start
+        problems = first_logits_problems(emu_dump, cpu_dump, FP8_GEMM_LOGITS, "cpu")
+        if emu["output_ids"] != cpu["output_ids"]:
+            problems.append(f"output_ids: {emu['output_ids']!r} != cpu {cpu['output_ids']!r}")
+    except (subprocess.CalledProcessError, ValueError, OSError) as e:
+        problems = [str(e) + (f": {e.stderr.strip()}" if getattr(e, "stderr", None) else "")]
+    print(f"{label:40s} {'ok' if not problems else 'FAILED'}  "
+          f"{'' if problems else f'emulated {seconds:.1f} s'}", flush=True)
+    failures += [f"{label}: {p}" for p in problems]
+    return seconds, 1
+
+
 def check_setting(args, label, artifact, setting, work, env, eager_env, failures):
     """One decoding setting on `artifact`: the device against the cpu, and with `eager_env` also
     eagerly (graphs off) against both; returns (emulated seconds, emulated runs)."""
@@ -210,18 +258,19 @@ def check_narrow_weights(args, models, work, env, eager_env, failures):
     """8-bit projection weights, kept 8-bit on the device and widened per GEMM: qwen3 compiled
     with --weights int8 and llada's FP8 E4M3 checkpoint (make_fp8_checkpoint.py). Both are f32
     checkpoints, so the device computes in f32 and must match the cpu as the plain artifacts do.
+    The FP8 one runs as on a device without FP8 GEMMs (compute capability 8.0): widened too.
     Returns (emulated seconds, emulated runs)."""
     artifacts = {}
     if "qwen3" in models:
-        artifacts["qwen3_int8"] = (os.path.join(work, "ckpt", "qwen3"), ["--weights", "int8"])
+        artifacts["qwen3_int8"] = (os.path.join(work, "ckpt", "qwen3"), ["--weights", "int8"], env)
     if "llada" in models:
         fp8 = os.path.join(work, "llada_fp8")
         subprocess.run([sys.executable, MAKE_FP8, os.path.join(work, "ckpt", "llada"), fp8,
                         os.path.join(work, "llada_fp8_dequantized")], check=True,
                        stdout=subprocess.DEVNULL)
-        artifacts["llada_fp8"] = (fp8, [])
+        artifacts["llada_fp8"] = (fp8, [], dict(env, DLM_EMU_COMPUTE_CAPABILITY="80"))
     seconds_total, runs = 0.0, 0
-    for name, (ckpt, flags) in artifacts.items():
+    for name, (ckpt, flags, device_env) in artifacts.items():
         artifact = os.path.join(work, name + ".dlm")
         proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--target", "all",
                                *flags], capture_output=True, text=True)
@@ -229,9 +278,10 @@ def check_narrow_weights(args, models, work, env, eager_env, failures):
             failures.append(f"{name}: dlmc compile failed: {proc.stderr.strip()}")
             continue
         for setting_name in NARROW_SETTINGS:
+            eager = dict(device_env, DLM_CUDA_GRAPHS="0")
             seconds, count = check_setting(
-                args, f"{name} {setting_name}", artifact, SETTINGS[setting_name], work, env,
-                eager_env if setting_name == GRAPH_SETTING else None, failures)
+                args, f"{name} {setting_name}", artifact, SETTINGS[setting_name], work,
+                device_env, eager if setting_name == GRAPH_SETTING else None, failures)
             seconds_total += seconds
             runs += count
     return seconds_total, runs
@@ -384,6 +434,9 @@ def main(argv=None):
             emulated_seconds += seconds
             emulated_runs += runs
         seconds, runs = check_narrow_weights(args, models, work, env, eager_env, failures)
+        emulated_seconds += seconds
+        emulated_runs += runs
+        seconds, runs = check_fp8_gemm(args, work, env, failures)
         emulated_seconds += seconds
         emulated_runs += runs
         for fixture in [f for f in args.diffusion_gemma_fixtures.split(",") if f]:
