@@ -1,6 +1,6 @@
-// Conversions between float32 and the 16-bit formats weights come in: bf16 (round to nearest
-// even, NaN kept quiet) and IEEE half (widening only). Shared by the compiler (dlmc --weights),
-// the host weights and the CUDA backend's uploads.
+// Conversions between float32 and the formats weights come in: bf16 (round to nearest even, NaN
+// kept quiet), IEEE half (widening only) and FP8 E4M3 (both ways). Shared by the compiler (dlmc
+// --weights), the host weights and the CUDA backend's uploads.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,34 @@ inline float floatFromE4m3(uint8_t bits) {
     magnitude = (1.0f + static_cast<float>(mantissa) * 0.125f) * static_cast<float>(1 << exponent) *
                 0.0078125f; // * 2^(e-7)
   return (bits & 0x80) ? -magnitude : magnitude;
+}
+
+// The E4M3 code nearest to `value`, ties to the even code, saturated to +-448 (the largest finite
+// value; the format has no infinity); NaN stays NaN. Normal results round float32's mantissa to
+// 3 bits (a carry bumps the exponent, as it should); below 2^-6 the codes are multiples of 2^-9.
+inline uint8_t e4m3FromFloat(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)
+    return static_cast<uint8_t>(sign | 0x7fu);
+  if (magnitude >= 0x3c800000u) { // 2^-6
+    magnitude += 0x7ffffu + ((magnitude >> 20) & 1u);
+    const int exponent = static_cast<int>(magnitude >> 23) - 127 + 7;
+    const uint32_t mantissa = (magnitude >> 20) & 7u;
+    if (exponent > 15 || (exponent == 15 && mantissa == 7u))
+      return static_cast<uint8_t>(sign | 0x7eu);
+    return static_cast<uint8_t>(sign | (static_cast<uint32_t>(exponent) << 3) | mantissa);
+  }
+  float absolute;
+  std::memcpy(&absolute, &magnitude, sizeof absolute);
+  const float units = absolute * 512.0f; // exact: a power of two
+  uint32_t whole = static_cast<uint32_t>(units);
+  const float rest = units - static_cast<float>(whole);
+  if (rest > 0.5f || (rest == 0.5f && (whole & 1u)))
+    ++whole;
+  return static_cast<uint8_t>(sign | whole);
 }
 
 } // namespace dlm

@@ -168,11 +168,9 @@ Status validateOptions(const CompileOptions &options) {
       return fail("--knob " + value + ": expected name=value");
   if (!options.activations.empty() && options.activations != "f32" && options.activations != "bf16")
     return fail("unknown --activations " + options.activations + " (expected f32 or bf16)");
-  if (options.weights == "fp8")
-    return fail("not supported yet: --weights fp8 (f32, bf16 and int8 are)");
   if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16" &&
-      options.weights != "int8")
-    return fail("unknown --weights " + options.weights + " (expected f32, bf16 or int8)");
+      options.weights != "int8" && options.weights != "fp8")
+    return fail("unknown --weights " + options.weights + " (expected f32, bf16, int8 or fp8)");
   return Status::ok();
 }
 
@@ -421,7 +419,8 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   // float32 CPU backend does), else bf16. 8-bit projection weights (--weights int8, an FP8
   // checkpoint) stay 8-bit on the device and are widened to that precision per GEMM.
   artifact::ArtifactContents &contents = contents_;
-  std::string precision = options.weights == "int8" ? "" : options.weights;
+  const bool narrow = options.weights == "int8" || options.weights == "fp8";
+  std::string precision = narrow ? "" : options.weights;
   codegen::ModelKernelOptions kernelOptions;
   for (const artifact::WeightSource &weight : contents.weights) {
     if (weight.dtype == artifact::DType::i8)

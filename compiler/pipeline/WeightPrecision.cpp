@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <variant>
 
@@ -30,21 +31,34 @@ std::set<std::string> projectionWeights(const artifact::KernelTarget &program) {
   return names;
 }
 
-// The stored view of a weight source (f32, bf16 or f16: no row scales), to read its values as
-// the runtime does.
-model::StoredTensor storedView(const artifact::WeightSource &w) {
+// The stored view of a weight source, to read its values as the runtime does: an 8-bit one (i8,
+// fp8_e4m3) with the row scales of its "<name>.scale" source, which must be f32 [rows].
+StatusOr<model::StoredTensor> storedView(const artifact::WeightSource &w,
+                                         const artifact::WeightSource *scales) {
   const int64_t cols = w.shape.empty() ? 1 : w.shape.back();
   const int64_t count = static_cast<int64_t>(w.size / artifact::dtypeSize(w.dtype));
-  return {w.dtype, w.data, cols ? count / cols : 0, cols};
+  model::StoredTensor view{w.dtype, w.data, cols ? count / cols : 0, cols};
+  if (w.dtype == DType::i8 || w.dtype == DType::fp8_e4m3) {
+    if (!scales || scales->dtype != DType::f32 ||
+        scales->size != static_cast<size_t>(view.rows) * sizeof(float))
+      return Status::error("weight '" + w.name + "' (" + artifact::dtypeName(w.dtype) +
+                           ") has no f32 row scales '" + w.name +
+                           std::string(model::kRowScaleSuffix) + "' to convert it with");
+    view.rowScales = static_cast<const float *>(scales->data);
+  }
+  return view;
 }
 
-// Weight-only int8 per output channel (row): scale = max |w| / 127 (1 for an all-zero row), q =
-// round(w / scale) in [-127, 127]. Writes q into `out` and returns the scales' weight source
-// "<name>.scale" (f32 [rows]), its bytes kept in `owned`. Reads w before the caller retypes it.
-artifact::WeightSource quantizeRows(const artifact::WeightSource &w, int8_t *out,
+// Weight-only 8 bits per output channel (row): int8 with scale = max |w| / 127 and q = round(w /
+// scale) in [-127, 127], or FP8 E4M3 with scale = max |w| / 448 and q = E4M3(w / scale) (to nearest
+// even); a scale of 1 for an all-zero row. Writes q into `out` and returns the scales' weight
+// source "<name>.scale" (f32 [rows]), its bytes kept in `owned`. Reads w before the caller
+// retypes it.
+artifact::WeightSource quantizeRows(const artifact::WeightSource &w,
+                                    const model::StoredTensor &view, DType target, uint8_t *out,
                                     std::vector<std::vector<uint8_t>> &owned) {
   const int64_t rows = w.shape[0], cols = w.shape[1];
-  const model::StoredTensor view = storedView(w);
+  const bool fp8 = target == DType::fp8_e4m3;
   std::vector<uint8_t> scaleBytes(static_cast<size_t>(rows) * sizeof(float));
   float *scales = reinterpret_cast<float *>(scaleBytes.data());
   for (int64_t r = 0; r < rows; ++r) {
@@ -52,11 +66,14 @@ artifact::WeightSource quantizeRows(const artifact::WeightSource &w, int8_t *out
     float largest = 0.0f;
     for (int64_t c = 0; c < cols; ++c)
       largest = std::max(largest, std::fabs(model::storedValue(view, first + c)));
-    const float scale = largest > 0.0f ? largest / 127.0f : 1.0f;
+    const float scale = largest > 0.0f ? largest / (fp8 ? 448.0f : 127.0f) : 1.0f;
     scales[r] = scale;
-    for (int64_t c = 0; c < cols; ++c)
-      out[first + c] = static_cast<int8_t>(
-          std::clamp(std::nearbyint(model::storedValue(view, first + c) / scale), -127.0f, 127.0f));
+    for (int64_t c = 0; c < cols; ++c) {
+      const float value = model::storedValue(view, first + c) / scale;
+      out[first + c] = fp8 ? e4m3FromFloat(value)
+                           : static_cast<uint8_t>(static_cast<int8_t>(
+                                 std::clamp(std::nearbyint(value), -127.0f, 127.0f)));
+    }
   }
   artifact::WeightSource source{w.name + std::string(model::kRowScaleSuffix),
                                 DType::f32,
@@ -65,6 +82,15 @@ artifact::WeightSource quantizeRows(const artifact::WeightSource &w, int8_t *out
                                 scaleBytes.size()};
   owned.push_back(std::move(scaleBytes));
   return source;
+}
+
+// "layers.0.q" for its row scales "layers.0.q.scale"; "" for a name without the suffix.
+std::string scaledWeight(const std::string &name) {
+  const std::string_view suffix = model::kRowScaleSuffix;
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  return name.substr(0, name.size() - suffix.size());
 }
 
 } // namespace
@@ -83,32 +109,46 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
   else if (precision == "int8")
     target = DType::i8;
   else if (precision == "fp8")
-    return Status::error("not supported yet: --weights fp8 (f32, bf16 and int8 are)");
+    target = DType::fp8_e4m3;
   else if (!precision.empty())
-    return Status::error("unknown --weights " + precision + " (expected f32, bf16 or int8)");
+    return Status::error("unknown --weights " + precision + " (expected f32, bf16, int8 or fp8)");
   std::vector<artifact::WeightSource> scales;
+  // The row scales of 8-bit weights converted to another type: replaced or dropped.
+  std::set<std::string> staleScales;
+  std::map<std::string, const artifact::WeightSource *> byName;
+  for (const artifact::WeightSource &w : weights)
+    byName[w.name] = &w;
   const std::set<std::string> names = projectionWeights(program);
   for (artifact::WeightSource &w : weights) {
     if (!names.count(w.name))
       continue;
     ++report.projections;
     if (target != DType::invalid && w.dtype != target) {
-      if (w.dtype != DType::f32 && w.dtype != DType::bf16 && w.dtype != DType::f16)
+      if (w.dtype != DType::f32 && w.dtype != DType::bf16 && w.dtype != DType::f16 &&
+          w.dtype != DType::i8 && w.dtype != DType::fp8_e4m3)
         return Status::error("--weights " + precision + ": weight '" + w.name + "' has dtype " +
                              artifact::dtypeName(w.dtype) + ", which cannot be converted");
+      const std::string scaleName = w.name + std::string(model::kRowScaleSuffix);
+      auto scale = byName.find(scaleName);
+      StatusOr<model::StoredTensor> view =
+          storedView(w, scale == byName.end() ? nullptr : scale->second);
+      if (!view)
+        return view.status().withContext("--weights " + precision);
+      if (view->rowScales)
+        staleScales.insert(scaleName);
       const size_t count = w.size / artifact::dtypeSize(w.dtype);
-      const model::StoredTensor view = storedView(w);
       std::vector<uint8_t> bytes(count * artifact::dtypeSize(target));
-      if (target == DType::i8) {
+      if (target == DType::i8 || target == DType::fp8_e4m3) {
         if (w.shape.size() != 2)
-          return Status::error("--weights int8: weight '" + w.name + "' is not a matrix");
-        scales.push_back(quantizeRows(w, reinterpret_cast<int8_t *>(bytes.data()), owned));
+          return Status::error("--weights " + precision + ": weight '" + w.name +
+                               "' is not a matrix");
+        scales.push_back(quantizeRows(w, *view, target, bytes.data(), owned));
       } else if (target == DType::f32) {
-        model::widenStored(view, 0, count, reinterpret_cast<float *>(bytes.data()));
+        model::widenStored(*view, 0, count, reinterpret_cast<float *>(bytes.data()));
       } else {
         uint16_t *out = reinterpret_cast<uint16_t *>(bytes.data());
         for (size_t i = 0; i < count; ++i)
-          out[i] = bf16FromFloat(model::storedValue(view, i));
+          out[i] = bf16FromFloat(model::storedValue(*view, i));
       }
       w.dtype = target;
       w.data = bytes.data();
@@ -118,6 +158,14 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
     }
     report.projectionBytes += w.size;
   }
+  weights.erase(std::remove_if(weights.begin(), weights.end(),
+                               [&](const artifact::WeightSource &w) {
+                                 return staleScales.count(w.name) != 0;
+                               }),
+                weights.end());
+  for (const artifact::WeightSource &w : weights)
+    if (names.count(scaledWeight(w.name)))
+      report.projectionBytes += w.size; // the row scales of 8-bit weights kept as stored
   for (const artifact::WeightSource &scale : scales)
     report.projectionBytes += scale.size;
   weights.insert(weights.end(), scales.begin(), scales.end());

@@ -30,6 +30,18 @@ StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoi
   if (view.shape.size() != 2)
     return Status::error("FP8 tensor '" + view.name + "' is not a matrix");
   const int64_t rows = view.shape[0];
+  // Static activation scales (FP8 "static" schemes) would change what the GEMM computes; dlm
+  // quantizes activations itself, per row at run time, as FP8-dynamic checkpoints intend.
+  const std::string weightSuffix = "weight";
+  if (view.name.size() > weightSuffix.size() &&
+      view.name.compare(view.name.size() - weightSuffix.size(), weightSuffix.size(),
+                        weightSuffix) == 0) {
+    const std::string inputScale =
+        view.name.substr(0, view.name.size() - weightSuffix.size()) + "input_scale";
+    if (tensors.find(inputScale))
+      return Status::error("not supported yet: a static FP8 activation scale ('" + inputScale +
+                           "'); FP8-dynamic checkpoints (weight scales only) import");
+  }
   const safetensors::TensorView *scale = tensors.find(scaleName);
   if (!scale)
     return Status::error("FP8 E4M3 tensor '" + view.name + "' has no scale '" + scaleName +

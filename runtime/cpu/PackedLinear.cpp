@@ -4,6 +4,7 @@
 #include "support/FloatFormats.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -58,7 +59,8 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
                                                                PackedLinear::Bf16Gemm bf16) {
   const model::StoredTensor *given = weights.stored(name);
   const bool tiled =
-      given && (given->dtype == artifact::DType::bf16 || given->dtype == artifact::DType::i8);
+      given && (given->dtype == artifact::DType::bf16 || given->dtype == artifact::DType::i8 ||
+                given->dtype == artifact::DType::fp8_e4m3);
   return weights.derived<PackedLinear>(
       name,
       std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::weightOnly ? "cpu-tiles:"
@@ -133,11 +135,15 @@ StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
 
 Status PackedLinear::packTiles(const model::ModelWeights &weights,
                                const model::StoredTensor &stored) {
-  const bool int8 = stored.dtype == artifact::DType::i8;
-  if (!int8 && stored.dtype != artifact::DType::bf16)
+  // int8 and FP8: one byte and a scale per column of W^T (row of W).
+  const bool bytes =
+      stored.dtype == artifact::DType::i8 || stored.dtype == artifact::DType::fp8_e4m3;
+  if (!bytes && stored.dtype != artifact::DType::bf16)
     return Status::error(std::string("internal error: no tiles for dtype ") +
                          artifact::dtypeName(stored.dtype));
-  format_ = int8 ? Format::int8Tiles : Format::bf16Tiles;
+  format_ = stored.dtype == artifact::DType::i8         ? Format::int8Tiles
+            : stored.dtype == artifact::DType::fp8_e4m3 ? Format::fp8Tiles
+                                                        : Format::bf16Tiles;
   const int64_t n = outputs_, k = inputs_;
   // As few tiles as fit, rounded up to a multiple of the hardware threads (the pool spreads whole
   // tiles: 3 tiles on 2 threads leave one idle a third of the time), then as narrow as they can
@@ -148,14 +154,14 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
   const int64_t count = std::min(((n + fit - 1) / fit + cpus - 1) / cpus * cpus,
                                  (n + kMinTileWidth - 1) / kMinTileWidth);
   tileWidth_ = ((n + count - 1) / count + kMinTileWidth - 1) / kMinTileWidth * kMinTileWidth;
-  const size_t element = int8 ? 1 : 2;
+  const size_t element = bytes ? 1 : 2;
   const size_t elements = static_cast<size_t>(tiles() * k * tileWidth_);
   bytes_ = elements * element;
   data_.reset(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
   if (!data_)
     return Status::error("out of memory packing " + std::to_string(bytes_) + " bytes");
   std::memset(data_.get(), 0, bytes_);
-  if (int8) {
+  if (bytes) {
     columnScales_.assign(static_cast<size_t>(tiles() * tileWidth_), 0.0f);
     std::copy(stored.rowScales, stored.rowScales + n, columnScales_.begin());
     bytes_ += columnScales_.size() * sizeof(float);
@@ -171,8 +177,8 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
     }
   };
   return weights.readStored([&] {
-    if (int8)
-      transpose(static_cast<int8_t *>(data_.get()), static_cast<const int8_t *>(stored.data));
+    if (bytes)
+      transpose(static_cast<uint8_t *>(data_.get()), static_cast<const uint8_t *>(stored.data));
     else
       transpose(static_cast<uint16_t *>(data_.get()), static_cast<const uint16_t *>(stored.data));
   });
@@ -187,8 +193,22 @@ void PackedLinear::widenTile(int64_t t, float *out) const {
     model::widenStored(tile, 0, count, out);
     return;
   }
-  const int8_t *q = static_cast<const int8_t *>(data_.get()) + t * count;
   const float *scales = columnScales_.data() + t * tileWidth_;
+  if (format_ == Format::fp8Tiles) {
+    // Each code's value from a table: E4M3 has 256 codes.
+    static const std::array<float, 256> values = [] {
+      std::array<float, 256> table{};
+      for (int code = 0; code < 256; ++code)
+        table[static_cast<size_t>(code)] = floatFromE4m3(static_cast<uint8_t>(code));
+      return table;
+    }();
+    const uint8_t *codes = static_cast<const uint8_t *>(data_.get()) + t * count;
+    for (int64_t i = 0; i < inputs_; ++i)
+      for (int64_t c = 0; c < tileWidth_; ++c)
+        out[i * tileWidth_ + c] = values[codes[i * tileWidth_ + c]] * scales[c];
+    return;
+  }
+  const int8_t *q = static_cast<const int8_t *>(data_.get()) + t * count;
   for (int64_t i = 0; i < inputs_; ++i)
     for (int64_t c = 0; c < tileWidth_; ++c)
       out[i * tileWidth_ + c] = static_cast<float>(q[i * tileWidth_ + c]) * scales[c];

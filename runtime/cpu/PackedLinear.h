@@ -12,14 +12,14 @@
 //   (oneDNN has a non-reference bf16 matmul: AVX-512 BF16, AMX): oneDNN's bf16 layout, run by
 //   bf16 x bf16 -> f32 primitives, the activations rounded to bf16 per call. On the 86M bench
 //   model (AVX-512 BF16) this ran at 37.7 forwards/s against 21.8 for the tiles below.
-// - bf16 otherwise (weight-only: the same results on every CPU), and i8 with a scale per output
-//   channel (weight-only int8): kept as stored, in column tiles of W^T ([K, T] row-major each).
-//   The GEMM widens one tile at a time to float32 in a thread's scratch (i8: times its columns'
-//   scales) and multiplies it there (single-threaded sgemm per tile, the tiles spread over the
-//   pool): float32 arithmetic on the stored weights at a half (a quarter) of the float32
-//   weights' memory, on any CPU. oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32
-//   activations, and its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512
-//   BF16.
+// - bf16 otherwise (weight-only: the same results on every CPU), and i8 or FP8 E4M3 with a scale
+//   per output channel (weight-only int8 / FP8): kept as stored, in column tiles of W^T ([K, T]
+//   row-major each). The GEMM widens one tile at a time to float32 in a thread's scratch (i8,
+//   FP8: times its columns' scales) and multiplies it there (single-threaded sgemm per tile, the
+//   tiles spread over the pool): float32 arithmetic on the stored weights at a half (a quarter) of
+//   the float32 weights' memory, on any CPU. oneDNN 2.6 has no GEMM of bf16 or int8 weights with
+//   float32 activations, and its bf16 x bf16 GEMM falls back to reference code on CPUs without
+//   AVX-512 BF16.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.
@@ -52,7 +52,7 @@ public:
                                                           std::string_view name, int64_t outputs,
                                                           Bf16Gemm bf16 = Bf16Gemm::weightOnly);
 
-  enum class Format { f32Packed, bf16Packed, bf16Tiles, int8Tiles };
+  enum class Format { f32Packed, bf16Packed, bf16Tiles, int8Tiles, fp8Tiles };
   Format format() const { return format_; }
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
@@ -61,8 +61,8 @@ public:
   // f32Packed, bf16Packed: oneDNN's layout and a memory object on the data.
   const dnnl::memory::desc &layout() const { return layout_; }
   const dnnl::memory &memory() const { return memory_; }
-  // bf16Tiles, int8Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K, tileWidth()]
-  // row-major (the last one zero-padded).
+  // bf16Tiles, int8Tiles, fp8Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K,
+  // tileWidth()] row-major (the last one zero-padded).
   int64_t tileWidth() const { return tileWidth_; }
   int64_t tiles() const { return (outputs_ + tileWidth_ - 1) / tileWidth_; }
   // Tile t as float32 into `out` ([K, tileWidth()]).
@@ -87,7 +87,7 @@ private:
   size_t bytes_ = 0;
   dnnl::memory::desc layout_;
   std::unique_ptr<void, Free> data_; // 64-byte aligned
-  std::vector<float> columnScales_;  // int8Tiles: W's row scales, zero-padded to the tiles
+  std::vector<float> columnScales_;  // int8Tiles, fp8Tiles: W's row scales, zero-padded
   dnnl::memory memory_;              // a view of data_ in layout_
 };
 

@@ -95,6 +95,8 @@ def main():
     ap.add_argument("fp8")
     ap.add_argument("dequantized")
     ap.add_argument("--per-tensor", action="store_true")
+    ap.add_argument("--static-input-scale", action="store_true",
+                    help="also an input_scale per FP8 weight (an FP8 'static' scheme; dlm refuses it)")
     a = ap.parse_args()
     tensors = read_safetensors(os.path.join(a.source, "model.safetensors"))
     fp8, dequantized = {}, {}
@@ -114,6 +116,9 @@ def main():
             codes = to_e4m3(w / rows[:, None])
             fp8[name] = ("F8_E4M3", codes.tobytes(), w.shape)
             fp8[name + "_scale"] = ("F32", scale.astype("<f4").tobytes(), scale.shape)
+            if a.static_input_scale:
+                fp8[name[:-len("weight")] + "input_scale"] = (
+                    "F32", np.ones((1,), dtype="<f4").tobytes(), (1,))
             values = (decode[codes].astype(np.float32) * rows[:, None]).astype("<f4")
             dequantized[name] = ("F32", values.tobytes(), w.shape)
         else:

@@ -46,8 +46,9 @@ int main(int argc, char **argv) {
                               cl::init("cpu"), cl::sub(compileCommand));
   cl::opt<std::string> weights(
       "weights",
-      cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 "
-               "(default: as the checkpoint stores them); the CUDA device computes in it"),
+      cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 | "
+               "int8 | fp8 (int8 and FP8 E4M3 weight-only, one scale per output channel; "
+               "default: as the checkpoint stores them)"),
       cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> activations(
       "activations",

@@ -1,7 +1,7 @@
 // PackedLinear and PackedGemm (runtime/cpu/PackedLinear.h): a projection's weight packed from its
-// stored form (f32, bf16 or int8 with row scales) gives x W^T (+ bias) (+ y) against a double
-// computation, on one thread and on several, for the full width and for fewer outputs (a padded LM
-// head); one packed copy per model.
+// stored form (f32, bf16, or int8 or FP8 with row scales) gives x W^T (+ bias) (+ y) against a
+// double computation, on one thread and on several, for the full width and for fewer outputs (a
+// padded LM head); one packed copy per model.
 #include "runtime/cpu/PackedLinear.h"
 
 #include "support/FloatFormats.h"
@@ -20,7 +20,7 @@ using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
 // bf16: weight-only (tiles); bf16Arithmetic: bf16 arithmetic asked for (where the CPU has it).
-enum class Stored { f32, bf16, bf16Arithmetic, int8 };
+enum class Stored { f32, bf16, bf16Arithmetic, int8, fp8 };
 
 class PackedLinearTest : public ::testing::TestWithParam<Stored> {
 protected:
@@ -28,6 +28,7 @@ protected:
     TinyModelOptions options;
     options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Arithmetic;
     options.int8 = GetParam() == Stored::int8;
+    options.fp8 = GetParam() == Stored::fp8;
     tiny = std::make_unique<TinyModel>(options);
     dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
     ASSERT_TRUE(loaded.weights);
@@ -42,9 +43,9 @@ protected:
 };
 
 // The weight the tests pack: an LM head ([48, 16], 40 of whose rows are the vocabulary) for f32
-// and bf16, and a projection ([24, 16]) for int8 (only projections are stored as int8).
+// and bf16, and a projection ([24, 16]) for int8 and FP8 (only projections are stored so).
 TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
-  const bool int8 = GetParam() == Stored::int8;
+  const bool int8 = GetParam() == Stored::int8 || GetParam() == Stored::fp8;
   const std::string name = int8 ? "layers.0.up" : "lm_head";
   const int64_t rows0 = int8 ? 24 : 48;
   const std::vector<float> &values = tiny->weight(name); // [rows0, 16]
@@ -83,11 +84,14 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
     case Stored::int8:
       EXPECT_EQ(w.format(), Format::int8Tiles);
       break;
+    case Stored::fp8:
+      EXPECT_EQ(w.format(), Format::fp8Tiles);
+      break;
     }
     if (native) // oneDNN's bf16 layout (padded to its blocks: larger than [N, K] at this size)
       EXPECT_EQ(w.layout().data_type(), dnnl::memory::data_type::bf16);
     else if (GetParam() != Stored::f32) {
-      EXPECT_GE(w.bytes(), size_t(outputs * 16) * (GetParam() == Stored::int8 ? 1 : 2));
+      EXPECT_GE(w.bytes(), size_t(outputs * 16) * (int8 ? 1 : 2));
       EXPECT_LT(w.bytes(), size_t(outputs * 16 * 4));
     }
     // The stored matrix is not kept widened to float32 for packing.
@@ -147,13 +151,15 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
     return "bf16_arithmetic";
   case Stored::int8:
     return "int8";
+  case Stored::fp8:
+    return "fp8";
   }
   return "unknown";
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest,
                          ::testing::Values(Stored::f32, Stored::bf16, Stored::bf16Arithmetic,
-                                           Stored::int8),
+                                           Stored::int8, Stored::fp8),
                          storedName);
 
 } // namespace

@@ -2,8 +2,9 @@
 """FP8 E4M3 checkpoints in the compressed-tensors layout (tests/models/make_fp8_checkpoint.py, per
 output channel and per tensor) import, keep their weights FP8 in the artifact, and give the same
 first-forward logits (relative error <= 1e-6) and greedy tokens as the same model dequantized to
-float32, on the tiny LLaDA (bidirectional) and Qwen3 (causal) models. The CPU backend has no FP8
-GEMM: it widens FP8 weights when it packs them at load.
+float32, on the tiny LLaDA (bidirectional) and Qwen3 (causal) models; so does the FP8 checkpoint
+compiled with --weights f32 (converted at compile time, its scales dropped). The CPU backend has no
+FP8 GEMM: it widens FP8 weights tile by tile inside the GEMM.
 
     check_fp8_import.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run
 """
@@ -48,9 +49,10 @@ def main():
                      os.path.join(work, "tiny", model), fp8, dequantized] +
                     (["--per-tensor"] if strategy == "tensor" else []))
                 artifacts = {}
-                for name, checkpoint in (("fp8", fp8), ("f32", dequantized)):
-                    artifacts[name] = checkpoint + ".dlm"
-                    run([a.dlmc, "compile", checkpoint, "-o", artifacts[name]])
+                for name, checkpoint, flags in (("fp8", fp8, []), ("f32", dequantized, []),
+                                                ("fp8-widened", fp8, ["--weights", "f32"])):
+                    artifacts[name] = f"{base}-{name}.dlm"
+                    run([a.dlmc, "compile", checkpoint, "-o", artifacts[name]] + flags)
                 stored = run([a.dlmc, "inspect", artifacts["fp8"]])
                 if "fp8_e4m3" not in stored or ".scale  f32" not in stored:
                     print(f"{model} {strategy}: the artifact does not keep FP8 weights with scales")
@@ -60,13 +62,14 @@ def main():
                     for name, artifact in artifacts.items():
                         ids[name], logits[name] = generate_with_logits(
                             a.dlm_run, artifact, prompt, f"{base}-{name}-{i}.npy")
-                    error = (np.linalg.norm(logits["fp8"] - logits["f32"]) /
-                             np.linalg.norm(logits["f32"]))
-                    good = error <= 1e-6 and ids["fp8"] == ids["f32"]
-                    ok &= good
-                    print(f"{model} {strategy} prompt {i}: logits relative error {error:.1e}, "
-                          f"tokens {'same' if ids['fp8'] == ids['f32'] else 'DIFFER'}"
-                          + ("" if good else "  FAILS"))
+                    for name in ("fp8", "fp8-widened"):
+                        error = (np.linalg.norm(logits[name] - logits["f32"]) /
+                                 np.linalg.norm(logits["f32"]))
+                        good = error <= 1e-6 and ids[name] == ids["f32"]
+                        ok &= good
+                        print(f"{model} {strategy} prompt {i} {name}: logits relative error "
+                              f"{error:.1e}, tokens {'same' if ids[name] == ids['f32'] else 'DIFFER'}"
+                              + ("" if good else "  FAILS"))
     return 0 if ok else 1
 
 

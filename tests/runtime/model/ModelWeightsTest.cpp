@@ -172,6 +172,32 @@ TEST(FloatFormats, E4m3KnownPoints) {
   EXPECT_TRUE(std::isnan(floatFromE4m3(0xFF)));
 }
 
+// Encoding: every finite code decodes and encodes back to itself; a midpoint between neighbours
+// goes to the even code; values past 448 saturate; NaN stays NaN; a value below half the smallest
+// subnormal is a signed zero.
+TEST(FloatFormats, E4m3EncodesToNearestEven) {
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7f) == 0x7f)
+      continue;
+    EXPECT_EQ(int(e4m3FromFloat(floatFromE4m3(static_cast<uint8_t>(code)))), code);
+  }
+  for (int code = 0; code < 0x7e; ++code) {
+    const float low = floatFromE4m3(static_cast<uint8_t>(code)),
+                high = floatFromE4m3(static_cast<uint8_t>(code + 1));
+    const int even = code % 2 == 0 ? code : code + 1;
+    EXPECT_EQ(int(e4m3FromFloat((low + high) / 2)), even) << "between codes " << code;
+    EXPECT_EQ(int(e4m3FromFloat(-(low + high) / 2)), 0x80 | even) << "between codes " << code;
+    EXPECT_EQ(int(e4m3FromFloat(low + (high - low) * 0.4f)), code);
+    EXPECT_EQ(int(e4m3FromFloat(low + (high - low) * 0.6f)), code + 1);
+  }
+  EXPECT_EQ(e4m3FromFloat(1000.0f), 0x7E);
+  EXPECT_EQ(e4m3FromFloat(-1e30f), 0xFE);
+  EXPECT_EQ(e4m3FromFloat(464.0f), 0x7E); // the midpoint to the NaN code: saturates
+  EXPECT_EQ(e4m3FromFloat(1e-4f), 0x00);
+  EXPECT_EQ(e4m3FromFloat(-1e-4f), 0x80);
+  EXPECT_EQ(e4m3FromFloat(__builtin_nanf("")) & 0x7F, 0x7F);
+}
+
 TEST(ModelDimsTest, ConfigProblemsAreNamed) {
   TinyModel tiny({});
   artifact::ModelConfig config = tiny.config();

@@ -3,6 +3,8 @@
 // model: the independent check the CPU backend's tests compare against.
 #pragma once
 
+#include "support/FloatFormats.h"
+
 #include "compiler/programs/DecodePrograms.h"
 #include "importer/model/CanonicalWeights.h"
 #include "runtime/artifact/ArtifactWriter.h"
@@ -42,6 +44,9 @@ struct TinyModelOptions {
   // The projection matrices (q, k, v, o, gate, up, down) stored as weight-only int8 with a scale
   // per row ("<name>.scale", as dlmc compile --weights int8 writes them).
   bool int8 = false;
+  // The same matrices as FP8 E4M3 with a scale per row (scale = max |w| / 448), as an FP8
+  // compressed-tensors checkpoint imports and dlmc compile --weights fp8 writes them.
+  bool fp8 = false;
   int64_t maskTokenId = 39;
   std::vector<int64_t> eosTokenIds = {1};
   int64_t maxPositions = 128;
@@ -104,30 +109,39 @@ public:
       add(n(spec::kGate), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kUp), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kDown), {H, o_.intermediate}, 1.0f / std::sqrt(float(o_.intermediate)), 0);
-      if (o_.int8)
+      if (o_.int8 || o_.fp8)
         for (std::string_view role :
              {spec::kQ, spec::kK, spec::kV, spec::kO, spec::kGate, spec::kUp, spec::kDown})
-          quantize(n(role));
+          quantize(n(role), o_.fp8);
     }
   }
 
-  // Rounds matrix `name` to int8 per row: scale = max |w| / 127, the values become q * scale.
-  void quantize(const std::string &name) {
+  // Rounds matrix `name` per row to int8 (scale = max |w| / 127) or FP8 E4M3 (max |w| / 448); the
+  // values become decode(q) * scale.
+  void quantize(const std::string &name, bool fp8) {
     std::vector<float> &values = values_.at(name);
     const int64_t rows = shapes_.at(name)[0], cols = shapes_.at(name)[1];
     Int8Matrix &m = int8_[name];
+    m.dtype = fp8 ? artifact::DType::fp8_e4m3 : artifact::DType::i8;
     m.scales.resize(static_cast<size_t>(rows));
     m.q.resize(values.size());
     for (int64_t r = 0; r < rows; ++r) {
       float largest = 0;
       for (int64_t c = 0; c < cols; ++c)
         largest = std::max(largest, std::fabs(values[r * cols + c]));
-      const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+      const float scale = largest > 0 ? largest / (fp8 ? 448.0f : 127.0f) : 1.0f;
       m.scales[r] = scale;
       for (int64_t c = 0; c < cols; ++c) {
-        const float q = std::nearbyint(values[r * cols + c] / scale);
-        m.q[r * cols + c] = static_cast<int8_t>(q);
-        values[r * cols + c] = q * scale;
+        float &value = values[r * cols + c];
+        if (fp8) {
+          const uint8_t code = e4m3FromFloat(value / scale);
+          m.q[r * cols + c] = static_cast<int8_t>(code);
+          value = floatFromE4m3(code) * scale;
+        } else {
+          const float q = std::nearbyint(value / scale);
+          m.q[r * cols + c] = static_cast<int8_t>(q);
+          value = q * scale;
+        }
       }
     }
   }
@@ -225,7 +239,7 @@ public:
       w.shape = shapes_.at(name);
       auto quantized = int8_.find(name);
       if (quantized != int8_.end()) {
-        w.dtype = artifact::DType::i8;
+        w.dtype = quantized->second.dtype;
         w.data = quantized->second.q.data();
         w.size = quantized->second.q.size();
         const std::vector<float> &scales = quantized->second.scales;
@@ -383,7 +397,8 @@ private:
   TinyModelOptions o_;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> values_;
-  struct Int8Matrix {
+  struct Int8Matrix { // or FP8: `dtype`, the codes' bytes in q
+    artifact::DType dtype = artifact::DType::i8;
     std::vector<int8_t> q;
     std::vector<float> scales;
   };
