@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <variant>
@@ -66,7 +67,10 @@ artifact::WeightSource quantizeRows(const artifact::WeightSource &w,
     float largest = 0.0f;
     for (int64_t c = 0; c < cols; ++c)
       largest = std::max(largest, std::fabs(model::storedValue(view, first + c)));
-    const float scale = largest > 0.0f ? largest / (fp8 ? 448.0f : 127.0f) : 1.0f;
+    // At least the smallest normal float: a tiny row's scale must not underflow to 0.
+    const float scale = largest > 0.0f ? std::max(largest / (fp8 ? 448.0f : 127.0f),
+                                                  std::numeric_limits<float>::min())
+                                       : 1.0f;
     scales[r] = scale;
     for (int64_t c = 0; c < cols; ++c) {
       const float value = model::storedValue(view, first + c) / scale;

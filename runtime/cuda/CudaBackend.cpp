@@ -99,6 +99,7 @@ CudaBackend::~CudaBackend() {
   kvPool_.release();
   workspace_.release();
   gemmWorkspaceAllocation_.release();
+  widenedWeight_.release();
   hostInputs_.release();
   hostLogits_.release();
   modules_.reset();
@@ -403,11 +404,13 @@ Status CudaBackend::chooseFp8Gemms() {
   DLM_ASSIGN_OR_RETURN(bool device, hasFp8Gemms());
   for (auto &[name, function] : functions_)
     for (BoundRecord &bound : function.bound) {
-      // cuBLASLt's FP8 GEMMs want 16-byte leading dimensions: K codes, and `out` outputs.
+      // cuBLASLt's FP8 GEMMs want 16-byte leading dimensions (K codes, `out` outputs) and a
+      // bf16 bias: an f32 device's bias records widen instead.
       const DeviceTensor *w = bound.weight;
       bound.fp8Gemm = device && bound.quantize.function && w &&
                       w->narrow == artifact::DType::fp8_e4m3 && w->cols % 16 == 0 &&
-                      (w->rows * static_cast<int64_t>(elementBytes(element_))) % 16 == 0;
+                      (w->rows * static_cast<int64_t>(elementBytes(element_))) % 16 == 0 &&
+                      !(bound.bias && element_ != DeviceElement::bf16);
       if (bound.fp8Gemm)
         fp8InputWidth_ = std::max(fp8InputWidth_, w->cols);
     }
@@ -436,6 +439,16 @@ Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
     return Status::error("kernel record '" + record.fullName + "' widens a '" + kernelStored +
                          "' weight but '" + record.weightName + "' is stored as '" + weightStored +
                          "'; recompile with dlmc compile --target cuda");
+  if (bound.quantize.function) {
+    auto width = bound.quantize.record->parameters.find("width");
+    if (width == bound.quantize.record->parameters.end() ||
+        !std::holds_alternative<int64_t>(width->second) ||
+        std::get<int64_t>(width->second) != bound.weight->cols)
+      return Status::error("kernel record '" + record.fullName +
+                           "' quantizes rows of another width than its weight's " +
+                           std::to_string(bound.weight->cols) +
+                           " inputs; recompile with dlmc compile --target cuda");
+  }
   return Status::ok();
 }
 
@@ -443,7 +456,7 @@ Status CudaBackend::allocateWidenedWeight() {
   size_t bytes = 0;
   for (const auto &[name, function] : functions_)
     for (const BoundRecord &bound : function.bound)
-      if (bound.widen.function && bound.weight)
+      if (bound.widen.function && bound.weight && !bound.fp8Gemm)
         bytes = std::max(bytes, static_cast<size_t>(bound.weight->rows * bound.weight->cols) *
                                     elementBytes(element_));
   if (bytes == 0)

@@ -64,7 +64,8 @@ ${signature}) {
     float rowLargest = 0.f;
     for (int w = 0; w < kWarps; ++w)
       rowLargest = fmaxf(rowLargest, warpLargest[w]);
-    rowScale = rowLargest > 0.f ? rowLargest / kE4m3Max : 1.f;
+    // At least the smallest normal float: a tiny row's scale must not underflow to 0.
+    rowScale = rowLargest > 0.f ? fmaxf(rowLargest / kE4m3Max, 1.17549435e-38f) : 1.f;
     scales[row] = rowScale;
   }
   __syncthreads();

@@ -10,7 +10,8 @@
 //
 // FP8, with cuBLASLt's documented rules: A and B both CUDA_R_8F_E4M3 (decoded by cuda_fp8.h)
 // on a device of compute capability >= 8.9 (emulatedComputeCapability), A transposed and B not
-// ("TN"), every leading dimension and A/B/C/D pointer a multiple of 16 bytes; A_SCALE_POINTER and
+// ("TN"), every leading dimension and A/B/C/D pointer a multiple of 16 bytes, a bias (if any) in
+// bf16; A_SCALE_POINTER and
 // B_SCALE_POINTER (device f32, null = 1) multiply in: D = alpha * sa * sb * op(A) op(B) +
 // beta * C. With A_SCALE_MODE = B_SCALE_MODE = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (9.0
 // only) sa is a vector over D's rows and sb over its columns: D[i, j] uses sa[i] * sb[j].
@@ -181,6 +182,10 @@ cublasStatus_t checkScaling(const MatmulDesc &desc, bool fp8, const Layout &a, c
     if (layout->order != CUBLASLT_ORDER_COL ||
         (layout->ld * static_cast<int64_t>(elementBytes(layout->type))) % 16 != 0)
       return CUBLAS_STATUS_NOT_SUPPORTED;
+  // cuBLASLt's FP8 table: the bias is bf16 (whatever D is).
+  const int32_t biasType = desc.biasType == -1 ? d.type : desc.biasType;
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && biasType != CUDA_R_16BF)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   const bool scalars = desc.aScaleMode == scalar && desc.bScaleMode == scalar;
   const bool vectors = desc.aScaleMode == outer && desc.bScaleMode == outer;
   if (!scalars && !(vectors && capability == 90))
@@ -208,9 +213,9 @@ cublasStatus_t describe(const MatmulDesc *desc, const Layout *a, const Layout *b
     return status;
   if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc->epilogue != CUBLASLT_EPILOGUE_BIAS)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && desc->biasType != -1 &&
+  if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && !fp8 && desc->biasType != -1 &&
       desc->biasType != CUDA_R_32F && desc->biasType != d->type)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+    return CUBLAS_STATUS_NOT_SUPPORTED; // FP8's bias rule: checkScaling
   for (int32_t op : {desc->transa, desc->transb})
     if (op != CUBLAS_OP_N && op != CUBLAS_OP_T)
       return CUBLAS_STATUS_NOT_SUPPORTED; // conjugate transposes: real types only here

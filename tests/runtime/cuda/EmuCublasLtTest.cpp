@@ -284,7 +284,20 @@ TEST_F(EmuCublasLt, BetaOneWithCAliasingDIsAResidualAdd) {
 // scales, D in f32 and bf16, against a double reference over every code but NaN's (decoded by
 // support/FloatFormats.h; the emulation decodes with cuda_fp8.h). Then cuBLASLt's rules: no FP8
 // below compute capability 8.9, outer vectors only on 9.0, "TN" only, 16-byte leading dimensions.
+// Sets the emulated device's compute capability, and 9.0 again at the end of the scope.
+class ComputeCapability {
+public:
+  explicit ComputeCapability(int capability) { set(capability); }
+  ~ComputeCapability() { set(90); }
+  static void set(int capability) {
+    dlm::emu::EmuDriverOptions options;
+    options.computeCapability = capability;
+    EXPECT_TRUE(dlm::emu::emulatedCudaDriver(options));
+  }
+};
+
 TEST_F(EmuCublasLt, Fp8WithOuterVectorScalesFollowsCublasLtsRules) {
+  ComputeCapability hopper(90);
   std::mt19937 random(11);
   std::uniform_int_distribution<int> code(0, 255);
   std::uniform_real_distribution<float> positive(0.01f, 2.f);
@@ -334,11 +347,20 @@ TEST_F(EmuCublasLt, Fp8WithOuterVectorScalesFollowsCublasLtsRules) {
     Matrix narrowA(CUDA_R_8F_E4M3, 8, m, 0), narrowB(CUDA_R_8F_E4M3, 8, n, 0);
     EXPECT_EQ(run(gemm, narrowA, narrowB, nullptr, d), CUBLAS_STATUS_NOT_SUPPORTED);
 
+    // The bias of an FP8 GEMM is bf16: an f32 one (D's type when D is f32) is refused.
+    std::vector<__nv_bfloat16> bf16Bias(m, __float2bfloat16(0.5f));
+    std::vector<float> f32Bias(m, 0.5f);
+    Gemm biased = gemm;
+    biased.bias = bf16Bias.data();
+    biased.biasType = CUDA_R_16BF;
+    EXPECT_EQ(run(biased, a, b, nullptr, d), CUBLAS_STATUS_SUCCESS);
+    biased.bias = f32Bias.data();
+    biased.biasType = CUDA_R_32F;
+    EXPECT_EQ(run(biased, a, b, nullptr, d), CUBLAS_STATUS_NOT_SUPPORTED);
+
     // The device decides: outer vectors on 9.0 only, FP8 itself from 8.9.
     for (int capability : {89, 80}) {
-      dlm::emu::EmuDriverOptions options;
-      options.computeCapability = capability;
-      ASSERT_TRUE(dlm::emu::emulatedCudaDriver(options));
+      ComputeCapability older(capability);
       EXPECT_EQ(run(gemm, a, b, nullptr, d), CUBLAS_STATUS_NOT_SUPPORTED) << capability;
       Gemm scalars = gemm;
       scalars.scaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -346,9 +368,6 @@ TEST_F(EmuCublasLt, Fp8WithOuterVectorScalesFollowsCublasLtsRules) {
                 capability >= 89 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED)
           << capability;
     }
-    dlm::emu::EmuDriverOptions restored;
-    restored.computeCapability = 90;
-    ASSERT_TRUE(dlm::emu::emulatedCudaDriver(restored));
   }
 }
 

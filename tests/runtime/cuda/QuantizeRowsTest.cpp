@@ -1,12 +1,14 @@
 // The quantize_rows kernels on the emulated device: each row's scale is max|x| / 448 (1 for a row
-// of zeros), and each code is, of all 254 finite E4M3 codes (decoded by support/FloatFormats.h),
-// the one nearest to x / scale, ties to the even code (an even mantissa), as round-to-nearest-
-// even gives. Rows span magnitudes from 2^-12 to 2^8 so that subnormal codes, exponent carries
-// and the +-448 end are all met, and one row of exact ties; a padded row stride must be honoured.
+// of zeros, at least FLT_MIN for a tiny one), and each code is, of all 254 finite E4M3 codes
+// (decoded by support/FloatFormats.h), the one nearest to x / scale, ties to the even code (an even
+// mantissa), as round-to-nearest- even gives. Rows span magnitudes from 2^-12 to 2^8 so that
+// subnormal codes, exponent carries and the +-448 end are all met, and one row of exact ties; a
+// padded row stride must be honoured.
 #include "support/FloatFormats.h"
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 
+#include <cfloat>
 #include <cmath>
 
 namespace {
@@ -51,7 +53,9 @@ void checkQuantize(const codegen::QuantizeRowsParams &params, std::mt19937 &rand
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < width; ++i)
       x[static_cast<size_t>(r * stride + i)] =
-          storeAs<Element>(r == 0 ? 0.f : unit(random) * std::ldexp(1.f, exponent(random)));
+          storeAs<Element>(r == 0   ? 0.f
+                           : r == 2 ? unit(random) * 1e-40f // a scale below FLT_MIN * 448
+                                    : unit(random) * std::ldexp(1.f, exponent(random)));
   // Row 1: 448 (so its scale is exactly 1), then the midpoints between neighbouring codes, both
   // signs: every one a tie that only rounding to nearest even decides.
   for (int i = 0; i < width; ++i) {
@@ -74,7 +78,7 @@ void checkQuantize(const codegen::QuantizeRowsParams &params, std::mt19937 &rand
     float largest = 0.f;
     for (int i = 0; i < width; ++i)
       largest = std::max(largest, std::fabs(loadFloat(x[static_cast<size_t>(r * stride + i)])));
-    const float scale = largest > 0.f ? largest / 448.f : 1.f;
+    const float scale = largest > 0.f ? std::max(largest / 448.f, FLT_MIN) : 1.f;
     ASSERT_EQ(scales[r], scale) << kernel.name << " row " << r;
     for (int i = 0; i < width; ++i) {
       const float q = loadFloat(x[static_cast<size_t>(r * stride + i)]) / scale;

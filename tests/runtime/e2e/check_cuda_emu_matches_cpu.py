@@ -215,6 +215,15 @@ def check_fp8_gemm(args, work, env, failures):
         problems = first_logits_problems(emu_dump, cpu_dump, FP8_GEMM_LOGITS, "cpu")
         if emu["output_ids"] != cpu["output_ids"]:
             problems.append(f"output_ids: {emu['output_ids']!r} != cpu {cpu['output_ids']!r}")
+        # The FP8 GEMM ran: a device without one (8.0: widened weights, f32 activations) gives
+        # other logits.
+        widened_dump = os.path.join(work, "demo_fp8.widened.npy")
+        subprocess.run(cmd + ["--device", args.device, "--dump-logits", widened_dump], check=True,
+                       capture_output=True, text=True,
+                       env=dict(env, DLM_EMU_COMPUTE_CAPABILITY="80"))
+        if args.device == "cuda-emu" and not first_logits_problems(emu_dump, widened_dump, 1e-3,
+                                                                   "8.0"):
+            problems.append("the logits at 9.0 are those of 8.0's widened weights: no FP8 GEMM ran")
     except (subprocess.CalledProcessError, ValueError, OSError) as e:
         problems = [str(e) + (f": {e.stderr.strip()}" if getattr(e, "stderr", None) else "")]
     print(f"{label:40s} {'ok' if not problems else 'FAILED'}  "
