@@ -94,10 +94,18 @@ StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
   const int64_t n = outputs_, k = inputs_;
   try {
     const dnnl::engine &engine = cpuEngine();
-    dnnl::matmul::primitive_desc chooser(
-        dnnl::matmul::desc(dnnl::memory::desc({kLayoutRows, k}, type, Tag::ab),
-                           dnnl::memory::desc({k, n}, type, Tag::any), rowsDesc(kLayoutRows, n)),
-        engine);
+    dnnl::matmul::primitive_desc chooser;
+    try {
+      chooser = dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(dnnl::memory::desc({kLayoutRows, k}, type, Tag::ab),
+                             dnnl::memory::desc({k, n}, type, Tag::any), rowsDesc(kLayoutRows, n)),
+          engine);
+    } catch (const dnnl::error &) {
+      // No bf16 matmul at all (oneDNN 2.6 on AVX2 has none): the tiles do it.
+      if (type == Type::bf16)
+        return false;
+      throw;
+    }
     if (type == Type::bf16 && std::string(chooser.impl_info_str()).rfind("ref", 0) == 0)
       return false;
     layout_ = chooser.weights_desc();
