@@ -5,7 +5,7 @@ and settings.
     bench/compare_cpu.py [--checkpoint DIR] [--prompts FILE] [--gen-length 64] [--block-length 32]
                          [--steps 64] [--threshold T] [--cache none|prefix] [--repeats 5]
                          [--threads N] [--engines dlm,pytorch,llama.cpp] [--no-llama-cpp]
-                         [--gguf-type f32|bf16|q8_0] [--weights f32|bf16|int8]
+                         [--gguf-type f32|bf16|q8_0] [--weights f32|bf16|int8|fp8]
                          [--activations f32|bf16]
                          [--llama-cpp-arg ARG ...] [--json out.json]
 
@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--llama-cpp-version", default=os.environ.get("DLM_LLAMA_CPP_PYTHON", "0.3.36"),
                     help="llama-cpp-python sdist whose vendored llama.cpp is built")
     ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16", "q8_0"])
-    ap.add_argument("--weights", choices=["f32", "bf16", "int8"],
+    ap.add_argument("--weights", choices=["f32", "bf16", "int8", "fp8"],
                     help="dlmc compile --weights (default: as the checkpoint stores them)")
     ap.add_argument("--activations", choices=["f32", "bf16"], help="dlmc compile --activations")
     ap.add_argument("--llama-cpp-arg", action="append", default=[],
