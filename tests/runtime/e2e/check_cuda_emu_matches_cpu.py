@@ -232,21 +232,20 @@ def check_fp8_gemm(args, work, env, failures):
     return seconds, 1
 
 
-def check_setting(args, label, artifact, setting, work, env, eager_env, failures):
-    """One decoding setting on `artifact`: the device against the cpu, and with `eager_env` also
+def check_setting(args, label, artifact, arguments, work, env, eager_env, failures):
+    """dlm-run `arguments` on `artifact`: the device against the cpu, and with `eager_env` also
     eagerly (graphs off) against both; returns (emulated seconds, emulated runs)."""
     stem = os.path.join(work, label.replace(" ", "."))
     cpu_dump, emu_dump, eager_dump = stem + ".cpu.npy", stem + ".emu.npy", stem + ".eager.npy"
     seconds_total, runs = 0.0, 0
     try:
-        cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
-        emu, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting], emu_dump,
-                           env)
+        cpu, _ = run(args.dlm_run, artifact, "cpu", arguments, cpu_dump)
+        emu, seconds = run(args.dlm_run, artifact, args.device, arguments, emu_dump, env)
         seconds_total, runs = seconds, 1
         problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
         if eager_env is not None:
-            eager, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting],
-                                 eager_dump, eager_env)
+            eager, seconds = run(args.dlm_run, artifact, args.device, arguments, eager_dump,
+                                 eager_env)
             seconds_total += seconds
             runs += 1
             problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
@@ -289,7 +288,7 @@ def check_narrow_weights(args, models, work, env, eager_env, failures):
         for setting_name in NARROW_SETTINGS:
             eager = dict(device_env, DLM_CUDA_GRAPHS="0")
             seconds, count = check_setting(
-                args, f"{name} {setting_name}", artifact, SETTINGS[setting_name], work,
+                args, f"{name} {setting_name}", artifact, [*COMMON, *SETTINGS[setting_name]], work,
                 device_env, eager if setting_name == GRAPH_SETTING else None, failures)
             seconds_total += seconds
             runs += count
@@ -354,33 +353,11 @@ def check_diffusion_gemma(args, fixture, work, env, eager_env, failures):
                       np.load(os.path.join(ckpt, "replay", "prompt_ids.npy")).reshape(-1))
     seconds_total, runs = 0.0, 0
     for name, setting in DIFFUSION_GEMMA_SETTINGS.items():
-        label = f"{fixture} {name}"
-        arguments = ["--prompt-ids", prompt, *setting]
-        cpu_dump = os.path.join(work, f"dg_{fixture}.{name}.cpu.npy")
-        emu_dump = os.path.join(work, f"dg_{fixture}.{name}.emu.npy")
-        seconds = 0.0
-        try:
-            cpu, _ = run(args.dlm_run, artifact, "cpu", arguments, cpu_dump)
-            emu, seconds = run(args.dlm_run, artifact, args.device, arguments, emu_dump, env)
-            seconds_total += seconds
-            runs += 1
-            problems = compare(emu, cpu, emu_dump, cpu_dump, args.device)
-            if name == DIFFUSION_GEMMA_GRAPH_SETTING:
-                eager_dump = os.path.join(work, f"dg_{fixture}.{name}.eager.npy")
-                eager, eager_seconds = run(args.dlm_run, artifact, args.device, arguments,
-                                           eager_dump, eager_env)
-                seconds_total += eager_seconds
-                runs += 1
-                problems += compare(eager, cpu, eager_dump, cpu_dump, f"{args.device} eager")
-                if not np.array_equal(np.load(eager_dump), np.load(emu_dump)):
-                    problems.append("graph and eager first logits differ")
-        except (RuntimeError, ValueError, OSError) as e:
-            problems = [str(e)]
-        status = "ok" if not problems else "FAILED"
-        detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
-            f"emulated {seconds:.1f} s" if not problems else ""
-        print(f"{label:40s} {status}  {detail}", flush=True)
-        failures += [f"{label}: {p}" for p in problems]
+        seconds, count = check_setting(
+            args, f"{fixture} {name}", artifact, ["--prompt-ids", prompt, *setting], work, env,
+            eager_env if name == DIFFUSION_GEMMA_GRAPH_SETTING else None, failures)
+        seconds_total += seconds
+        runs += count
     return seconds_total, runs
 
 
@@ -432,7 +409,8 @@ def main(argv=None):
                     print(f"skipped: {reason}", file=sys.stderr)
                     return 77
             for name, setting in SETTINGS.items():
-                seconds, runs = check_setting(args, f"{model} {name}", artifact, setting, work,
+                seconds, runs = check_setting(args, f"{model} {name}", artifact,
+                                              [*COMMON, *setting], work,
                                               env, eager_env if name == GRAPH_SETTING else None,
                                               failures)
                 emulated_seconds += seconds
