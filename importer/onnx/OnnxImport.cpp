@@ -23,8 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <deque>
 #include <filesystem>
+#include <set>
 
 namespace dlm::importer::onnx {
 namespace {
@@ -152,6 +154,35 @@ Status finishModule(ModuleOp module, func::FuncOp forward, const ModelDescriptio
   return Status::ok();
 }
 
+// The initializers that weight ops read transposed (kTransposedWeightAttr). One read both ways
+// is refused: the artifact stores one tensor per initializer.
+StatusOr<std::set<std::string>> transposedInitializers(func::FuncOp forward) {
+  std::set<std::string> transposed, plain;
+  forward.walk([&](ir::WeightOp w) {
+    (w->hasAttr(kTransposedWeightAttr) ? transposed : plain).insert(w.getName().str());
+  });
+  for (const std::string &name : transposed)
+    if (plain.count(name))
+      return Status::error("onnx: not supported yet: initializer '" + name +
+                           "' is read both as a linear layer's transposed weight and as it is");
+  return transposed;
+}
+
+// `bytes` ([in, out], as the exporter folded Wᵀ) as W [out, in], into `owned`.
+TensorBytes transposedBytes(const TensorBytes &bytes, std::vector<uint8_t> &owned) {
+  const size_t in = static_cast<size_t>(bytes.shape[0]), out = static_cast<size_t>(bytes.shape[1]);
+  const size_t element = in * out ? bytes.size / (in * out) : 0;
+  owned.resize(bytes.size);
+  for (size_t i = 0; i < in; ++i)
+    for (size_t o = 0; o < out; ++o)
+      std::memcpy(owned.data() + (o * in + i) * element, bytes.data + (i * out + o) * element,
+                  element);
+  TensorBytes result = bytes;
+  result.shape = {bytes.shape[1], bytes.shape[0]};
+  result.data = owned.data();
+  return result;
+}
+
 safetensors::DType viewDType(int32_t dataType) {
   switch (dataType) {
   case ::onnx::TensorProto::FLOAT16:
@@ -172,6 +203,7 @@ bool isOnnxModelPath(const std::string &path) {
 struct OnnxModel::Storage {
   std::unique_ptr<OnnxFile> file;
   std::deque<safetensors::TensorView> views; // stable addresses for ImportedCheckpoint::views
+  std::deque<std::vector<uint8_t>> transposed; // weights the exporter stored transposed
 };
 
 OnnxModel::OnnxModel() = default;
@@ -208,6 +240,9 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
   auto roles = assignWeightRoles(forward, result.model);
   if (!roles)
     return roles.status();
+  auto transposed = transposedInitializers(forward);
+  if (!transposed)
+    return transposed.status();
 
   auto storage = std::make_unique<Storage>();
   for (WeightBinding &binding : result.model.weights) {
@@ -216,6 +251,8 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
     auto bytes = (*file)->bytes(*tensor);
     if (!bytes)
       return bytes.status();
+    if (transposed->count(binding.checkpointName) && bytes->shape.size() == 2)
+      bytes = transposedBytes(*bytes, storage->transposed.emplace_back());
     std::string where = tensor->data_location() == ::onnx::TensorProto::EXTERNAL
                             ? "external data of " + path
                             : path;

@@ -584,6 +584,47 @@ Status reportLeftovers(Block &body, const RaisingPatterns &patterns, RaisingCont
                        " is not part of a subgraph dlm recognises");
 }
 
+// torch.onnx.export folds the transpose of a linear layer's weight by default: MatMul(x, Wt)
+// with Wt = W^T stored as an [in, out] initializer under a new name ("onnx::MatMul_428"). Each
+// such MatMul is given the form the patterns know, MatMul(x, Transpose(W)), with W a weight op of
+// the same initializer typed [out, in] and marked kTransposedWeightAttr: the import reads it
+// transposed (OnnxImport.cpp). A MatMul's second operand that is a rank-2 initializer is always
+// such a weight: y = x·Wt is x·Wᵀ with W = Wtᵀ.
+void exposeFoldedTransposes(func::FuncOp forward) {
+  std::map<std::string, Value> transposed; // initializer name → its [out, in] weight op
+  SmallVector<Operation *> matmuls;
+  forward.walk([&](Operation *op) {
+    OnnxNode node = OnnxNode::of(op);
+    if (node && node.type() == "MatMul" && node.numInputs() == 2)
+      matmuls.push_back(op);
+  });
+  for (Operation *op : matmuls) {
+    OnnxNode node = OnnxNode::of(op);
+    auto stored = node.input(1).getDefiningOp<dlm::ir::WeightOp>();
+    auto type = stored ? dyn_cast<RankedTensorType>(stored.getType()) : RankedTensorType();
+    if (!type || type.getRank() != 2)
+      continue;
+    OpBuilder b(op);
+    Value &weight = transposed[stored.getName().str()];
+    if (!weight) {
+      OpBuilder atStored(stored);
+      auto w = dlm::ir::WeightOp::create(
+          atStored, stored.getLoc(),
+          RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType()),
+          stored.getName());
+      w->setAttr(kTransposedWeightAttr, b.getUnitAttr());
+      weight = w.getResult();
+    }
+    OperationState state(op->getLoc(), std::string(kOpPrefix) + "Transpose");
+    state.addOperands(weight);
+    state.addTypes(type);
+    state.addAttribute("perm", b.getDenseI64ArrayAttr({1, 0}));
+    state.addAttribute(kOpsetAttr, op->getAttr(kOpsetAttr));
+    state.addAttribute(kNodeAttr, b.getStringAttr(node.name().str() + "/folded_transpose"));
+    op->setOperand(1, b.create(state)->getResult(0));
+  }
+}
+
 } // namespace
 
 Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &model) {
@@ -593,6 +634,7 @@ Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &
   if (opset < kMinOpset)
     return Status::error("onnx: opset " + std::to_string(opset) + " is not supported (need >= " +
                          std::to_string(kMinOpset) + ")");
+  exposeFoldedTransposes(forward);
   RaisingPatterns patterns;
   // Attention first: its Add root (RoPE) must be tried before the residual-add reading.
   addAttentionPatterns(patterns);

@@ -146,6 +146,10 @@ inline constexpr int64_t kMinOpset = 13;
 // (unknown op type, opset without a pattern, subgraph not recognised), naming the node.
 Status raiseGraph(mlir::func::FuncOp forward, OnnxFile &file, const ModelDescription &model);
 
+// On a dlm.weight op: its initializer is stored transposed (the exporter folded a linear layer's
+// Wᵀ into it); the op's type is the untransposed [out, in] the model uses.
+inline constexpr llvm::StringLiteral kTransposedWeightAttr = "onnx.transposed";
+
 // ---- matching helpers shared by the patterns --------------------------------------------------
 
 // `value` with the nodes that do not change it skipped: Identity, Cast to the same element type,

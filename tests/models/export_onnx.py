@@ -14,7 +14,8 @@ weight for weight.  The graph is what dlm's raising patterns expect from torch.o
 
   * batchless int32 inputs input_ids [seq] and position_ids [seq] (dynamic seq), logits [seq, V];
   * linear layers as MatMul(x, Transpose(W)) with W the [out, in] initializer: constant folding is
-    off so that weights keep their names and layout (folding would store W^T under a new name);
+    off so that weights keep their names and layout; --constant-folding (torch.onnx.export's own
+    default) stores W^T under a new name instead (MatMul(x, onnx::MatMul_N));
   * RMSNorm as Pow -> ReduceMean -> Add eps -> Sqrt -> Div(1, .) -> Mul -> Mul weight;
   * NeoX RoPE from cos/sin tables (buffers rotary.cos / rotary.sin, [max_positions, head_dim])
     gathered by position and combined with rotate_half (Slice, Neg, Concat);
@@ -217,6 +218,9 @@ def main(argv=None):
     ap.add_argument("checkpoint")
     ap.add_argument("out_dir")
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--constant-folding", action="store_true",
+                    help="torch.onnx.export's default: linear weights become W^T initializers "
+                         "under new names (onnx::MatMul_N)")
     ap.add_argument("--check-reference", action="store_true",
                     help="compare the module's logits with tests/reference/models.py first")
     args = ap.parse_args(argv)
@@ -237,7 +241,7 @@ def main(argv=None):
             input_names=["input_ids", "position_ids"], output_names=["logits"],
             dynamic_axes={"input_ids": {0: "seq"}, "position_ids": {0: "seq"},
                           "logits": {0: "seq"}},
-            opset_version=args.opset, do_constant_folding=False)
+            opset_version=args.opset, do_constant_folding=args.constant_folding)
     for name in ("config.json", "tokenizer.json"):
         shutil.copyfile(os.path.join(args.checkpoint, name), os.path.join(args.out_dir, name))
 
