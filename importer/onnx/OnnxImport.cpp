@@ -2,6 +2,7 @@
 
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "importer/ir/ForwardBuilder.h"
+#include "importer/model/CanonicalWeights.h"
 #include "importer/onnx/MechanicalImport.h"
 #include "importer/onnx/OnnxFile.h"
 #include "importer/onnx/Raising.h"
@@ -183,6 +184,24 @@ TensorBytes transposedBytes(const TensorBytes &bytes, std::vector<uint8_t> &owne
   return result;
 }
 
+// The LM head reads the embedding's weight op instead of `copy`'s (a tied model's folded copy).
+void useEmbeddingForHead(func::FuncOp forward, const std::string &copy,
+                         const std::string &embedding) {
+  Value table;
+  SmallVector<ir::WeightOp> copies;
+  forward.walk([&](ir::WeightOp w) {
+    if (w.getName() == embedding && !w->hasAttr(kTransposedWeightAttr))
+      table = w.getResult();
+    else if (w.getName() == copy)
+      copies.push_back(w);
+  });
+  for (ir::WeightOp w : copies)
+    if (table && w.getType() == table.getType()) {
+      w.getResult().replaceAllUsesWith(table);
+      w->erase();
+    }
+}
+
 safetensors::DType viewDType(int32_t dataType) {
   switch (dataType) {
   case ::onnx::TensorProto::FLOAT16:
@@ -245,14 +264,38 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
     return transposed.status();
 
   auto storage = std::make_unique<Storage>();
+  // An initializer's bytes as the model uses them (transposed back where the exporter folded a
+  // transpose into it).
+  auto read = [&](const std::string &name,
+                  std::vector<uint8_t> &transposedCopy) -> StatusOr<TensorBytes> {
+    auto bytes = (*file)->bytes(*(*file)->initializer(name));
+    if (bytes && transposed->count(name) && bytes->shape.size() == 2)
+      bytes = transposedBytes(*bytes, transposedCopy);
+    return bytes;
+  };
+  if (!roles->tiedHeadCopy.empty()) {
+    const std::string &embedding = roles->initializers.at(std::string(spec::kEmbed));
+    std::vector<uint8_t> headCopy, tableCopy; // only for the comparison
+    auto head = read(roles->tiedHeadCopy, headCopy);
+    auto table = read(embedding, tableCopy);
+    if (!head)
+      return head.status();
+    if (!table)
+      return table.status();
+    if (head->shape != table->shape || head->dataType != table->dataType ||
+        std::memcmp(head->data, table->data, head->size) != 0)
+      return Status::error("onnx: initializer '" + roles->tiedHeadCopy +
+                           "' is the LM head, which config.json ties to the embedding, but it "
+                           "is not a copy of the embedding '" +
+                           embedding + "'");
+    useEmbeddingForHead(forward, roles->tiedHeadCopy, embedding);
+  }
   for (WeightBinding &binding : result.model.weights) {
-    binding.checkpointName = (*roles)[binding.canonicalName];
+    binding.checkpointName = roles->initializers[binding.canonicalName];
     const ::onnx::TensorProto *tensor = (*file)->initializer(binding.checkpointName);
-    auto bytes = (*file)->bytes(*tensor);
+    auto bytes = read(binding.checkpointName, storage->transposed.emplace_back());
     if (!bytes)
       return bytes.status();
-    if (transposed->count(binding.checkpointName) && bytes->shape.size() == 2)
-      bytes = transposedBytes(*bytes, storage->transposed.emplace_back());
     std::string where = tensor->data_location() == ::onnx::TensorProto::EXTERNAL
                             ? "external data of " + path
                             : path;

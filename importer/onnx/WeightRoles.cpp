@@ -219,15 +219,22 @@ private:
 
 } // namespace
 
-StatusOr<std::map<std::string, std::string>> assignWeightRoles(func::FuncOp forward,
-                                                               const ModelDescription &model) {
+StatusOr<WeightRoles> assignWeightRoles(func::FuncOp forward, const ModelDescription &model) {
   RoleWalk walk(forward, model);
   DLM_RETURN_IF_ERROR(walk.run());
+  WeightRoles result;
   std::map<std::string, std::string> &roles = walk.roles();
 
   std::map<std::string, const WeightBinding *> needed;
   for (const WeightBinding &binding : model.weights)
     needed[binding.canonicalName] = &binding;
+  // A tied head read from an initializer of its own: a folded transpose of the embedding, if
+  // its values say so (OnnxImport.cpp compares them).
+  auto head = roles.find(std::string(spec::kLmHead));
+  if (head != roles.end() && !needed.count(head->first) && model.config.tiedEmbeddings) {
+    result.tiedHeadCopy = head->second;
+    roles.erase(head);
+  }
   for (const auto &[canonical, initializer] : roles)
     if (!needed.count(canonical))
       return Status::error("onnx: initializer '" + initializer + "' plays weight '" + canonical +
@@ -253,7 +260,8 @@ StatusOr<std::map<std::string, std::string>> assignWeightRoles(func::FuncOp forw
                            "') has shape " + shapeText(shapes[name]) + ", expected " +
                            shapeText(binding.shape) + " from config.json");
   }
-  return std::move(roles);
+  result.initializers = std::move(roles);
+  return result;
 }
 
 } // namespace dlm::importer::onnx

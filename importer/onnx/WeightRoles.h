@@ -15,9 +15,18 @@
 
 namespace dlm::importer::onnx {
 
-// canonical weight name → initializer name, for every weight the description needs (and no
-// other). Named errors say which part of the structure or which config fact does not match.
-StatusOr<std::map<std::string, std::string>> assignWeightRoles(mlir::func::FuncOp forward,
-                                                               const ModelDescription &model);
+struct WeightRoles {
+  // canonical weight name → initializer name, for every weight the description needs (and no
+  // other).
+  std::map<std::string, std::string> initializers;
+  // A model whose config ties the LM head to the embedding, exported with constant folding: the
+  // exporter stored the head's Transpose(embedding) as an initializer of its own. Its values must
+  // be the embedding's (the import checks); "" when the head reads the embedding itself.
+  std::string tiedHeadCopy;
+};
+
+// The roles of `forward`'s initializers. Named errors say which part of the structure or which
+// config fact does not match.
+StatusOr<WeightRoles> assignWeightRoles(mlir::func::FuncOp forward, const ModelDescription &model);
 
 } // namespace dlm::importer::onnx

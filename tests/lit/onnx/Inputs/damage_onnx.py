@@ -104,6 +104,16 @@ def main():
         keep = [t for t in graph.initializer if t.name != "model.transformer.blocks.1.up_proj.weight"]
         del graph.initializer[:]
         graph.initializer.extend(keep)
+    elif kind == "changed-head-copy":
+        # A tied model exported with constant folding: its LM head reads its own transposed copy
+        # of the embedding (onnx::MatMul_N, [hidden, rows]); one value of the copy changed.
+        head = next(t for t in graph.initializer
+                    if t.name.startswith("onnx::MatMul") and len(t.dims) == 2 and
+                    t.dims[1] == next(e for e in graph.initializer
+                                      if e.name.endswith("wte.weight")).dims[0])
+        values = numpy_helper.to_array(head).copy()
+        values[0, 0] += 1.0
+        head.CopyFrom(numpy_helper.from_array(values, head.name))
     elif kind == "int64-ids":
         graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT64
     elif kind == "old-opset":
