@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -169,24 +170,44 @@ StatusOr<std::set<std::string>> transposedInitializers(func::FuncOp forward) {
   return transposed;
 }
 
+// Elements of `element` bytes, [in, out] at `from`, as [out, in] at `to`, in 64 x 64 tiles (a
+// strided pass over a whole matrix misses the cache on every write).
+template <typename Element>
+void transposeMatrix(const uint8_t *from, uint8_t *to, size_t in, size_t out) {
+  constexpr size_t kTile = 64;
+  auto *source = reinterpret_cast<const Element *>(from);
+  auto *target = reinterpret_cast<Element *>(to);
+  for (size_t i0 = 0; i0 < in; i0 += kTile)
+    for (size_t o0 = 0; o0 < out; o0 += kTile)
+      for (size_t i = i0; i < std::min(in, i0 + kTile); ++i)
+        for (size_t o = o0; o < std::min(out, o0 + kTile); ++o)
+          std::memcpy(target + o * in + i, source + i * out + o, sizeof(Element));
+}
+
 // `bytes` ([in, out], as the exporter folded Wᵀ) as W [out, in], into `owned`.
 TensorBytes transposedBytes(const TensorBytes &bytes, std::vector<uint8_t> &owned) {
   const size_t in = static_cast<size_t>(bytes.shape[0]), out = static_cast<size_t>(bytes.shape[1]);
   const size_t element = in * out ? bytes.size / (in * out) : 0;
   owned.resize(bytes.size);
-  for (size_t i = 0; i < in; ++i)
-    for (size_t o = 0; o < out; ++o)
-      std::memcpy(owned.data() + (o * in + i) * element, bytes.data + (i * out + o) * element,
-                  element);
+  if (element == 4)
+    transposeMatrix<uint32_t>(bytes.data, owned.data(), in, out);
+  else if (element == 2)
+    transposeMatrix<uint16_t>(bytes.data, owned.data(), in, out);
+  else
+    for (size_t i = 0; i < in; ++i)
+      for (size_t o = 0; o < out; ++o)
+        std::memcpy(owned.data() + (o * in + i) * element, bytes.data + (i * out + o) * element,
+                    element);
   TensorBytes result = bytes;
   result.shape = {bytes.shape[1], bytes.shape[0]};
   result.data = owned.data();
   return result;
 }
 
-// The LM head reads the embedding's weight op instead of `copy`'s (a tied model's folded copy).
-void useEmbeddingForHead(func::FuncOp forward, const std::string &copy,
-                         const std::string &embedding) {
+// The LM head reads the embedding's weight op instead of `copy`'s (a tied model's folded copy,
+// its bytes already checked to be the embedding's).
+Status useEmbeddingForHead(func::FuncOp forward, const std::string &copy,
+                           const std::string &embedding) {
   Value table;
   SmallVector<ir::WeightOp> copies;
   forward.walk([&](ir::WeightOp w) {
@@ -195,11 +216,14 @@ void useEmbeddingForHead(func::FuncOp forward, const std::string &copy,
     else if (w.getName() == copy)
       copies.push_back(w);
   });
-  for (ir::WeightOp w : copies)
-    if (table && w.getType() == table.getType()) {
-      w.getResult().replaceAllUsesWith(table);
-      w->erase();
-    }
+  for (ir::WeightOp w : copies) {
+    if (!table || w.getType() != table.getType())
+      return Status::error("onnx: internal error: the LM head's copy '" + copy +
+                           "' of the embedding '" + embedding + "' cannot be replaced by it");
+    w.getResult().replaceAllUsesWith(table);
+    w->erase();
+  }
+  return Status::ok();
 }
 
 safetensors::DType viewDType(int32_t dataType) {
@@ -288,7 +312,7 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
                            "' is the LM head, which config.json ties to the embedding, but it "
                            "is not a copy of the embedding '" +
                            embedding + "'");
-    useEmbeddingForHead(forward, roles->tiedHeadCopy, embedding);
+    DLM_RETURN_IF_ERROR(useEmbeddingForHead(forward, roles->tiedHeadCopy, embedding));
   }
   for (WeightBinding &binding : result.model.weights) {
     binding.checkpointName = roles->initializers[binding.canonicalName];

@@ -590,7 +590,7 @@ Status reportLeftovers(Block &body, const RaisingPatterns &patterns, RaisingCont
 // the same initializer typed [out, in] and marked kTransposedWeightAttr: the import reads it
 // transposed (OnnxImport.cpp). A MatMul's second operand that is a rank-2 initializer is always
 // such a weight: y = x·Wt is x·Wᵀ with W = Wtᵀ.
-void exposeFoldedTransposes(func::FuncOp forward) {
+void exposeFoldedTransposes(func::FuncOp forward, RaisingContext &context) {
   std::map<std::string, Value> transposed; // initializer name → its [out, in] weight op
   SmallVector<Operation *> matmuls;
   forward.walk([&](Operation *op) {
@@ -600,7 +600,8 @@ void exposeFoldedTransposes(func::FuncOp forward) {
   });
   for (Operation *op : matmuls) {
     OnnxNode node = OnnxNode::of(op);
-    auto stored = node.input(1).getDefiningOp<dlm::ir::WeightOp>();
+    Value operand = skipNoOps(node.input(1), context); // through Identity and no-op Casts
+    auto stored = operand ? operand.getDefiningOp<dlm::ir::WeightOp>() : dlm::ir::WeightOp();
     auto type = stored ? dyn_cast<RankedTensorType>(stored.getType()) : RankedTensorType();
     if (!type || type.getRank() != 2)
       continue;
@@ -632,15 +633,15 @@ Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &
   if (opset < 0)
     return Status::error("onnx: the model imports no opset of the default ONNX domain");
   if (opset < kMinOpset)
-    return Status::error("onnx: opset " + std::to_string(opset) + " is not supported (need >= " +
-                         std::to_string(kMinOpset) + ")");
-  exposeFoldedTransposes(forward);
+    return Status::error("onnx: opset " + std::to_string(opset) +
+                         " is not supported (need >= " + std::to_string(kMinOpset) + ")");
   RaisingPatterns patterns;
   // Attention first: its Add root (RoPE) must be tried before the residual-add reading.
   addAttentionPatterns(patterns);
   addTransformerPatterns(patterns);
 
   RaisingContext context(file, model);
+  exposeFoldedTransposes(forward, context);
   IRRewriter rewriter(forward.getContext());
   Block &body = forward.getBody().front();
   // One pass normally raises everything (producers come first); another catches roots whose
