@@ -199,37 +199,40 @@ def check_fp8_gemm(args, work, env, failures):
         failures.append(f"demo_fp8: dlmc compile failed: {proc.stderr.strip()}")
         return 0.0, 0
     label = "demo_fp8 fp8_gemm"
-    seconds = 0.0
+    seconds, runs, cpu = 0.0, 0, None
+    arguments = ["--prompt", "When we speak of free software", *settings]
+    cpu_dump, emu_dump, widened_dump = (os.path.join(work, f"demo_fp8.{kind}.npy")
+                                        for kind in ("cpu", "emu", "widened"))
     try:
-        arguments = ["--prompt", "When we speak of free software", *settings]
-        cpu_dump, emu_dump = os.path.join(work, "demo_fp8.cpu.npy"), os.path.join(work,
-                                                                                 "demo_fp8.emu.npy")
-        cmd = [args.dlm_run, artifact, *arguments, "--json", "--threads", "2"]
-        cpu = json.loads(subprocess.run(cmd + ["--device", "cpu", "--dump-logits", cpu_dump],
-                                        check=True, capture_output=True, text=True).stdout)
-        start = time.monotonic()
-        emu = json.loads(subprocess.run(cmd + ["--device", args.device, "--dump-logits", emu_dump],
-                                        check=True, capture_output=True, text=True,
-                                        env=env).stdout)
-        seconds = time.monotonic() - start
+        cpu, _ = run(args.dlm_run, artifact, "cpu", arguments, cpu_dump)
+        emu, seconds = run(args.dlm_run, artifact, args.device, arguments, emu_dump, env)
+        runs = 1
         problems = first_logits_problems(emu_dump, cpu_dump, FP8_GEMM_LOGITS, "cpu")
         if emu["output_ids"] != cpu["output_ids"]:
             problems.append(f"output_ids: {emu['output_ids']!r} != cpu {cpu['output_ids']!r}")
         # The FP8 GEMM ran: a device without one (8.0: widened weights, f32 activations) gives
         # other logits.
-        widened_dump = os.path.join(work, "demo_fp8.widened.npy")
-        subprocess.run(cmd + ["--device", args.device, "--dump-logits", widened_dump], check=True,
-                       capture_output=True, text=True,
-                       env=dict(env, DLM_EMU_COMPUTE_CAPABILITY="80"))
+        _, widened_seconds = run(args.dlm_run, artifact, args.device, arguments, widened_dump,
+                                 dict(env, DLM_EMU_COMPUTE_CAPABILITY="80"))
+        seconds += widened_seconds
+        runs += 1
         if args.device == "cuda-emu" and not first_logits_problems(emu_dump, widened_dump, 1e-3,
                                                                    "8.0"):
             problems.append("the logits at 9.0 are those of 8.0's widened weights: no FP8 GEMM ran")
-    except (subprocess.CalledProcessError, ValueError, OSError) as e:
-        problems = [str(e) + (f": {e.stderr.strip()}" if getattr(e, "stderr", None) else "")]
-    print(f"{label:40s} {'ok' if not problems else 'FAILED'}  "
-          f"{'' if problems else f'emulated {seconds:.1f} s'}", flush=True)
+    except (RuntimeError, ValueError, OSError) as e:
+        problems = [str(e)]
+    report(label, problems, cpu, seconds, failures)
+    return seconds, runs
+
+
+def report(label, problems, cpu, seconds, failures):
+    """One line per check: ok with the cpu run's forwards and ids and the emulated seconds, or
+    FAILED, its problems added to `failures`."""
+    status = "ok" if not problems else "FAILED"
+    detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
+        f"emulated {seconds:.1f} s" if not problems else ""
+    print(f"{label:40s} {status}  {detail}", flush=True)
     failures += [f"{label}: {p}" for p in problems]
-    return seconds, 1
 
 
 def check_setting(args, label, artifact, arguments, work, env, eager_env, failures):
@@ -237,7 +240,7 @@ def check_setting(args, label, artifact, arguments, work, env, eager_env, failur
     eagerly (graphs off) against both; returns (emulated seconds, emulated runs)."""
     stem = os.path.join(work, label.replace(" ", "."))
     cpu_dump, emu_dump, eager_dump = stem + ".cpu.npy", stem + ".emu.npy", stem + ".eager.npy"
-    seconds_total, runs = 0.0, 0
+    seconds_total, runs, cpu = 0.0, 0, None
     try:
         cpu, _ = run(args.dlm_run, artifact, "cpu", arguments, cpu_dump)
         emu, seconds = run(args.dlm_run, artifact, args.device, arguments, emu_dump, env)
@@ -254,11 +257,7 @@ def check_setting(args, label, artifact, arguments, work, env, eager_env, failur
                 problems.append("graph and eager first logits differ")
     except (RuntimeError, ValueError, OSError) as e:
         problems = [str(e)]
-    status = "ok" if not problems else "FAILED"
-    detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
-        f"emulated {seconds_total:.1f} s" if not problems else ""
-    print(f"{label:40s} {status}  {detail}", flush=True)
-    failures += [f"{label}: {p}" for p in problems]
+    report(label, problems, cpu, seconds_total, failures)
     return seconds_total, runs
 
 
@@ -318,6 +317,7 @@ def check_device_loop(args, model, ckpt, work, env, failures):
         cpu_dump = os.path.join(work, f"{model}.{name}.cpu.npy") if dump else None
         emu_dump = os.path.join(work, f"{model}.{name}.emu.npy") if dump else None
         loop_env = dict(env, DLM_CUDA_DEVICE_LOOP="require", **extra)
+        cpu, seconds = None, 0.0
         try:
             cpu, _ = run(args.dlm_run, artifact, "cpu", [*COMMON, *setting], cpu_dump)
             emu, seconds = run(args.dlm_run, artifact, args.device, [*COMMON, *setting],
@@ -331,11 +331,7 @@ def check_device_loop(args, model, ckpt, work, env, failures):
                             for key in ("output_ids", "forwards") if emu[key] != cpu[key]]
         except (RuntimeError, ValueError, OSError) as e:
             problems = [str(e)]
-        status = "ok" if not problems else "FAILED"
-        detail = f"forwards {cpu['forwards']}, {len(cpu['output_ids'])} ids, " \
-            f"emulated {seconds:.1f} s" if not problems else ""
-        print(f"{label:40s} {status}  {detail}", flush=True)
-        failures += [f"{label}: {p}" for p in problems]
+        report(label, problems, cpu, seconds, failures)
     return seconds_total, runs
 
 
