@@ -27,6 +27,9 @@ struct ImportedCheckpoint {
   // compressed-tensors checkpoint's "<...>.weight_scale" ([N, 1], [N], [1] or a scalar),
   // widened to float32 and broadcast to the weight's N rows.
   std::map<std::string, std::vector<float>> rowScales;
+  // What an importer recognised in the file beyond the plain form, one line each, for the
+  // import report (e.g. "batch dimension of 1 removed" from an ONNX export).
+  std::vector<std::string> recognised;
 };
 
 // Named errors: missing or unreadable config.json / tokenizer.json, bad tokenizer_config.json

@@ -3,6 +3,7 @@
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "importer/onnx/MechanicalImport.h"
 #include "importer/onnx/Raising.h"
+#include "importer/onnx/ShapeFolding.h"
 
 #include <cmath>
 
@@ -40,19 +41,13 @@ std::pair<Value, SmallVector<int64_t>> throughTransposes(Value value, RaisingCon
 
 // ---- RoPE ---------------------------------------------------------------------------------------
 
-// table[positions] with a head axis inserted: Unsqueeze(Gather(table, positions), [1]).
-std::optional<std::pair<Value, Value>> tableRows(Value value, RaisingContext &context) {
-  OnnxNode unsqueeze = producer(value, "Unsqueeze", context);
-  auto axes = unsqueeze ? unsqueezeAxes(unsqueeze, context) : std::nullopt;
-  if (!axes || (*axes != SmallVector<int64_t>{1} && *axes != SmallVector<int64_t>{-2}))
-    return std::nullopt;
-  OnnxNode gather = producer(unsqueeze.input(0), "Gather", context);
-  if (!gather || gather.intAttr("axis").value_or(0) != 0)
-    return std::nullopt;
-  Operation *table = weightOp(gather.input(0), context);
-  if (!table)
-    return std::nullopt;
-  return std::pair(table->getResult(0), skipNoOps(gather.input(1), context));
+// The cos or sin rows ShapeFolding recognised (onnx.RopeRows of `kind`).
+OnnxNode ropeRows(Value value, StringRef kind, RaisingContext &context) {
+  OnnxNode rows = OnnxNode::of(skipNoOps(value, context));
+  if (!rows || rows.type() != kRopeRowsOp.drop_front(kOpPrefix.size()))
+    return OnnxNode();
+  auto attr = rows.op()->getAttrOfType<StringAttr>("kind");
+  return attr && attr.getValue() == kind ? rows : OnnxNode();
 }
 
 // Is `value` x[..., from:to] (last axis, step 1)? Returns x.
@@ -100,30 +95,76 @@ Value rotateHalfSource(Value value, RaisingContext &context) {
   return upper && upper == lower ? upper : Value();
 }
 
-// cos/sin tables must be NeoX RoPE for config.json's rope_theta (the runtime computes them).
-LogicalResult checkRopeTables(Value cosTable, Value sinTable, RaisingContext &context) {
-  auto cosValues = context.weightValues(cosTable), sinValues = context.weightValues(sinTable);
-  if (!cosValues || !sinValues)
-    return context.fail("cannot read the RoPE tables");
-  auto type = rankedType(cosTable);
-  int64_t positions = type.getDimSize(0), width = type.getDimSize(1);
-  double theta = context.config().ropeTheta;
-  auto name = [](Value v) { return cast<dlm::ir::WeightOp>(v.getDefiningOp()).getName().str(); };
-  for (int64_t p = 0; p < std::min<int64_t>(positions, 64); ++p)
-    for (int64_t j = 0; j < width; ++j) {
-      double angle = p * std::pow(theta, -2.0 * double(j % (width / 2)) / double(width));
-      double dc = std::abs((*cosValues)[p * width + j] - std::cos(angle));
-      double ds = std::abs((*sinValues)[p * width + j] - std::sin(angle));
-      if (dc > 2e-3 || ds > 2e-3)
-        return context.fail("the RoPE tables '" + name(cosTable) + "' / '" + name(sinTable) +
-                            "' do not match rope_theta " + formatNumber(theta) +
-                            " from config.json (position " + std::to_string(p) +
-                            ", dimension " + std::to_string(j) + ")");
-    }
+// How the rows broadcast against x [*, *, D]: [T, 1, D] against x [tokens, heads, D]
+// (tokens-first), [T, D] or [1, T, D] against x [heads, tokens, D] (heads-first).
+enum class RopeLayout { tokensFirst, headsFirst, neither };
+
+RopeLayout ropeLayout(Value rows) {
+  auto type = rankedType(rows);
+  if (!type)
+    return RopeLayout::neither;
+  ArrayRef<int64_t> shape = type.getShape();
+  if (shape.size() == 3 && ShapedType::isDynamic(shape[0]) && shape[1] == 1)
+    return RopeLayout::tokensFirst;
+  if ((shape.size() == 2 && ShapedType::isDynamic(shape[0])) ||
+      (shape.size() == 3 && shape[0] == 1 && ShapedType::isDynamic(shape[1])))
+    return RopeLayout::headsFirst;
+  return RopeLayout::neither;
+}
+
+// An onnx.Transpose of `x` by `perm` before `root`: a raised value in the heads-first layout the
+// rest of the subgraph reads (the attention pattern looks through it).
+Value transposeNode(OnnxNode root, Value x, ArrayRef<int64_t> perm, RewriterBase &rewriter) {
+  auto type = rankedType(x);
+  SmallVector<int64_t> dims;
+  for (int64_t axis : perm)
+    dims.push_back(type.getDimSize(axis));
+  OperationState state(root.op()->getLoc(), std::string(kOpPrefix) + "Transpose");
+  state.addOperands(x);
+  state.addTypes(RankedTensorType::get(dims, type.getElementType()));
+  state.addAttribute("perm", rewriter.getDenseI64ArrayAttr(perm));
+  state.addAttribute(kOpsetAttr, root.op()->getAttr(kOpsetAttr));
+  state.addAttribute(kNodeAttr, rewriter.getStringAttr(root.name().str() + "/heads_first"));
+  return rewriter.create(state)->getResult(0);
+}
+
+LogicalResult buildRope(OnnxNode root, Value x, OnnxNode cos, OnnxNode sin, RaisingContext &context,
+                        RewriterBase &rewriter) {
+  Value positions = cos.input(0);
+  if (positions != sin.input(0))
+    return context.mismatch("cos and sin are taken at different positions");
+  RopeLayout layout = ropeLayout(cos.result());
+  if (layout == RopeLayout::neither || rankedType(sin.result()) != rankedType(cos.result()))
+    return context.mismatch("the RoPE rows do not broadcast as [tokens, 1, D] against "
+                            "[tokens, heads, D] or as [tokens, D] against [heads, tokens, D]");
+  Value source = x;
+  if (layout == RopeLayout::headsFirst) {
+    auto [tokensFirst, perm] = throughTransposes(x, context);
+    if (perm != SmallVector<int64_t>{1, 0, 2})
+      return context.mismatch("RoPE rows [tokens, D] must apply to [heads, tokens, D], a "
+                              "transpose of [tokens, heads, D]");
+    source = tokensFirst;
+  }
+  auto xType = rankedType(source), rowsType = rankedType(cos.result());
+  if (!xType || xType.getRank() != 3 || !xType.getElementType().isF32() ||
+      rowsType.getDimSize(rowsType.getRank() - 1) != xType.getDimSize(2))
+    return context.mismatch("x must be [tokens, heads, head_dim] f32 with rows "
+                            "[tokens, head_dim]");
+  auto pType = rankedType(positions);
+  if (!pType || pType.getRank() != 1 || !pType.getElementType().isInteger(32))
+    return context.mismatch("dlm.rope takes 1-D int32 positions");
+  Value y = dlm::ir::RoPEOp::create(rewriter, root.op()->getLoc(), xType, source, positions,
+                                    rewriter.getF64FloatAttr(context.config().ropeTheta),
+                                    IntegerAttr(), IntegerAttr());
+  if (layout == RopeLayout::headsFirst)
+    y = transposeNode(root, y, {1, 0, 2}, rewriter);
+  rewriter.replaceOp(root.op(), y);
   return success();
 }
 
-// x * cos + rotate_half(x) * sin with cos/sin rows gathered by position → dlm.rope x, positions.
+// x * cos + rotate_half(x) * sin with cos/sin the NeoX RoPE rows at the positions → dlm.rope x,
+// positions. Heads-first (RoPE applied after the transpose to [heads, tokens, D], as most
+// modules write it): dlm.rope on the tokens-first source, transposed back.
 LogicalResult raiseRope(OnnxNode root, RaisingContext &context, RewriterBase &rewriter) {
   for (int order = 0; order < 2; ++order) {
     OnnxNode direct = producer(root.input(order), "Mul", context);
@@ -133,34 +174,16 @@ LogicalResult raiseRope(OnnxNode root, RaisingContext &context, RewriterBase &re
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
         Value x = skipNoOps(direct.input(a), context);
-        auto cos = tableRows(direct.input(1 - a), context);
+        OnnxNode cos = ropeRows(direct.input(1 - a), "cos", context);
         Value rotatedSource = rotateHalfSource(rotated.input(b), context);
-        auto sin = tableRows(rotated.input(1 - b), context);
+        OnnxNode sin = ropeRows(rotated.input(1 - b), "sin", context);
         if (!cos || !sin || !rotatedSource || rotatedSource != x)
           continue;
-        if (cos->second != sin->second)
-          return context.mismatch("cos and sin are gathered at different positions");
-        Value positions = cos->second;
-        auto xType = rankedType(x), pType = rankedType(positions);
-        auto tableType = rankedType(cos->first);
-        if (!xType || xType.getRank() != 3 || !xType.getElementType().isF32() ||
-            rankedType(sin->first) != tableType || tableType.getRank() != 2 ||
-            tableType.getDimSize(1) != xType.getDimSize(2))
-          return context.mismatch("x must be [tokens, heads, head_dim] f32 with tables "
-                                "[positions, head_dim]");
-        if (!pType || pType.getRank() != 1 || !pType.getElementType().isInteger(32))
-          return context.mismatch("dlm.rope takes 1-D int32 positions");
-        if (failed(checkRopeTables(cos->first, sin->first, context)))
-          return failure();
-        Value y = dlm::ir::RoPEOp::create(rewriter, root.op()->getLoc(), xType, x, positions,
-                                          rewriter.getF64FloatAttr(context.config().ropeTheta),
-                                          IntegerAttr(), IntegerAttr());
-        rewriter.replaceOp(root.op(), y);
-        return success();
+        return buildRope(root, x, cos, sin, context, rewriter);
       }
   }
-  return context.reject("not x * cos + rotate_half(x) * sin with cos/sin gathered from "
-                        "tables by position");
+  return context.reject("not x * cos + rotate_half(x) * sin with cos/sin the RoPE rows at the "
+                        "positions");
 }
 
 // ---- attention ----------------------------------------------------------------------------------
@@ -192,24 +215,92 @@ std::pair<Value, int64_t> unrepeated(Value value, RaisingContext &context) {
   return {k, (*repeats)[2]};
 }
 
-// Where(pos_key > pos_query, -inf, scores): keys after the query are masked. The comparison is
-// Greater(Unsqueeze(p, [0]), Unsqueeze(p, [1])) or Less(Unsqueeze(p, [1]), Unsqueeze(p, [0])).
-bool isCausalCondition(Value condition, RaisingContext &context) {
-  auto positionsAlong = [&](Value v, int64_t axis) -> Value {
-    OnnxNode u = producer(v, "Unsqueeze", context);
-    auto axes = u ? unsqueezeAxes(u, context) : std::nullopt;
-    return axes && *axes == SmallVector<int64_t>{axis} ? skipNoOps(u.input(0), context)
-                                                       : Value();
+// Keys/values repeated in the heads-first layout: Reshape(Tile(Unsqueeze(k, [1]),
+// [1, rep, 1, 1]) or Expand(Unsqueeze(k, [1]), [kv, rep, 1, D]), [kv * rep, -1, D]) with k
+// [kv_heads, tokens, D] → (k, rep); (value, 1) otherwise.
+std::pair<Value, int64_t> unrepeatedHeadsFirst(Value value, RaisingContext &context) {
+  Value v = skipNoOps(value, context);
+  OnnxNode reshape = producer(v, "Reshape", context);
+  if (!reshape)
+    return {v, 1};
+  OnnxNode tile = producer(reshape.input(0), "Tile", context);
+  OnnxNode expand = producer(reshape.input(0), "Expand", context);
+  OnnxNode repeat = tile ? tile : expand;
+  OnnxNode unsqueeze = repeat ? producer(repeat.input(0), "Unsqueeze", context) : OnnxNode();
+  if (!unsqueeze)
+    return {v, 1};
+  auto axes = unsqueezeAxes(unsqueeze, context);
+  auto counts = context.ints(repeat.input(1));
+  auto shape = context.ints(reshape.input(1));
+  Value k = skipNoOps(unsqueeze.input(0), context);
+  auto kType = rankedType(k);
+  if (!axes || *axes != SmallVector<int64_t>{1} || !counts || counts->size() != 4 || !shape ||
+      shape->size() != 3 || !kType || kType.getRank() != 3)
+    return {v, 1};
+  int64_t rep = (*counts)[1];
+  bool repeatsOnlyHeads = tile ? (*counts)[0] == 1 && (*counts)[2] == 1 && (*counts)[3] == 1
+                               : (*counts)[0] == kType.getDimSize(0) && (*counts)[2] == 1 &&
+                                     (*counts)[3] == kType.getDimSize(2);
+  auto heads = checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(0), rep});
+  if (!repeatsOnlyHeads || rep < 1 || !heads || (*shape)[0] != *heads ||
+      (*shape)[2] != kType.getDimSize(2))
+    return {v, 1};
+  return {k, rep};
+}
+
+// The [tokens, heads, D] source of an attention operand, the perm of the heads-first view the
+// MatMul reads (composed through a heads-first repetition), and the repetition.
+struct AttentionOperand {
+  Value source;
+  SmallVector<int64_t> perm;
+  int64_t rep = 1;
+};
+
+AttentionOperand attentionOperand(Value value, RaisingContext &context) {
+  auto [outer, perm] = throughTransposes(value, context);
+  auto [repeated, rep] = unrepeatedHeadsFirst(outer, context);
+  if (rep > 1) {
+    auto [inner, innerPerm] = throughTransposes(repeated, context);
+    if (perm.empty())
+      perm = innerPerm;
+    else if (innerPerm.size() == perm.size())
+      for (int64_t &axis : perm)
+        axis = innerPerm[axis];
+    else
+      perm.clear(); // not a heads-first view: the caller refuses it
+    outer = inner;
+  }
+  auto [source, tokensFirstRep] = unrepeated(outer, context);
+  return {source, perm, rep * tokensFirstRep};
+}
+
+// The causal mask ShapeFolding recognised (onnx.CausalMask of `form`).
+bool isCausalMask(Value value, StringRef form, RaisingContext &context) {
+  OnnxNode mask = OnnxNode::of(skipNoOps(value, context));
+  if (!mask || mask.type() != kCausalMaskOp.drop_front(kOpPrefix.size()))
+    return false;
+  auto attr = mask.op()->getAttrOfType<StringAttr>("form");
+  return attr && attr.getValue() == form;
+}
+
+// The scores under a causal mask: Where(future, -inf, s), Where(allowed, s, -inf) or
+// s + additive mask. Null when `scores` is not masked this way.
+Value causallyMasked(Value scores, RaisingContext &context) {
+  auto masked = [&](Value fill) {
+    auto value = context.scalar(fill);
+    return value && *value <= -1e4;
   };
-  if (OnnxNode greater = producer(condition, "Greater", context)) {
-    Value key = positionsAlong(greater.input(0), 0), query = positionsAlong(greater.input(1), 1);
-    return key && key == query;
+  if (OnnxNode where = producer(scores, "Where", context)) {
+    if (isCausalMask(where.input(0), "future", context) && masked(where.input(1)))
+      return skipNoOps(where.input(2), context);
+    if (isCausalMask(where.input(0), "allowed", context) && masked(where.input(2)))
+      return skipNoOps(where.input(1), context);
   }
-  if (OnnxNode less = producer(condition, "Less", context)) {
-    Value query = positionsAlong(less.input(0), 1), key = positionsAlong(less.input(1), 0);
-    return key && key == query;
-  }
-  return false;
+  if (OnnxNode add = producer(scores, "Add", context))
+    for (int side = 0; side < 2; ++side)
+      if (isCausalMask(add.input(side), "additive", context))
+        return skipNoOps(add.input(1 - side), context);
+  return Value();
 }
 
 // Transpose(MatMul(Softmax(mask(scale * Q·Kᵀ)), V), [1, 0, 2]) with Q, K, V heads-first
@@ -227,13 +318,11 @@ LogicalResult raiseAttention(OnnxNode root, RaisingContext &context, RewriterBas
 
   Value scores = skipNoOps(softmax.input(0), context);
   auto mask = dlm::ir::MaskKind::bidirectional;
-  if (OnnxNode where = producer(scores, "Where", context)) {
-    auto fill = context.scalar(where.input(1));
-    if (!fill || *fill > -1e4 || !isCausalCondition(where.input(0), context))
-      return context.mismatch("the mask is not Where(key position > query position, -inf, "
-                            "scores)");
+  if (Value unmasked = causallyMasked(scores, context)) {
     mask = dlm::ir::MaskKind::causal;
-    scores = skipNoOps(where.input(2), context);
+    scores = unmasked;
+  } else if (producer(scores, "Where", context)) {
+    return context.mismatch("the mask is not a causal mask over the keys");
   }
   double scale = 1.0;
   if (OnnxNode div = producer(scores, "Div", context)) {
@@ -258,13 +347,13 @@ LogicalResult raiseAttention(OnnxNode root, RaisingContext &context, RewriterBas
   if (!qk)
     return context.mismatch("the scores are not Q·Kᵀ");
   auto [q, qPerm] = throughTransposes(qk.input(0), context);
-  auto [kRepeated, kPerm] = throughTransposes(qk.input(1), context);
-  auto [vRepeated, vPerm] = throughTransposes(pv.input(1), context);
-  if (qPerm != SmallVector<int64_t>{1, 0, 2} || kPerm != SmallVector<int64_t>{1, 2, 0} ||
-      vPerm != SmallVector<int64_t>{1, 0, 2})
+  AttentionOperand key = attentionOperand(qk.input(1), context);
+  AttentionOperand value = attentionOperand(pv.input(1), context);
+  if (qPerm != SmallVector<int64_t>{1, 0, 2} || key.perm != SmallVector<int64_t>{1, 2, 0} ||
+      value.perm != SmallVector<int64_t>{1, 0, 2})
     return context.mismatch("Q, K and V are not heads-first views of [tokens, heads, head_dim]");
-  auto [k, kRep] = unrepeated(kRepeated, context);
-  auto [v, vRep] = unrepeated(vRepeated, context);
+  Value k = key.source, v = value.source;
+  int64_t kRep = key.rep, vRep = value.rep;
   auto qType = rankedType(q), kType = rankedType(k), vType = rankedType(v);
   // kv_heads * kRep cannot overflow: unrepeated checked it for k (kRep is 1 otherwise).
   if (!qType || !kType || !vType || qType.getRank() != 3 || kType.getRank() != 3 ||
@@ -294,7 +383,7 @@ LogicalResult raiseAttention(OnnxNode root, RaisingContext &context, RewriterBas
 void addAttentionPatterns(RaisingPatterns &patterns) {
   patterns.onOp("Add", kMinOpset, "rope", raiseRope);
   patterns.onOp("Transpose", kMinOpset, "attention", raiseAttention);
-  patterns.covers({"Slice", "Softmax", "Where", "Greater", "Less", "Tile"});
+  patterns.covers({"Slice", "Softmax", "Where", "Tile", "RopeRows", "CausalMask"});
 }
 
 } // namespace dlm::importer::onnx

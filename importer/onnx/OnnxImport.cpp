@@ -6,6 +6,7 @@
 #include "importer/onnx/MechanicalImport.h"
 #include "importer/onnx/OnnxFile.h"
 #include "importer/onnx/Raising.h"
+#include "importer/onnx/ShapeFolding.h"
 #include "importer/onnx/WeightRoles.h"
 #include "runtime/tokenizer/Tokenizer.h"
 #include "support/JsonText.h"
@@ -276,6 +277,7 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
       return translated.status();
     module = std::move(*translated);
     auto forward = cast<func::FuncOp>(module->getBody()->front());
+    DLM_RETURN_IF_ERROR(foldShapes(forward, **file, result.model, result.recognised));
     DLM_RETURN_IF_ERROR(raiseGraph(forward, **file, result.model));
   }
   auto forward = cast<func::FuncOp>(module->getBody()->front());

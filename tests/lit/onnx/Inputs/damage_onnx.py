@@ -114,8 +114,11 @@ def main():
         values = numpy_helper.to_array(head).copy()
         values[0, 0] += 1.0
         head.CopyFrom(numpy_helper.from_array(values, head.name))
-    elif kind == "int64-ids":
-        graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    elif kind == "float-ids":
+        graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    elif kind == "cache-input":  # an Optimum "with past" export's first cache input
+        graph.input.append(helper.make_tensor_value_info(
+            "past_key_values.0.key", onnx.TensorProto.FLOAT, [1, 2, "past", 16]))
     elif kind == "old-opset":
         model.opset_import[0].version = 9
     elif kind == "softmax-axis":

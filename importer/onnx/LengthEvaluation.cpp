@@ -1,0 +1,955 @@
+#include "importer/onnx/LengthEvaluation.h"
+
+#include "compiler/dialects/dlm/DlmDialect.h"
+#include "importer/onnx/MechanicalImport.h"
+#include "importer/onnx/Raising.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace dlm::importer::onnx {
+
+using namespace mlir;
+
+int64_t EvaluatedValue::intAt(size_t i) const {
+  double v = (*values)[i];
+  if (v >= 9.2e18)
+    return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+namespace {
+
+// Contents are computed up to this many elements (RoPE tables of real models fit; weights do
+// not need to).
+constexpr int64_t kMaxContents = int64_t{1} << 21;
+// Without an input computed from the length, contents are computed only for shape-sized values:
+// a weight's transpose is not bookkeeping.
+constexpr int64_t kMaxConstantContents = 4096;
+
+using Shape = std::vector<int64_t>;
+
+int64_t elementCount(const Shape &shape) {
+  return checkedElementCount(shape).value_or(std::numeric_limits<int64_t>::max());
+}
+
+Shape stridesOf(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+// The flat index into `from` (broadcast to `to`, aligned right) of element `flat` of `to`.
+int64_t broadcastIndex(int64_t flat, const Shape &to, const Shape &from) {
+  int64_t index = 0, stride = 1;
+  for (int64_t i = int64_t(to.size()) - 1, j = int64_t(from.size()) - 1; i >= 0; --i, --j) {
+    int64_t coordinate = flat % to[i];
+    flat /= to[i];
+    if (j < 0)
+      continue;
+    if (from[j] != 1)
+      index += coordinate * stride;
+    stride *= from[j];
+  }
+  return index;
+}
+
+std::string shapeText(const Shape &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+bool isIntegerLike(Type t) { return t && (isa<IntegerType>(t) || isa<IndexType>(t)); }
+
+Type elementOf(Value v) {
+  if (auto shaped = dyn_cast_or_null<ShapedType>(v ? v.getType() : Type()))
+    return shaped.getElementType();
+  return Type();
+}
+
+// ONNX TensorProto data types the evaluator distinguishes.
+Type onnxElementType(int64_t dataType, Builder &b) {
+  switch (dataType) {
+  case 1:
+    return b.getF32Type();
+  case 10:
+    return b.getF16Type();
+  case 16:
+    return b.getBF16Type();
+  case 11:
+    return b.getF64Type();
+  case 9:
+    return b.getI1Type();
+  case 2:
+  case 3:
+  case 4:
+  case 5:
+  case 6:
+  case 7:
+  case 12:
+  case 13:
+    return b.getI64Type(); // the evaluator only needs "integer"
+  default:
+    return Type();
+  }
+}
+
+class Evaluator {
+public:
+  Evaluator(const LengthInputs &inputs, int64_t length, OnnxFile &file, MLIRContext *context)
+      : inputs_(inputs), length_(length), file_(file), b_(context) {}
+
+  StatusOr<Evaluation> run(func::FuncOp forward) {
+    for (BlockArgument arg : forward.getArguments())
+      DLM_RETURN_IF_ERROR(seedArgument(arg));
+    for (Operation &op : forward.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      DLM_RETURN_IF_ERROR(visit(&op));
+      DLM_RETURN_IF_ERROR(loadError_);
+    }
+    return std::move(values_);
+  }
+
+private:
+  // Inputs are [T] or [batch, T]; batch is 1.
+  Status seedArgument(BlockArgument arg) {
+    auto ranked = dyn_cast<RankedTensorType>(arg.getType());
+    if (!ranked || ranked.getRank() < 1 || ranked.getRank() > 2)
+      return Status::error("onnx: graph input " + std::to_string(arg.getArgNumber()) +
+                           " is not [sequence] or [batch, sequence]");
+    EvaluatedValue &v = values_[arg];
+    v.shape = ranked.getRank() == 1 ? Shape{length_} : Shape{1, length_};
+    v.element = ranked.getElementType();
+    if (arg == inputs_.positions || arg == inputs_.attentionMask) {
+      v.values.emplace();
+      for (int64_t t = 0; t < length_; ++t)
+        v.values->push_back(arg == inputs_.positions ? double(t) : 1.0);
+      v.fromLength = true;
+    }
+    return Status::ok();
+  }
+
+  // Loads an initializer's contents when first needed (and small enough).
+  bool ensureContents(Value value, int64_t limit) {
+    auto it = values_.find(value);
+    if (it == values_.end())
+      return false;
+    EvaluatedValue &v = it->second;
+    if (v.values)
+      return true;
+    if (elementCount(v.shape) > limit)
+      return false;
+    const ::onnx::TensorProto *init = nullptr;
+    Operation *op = value.getDefiningOp();
+    if (auto weight = dyn_cast_or_null<dlm::ir::WeightOp>(op))
+      init = file_.initializer(weight.getName().str());
+    else if (op && op->getName().getStringRef() == kInitializerOp)
+      if (auto name = op->getAttrOfType<StringAttr>(kNameAttr))
+        init = file_.initializer(name.str());
+    if (!init)
+      return false;
+    auto contents = file_.floats(*init);
+    if (!contents) {
+      if (loadError_.isOk())
+        loadError_ = contents.status(); // a damaged file: reported, not guessed around
+      return false;
+    }
+    if (int64_t(contents->size()) != elementCount(v.shape))
+      return false;
+    v.values = std::move(*contents);
+    return true;
+  }
+
+  Status visit(Operation *op) {
+    if (auto weight = dyn_cast<dlm::ir::WeightOp>(op))
+      return seedFromType(weight.getResult());
+    StringRef name = op->getName().getStringRef();
+    if (name == kAbsentOp)
+      return Status::ok();
+    if (name == kInitializerOp)
+      return seedFromType(op->getResult(0));
+    OnnxNode node = OnnxNode::of(op);
+    if (!node)
+      return Status::error("onnx: internal error: unexpected op " + name.str() + " before raising");
+    node_ = node;
+    for (unsigned i = 0; i < node.numInputs(); ++i)
+      if (Value in = node.input(i); in && !values_.count(in))
+        return Status::error("onnx: " + node.label() + ": input " + std::to_string(i) +
+                             " has no evaluated shape");
+    return evaluateNode(node);
+  }
+
+  Status seedFromType(Value value) {
+    auto ranked = dyn_cast<RankedTensorType>(value.getType());
+    if (!ranked || !ranked.hasStaticShape())
+      return Status::ok(); // e.g. an initializer of an element type dlm cannot read
+    EvaluatedValue &v = values_[value];
+    v.shape = Shape(ranked.getShape().begin(), ranked.getShape().end());
+    v.element = ranked.getElementType();
+    return Status::ok();
+  }
+
+  Status unsupported(const std::string &why) {
+    return Status::error("onnx: " + node_.label() + ": " + why);
+  }
+
+  const EvaluatedValue &in(unsigned i) { return values_[node_.input(i)]; }
+  bool has(unsigned i) { return node_.input(i) && values_.count(node_.input(i)); }
+
+  // The contents of input `i` as integers (shape operands), loading small initializers.
+  std::optional<Shape> intsOf(unsigned i) {
+    if (!has(i) || !ensureContents(node_.input(i), kMaxContents))
+      return std::nullopt;
+    const EvaluatedValue &v = in(i);
+    Shape out;
+    for (size_t k = 0; k < v.values->size(); ++k)
+      out.push_back(v.intAt(k));
+    return out;
+  }
+
+  // Whether the result's contents are computed: every input's are (or load), and either some
+  // input comes from the length or all are shape-sized.
+  bool contentsComputable() {
+    bool fromLength = false, allSmall = true;
+    for (unsigned i = 0; i < node_.numInputs(); ++i) {
+      Value v = node_.input(i);
+      if (!v)
+        continue;
+      if (!values_.count(v))
+        return false;
+      fromLength |= values_[v].fromLength;
+      allSmall &= elementCount(values_[v].shape) <= kMaxConstantContents;
+    }
+    int64_t limit = fromLength ? kMaxContents : kMaxConstantContents;
+    if (!fromLength && !allSmall)
+      return false;
+    for (unsigned i = 0; i < node_.numInputs(); ++i)
+      if (Value v = node_.input(i); v && !ensureContents(v, limit))
+        return false;
+    return true;
+  }
+
+  bool anyFromLength() {
+    for (unsigned i = 0; i < node_.numInputs(); ++i)
+      if (Value v = node_.input(i); v && values_.count(v) && values_[v].fromLength)
+        return true;
+    return false;
+  }
+
+  // Sets result `index` to `shape`; contents by `compute` when computable and not too large.
+  Status result(Shape shape, Type element,
+                const std::function<void(std::vector<double> &)> &compute = nullptr,
+                unsigned index = 0) {
+    for (int64_t d : shape)
+      if (d < 0)
+        return unsupported("computes a negative dimension");
+    if (!checkedElementCount(shape))
+      return unsupported("computes a shape whose element count overflows");
+    EvaluatedValue v;
+    v.shape = std::move(shape);
+    if (!element)
+      element = elementOf(node_.op()->getResult(index));
+    v.element = element;
+    DLM_RETURN_IF_ERROR(checkDeclaredType(node_.op()->getResult(index), v.shape));
+    // A Shape or Size reads only its input's shape.
+    bool shapeOnly = node_.type() == "Shape" || node_.type() == "Size";
+    v.fromLength = anyFromLength() || shapeOnly;
+    if (compute && elementCount(v.shape) <= kMaxContents && (shapeOnly || contentsComputable())) {
+      v.values.emplace();
+      v.values->reserve(elementCount(v.shape));
+      compute(*v.values);
+      if (isIntegerLike(element) && !element.isInteger(1))
+        for (double &x : *v.values)
+          x = std::trunc(x);
+    }
+    values_[node_.op()->getResult(index)] = std::move(v);
+    return Status::ok();
+  }
+
+  // The type the file declares for a value (value_info, outputs) must agree with what the
+  // graph computes: a contradiction is a damaged file, and patterns read those types.
+  Status checkDeclaredType(Value result, const Shape &computed) {
+    auto declared = dyn_cast<RankedTensorType>(result.getType());
+    if (!declared)
+      return Status::ok();
+    bool agrees = declared.getRank() == int64_t(computed.size());
+    for (int64_t i = 0; agrees && i < declared.getRank(); ++i)
+      agrees = declared.isDynamicDim(i) || declared.getDimSize(i) == computed[i];
+    if (agrees)
+      return Status::ok();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << declared;
+    return unsupported("the file declares its result as " + text + ", but at sequence length " +
+                       std::to_string(length_) + " it computes " + shapeText(computed));
+  }
+
+  Status evaluateNode(OnnxNode node);
+  Status elementwise(OnnxNode node);
+  Status matmul();
+  Status gather();
+  Status reshape();
+  Status transpose();
+  Status unsqueeze();
+  Status squeeze();
+  Status concat();
+  Status slice();
+  Status split();
+  Status expand();
+  Status tile();
+  Status reduce();
+  Status range();
+  Status constantOfShape();
+  Status constant();
+  Status trilu();
+
+  const LengthInputs &inputs_;
+  int64_t length_;
+  OnnxFile &file_;
+  Builder b_;
+  OnnxNode node_;
+  Evaluation values_;
+  Status loadError_ = Status::ok();
+};
+
+// Binary and unary element-wise functions by op type.
+std::optional<double> binaryOp(StringRef type, double x, double y, bool integer) {
+  if (type == "Add")
+    return x + y;
+  if (type == "Sub")
+    return x - y;
+  if (type == "Mul")
+    return x * y;
+  if (type == "Div")
+    return integer ? (y == 0 ? 0 : std::trunc(x / y)) : x / y;
+  if (type == "Pow")
+    return std::pow(x, y);
+  if (type == "Max")
+    return std::max(x, y);
+  if (type == "Min")
+    return std::min(x, y);
+  if (type == "Mod")
+    return y == 0 ? 0 : std::fmod(x, y);
+  if (type == "Equal")
+    return double(x == y);
+  if (type == "Less")
+    return double(x < y);
+  if (type == "Greater")
+    return double(x > y);
+  if (type == "LessOrEqual")
+    return double(x <= y);
+  if (type == "GreaterOrEqual")
+    return double(x >= y);
+  if (type == "And")
+    return double(x != 0 && y != 0);
+  if (type == "Or")
+    return double(x != 0 || y != 0);
+  if (type == "Xor")
+    return double((x != 0) != (y != 0));
+  return std::nullopt;
+}
+
+std::optional<double> unaryOp(StringRef type, double x) {
+  if (type == "Identity" || type == "Cast" || type == "CastLike" || type == "Dropout")
+    return x;
+  if (type == "Neg")
+    return -x;
+  if (type == "Sqrt")
+    return std::sqrt(x);
+  if (type == "Reciprocal")
+    return 1.0 / x;
+  if (type == "Sigmoid")
+    return 1.0 / (1.0 + std::exp(-x));
+  if (type == "Cos")
+    return std::cos(x);
+  if (type == "Sin")
+    return std::sin(x);
+  if (type == "Exp")
+    return std::exp(x);
+  if (type == "Log")
+    return std::log(x);
+  if (type == "Abs")
+    return std::abs(x);
+  if (type == "Tanh")
+    return std::tanh(x);
+  if (type == "Erf")
+    return std::erf(x);
+  if (type == "Not")
+    return double(x == 0);
+  if (type == "Relu")
+    return std::max(x, 0.0);
+  if (type == "Floor")
+    return std::floor(x);
+  if (type == "Ceil")
+    return std::ceil(x);
+  if (type == "IsInf")
+    return double(std::isinf(x));
+  if (type == "IsNaN")
+    return double(std::isnan(x));
+  return std::nullopt;
+}
+
+bool isComparison(StringRef type) {
+  return type == "Equal" || type == "Less" || type == "Greater" || type == "LessOrEqual" ||
+         type == "GreaterOrEqual" || type == "And" || type == "Or" || type == "Xor" ||
+         type == "Not" || type == "IsInf" || type == "IsNaN";
+}
+
+std::optional<Shape> broadcastShapes(ArrayRef<Shape> shapes) {
+  size_t rank = 0;
+  for (const Shape &s : shapes)
+    rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const Shape &s : shapes)
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[rank - s.size() + i];
+      if (s[i] == o || s[i] == 1)
+        continue;
+      if (o != 1)
+        return std::nullopt;
+      o = s[i];
+    }
+  return out;
+}
+
+Status Evaluator::evaluateNode(OnnxNode node) {
+  StringRef type = node.type();
+  if (type == "MatMul")
+    return matmul();
+  if (type == "Gather")
+    return gather();
+  if (type == "Reshape")
+    return reshape();
+  if (type == "Transpose")
+    return transpose();
+  if (type == "Unsqueeze")
+    return unsqueeze();
+  if (type == "Squeeze")
+    return squeeze();
+  if (type == "Concat")
+    return concat();
+  if (type == "Slice")
+    return slice();
+  if (type == "Split")
+    return split();
+  if (type == "Expand")
+    return expand();
+  if (type == "Tile")
+    return tile();
+  if (type.starts_with("Reduce"))
+    return reduce();
+  if (type == "Range")
+    return range();
+  if (type == "ConstantOfShape")
+    return constantOfShape();
+  if (type == "Constant")
+    return constant();
+  if (type == "Trilu")
+    return trilu();
+  if (type == "Shape") {
+    const Shape &s = in(0).shape;
+    int64_t rank = s.size();
+    int64_t start =
+        std::clamp(normalizeAxis(node.intAttr("start").value_or(0), rank), int64_t{0}, rank);
+    int64_t end =
+        std::clamp(normalizeAxis(node.intAttr("end").value_or(rank), rank), int64_t{0}, rank);
+    Shape dims(s.begin() + start, s.begin() + std::max(start, end));
+    return result({int64_t(dims.size())}, b_.getI64Type(),
+                  [&](std::vector<double> &out) { out.assign(dims.begin(), dims.end()); });
+  }
+  if (type == "Size") {
+    int64_t count = elementCount(in(0).shape);
+    return result({}, b_.getI64Type(),
+                  [&](std::vector<double> &out) { out.push_back(double(count)); });
+  }
+  if (type == "Softmax" || type == "LogSoftmax")
+    return result(in(0).shape, in(0).element);
+  if (type == "Gemm") {
+    const Shape &a = in(0).shape, &w = in(1).shape;
+    if (a.size() != 2 || w.size() != 2)
+      return unsupported("Gemm of operands that are not matrices");
+    int64_t m = node.intAttr("transA").value_or(0) ? a[1] : a[0];
+    int64_t n = node.intAttr("transB").value_or(0) ? w[0] : w[1];
+    return result({m, n}, in(0).element);
+  }
+  if (type == "Flatten") {
+    const Shape &s = in(0).shape;
+    int64_t axis = normalizeAxis(node.intAttr("axis").value_or(1), s.size());
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < int64_t(s.size()); ++i)
+      (i < axis ? outer : inner) *= s[i];
+    return result({outer, inner}, in(0).element,
+                  [&](std::vector<double> &out) { out = *in(0).values; });
+  }
+  return elementwise(node);
+}
+
+Status Evaluator::elementwise(OnnxNode node) {
+  StringRef type = node.type();
+  unsigned count = node.numInputs();
+  bool where = type == "Where";
+  bool binary = binaryOp(type, 0, 1, false).has_value();
+  bool unary = unaryOp(type, 0).has_value();
+  if (!where && !binary && !unary)
+    return Status::error("onnx: " + node.label() + " is not supported");
+  if ((where && count != 3) || (binary && count != 2) || (unary && count < 1))
+    return unsupported("has " + std::to_string(count) + " inputs");
+  unsigned operands = where ? 3 : binary ? 2 : 1;
+  SmallVector<Shape> shapes;
+  for (unsigned i = 0; i < operands; ++i)
+    shapes.push_back(in(i).shape);
+  auto shape = broadcastShapes(shapes);
+  if (!shape)
+    return unsupported("operands of shapes that do not broadcast");
+  Type element = where ? in(1).element : in(0).element;
+  if (isComparison(type))
+    element = b_.getI1Type();
+  else if (type == "Cast")
+    element = onnxElementType(node.intAttr("to").value_or(0), b_);
+  else if (type == "CastLike")
+    element = in(1).element;
+  Shape out = *shape;
+  bool integer = isIntegerLike(element);
+  return result(out, element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(out); ++i) {
+      auto at = [&](unsigned k) { return (*in(k).values)[broadcastIndex(i, out, shapes[k])]; };
+      if (where)
+        values.push_back(at(0) != 0 ? at(1) : at(2));
+      else if (binary)
+        values.push_back(*binaryOp(type, at(0), at(1), integer));
+      else
+        values.push_back(*unaryOp(type, at(0)));
+    }
+  });
+}
+
+Status Evaluator::matmul() {
+  Shape a = in(0).shape, w = in(1).shape;
+  if (a.size() < 2 || w.size() < 2)
+    return unsupported("MatMul of vectors is not supported");
+  if (a.back() != w[w.size() - 2])
+    return unsupported("MatMul of [..., " + std::to_string(a.back()) + "] by [..., " +
+                       std::to_string(w[w.size() - 2]) + ", ...]");
+  auto batch = broadcastShapes({Shape(a.begin(), a.end() - 2), Shape(w.begin(), w.end() - 2)});
+  if (!batch)
+    return unsupported("MatMul operands whose batch axes do not broadcast");
+  int64_t m = a[a.size() - 2], k = a.back(), n = w.back();
+  Shape out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  Shape aBatch(a.begin(), a.end() - 2), wBatch(w.begin(), w.end() - 2);
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t bi = 0; bi < elementCount(*batch); ++bi) {
+      const double *x = in(0).values->data() + broadcastIndex(bi, *batch, aBatch) * m * k;
+      const double *y = in(1).values->data() + broadcastIndex(bi, *batch, wBatch) * k * n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t l = 0; l < k; ++l)
+            sum += x[i * k + l] * y[l * n + j];
+          values.push_back(sum);
+        }
+    }
+  });
+}
+
+Status Evaluator::gather() {
+  const Shape &data = in(0).shape, &indices = in(1).shape;
+  int64_t rank = data.size();
+  int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
+  if (axis < 0 || axis >= rank)
+    return unsupported("gathers along an axis the data does not have");
+  Shape out(data.begin(), data.begin() + axis);
+  out.insert(out.end(), indices.begin(), indices.end());
+  out.insert(out.end(), data.begin() + axis + 1, data.end());
+  int64_t outer = elementCount(Shape(data.begin(), data.begin() + axis));
+  int64_t inner = elementCount(Shape(data.begin() + axis + 1, data.end()));
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t i = 0; i < in(1).values->size(); ++i) {
+        int64_t at = in(1).intAt(i);
+        at = at < 0 ? at + data[axis] : at;
+        for (int64_t j = 0; j < inner; ++j)
+          values.push_back(at < 0 || at >= data[axis]
+                               ? 0.0
+                               : (*in(0).values)[(o * data[axis] + at) * inner + j]);
+      }
+  });
+}
+
+Status Evaluator::reshape() {
+  auto target = intsOf(1);
+  if (!target)
+    return unsupported("the target shape is not computed from constants and the length");
+  const Shape &s = in(0).shape;
+  bool allowZero = node_.intAttr("allowzero").value_or(0) != 0;
+  Shape out = *target;
+  int64_t inferred = -1, known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowZero) {
+      if (i >= s.size())
+        return unsupported("a 0 in the target shape copies an axis the input does not have");
+      out[i] = s[i];
+    }
+    if (out[i] == -1) {
+      if (inferred >= 0)
+        return unsupported("the target shape has two -1s");
+      inferred = i;
+    } else if (out[i] < 0 || __builtin_mul_overflow(known, out[i], &known)) {
+      return unsupported("the target shape has a negative or overflowing dimension");
+    }
+  }
+  int64_t total = elementCount(s);
+  if (inferred >= 0)
+    out[inferred] = known ? total / known : 0;
+  if (elementCount(out) != total)
+    return unsupported("reshapes " + std::to_string(total) + " elements into " +
+                       std::to_string(elementCount(out)));
+  return result(out, in(0).element, [&](std::vector<double> &v) { v = *in(0).values; });
+}
+
+Status Evaluator::transpose() {
+  const Shape &s = in(0).shape;
+  Shape perm;
+  if (auto p = node_.intsAttr("perm"))
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (perm.size() != s.size() || !isPermutation(perm))
+    return unsupported("perm is not a permutation of the input's axes");
+  Shape out;
+  for (int64_t p : perm)
+    out.push_back(s[p]);
+  Shape inStrides = stridesOf(s);
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(out); ++i) {
+      int64_t flat = i, index = 0;
+      for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+        index += (flat % out[d]) * inStrides[perm[d]];
+        flat /= out[d];
+      }
+      values.push_back((*in(0).values)[index]);
+    }
+  });
+}
+
+Status Evaluator::unsqueeze() {
+  std::optional<Shape> axes = node_.input(1) ? intsOf(1) : std::nullopt;
+  if (!axes)
+    if (auto attr = node_.intsAttr("axes"))
+      axes = Shape(attr->begin(), attr->end());
+  if (!axes)
+    return unsupported("the axes are not constant");
+  Shape out = in(0).shape;
+  int64_t rank = out.size() + axes->size();
+  Shape sorted;
+  for (int64_t a : *axes)
+    sorted.push_back(normalizeAxis(a, rank));
+  llvm::sort(sorted);
+  for (int64_t a : sorted) {
+    if (a < 0 || a > int64_t(out.size()))
+      return unsupported("inserts an axis out of range");
+    out.insert(out.begin() + a, 1);
+  }
+  return result(out, in(0).element, [&](std::vector<double> &v) { v = *in(0).values; });
+}
+
+Status Evaluator::squeeze() {
+  const Shape &s = in(0).shape;
+  std::optional<Shape> axes = node_.input(1) ? intsOf(1) : std::nullopt;
+  if (!axes)
+    if (auto attr = node_.intsAttr("axes"))
+      axes = Shape(attr->begin(), attr->end());
+  Shape out;
+  for (int64_t i = 0; i < int64_t(s.size()); ++i) {
+    bool named =
+        axes && llvm::any_of(*axes, [&](int64_t a) { return normalizeAxis(a, s.size()) == i; });
+    if (axes ? !named : s[i] != 1)
+      out.push_back(s[i]);
+    else if (s[i] != 1)
+      return unsupported("squeezes an axis of size " + std::to_string(s[i]));
+  }
+  return result(out, in(0).element, [&](std::vector<double> &v) { v = *in(0).values; });
+}
+
+Status Evaluator::concat() {
+  const Shape &first = in(0).shape;
+  int64_t rank = first.size();
+  int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
+  if (axis < 0 || axis >= rank)
+    return unsupported("concatenates along an axis the inputs do not have");
+  Shape out = first;
+  out[axis] = 0;
+  for (unsigned i = 0; i < node_.numInputs(); ++i) {
+    const Shape &s = in(i).shape;
+    for (int64_t d = 0; d < rank; ++d)
+      if (int64_t(s.size()) != rank || (d != axis && s[d] != first[d]))
+        return unsupported("concatenates inputs whose other axes differ");
+    out[axis] += s[axis];
+  }
+  int64_t outer = elementCount(Shape(first.begin(), first.begin() + axis));
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (unsigned i = 0; i < node_.numInputs(); ++i) {
+        int64_t chunk = elementCount(Shape(in(i).shape.begin() + axis, in(i).shape.end()));
+        values.insert(values.end(), in(i).values->begin() + o * chunk,
+                      in(i).values->begin() + (o + 1) * chunk);
+      }
+  });
+}
+
+Status Evaluator::slice() {
+  const Shape &s = in(0).shape;
+  int64_t rank = s.size();
+  auto starts = intsOf(1), ends = intsOf(2);
+  std::optional<Shape> axes = node_.input(3) ? intsOf(3) : std::nullopt;
+  std::optional<Shape> steps = node_.input(4) ? intsOf(4) : std::nullopt;
+  if (!starts || !ends || (node_.input(3) && !axes) || (node_.input(4) && !steps))
+    return unsupported("the bounds are not computed from constants and the length");
+  if (!axes)
+    for (int64_t i = 0; i < int64_t(starts->size()); ++i)
+      axes.emplace().push_back(i);
+  if (!steps)
+    steps = Shape(starts->size(), 1);
+  if (ends->size() != starts->size() || axes->size() != starts->size() ||
+      steps->size() != starts->size())
+    return unsupported("starts, ends, axes and steps differ in length");
+  Shape begin(rank, 0), step(rank, 1), out = s;
+  for (size_t i = 0; i < starts->size(); ++i) {
+    int64_t axis = normalizeAxis((*axes)[i], rank), st = (*steps)[i];
+    if (axis < 0 || axis >= rank || st == 0)
+      return unsupported("slices an axis out of range or with step 0");
+    int64_t dim = s[axis];
+    // Negative bounds count from the end; then both are clamped (ONNX's rules per direction).
+    auto clampIndex = [&](int64_t v, int64_t low, int64_t high) {
+      if (v < 0)
+        v = v < -dim ? low : v + dim;
+      return std::clamp(v, low, high);
+    };
+    int64_t from =
+        st > 0 ? clampIndex((*starts)[i], 0, dim) : clampIndex((*starts)[i], -1, dim - 1);
+    int64_t to = st > 0 ? clampIndex((*ends)[i], 0, dim) : clampIndex((*ends)[i], -1, dim - 1);
+    int64_t n = st > 0 ? std::max<int64_t>(0, (to - from + st - 1) / st)
+                       : std::max<int64_t>(0, (from - to - st - 1) / -st);
+    begin[axis] = from;
+    step[axis] = st;
+    out[axis] = n;
+  }
+  Shape inStrides = stridesOf(s);
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(out); ++i) {
+      int64_t flat = i, index = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        index += (begin[d] + (flat % out[d]) * step[d]) * inStrides[d];
+        flat /= out[d];
+      }
+      values.push_back((*in(0).values)[index]);
+    }
+  });
+}
+
+Status Evaluator::split() {
+  const Shape &s = in(0).shape;
+  int64_t rank = s.size();
+  int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
+  if (axis < 0 || axis >= rank)
+    return unsupported("splits along an axis the input does not have");
+  unsigned parts = node_.op()->getNumResults();
+  Shape sizes;
+  if (node_.input(1)) {
+    auto given = intsOf(1);
+    if (!given)
+      return unsupported("the split sizes are not constant");
+    sizes = *given;
+  } else if (auto attr = node_.intsAttr("split")) {
+    sizes.assign(attr->begin(), attr->end());
+  } else {
+    int64_t each = (s[axis] + parts - 1) / parts;
+    for (unsigned i = 0; i < parts; ++i)
+      sizes.push_back(std::min(each, s[axis] - each * int64_t(i)));
+  }
+  if (sizes.size() != parts)
+    return unsupported("the split sizes do not match the outputs");
+  int64_t outer = elementCount(Shape(s.begin(), s.begin() + axis));
+  int64_t inner = elementCount(Shape(s.begin() + axis + 1, s.end()));
+  int64_t offset = 0;
+  for (unsigned p = 0; p < parts; ++p) {
+    Shape out = s;
+    out[axis] = sizes[p];
+    int64_t start = offset;
+    offset += sizes[p];
+    DLM_RETURN_IF_ERROR(result(
+        out, in(0).element,
+        [&](std::vector<double> &values) {
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t j = start; j < start + sizes[p]; ++j)
+              for (int64_t k = 0; k < inner; ++k)
+                values.push_back((*in(0).values)[(o * s[axis] + j) * inner + k]);
+        },
+        p));
+  }
+  if (offset != s[axis])
+    return unsupported("the split sizes do not add up to the axis");
+  return Status::ok();
+}
+
+Status Evaluator::expand() {
+  auto shape = intsOf(1);
+  if (!shape)
+    return unsupported("the target shape is not computed from constants and the length");
+  const Shape &s = in(0).shape;
+  auto out = broadcastShapes({s, *shape});
+  if (!out)
+    return unsupported("the input does not broadcast to the target shape");
+  return result(*out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(*out); ++i)
+      values.push_back((*in(0).values)[broadcastIndex(i, *out, s)]);
+  });
+}
+
+Status Evaluator::tile() {
+  auto repeats = intsOf(1);
+  const Shape &s = in(0).shape;
+  if (!repeats || repeats->size() != s.size())
+    return unsupported("the repeats are not constant, one per axis");
+  Shape out = s;
+  for (size_t i = 0; i < s.size(); ++i)
+    out[i] *= (*repeats)[i];
+  Shape inStrides = stridesOf(s);
+  return result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(out); ++i) {
+      int64_t flat = i, index = 0;
+      for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+        index += ((flat % out[d]) % s[d]) * inStrides[d];
+        flat /= out[d];
+      }
+      values.push_back((*in(0).values)[index]);
+    }
+  });
+}
+
+Status Evaluator::reduce() {
+  const Shape &s = in(0).shape;
+  std::optional<Shape> axes;
+  if (node_.input(1))
+    axes = intsOf(1);
+  else if (auto attr = node_.intsAttr("axes"))
+    axes = Shape(attr->begin(), attr->end());
+  bool keep = node_.intAttr("keepdims").value_or(1) != 0;
+  Shape out;
+  for (int64_t i = 0; i < int64_t(s.size()); ++i) {
+    bool reduced =
+        !axes || llvm::any_of(*axes, [&](int64_t a) { return normalizeAxis(a, s.size()) == i; });
+    if (!reduced)
+      out.push_back(s[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  return result(out, in(0).element);
+}
+
+Status Evaluator::range() {
+  if (!contentsComputable())
+    return unsupported("start, limit and delta are not computed from constants and the length");
+  double start = (*in(0).values)[0], limit = (*in(1).values)[0], delta = (*in(2).values)[0];
+  if (delta == 0)
+    return unsupported("delta is 0");
+  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+  return result({n}, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(start + double(i) * delta);
+  });
+}
+
+Status Evaluator::constantOfShape() {
+  auto shape = intsOf(0);
+  if (!shape)
+    return unsupported("the shape is not computed from constants and the length");
+  double fill = 0;
+  Type element = b_.getF32Type();
+  if (auto dense = node_.op()->getAttrOfType<DenseElementsAttr>("value")) {
+    element = dense.getElementType();
+    if (auto ints = dyn_cast<DenseIntElementsAttr>(dense))
+      fill = double((*ints.getValues<APInt>().begin()).getSExtValue());
+    else if (auto floats = dyn_cast<DenseFPElementsAttr>(dense))
+      fill = (*floats.getValues<APFloat>().begin()).convertToDouble();
+  }
+  if (element.isInteger(1))
+    fill = fill != 0;
+  return result(*shape, element,
+                [&](std::vector<double> &values) { values.assign(elementCount(*shape), fill); });
+}
+
+Status Evaluator::constant() {
+  Operation *op = node_.op();
+  if (auto v = node_.intAttr("value_int"))
+    return result({}, b_.getI64Type(), [&](std::vector<double> &o) { o.push_back(double(*v)); });
+  if (auto v = node_.intsAttr("value_ints"))
+    return result({int64_t(v->size())}, b_.getI64Type(),
+                  [&](std::vector<double> &o) { o.assign(v->begin(), v->end()); });
+  if (auto f = op->getAttrOfType<FloatAttr>("value_float"))
+    return result({}, b_.getF32Type(),
+                  [&](std::vector<double> &o) { o.push_back(f.getValueAsDouble()); });
+  if (auto fs = op->getAttrOfType<DenseF32ArrayAttr>("value_floats"))
+    return result({int64_t(fs.size())}, b_.getF32Type(), [&](std::vector<double> &o) {
+      o.assign(fs.asArrayRef().begin(), fs.asArrayRef().end());
+    });
+  auto dense = op->getAttrOfType<DenseElementsAttr>("value");
+  if (!dense)
+    return unsupported("a constant of a kind dlm does not read");
+  Shape shape(dense.getType().getShape().begin(), dense.getType().getShape().end());
+  return result(shape, dense.getElementType(), [&](std::vector<double> &o) {
+    if (auto ints = dyn_cast<DenseIntElementsAttr>(dense)) {
+      bool flag = dense.getElementType().isInteger(1);
+      for (const APInt &v : ints.getValues<APInt>())
+        o.push_back(flag ? double(!v.isZero()) : double(v.getSExtValue()));
+    } else {
+      for (const APFloat &v : cast<DenseFPElementsAttr>(dense).getValues<APFloat>())
+        o.push_back(v.convertToDouble());
+    }
+  });
+}
+
+Status Evaluator::trilu() {
+  const Shape &s = in(0).shape;
+  if (s.size() < 2)
+    return unsupported("Trilu of fewer than two axes");
+  int64_t k = 0;
+  if (node_.input(1)) {
+    auto given = intsOf(1);
+    if (!given || given->size() != 1)
+      return unsupported("k is not constant");
+    k = (*given)[0];
+  }
+  bool upper = node_.intAttr("upper").value_or(1) != 0;
+  int64_t rows = s[s.size() - 2], cols = s.back();
+  return result(s, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t i = 0; i < elementCount(s); ++i) {
+      int64_t c = i % cols, r = (i / cols) % rows;
+      bool kept = upper ? c - r >= k : c - r <= k;
+      values.push_back(kept ? (*in(0).values)[i] : 0.0);
+    }
+  });
+}
+
+} // namespace
+
+StatusOr<Evaluation> evaluateAtLength(func::FuncOp forward, const LengthInputs &inputs,
+                                      int64_t length, OnnxFile &file) {
+  return Evaluator(inputs, length, file, forward.getContext()).run(forward);
+}
+
+} // namespace dlm::importer::onnx
