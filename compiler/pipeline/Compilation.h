@@ -82,6 +82,9 @@ public:
   const std::vector<codegen::KernelSource> &cudaKernels() const { return cudaKernels_; }
   // What --weights did, one line ("weights: bf16 (84 projection matrices, ...)").
   const std::string &weightReport() const { return weightReport_; }
+  // What the importer recognised beyond the plain form (an ONNX export's batch dimension, RoPE
+  // tables computed in the graph, ...), one entry each; empty for a plain checkpoint.
+  const std::vector<std::string> &importReport() const { return checkpoint_->recognised; }
 
   ~Compilation();
 

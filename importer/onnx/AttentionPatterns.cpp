@@ -156,8 +156,10 @@ LogicalResult buildRope(OnnxNode root, Value x, OnnxNode cos, OnnxNode sin, Rais
   Value y = dlm::ir::RoPEOp::create(rewriter, root.op()->getLoc(), xType, source, positions,
                                     rewriter.getF64FloatAttr(context.config().ropeTheta),
                                     IntegerAttr(), IntegerAttr());
-  if (layout == RopeLayout::headsFirst)
+  if (layout == RopeLayout::headsFirst) {
     y = transposeNode(root, y, {1, 0, 2}, rewriter);
+    context.note("RoPE applied after the heads-first transpose");
+  }
   rewriter.replaceOp(root.op(), y);
   return success();
 }
@@ -245,6 +247,8 @@ std::pair<Value, int64_t> unrepeatedHeadsFirst(Value value, RaisingContext &cont
   if (!repeatsOnlyHeads || rep < 1 || !heads || (*shape)[0] != *heads ||
       (*shape)[2] != kType.getDimSize(2))
     return {v, 1};
+  context.note(std::string("grouped-query repetition by ") + (tile ? "Tile" : "Expand") +
+               " after the heads-first transpose");
   return {k, rep};
 }
 

@@ -18,6 +18,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -278,7 +279,7 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
     module = std::move(*translated);
     auto forward = cast<func::FuncOp>(module->getBody()->front());
     DLM_RETURN_IF_ERROR(foldShapes(forward, **file, result.model, result.recognised));
-    DLM_RETURN_IF_ERROR(raiseGraph(forward, **file, result.model));
+    DLM_RETURN_IF_ERROR(raiseGraph(forward, **file, result.model, result.recognised));
   }
   auto forward = cast<func::FuncOp>(module->getBody()->front());
   DLM_RETURN_IF_ERROR(finishModule(*module, forward, result.model));
@@ -366,6 +367,8 @@ int runImportCommand(const std::string &path, const std::string &emit, llvm::raw
   }
   model.takeModule()->print(out);
   out << "\n";
+  if (!checkpoint->recognised.empty())
+    errors << "dlmc import: recognised: " << llvm::join(checkpoint->recognised, "; ") << "\n";
   return 0;
 }
 

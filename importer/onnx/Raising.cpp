@@ -324,6 +324,11 @@ LogicalResult RaisingContext::fail(const Twine &message) {
   return failure();
 }
 
+void RaisingContext::note(const std::string &what) {
+  if (!llvm::is_contained(notes_, what))
+    notes_.push_back(what);
+}
+
 void RaisingContext::beginAttempt(Operation *root, StringRef pattern) {
   root_ = root;
   pattern_ = pattern.str();
@@ -591,6 +596,7 @@ Status reportLeftovers(Block &body, const RaisingPatterns &patterns, RaisingCont
 // transposed (OnnxImport.cpp). A MatMul's second operand that is a rank-2 initializer is always
 // such a weight: y = x·Wt is x·Wᵀ with W = Wtᵀ.
 void exposeFoldedTransposes(func::FuncOp forward, RaisingContext &context) {
+  bool any = false;
   std::map<std::string, Value> transposed; // initializer name → its [out, in] weight op
   SmallVector<Operation *> matmuls;
   forward.walk([&](Operation *op) {
@@ -623,12 +629,16 @@ void exposeFoldedTransposes(func::FuncOp forward, RaisingContext &context) {
     state.addAttribute(kOpsetAttr, op->getAttr(kOpsetAttr));
     state.addAttribute(kNodeAttr, b.getStringAttr(node.name().str() + "/folded_transpose"));
     op->setOperand(1, b.create(state)->getResult(0));
+    any = true;
   }
+  if (any)
+    context.note("linear weights stored transposed (constant folding)");
 }
 
 } // namespace
 
-Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &model) {
+Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &model,
+                  std::vector<std::string> &recognised) {
   int64_t opset = file.opsetVersion("");
   if (opset < 0)
     return Status::error("onnx: the model imports no opset of the default ONNX domain");
@@ -673,6 +683,7 @@ Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &
     if (!changed)
       break;
   }
+  recognised.insert(recognised.end(), context.notes().begin(), context.notes().end());
   return reportLeftovers(body, patterns, context);
 }
 

@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace dlm::importer::onnx {
 
@@ -85,6 +86,10 @@ public:
   // The subgraph matched but contradicts the model (e.g. config.json): the import fails.
   mlir::LogicalResult fail(const llvm::Twine &message);
 
+  // A form the import recognised, for the import report (once per text).
+  void note(const std::string &what);
+  const std::vector<std::string> &notes() const { return notes_; }
+
   // Driver side.
   void beginAttempt(mlir::Operation *root, llvm::StringRef pattern);
   const Status &status() const { return status_; }
@@ -105,6 +110,7 @@ private:
   mlir::Operation *root_ = nullptr;
   std::string pattern_;
   std::map<mlir::Operation *, Reasons> reasons_;
+  std::vector<std::string> notes_;
 };
 
 using RaiseFn = std::function<mlir::LogicalResult(OnnxNode root, RaisingContext &context,
@@ -144,7 +150,9 @@ inline constexpr int64_t kMinOpset = 13;
 
 // Raises every node of `forward`. Named errors: the model's opset is too old; a node that stays
 // (unknown op type, opset without a pattern, subgraph not recognised), naming the node.
-Status raiseGraph(mlir::func::FuncOp forward, OnnxFile &file, const ModelDescription &model);
+// What was recognised is appended to `recognised` (the import report).
+Status raiseGraph(mlir::func::FuncOp forward, OnnxFile &file, const ModelDescription &model,
+                  std::vector<std::string> &recognised);
 
 // On a dlm.weight op: its initializer is stored transposed (the exporter folded a linear layer's
 // Wᵀ into it); the op's type is the untransposed [out, in] the model uses.

@@ -582,7 +582,7 @@ private:
         continue;
       Value rows = pseudoOp(kRopeRowsOp, user, lengthType(v, dropBatch, b_.getF32Type()),
                             newPositions_, b_.getNamedAttr("kind", b_.getStringAttr(kind)));
-      noteOnce("RoPE " + kind.str() + " tables computed in the graph from the positions");
+      noteOnce("RoPE tables computed from the positions (checked against rope_theta)");
       return rows;
     }
     return Value();
@@ -667,9 +667,14 @@ private:
 
   void eraseDeadNodes() {
     Block &entry = forward_.getBody().front();
+    int erased = 0;
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(entry)))
-      if (OnnxNode::of(&op) && op.use_empty())
+      if (OnnxNode::of(&op) && op.use_empty()) {
+        erased += !isPseudoOp(&op) && OnnxNode::of(&op).type() != "Constant";
         op.erase();
+      }
+    if (erased > 0)
+      noteOnce(std::to_string(erased) + " nodes of shape bookkeeping folded");
     if (!batched_.empty())
       noteOnce("batch dimension of 1 removed");
   }

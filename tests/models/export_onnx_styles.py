@@ -22,6 +22,11 @@ Qwen3ForCausalLM (from_pretrained on the tiny checkpoints) with input_ids, atten
 position_ids inputs as Optimum lays them out, use_cache=False.
 
 --survey DLMC runs `DLMC import` on every fixture and prints what it says (the first line).
+
+The fixtures committed under tests/models/onnx_exports/ are these exports with their weights taken
+out (--strip-weights): each weight initializer's bytes are dropped and weights.json names the
+checkpoint tensor it holds (transposed where the exporter folded a transpose), so that
+attach_onnx_weights.py rebuilds the export from the tiny checkpoint CI regenerates.
 """
 
 import argparse
@@ -185,6 +190,39 @@ def export_transformers(checkpoint, out):
                                          "logits")})
 
 
+def strip_weights(out, checkpoint):
+    """Drops the bytes of every initializer that is a checkpoint tensor (or its transpose) and
+    writes weights.json: initializer name -> {"tensor": checkpoint name, "transposed": bool}."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    path = os.path.join(out, "model.onnx")
+    model = onnx.load(path)
+    tensors = {name: t.numpy() for name, t in load_checkpoint(checkpoint).items()}
+    recipe = {}
+    for init in model.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT:
+            continue
+        values = numpy_helper.to_array(init)
+        found = None
+        for name, tensor in sorted(tensors.items(), key=lambda kv: kv[0] != init.name):
+            if tensor.shape == values.shape and np.array_equal(tensor, values):
+                found = (name, False)
+            elif tensor.ndim == 2 and tensor.T.shape == values.shape and \
+                    np.array_equal(tensor.T, values):
+                found = (name, True)
+            if found:
+                break
+        if not found:
+            continue  # the exporter's own tensors (RoPE buffers, constants) stay
+        recipe[init.name] = {"tensor": found[0], "transposed": found[1]}
+        init.ClearField("float_data")
+        init.raw_data = b""
+    onnx.save(model, path)
+    with open(os.path.join(out, "weights.json"), "w") as f:
+        json.dump(recipe, f, indent=1, sort_keys=True)
+
+
 def fixtures():
     """name -> (model, kind, arguments)"""
     table = {}
@@ -205,6 +243,8 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--only", default="")
     ap.add_argument("--survey", help="dlmc to run `import` with on every fixture")
+    ap.add_argument("--strip-weights", action="store_true",
+                    help="write the fixture form: weights out, weights.json in")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -228,14 +268,22 @@ def main(argv=None):
         for companion in ("config.json", "tokenizer.json"):
             shutil.copyfile(os.path.join(checkpoint, companion), os.path.join(out, companion))
         with open(os.path.join(out, "export.json"), "w") as f:
-            json.dump({"model": model, "kind": kind, "arguments": list(args),
-                       "torch": torch.__version__}, f)
+            import onnx
+            written = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
+            opset = next(o.version for o in written.opset_import if o.domain in ("", "ai.onnx"))
+            json.dump({"model": model, "kind": kind, "arguments": list(args), "opset": opset,
+                       "producer": f"{written.producer_name} {written.producer_version}",
+                       "torch": torch.__version__}, f, indent=1)
         line = f"{name}: exported"
         if a.survey:
             done = subprocess.run([a.survey, "import", os.path.join(out, "model.onnx")],
                                   capture_output=True, text=True)
             said = (done.stderr.strip() or "ok").splitlines()[0]
             line += f"; dlmc import: {'ok' if done.returncode == 0 else said}"
+        if a.strip_weights:
+            strip_weights(out, checkpoint)
+            for companion in ("config.json", "tokenizer.json"):
+                os.remove(os.path.join(out, companion))
         print(line, flush=True)
 
 

@@ -8,6 +8,7 @@
 #include "runtime/artifact/ArtifactWriter.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace dlm::dlmc {
@@ -82,6 +83,9 @@ int runCompile(const CompileCommand &command) {
     return fail(written.message());
   llvm::outs() << "dlmc compile: wrote " << command.output << "; " << compilation.weightReport()
                << "\n";
+  if (!compilation.importReport().empty())
+    llvm::outs() << "dlmc compile: the import recognised: "
+                 << llvm::join(compilation.importReport(), "; ") << "\n";
   return 0;
 }
 
