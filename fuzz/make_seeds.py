@@ -13,7 +13,8 @@ are the files the importer and the runtime really meet, only small:
                         and an empty tensor, an empty file
   OUT_DIR/onnx/         llada's torch.onnx export (fuzz/fixtures/tiny_llada is its config.json and
                         tokenizer.json), the same with its weights in external data (graph only),
-                        and small graphs of single ops
+                        the LLaDA exports of tests/models/onnx_exports with their weights, and
+                        small graphs of single ops
   OUT_DIR/onnx-data/    weights.bin, the external data: the onnx target copies this directory
                         beside its input when DLM_FUZZ_ONNX_DATA names it (fuzz/run-corpus does)
   OUT_DIR/regressions/  inputs of fixed bugs too big to commit, made from the seeds (fuzz/run-corpus
@@ -137,6 +138,17 @@ def make_onnx(models, work, out, data_out):
                     all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
     shutil.copyfile(os.path.join(external, "model.onnx"), os.path.join(out, "llada_external.onnx"))
     shutil.copyfile(os.path.join(external, "weights.bin"), os.path.join(data_out, "weights.bin"))
+
+    # The exports users make (tests/models/onnx_exports): shape bookkeeping, batch dimensions,
+    # RoPE and masks computed in the graph, for the shape folding to be fuzzed from.
+    exports = os.path.join(ROOT, "tests/models/onnx_exports")
+    for name in sorted(os.listdir(exports)):
+        if name.startswith("llada_"):
+            rebuilt = os.path.join(work, "exports", name)
+            run(sys.executable, os.path.join(ROOT, "tests/models/attach_onnx_weights.py"),
+                os.path.join(exports, name), os.path.join(models, "llada"), rebuilt)
+            shutil.copyfile(os.path.join(rebuilt, "model.onnx"),
+                            os.path.join(out, f"export_{name}.onnx"))
 
     # One op each, for the mechanical translation's own checks without a whole model to mutate.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 4])

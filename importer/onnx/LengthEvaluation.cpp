@@ -698,7 +698,8 @@ Status Evaluator::concat() {
     for (int64_t d = 0; d < rank; ++d)
       if (int64_t(s.size()) != rank || (d != axis && s[d] != first[d]))
         return unsupported("concatenates inputs whose other axes differ");
-    out[axis] += s[axis];
+    if (__builtin_add_overflow(out[axis], s[axis], &out[axis]))
+      return unsupported("concatenates to an overflowing length");
   }
   int64_t outer = elementCount(Shape(first.begin(), first.begin() + axis));
   return result(out, in(0).element, [&](std::vector<double> &values) {
@@ -730,7 +731,7 @@ Status Evaluator::slice() {
   Shape begin(rank, 0), step(rank, 1), out = s;
   for (size_t i = 0; i < starts->size(); ++i) {
     int64_t axis = normalizeAxis((*axes)[i], rank), st = (*steps)[i];
-    if (axis < 0 || axis >= rank || st == 0)
+    if (axis < 0 || axis >= rank || st == 0 || st == std::numeric_limits<int64_t>::min())
       return unsupported("slices an axis out of range or with step 0");
     int64_t dim = s[axis];
     // Negative bounds count from the end; then both are clamped (ONNX's rules per direction).
@@ -742,8 +743,9 @@ Status Evaluator::slice() {
     int64_t from =
         st > 0 ? clampIndex((*starts)[i], 0, dim) : clampIndex((*starts)[i], -1, dim - 1);
     int64_t to = st > 0 ? clampIndex((*ends)[i], 0, dim) : clampIndex((*ends)[i], -1, dim - 1);
-    int64_t n = st > 0 ? std::max<int64_t>(0, (to - from + st - 1) / st)
-                       : std::max<int64_t>(0, (from - to - st - 1) / -st);
+    // Both bounds are within [-1, dim], so the differences cannot overflow.
+    int64_t n = st > 0 ? (to > from ? 1 + (to - from - 1) / st : 0)
+                       : (from > to ? 1 + (from - to - 1) / -st : 0);
     begin[axis] = from;
     step[axis] = st;
     out[axis] = n;
@@ -827,7 +829,8 @@ Status Evaluator::tile() {
     return unsupported("the repeats are not constant, one per axis");
   Shape out = s;
   for (size_t i = 0; i < s.size(); ++i)
-    out[i] *= (*repeats)[i];
+    if ((*repeats)[i] < 0 || __builtin_mul_overflow(s[i], (*repeats)[i], &out[i]))
+      return unsupported("repeats an axis a negative or overflowing number of times");
   Shape inStrides = stridesOf(s);
   return result(out, in(0).element, [&](std::vector<double> &values) {
     for (int64_t i = 0; i < elementCount(out); ++i) {
@@ -865,9 +868,12 @@ Status Evaluator::range() {
   if (!contentsComputable())
     return unsupported("start, limit and delta are not computed from constants and the length");
   double start = (*in(0).values)[0], limit = (*in(1).values)[0], delta = (*in(2).values)[0];
-  if (delta == 0)
-    return unsupported("delta is 0");
-  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+  double count = std::ceil((limit - start) / delta);
+  if (delta == 0 || !std::isfinite(count) || count > double(kMaxContents))
+    return unsupported("computes a range that is empty of meaning or too long (start " +
+                       std::to_string(start) + ", limit " + std::to_string(limit) + ", delta " +
+                       std::to_string(delta) + ")");
+  int64_t n = std::max<int64_t>(0, int64_t(count));
   return result({n}, in(0).element, [&](std::vector<double> &values) {
     for (int64_t i = 0; i < n; ++i)
       values.push_back(start + double(i) * delta);

@@ -23,6 +23,8 @@ constexpr int64_t kSecondLength = 9;
 constexpr int64_t kToTheEnd = std::numeric_limits<int64_t>::max();
 // A masked score: -inf, or the most negative float a mask builder writes instead.
 constexpr double kMaskedBelow = -1e4;
+// Constants the folding writes into the IR are shape-sized, as the mechanical import's are.
+constexpr size_t kMaxFoldedConstant = 4096;
 
 std::string shapeText(const Shape &shape) {
   std::string text = "[";
@@ -90,10 +92,15 @@ private:
         return Status::error("onnx: graph input '" + name +
                              "' is not integer token ids, positions or an attention mask "
                              "([sequence] or [batch, sequence])");
-      if (key.find("position") != std::string::npos) {
+      bool positions = key.find("position") != std::string::npos;
+      bool mask = !positions && key.find("mask") != std::string::npos;
+      if ((positions && inputs_.positions) || (mask && inputs_.attentionMask))
+        return Status::error("onnx: graph input '" + name + "' is a second " +
+                             (positions ? "positions" : "attention mask") + " input");
+      if (positions) {
         inputs_.positions = arg;
         recognised_.push_back("position_ids input '" + name + "' as the positions");
-      } else if (key.find("mask") != std::string::npos) {
+      } else if (mask) {
         inputs_.attentionMask = arg;
         recognised_.push_back("attention_mask input '" + name +
                               "' taken as all ones (dlm's forward has no padding)");
@@ -205,6 +212,8 @@ private:
     if (batchedIn)
       DLM_RETURN_IF_ERROR(shiftAxisAttributes(node));
     DLM_RETURN_IF_ERROR(replaceFoldedOperands(node, batchedIn));
+    if (batchedIn)
+      DLM_RETURN_IF_ERROR(checkUnbatchedOperands(node));
     for (Value result : op->getResults()) {
       bool batched = batchedIn && isBatched(first_[result].shape) && !squeezesBatch;
       if (batched)
@@ -216,7 +225,24 @@ private:
         return folded.status();
       result.setType(*folded);
     }
-    removeIfNoOp(node, batchedIn);
+    removeIfNoOp(node);
+    return Status::ok();
+  }
+
+  // An operand of the tokens' computation without the batch axis, but of the batched result's
+  // rank with a leading 1, would lose its own axis where the others lose the batch: refused.
+  Status checkUnbatchedOperands(OnnxNode node) {
+    size_t rank = first_[node.result()].shape.size();
+    for (unsigned i = 0; i < node.numInputs(); ++i) {
+      Value v = node.input(i);
+      if (!v || folded(v) || batched_.count(v) || !first_.count(v))
+        continue;
+      const Shape &shape = first_[v].shape;
+      if (shape.size() == rank && isBatched(shape) && isBatched(first_[node.result()].shape))
+        return Status::error("onnx: not supported yet: " + node.label() + ": input " +
+                             std::to_string(i) + " has a leading axis of 1 that is not the " +
+                             "batch axis of the others");
+    }
     return Status::ok();
   }
 
@@ -238,7 +264,7 @@ private:
 
   // A node that, after folding, returns its input as it is (a Slice to the end of every axis,
   // a Reshape or Expand to the input's shape, the Squeeze of the batch axis).
-  void removeIfNoOp(OnnxNode node, bool batchedIn) {
+  void removeIfNoOp(OnnxNode node) {
     StringRef type = node.type();
     if (type != "Slice" && type != "Reshape" && type != "Expand" && type != "Squeeze")
       return;
@@ -336,9 +362,11 @@ private:
         axes.push_back(i);
     if (steps.empty())
       steps.assign(startsA.size(), 1);
-    if (contents(second_, 3) != contents(first_, 3) || startsA.size() != endsA.size() ||
+    if (contents(second_, 3) != contents(first_, 3) ||
+        contents(second_, 4) != contents(first_, 4) || startsA.size() != endsA.size() ||
         axes.size() != startsA.size())
-      return Status::error("onnx: " + node.label() + ": slice axes that depend on the length");
+      return Status::error("onnx: not supported yet: " + node.label() +
+                           ": slice axes or steps that depend on the length");
     SmallVector<int64_t> starts, ends, newAxes, newSteps;
     for (size_t i = 0; i < axes.size(); ++i) {
       int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
@@ -385,6 +413,9 @@ private:
       return Status::error("onnx: not supported yet: " + node.label() +
                            " repeats by a count computed from the length");
     const EvaluatedValue &repeats = first_[node.input(1)];
+    if (batchedIn && (repeats.values->empty() || repeats.intAt(0) != 1))
+      return Status::error("onnx: not supported yet: " + node.label() +
+                           " repeats along the batch axis");
     SmallVector<int64_t> values;
     for (size_t i = batchedIn ? 1 : 0; i < repeats.values->size(); ++i)
       values.push_back(repeats.intAt(i));
@@ -485,10 +516,14 @@ private:
   // What `v` (computed by `producer` from the length and constants) is, as an op before `user`;
   // null to leave it as it is (a constant of the file).
   StatusOr<Value> materialize(Value v, OnnxNode producer, OnnxNode user, bool dropBatch) {
-    const EvaluatedValue &a = first_[v], &b = second_[v];
+    const EvaluatedValue &a = first_[v];
     if (lengthFree(v)) {
       if (!a.fromLength)
         return Value(); // computed from the file's constants: the patterns fold those
+      if (a.values->size() > kMaxFoldedConstant)
+        return Status::error("onnx: not supported yet: " + producer.label() + " computes a " +
+                             "constant of " + std::to_string(a.values->size()) +
+                             " elements from shapes");
       return Value(constantOp(user, denseOf(a, dropBatch)));
     }
     if (Value rows = ropeRows(v, user, dropBatch))
@@ -497,7 +532,6 @@ private:
       return mask;
     if (auto mismatch = ropeMismatch(a, kFirstLength))
       return Status::error("onnx: " + producer.label() + ": " + *mismatch);
-    (void)b;
     return Status::error("onnx: not supported yet: " + producer.label() +
                          " computes from the sequence length a value of shape " +
                          shapeText(a.shape) + " (at length " + std::to_string(kFirstLength) +

@@ -16,7 +16,7 @@ Styles of a plain module written from the architecture (as people write them, no
     built in the graph (torch.triu) for causal models;
   * `buffers`: RoPE from cos / sin buffers sliced to T; GQA by expand + reshape; masked_fill with
     a boolean mask for causal models.
-Exporters: torch.onnx.export's TorchScript exporter (dynamo=False) at opsets 14 and 17, and the
+Exporters: torch.onnx.export's TorchScript exporter (dynamo=False) at opsets 14, 17 and 18, and the
 dynamo exporter (dynamo=True) at its default opset. And transformers' own LlamaForCausalLM and
 Qwen3ForCausalLM (from_pretrained on the tiny checkpoints) with input_ids, attention_mask and
 position_ids inputs as Optimum lays them out, use_cache=False.
@@ -220,7 +220,8 @@ def strip_weights(out, checkpoint):
         init.raw_data = b""
     onnx.save(model, path)
     with open(os.path.join(out, "weights.json"), "w") as f:
-        json.dump(recipe, f, indent=1, sort_keys=True)
+        json.dump(recipe, f, indent=2, sort_keys=True)
+        f.write("\n")
 
 
 def fixtures():
@@ -228,7 +229,7 @@ def fixtures():
     table = {}
     for model in ("llada", "llama", "qwen3"):
         for style in ("inline", "buffers"):
-            for opset in (14, 17):
+            for opset in (14, 17, 18):
                 table[f"{model}_{style}_torchscript{opset}"] = (model, "plain",
                                                                 (style, "torchscript", opset))
             table[f"{model}_{style}_dynamo"] = (model, "plain", (style, "dynamo", None))
@@ -273,7 +274,8 @@ def main(argv=None):
             opset = next(o.version for o in written.opset_import if o.domain in ("", "ai.onnx"))
             json.dump({"model": model, "kind": kind, "arguments": list(args), "opset": opset,
                        "producer": f"{written.producer_name} {written.producer_version}",
-                       "torch": torch.__version__}, f, indent=1)
+                       "torch": torch.__version__}, f, indent=2)
+            f.write("\n")
         line = f"{name}: exported"
         if a.survey:
             done = subprocess.run([a.survey, "import", os.path.join(out, "model.onnx")],
