@@ -336,26 +336,45 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
   return std::move(result);
 }
 
+namespace {
+
+// The graph before raising: the mechanical form, or (`folded`) after ShapeFolding.
+StatusOr<OwningOpRef<ModuleOp>> graphBeforeRaising(MLIRContext &context, const std::string &path,
+                                                   bool folded) {
+  auto file = OnnxFile::open(path);
+  if (!file)
+    return file.status();
+  auto translated = translateGraph(context, **file);
+  if (!translated || !folded)
+    return translated;
+  ImportedCheckpoint companions;
+  DLM_RETURN_IF_ERROR(
+      readCompanions((*file)->directory(), companions.model, companions.tokenizerJson));
+  auto forward = cast<func::FuncOp>((*translated)->getBody()->front());
+  DLM_RETURN_IF_ERROR(foldShapes(forward, **file, companions.model, companions.recognised));
+  return translated;
+}
+
+} // namespace
+
 int runImportCommand(const std::string &path, const std::string &emit, llvm::raw_ostream &out,
                      llvm::raw_ostream &errors) {
-  if (emit != "dlm" && emit != "onnx") {
-    errors << "dlmc import: unknown --emit=" << emit << " (expected: dlm or onnx)\n";
+  if (emit != "dlm" && emit != "onnx" && emit != "folded") {
+    errors << "dlmc import: unknown --emit=" << emit << " (expected: dlm, onnx or folded)\n";
     return 2;
   }
   MLIRContext context;
   OwningOpRef<ModuleOp> module;
-  if (emit == "onnx") {
-    // The mechanical form keeps its unregistered ops, so printing (which verifies) needs them.
+  if (emit != "dlm") {
+    // The forms before raising keep their unregistered ops, so printing (which verifies) needs
+    // them.
     context.allowUnregisteredDialects(true);
-    auto file = OnnxFile::open(path);
-    auto translated = file ? translateGraph(context, **file)
-                           : StatusOr<OwningOpRef<ModuleOp>>(file.status());
-    if (!translated) {
-      errors << "dlmc import: " << translated.status().message() << "\n";
+    auto graph = graphBeforeRaising(context, path, emit == "folded");
+    if (!graph) {
+      errors << "dlmc import: " << graph.status().message() << "\n";
       return 1;
     }
-    module = std::move(*translated);
-    module->print(out);
+    (*graph)->print(out);
     out << "\n";
     return 0;
   }

@@ -47,8 +47,9 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> module_;
 };
 
-// `dlmc import model.onnx --emit=dlm|onnx`: prints the raised module (dlm) or the mechanical
-// one (onnx) to `out`, or the error to `errors`. Returns the process exit code.
+// `dlmc import model.onnx --emit=dlm|onnx|folded`: prints the raised module (dlm), the
+// mechanical one (onnx) or the mechanical one after ShapeFolding (folded) to `out`, or the error
+// to `errors`. Returns the process exit code.
 int runImportCommand(const std::string &path, const std::string &emit, llvm::raw_ostream &out,
                      llvm::raw_ostream &errors);
 

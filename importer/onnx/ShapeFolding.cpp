@@ -136,7 +136,7 @@ private:
     if (failed(forward_.eraseArguments(erase)))
       return Status::error("onnx: internal error: the graph inputs cannot be replaced");
     forward_.setType(
-        b_.getFunctionType(entry.getArgumentTypes(), forward_.getFunctionType().getResults()));
+        b_.getFunctionType(entry.getArgumentTypes(), entry.getTerminator()->getOperandTypes()));
     forward_.setArgAttr(0, kNameAttr, b_.getStringAttr("ids"));
     forward_.setArgAttr(1, kNameAttr, b_.getStringAttr("positions"));
     return Status::ok();

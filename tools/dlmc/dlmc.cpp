@@ -29,8 +29,10 @@ int main(int argc, char **argv) {
   cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
                                    cl::Required, cl::sub(importCommand));
   cl::opt<std::string> emit(
-      "emit", cl::desc("What to print: dlm (the model IR) | onnx (model.onnx after phase 1)"),
-                            cl::init("dlm"), cl::sub(importCommand));
+      "emit",
+      cl::desc("What to print: dlm (the model IR) | onnx (model.onnx after phase 1) | "
+               "folded (model.onnx with its shape bookkeeping folded)"),
+      cl::init("dlm"), cl::sub(importCommand));
 
   cl::opt<std::string> compileInput(cl::Positional, cl::desc("<checkpoint directory>"),
                                     cl::Required, cl::sub(compileCommand));
