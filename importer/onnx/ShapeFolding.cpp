@@ -641,11 +641,12 @@ private:
     return std::nullopt;
   }
 
-  // Why a float value shaped like RoPE rows ([T, D]) is not: its table has another theta.
+  // Why a float value shaped like RoPE rows ([T, head_dim]) is not: its table has another theta.
   std::optional<std::string> ropeMismatch(const EvaluatedValue &value, int64_t length) {
     auto axes = nonUnitAxes(value.shape);
     if (axes.size() != 2 || axes[0].second != length || axes[1].first + 1 != value.shape.size() ||
-        axes[1].second % 2 != 0 || !value.element || !isa<FloatType>(value.element))
+        axes[1].second != model_.config.headDim || axes[1].second % 2 != 0 || !value.element ||
+        !isa<FloatType>(value.element))
       return std::nullopt;
     int64_t width = axes[1].second;
     bool cos = std::abs((*value.values)[0] - 1.0) < 1e-3; // cos(0) = 1, sin(0) = 0

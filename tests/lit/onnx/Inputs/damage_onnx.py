@@ -116,6 +116,14 @@ def main():
         head.CopyFrom(numpy_helper.from_array(values, head.name))
     elif kind == "float-ids":
         graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    elif kind == "lower-triangular-mask":  # a user's inline mask built the wrong way round
+        next(a for a in first(graph, "Trilu").attribute if a.name == "upper").i = 0
+    elif kind == "batch-moving-transpose":
+        # The attention's [1, heads, T, D] -> [1, T, heads, D] made [T, 1, heads, D]: the same
+        # bytes, so the graph still computes, but the batch axis moves.
+        last = [n for n in graph.node if n.op_type == "Transpose"
+                and list(perm_attribute(n).ints) == [0, 2, 1, 3]][-1]
+        set_perm(last, [2, 0, 1, 3])
     elif kind == "cache-input":  # an Optimum "with past" export's first cache input
         graph.input.append(helper.make_tensor_value_info(
             "past_key_values.0.key", onnx.TensorProto.FLOAT, [1, 2, "past", 16]))
