@@ -190,65 +190,44 @@ LogicalResult raiseRope(OnnxNode root, RaisingContext &context, RewriterBase &re
 
 // ---- attention ----------------------------------------------------------------------------------
 
-// Keys/values repeated for grouped-query attention: Reshape(Tile(Unsqueeze(k, [2]),
-// [1, 1, rep, 1]), [-1, heads, D]) → (k, rep); anything else is taken as is (rep = 1).
-std::pair<Value, int64_t> unrepeated(Value value, RaisingContext &context) {
-  Value v = skipNoOps(value, context);
-  OnnxNode reshape = producer(v, "Reshape", context);
-  OnnxNode tile = reshape ? producer(reshape.input(0), "Tile", context) : OnnxNode();
-  OnnxNode unsqueeze = tile ? producer(tile.input(0), "Unsqueeze", context) : OnnxNode();
-  if (!unsqueeze)
-    return {v, 1};
-  auto axes = unsqueezeAxes(unsqueeze, context);
-  auto repeats = context.ints(tile.input(1));
-  auto shape = context.ints(reshape.input(1));
-  Value k = skipNoOps(unsqueeze.input(0), context);
-  auto kType = rankedType(k);
-  if (!axes || !repeats || !shape || !kType || kType.getRank() != 3 ||
-      *axes != SmallVector<int64_t>{2} || repeats->size() != 4 || (*repeats)[0] != 1 ||
-      (*repeats)[1] != 1 || (*repeats)[3] != 1 || shape->size() != 3 ||
-      (*shape)[2] != kType.getDimSize(2))
-    return {v, 1};
-  // Repeats come from the file: the head count is checked without overflow (and a dynamic
-  // kv_heads, being negative, is refused by the check).
-  auto heads = checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(1), (*repeats)[2]});
-  if ((*repeats)[2] < 1 || !heads || (*shape)[1] != *heads)
-    return {v, 1};
-  return {k, (*repeats)[2]};
-}
-
-// Keys/values repeated in the heads-first layout: Reshape(Tile(Unsqueeze(k, [1]),
-// [1, rep, 1, 1]) or Expand(Unsqueeze(k, [1]), [kv, rep, 1, D]), [kv * rep, -1, D]) with k
-// [kv_heads, tokens, D] → (k, rep); (value, 1) otherwise.
-std::pair<Value, int64_t> unrepeatedHeadsFirst(Value value, RaisingContext &context) {
+// Keys/values repeated for grouped-query attention along their head axis (`headAxis` 1 in
+// [tokens, kv_heads, D], 0 in the heads-first [kv_heads, tokens, D]): Reshape(Tile(Unsqueeze(k,
+// [headAxis + 1]), repeats) or Expand(Unsqueeze(k, [headAxis + 1]), shape), target) that repeats
+// only along the new axis and merges it into the heads → (k, rep); (value, 1) otherwise.
+std::pair<Value, int64_t> unrepeated(Value value, int64_t headAxis, RaisingContext &context) {
   Value v = skipNoOps(value, context);
   OnnxNode reshape = producer(v, "Reshape", context);
   if (!reshape)
     return {v, 1};
   OnnxNode tile = producer(reshape.input(0), "Tile", context);
-  OnnxNode expand = producer(reshape.input(0), "Expand", context);
-  OnnxNode repeat = tile ? tile : expand;
+  OnnxNode repeat = tile ? tile : producer(reshape.input(0), "Expand", context);
   OnnxNode unsqueeze = repeat ? producer(repeat.input(0), "Unsqueeze", context) : OnnxNode();
   if (!unsqueeze)
     return {v, 1};
+  const int64_t repeatAxis = headAxis + 1;
   auto axes = unsqueezeAxes(unsqueeze, context);
   auto counts = context.ints(repeat.input(1));
   auto shape = context.ints(reshape.input(1));
   Value k = skipNoOps(unsqueeze.input(0), context);
   auto kType = rankedType(k);
-  if (!axes || *axes != SmallVector<int64_t>{1} || !counts || counts->size() != 4 || !shape ||
-      shape->size() != 3 || !kType || kType.getRank() != 3)
+  if (!axes || *axes != SmallVector<int64_t>{repeatAxis} || !counts || counts->size() != 4 ||
+      !shape || shape->size() != 3 || !kType || kType.getRank() != 3)
     return {v, 1};
-  int64_t rep = (*counts)[1];
-  bool repeatsOnlyHeads = tile ? (*counts)[0] == 1 && (*counts)[2] == 1 && (*counts)[3] == 1
-                               : (*counts)[0] == kType.getDimSize(0) && (*counts)[2] == 1 &&
-                                     (*counts)[3] == kType.getDimSize(2);
-  auto heads = checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(0), rep});
-  if (!repeatsOnlyHeads || rep < 1 || !heads || (*shape)[0] != *heads ||
-      (*shape)[2] != kType.getDimSize(2))
+  // Every other axis keeps its size: a Tile repeats it once, an Expand names it or 1.
+  for (int64_t axis = 0; axis < 4; ++axis) {
+    int64_t count = (*counts)[axis];
+    int64_t size = kType.getDimSize(axis < repeatAxis ? axis : axis - 1);
+    if (axis != repeatAxis && count != 1 && (tile || count != size))
+      return {v, 1};
+  }
+  // Repeats come from the file: the head count is checked without overflow (and a dynamic
+  // kv_heads, being negative, is refused by the check).
+  int64_t rep = (*counts)[repeatAxis];
+  auto heads = checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(headAxis), rep});
+  if (rep < 1 || !heads || (*shape)[headAxis] != *heads || (*shape)[2] != kType.getDimSize(2))
     return {v, 1};
   context.note(std::string("grouped-query repetition by ") + (tile ? "Tile" : "Expand") +
-               " after the heads-first transpose");
+               (headAxis == 0 ? " after the heads-first transpose" : ""));
   return {k, rep};
 }
 
@@ -262,7 +241,7 @@ struct AttentionOperand {
 
 AttentionOperand attentionOperand(Value value, RaisingContext &context) {
   auto [outer, perm] = throughTransposes(value, context);
-  auto [repeated, rep] = unrepeatedHeadsFirst(outer, context);
+  auto [repeated, rep] = unrepeated(outer, /*headAxis=*/0, context);
   if (rep > 1) {
     auto [inner, innerPerm] = throughTransposes(repeated, context);
     if (perm.empty())
@@ -274,8 +253,10 @@ AttentionOperand attentionOperand(Value value, RaisingContext &context) {
       perm.clear(); // not a heads-first view: the caller refuses it
     outer = inner;
   }
-  auto [source, tokensFirstRep] = unrepeated(outer, context);
-  return {source, perm, rep * tokensFirstRep};
+  auto [source, tokensFirstRep] = unrepeated(outer, /*headAxis=*/1, context);
+  // Both from the file: a product that overflows is no repetition the heads can line up with.
+  auto total = checkedElementCount(ArrayRef<int64_t>{rep, tokensFirstRep});
+  return {source, perm, total.value_or(0)};
 }
 
 // The causal mask ShapeFolding recognised (onnx.CausalMask of `form`).
@@ -359,11 +340,15 @@ LogicalResult raiseAttention(OnnxNode root, RaisingContext &context, RewriterBas
   Value k = key.source, v = value.source;
   int64_t kRep = key.rep, vRep = value.rep;
   auto qType = rankedType(q), kType = rankedType(k), vType = rankedType(v);
-  // kv_heads * kRep cannot overflow: unrepeated checked it for k (kRep is 1 otherwise).
+  // kv_heads and the repetitions come from the file: their product is checked (a dynamic
+  // kv_heads, being negative, fails the check).
+  auto repeatedHeads = kType && kType.getRank() == 3
+                           ? checkedElementCount(ArrayRef<int64_t>{kType.getDimSize(1), kRep})
+                           : std::nullopt;
   if (!qType || !kType || !vType || qType.getRank() != 3 || kType.getRank() != 3 ||
-      vType.getRank() != 3 || kRep != vRep ||
-      qType.getDimSize(1) != kType.getDimSize(1) * kRep ||
-      kType.getDimSize(1) != vType.getDimSize(1) || qType.getDimSize(2) != kType.getDimSize(2))
+      vType.getRank() != 3 || kRep != vRep || kRep < 1 || !repeatedHeads ||
+      qType.getDimSize(1) != *repeatedHeads || kType.getDimSize(1) != vType.getDimSize(1) ||
+      qType.getDimSize(2) != kType.getDimSize(2))
     return context.mismatch("Q [tokens, heads, D], K and V [tokens, kv_heads, D] do not line up "
                           "(grouped-query repetition included)");
 

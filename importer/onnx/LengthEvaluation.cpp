@@ -17,6 +17,8 @@ using namespace mlir;
 
 int64_t EvaluatedValue::intAt(size_t i) const {
   double v = (*values)[i];
+  if (std::isnan(v))
+    return std::numeric_limits<int64_t>::min();
   if (v >= 9.2e18)
     return std::numeric_limits<int64_t>::max();
   if (v <= -9.2e18)
@@ -26,12 +28,15 @@ int64_t EvaluatedValue::intAt(size_t i) const {
 
 namespace {
 
-// Contents are computed up to this many elements (RoPE tables of real models fit; weights do
-// not need to).
+// Contents are computed up to this many elements per value (RoPE tables of real models fit;
+// weights do not need to), this many in all (a hostile file cannot make the import hold more),
+// and MatMuls up to this many multiply-adds.
 constexpr int64_t kMaxContents = int64_t{1} << 21;
+constexpr int64_t kMaxTotalContents = int64_t{1} << 24;
+constexpr int64_t kMaxMatMulWork = int64_t{1} << 26;
 // Without an input computed from the length, contents are computed only for shape-sized values:
 // a weight's transpose is not bookkeeping.
-constexpr int64_t kMaxConstantContents = 4096;
+constexpr int64_t kMaxConstantContents = kMaxShapeElements;
 
 using Shape = std::vector<int64_t>;
 
@@ -61,13 +66,6 @@ int64_t broadcastIndex(int64_t flat, const Shape &to, const Shape &from) {
   return index;
 }
 
-std::string shapeText(const Shape &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 bool isIntegerLike(Type t) { return t && (isa<IntegerType>(t) || isa<IndexType>(t)); }
@@ -91,15 +89,22 @@ Type onnxElementType(int64_t dataType, Builder &b) {
     return b.getF64Type();
   case 9:
     return b.getI1Type();
-  case 2:
   case 3:
-  case 4:
+    return b.getIntegerType(8);
   case 5:
+    return b.getIntegerType(16);
   case 6:
+    return b.getIntegerType(32);
   case 7:
+    return b.getIntegerType(64);
+  case 2:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case 4:
+    return b.getIntegerType(16, /*isSigned=*/false);
   case 12:
+    return b.getIntegerType(32, /*isSigned=*/false);
   case 13:
-    return b.getI64Type(); // the evaluator only needs "integer"
+    return b.getIntegerType(64, /*isSigned=*/false);
   default:
     return Type();
   }
@@ -141,6 +146,38 @@ private:
     return Status::ok();
   }
 
+  const ::onnx::TensorProto *initializerOf(Value value) {
+    Operation *op = value ? value.getDefiningOp() : nullptr;
+    if (auto weight = dyn_cast_or_null<dlm::ir::WeightOp>(op))
+      return file_.initializer(weight.getName().str());
+    if (op && op->getName().getStringRef() == kInitializerOp)
+      if (auto name = op->getAttrOfType<StringAttr>(kNameAttr))
+        return file_.initializer(name.str());
+    return nullptr;
+  }
+
+  // Rows [first, first + count) of a 2-D or larger initializer too large to load whole (a RoPE
+  // table of a long-context model that the graph slices or gathers at the positions).
+  std::optional<std::vector<double>> initializerRows(Value value, int64_t first, int64_t count) {
+    const ::onnx::TensorProto *init = initializerOf(value);
+    const Shape &shape = values_[value].shape;
+    if (!init || shape.empty())
+      return std::nullopt;
+    int64_t row = elementCount(Shape(shape.begin() + 1, shape.end()));
+    auto elements = checkedElementCount(Shape{count, row});
+    auto offset = checkedElementCount(Shape{first, row});
+    if (!elements || !offset || *elements > budget_)
+      return std::nullopt;
+    auto rows = file_.floats(*init, *offset, *elements);
+    if (!rows) {
+      if (loadError_.isOk())
+        loadError_ = rows.status();
+      return std::nullopt;
+    }
+    budget_ -= *elements;
+    return std::move(*rows);
+  }
+
   // Loads an initializer's contents when first needed (and small enough).
   bool ensureContents(Value value, int64_t limit) {
     auto it = values_.find(value);
@@ -149,15 +186,9 @@ private:
     EvaluatedValue &v = it->second;
     if (v.values)
       return true;
-    if (elementCount(v.shape) > limit)
+    if (elementCount(v.shape) > limit || elementCount(v.shape) > budget_)
       return false;
-    const ::onnx::TensorProto *init = nullptr;
-    Operation *op = value.getDefiningOp();
-    if (auto weight = dyn_cast_or_null<dlm::ir::WeightOp>(op))
-      init = file_.initializer(weight.getName().str());
-    else if (op && op->getName().getStringRef() == kInitializerOp)
-      if (auto name = op->getAttrOfType<StringAttr>(kNameAttr))
-        init = file_.initializer(name.str());
+    const ::onnx::TensorProto *init = initializerOf(value);
     if (!init)
       return false;
     auto contents = file_.floats(*init);
@@ -168,6 +199,7 @@ private:
     }
     if (int64_t(contents->size()) != elementCount(v.shape))
       return false;
+    budget_ -= int64_t(contents->size());
     v.values = std::move(*contents);
     return true;
   }
@@ -184,6 +216,8 @@ private:
     if (!node)
       return Status::error("onnx: internal error: unexpected op " + name.str() + " before raising");
     node_ = node;
+    if (op->getNumResults() == 0)
+      return Status::ok(); // nothing to evaluate, and nothing can read it
     for (unsigned i = 0; i < node.numInputs(); ++i)
       if (Value in = node.input(i); in && !values_.count(in))
         return Status::error("onnx: " + node.label() + ": input " + std::to_string(i) +
@@ -205,8 +239,21 @@ private:
     return Status::error("onnx: " + node_.label() + ": " + why);
   }
 
-  const EvaluatedValue &in(unsigned i) { return values_[node_.input(i)]; }
+  // Input `i` as evaluated; an empty value (no shape, no contents) where it is absent.
+  const EvaluatedValue &in(unsigned i) {
+    static const EvaluatedValue kAbsent;
+    Value v = node_.input(i);
+    auto it = v ? values_.find(v) : values_.end();
+    return it == values_.end() ? kAbsent : it->second;
+  }
   bool has(unsigned i) { return node_.input(i) && values_.count(node_.input(i)); }
+  // The first `count` inputs are there (handlers index them without looking).
+  Status needInputs(unsigned count) {
+    for (unsigned i = 0; i < count; ++i)
+      if (!has(i))
+        return unsupported("input " + std::to_string(i) + " is missing");
+    return Status::ok();
+  }
 
   // The contents of input `i` as integers (shape operands), loading small initializers.
   std::optional<Shape> intsOf(unsigned i) {
@@ -227,10 +274,11 @@ private:
       Value v = node_.input(i);
       if (!v)
         continue;
-      if (!values_.count(v))
+      auto it = values_.find(v);
+      if (it == values_.end())
         return false;
-      fromLength |= values_[v].fromLength;
-      allSmall &= elementCount(values_[v].shape) <= kMaxConstantContents;
+      fromLength |= it->second.fromLength;
+      allSmall &= elementCount(it->second.shape) <= kMaxConstantContents;
     }
     int64_t limit = fromLength ? kMaxContents : kMaxConstantContents;
     if (!fromLength && !allSmall)
@@ -243,15 +291,18 @@ private:
 
   bool anyFromLength() {
     for (unsigned i = 0; i < node_.numInputs(); ++i)
-      if (Value v = node_.input(i); v && values_.count(v) && values_[v].fromLength)
+      if (has(i) && in(i).fromLength)
         return true;
     return false;
   }
 
   // Sets result `index` to `shape`; contents by `compute` when computable and not too large.
+  // `ready`: `compute` reads no input's contents but its own (rows it loaded).
   Status result(Shape shape, Type element,
                 const std::function<void(std::vector<double> &)> &compute = nullptr,
-                unsigned index = 0) {
+                unsigned index = 0, bool ready = false) {
+    if (index >= node_.op()->getNumResults())
+      return unsupported("has fewer outputs than it computes");
     for (int64_t d : shape)
       if (d < 0)
         return unsupported("computes a negative dimension");
@@ -261,21 +312,49 @@ private:
     v.shape = std::move(shape);
     if (!element)
       element = elementOf(node_.op()->getResult(index));
+    if (!element)
+      element = b_.getF32Type(); // nothing says: the activations' type
     v.element = element;
     DLM_RETURN_IF_ERROR(checkDeclaredType(node_.op()->getResult(index), v.shape));
     // A Shape or Size reads only its input's shape.
     bool shapeOnly = node_.type() == "Shape" || node_.type() == "Size";
     v.fromLength = anyFromLength() || shapeOnly;
-    if (compute && elementCount(v.shape) <= kMaxContents && (shapeOnly || contentsComputable())) {
+    int64_t count = elementCount(v.shape);
+    if (compute && count <= kMaxContents && count <= budget_ &&
+        (shapeOnly || ready || contentsComputable())) {
+      budget_ -= count;
       v.values.emplace();
-      v.values->reserve(elementCount(v.shape));
+      v.values->reserve(count);
       compute(*v.values);
-      if (isIntegerLike(element) && !element.isInteger(1))
-        for (double &x : *v.values)
-          x = std::trunc(x);
+      if (int64_t(v.values->size()) != count)
+        return Status::error("onnx: internal error: " + node_.label() + " computed " +
+                             std::to_string(v.values->size()) + " of " + std::to_string(count) +
+                             " elements");
+      for (double &x : *v.values)
+        x = asElement(x, element);
     }
     values_[node_.op()->getResult(index)] = std::move(v);
     return Status::ok();
+  }
+
+  // `x` as a value of `element`: booleans 0 or 1, integers truncated and wrapped to their width.
+  static double asElement(double x, Type element) {
+    if (element.isInteger(1))
+      return x != 0;
+    auto integer = dyn_cast<IntegerType>(element);
+    if (!integer)
+      return x;
+    if (!std::isfinite(x) || std::abs(x) >= 9.2e18)
+      return x; // sentinels ("to the end") and garbage stay as they are; intAt clamps them
+    unsigned width = integer.getWidth();
+    uint64_t bits = uint64_t(int64_t(std::trunc(x)));
+    if (width < 64)
+      bits &= (uint64_t{1} << width) - 1;
+    if (integer.isUnsigned())
+      return double(bits);
+    if (width < 64 && (bits >> (width - 1)) != 0)
+      return double(int64_t(bits) - (int64_t{1} << width));
+    return double(int64_t(bits));
   }
 
   // The type the file declares for a value (value_info, outputs) must agree with what the
@@ -293,7 +372,7 @@ private:
     llvm::raw_string_ostream os(text);
     os << declared;
     return unsupported("the file declares its result as " + text + ", but at sequence length " +
-                       std::to_string(length_) + " it computes " + shapeText(computed));
+                       std::to_string(length_) + " it computes " + listText(computed));
   }
 
   Status evaluateNode(OnnxNode node);
@@ -322,10 +401,13 @@ private:
   OnnxNode node_;
   Evaluation values_;
   Status loadError_ = Status::ok();
+  int64_t budget_ = kMaxTotalContents; // elements of contents this evaluation may still hold
 };
 
 // Binary and unary element-wise functions by op type.
-std::optional<double> binaryOp(StringRef type, double x, double y, bool integer) {
+// `integer`: ONNX's integer semantics (Div truncates; Mod, unless `fmod`, takes the divisor's
+// sign).
+std::optional<double> binaryOp(StringRef type, double x, double y, bool integer, bool fmod) {
   if (type == "Add")
     return x + y;
   if (type == "Sub")
@@ -340,8 +422,12 @@ std::optional<double> binaryOp(StringRef type, double x, double y, bool integer)
     return std::max(x, y);
   if (type == "Min")
     return std::min(x, y);
-  if (type == "Mod")
-    return y == 0 ? 0 : std::fmod(x, y);
+  if (type == "Mod") {
+    if (y == 0)
+      return 0.0;
+    double r = std::fmod(x, y);
+    return fmod || r == 0 || (r < 0) == (y < 0) ? r : r + y;
+  }
   if (type == "Equal")
     return double(x == y);
   if (type == "Less")
@@ -459,7 +545,8 @@ Status Evaluator::evaluateNode(OnnxNode node) {
   if (type == "Trilu")
     return trilu();
   if (type == "Shape") {
-    const Shape &s = in(0).shape;
+    DLM_RETURN_IF_ERROR(needInputs(1));
+    const Shape s = in(0).shape;
     int64_t rank = s.size();
     int64_t start =
         std::clamp(normalizeAxis(node.intAttr("start").value_or(0), rank), int64_t{0}, rank);
@@ -470,13 +557,17 @@ Status Evaluator::evaluateNode(OnnxNode node) {
                   [&](std::vector<double> &out) { out.assign(dims.begin(), dims.end()); });
   }
   if (type == "Size") {
+    DLM_RETURN_IF_ERROR(needInputs(1));
     int64_t count = elementCount(in(0).shape);
     return result({}, b_.getI64Type(),
                   [&](std::vector<double> &out) { out.push_back(double(count)); });
   }
-  if (type == "Softmax" || type == "LogSoftmax")
+  if (type == "Softmax" || type == "LogSoftmax") {
+    DLM_RETURN_IF_ERROR(needInputs(1));
     return result(in(0).shape, in(0).element);
+  }
   if (type == "Gemm") {
+    DLM_RETURN_IF_ERROR(needInputs(2));
     const Shape &a = in(0).shape, &w = in(1).shape;
     if (a.size() != 2 || w.size() != 2)
       return unsupported("Gemm of operands that are not matrices");
@@ -485,7 +576,8 @@ Status Evaluator::evaluateNode(OnnxNode node) {
     return result({m, n}, in(0).element);
   }
   if (type == "Flatten") {
-    const Shape &s = in(0).shape;
+    DLM_RETURN_IF_ERROR(needInputs(1));
+    const Shape s = in(0).shape;
     int64_t axis = normalizeAxis(node.intAttr("axis").value_or(1), s.size());
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < int64_t(s.size()); ++i)
@@ -500,13 +592,14 @@ Status Evaluator::elementwise(OnnxNode node) {
   StringRef type = node.type();
   unsigned count = node.numInputs();
   bool where = type == "Where";
-  bool binary = binaryOp(type, 0, 1, false).has_value();
+  bool binary = binaryOp(type, 0, 1, false, false).has_value();
   bool unary = unaryOp(type, 0).has_value();
   if (!where && !binary && !unary)
     return Status::error("onnx: " + node.label() + " is not supported");
   if ((where && count != 3) || (binary && count != 2) || (unary && count < 1))
     return unsupported("has " + std::to_string(count) + " inputs");
   unsigned operands = where ? 3 : binary ? 2 : 1;
+  DLM_RETURN_IF_ERROR(needInputs(operands));
   SmallVector<Shape> shapes;
   for (unsigned i = 0; i < operands; ++i)
     shapes.push_back(in(i).shape);
@@ -518,17 +611,20 @@ Status Evaluator::elementwise(OnnxNode node) {
     element = b_.getI1Type();
   else if (type == "Cast")
     element = onnxElementType(node.intAttr("to").value_or(0), b_);
+  if (type == "Cast" && !element)
+    return unsupported("casts to an element type the importer does not read");
   else if (type == "CastLike")
     element = in(1).element;
   Shape out = *shape;
   bool integer = isIntegerLike(element);
+  bool fmod = node.intAttr("fmod").value_or(0) != 0;
   return result(out, element, [&](std::vector<double> &values) {
     for (int64_t i = 0; i < elementCount(out); ++i) {
       auto at = [&](unsigned k) { return (*in(k).values)[broadcastIndex(i, out, shapes[k])]; };
       if (where)
         values.push_back(at(0) != 0 ? at(1) : at(2));
       else if (binary)
-        values.push_back(*binaryOp(type, at(0), at(1), integer));
+        values.push_back(*binaryOp(type, at(0), at(1), integer, fmod));
       else
         values.push_back(*unaryOp(type, at(0)));
     }
@@ -536,6 +632,7 @@ Status Evaluator::elementwise(OnnxNode node) {
 }
 
 Status Evaluator::matmul() {
+  DLM_RETURN_IF_ERROR(needInputs(2));
   Shape a = in(0).shape, w = in(1).shape;
   if (a.size() < 2 || w.size() < 2)
     return unsupported("MatMul of vectors is not supported");
@@ -550,6 +647,9 @@ Status Evaluator::matmul() {
   out.push_back(m);
   out.push_back(n);
   Shape aBatch(a.begin(), a.end() - 2), wBatch(w.begin(), w.end() - 2);
+  auto work = checkedElementCount(Shape{elementCount(out), k});
+  if (!work || *work > kMaxMatMulWork)
+    return result(out, in(0).element); // the shape only: contents this costly are not bookkeeping
   return result(out, in(0).element, [&](std::vector<double> &values) {
     for (int64_t bi = 0; bi < elementCount(*batch); ++bi) {
       const double *x = in(0).values->data() + broadcastIndex(bi, *batch, aBatch) * m * k;
@@ -566,7 +666,8 @@ Status Evaluator::matmul() {
 }
 
 Status Evaluator::gather() {
-  const Shape &data = in(0).shape, &indices = in(1).shape;
+  DLM_RETURN_IF_ERROR(needInputs(2));
+  const Shape data = in(0).shape, indices = in(1).shape;
   int64_t rank = data.size();
   int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
   if (axis < 0 || axis >= rank)
@@ -576,24 +677,57 @@ Status Evaluator::gather() {
   out.insert(out.end(), data.begin() + axis + 1, data.end());
   int64_t outer = elementCount(Shape(data.begin(), data.begin() + axis));
   int64_t inner = elementCount(Shape(data.begin() + axis + 1, data.end()));
-  return result(out, in(0).element, [&](std::vector<double> &values) {
+  auto index = [&](size_t i) {
+    int64_t at = in(1).intAt(i);
+    return at < 0 && at >= -data[axis] ? at + data[axis] : at;
+  };
+  auto outside = [&](int64_t at) {
+    return unsupported("gathers index " + std::to_string(at) + " outside the axis of " +
+                       std::to_string(data[axis]));
+  };
+  // A table too large to read whole, gathered at positions: only those rows are read.
+  if (axis == 0 && in(1).values && in(1).fromLength && !in(0).values &&
+      !ensureContents(node_.input(0), kMaxContents)) {
+    std::vector<double> rows;
+    bool complete = true;
+    for (size_t i = 0; complete && i < in(1).values->size(); ++i) {
+      if (index(i) < 0 || index(i) >= data[0])
+        return outside(index(i));
+      auto row = initializerRows(node_.input(0), index(i), 1);
+      complete = row.has_value();
+      if (row)
+        rows.insert(rows.end(), row->begin(), row->end());
+    }
+    if (complete)
+      return result(
+          out, in(0).element, [&](std::vector<double> &values) { values = rows; }, 0,
+          /*ready=*/true);
+  }
+  bool outOfRange = false;
+  DLM_RETURN_IF_ERROR(result(out, in(0).element, [&](std::vector<double> &values) {
     for (int64_t o = 0; o < outer; ++o)
       for (size_t i = 0; i < in(1).values->size(); ++i) {
-        int64_t at = in(1).intAt(i);
-        at = at < 0 ? at + data[axis] : at;
+        int64_t at = index(i);
+        outOfRange |= at < 0 || at >= data[axis];
         for (int64_t j = 0; j < inner; ++j)
           values.push_back(at < 0 || at >= data[axis]
                                ? 0.0
                                : (*in(0).values)[(o * data[axis] + at) * inner + j]);
       }
-  });
+  }));
+  if (outOfRange)
+    for (size_t i = 0; i < in(1).values->size(); ++i)
+      if (index(i) < 0 || index(i) >= data[axis])
+        return outside(index(i));
+  return Status::ok();
 }
 
 Status Evaluator::reshape() {
+  DLM_RETURN_IF_ERROR(needInputs(2));
   auto target = intsOf(1);
   if (!target)
     return unsupported("the target shape is not computed from constants and the length");
-  const Shape &s = in(0).shape;
+  const Shape s = in(0).shape;
   bool allowZero = node_.intAttr("allowzero").value_or(0) != 0;
   Shape out = *target;
   int64_t inferred = -1, known = 1;
@@ -621,7 +755,8 @@ Status Evaluator::reshape() {
 }
 
 Status Evaluator::transpose() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(1));
+  const Shape s = in(0).shape;
   Shape perm;
   if (auto p = node_.intsAttr("perm"))
     perm.assign(p->begin(), p->end());
@@ -647,6 +782,7 @@ Status Evaluator::transpose() {
 }
 
 Status Evaluator::unsqueeze() {
+  DLM_RETURN_IF_ERROR(needInputs(1));
   std::optional<Shape> axes = node_.input(1) ? intsOf(1) : std::nullopt;
   if (!axes)
     if (auto attr = node_.intsAttr("axes"))
@@ -668,7 +804,8 @@ Status Evaluator::unsqueeze() {
 }
 
 Status Evaluator::squeeze() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(1));
+  const Shape s = in(0).shape;
   std::optional<Shape> axes = node_.input(1) ? intsOf(1) : std::nullopt;
   if (!axes)
     if (auto attr = node_.intsAttr("axes"))
@@ -686,7 +823,8 @@ Status Evaluator::squeeze() {
 }
 
 Status Evaluator::concat() {
-  const Shape &first = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(node_.numInputs()));
+  const Shape first = in(0).shape;
   int64_t rank = first.size();
   int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
   if (axis < 0 || axis >= rank)
@@ -713,7 +851,8 @@ Status Evaluator::concat() {
 }
 
 Status Evaluator::slice() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(3));
+  const Shape s = in(0).shape;
   int64_t rank = s.size();
   auto starts = intsOf(1), ends = intsOf(2);
   std::optional<Shape> axes = node_.input(3) ? intsOf(3) : std::nullopt;
@@ -750,6 +889,16 @@ Status Evaluator::slice() {
     step[axis] = st;
     out[axis] = n;
   }
+  // A table too large to read whole, cut to rows at positions: only those rows are read.
+  bool rowsOnly = rank >= 1 && step[0] == 1 && anyFromLength() && !in(0).values &&
+                  !ensureContents(node_.input(0), kMaxContents);
+  for (int64_t d = 1; rowsOnly && d < rank; ++d)
+    rowsOnly = begin[d] == 0 && step[d] == 1 && out[d] == s[d];
+  if (rowsOnly)
+    if (auto rows = initializerRows(node_.input(0), begin[0], out[0]))
+      return result(
+          out, in(0).element, [&](std::vector<double> &values) { values = *rows; }, 0,
+          /*ready=*/true);
   Shape inStrides = stridesOf(s);
   return result(out, in(0).element, [&](std::vector<double> &values) {
     for (int64_t i = 0; i < elementCount(out); ++i) {
@@ -764,12 +913,15 @@ Status Evaluator::slice() {
 }
 
 Status Evaluator::split() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(1));
+  const Shape s = in(0).shape;
   int64_t rank = s.size();
   int64_t axis = normalizeAxis(node_.intAttr("axis").value_or(0), rank);
   if (axis < 0 || axis >= rank)
     return unsupported("splits along an axis the input does not have");
   unsigned parts = node_.op()->getNumResults();
+  if (parts == 0)
+    return unsupported("splits into no outputs");
   Shape sizes;
   if (node_.input(1)) {
     auto given = intsOf(1);
@@ -783,8 +935,13 @@ Status Evaluator::split() {
     for (unsigned i = 0; i < parts; ++i)
       sizes.push_back(std::min(each, s[axis] - each * int64_t(i)));
   }
-  if (sizes.size() != parts)
-    return unsupported("the split sizes do not match the outputs");
+  int64_t total = 0;
+  bool valid = sizes.size() == parts;
+  for (int64_t size : sizes)
+    valid = valid && size >= 0 && !__builtin_add_overflow(total, size, &total);
+  if (!valid || total != s[axis])
+    return unsupported("the split sizes do not cut the axis of " + std::to_string(s[axis]) +
+                       " into its " + std::to_string(parts) + " outputs");
   int64_t outer = elementCount(Shape(s.begin(), s.begin() + axis));
   int64_t inner = elementCount(Shape(s.begin() + axis + 1, s.end()));
   int64_t offset = 0;
@@ -803,16 +960,15 @@ Status Evaluator::split() {
         },
         p));
   }
-  if (offset != s[axis])
-    return unsupported("the split sizes do not add up to the axis");
   return Status::ok();
 }
 
 Status Evaluator::expand() {
+  DLM_RETURN_IF_ERROR(needInputs(2));
   auto shape = intsOf(1);
   if (!shape)
     return unsupported("the target shape is not computed from constants and the length");
-  const Shape &s = in(0).shape;
+  const Shape s = in(0).shape;
   auto out = broadcastShapes({s, *shape});
   if (!out)
     return unsupported("the input does not broadcast to the target shape");
@@ -823,8 +979,9 @@ Status Evaluator::expand() {
 }
 
 Status Evaluator::tile() {
+  DLM_RETURN_IF_ERROR(needInputs(2));
   auto repeats = intsOf(1);
-  const Shape &s = in(0).shape;
+  const Shape s = in(0).shape;
   if (!repeats || repeats->size() != s.size())
     return unsupported("the repeats are not constant, one per axis");
   Shape out = s;
@@ -845,7 +1002,8 @@ Status Evaluator::tile() {
 }
 
 Status Evaluator::reduce() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(1));
+  const Shape s = in(0).shape;
   std::optional<Shape> axes;
   if (node_.input(1))
     axes = intsOf(1);
@@ -865,15 +1023,18 @@ Status Evaluator::reduce() {
 }
 
 Status Evaluator::range() {
-  if (!contentsComputable())
-    return unsupported("start, limit and delta are not computed from constants and the length");
+  DLM_RETURN_IF_ERROR(needInputs(3));
+  if (!contentsComputable() || in(0).values->size() != 1 || in(1).values->size() != 1 ||
+      in(2).values->size() != 1)
+    return unsupported("start, limit and delta are not scalars computed from constants and the "
+                       "length");
   double start = (*in(0).values)[0], limit = (*in(1).values)[0], delta = (*in(2).values)[0];
   double count = std::ceil((limit - start) / delta);
-  if (delta == 0 || !std::isfinite(count) || count > double(kMaxContents))
+  if (delta == 0 || std::isnan(count) || count > double(kMaxContents))
     return unsupported("computes a range that is empty of meaning or too long (start " +
                        std::to_string(start) + ", limit " + std::to_string(limit) + ", delta " +
                        std::to_string(delta) + ")");
-  int64_t n = std::max<int64_t>(0, int64_t(count));
+  int64_t n = count > 0 ? int64_t(count) : 0;
   return result({n}, in(0).element, [&](std::vector<double> &values) {
     for (int64_t i = 0; i < n; ++i)
       values.push_back(start + double(i) * delta);
@@ -881,12 +1042,15 @@ Status Evaluator::range() {
 }
 
 Status Evaluator::constantOfShape() {
+  DLM_RETURN_IF_ERROR(needInputs(1));
   auto shape = intsOf(0);
   if (!shape)
     return unsupported("the shape is not computed from constants and the length");
   double fill = 0;
   Type element = b_.getF32Type();
   if (auto dense = node_.op()->getAttrOfType<DenseElementsAttr>("value")) {
+    if (dense.getNumElements() != 1)
+      return unsupported("the fill value is not one element");
     element = dense.getElementType();
     if (auto ints = dyn_cast<DenseIntElementsAttr>(dense))
       fill = double((*ints.getValues<APInt>().begin()).getSExtValue());
@@ -930,7 +1094,8 @@ Status Evaluator::constant() {
 }
 
 Status Evaluator::trilu() {
-  const Shape &s = in(0).shape;
+  DLM_RETURN_IF_ERROR(needInputs(1));
+  const Shape s = in(0).shape;
   if (s.size() < 2)
     return unsupported("Trilu of fewer than two axes");
   int64_t k = 0;

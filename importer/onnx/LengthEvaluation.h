@@ -11,9 +11,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include "llvm/ADT/DenseMap.h"
-
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace dlm::importer::onnx {
@@ -22,7 +21,8 @@ struct EvaluatedValue {
   std::vector<int64_t> shape;
   mlir::Type element; // f32, i64, i1, ...; null where nothing says
   // Row-major contents, integers and booleans included (exact below 2^53; larger integers only
-  // occur as "to the end" sentinels and are clamped back to int64 by `intAt`).
+  // occur as "to the end" sentinels and are clamped back to int64 by `intAt`; NaN reads as
+  // INT64_MIN, which every shape check refuses). Integers are wrapped to their element's width.
   std::optional<std::vector<double>> values;
   // Computed from the length, the positions or the attention mask (directly or through shape
   // arithmetic), as opposed to constants of the file.
@@ -38,7 +38,11 @@ struct LengthInputs {
   mlir::Value attentionMask; // all ones (optional): dlm's forward has no padding
 };
 
-using Evaluation = llvm::DenseMap<mlir::Value, EvaluatedValue>;
+struct ValueHash {
+  size_t operator()(mlir::Value v) const { return mlir::hash_value(v); }
+};
+// Node-based, so that a reference to one entry stays valid while others are added.
+using Evaluation = std::unordered_map<mlir::Value, EvaluatedValue, ValueHash>;
 
 // Every op result of `forward`, at sequence length `length`. Named errors: an op whose shape the
 // evaluator does not know, or whose operands' shapes contradict it, naming the node.

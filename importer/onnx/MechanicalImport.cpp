@@ -17,22 +17,11 @@ namespace {
 namespace proto = ::onnx;
 using namespace mlir;
 
-// Constants carried inside nodes (Constant, ConstantOfShape) become attributes. Shape arithmetic
-// needs a handful of elements; anything this large is a weight and belongs in an initializer.
-constexpr int64_t kMaxInlineElements = 4096;
 // Transformers need rank 4 or so; far past it a type is damage, not a model.
 constexpr size_t kMaxValueRank = 64;
 
 std::string nodeLabel(const proto::NodeProto &node, int index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
-}
-
-// "[1, 0, 2]".
-std::string listText(ArrayRef<int64_t> values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
 }
 
 class GraphTranslator {
@@ -228,7 +217,7 @@ private:
     if (!element)
       return Status::error("onnx: " + where + ": constant of element type " +
                            dataTypeName(bytes->dataType) + " is not supported");
-    if (bytes->numElements() > kMaxInlineElements)
+    if (bytes->numElements() > kMaxShapeElements)
       return Status::error("onnx: " + where + " carries a constant of " +
                            std::to_string(bytes->numElements()) +
                            " elements; dlm keeps weights out of the IR, so store it as an "
@@ -351,6 +340,13 @@ private:
 };
 
 } // namespace
+
+std::string listText(ArrayRef<int64_t> values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
 
 bool isPermutation(ArrayRef<int64_t> perm) {
   std::vector<bool> seen(perm.size(), false);

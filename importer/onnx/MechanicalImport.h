@@ -37,6 +37,13 @@ inline constexpr llvm::StringLiteral kAbsentOp = "onnx.Absent";
 // Whether `perm` holds each of 0 .. size - 1 once (a Transpose's perm attribute must).
 bool isPermutation(llvm::ArrayRef<int64_t> perm);
 
+// "[1, 0, 2]": how messages print shapes and lists.
+std::string listText(llvm::ArrayRef<int64_t> values);
+
+// Constants the import holds as values (inline Constant tensors, initializers read as constants,
+// what ShapeFolding writes) are shape-sized; anything larger is a weight and stays out of the IR.
+inline constexpr int64_t kMaxShapeElements = 4096;
+
 // The mechanical form of `file`'s graph: a module holding func.func @forward. `context` must
 // allow unregistered dialects. Named errors: a node input that is neither computed, a graph input
 // nor an initializer ("initializer 'w' referenced by node 'Y' is missing"), nodes out of

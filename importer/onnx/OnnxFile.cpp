@@ -200,10 +200,11 @@ StatusOr<std::unique_ptr<OnnxFile>> OnnxFile::open(const std::string &path) {
 
   // Types of intermediate values: torch.onnx writes few, and the mechanical form wants one per
   // value. Inference is best effort (unknown ops are skipped), so nothing here is an error; it
-  // only runs on a graph whose values are all defined in order, as libonnx does not check that
-  // (phase 1 names the problem instead). Data propagation stays off: it crashes libonnx 1.12 on
+  // only runs on a graph whose values are all defined in order and whose nodes all have an
+  // output, as libonnx does not check either (it crashes on a Split of no outputs; phase 1 and
+  // ShapeFolding name the problems instead). Data propagation stays off: it crashes libonnx 1.12 on
   // malformed graphs and adds little for torch.onnx exports.
-  if (file->definesValuesInOrder()) {
+  if (file->definesValuesInOrder() && file->everyNodeHasAnOutput()) {
     try {
       proto::shape_inference::InferShapes(*file->model_, proto::OpSchemaRegistry::Instance(),
                                           proto::ShapeInferenceOptions(false, 0, false));
@@ -214,6 +215,13 @@ StatusOr<std::unique_ptr<OnnxFile>> OnnxFile::open(const std::string &path) {
 }
 
 const proto::GraphProto &OnnxFile::graph() const { return model_->graph(); }
+
+bool OnnxFile::everyNodeHasAnOutput() const {
+  for (const proto::NodeProto &node : graph().node())
+    if (node.output_size() == 0)
+      return false;
+  return true;
+}
 
 bool OnnxFile::definesValuesInOrder() const {
   std::set<std::string> defined;
@@ -354,6 +362,21 @@ StatusOr<std::vector<double>> OnnxFile::floats(const proto::TensorProto &tensor)
   std::vector<double> values(b->numElements());
   for (int64_t i = 0; i < int64_t(values.size()); ++i)
     values[i] = elementAsDouble(*b, i);
+  return values;
+}
+
+StatusOr<std::vector<double>> OnnxFile::floats(const proto::TensorProto &tensor, int64_t first,
+                                               int64_t count) {
+  auto b = bytes(tensor);
+  if (!b)
+    return b.status();
+  if (first < 0 || count < 0 || first > b->numElements() || count > b->numElements() - first)
+    return Status::error("onnx: tensor '" + tensor.name() + "': elements [" +
+                         std::to_string(first) + ", +" + std::to_string(count) +
+                         ") are outside its " + std::to_string(b->numElements()));
+  std::vector<double> values(count);
+  for (int64_t i = 0; i < count; ++i)
+    values[i] = elementAsDouble(*b, first + i);
   return values;
 }
 

@@ -76,12 +76,16 @@ public:
   StatusOr<TensorBytes> bytes(const ::onnx::TensorProto &tensor);
   // The elements of a numeric tensor, converted (for the small constants patterns read).
   StatusOr<std::vector<double>> floats(const ::onnx::TensorProto &tensor);
+  // Elements [first, first + count) only (rows of a table too large to read whole).
+  StatusOr<std::vector<double>> floats(const ::onnx::TensorProto &tensor, int64_t first,
+                                       int64_t count);
   StatusOr<std::vector<int64_t>> ints(const ::onnx::TensorProto &tensor);
 
 private:
   OnnxFile() = default;
   // Every node input is a graph input, an initializer or an output of an earlier node.
   bool definesValuesInOrder() const;
+  bool everyNodeHasAnOutput() const;
   StatusOr<TensorBytes> externalBytes(const ::onnx::TensorProto &tensor, TensorBytes result);
 
   std::string path_;

@@ -278,6 +278,7 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
       return translated.status();
     module = std::move(*translated);
     auto forward = cast<func::FuncOp>(module->getBody()->front());
+    DLM_RETURN_IF_ERROR(checkOpset(**file)); // before folding reads ops of another opset
     DLM_RETURN_IF_ERROR(foldShapes(forward, **file, result.model, result.recognised));
     DLM_RETURN_IF_ERROR(raiseGraph(forward, **file, result.model, result.recognised));
   }
@@ -351,6 +352,7 @@ StatusOr<OwningOpRef<ModuleOp>> graphBeforeRaising(MLIRContext &context, const s
   DLM_RETURN_IF_ERROR(
       readCompanions((*file)->directory(), companions.model, companions.tokenizerJson));
   auto forward = cast<func::FuncOp>((*translated)->getBody()->front());
+  DLM_RETURN_IF_ERROR(checkOpset(**file));
   DLM_RETURN_IF_ERROR(foldShapes(forward, **file, companions.model, companions.recognised));
   return translated;
 }

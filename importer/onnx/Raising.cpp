@@ -79,9 +79,6 @@ std::optional<SmallVector<int64_t>> OnnxNode::intsAttr(StringRef name) const {
 
 namespace {
 
-// Initializers read as constants: shape-sized, not weight-sized.
-constexpr int64_t kMaxFoldedElements = 4096;
-
 const ::onnx::TensorProto *initializerOf(Value value, OnnxFile &file) {
   Operation *op = value.getDefiningOp();
   if (!op)
@@ -96,7 +93,7 @@ const ::onnx::TensorProto *initializerOf(Value value, OnnxFile &file) {
 
 bool isSmall(const ::onnx::TensorProto &tensor) {
   auto count = checkedElementCount(tensor.dims());
-  return count && *count <= kMaxFoldedElements;
+  return count && *count <= kMaxShapeElements;
 }
 
 // x `op` y (Add, Sub, Mul, Div), or nullopt where int64 overflows (the operands come from the
@@ -230,7 +227,7 @@ std::optional<SmallVector<int64_t>> RaisingContext::foldInts(Value value, int de
   if (type == "ConstantOfShape") {
     auto shape = input(0);
     auto count = shape ? checkedElementCount(*shape) : std::nullopt; // dynamic dims are negative
-    if (!count || *count > kMaxFoldedElements)
+    if (!count || *count > kMaxShapeElements)
       return std::nullopt;
     int64_t fill = 0;
     if (auto dense = node.op()->getAttrOfType<DenseElementsAttr>("value")) {
@@ -637,14 +634,19 @@ void exposeFoldedTransposes(func::FuncOp forward, RaisingContext &context) {
 
 } // namespace
 
-Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &model,
-                  std::vector<std::string> &recognised) {
+Status checkOpset(OnnxFile &file) {
   int64_t opset = file.opsetVersion("");
   if (opset < 0)
     return Status::error("onnx: the model imports no opset of the default ONNX domain");
   if (opset < kMinOpset)
     return Status::error("onnx: opset " + std::to_string(opset) +
                          " is not supported (need >= " + std::to_string(kMinOpset) + ")");
+  return Status::ok();
+}
+
+Status raiseGraph(func::FuncOp forward, OnnxFile &file, const ModelDescription &model,
+                  std::vector<std::string> &recognised) {
+  DLM_RETURN_IF_ERROR(checkOpset(file));
   RaisingPatterns patterns;
   // Attention first: its Add root (RoPE) must be tried before the residual-add reading.
   addAttentionPatterns(patterns);

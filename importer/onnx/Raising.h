@@ -148,6 +148,9 @@ void addAttentionPatterns(RaisingPatterns &patterns);
 // The oldest default-domain opset the patterns are written for.
 inline constexpr int64_t kMinOpset = 13;
 
+// The model's default-domain opset is one the patterns are written for (>= kMinOpset).
+Status checkOpset(OnnxFile &file);
+
 // Raises every node of `forward`. Named errors: the model's opset is too old; a node that stays
 // (unknown op type, opset without a pattern, subgraph not recognised), naming the node.
 // What was recognised is appended to `recognised` (the import report).

@@ -23,17 +23,6 @@ constexpr int64_t kSecondLength = 9;
 constexpr int64_t kToTheEnd = std::numeric_limits<int64_t>::max();
 // A masked score: -inf, or the most negative float a mask builder writes instead.
 constexpr double kMaskedBelow = -1e4;
-// Constants the folding writes into the IR are shape-sized, as the mechanical import's are.
-constexpr size_t kMaxFoldedConstant = 4096;
-
-std::string shapeText(const Shape &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-std::string lower(StringRef text) { return text.lower(); }
 
 class ShapeFolder {
 public:
@@ -62,8 +51,9 @@ public:
     newIds_ = entry.getArgument(entry.getNumArguments() - 2);
     newPositions_ = entry.getArgument(entry.getNumArguments() - 1);
     for (BlockArgument arg : entry.getArguments())
-      if (arg == inputs_.ids && isBatched(first_[arg].shape))
+      if (arg == inputs_.ids && isBatched(at(first_, arg).shape))
         batched_.insert(arg);
+    DLM_RETURN_IF_ERROR(checkOutputs());
     for (Operation &op : llvm::make_early_inc_range(entry))
       if (OnnxNode node = OnnxNode::of(&op); node && !isPseudoOp(&op) && !allFolded(&op))
         DLM_RETURN_IF_ERROR(rewrite(node));
@@ -78,8 +68,10 @@ private:
     for (BlockArgument arg : forward_.getArguments()) {
       auto nameAttr = forward_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
       std::string name = nameAttr ? nameAttr.str() : "#" + std::to_string(arg.getArgNumber());
-      std::string key = lower(name);
-      if (key.find("past") != std::string::npos || key.find("cache") != std::string::npos)
+      std::string key = StringRef(name).lower();
+      bool positions = key.find("position") != std::string::npos; // cache_position too
+      if (!positions &&
+          (key.find("past") != std::string::npos || key.find("cache") != std::string::npos))
         return Status::error(
             "onnx: graph input '" + name +
             "' is a KV cache input; dlm runs the forward without one (its runtime keeps the "
@@ -92,7 +84,6 @@ private:
         return Status::error("onnx: graph input '" + name +
                              "' is not integer token ids, positions or an attention mask "
                              "([sequence] or [batch, sequence])");
-      bool positions = key.find("position") != std::string::npos;
       bool mask = !positions && key.find("mask") != std::string::npos;
       if ((positions && inputs_.positions) || (mask && inputs_.attentionMask))
         return Status::error("onnx: graph input '" + name + "' is a second " +
@@ -113,6 +104,21 @@ private:
     }
     if (!inputs_.ids)
       return Status::error("onnx: the graph has no token ids input");
+    return Status::ok();
+  }
+
+  // The graph's outputs must come from the tokens: one computed from the length alone (a mask,
+  // positions) has no place in dlm's forward.
+  Status checkOutputs() {
+    Operation *terminator = forward_.getBody().front().getTerminator();
+    for (unsigned i = 0; i < terminator->getNumOperands(); ++i)
+      if (folded(terminator->getOperand(i))) {
+        auto name = forward_.getResultAttrOfType<StringAttr>(i, kNameAttr);
+        return Status::error("onnx: not supported yet: graph output '" +
+                             (name ? name.str() : std::to_string(i)) +
+                             "' is computed from the sequence length, positions or attention "
+                             "mask alone");
+      }
     return Status::ok();
   }
 
@@ -149,6 +155,14 @@ private:
     return name == kInitializerOp || name == kAbsentOp;
   }
 
+  // What an evaluation says of `v`; empty (no shape, no contents) for values it did not reach,
+  // such as the ops this folding adds.
+  static const EvaluatedValue &at(const Evaluation &e, Value v) {
+    static const EvaluatedValue kNone;
+    auto it = e.find(v);
+    return it == e.end() ? kNone : it->second;
+  }
+
   bool folded(Value v) {
     auto a = first_.find(v), b = second_.find(v);
     return a != first_.end() && b != second_.end() && a->second.values && b->second.values;
@@ -161,14 +175,15 @@ private:
 
   // Same at both lengths.
   bool lengthFree(Value v) {
-    return first_[v].shape == second_[v].shape && first_[v].values == second_[v].values;
+    return at(first_, v).shape == at(second_, v).shape &&
+           at(first_, v).values == at(second_, v).values;
   }
 
   static bool isBatched(const Shape &shape) { return shape.size() >= 2 && shape[0] == 1; }
 
   // The type of `v` in the folded graph: the length's dimensions dynamic, the batch axis gone.
   StatusOr<Type> foldedType(Value v, bool batched, OnnxNode where) {
-    const EvaluatedValue &a = first_[v], &b = second_[v];
+    const EvaluatedValue &a = at(first_, v), &b = at(second_, v);
     if (a.shape.size() != b.shape.size())
       return Status::error("onnx: " + where.label() +
                            ": the rank of a value depends on the "
@@ -181,8 +196,8 @@ private:
         dims.push_back(ShapedType::kDynamic);
       else
         return Status::error("onnx: not supported yet: " + where.label() +
-                             " computes a value of shape " + shapeText(a.shape) + " at length " +
-                             std::to_string(kFirstLength) + " and " + shapeText(b.shape) +
+                             " computes a value of shape " + listText(a.shape) + " at length " +
+                             std::to_string(kFirstLength) + " and " + listText(b.shape) +
                              " at length " + std::to_string(kSecondLength) +
                              " (a dimension that is neither fixed nor the length)");
     }
@@ -198,6 +213,7 @@ private:
         llvm::any_of(op->getOperands(), [&](Value v) { return batched_.count(v) && !folded(v); });
     StringRef type = node.type();
     bool squeezesBatch = batchedIn && type == "Squeeze" && squeezesFirstAxis(node);
+    bool keepsEverything = type == "Slice" && sliceKeepsEverything(node);
     if (type == "Reshape")
       DLM_RETURN_IF_ERROR(setShapeOperand(node, 1, batchedIn, /*broadcast=*/false));
     else if (type == "Expand")
@@ -215,7 +231,7 @@ private:
     if (batchedIn)
       DLM_RETURN_IF_ERROR(checkUnbatchedOperands(node));
     for (Value result : op->getResults()) {
-      bool batched = batchedIn && isBatched(first_[result].shape) && !squeezesBatch;
+      bool batched = batchedIn && isBatched(at(first_, result).shape) && !squeezesBatch;
       if (batched)
         batched_.insert(result);
       if (!first_.count(result))
@@ -225,20 +241,20 @@ private:
         return folded.status();
       result.setType(*folded);
     }
-    removeIfNoOp(node);
+    removeIfNoOp(node, keepsEverything);
     return Status::ok();
   }
 
   // An operand of the tokens' computation without the batch axis, but of the batched result's
   // rank with a leading 1, would lose its own axis where the others lose the batch: refused.
   Status checkUnbatchedOperands(OnnxNode node) {
-    size_t rank = first_[node.result()].shape.size();
+    size_t rank = at(first_, node.result()).shape.size();
     for (unsigned i = 0; i < node.numInputs(); ++i) {
       Value v = node.input(i);
       if (!v || folded(v) || batched_.count(v) || !first_.count(v))
         continue;
-      const Shape &shape = first_[v].shape;
-      if (shape.size() == rank && isBatched(shape) && isBatched(first_[node.result()].shape))
+      const Shape &shape = at(first_, v).shape;
+      if (shape.size() == rank && isBatched(shape) && isBatched(at(first_, node.result()).shape))
         return Status::error("onnx: not supported yet: " + node.label() + ": input " +
                              std::to_string(i) + " has a leading axis of 1 that is not the " +
                              "batch axis of the others");
@@ -248,11 +264,11 @@ private:
 
   // Whether a Squeeze removes axis 0: named in its axes, or, without axes, being of size 1.
   bool squeezesFirstAxis(OnnxNode squeeze) {
-    const Shape &in = first_[squeeze.input(0)].shape;
+    const Shape &in = at(first_, squeeze.input(0)).shape;
     Value axesValue = squeeze.input(1);
     std::optional<SmallVector<int64_t>> axes = squeeze.intsAttr("axes");
     if (axesValue && folded(axesValue)) {
-      const EvaluatedValue &e = first_[axesValue];
+      const EvaluatedValue &e = at(first_, axesValue);
       axes.emplace();
       for (size_t i = 0; i < e.values->size(); ++i)
         axes->push_back(e.intAt(i));
@@ -262,28 +278,26 @@ private:
     return llvm::any_of(*axes, [&](int64_t a) { return a == 0 || a == -int64_t(in.size()); });
   }
 
-  // A node that, after folding, returns its input as it is (a Slice to the end of every axis,
-  // a Reshape or Expand to the input's shape, the Squeeze of the batch axis).
-  void removeIfNoOp(OnnxNode node) {
+  // A node that, after folding, returns its input as it is (a Slice that keeps everything, a
+  // Reshape or Expand to the input's shape, the Squeeze of the batch axis).
+  void removeIfNoOp(OnnxNode node, bool keepsEverything) {
     StringRef type = node.type();
-    if (type != "Slice" && type != "Reshape" && type != "Expand" && type != "Squeeze")
+    if (type != "Reshape" && type != "Expand" && type != "Squeeze" && !keepsEverything)
       return;
     Value in = node.input(0), out = node.result();
-    if (!in || in.getType() != out.getType())
-      return;
-    if (type == "Slice") {
-      const EvaluatedValue &inA = first_[in], &outA = first_[out];
-      const EvaluatedValue &inB = second_[in], &outB = second_[out];
-      if (inA.shape != outA.shape || inB.shape != outB.shape || !stepsAreOne(node))
-        return;
-    }
-    out.replaceAllUsesWith(in);
+    if (in && in.getType() == out.getType())
+      out.replaceAllUsesWith(in);
   }
 
-  bool stepsAreOne(OnnxNode slice) {
+  // A Slice (as the file has it) whose result is its input at both lengths, in steps of 1.
+  bool sliceKeepsEverything(OnnxNode slice) {
+    Value in = slice.input(0), out = slice.result();
+    if (at(first_, in).shape != at(first_, out).shape ||
+        at(second_, in).shape != at(second_, out).shape)
+      return false;
     if (!slice.input(4))
       return true;
-    const EvaluatedValue &steps = first_[slice.input(4)];
+    const EvaluatedValue &steps = at(first_, slice.input(4));
     return steps.values && llvm::all_of(*steps.values, [](double s) { return s == 1; });
   }
 
@@ -308,8 +322,8 @@ private:
   // A Reshape's or Expand's shape, from the node's own result shape: fixed dimensions as they
   // are, the length as -1 (Reshape) or 1 where the input already has it (Expand).
   Status setShapeOperand(OnnxNode node, unsigned index, bool batchedIn, bool broadcast) {
-    const Shape &a = first_[node.result()].shape, &b = second_[node.result()].shape;
-    const Shape &input = first_[node.input(0)].shape;
+    const Shape &a = at(first_, node.result()).shape, &b = at(second_, node.result()).shape;
+    const Shape &input = at(first_, node.input(0)).shape;
     bool dropBatch = batchedIn && isBatched(a);
     SmallVector<int64_t> target;
     int lengthAxes = 0;
@@ -340,7 +354,7 @@ private:
   // is the length; axes past the batch axis.
   Status setSliceOperands(OnnxNode node, bool batchedIn) {
     Value data = node.input(0);
-    const Shape &dimsA = first_[data].shape, &dimsB = second_[data].shape;
+    const Shape &dimsA = at(first_, data).shape, &dimsB = at(second_, data).shape;
     int64_t rank = dimsA.size();
     for (unsigned i = 1; i < std::min(node.numInputs(), 5u); ++i)
       if (node.input(i) && !folded(node.input(i)))
@@ -349,7 +363,7 @@ private:
       Shape out;
       if (!node.input(i))
         return out;
-      const EvaluatedValue &v = e[node.input(i)];
+      const EvaluatedValue &v = at(e, node.input(i));
       for (size_t k = 0; k < v.values->size(); ++k)
         out.push_back(v.intAt(k));
       return out;
@@ -412,7 +426,7 @@ private:
     if (!folded(node.input(1)) || !lengthFree(node.input(1)))
       return Status::error("onnx: not supported yet: " + node.label() +
                            " repeats by a count computed from the length");
-    const EvaluatedValue &repeats = first_[node.input(1)];
+    const EvaluatedValue &repeats = at(first_, node.input(1));
     if (batchedIn && (repeats.values->empty() || repeats.intAt(0) != 1))
       return Status::error("onnx: not supported yet: " + node.label() +
                            " repeats along the batch axis");
@@ -428,9 +442,9 @@ private:
     Value axesValue = node.input(1);
     if (!folded(axesValue) || !lengthFree(axesValue))
       return Status::error("onnx: " + node.label() + ": axes computed from the tokens");
-    const EvaluatedValue &axes = first_[axesValue];
-    int64_t rank = node.type() == "Unsqueeze" ? first_[node.result()].shape.size()
-                                              : first_[node.input(0)].shape.size();
+    const EvaluatedValue &axes = at(first_, axesValue);
+    int64_t rank = node.type() == "Unsqueeze" ? at(first_, node.result()).shape.size()
+                                              : at(first_, node.input(0)).shape.size();
     SmallVector<int64_t> values;
     for (size_t i = 0; i < axes.values->size(); ++i) {
       int64_t axis = axes.intAt(i);
@@ -464,22 +478,34 @@ private:
       op->setAttr("perm", b_.getDenseI64ArrayAttr(shifted));
       return Status::ok();
     }
-    bool dataBatched = batched_.count(node.input(0)) || node.type() == "Concat";
-    if (auto axis = node.intAttr("axis"); axis && dataBatched && *axis >= 0) {
-      if (*axis == 0)
+    bool concat = node.type() == "Concat";
+    if (!batched_.count(node.input(0)) && !concat)
+      return Status::ok();
+    // Axes count in the batched rank (the result's for Concat, the data's otherwise); negative
+    // ones are made positive first, as -rank names the batch axis too.
+    int64_t rank = at(first_, concat ? node.result() : node.input(0)).shape.size();
+    auto shifted = [&](int64_t axis) -> StatusOr<int64_t> {
+      axis = axis < 0 ? axis + rank : axis;
+      if (axis == 0)
         return Status::error("onnx: not supported yet: " + node.label() +
                              " works along the batch axis");
-      op->setAttr("axis", b_.getI64IntegerAttr(*axis - 1));
+      return axis - 1;
+    };
+    if (auto axis = node.intAttr("axis")) {
+      auto moved = shifted(*axis);
+      if (!moved)
+        return moved.status();
+      op->setAttr("axis", b_.getI64IntegerAttr(*moved));
     }
-    if (auto axes = node.intsAttr("axes"); axes && dataBatched) {
-      SmallVector<int64_t> shifted;
+    if (auto axes = node.intsAttr("axes")) {
+      SmallVector<int64_t> moved;
       for (int64_t axis : *axes) {
-        if (axis == 0)
-          return Status::error("onnx: not supported yet: " + node.label() +
-                               " works along the batch axis");
-        shifted.push_back(axis > 0 ? axis - 1 : axis);
+        auto one = shifted(axis);
+        if (!one)
+          return one.status();
+        moved.push_back(*one);
       }
-      op->setAttr("axes", b_.getDenseI64ArrayAttr(shifted));
+      op->setAttr("axes", b_.getDenseI64ArrayAttr(moved));
     }
     return Status::ok();
   }
@@ -487,7 +513,7 @@ private:
   // Operands computed from the length and constants alone, as the patterns can read them.
   Status replaceFoldedOperands(OnnxNode node, bool batchedIn) {
     Operation *op = node.op();
-    int64_t resultRank = first_.count(node.result()) ? first_[node.result()].shape.size() : -1;
+    int64_t resultRank = first_.count(node.result()) ? at(first_, node.result()).shape.size() : -1;
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       Value v = op->getOperand(i);
       if (!folded(v))
@@ -495,15 +521,21 @@ private:
       if (isa<BlockArgument>(v))
         return Status::error("onnx: not supported yet: " + node.label() +
                              " reads the positions or the attention mask directly");
-      Operation *def = v.getDefiningOp();
-      if (!def || !OnnxNode::of(def) || isPseudoOp(def))
-        continue; // weights and initializers stay as they are
-      OnnxNode producer = OnnxNode::of(def);
-      if (producer.type() == "Constant" && lengthFree(v))
-        continue;
-      const Shape &shape = first_[v].shape;
+      const Shape &shape = at(first_, v).shape;
+      // Broadcast against a batched result with a leading 1 of its own: that axis goes too.
       bool dropBatch = batchedIn && int64_t(shape.size()) == resultRank && isBatched(shape) &&
-                       second_[v].shape[0] == 1;
+                       isBatched(at(first_, node.result()).shape) && at(second_, v).shape[0] == 1;
+      Operation *def = v.getDefiningOp();
+      if (!def || !OnnxNode::of(def) || isPseudoOp(def)) { // weights and initializers
+        if (dropBatch)
+          return Status::error("onnx: not supported yet: " + node.label() + ": input " +
+                               std::to_string(i) + " is a weight with a leading axis of 1 " +
+                               "beside the batch axis");
+        continue;
+      }
+      OnnxNode producer = OnnxNode::of(def);
+      if (producer.type() == "Constant" && lengthFree(v) && !dropBatch)
+        continue;
       auto replacement = materialize(v, producer, node, dropBatch);
       if (!replacement)
         return replacement.status();
@@ -516,14 +548,14 @@ private:
   // What `v` (computed by `producer` from the length and constants) is, as an op before `user`;
   // null to leave it as it is (a constant of the file).
   StatusOr<Value> materialize(Value v, OnnxNode producer, OnnxNode user, bool dropBatch) {
-    const EvaluatedValue &a = first_[v];
+    const EvaluatedValue &a = at(first_, v);
     if (lengthFree(v)) {
-      if (!a.fromLength)
+      if (!a.fromLength && !dropBatch)
         return Value(); // computed from the file's constants: the patterns fold those
-      if (a.values->size() > kMaxFoldedConstant)
+      if (int64_t(a.values->size()) > kMaxShapeElements)
         return Status::error("onnx: not supported yet: " + producer.label() + " computes a " +
-                             "constant of " + std::to_string(a.values->size()) +
-                             " elements from shapes");
+                             "constant of " + std::to_string(a.values->size()) + " elements that " +
+                             user.label() + " uses");
       return Value(constantOp(user, denseOf(a, dropBatch)));
     }
     if (Value rows = ropeRows(v, user, dropBatch))
@@ -534,7 +566,7 @@ private:
       return Status::error("onnx: " + producer.label() + ": " + *mismatch);
     return Status::error("onnx: not supported yet: " + producer.label() +
                          " computes from the sequence length a value of shape " +
-                         shapeText(a.shape) + " (at length " + std::to_string(kFirstLength) +
+                         listText(a.shape) + " (at length " + std::to_string(kFirstLength) +
                          ") that " + user.label() +
                          " uses, and that is neither a shape, RoPE tables nor a causal mask");
   }
@@ -575,7 +607,7 @@ private:
   }
 
   Type lengthType(Value v, bool dropBatch, Type element) {
-    const Shape &a = first_[v].shape, &b = second_[v].shape;
+    const Shape &a = at(first_, v).shape, &b = at(second_, v).shape;
     SmallVector<int64_t> dims;
     for (size_t i = dropBatch ? 1 : 0; i < a.size(); ++i)
       dims.push_back(a[i] == b[i] ? a[i] : ShapedType::kDynamic);
@@ -601,16 +633,16 @@ private:
     for (StringRef kind : {"cos", "sin"}) {
       bool matches = true;
       for (Evaluation *e : {&first_, &second_}) {
-        const EvaluatedValue &value = (*e)[v];
+        const EvaluatedValue &value = at(*e, v);
         auto axes = nonUnitAxes(value.shape);
         int64_t length = e == &first_ ? kFirstLength : kSecondLength;
         if (axes.size() != 2 || axes[0].second != length ||
-            axes[1].first + 1 != value.shape.size() || axes[1].second % 2 != 0 ||
+            axes[1].first + 1 != value.shape.size() || axes[1].second % 2 != 0 || !value.element ||
             value.element.isInteger(1)) {
           matches = false;
           break;
         }
-        matches &= isRopeTable(*value.values, length, axes[1].second, kind == "cos");
+        matches &= !firstRopeMismatch(*value.values, length, axes[1].second, kind == "cos");
       }
       if (!matches)
         continue;
@@ -620,10 +652,6 @@ private:
       return rows;
     }
     return Value();
-  }
-
-  bool isRopeTable(const std::vector<double> &values, int64_t length, int64_t width, bool cos) {
-    return !firstRopeMismatch(values, length, width, cos);
   }
 
   // The first (position, dimension) where `values` [length, width] is not NeoX RoPE's cos (or
@@ -664,12 +692,13 @@ private:
     for (StringRef form : {"future", "allowed", "additive"}) {
       bool matches = true;
       for (Evaluation *e : {&first_, &second_}) {
-        const EvaluatedValue &value = (*e)[v];
+        const EvaluatedValue &value = at(*e, v);
         auto axes = nonUnitAxes(value.shape);
         int64_t length = e == &first_ ? kFirstLength : kSecondLength;
         bool boolean = value.element && value.element.isInteger(1);
-        if (axes.size() != 2 || axes[0].second != length || axes[1].second != length ||
-            axes[1].first + 1 != value.shape.size() || boolean != (form != "additive")) {
+        if (!value.element || axes.size() != 2 || axes[0].second != length ||
+            axes[1].second != length || axes[1].first + 1 != value.shape.size() ||
+            boolean != (form != "additive")) {
           matches = false;
           break;
         }
@@ -687,7 +716,7 @@ private:
       }
       if (!matches)
         continue;
-      Value mask = pseudoOp(kCausalMaskOp, user, lengthType(v, dropBatch, first_[v].element),
+      Value mask = pseudoOp(kCausalMaskOp, user, lengthType(v, dropBatch, at(first_, v).element),
                             ValueRange(), b_.getNamedAttr("form", b_.getStringAttr(form)));
       noteOnce("causal mask built in the graph");
       return mask;

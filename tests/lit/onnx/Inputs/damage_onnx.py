@@ -124,6 +124,20 @@ def main():
         last = [n for n in graph.node if n.op_type == "Transpose"
                 and list(perm_attribute(n).ints) == [0, 2, 1, 3]][-1]
         set_perm(last, [2, 0, 1, 3])
+    elif kind == "long-rope-tables":
+        # Not damage: a buffers-style export of a long-context model, whose cos/sin tables (150000
+        # positions) are too large to read whole; the import reads the rows it slices.
+        import numpy as np
+        with open(os.path.join(out, "config.json")) as f:
+            theta = json.load(f)["rope_theta"]
+        for table in graph.initializer:
+            if table.name in ("rope_cache.cos", "rope_cache.sin"):
+                width = table.dims[1]
+                inv_freq = 1.0 / theta ** (np.arange(0, width, 2, dtype=np.float64) / width)
+                angles = np.arange(150000, dtype=np.float64)[:, None] * inv_freq[None, :]
+                angles = np.concatenate([angles, angles], axis=1)
+                values = np.cos(angles) if table.name.endswith("cos") else np.sin(angles)
+                table.CopyFrom(numpy_helper.from_array(values.astype(np.float32), table.name))
     elif kind == "cache-input":  # an Optimum "with past" export's first cache input
         graph.input.append(helper.make_tensor_value_info(
             "past_key_values.0.key", onnx.TensorProto.FLOAT, [1, 2, "past", 16]))
