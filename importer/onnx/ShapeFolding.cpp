@@ -64,19 +64,32 @@ public:
 private:
   // ---- inputs ---------------------------------------------------------------------------------
 
+  // What a cache input or output asks of the user.
+  static std::string withoutCache() {
+    return "dlm runs the forward without one (its runtime keeps the cache): export without past "
+           "key values (Optimum: a task without '-with-past'; torch: call the model with "
+           "use_cache=False)";
+  }
+
+  static bool namesCache(const std::string &key) {
+    return key.find("past") != std::string::npos || key.find("present") != std::string::npos ||
+           key.find("cache") != std::string::npos;
+  }
+
   Status classifyInputs() {
+    for (unsigned i = 0; i < forward_.getNumResults(); ++i)
+      if (auto name = forward_.getResultAttrOfType<StringAttr>(i, kNameAttr);
+          name && namesCache(name.getValue().lower()))
+        return Status::error("onnx: graph output '" + name.str() + "' is a KV cache output; " +
+                             withoutCache());
     for (BlockArgument arg : forward_.getArguments()) {
       auto nameAttr = forward_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
       std::string name = nameAttr ? nameAttr.str() : "#" + std::to_string(arg.getArgNumber());
       std::string key = StringRef(name).lower();
       bool positions = key.find("position") != std::string::npos; // cache_position too
-      if (!positions &&
-          (key.find("past") != std::string::npos || key.find("cache") != std::string::npos))
-        return Status::error(
-            "onnx: graph input '" + name +
-            "' is a KV cache input; dlm runs the forward without one (its runtime keeps the "
-            "cache): export without past key values (Optimum: a task without '-with-past'; "
-            "torch: call the model with use_cache=False)");
+      if (!positions && namesCache(key))
+        return Status::error("onnx: graph input '" + name + "' is a KV cache input; " +
+                             withoutCache());
       auto ranked = dyn_cast<RankedTensorType>(arg.getType());
       bool integer = ranked && isa<IntegerType>(ranked.getElementType()) && ranked.getRank() >= 1 &&
                      ranked.getRank() <= 2;

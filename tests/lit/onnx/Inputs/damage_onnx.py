@@ -138,6 +138,15 @@ def main():
                 angles = np.concatenate([angles, angles], axis=1)
                 values = np.cos(angles) if table.name.endswith("cos") else np.sin(angles)
                 table.CopyFrom(numpy_helper.from_array(values.astype(np.float32), table.name))
+    elif kind == "cache-output":  # a use_cache=True export's first cache output
+        key = transpose_with_perm(graph, [1, 0, 2]).output[0]
+        graph.output.append(helper.make_tensor_value_info(key, onnx.TensorProto.FLOAT, None))
+        graph.output[-1].name = key
+        renamed = "present.0.key"
+        for node in graph.node:
+            node.output[:] = [renamed if o == key else o for o in node.output]
+            node.input[:] = [renamed if i == key else i for i in node.input]
+        graph.output[-1].name = renamed
     elif kind == "cache-input":  # an Optimum "with past" export's first cache input
         graph.input.append(helper.make_tensor_value_info(
             "past_key_values.0.key", onnx.TensorProto.FLOAT, [1, 2, "past", 16]))
