@@ -190,6 +190,13 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     return Status::error("not supported yet: rope_scaling " + jsonExcerpt(j["rope_scaling"]));
+  // Qwen2 / Qwen3 with use_sliding_window attend to a window in some layers: refused rather than
+  // run with full attention (both imports would otherwise compute another model past the window).
+  bool slidingWindow;
+  DLM_ASSIGN_OR_RETURN(slidingWindow, f.boolOr("use_sliding_window", false));
+  if (slidingWindow)
+    return Status::error(std::string("not supported yet: ") + kind.family +
+                         " with use_sliding_window = true");
   bool attentionBias;
   DLM_ASSIGN_OR_RETURN(attentionBias, f.boolOr("attention_bias", kind.qkvBias));
   if (attentionBias != kind.qkvBias)

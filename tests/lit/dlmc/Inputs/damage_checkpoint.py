@@ -58,6 +58,8 @@ def main():
         edit_config(dst, n_heads="four")
     elif kind == "heads-mismatch":
         edit_config(dst, n_kv_heads=3)
+    elif kind == "sliding-window":
+        edit_config(dst, use_sliding_window=True, sliding_window=4)
     elif kind == "config-not-json":
         (dst / "config.json").write_text("{ not json")
     elif kind == "config-deep":
