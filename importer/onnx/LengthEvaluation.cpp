@@ -379,6 +379,7 @@ private:
   Status elementwise(OnnxNode node);
   Status matmul();
   Status gather();
+  Status gatherND();
   Status reshape();
   Status transpose();
   Status unsqueeze();
@@ -516,6 +517,8 @@ Status Evaluator::evaluateNode(OnnxNode node) {
     return matmul();
   if (type == "Gather")
     return gather();
+  if (type == "GatherND")
+    return gatherND();
   if (type == "Reshape")
     return reshape();
   if (type == "Transpose")
@@ -719,6 +722,47 @@ Status Evaluator::gather() {
     for (size_t i = 0; i < in(1).values->size(); ++i)
       if (index(i) < 0 || index(i) >= data[axis])
         return outside(index(i));
+  return Status::ok();
+}
+
+// Data [b..., d..., r...] at index tuples [b..., i..., k] → [b..., i..., r...]: each tuple names k
+// leading axes of data after the batch_dims shared ones.
+Status Evaluator::gatherND() {
+  DLM_RETURN_IF_ERROR(needInputs(2));
+  const Shape data = in(0).shape, indices = in(1).shape;
+  int64_t batch = node_.intAttr("batch_dims").value_or(0);
+  if (indices.empty() || batch < 0 || batch >= int64_t(indices.size()))
+    return unsupported("batch_dims does not fit the indices");
+  int64_t k = indices.back();
+  if (k < 1 || batch + k > int64_t(data.size()))
+    return unsupported("index tuples of " + std::to_string(k) + " do not fit data " +
+                       listText(data));
+  for (int64_t i = 0; i < batch; ++i)
+    if (indices[i] != data[i])
+      return unsupported("the batch axes of data and indices differ");
+  Shape out(indices.begin(), indices.end() - 1);
+  out.insert(out.end(), data.begin() + batch + k, data.end());
+  int64_t slice = elementCount(Shape(data.begin() + batch + k, data.end()));
+  int64_t perBatch = elementCount(Shape(data.begin() + batch, data.end()));
+  int64_t tuples = elementCount(Shape(indices.begin() + batch, indices.end() - 1));
+  Shape strides = stridesOf(Shape(data.begin() + batch, data.begin() + batch + k));
+  bool outOfRange = false;
+  DLM_RETURN_IF_ERROR(result(out, in(0).element, [&](std::vector<double> &values) {
+    for (int64_t t = 0; t < elementCount(Shape(indices.begin(), indices.end() - 1)); ++t) {
+      int64_t offset = (t / std::max<int64_t>(tuples, 1)) * perBatch;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t dim = data[batch + j];
+        int64_t i = in(1).intAt(t * k + j);
+        i = i < 0 && i >= -dim ? i + dim : i;
+        outOfRange |= i < 0 || i >= dim;
+        offset += std::clamp<int64_t>(i, 0, std::max<int64_t>(dim - 1, 0)) * strides[j] * slice;
+      }
+      for (int64_t s = 0; s < slice; ++s)
+        values.push_back(outOfRange ? 0.0 : (*in(0).values)[offset + s]);
+    }
+  }));
+  if (outOfRange)
+    return unsupported("gathers an index tuple outside data " + listText(data));
   return Status::ok();
 }
 

@@ -19,7 +19,7 @@ Styles of a plain module written from the architecture (as people write them, no
 Exporters: torch.onnx.export's TorchScript exporter (dynamo=False) at opsets 14, 17 and 18, and the
 dynamo exporter (dynamo=True) at its default opset. And transformers' own LlamaForCausalLM and
 Qwen3ForCausalLM (from_pretrained on the tiny checkpoints) with input_ids, attention_mask and
-position_ids inputs as Optimum lays them out, use_cache=False.
+position_ids inputs as Optimum lays them out, use_cache=False, through both exporters.
 
 --survey DLMC runs `DLMC import` on every fixture and prints what it says (the first line).
 
@@ -162,7 +162,7 @@ def export_plain(checkpoint, out, style, exporter, opset):
                               dynamic_axes={"input_ids": {1: "seq"}, "logits": {1: "seq"}})
 
 
-def export_transformers(checkpoint, out):
+def export_transformers(checkpoint, out, exporter):
     import transformers
     with open(os.path.join(checkpoint, "config.json")) as f:
         arch = json.load(f)["architectures"][0]
@@ -181,13 +181,20 @@ def export_transformers(checkpoint, out):
             return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                               position_ids=position_ids, use_cache=False).logits
 
+    names = ["input_ids", "attention_mask", "position_ids"]
     with torch.no_grad():
-        torch.onnx.export(Logits(model), (ids, mask, positions), os.path.join(out, "model.onnx"),
-                          input_names=["input_ids", "attention_mask", "position_ids"],
-                          output_names=["logits"], dynamo=False, opset_version=17,
-                          dynamic_axes={n: {0: "batch", 1: "seq"} for n in
-                                        ("input_ids", "attention_mask", "position_ids",
-                                         "logits")})
+        if exporter == "dynamo":
+            batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+            torch.onnx.export(Logits(model), (ids, mask, positions),
+                              os.path.join(out, "model.onnx"), input_names=names,
+                              output_names=["logits"], dynamo=True, external_data=False,
+                              dynamic_shapes={n: {0: batch, 1: seq} for n in names})
+        else:
+            torch.onnx.export(Logits(model), (ids, mask, positions),
+                              os.path.join(out, "model.onnx"), input_names=names,
+                              output_names=["logits"], dynamo=False, opset_version=17,
+                              dynamic_axes={n: {0: "batch", 1: "seq"} for n in
+                                            names + ["logits"]})
 
 
 def strip_weights(out, checkpoint):
@@ -234,7 +241,8 @@ def fixtures():
                                                                 (style, "torchscript", opset))
             table[f"{model}_{style}_dynamo"] = (model, "plain", (style, "dynamo", None))
     for model in ("llama", "qwen3"):
-        table[f"{model}_transformers"] = (model, "transformers", ())
+        table[f"{model}_transformers"] = (model, "transformers", ("torchscript",))
+        table[f"{model}_transformers_dynamo"] = (model, "transformers", ("dynamo",))
     return table
 
 
@@ -261,7 +269,7 @@ def main(argv=None):
             if kind == "plain":
                 export_plain(checkpoint, out, *args)
             else:
-                export_transformers(checkpoint, out)
+                export_transformers(checkpoint, out, *args)
         except Exception as e:  # an exporter that fails is a finding, not a crash
             print(f"{name}: export failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             shutil.rmtree(out)
