@@ -320,9 +320,11 @@ private:
     bool shapeOnly = node_.type() == "Shape" || node_.type() == "Size";
     v.fromLength = anyFromLength() || shapeOnly;
     int64_t count = elementCount(v.shape);
-    if (compute && count <= kMaxContents && count <= budget_ &&
+    // Rows read for `ready` were charged to the budget as they were read.
+    if (compute && count <= kMaxContents && (ready || count <= budget_) &&
         (shapeOnly || ready || contentsComputable())) {
-      budget_ -= count;
+      if (!ready)
+        budget_ -= count;
       v.values.emplace();
       v.values->reserve(count);
       compute(*v.values);
@@ -582,10 +584,13 @@ Status Evaluator::evaluateNode(OnnxNode node) {
     DLM_RETURN_IF_ERROR(needInputs(1));
     const Shape s = in(0).shape;
     int64_t axis = normalizeAxis(node.intAttr("axis").value_or(1), s.size());
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < int64_t(s.size()); ++i)
-      (i < axis ? outer : inner) *= s[i];
-    return result({outer, inner}, in(0).element,
+    if (axis < 0 || axis > int64_t(s.size()))
+      return unsupported("flattens at an axis the input does not have");
+    auto outer = checkedElementCount(Shape(s.begin(), s.begin() + axis));
+    auto inner = checkedElementCount(Shape(s.begin() + axis, s.end()));
+    if (!outer || !inner)
+      return unsupported("flattens to an overflowing shape");
+    return result({*outer, *inner}, in(0).element,
                   [&](std::vector<double> &out) { out = *in(0).values; });
   }
   return elementwise(node);
@@ -734,7 +739,7 @@ Status Evaluator::gatherND() {
   if (indices.empty() || batch < 0 || batch >= int64_t(indices.size()))
     return unsupported("batch_dims does not fit the indices");
   int64_t k = indices.back();
-  if (k < 1 || batch + k > int64_t(data.size()))
+  if (k < 1 || k > int64_t(data.size()) - batch)
     return unsupported("index tuples of " + std::to_string(k) + " do not fit data " +
                        listText(data));
   for (int64_t i = 0; i < batch; ++i)
@@ -903,9 +908,11 @@ Status Evaluator::slice() {
   std::optional<Shape> steps = node_.input(4) ? intsOf(4) : std::nullopt;
   if (!starts || !ends || (node_.input(3) && !axes) || (node_.input(4) && !steps))
     return unsupported("the bounds are not computed from constants and the length");
-  if (!axes)
+  if (!axes) {
+    axes.emplace();
     for (int64_t i = 0; i < int64_t(starts->size()); ++i)
-      axes.emplace().push_back(i);
+      axes->push_back(i);
+  }
   if (!steps)
     steps = Shape(starts->size(), 1);
   if (ends->size() != starts->size() || axes->size() != starts->size() ||
@@ -975,7 +982,7 @@ Status Evaluator::split() {
   } else if (auto attr = node_.intsAttr("split")) {
     sizes.assign(attr->begin(), attr->end());
   } else {
-    int64_t each = (s[axis] + parts - 1) / parts;
+    int64_t each = s[axis] / parts + (s[axis] % parts != 0);
     for (unsigned i = 0; i < parts; ++i)
       sizes.push_back(std::min(each, s[axis] - each * int64_t(i)));
   }

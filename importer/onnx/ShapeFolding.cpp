@@ -195,12 +195,9 @@ private:
   static bool isBatched(const Shape &shape) { return shape.size() >= 2 && shape[0] == 1; }
 
   // The type of `v` in the folded graph: the length's dimensions dynamic, the batch axis gone.
+  // (rewrite() checked that its rank is the same at both lengths.)
   StatusOr<Type> foldedType(Value v, bool batched, OnnxNode where) {
     const EvaluatedValue &a = at(first_, v), &b = at(second_, v);
-    if (a.shape.size() != b.shape.size())
-      return Status::error("onnx: " + where.label() +
-                           ": the rank of a value depends on the "
-                           "sequence length");
     SmallVector<int64_t> dims;
     for (size_t i = batched ? 1 : 0; i < a.shape.size(); ++i) {
       if (a.shape[i] == b.shape[i])
@@ -222,6 +219,12 @@ private:
 
   Status rewrite(OnnxNode node) {
     Operation *op = node.op();
+    // Every rewrite below indexes the two evaluations' shapes axis by axis.
+    for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
+      if (first_.count(v) && at(first_, v).shape.size() != at(second_, v).shape.size())
+        return Status::error("onnx: not supported yet: " + node.label() +
+                             ": the rank of a value it reads or computes depends on the "
+                             "sequence length");
     bool batchedIn =
         llvm::any_of(op->getOperands(), [&](Value v) { return batched_.count(v) && !folded(v); });
     StringRef type = node.type();
@@ -391,9 +394,11 @@ private:
       steps.assign(startsA.size(), 1);
     if (contents(second_, 3) != contents(first_, 3) ||
         contents(second_, 4) != contents(first_, 4) || startsA.size() != endsA.size() ||
+        startsB.size() != startsA.size() || endsB.size() != endsA.size() ||
         axes.size() != startsA.size())
       return Status::error("onnx: not supported yet: " + node.label() +
-                           ": slice axes or steps that depend on the length");
+                           ": the number of slice bounds, or their axes or steps, depend on "
+                           "the length");
     SmallVector<int64_t> starts, ends, newAxes, newSteps;
     for (size_t i = 0; i < axes.size(); ++i) {
       int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
@@ -410,12 +415,16 @@ private:
                                " ends a slice at an offset computed from the length");
         end = kToTheEnd;
       }
-      if (batchedIn) {
-        if (axis == 0)
+      if (batchedIn && axis == 0) {
+        // Keeping the one batch row (x[0:1], x[:]) is no slice once the axis is gone.
+        bool keepsBatch = startsA[i] == 0 && endsA[i] >= 1 && steps[i] == 1;
+        if (!keepsBatch)
           return Status::error("onnx: not supported yet: " + node.label() +
                                " slices the batch axis");
-        axis -= 1;
+        continue;
       }
+      if (batchedIn)
+        axis -= 1;
       starts.push_back(startsA[i]);
       ends.push_back(end);
       newAxes.push_back(axis);
@@ -597,7 +606,9 @@ private:
     if (isa<IntegerType>(element)) {
       SmallVector<APInt> ints;
       for (size_t i = 0; i < e.values->size(); ++i)
-        ints.push_back(APInt(element.getIntOrFloatBitWidth(), uint64_t(e.intAt(i)), true));
+        // Wrapped to the width by the evaluation; sentinels and garbage are cut to it here.
+        ints.push_back(
+            APInt(64, uint64_t(e.intAt(i)), true).sextOrTrunc(element.getIntOrFloatBitWidth()));
       return DenseElementsAttr::get(type, ints);
     }
     SmallVector<APFloat> floats;
