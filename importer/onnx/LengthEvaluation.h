@@ -19,7 +19,7 @@ namespace dlm::importer::onnx {
 
 struct EvaluatedValue {
   std::vector<int64_t> shape;
-  mlir::Type element; // f32, i64, i1, ...; null where nothing says
+  mlir::Type element; // f32, i64, i1, ...; f32 where nothing says (activations)
   // Row-major contents, integers and booleans included (exact below 2^53; larger integers only
   // occur as "to the end" sentinels and are clamped back to int64 by `intAt`; NaN reads as
   // INT64_MIN, which every shape check refuses). Integers are wrapped to their element's width.

@@ -12,9 +12,13 @@
 //     perms and shapes of the nodes that read them follow;
 //   * every remaining value gets its ranked type ([?] for the length);
 //   * @forward takes (ids: tensor<?xi32>, positions: tensor<?xi32>) like the safetensors import's:
-//     a position_ids input becomes the positions, an attention_mask input is taken as all ones
-//     (dlm's forward has no padding) and cache inputs (past_key_values) are refused with how to
-//     export without them.
+//     a position_ids (or cache_position) input becomes the positions, an attention_mask input is
+//     taken as all ones (dlm's forward has no padding), and cache inputs and outputs
+//     (past_key_values, present) are refused with how to export without them.
+//
+// Two lengths cannot see what changes only beyond the second (a clamp at 512, a window wider
+// than 9): such values are taken as constant. Configurations that would need it (sliding
+// windows, rope_scaling) are refused from config.json.
 #pragma once
 
 #include "importer/model/ModelFamily.h"
