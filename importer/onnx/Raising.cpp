@@ -292,18 +292,6 @@ std::optional<double> RaisingContext::scalar(Value value) {
   return values->front();
 }
 
-std::optional<std::vector<double>> RaisingContext::weightValues(Value weight) {
-  const ::onnx::TensorProto *init = initializerOf(weight, file_);
-  if (!init)
-    return std::nullopt;
-  auto values = file_.floats(*init);
-  if (!values) {
-    status_ = values.status();
-    return std::nullopt;
-  }
-  return std::move(*values);
-}
-
 LogicalResult RaisingContext::reject(const Twine &reason) {
   std::string &text = reasons_[root_].text;
   text += (text.empty() ? "" : "; ") + pattern_ + ": " + reason.str();

@@ -74,8 +74,6 @@ public:
   std::optional<llvm::SmallVector<int64_t>> ints(mlir::Value value);
   std::optional<llvm::SmallVector<double>> floats(mlir::Value value);
   std::optional<double> scalar(mlir::Value value);
-  // All values of a weight initializer (e.g. RoPE tables), or nullopt with a recorded error.
-  std::optional<std::vector<double>> weightValues(mlir::Value weight);
 
   // Failure with the reason the current pattern did not match; reported if the root stays.
   // `reject`: the root does not look like this pattern's root at all. `mismatch`: it does (the
