@@ -3,12 +3,18 @@
 #include "onnx/onnx_pb.h" // ONNX_API, then onnx-ml.pb.h under ONNX_ML
 #include "onnx/shape_inference/implementation.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
 #include <cmath>
-#include <optional>
-#include <set>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <set>
 
 namespace dlm::importer::onnx {
 namespace proto = ::onnx;
@@ -182,15 +188,26 @@ StatusOr<std::unique_ptr<OnnxFile>> OnnxFile::open(const std::string &path) {
   std::filesystem::path directory = std::filesystem::path(path).parent_path();
   file->directory_ = directory.empty() ? std::string(".") : directory.string();
 
-  auto mapped = MappedFile::open(path);
-  if (!mapped)
-    return mapped.status().withContext("onnx: '" + path + "'");
-  if (mapped->size() > size_t(INT_MAX))
+  std::error_code error;
+  uintmax_t size = std::filesystem::file_size(path, error);
+  if (error)
+    return Status::error("onnx: '" + path + "': cannot open: " + error.message());
+  if (size > uintmax_t(INT_MAX))
     return Status::error("onnx: '" + path +
                          "' is larger than 2 GiB; store the weights as external data");
+  // Parsed from a stream, not a mapping: the file's bytes and the parsed initializers would
+  // otherwise both be resident at once (twice the weights at the peak).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error("onnx: '" + path + "': cannot open: " + std::strerror(errno));
   file->model_ = std::make_unique<proto::ModelProto>();
-  if (!file->model_->ParseFromArray(mapped->data(), int(mapped->size())) ||
-      file->model_->ir_version() <= 0 || !file->model_->has_graph())
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    stream.SetCloseOnDelete(true);
+    parsed = file->model_->ParseFromZeroCopyStream(&stream);
+  }
+  if (!parsed || file->model_->ir_version() <= 0 || !file->model_->has_graph())
     return Status::error("onnx: '" + path +
                          "' is not an ONNX model (it does not parse as a ModelProto with a "
                          "graph)");
@@ -353,6 +370,15 @@ StatusOr<TensorBytes> OnnxFile::externalBytes(const proto::TensorProto &tensor,
   result.data = it->second.data() + offset;
   result.size = size;
   return result;
+}
+
+void OnnxFile::releaseBytes(const std::string &name) {
+  for (proto::TensorProto &tensor : *model_->mutable_graph()->mutable_initializer()) {
+    if (tensor.name() != name || tensor.data_location() == proto::TensorProto::EXTERNAL)
+      continue;
+    std::string().swap(*tensor.mutable_raw_data()); // clear() would keep the capacity
+    repacked_.erase(&tensor);
+  }
 }
 
 StatusOr<std::vector<double>> OnnxFile::floats(const proto::TensorProto &tensor) {

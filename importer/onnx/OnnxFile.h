@@ -74,6 +74,11 @@ public:
   // external data (mapped once per file). Errors name the tensor and the problem: unsupported
   // element type, size that does not match the shape, external file missing or too short.
   StatusOr<TensorBytes> bytes(const ::onnx::TensorProto &tensor);
+  // Frees the bytes initializer `name` holds inside the protobuf, once the import holds a copy
+  // of its own (a weight it transposed): a later read of it fails by name instead of using them.
+  // Bytes in external data are mapped, not held, and stay.
+  void releaseBytes(const std::string &name);
+
   // The elements of a numeric tensor, converted (for the small constants patterns read).
   StatusOr<std::vector<double>> floats(const ::onnx::TensorProto &tensor);
   // Elements [first, first + count) only (rows of a table too large to read whole).

@@ -318,6 +318,9 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
                            embedding + "'");
     DLM_RETURN_IF_ERROR(useEmbeddingForHead(forward, roles->tiedHeadCopy, embedding));
   }
+  std::map<std::string, int> bindingsLeft; // per initializer, the weights still to bind to it
+  for (const WeightBinding &binding : result.model.weights)
+    ++bindingsLeft[roles->initializers[binding.canonicalName]];
   for (WeightBinding &binding : result.model.weights) {
     binding.checkpointName = roles->initializers[binding.canonicalName];
     const ::onnx::TensorProto *tensor = (*file)->initializer(binding.checkpointName);
@@ -330,6 +333,11 @@ StatusOr<ImportedCheckpoint> OnnxModel::import(MLIRContext &context, const std::
     storage->views.push_back({binding.checkpointName, viewDType(bytes->dataType),
                               bytes->shape, bytes->data, bytes->size, where});
     result.views.push_back(&storage->views.back());
+    // The view of a transposed weight points at the import's copy: the protobuf's own bytes of
+    // it are not read again once its last binding is made (kept, they would double the weights'
+    // memory until the compile ends).
+    if (transposed->count(binding.checkpointName) && --bindingsLeft[binding.checkpointName] == 0)
+      (*file)->releaseBytes(binding.checkpointName);
   }
   storage->file = std::move(*file);
   storage_ = std::move(storage);
