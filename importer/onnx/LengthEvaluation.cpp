@@ -26,6 +26,13 @@ int64_t EvaluatedValue::intAt(size_t i) const {
   return static_cast<int64_t>(v);
 }
 
+std::vector<int64_t> EvaluatedValue::ints() const {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < values->size(); ++i)
+    out.push_back(intAt(i));
+  return out;
+}
+
 namespace {
 
 // Contents are computed up to this many elements per value (RoPE tables of real models fit;
@@ -259,11 +266,7 @@ private:
   std::optional<Shape> intsOf(unsigned i) {
     if (!has(i) || !ensureContents(node_.input(i), kMaxContents))
       return std::nullopt;
-    const EvaluatedValue &v = in(i);
-    Shape out;
-    for (size_t k = 0; k < v.values->size(); ++k)
-      out.push_back(v.intAt(k));
-    return out;
+    return in(i).ints();
   }
 
   // Whether the result's contents are computed: every input's are (or load), and either some

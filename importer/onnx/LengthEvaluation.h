@@ -29,6 +29,8 @@ struct EvaluatedValue {
   bool fromLength = false;
 
   int64_t intAt(size_t i) const;
+  // All contents as integers (shape operands); `values` must be set.
+  std::vector<int64_t> ints() const;
 };
 
 // What the graph inputs are.

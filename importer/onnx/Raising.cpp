@@ -134,7 +134,7 @@ std::optional<SmallVector<int64_t>> binary(StringRef op, ArrayRef<int64_t> a,
 std::optional<SmallVector<int64_t>> RaisingContext::ints(Value value) {
   auto folded = foldInts(value, 0);
   if (folded && llvm::is_contained(*folded, ShapedType::kDynamic))
-    return std::nullopt; // a dynamic dimension survived
+    return std::nullopt; // INT64_MIN (ShapedType::kDynamic) is no shape value
   return folded;
 }
 
@@ -165,20 +165,6 @@ std::optional<SmallVector<int64_t>> RaisingContext::foldInts(Value value, int de
     for (const APInt &v : dense.getValues<APInt>())
       out.push_back(v.getSExtValue());
     return out;
-  }
-  if (type == "Shape") {
-    // Static dimensions of the input; a dynamic one only survives if a Gather drops it.
-    auto ranked = rankedType(node.input(0));
-    if (!ranked)
-      return std::nullopt;
-    int64_t rank = ranked.getRank();
-    int64_t start = node.intAttr("start").value_or(0), end = node.intAttr("end").value_or(rank);
-    start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
-    end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
-    SmallVector<int64_t> dims;
-    for (int64_t i = start; i < end; ++i)
-      dims.push_back(ranked.getDimSize(i)); // kDynamic marks the unknown ones
-    return dims;
   }
   if (type == "Gather") {
     if (node.intAttr("axis").value_or(0) != 0)

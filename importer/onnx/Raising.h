@@ -70,7 +70,8 @@ public:
   OnnxFile &file() { return file_; }
 
   // Values of a small constant: Constant nodes, initializers, and the shape arithmetic torch.onnx
-  // emits around them (Shape of a static dimension, Gather, Unsqueeze, Concat, Cast, Div, ...).
+  // emits around them (Gather, Unsqueeze, Concat, Cast, Div, ...). Shapes themselves are folded to
+  // constants before raising (ShapeFolding.h).
   std::optional<llvm::SmallVector<int64_t>> ints(mlir::Value value);
   std::optional<llvm::SmallVector<double>> floats(mlir::Value value);
   std::optional<double> scalar(mlir::Value value);

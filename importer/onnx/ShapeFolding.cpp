@@ -284,10 +284,8 @@ private:
     Value axesValue = squeeze.input(1);
     std::optional<SmallVector<int64_t>> axes = squeeze.intsAttr("axes");
     if (axesValue && folded(axesValue)) {
-      const EvaluatedValue &e = at(first_, axesValue);
-      axes.emplace();
-      for (size_t i = 0; i < e.values->size(); ++i)
-        axes->push_back(e.intAt(i));
+      Shape values = at(first_, axesValue).ints();
+      axes.emplace(values.begin(), values.end());
     }
     if (!axes)
       return !in.empty() && in[0] == 1;
@@ -376,13 +374,7 @@ private:
       if (node.input(i) && !folded(node.input(i)))
         return Status::error("onnx: " + node.label() + ": the slice bounds depend on the tokens");
     auto contents = [&](Evaluation &e, unsigned i) {
-      Shape out;
-      if (!node.input(i))
-        return out;
-      const EvaluatedValue &v = at(e, node.input(i));
-      for (size_t k = 0; k < v.values->size(); ++k)
-        out.push_back(v.intAt(k));
-      return out;
+      return node.input(i) ? at(e, node.input(i)).ints() : Shape();
     };
     Shape startsA = contents(first_, 1), endsA = contents(first_, 2);
     Shape startsB = contents(second_, 1), endsB = contents(second_, 2);
@@ -452,10 +444,8 @@ private:
     if (batchedIn && (repeats.values->empty() || repeats.intAt(0) != 1))
       return Status::error("onnx: not supported yet: " + node.label() +
                            " repeats along the batch axis");
-    SmallVector<int64_t> values;
-    for (size_t i = batchedIn ? 1 : 0; i < repeats.values->size(); ++i)
-      values.push_back(repeats.intAt(i));
-    node.op()->setOperand(1, constantOp(node, values));
+    Shape values = repeats.ints();
+    node.op()->setOperand(1, constantOp(node, ArrayRef<int64_t>(values).drop_front(batchedIn)));
     return Status::ok();
   }
 
@@ -464,12 +454,11 @@ private:
     Value axesValue = node.input(1);
     if (!folded(axesValue) || !lengthFree(axesValue))
       return Status::error("onnx: " + node.label() + ": axes computed from the tokens");
-    const EvaluatedValue &axes = at(first_, axesValue);
+    Shape axes = at(first_, axesValue).ints();
     int64_t rank = node.type() == "Unsqueeze" ? at(first_, node.result()).shape.size()
                                               : at(first_, node.input(0)).shape.size();
     SmallVector<int64_t> values;
-    for (size_t i = 0; i < axes.values->size(); ++i) {
-      int64_t axis = axes.intAt(i);
+    for (int64_t axis : axes) {
       axis = axis < 0 ? axis + rank : axis;
       if (batchedIn && axis == 0 && node.type() == "Squeeze")
         continue; // the batch axis itself: gone already
