@@ -1,14 +1,17 @@
 // A .dlm artifact as dlmc inspect --verify and the runtime read it: ArtifactReader::open and
 // verifyIntegrity, then LoadedModel::open (tokenizer, chat template, decode programs), a cpu
 // Session and one generation of a few tokens, streamed, and the chat encoded when the artifact has
-// a template. Damaged weights pass open (only the hashes see them), so the generation runs on
+// a template. The same bytes are also read as a parameter file (.dlmp, the same container):
+// ParameterFileReader::open, verifyIntegrity and every weight's bytes. Damaged weights pass open (only the hashes see them), so the generation runs on
 // whatever bytes the fuzzer puts there. The generation is kept small whatever the artifact's
 // defaults say: a short sequence limit, one thread, and the length and step knobs bounded to a
 // few tokens.
 #include "fuzz/FuzzSupport.h"
 #include "runtime/artifact/ArtifactReader.h"
+#include "runtime/artifact/ParameterFileReader.h"
 #include "runtime/session/Session.h"
 
+#include <numeric>
 #include <set>
 
 namespace {
@@ -70,11 +73,26 @@ void encodeChat(const dlm::LoadedModel &model) {
   dlm::fuzz::succeeded("encodeChat", model.encodeChat(chat));
 }
 
+// The input as dlmc inspect --verify reads a parameter file.
+void readAsParameterFile() {
+  auto file = dlm::artifact::ParameterFileReader::open(artifactPath().string());
+  if (!dlm::fuzz::succeeded("ParameterFileReader::open", file))
+    return;
+  dlm::fuzz::succeeded("ParameterFileReader::verifyIntegrity", file->verifyIntegrity());
+  volatile uint64_t sink = 0;
+  for (const dlm::artifact::WeightView &weight : file->weights()) {
+    const auto *bytes = static_cast<const uint8_t *>(weight.data);
+    sink = sink + std::accumulate(bytes, bytes + weight.size, uint64_t{0}) + weight.shape.rank();
+  }
+  (void)sink;
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!dlm::fuzz::writeFile(artifactPath(), dlm::fuzz::asText(data, size)))
     return 0;
+  readAsParameterFile();
   auto reader = dlm::artifact::ArtifactReader::open(artifactPath().string());
   if (!dlm::fuzz::succeeded("ArtifactReader::open", reader))
     return 0;

@@ -8,7 +8,8 @@ are the files the importer and the runtime really meet, only small:
 
   OUT_DIR/artifact/     llada.dlm (low-confidence, chat template), qwen3.dlm (autoregressive),
                         diffusion_gemma.dlm (experts, sliding window; the committed tiny fixture),
-                        each compiled with a few tokens per generation
+                        each compiled with a few tokens per generation, and qwen3.dlmp (qwen3's
+                        weights as a parameter file, dlmc compile --parameters external)
   OUT_DIR/safetensors/  llada's model.safetensors, a file of every dtype with metadata, a scalar
                         and an empty tensor, an empty file
   OUT_DIR/onnx/         llada's torch.onnx export (fuzz/fixtures/tiny_llada is its config.json and
@@ -70,6 +71,10 @@ def make_artifacts(dlmc, models, work, out):
         *short, "--policy", "autoregressive,low-confidence")
     run(dlmc, "compile", os.path.join(ROOT, "tests/reference/diffusion_gemma/fixtures/tiny_bf16"),
         "-o", os.path.join(out, "diffusion_gemma.dlm"), "--unroll", "1")
+    # The parameter file only: its artifact would name it by a path the fuzzer's scratch lacks.
+    run(dlmc, "compile", os.path.join(models, "qwen3"), "-o", os.path.join(work, "qwen3.dlm"),
+        *short, "--policy", "autoregressive", "--parameters", "external",
+        "--parameter-file", os.path.join(out, "qwen3.dlmp"))
 
 
 # A NaN of each weight dtype dlmc writes, as little-endian bytes.

@@ -13,24 +13,28 @@
 namespace dlm {
 namespace {
 
-// The guarded read running on this thread: the mapping it reads and where to return to.
+// A guarded read running on this thread: the mapping it reads, where to return to, and the guarded
+// read it runs inside, if any (a read over two mappings nests one guard in the other).
 struct ReadGuard {
   const uint8_t *begin = nullptr;
   const uint8_t *end = nullptr;
   sigjmp_buf resume;
   const void *faultAddress = nullptr;
+  ReadGuard *outer = nullptr;
 };
 thread_local ReadGuard *activeGuard = nullptr;
 struct sigaction previousSigbus;
 
-// SIGBUS in a guarded read's mapping returns to guardedRead; any other goes to the handler that
-// was there before (AddressSanitizer's, or the default that ends the process).
+// SIGBUS in the mapping of one of this thread's guarded reads returns to that guardedRead (the
+// innermost whose mapping it is); any other goes to the handler that was there before
+// (AddressSanitizer's, or the default that ends the process).
 void onSigbus(int signal, siginfo_t *info, void *context) {
-  ReadGuard *guard = activeGuard;
   const auto *address = static_cast<const uint8_t *>(info->si_addr);
-  if (guard && address >= guard->begin && address < guard->end) {
-    guard->faultAddress = address;
-    siglongjmp(guard->resume, 1);
+  for (ReadGuard *guard = activeGuard; guard; guard = guard->outer) {
+    if (address >= guard->begin && address < guard->end) {
+      guard->faultAddress = address;
+      siglongjmp(guard->resume, 1);
+    }
   }
   if (previousSigbus.sa_flags & SA_SIGINFO) {
     previousSigbus.sa_sigaction(signal, info, context);
@@ -108,6 +112,7 @@ Status MappedFile::guardedRead(const std::function<void()> &read) const {
   guard.begin = data_;
   guard.end = data_ + size_;
   ReadGuard *outer = activeGuard;
+  guard.outer = outer;
   if (sigsetjmp(guard.resume, /*savemask=*/1) == 0) {
     activeGuard = &guard;
     try {

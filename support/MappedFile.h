@@ -35,6 +35,7 @@ public:
   // program truncated or rewrote it in place), the read of a page past its new end raises SIGBUS,
   // which is turned into an error naming the byte instead of killing the process. `read` must
   // own nothing it would leak when cut short: it is left by siglongjmp, destructors not run.
+  // Guarded reads nest: a read inside another file's guardedRead may touch both mappings.
   Status guardedRead(const std::function<void()> &read) const;
 
 private:

@@ -28,7 +28,8 @@ inline constexpr uint16_t kSchemaMajor = 1;
 // 1.3: the chat template and the special-token variables (Tokenizer.chat_template,
 //      Tokenizer.special_tokens).
 // 1.4: integrity hashes (Weight.content_hash, Artifact.metadata_hash).
-inline constexpr uint16_t kSchemaMinor = 4;
+// 1.5: weights in a separate parameter file (Artifact.parameters; runtime/schema/parameters.fbs).
+inline constexpr uint16_t kSchemaMinor = 5;
 inline constexpr uint16_t kFirstMinorWithHashes = 4;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).

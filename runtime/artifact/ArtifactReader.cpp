@@ -1,55 +1,19 @@
 #include "runtime/artifact/ArtifactReader.h"
 
-#include "runtime/artifact/ArtifactHash.h"
+#include "runtime/artifact/ExternalWeights.h"
+#include "runtime/artifact/ParameterFilePath.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <limits>
 #include <set>
 
 namespace dlm::artifact {
 
-// Weight shapes and cubins are handed out as raw pointers into the little-endian file.
+// Cubins are handed out as raw pointers into the little-endian file.
 static_assert(FLATBUFFERS_LITTLEENDIAN, "the artifact reader maps little-endian data in place");
 
 namespace {
 
-constexpr uint64_t kUint64Max = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kSizePrefixBytes = sizeof(flatbuffers::uoffset_t);
-// Size prefix, root table offset, file identifier.
-constexpr uint64_t kHeaderBytes =
-    kSizePrefixBytes + sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength;
-constexpr uint64_t kIdentifierOffset = kHeaderBytes - flatbuffers::kFileIdentifierLength;
-
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-// The identifier as text, with bytes that are not printable ASCII escaped.
-std::string identifierText(const uint8_t *bytes) {
-  static const char *hex = "0123456789abcdef";
-  std::string text;
-  for (size_t i = 0; i < flatbuffers::kFileIdentifierLength; ++i) {
-    const uint8_t c = bytes[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      text += static_cast<char>(c);
-    } else {
-      text += "\\x";
-      text += hex[c >> 4];
-      text += hex[c & 15];
-    }
-  }
-  return text;
-}
-
-// Decimal text of a sum that may not fit in 64 bits (a damaged offset plus the section start).
-std::string decimal(unsigned __int128 value) {
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(value % 10)));
-    value /= 10;
-  } while (value != 0);
-  return digits;
-}
 
 std::string_view view(const flatbuffers::String *text) {
   return text ? std::string_view(text->c_str(), text->size()) : std::string_view();
@@ -102,114 +66,49 @@ public:
   explicit Loader(ArtifactReader &reader) : reader_(reader) {}
 
   Status load() {
-    DLM_RETURN_IF_ERROR(mapFile());
-    DLM_RETURN_IF_ERROR(checkHeader());
-    DLM_RETURN_IF_ERROR(checkSchemaVersion());
+    DLM_RETURN_IF_ERROR(reader_.container_.open(reader_.path_, kArtifactContainer));
+    base_ = reader_.container_.data();
     DLM_RETURN_IF_ERROR(verifyMetadata());
     DLM_RETURN_IF_ERROR(readConfig());
     DLM_RETURN_IF_ERROR(readProgram());
     DLM_RETURN_IF_ERROR(readKernels());
-    DLM_RETURN_IF_ERROR(checkWeightSection());
-    return readWeights();
+    const fb::ExternalParameters *parameters = root_->parameters();
+    // With a parameter file the descriptors' offsets are into its weight section, not this one's.
+    DLM_RETURN_IF_ERROR(reader_.container_.readWeightIndex(
+        *reinterpret_cast<const flatbuffers::Table *>(root_), /*withWeights=*/!parameters));
+    return parameters ? openParameterFile(*parameters) : Status::ok();
   }
 
 private:
-  Status mapFile() {
-    StatusOr<MappedFile> file = MappedFile::open(reader_.path_);
-    if (!file)
-      return file.status();
-    fileSize_ = file->size();
-    if (fileSize_ < kHeaderBytes) {
-      if (fileSize_ == 0)
-        return Status::error("empty file (0 bytes), not a dlm artifact");
-      return Status::error("too small to be a dlm artifact (" + std::to_string(fileSize_) +
-                           " bytes; the header alone takes " + std::to_string(kHeaderBytes) + ")");
-    }
-    reader_.file_ = std::move(*file);
-    base_ = reader_.file_.data();
-    return Status::ok();
-  }
-
-  Status checkHeader() {
-    const uint8_t *identifier = base_ + kIdentifierOffset;
-    const char *expected = fb::ArtifactIdentifier();
-    if (std::memcmp(identifier, expected, flatbuffers::kFileIdentifierLength) != 0) {
-      // Same family, other container layout: say so rather than "not a dlm artifact".
-      if (std::memcmp(identifier, expected, flatbuffers::kFileIdentifierLength - 1) == 0)
-        return Status::error("artifact layout '" + identifierText(identifier) +
-                             "' is not supported by this runtime (it reads '" + expected + "')");
-      return Status::error("not a dlm artifact (file identifier '" + identifierText(identifier) +
-                           "', expected '" + expected + "')");
-    }
-    const uint64_t flatbufferSize = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(base_);
-    metadataEnd_ = kSizePrefixBytes + flatbufferSize;
-    if (metadataEnd_ < kHeaderBytes)
-      return Status::error("corrupt header: metadata size " + std::to_string(flatbufferSize) +
-                           " is too small to hold a flatbuffer");
-    if (metadataEnd_ > fileSize_)
-      return Status::error("truncated: the metadata needs " + std::to_string(metadataEnd_) +
-                           " bytes but the file has only " + std::to_string(fileSize_) + " bytes");
-    if (metadataEnd_ >= FLATBUFFERS_MAX_BUFFER_SIZE)
-      return Status::error("corrupt header: metadata size " + std::to_string(flatbufferSize) +
-                           " exceeds the 2 GiB a flatbuffer can hold");
-    return Status::ok();
-  }
-
-  // Reads only the version, verifying just the bytes on the way to it, so that an artifact of
-  // another major version is reported as such instead of failing verification as "corrupt".
-  Status checkSchemaVersion() {
-    flatbuffers::Verifier verifier(base_, metadataEnd_);
-    const flatbuffers::uoffset_t rootOffset = verifier.VerifyOffset(kSizePrefixBytes);
-    if (rootOffset == 0)
-      return Status::error("corrupt metadata: the root table offset is out of range");
-    // Artifact derives privately from Table; the generic Table view reads one field.
-    const auto *root =
-        reinterpret_cast<const flatbuffers::Table *>(base_ + kSizePrefixBytes + rootOffset);
-    if (!root->VerifyTableStart(verifier) ||
-        !root->VerifyField<fb::SchemaVersion>(verifier, fb::Artifact::VT_SCHEMA_VERSION,
-                                              alignof(fb::SchemaVersion)))
-      return Status::error("corrupt metadata: the schema version cannot be read");
-    const auto *version =
-        root->GetStruct<const fb::SchemaVersion *>(fb::Artifact::VT_SCHEMA_VERSION);
-    if (!version)
-      return Status::error("corrupt metadata: no schema version");
-    reader_.schemaVersion_ = {version->major(), version->minor()};
-    const std::string versionText =
-        std::to_string(version->major()) + "." + std::to_string(version->minor());
-    const std::string supported = std::to_string(kSchemaMajor) + ".x";
-    if (version->major() > kSchemaMajor)
-      return Status::error("artifact schema version " + versionText +
-                           " is newer than this runtime supports (" + supported + ")");
-    if (version->major() < kSchemaMajor)
-      return Status::error("artifact schema version " + versionText +
-                           " is older than this runtime supports (" + supported + ")");
-    return Status::ok();
-  }
-
   Status verifyMetadata() {
-    flatbuffers::Verifier verifier(base_, metadataEnd_);
+    const uint64_t metadataEnd = reader_.container_.metadataEnd();
+    flatbuffers::Verifier verifier(base_, metadataEnd);
     if (!fb::VerifySizePrefixedArtifactBuffer(verifier))
       return Status::error("corrupt metadata: the flatbuffer (bytes 0 to " +
-                           std::to_string(metadataEnd_) + ") failed verification");
+                           std::to_string(metadataEnd) + ") failed verification");
     root_ = fb::GetSizePrefixedArtifact(base_);
     reader_.producer_ = view(root_->producer());
-    return readMetadataHash();
+    return Status::ok();
   }
 
-  // Schema 1.4 records a hash of the metadata, stored inside it: remember where, to read those 8
-  // bytes as zeros when verifying.
-  Status readMetadataHash() {
-    if (reader_.schemaVersion_.minor < kFirstMinorWithHashes)
-      return Status::ok();
-    const uint8_t *field = reinterpret_cast<const flatbuffers::Table *>(root_)->GetAddressOf(
-        fb::Artifact::VT_METADATA_HASH);
-    if (!field)
-      return Status::error("corrupt metadata: schema " + std::to_string(kSchemaMajor) + "." +
-                           std::to_string(reader_.schemaVersion_.minor) +
-                           " records a metadata hash, but the field is missing");
-    reader_.metadataHash_ = MetadataHash{root_->metadata_hash(), metadataEnd_,
-                                         static_cast<uint64_t>(field - base_)};
-    return Status::ok();
+  // Schema 1.5: the weights' bytes are in the parameter file the artifact names.
+  Status openParameterFile(const fb::ExternalParameters &record) {
+    const std::string_view recorded = view(record.path());
+    if (recorded.empty())
+      return Status::error("corrupt metadata: the parameter file's path is empty");
+    reader_.parameterRecord_ =
+        ParameterFileRecordView{recorded, record.weight_section_size(), record.metadata_hash()};
+    StatusOr<ParameterFileReader> file = ParameterFileReader::open(
+        resolveParameterFilePath(reader_.path_, std::string(recorded)));
+    if (!file)
+      return file.status();
+    if (reader_.container_.weightSectionSize() != 0)
+      return Status::error("the weights live in parameter file " + quoted(file->path()) +
+                           ", yet the artifact has a weight section of " +
+                           std::to_string(reader_.container_.weightSectionSize()) + " bytes");
+    reader_.parameterFile_ = std::make_unique<ParameterFileReader>(std::move(*file));
+    return bindExternalWeights(root_->weights(), *reader_.parameterFile_,
+                               reader_.externalWeights_, reader_.externalIndex_);
   }
 
   Status readConfig() {
@@ -343,113 +242,9 @@ private:
     return Status::ok();
   }
 
-  Status checkWeightSection() {
-    sectionStart_ = root_->weight_section_offset();
-    sectionSize_ = root_->weight_section_size();
-    const std::string start = std::to_string(sectionStart_);
-    if (sectionStart_ % kWeightAlignment != 0)
-      return Status::error("the weight section starts at byte " + start + ", not a multiple of " +
-                           std::to_string(kWeightAlignment));
-    if (sectionStart_ < metadataEnd_)
-      return Status::error("the weight section starts at byte " + start +
-                           ", inside the metadata (which ends at byte " +
-                           std::to_string(metadataEnd_) + ")");
-    if (sectionSize_ > kUint64Max - sectionStart_)
-      return Status::error("the weight section (" + std::to_string(sectionSize_) +
-                           " bytes at byte " + start + ") ends past 2^64");
-    const uint64_t sectionEnd = sectionStart_ + sectionSize_;
-    if (sectionEnd > fileSize_)
-      return Status::error("truncated: the weight section ends at byte " +
-                           std::to_string(sectionEnd) + " but the file has only " +
-                           std::to_string(fileSize_) + " bytes");
-    // The writer ends the file with the section; anything after it means the file is not
-    // what the metadata describes.
-    if (sectionEnd < fileSize_)
-      return Status::error(std::to_string(fileSize_ - sectionEnd) +
-                           " unexpected bytes after the weight section (which ends at byte " +
-                           std::to_string(sectionEnd) + " of " + std::to_string(fileSize_) + ")");
-    return Status::ok();
-  }
-
-  Status readWeights() {
-    const auto *weights = root_->weights();
-    if (!weights)
-      return Status::ok();
-    std::vector<WeightView> &views = reader_.weights_;
-    views.reserve(weights->size());
-    for (size_t i = 0; i < weights->size(); ++i) {
-      WeightView weight;
-      DLM_RETURN_IF_ERROR(
-          readWeight(*weights->Get(static_cast<flatbuffers::uoffset_t>(i)), i, weight));
-      if (!reader_.weightIndex_.emplace(weight.name, views.size()).second)
-        return Status::error("weight " + quoted(weight.name) + " appears twice");
-      views.push_back(weight);
-    }
-    return checkOverlaps();
-  }
-
-  Status readWeight(const fb::Weight &from, size_t index, WeightView &weight) {
-    weight.name = view(from.name());
-    if (weight.name.empty())
-      return Status::error("weight #" + std::to_string(index) + " has an empty name");
-    const std::string item = "weight " + quoted(weight.name);
-    weight.dtype = from.dtype();
-    if (const auto *shape = from.shape()) {
-      // flatbuffers leaves an empty vector (a scalar's shape) unaligned: nothing is read from it.
-      if (shape->size() && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
-        return Status::error(item + ": corrupt metadata: the shape is misaligned");
-      weight.shape = ShapeView(shape->data(), shape->size());
-    }
-    weight.size = from.byte_size();
-    weight.contentHash = from.content_hash();
-    DLM_RETURN_IF_ERROR(checkWeightByteSize(weight.name, weight.dtype, weight.shape, weight.size));
-
-    const uint64_t offset = from.offset();
-    const std::string where = std::to_string(weight.size) + " bytes at offset " +
-                              std::to_string(offset) + " of the weight section";
-    if (offset % kWeightAlignment != 0)
-      return Status::error(item + " (" + where + ") is not " + std::to_string(kWeightAlignment) +
-                           "-byte aligned");
-    if (weight.size > kUint64Max - offset)
-      return Status::error(item + " (" + where + "): offset + size overflows 64 bits");
-    if (offset + weight.size > sectionSize_)
-      return Status::error(
-          item + " (" + where + ") ends at byte " +
-          decimal(static_cast<unsigned __int128>(sectionStart_) + offset + weight.size) +
-          ", past the end of the file (" + std::to_string(fileSize_) + " bytes)");
-    weight.fileOffset = sectionStart_ + offset;
-    weight.data = base_ + weight.fileOffset;
-    return Status::ok();
-  }
-
-  Status checkOverlaps() const {
-    std::vector<const WeightView *> byOffset;
-    for (const WeightView &weight : reader_.weights_)
-      if (weight.size > 0) // an empty tensor occupies no bytes, wherever it points
-        byOffset.push_back(&weight);
-    std::sort(byOffset.begin(), byOffset.end(), [](const WeightView *a, const WeightView *b) {
-      return a->fileOffset < b->fileOffset;
-    });
-    auto range = [](const WeightView &weight) {
-      return "bytes " + std::to_string(weight.fileOffset) + " to " +
-             std::to_string(weight.fileOffset + weight.size);
-    };
-    for (size_t i = 1; i < byOffset.size(); ++i) {
-      const WeightView &previous = *byOffset[i - 1], &next = *byOffset[i];
-      if (next.fileOffset < previous.fileOffset + previous.size)
-        return Status::error("weights " + quoted(previous.name) + " (" + range(previous) +
-                             ") and " + quoted(next.name) + " (" + range(next) + ") overlap");
-    }
-    return Status::ok();
-  }
-
   ArtifactReader &reader_;
   const uint8_t *base_ = nullptr;
-  uint64_t fileSize_ = 0;
-  uint64_t metadataEnd_ = 0;
   const fb::Artifact *root_ = nullptr;
-  uint64_t sectionStart_ = 0;
-  uint64_t sectionSize_ = 0;
 };
 
 StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
@@ -467,8 +262,9 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   if (this == &other)
     return *this;
   path_ = std::move(other.path_);
-  file_ = std::move(other.file_);
-  schemaVersion_ = other.schemaVersion_;
+  container_ = std::move(other.container_);
+  parameterRecord_ = other.parameterRecord_;
+  parameterFile_ = std::move(other.parameterFile_);
   producer_ = other.producer_;
   config_ = std::move(other.config_);
   tokenizerJson_ = other.tokenizerJson_;
@@ -477,9 +273,8 @@ ArtifactReader &ArtifactReader::operator=(ArtifactReader &&other) noexcept {
   program_ = std::move(other.program_);
   decodePrograms_ = std::move(other.decodePrograms_);
   kernelTargets_ = std::move(other.kernelTargets_);
-  weights_ = std::move(other.weights_);
-  weightIndex_ = std::move(other.weightIndex_);
-  metadataHash_ = other.metadataHash_;
+  externalWeights_ = std::move(other.externalWeights_);
+  externalIndex_ = std::move(other.externalIndex_);
   return *this;
 }
 
@@ -493,64 +288,53 @@ const KernelTarget *ArtifactReader::findKernelTarget(std::string_view target) co
 }
 
 const WeightView *ArtifactReader::findWeight(std::string_view name) const {
-  auto it = weightIndex_.find(name);
-  return it == weightIndex_.end() ? nullptr : &weights_[it->second];
-}
-
-Status ArtifactReader::verifyIntegrity() const {
-  const std::string artifact = "artifact " + quoted(path_);
-  if (!metadataHash_)
-    return Status::error(artifact + ": schema " + std::to_string(schemaVersion_.major) + "." +
-                         std::to_string(schemaVersion_.minor) +
-                         " records no integrity hashes (they begin with 1.4); recompile it with "
-                         "this dlmc to have them");
-  auto hex = [](uint64_t value) {
-    char text[19];
-    std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
-    return std::string(text);
-  };
-  std::vector<std::string> damaged;
-  auto check = [&](const std::string &section, uint64_t begin, uint64_t end, uint64_t actual,
-                   uint64_t recorded) {
-    if (actual != recorded)
-      damaged.push_back(section + " (bytes " + std::to_string(begin) + " to " +
-                        std::to_string(end) + ") hashes to " + hex(actual) + ", dlmc recorded " +
-                        hex(recorded));
-  };
-  const uint8_t *base = file_.data();
-  // The hashes first, under the guard (it leaves by siglongjmp: nothing there may own memory),
-  // then the comparison.
-  std::vector<uint64_t> actual(weights_.size() + 1);
-  DLM_RETURN_IF_ERROR(guardedRead([&] {
-    actual[0] = hashMetadata(base, metadataHash_->size, metadataHash_->fieldOffset);
-    for (size_t i = 0; i < weights_.size(); ++i)
-      actual[i + 1] = hashBytes(weights_[i].data, weights_[i].size);
-  }));
-  check("the metadata", 0, metadataHash_->size, actual[0], metadataHash_->recorded);
-  for (size_t i = 0; i < weights_.size(); ++i) {
-    const WeightView &weight = weights_[i];
-    check("weight " + quoted(weight.name), weight.fileOffset, weight.fileOffset + weight.size,
-          actual[i + 1], weight.contentHash);
-  }
-  if (damaged.empty())
-    return Status::ok();
-  constexpr size_t kNamed = 8;
-  std::string list;
-  for (size_t i = 0; i < std::min(damaged.size(), kNamed); ++i)
-    list += (i ? "; " : "") + damaged[i];
-  if (damaged.size() > kNamed)
-    list += "; and " + std::to_string(damaged.size() - kNamed) + " more";
-  return Status::error(artifact + ": damaged: " + list);
-}
-
-Status ArtifactReader::guardedRead(const std::function<void()> &read) const {
-  return file_.guardedRead(read).withContext("artifact " + quoted(path_));
+  if (!parameterFile_)
+    return container_.findWeight(name);
+  auto it = externalIndex_.find(name);
+  return it == externalIndex_.end() ? nullptr : &externalWeights_[it->second];
 }
 
 StatusOr<WeightView> ArtifactReader::weight(std::string_view name) const {
   if (const WeightView *found = findWeight(name))
     return *found;
   return Status::error("artifact " + quoted(path_) + ": no weight named " + quoted(name));
+}
+
+Status ArtifactReader::verifyIntegrity() const {
+  const std::string artifact = "artifact " + quoted(path_);
+  if (!container_.hasIntegrityHashes()) {
+    const SchemaVersion version = container_.schemaVersion();
+    return Status::error(artifact + ": schema " + std::to_string(version.major) + "." +
+                         std::to_string(version.minor) +
+                         " records no integrity hashes (they begin with 1.4); recompile it with "
+                         "this dlmc to have them");
+  }
+  StatusOr<std::vector<std::string>> damaged = container_.damagedSections();
+  if (!damaged)
+    return damaged.status().withContext(artifact);
+  std::vector<std::string> problems;
+  if (!damaged->empty())
+    problems.push_back(artifact + ": damaged: " + listDamage(*damaged));
+  if (parameterFile_)
+    if (Status parameters = parameterFile_->verifyIntegrity(); !parameters)
+      problems.push_back(parameters.withContext(artifact).message());
+  if (problems.empty())
+    return Status::ok();
+  return Status::error(problems.size() == 1 ? problems[0] : problems[0] + "; " + problems[1]);
+}
+
+// With a parameter file the read may touch either mapping: the parameter file's guard runs inside
+// the artifact's, and a fault in the artifact's mapping reaches the outer guard
+// (MappedFile::guardedRead looks through the guards a thread has open).
+Status ArtifactReader::guardedRead(const std::function<void()> &read) const {
+  const std::string artifact = "artifact " + quoted(path_);
+  if (!parameterFile_)
+    return container_.guardedRead(read).withContext(artifact);
+  Status parameters = Status::ok();
+  const Status own = container_.guardedRead([&] { parameters = parameterFile_->guardedRead(read); });
+  if (!own)
+    return own.withContext(artifact);
+  return parameters.withContext(artifact);
 }
 
 } // namespace dlm::artifact

@@ -1,12 +1,15 @@
-// Opens a dlm artifact (layout: runtime/schema/artifact.fbs) for the runtime: maps it read-only,
-// verifies everything it indexes, and hands out views into the mapping; nothing is copied except
-// the small config, program and kernel records.
+// Opens a dlm artifact (layout: runtime/schema/artifact.fbs) for the runtime: maps it read-only
+// (and the parameter file its weights live in, when they are not in it), verifies everything it
+// indexes, and hands out views into the mappings; nothing is copied except the small config,
+// program and kernel records.
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
-#include "support/MappedFile.h"
+#include "runtime/artifact/ContainerReader.h"
+#include "runtime/artifact/ParameterFileReader.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,29 +18,28 @@
 
 namespace dlm::artifact {
 
-// A weight's descriptor and bytes, pointing into the reader's mapping.
-struct WeightView {
-  std::string_view name;
-  DType dtype = DType::invalid;
-  ShapeView shape;
-  // 64-byte aligned in memory.
-  const void *data = nullptr;
-  uint64_t size = 0;
-  // Where the bytes sit in the file, for diagnostics.
-  uint64_t fileOffset = 0;
-  // XXH3-64 of the bytes as dlmc wrote them (0 before schema 1.4, which recorded none).
-  uint64_t contentHash = 0;
+// Schema 1.5: what an artifact records of the parameter file its weights live in.
+struct ParameterFileRecordView {
+  // As recorded (ParameterFilePath.h: relative to the artifact's directory, or absolute).
+  std::string_view path;
+  // The parameter file's weight section size and metadata hash when dlmc compiled the artifact.
+  uint64_t weightSectionSize = 0;
+  uint64_t metadataHash = 0;
 };
 
-// Views stay valid while the reader (or the reader it was moved into) lives. The file must not be
-// truncated or rewritten in place meanwhile; writeArtifact replaces files by rename, which leaves
-// an open reader on the old contents.
+// Views stay valid while the reader (or the reader it was moved into) lives. The files must not be
+// truncated or rewritten in place meanwhile; dlmc replaces files by rename, which leaves an open
+// reader on the old contents.
 class ArtifactReader {
 public:
   // Maps `path` and checks it before anything is used: size, file identifier, schema version,
   // flatbuffer verification, then every weight (dtype known, byte size == shape x dtype, 64-byte
   // aligned, inside the weight section, no overflow, no overlap, unique names) and every kernel
-  // record (unique names, aligned cubin). Errors read "artifact '<path>': <problem>".
+  // record (unique names, aligned cubin). An artifact whose weights live in a parameter file
+  // (schema 1.5) opens that file too (ParameterFilePath.h says where it is), checks it as it
+  // would its own weights, and refuses it unless it holds every weight the artifact describes with
+  // the same dtype, shape and content hash. Errors read "artifact '<path>': <problem>", and
+  // "artifact '<path>': parameter file '<path>': <problem>" for the parameter file's.
   static StatusOr<ArtifactReader> open(const std::string &path);
 
   ArtifactReader(ArtifactReader &&other) noexcept;
@@ -47,8 +49,8 @@ public:
   ~ArtifactReader();
 
   const std::string &path() const { return path_; }
-  uint64_t fileSize() const { return file_.size(); }
-  SchemaVersion schemaVersion() const { return schemaVersion_; }
+  uint64_t fileSize() const { return container_.size(); }
+  SchemaVersion schemaVersion() const { return container_.schemaVersion(); }
   std::string_view producer() const { return producer_; }
 
   const ModelConfig &config() const { return config_; }
@@ -67,22 +69,31 @@ public:
   const KernelTarget *findKernelTarget(std::string_view target) const;
 
   // In the order the writer was given them.
-  const std::vector<WeightView> &weights() const { return weights_; }
+  const std::vector<WeightView> &weights() const {
+    return parameterFile_ ? externalWeights_ : container_.weights();
+  }
   // nullptr when there is no weight called `name`.
   const WeightView *findWeight(std::string_view name) const;
   // Like findWeight, with an error naming the artifact and the weight when it is missing.
   StatusOr<WeightView> weight(std::string_view name) const;
 
-  // Runs `read`, which reads views of this artifact, turning the SIGBUS of a file truncated
-  // meanwhile into an error (MappedFile::guardedRead; `read` must own nothing it would leak).
+  // The parameter file the weights live in (schema 1.5), as recorded and as opened; nullopt and
+  // nullptr when they live in the artifact.
+  std::optional<ParameterFileRecordView> parameterFileRecord() const { return parameterRecord_; }
+  const ParameterFileReader *parameterFile() const { return parameterFile_.get(); }
+
+  // Runs `read`, which reads views of this artifact (its weights too, wherever they live),
+  // turning the SIGBUS of a file truncated meanwhile into an error (MappedFile::guardedRead;
+  // `read` must own nothing it would leak).
   Status guardedRead(const std::function<void()> &read) const;
 
   // Whether dlmc recorded integrity hashes (schema 1.4 and later).
-  bool hasIntegrityHashes() const { return metadataHash_.has_value(); }
+  bool hasIntegrityHashes() const { return container_.hasIntegrityHashes(); }
   // Recomputes the hashes dlmc recorded, the metadata's and every weight's (reading every byte of
-  // the file). Errors name each damaged section and where it lies ("artifact 'm.dlm': damaged:
-  // weight 'layers.0.q' (bytes 4096 to 36864) hashes to 0x..., dlmc recorded 0x..."); an
-  // artifact written before schema 1.4 has nothing to check, which is an error saying so.
+  // the file, and of the parameter file). Errors name each damaged section and where it lies
+  // ("artifact 'm.dlm': damaged: weight 'layers.0.q' (bytes 4096 to 36864) hashes to 0x..., dlmc
+  // recorded 0x..."; "artifact 'm.dlm': parameter file 'm.dlmp': damaged: ..."); an artifact
+  // written before schema 1.4 has nothing to check, which is an error saying so.
   Status verifyIntegrity() const;
 
 private:
@@ -90,8 +101,10 @@ private:
   ArtifactReader() = default;
 
   std::string path_;
-  MappedFile file_;
-  SchemaVersion schemaVersion_;
+  MappedContainer container_;
+  std::optional<ParameterFileRecordView> parameterRecord_;
+  // Null when the weights live in the artifact.
+  std::unique_ptr<ParameterFileReader> parameterFile_;
   std::string_view producer_;
   ModelConfig config_;
   std::string_view tokenizerJson_;
@@ -100,16 +113,10 @@ private:
   DecodingProgram program_;
   std::vector<DecodingProgram> decodePrograms_;
   std::vector<KernelTarget> kernelTargets_;
-  std::vector<WeightView> weights_;
-  // Keys point into the mapping.
-  std::unordered_map<std::string_view, size_t> weightIndex_;
-  // The recorded metadata hash, the metadata's size and where the hash itself is stored.
-  struct MetadataHash {
-    uint64_t recorded = 0;
-    uint64_t size = 0;
-    uint64_t fieldOffset = 0;
-  };
-  std::optional<MetadataHash> metadataHash_;
+  // With a parameter file: the artifact's weights, its views, in the artifact's order.
+  std::vector<WeightView> externalWeights_;
+  // Keys point into the mappings.
+  std::unordered_map<std::string_view, size_t> externalIndex_;
 };
 
 } // namespace dlm::artifact

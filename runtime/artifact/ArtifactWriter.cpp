@@ -1,29 +1,13 @@
 #include "runtime/artifact/ArtifactWriter.h"
 
-#include "runtime/artifact/ArtifactHash.h"
-
 #include <algorithm>
-#include <atomic>
-#include <cassert>
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <limits>
 #include <set>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace dlm::artifact {
 namespace {
 
 constexpr uint64_t kUint64Max = std::numeric_limits<uint64_t>::max();
-// The flatbuffer, its size prefix and slack for our estimate's error must stay under the 2 GiB
-// flatbuffers can address; past it the builder aborts (or, with NDEBUG, emits garbage).
-constexpr uint64_t kMaxMetadataBytes = FLATBUFFERS_MAX_BUFFER_SIZE - (uint64_t{1} << 24);
-
-uint64_t alignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
 
 uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > kUint64Max - b ? kUint64Max : a + b; }
 
@@ -53,22 +37,6 @@ Status checkKernels(const std::vector<KernelTarget> &targets) {
         return Status::error(item + " has a cubin size but no data");
       DLM_RETURN_IF_ERROR(checkAttributes(kernel.parameters, item));
     }
-  }
-  return Status::ok();
-}
-
-Status checkWeights(const std::vector<WeightSource> &weights) {
-  std::set<std::string_view> names;
-  for (const WeightSource &weight : weights) {
-    if (weight.name.empty())
-      return Status::error("a weight has an empty name");
-    if (!names.insert(weight.name).second)
-      return Status::error("weight '" + weight.name + "' appears twice");
-    DLM_RETURN_IF_ERROR(
-        checkWeightByteSize(weight.name, weight.dtype, ShapeView(weight.shape), weight.size));
-    if (weight.size && !weight.data)
-      return Status::error("weight '" + weight.name + "' has " + std::to_string(weight.size) +
-                           " bytes but no data");
   }
   return Status::ok();
 }
@@ -110,17 +78,15 @@ Status checkContents(const ArtifactContents &contents) {
   DLM_RETURN_IF_ERROR(checkAttributes(contents.program.knobs, "the decoding program"));
   DLM_RETURN_IF_ERROR(checkDecodePrograms(contents.decodePrograms));
   DLM_RETURN_IF_ERROR(checkKernels(contents.kernelTargets));
-  return checkWeights(contents.weights);
+  return checkWeightSources(contents.weights);
 }
 
 // An upper bound on the flatbuffer's size, computed before building it, because the builder
 // cannot report running out of its 2 GiB: it asserts.
 uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
-  // Per item: length prefix, terminator, alignment padding, vtable and table fields.
-  constexpr uint64_t kItemOverhead = 256;
   uint64_t total = 4096;
   auto add = [&](uint64_t bytes) {
-    total = saturatingAdd(total, saturatingAdd(bytes, kItemOverhead));
+    total = saturatingAdd(total, saturatingAdd(bytes, kMetadataItemOverhead));
   };
   auto addAttributes = [&](const Attributes &attributes) {
     for (const auto &[key, value] : attributes) {
@@ -159,9 +125,7 @@ uint64_t estimateMetadataBytes(const ArtifactContents &contents) {
       addAttributes(kernel.parameters);
     }
   }
-  for (const WeightSource &weight : contents.weights)
-    add(weight.name.size() + 8 * weight.shape.size());
-  return total;
+  return saturatingAdd(total, estimateWeightIndexBytes(contents.weights));
 }
 
 // ---- Building the flatbuffer -----------------------------------------------------------------
@@ -252,18 +216,22 @@ createDecodingProgram(flatbuffers::FlatBufferBuilder &builder, const DecodingPro
   return fb::CreateDecodingProgram(builder, policy, knobs, mlir, builder.CreateVector(ops));
 }
 
-// Builds the size-prefixed flatbuffer for `contents` with weights at `weightOffsets` (relative to
-// the weight section) and the section's start at `weightSectionStart`, the first 64-byte boundary
-// after the buffer; that depends on the buffer's size, so it is patched in after finishing.
-void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactContents &contents,
-                   const std::vector<uint64_t> &weightOffsets, uint64_t weightSectionSize,
-                   uint64_t &weightSectionStart) {
-  // Every scalar is stored even when it equals its default, so the section start can be patched
-  // in place (and tests can damage any field without rebuilding the buffer).
-  builder.ForceDefaults(true);
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::KernelTarget>>>
+createKernelTargets(flatbuffers::FlatBufferBuilder &builder,
+                    const std::vector<KernelTarget> &kernelTargets) {
+  std::vector<flatbuffers::Offset<fb::KernelTarget>> targets;
+  for (const KernelTarget &target : kernelTargets) {
+    std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+    for (const Kernel &kernel : target.kernels)
+      kernels.push_back(createKernel(builder, kernel));
+    targets.push_back(fb::CreateKernelTarget(builder, createString(builder, target.target),
+                                             builder.CreateVector(kernels)));
+  }
+  return builder.CreateVector(targets);
+}
 
-  auto producer = createString(builder, contents.producer);
-  auto config = createConfig(builder, contents.config);
+flatbuffers::Offset<fb::Tokenizer> createTokenizer(flatbuffers::FlatBufferBuilder &builder,
+                                                   const ArtifactContents &contents) {
   auto tokenizerJson = createString(builder, contents.tokenizerJson);
   flatbuffers::Offset<flatbuffers::String> chatTemplate;
   if (contents.chatTemplate)
@@ -271,180 +239,96 @@ void buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactConten
   AttributeVector specialTokens;
   if (!contents.chatSpecialTokens.empty())
     specialTokens = createAttributes(builder, contents.chatSpecialTokens);
-  auto tokenizer = fb::CreateTokenizer(builder, tokenizerJson, chatTemplate, specialTokens);
+  return fb::CreateTokenizer(builder, tokenizerJson, chatTemplate, specialTokens);
+}
+
+// Where the weights are: their placements, the artifact's own weight section size and, when they
+// live in a parameter file, its record.
+struct WeightLocation {
+  const std::vector<WeightPlacement> *placements = nullptr;
+  uint64_t sectionSize = 0;
+  const ParameterFileReference *parameters = nullptr;
+};
+
+// Builds the size-prefixed flatbuffer for `contents` and seals it (sealMetadata: the weight
+// section's start depends on the buffer's size, so it is patched in after finishing, then the
+// hash). Returns the section's start.
+uint64_t buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactContents &contents,
+                       const WeightLocation &location) {
+  // Every scalar is stored even when it equals its default, so the section start can be patched
+  // in place (and tests can damage any field without rebuilding the buffer).
+  builder.ForceDefaults(true);
+
+  auto producer = createString(builder, contents.producer);
+  auto config = createConfig(builder, contents.config);
+  auto tokenizer = createTokenizer(builder, contents);
   auto program = createDecodingProgram(builder, contents.program);
   std::vector<flatbuffers::Offset<fb::DecodingProgram>> decodeProgramList;
   for (const DecodingProgram &decodeProgram : contents.decodePrograms)
     decodeProgramList.push_back(createDecodingProgram(builder, decodeProgram));
   auto decodePrograms = builder.CreateVector(decodeProgramList);
-
-  std::vector<flatbuffers::Offset<fb::KernelTarget>> targets;
-  for (const KernelTarget &target : contents.kernelTargets) {
-    std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
-    for (const Kernel &kernel : target.kernels)
-      kernels.push_back(createKernel(builder, kernel));
-    targets.push_back(fb::CreateKernelTarget(builder, createString(builder, target.target),
-                                             builder.CreateVector(kernels)));
-  }
-  auto kernelTargets = builder.CreateVector(targets);
-
-  std::vector<flatbuffers::Offset<fb::Weight>> weights;
-  for (size_t i = 0; i < contents.weights.size(); ++i) {
-    const WeightSource &weight = contents.weights[i];
-    auto name = createString(builder, weight.name);
-    auto shape = builder.CreateVector(weight.shape);
-    const uint64_t contentHash = hashBytes(weight.data, static_cast<size_t>(weight.size));
-    weights.push_back(fb::CreateWeight(builder, name, weight.dtype, shape, weightOffsets[i],
-                                       weight.size, contentHash));
-  }
-  auto weightVector = builder.CreateVector(weights);
+  auto kernelTargets = createKernelTargets(builder, contents.kernelTargets);
+  auto weights = createWeightIndex(builder, contents.weights, *location.placements);
+  flatbuffers::Offset<fb::ExternalParameters> parameters;
+  if (location.parameters)
+    parameters = fb::CreateExternalParameters(builder,
+                                              createString(builder, location.parameters->path),
+                                              location.parameters->weightSectionSize,
+                                              location.parameters->metadataHash);
 
   const fb::SchemaVersion version(kSchemaMajor, kSchemaMinor);
-  auto root =
-      fb::CreateArtifact(builder, &version, producer, config, tokenizer, program, kernelTargets,
-                         weightVector, /*weight_section_offset=*/0, weightSectionSize,
-                         decodePrograms);
+  auto root = fb::CreateArtifact(builder, &version, producer, config, tokenizer, program,
+                                 kernelTargets, weights, /*weight_section_offset=*/0,
+                                 location.sectionSize, decodePrograms, /*metadata_hash=*/0,
+                                 parameters);
   fb::FinishSizePrefixedArtifactBuffer(builder, root);
-
-  weightSectionStart = alignUp(builder.GetSize(), kWeightAlignment);
-  fb::Artifact *artifact = fb::GetMutableSizePrefixedArtifact(builder.GetBufferPointer());
-  bool patched = artifact->mutate_weight_section_offset(weightSectionStart);
-  // The hash covers everything else in the buffer, the section offset included.
-  const uint8_t *hashField = reinterpret_cast<const flatbuffers::Table *>(artifact)->GetAddressOf(
-      fb::Artifact::VT_METADATA_HASH);
-  patched = patched && hashField &&
-            artifact->mutate_metadata_hash(
-                hashMetadata(builder.GetBufferPointer(), builder.GetSize(),
-                             static_cast<size_t>(hashField - builder.GetBufferPointer())));
-  (void)patched;
-  assert(patched && "ForceDefaults stores the fields, so they can be patched");
+  return sealMetadata(builder, kArtifactContainer);
 }
 
-// ---- Writing the file ------------------------------------------------------------------------
-
-std::string systemError(const std::string &what) { return what + ": " + std::strerror(errno); }
-
-// A file created next to its destination, renamed over it by commit(); removed if destroyed
-// before that.
-class TemporaryFile {
-public:
-  explicit TemporaryFile(std::string destination) : destination_(std::move(destination)) {}
-  TemporaryFile(const TemporaryFile &) = delete;
-  TemporaryFile &operator=(const TemporaryFile &) = delete;
-  ~TemporaryFile() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    if (!path_.empty())
-      ::unlink(path_.c_str());
-  }
-
-  Status create() {
-    // Same directory as the destination, so the final rename cannot cross file systems.
-    static std::atomic<unsigned> counter{0};
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      std::string candidate =
-          destination_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      // 0666 and the process umask: the permissions any newly created file would get.
-      fd_ = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) {
-        path_ = std::move(candidate);
-        return Status::ok();
-      }
-      if (errno != EEXIST)
-        return Status::error(systemError("cannot create temporary file '" + candidate + "'"));
-    }
-    return Status::error("cannot create a temporary file next to it: too many name collisions");
-  }
-
-  Status write(const void *data, uint64_t size, const std::string &what) {
-    const auto *bytes = static_cast<const uint8_t *>(data);
-    while (size > 0) {
-      // Linux writes at most ~2 GiB per call anyway; a bound keeps the count in ssize_t.
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30));
-      const ssize_t written = ::write(fd_, bytes, chunk);
-      if (written < 0) {
-        if (errno == EINTR)
-          continue;
-        return Status::error(systemError("cannot write " + what + " to '" + path_ + "'"));
-      }
-      bytes += written;
-      size -= static_cast<uint64_t>(written);
-    }
-    return Status::ok();
-  }
-
-  Status writeZeros(uint64_t count) {
-    static const uint8_t zeros[kWeightAlignment] = {};
-    assert(count < kWeightAlignment);
-    return write(zeros, count, "padding");
-  }
-
-  Status commit() {
-    if (::fsync(fd_) != 0)
-      return Status::error(systemError("cannot sync '" + path_ + "'"));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0)
-      return Status::error(systemError("cannot close '" + path_ + "'"));
-    if (::rename(path_.c_str(), destination_.c_str()) != 0)
-      return Status::error(systemError("cannot rename '" + path_ + "' to '" + destination_ + "'"));
-    path_.clear();
-    return Status::ok();
-  }
-
-private:
-  std::string destination_;
-  std::string path_;
-  int fd_ = -1;
-};
-
-Status writeFile(const std::string &path, const ArtifactContents &contents) {
-  DLM_RETURN_IF_ERROR(checkContents(contents));
+// Writes the metadata and the `embedded` weights (all of them, or none when they live in a
+// parameter file).
+Status writeFile(const std::string &path, const ArtifactContents &contents,
+                 const WeightLocation &location, const std::vector<WeightSource> &embedded) {
   const uint64_t metadataEstimate = estimateMetadataBytes(contents);
-  if (metadataEstimate > kMaxMetadataBytes)
-    return Status::error(
-        "metadata (config, tokenizer, program, kernels, weight index) needs about " +
-        std::to_string(metadataEstimate) + " bytes, more than the " +
-        std::to_string(kMaxMetadataBytes) +
-        " a flatbuffer can hold; weights are stored outside it");
-
-  std::vector<uint64_t> weightOffsets;
-  weightOffsets.reserve(contents.weights.size());
-  uint64_t weightSectionSize = 0;
-  for (const WeightSource &weight : contents.weights) {
-    const uint64_t offset = alignUp(weightSectionSize, kWeightAlignment);
-    if (offset < weightSectionSize || weight.size > kUint64Max - offset)
-      return Status::error("weights add up to more than 2^64 bytes at weight '" + weight.name +
-                           "'");
-    weightOffsets.push_back(offset);
-    weightSectionSize = offset + weight.size;
-  }
-
+  DLM_RETURN_IF_ERROR(checkMetadataEstimate(metadataEstimate));
   flatbuffers::FlatBufferBuilder builder(
       static_cast<size_t>(std::min<uint64_t>(metadataEstimate, uint64_t{64} << 20)));
-  uint64_t weightSectionStart = 0;
-  buildMetadata(builder, contents, weightOffsets, weightSectionSize, weightSectionStart);
+  const uint64_t sectionStart = buildMetadata(builder, contents, location);
+  const std::vector<WeightPlacement> none;
+  return writeContainerFile(path, builder, sectionStart, embedded,
+                            embedded.empty() ? none : *location.placements);
+}
 
-  TemporaryFile file(path);
-  DLM_RETURN_IF_ERROR(file.create());
-  DLM_RETURN_IF_ERROR(file.write(builder.GetBufferPointer(), builder.GetSize(), "metadata"));
-  uint64_t position = builder.GetSize();
-  DLM_RETURN_IF_ERROR(file.writeZeros(weightSectionStart - position));
-  position = weightSectionStart;
-  for (size_t i = 0; i < contents.weights.size(); ++i) {
-    const WeightSource &weight = contents.weights[i];
-    const uint64_t start = weightSectionStart + weightOffsets[i];
-    DLM_RETURN_IF_ERROR(file.writeZeros(start - position));
-    DLM_RETURN_IF_ERROR(file.write(weight.data, weight.size, "weight '" + weight.name + "'"));
-    position = start + weight.size;
-  }
-  return file.commit();
+Status writeEmbedded(const std::string &path, const ArtifactContents &contents) {
+  DLM_RETURN_IF_ERROR(checkContents(contents));
+  StatusOr<WeightLayout> layout = layOutWeights(contents.weights);
+  if (!layout)
+    return layout.status();
+  return writeFile(path, contents, {&layout->placements, layout->sectionSize, nullptr},
+                   contents.weights);
+}
+
+Status writeReferencing(const std::string &path, const ArtifactContents &contents,
+                        const ParameterFileReference &parameters) {
+  DLM_RETURN_IF_ERROR(checkContents(contents));
+  if (parameters.path.empty())
+    return Status::error("the parameter file has an empty path");
+  if (parameters.placements.size() != contents.weights.size())
+    return Status::error("the parameter file places " +
+                         std::to_string(parameters.placements.size()) + " weights but there are " +
+                         std::to_string(contents.weights.size()));
+  return writeFile(path, contents, {&parameters.placements, 0, &parameters}, {});
 }
 
 } // namespace
 
 Status writeArtifact(const std::string &path, const ArtifactContents &contents) {
-  return writeFile(path, contents).withContext("artifact '" + path + "'");
+  return writeEmbedded(path, contents).withContext("artifact '" + path + "'");
+}
+
+Status writeArtifact(const std::string &path, const ArtifactContents &contents,
+                     const ParameterFileReference &parameters) {
+  return writeReferencing(path, contents, parameters).withContext("artifact '" + path + "'");
 }
 
 } // namespace dlm::artifact

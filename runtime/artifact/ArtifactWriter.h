@@ -1,7 +1,9 @@
-// Writes a dlm artifact (layout: runtime/schema/artifact.fbs). Used by the dlmc compiler.
+// Writes a dlm artifact (layout: runtime/schema/artifact.fbs), its weights inside it or in a
+// parameter file. Used by the dlmc compiler.
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "runtime/artifact/ContainerWriter.h"
 
 #include <optional>
 #include <string>
@@ -9,18 +11,6 @@
 #include <vector>
 
 namespace dlm::artifact {
-
-// A weight whose bytes are already in memory, typically in an mmapped safetensors file. The
-// writer streams them straight to the artifact, so they are never copied into a second buffer.
-struct WeightSource {
-  std::string name;
-  DType dtype = DType::invalid;
-  std::vector<int64_t> shape;
-  // Must stay valid until writeArtifact returns; may be null when size is 0.
-  const void *data = nullptr;
-  // Must equal product(shape) * dtypeSize(dtype).
-  uint64_t size = 0;
-};
 
 // Everything an artifact holds. Views (tokenizer, MLIR, cubins, PTX, weight bytes) must stay
 // valid until writeArtifact returns.
@@ -42,11 +32,29 @@ struct ArtifactContents {
   std::vector<WeightSource> weights;
 };
 
+// Schema 1.5: the parameter file an artifact's weights live in (ParameterFileWriter.h writes it,
+// ExternalParameters.h decides whether to).
+struct ParameterFileReference {
+  // As the artifact records it: relative to the artifact's directory, or absolute
+  // (ParameterFilePath.h).
+  std::string path;
+  // The parameter file's weight section size and metadata hash.
+  uint64_t weightSectionSize = 0;
+  uint64_t metadataHash = 0;
+  // Where each of ArtifactContents::weights lies in the parameter file, in the same order.
+  std::vector<WeightPlacement> placements;
+};
+
 // Checks `contents` (unique non-empty names, weight sizes matching shape x dtype, metadata within
 // the 2 GiB flatbuffer limit), then writes the artifact to a temporary file next to `path` and
 // renames it over `path` once it is complete and synced, so a failure never leaves a partial
 // artifact at `path` (an existing file there stays as it was). Errors name the file, the item
 // and, for I/O errors, the system's reason.
 Status writeArtifact(const std::string &path, const ArtifactContents &contents);
+
+// The same, but with the weights' descriptors only: their bytes are in `parameters`' file, and
+// the artifact's weight section is empty.
+Status writeArtifact(const std::string &path, const ArtifactContents &contents,
+                     const ParameterFileReference &parameters);
 
 } // namespace dlm::artifact

@@ -15,6 +15,10 @@ struct CompileCommand {
   pipeline::CompileOptions options;
   std::string output;
   std::string emit; // "artifact", "dlm", "kernels", "decode" or "cuda"
+  // "embedded": the weights in the artifact; "external": in a parameter file, `parameterFile`
+  // (empty: the output with its extension replaced by .dlmp).
+  std::string parameters = "embedded";
+  std::string parameterFile;
 };
 int runCompile(const CompileCommand &command);
 

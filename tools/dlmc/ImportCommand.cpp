@@ -6,12 +6,39 @@
 #include "importer/model/Checkpoint.h"
 #include "importer/onnx/OnnxImport.h"
 #include "runtime/artifact/ArtifactWriter.h"
+#include "runtime/artifact/ExternalParameters.h"
+#include "runtime/artifact/ParameterFilePath.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace dlm::dlmc {
+namespace {
+
+// --parameters external: the artifact and its parameter file, saying what became of the latter.
+Status writeWithParameterFile(const CompileCommand &command,
+                              const artifact::ArtifactContents &contents) {
+  const std::string parameterPath = command.parameterFile.empty()
+                                        ? artifact::defaultParameterFilePath(command.output)
+                                        : command.parameterFile;
+  StatusOr<artifact::ParameterFileOutcome> outcome =
+      artifact::writeArtifactWithParameterFile(command.output, parameterPath, contents);
+  if (!outcome)
+    return outcome.status();
+  llvm::raw_ostream &os = llvm::outs();
+  os << "dlmc compile: parameter file " << parameterPath;
+  if (!outcome->written)
+    os << " already holds these " << outcome->weightCount << " weights: not rewritten\n";
+  else if (!outcome->rewriteReason.empty())
+    os << " did not hold these weights (" << outcome->rewriteReason << "): rewritten, "
+       << outcome->weightCount << " weights, " << outcome->fileSize << " bytes\n";
+  else
+    os << ": wrote " << outcome->weightCount << " weights, " << outcome->fileSize << " bytes\n";
+  return Status::ok();
+}
+
+} // namespace
 
 int runImport(const std::string &checkpointDir, const std::string &emit) {
   if (importer::onnx::isOnnxModelPath(checkpointDir))
@@ -50,6 +77,12 @@ int runCompile(const CompileCommand &command) {
     return fail("give the artifact path with -o");
   if (emit == "cuda" && command.options.target == "cpu")
     return fail("--emit=cuda needs --target cuda or all");
+  if (command.parameters != "embedded" && command.parameters != "external")
+    return fail("unknown --parameters " + command.parameters + " (expected embedded or external)");
+  if (!command.parameterFile.empty() && command.parameters != "external")
+    return fail("--parameter-file needs --parameters external");
+  if (command.parameters == "external" && emit != "artifact")
+    return fail("--parameters external writes an artifact (-o); --emit=" + emit + " writes none");
 
   StatusOr<std::unique_ptr<pipeline::Compilation>> compiled =
       pipeline::Compilation::run(command.options);
@@ -78,7 +111,9 @@ int runCompile(const CompileCommand &command) {
       llvm::outs() << kernel.source << "\n";
     return 0;
   }
-  Status written = artifact::writeArtifact(command.output, contents);
+  Status written = command.parameters == "external"
+                       ? writeWithParameterFile(command, contents)
+                       : artifact::writeArtifact(command.output, contents);
   if (!written.isOk())
     return fail(written.message());
   llvm::outs() << "dlmc compile: wrote " << command.output << "; " << compilation.weightReport()

@@ -1,8 +1,10 @@
-// dlmc inspect: what an artifact holds — config, policy and knobs, weights, kernels per target.
+// dlmc inspect: what an artifact holds — config, policy and knobs, weights (and where they live),
+// kernels per target — or what a parameter file holds.
 #include "tools/dlmc/Commands.h"
 #include "tools/dlmc/RecordListing.h"
 
 #include "runtime/artifact/ArtifactReader.h"
+#include "runtime/artifact/ParameterFileReader.h"
 #include "runtime/model/KernelProgram.h"
 
 #include "llvm/Support/Format.h"
@@ -34,9 +36,79 @@ void printAttributes(llvm::raw_ostream &os, const artifact::Attributes &attribut
   }
 }
 
+// "  name  dtype [shape]  @offset" per weight (the offset in the file that holds it).
+void printWeightList(llvm::raw_ostream &os, const std::vector<artifact::WeightView> &weights) {
+  for (const artifact::WeightView &w : weights)
+    os << "  " << w.name << "  " << artifact::dtypeName(w.dtype) << " " << w.shape.toString()
+       << "  @" << w.fileOffset << "\n";
+}
+
+uint64_t totalBytes(const std::vector<artifact::WeightView> &weights) {
+  uint64_t bytes = 0;
+  for (const artifact::WeightView &w : weights)
+    bytes += w.size;
+  return bytes;
+}
+
+// Where an artifact's weights live: in it, or in the parameter file it names (and whether that is
+// still the file dlmc compiled against, or one rewritten since that holds the same weights).
+void printWeightLocation(llvm::raw_ostream &os, const artifact::ArtifactReader &reader) {
+  os << "weights: " << reader.weights().size() << " tensors, " << totalBytes(reader.weights())
+     << " bytes, ";
+  const artifact::ParameterFileReader *file = reader.parameterFile();
+  if (!file) {
+    os << "embedded\n";
+    return;
+  }
+  const artifact::ParameterFileRecordView record = *reader.parameterFileRecord();
+  os << "in parameter file " << file->path() << " (" << file->fileSize() << " bytes, recorded as '"
+     << record.path << "')\n";
+  if (file->metadataHash() == record.metadataHash)
+    os << "  the parameter file dlmc compiled this artifact against\n";
+  else
+    os << "  rewritten since this artifact was compiled (metadata hash "
+       << artifact::hexHash(file->metadataHash()) << ", dlmc recorded "
+       << artifact::hexHash(record.metadataHash) << "); it holds the same weights\n";
+}
+
+int inspectParameterFile(const std::string &path, bool verify) {
+  auto file = artifact::ParameterFileReader::open(path);
+  if (!file) {
+    llvm::errs() << "dlmc inspect: " << file.status().message() << "\n";
+    return 1;
+  }
+  if (verify) {
+    if (Status verified = file->verifyIntegrity(); !verified) {
+      llvm::errs() << "dlmc inspect: " << verified.message() << "\n";
+      return 1;
+    }
+    llvm::outs() << "integrity: the metadata and " << file->weights().size()
+                 << " weights match the XXH3-64 hashes dlmc recorded\n";
+  }
+  llvm::raw_ostream &os = llvm::outs();
+  os << "parameter file " << path << " (" << file->fileSize() << " bytes, schema "
+     << file->schemaVersion().major << "." << file->schemaVersion().minor << ", by "
+     << file->producer() << ")\n";
+  os << "weights: " << file->weights().size() << " tensors, " << totalBytes(file->weights())
+     << " bytes\n";
+  printWeightList(os, file->weights());
+  return 0;
+}
+
+// What --verify checked, in one line.
+void printIntegrity(llvm::raw_ostream &os, const artifact::ArtifactReader &reader) {
+  os << "integrity: the metadata and " << reader.weights().size() << " weights";
+  if (const artifact::ParameterFileReader *file = reader.parameterFile())
+    os << " (in parameter file " << file->path() << ", its metadata and "
+       << file->weights().size() << " weights)";
+  os << " match the XXH3-64 hashes dlmc recorded\n";
+}
+
 } // namespace
 
 int runInspect(const std::string &artifactPath, bool verify) {
+  if (artifact::hasParameterFileIdentifier(artifactPath))
+    return inspectParameterFile(artifactPath, verify);
   auto reader = artifact::ArtifactReader::open(artifactPath);
   if (!reader) {
     llvm::errs() << "dlmc inspect: " << reader.status().message() << "\n";
@@ -48,8 +120,7 @@ int runInspect(const std::string &artifactPath, bool verify) {
       llvm::errs() << "dlmc inspect: " << verified.message() << "\n";
       return 1;
     }
-    llvm::outs() << "integrity: the metadata and " << reader->weights().size()
-                 << " weights match the XXH3-64 hashes dlmc recorded\n";
+    printIntegrity(llvm::outs(), *reader);
   }
   llvm::raw_ostream &os = llvm::outs();
   const artifact::ModelConfig &c = reader->config();
@@ -79,13 +150,8 @@ int runInspect(const std::string &artifactPath, bool verify) {
   printAttributes(os, reader->program().knobs);
   os << "program: " << reader->program().mlir.size() << " bytes of dlm IR\n";
   printDecodeProgramSummary(os, reader->decodePrograms());
-  uint64_t weightBytes = 0;
-  for (const artifact::WeightView &w : reader->weights())
-    weightBytes += w.size;
-  os << "weights: " << reader->weights().size() << " tensors, " << weightBytes << " bytes\n";
-  for (const artifact::WeightView &w : reader->weights())
-    os << "  " << w.name << "  " << artifact::dtypeName(w.dtype) << " " << w.shape.toString()
-       << "  @" << w.fileOffset << "\n";
+  printWeightLocation(os, *reader);
+  printWeightList(os, reader->weights());
   if (reader->kernelTargets().empty())
     os << "kernels: none (the cpu backend needs the cpu records: recompile with dlmc compile)\n";
   for (const artifact::KernelTarget &target : reader->kernelTargets()) {

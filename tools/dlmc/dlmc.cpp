@@ -1,7 +1,8 @@
 // dlmc: the dlm compiler driver.
 //   dlmc import <checkpoint> [--emit=dlm]        print the model as dlm IR
 //   dlmc compile <checkpoint> -o model.dlm ...   write an artifact
-//   dlmc inspect model.dlm [--verify]            list an artifact's contents (and check it)
+//   dlmc inspect model.dlm [--verify]            list an artifact's contents (and check it), or
+//                                                a parameter file's
 #include "tools/dlmc/Commands.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -24,7 +25,8 @@ int main(int argc, char **argv) {
       "are unrolled --unroll guarded steps per iteration (the cuda backend's device loop "
       "captures that many steps per CUDA graph). Shapes are not specialised: prompt lengths "
       "vary per request");
-  cl::SubCommand inspectCommand("inspect", "List the contents of a .dlm artifact");
+  cl::SubCommand inspectCommand("inspect",
+                                "List the contents of a .dlm artifact or a .dlmp parameter file");
 
   cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
                                    cl::Required, cl::sub(importCommand));
@@ -38,6 +40,17 @@ int main(int argc, char **argv) {
                                     cl::Required, cl::sub(compileCommand));
   cl::opt<std::string> output("o", cl::desc("Output artifact"), cl::value_desc("model.dlm"),
                               cl::sub(compileCommand));
+  cl::opt<std::string> parameters(
+      "parameters",
+      cl::desc("Where the weights go: embedded (in the artifact, the default) | external (in a "
+               "parameter file the artifact names, left as it is when it already holds these "
+               "weights)"),
+      cl::init("embedded"), cl::sub(compileCommand));
+  cl::opt<std::string> parameterFile(
+      "parameter-file",
+      cl::desc("The parameter file of --parameters external (default: the output with its "
+               "extension replaced by .dlmp)"),
+      cl::value_desc("model.dlmp"), cl::init(""), cl::sub(compileCommand));
   cl::opt<std::string> compileEmit(
       "emit",
       cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
@@ -99,8 +112,8 @@ int main(int argc, char **argv) {
                "loop's steps per CUDA graph, checked for convergence once per graph"),
       cl::init(4), cl::sub(compileCommand));
 
-  cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm>"), cl::Required,
-                                    cl::sub(inspectCommand));
+  cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm | model.dlmp>"),
+                                    cl::Required, cl::sub(inspectCommand));
   cl::opt<bool> inspectVerify(
       "verify",
       cl::desc("Recompute the integrity hashes dlmc recorded (the metadata's and every weight's) "
@@ -119,6 +132,8 @@ int main(int argc, char **argv) {
     dlm::dlmc::CompileCommand command;
     command.output = output;
     command.emit = compileEmit;
+    command.parameters = parameters;
+    command.parameterFile = parameterFile;
     dlm::pipeline::CompileOptions &options = command.options;
     options.checkpoint = compileInput;
     options.target = target;
