@@ -41,7 +41,7 @@ namespace {
 // Baked in by CMake: the compiler that built the emulation, and the include directories the
 // prelude needs (the project's sources, the CUDA toolkit's headers, Boost's).
 constexpr const char *kHostCompiler = DLM_EMU_HOST_COMPILER;
-constexpr const char *kSourceDir = DLM_EMU_SOURCE_DIR;
+constexpr const char *kBuiltSourceDir = DLM_EMU_SOURCE_DIR;
 constexpr const char *kCudaIncludeDir = DLM_EMU_CUDA_INCLUDE_DIR;
 constexpr const char *kBoostIncludeDir = DLM_EMU_BOOST_INCLUDE_DIR;
 // In the checked build (this library under AddressSanitizer) kernels are compiled with it too:
@@ -63,6 +63,17 @@ constexpr const char *kAccessPlugin = DLM_EMU_ACCESS_PLUGIN;
 const char *const kPreludeHeaders[] = {"runtime/cuda/emu/EmuPrelude.h",
                                        "runtime/cuda/emu/EmuDevice.h",
                                        "runtime/cuda/emu/EmuThread.h", "support/Status.h"};
+
+// Where the prelude's headers are: $DLM_EMU_SOURCE_DIR, else the source tree of this build. A
+// kernel cache carried to another machine (the GPU kit, docs/gpu-check.md) carries the headers
+// too: the cache key hashes their contents, so its kernels are found there without a compiler.
+const std::string &sourceDir() {
+  static const std::string dir = [] {
+    const char *override = std::getenv("DLM_EMU_SOURCE_DIR");
+    return std::string(override && *override ? override : kBuiltSourceDir);
+  }();
+  return dir;
+}
 
 // The flags of this process's kernel compiles: the common ones, and the checked run's.
 std::vector<std::string> compileFlags() {
@@ -168,9 +179,10 @@ int runCompiler(const std::vector<std::string> &extra, const std::string &logPat
   std::vector<std::string> arguments = {kHostCompiler};
   for (const std::string &flag : compileFlags())
     arguments.push_back(flag);
-  for (const char *dir : {kSourceDir, kCudaIncludeDir, kBoostIncludeDir})
-    if (*dir)
-      arguments.push_back(std::string("-I") + dir);
+  for (const std::string &dir : {sourceDir(), std::string(kCudaIncludeDir),
+                                 std::string(kBoostIncludeDir)})
+    if (!dir.empty())
+      arguments.push_back("-I" + dir);
   arguments.insert(arguments.end(), extra.begin(), extra.end());
   std::vector<char *> argv;
   for (std::string &argument : arguments)
@@ -201,7 +213,7 @@ Fnv1a toolchainHash() {
   for (const std::string &flag : compileFlags())
     hash.add(flag);
   for (const char *header : kPreludeHeaders)
-    hash.add(readFile(std::string(kSourceDir) + "/" + header));
+    hash.add(readFile(sourceDir() + "/" + header));
   if (accessChecks().any())
     hash.add(readFile(kAccessPlugin));
   return hash;
@@ -221,7 +233,7 @@ std::string preludePch(const std::string &dir, bool rebuild) {
   const std::string temporary = path + uniqueSuffix();
   const std::string logPath = temporary + ".log";
   const int exitStatus = runCompiler(
-      {"-x", "c++-header", "-o", temporary, std::string(kSourceDir) + "/" + kPreludeHeaders[0]},
+      {"-x", "c++-header", "-o", temporary, sourceDir() + "/" + kPreludeHeaders[0]},
       logPath);
   unlink(logPath.c_str());
   if (exitStatus != 0 || rename(temporary.c_str(), path.c_str()) != 0) {

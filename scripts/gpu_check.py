@@ -1,0 +1,390 @@
+"""scripts/gpu-check: proves and times dlm's CUDA path from a GPU kit (scripts/gpu-kit), in one
+command, on a machine that has nothing of dlm's build: the parts below in order, each in its own
+time box, the summary (gpu-check.md and gpu-check.json in --out) rewritten as each part ends, so
+that a slow part cannot lose the others. docs/gpu-check.md says what each part runs and how to
+read the summary.
+
+    scripts/gpu-check [--kit gpu-kit] [--out gpu-check-out] [--budget SECONDS] [--emulated]
+                      [--parts environment,suites,models,sanitizer,rates,profile,real-size]
+                      [--cases LABEL,LABEL]
+
+--emulated runs the same parts against the emulated device (cuda-emu) with the kit's compiled
+kernel cache: what CI runs so that the kit never rots. --parts and --cases narrow a rerun to some
+parts and some tiny-model cases. A packed kit (KIT.json + kit.tar.xz, as scripts/gpu-kit writes
+it) is unpacked into a scratch folder first. Exit status: 0 when every part that ran passed, 1
+otherwise.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "runtime", "e2e"))
+
+import device_cases  # noqa: E402
+
+# The kit's test binaries that mean something on a real GPU and need nothing of the build tree:
+# the driver's own checks (a real device: DlmCudaGpuTests; the driver table: DlmCudaDriverTests)
+# and NVRTC compiling every generated kernel for sm_80 and sm_90 with the machine's toolkit.
+PACKED_KIT = "kit.tar.xz"
+SUITES = ["DlmCudaGpuTests", "DlmCudaDriverTests", "DlmCudaNvrtcTests"]
+# One generation per kernel family under compute-sanitizer: (case label, what it covers).
+SANITIZER_CASES = [
+    ("llada greedy_prefix", "attention (prefix cache), rms_norm, rope, kv_store, sampler, GEMMs"),
+    ("dream loop_entropy_bound", "the device block loop: entropy-bound accept, renoise"),
+    ("llada loop_threshold", "the device block loop: threshold accept"),
+    ("qwen3_int8 greedy", "widen_weight (8-bit weights)"),
+    ("demo_fp8 fp8_gemm", "quantize_rows and the FP8 GEMM"),
+    ("tiny_bf16 default", "DiffusionGemma: moe, soft_embedding, sliding window"),
+]
+SANITIZER_TOOLS = ["memcheck", "racecheck", "initcheck", "synccheck"]
+# Cases dlm-prof profiles for per-kernel shares.
+PROFILE_CASES = ["llada greedy_prefix", "tiny_bf16 default"]
+
+
+class Summary:
+    """The summary as it grows: one entry per part, written out (markdown and JSON) after each."""
+
+    def __init__(self, out, header):
+        self.out, self.header, self.parts = out, header, []
+        os.makedirs(out, exist_ok=True)
+        self.log = open(os.path.join(out, "gpu-check.log"), "w")
+
+    def note(self, text):
+        print(text, flush=True)
+        self.log.write(text + "\n")
+        self.log.flush()
+
+    def add(self, part):
+        self.parts.append(part)
+        self.write()
+
+    def passed(self):
+        return all(p["status"] in ("ok", "skipped") for p in self.parts)
+
+    def write(self):
+        with open(os.path.join(self.out, "gpu-check.json"), "w") as f:
+            json.dump({"header": self.header, "parts": self.parts, "passed": self.passed()}, f,
+                      indent=1)
+        lines = ["# dlm gpu-check", ""]
+        lines += [f"- {k}: {v}" for k, v in self.header.items()]
+        for part in self.parts:
+            lines += ["", f"## {part['name']}: {part['status']} ({part['seconds']:.0f} s)", ""]
+            lines += part["lines"]
+        lines += ["", f"**{'passed' if self.passed() else 'FAILED'}**", ""]
+        with open(os.path.join(self.out, "gpu-check.md"), "w") as f:
+            f.write("\n".join(lines))
+
+
+def run(cmd, timeout, env=None, cwd=None):
+    """(exit status, stdout + stderr); 124 with what was printed when it ran out of time."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              cwd=cwd)
+        return proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        return 124, out.decode(errors="replace") if isinstance(out, bytes) else out
+    except OSError as e:
+        return 127, str(e)
+
+
+def command_text(cmd):
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.start = time.monotonic()
+        self.scratch = tempfile.mkdtemp(prefix="dlm-gpu-check-")
+        self.kit = self.unpacked(os.path.abspath(args.kit))
+        self.device = "cuda-emu" if args.emulated else "cuda"
+        self.dlm_run = os.path.join(self.kit, "bin", "dlm-run")
+        self.cases_dir = os.path.join(self.kit, "cases")
+        self.env = self.kit_environment()
+        self.note = print  # the summary's log once there is one
+
+    def unpacked(self, kit):
+        """The kit's folder: `kit` itself, or where its kit.tar.xz is unpacked."""
+        packed = os.path.join(kit, PACKED_KIT)
+        if not os.path.exists(packed):
+            return kit
+        target = os.path.join(self.scratch, "kit")
+        with tarfile.open(packed) as archive:
+            archive.extractall(target)
+        return target
+
+    def kit_environment(self):
+        """The kit's libraries first, then the CUDA toolkit's (NVRTC, cuBLASLt) and the driver's;
+        on the emulated device the kit's kernel cache and prelude headers (no compiler needed)."""
+        env = dict(os.environ)
+        paths = [os.path.join(self.kit, "lib")]
+        for toolkit in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+                        "/usr/local/nvidia/lib64"):
+            if os.path.isdir(toolkit):
+                paths.append(toolkit)
+        if env.get("LD_LIBRARY_PATH"):
+            paths.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = ":".join(paths)
+        if self.args.emulated:
+            env["DLM_EMU_CACHE_DIR"] = os.path.join(self.kit, "emu", "cache")
+            env["DLM_EMU_SOURCE_DIR"] = os.path.join(self.kit, "emu", "source")
+        return env
+
+    def left(self):
+        return self.args.budget - (time.monotonic() - self.start)
+
+    def box(self, share):
+        """A part's time box: `share` of the budget, never more than what is left."""
+        return max(0.0, min(self.args.budget * share, self.left()))
+
+    # --- parts ----------------------------------------------------------------------------------
+
+    def environment(self):
+        lines = []
+        if self.args.emulated:
+            lines.append("device: the emulated CUDA device (cuda-emu), compute capability 9.0")
+            return "ok", lines, {}
+        query = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem," \
+                "clocks.max.mem,power.limit"
+        rc, out = run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], 30)
+        lines.append(f"`nvidia-smi --query-gpu={query}`: {out.strip() if rc == 0 else 'failed: ' + out.strip()}")
+        figures = {"nvidia_smi": out.strip()} if rc == 0 else {}
+        return ("ok" if rc == 0 else "FAILED"), lines, figures
+
+    def suites(self):
+        lines, failed, figures = [], False, {}
+        box = self.box(0.15)
+        deadline = time.monotonic() + box
+        for suite in SUITES:
+            binary = os.path.join(self.kit, "bin", suite)
+            if not os.path.exists(binary):
+                lines.append(f"- {suite}: not in the kit")
+                failed = True
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 1:
+                lines.append(f"- {suite}: not run (time box)")
+                continue
+            rc, out = run([binary, "--gtest_brief=1"], remaining, self.env)
+            tail = [l for l in out.splitlines() if l.startswith(("[  PASSED", "[  FAILED",
+                                                                   "[  SKIPPED", "  GPU"))]
+            status = {0: "ok", 124: "timed out"}.get(rc, f"FAILED (exit {rc})")
+            failed |= rc != 0
+            lines.append(f"- `{suite}`: {status}; " + "; ".join(t.strip() for t in tail[:6]))
+            if rc not in (0,):
+                lines += ["  ```"] + [f"  {l}" for l in out.splitlines()[-15:]] + ["  ```"]
+            figures[suite] = rc
+        return ("FAILED" if failed else "ok"), lines, figures
+
+    def models(self):
+        manifest = device_cases.load_manifest(self.cases_dir)
+        if self.args.cases:
+            wanted = set(self.args.cases.split(","))
+            manifest["cases"] = [c for c in manifest["cases"] if c["label"] in wanted]
+            unknown = wanted - {c["label"] for c in manifest["cases"]}
+            if unknown:
+                return "FAILED", [f"no such case: {', '.join(sorted(unknown))}"], {}
+        if self.device == "cuda":
+            first = next(iter(manifest["artifacts"]))
+            reason = device_cases.missing_cuda_driver(
+                self.dlm_run, os.path.join(self.cases_dir, first + ".dlm"))
+            if reason:
+                return "FAILED", [f"no CUDA device to run on: {reason}"], {}
+        lines, counts = [], {"ok": 0, "failed": 0, "not run": 0}
+        deadline = time.monotonic() + self.box(0.45 if not self.args.emulated else 0.9)
+
+        def on_result(case, problems, seconds, note):
+            self.note(device_cases.report_line(case["label"], problems, case["cpu"], seconds,
+                                               self.device, note))
+
+        results, seconds, runs = device_cases.check(self.cases_dir, self.dlm_run, self.device,
+                                                    self.env, self.scratch, on_result, deadline,
+                                                    manifest["cases"])
+        for label, problems, _, note in results:
+            key = "not run" if problems is None else ("failed" if problems else "ok")
+            counts[key] += 1
+            lines += [f"- {label}: {p}" for p in problems or []]
+            if note:
+                lines.append(f"- {label}: {note}")
+        lines.insert(0, f"{counts['ok']} of {len(results)} cases held to the cpu "
+                        f"({counts['failed']} failed, {counts['not run']} not run); {runs} "
+                        f"{self.device} runs, {seconds:.1f} s of dlm-run; the cases and their "
+                        f"bounds: tests/runtime/e2e/device_cases.py")
+        status = "ok" if counts["failed"] == 0 and counts["not run"] == 0 else "FAILED"
+        return status, lines, {"cases": counts, "device_seconds": seconds, "runs": runs}
+
+    def case(self, label):
+        for case in device_cases.load_manifest(self.cases_dir)["cases"]:
+            if case["label"] == label:
+                return case
+        return None
+
+    def sanitizer(self):
+        if self.args.emulated:
+            return "skipped", ["compute-sanitizer needs a real GPU; on the emulated device the "
+                               "checked build (AddressSanitizer) and DLM_EMU_CHECK=all hold the "
+                               "kernels to the same rules"], {}
+        tool = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+        if not os.path.exists(tool):
+            return "skipped", ["compute-sanitizer is not on this machine"], {}
+        lines, failed, figures = [], False, {}
+        deadline = time.monotonic() + self.box(0.2)
+        for tool_name in SANITIZER_TOOLS:
+            for label, covers in SANITIZER_CASES if tool_name == "memcheck" else \
+                    SANITIZER_CASES[:2]:
+                case = self.case(label)
+                remaining = deadline - time.monotonic()
+                if case is None or remaining <= 2:
+                    lines.append(f"- {tool_name} {label}: not run "
+                                 f"({'no such case' if case is None else 'time box'})")
+                    continue
+                cmd = [tool, "--tool", tool_name, "--error-exitcode", "3", self.dlm_run,
+                       os.path.join(self.cases_dir, case["artifact"] + ".dlm"), *case["args"],
+                       "--device", "cuda", "--threads", "2"]
+                rc, out = run(cmd, remaining, dict(self.env, **case["env"]))
+                summary = [l for l in out.splitlines() if "ERROR SUMMARY" in l]
+                refused = "Device not supported" in out or "not supported" in out.lower()
+                status = "ok" if rc == 0 else ("refused the device" if refused else
+                                               "timed out" if rc == 124 else f"FAILED (exit {rc})")
+                failed |= rc != 0 and not refused
+                lines.append(f"- {tool_name} `{label}` ({covers}): {status}"
+                             f"{'; ' + summary[-1].strip() if summary else ''}")
+                if rc != 0 and not refused:
+                    lines += ["  ```"] + [f"  {l}" for l in out.splitlines()[-20:]] + ["  ```"]
+                figures[f"{tool_name} {label}"] = status
+        return ("FAILED" if failed else "ok"), lines, figures
+
+    def rates(self):
+        if self.args.emulated:
+            return "skipped", ["bandwidth and GEMM rate: a real GPU only"], {}
+        script = os.path.join(ROOT, "scripts", "gpu_rates.py")
+        cmd = [sys.executable, script]
+        rc, out = run(cmd, self.box(0.15), self.env)
+        if rc != 0:
+            return "FAILED", [f"`{command_text(cmd)}` failed (exit {rc}):", "```", out[-2000:],
+                              "```"], {}
+        figures = json.loads(out.strip().splitlines()[-1])
+        lines = [f"`{command_text(['python3', 'scripts/gpu_rates.py'])}`:"]
+        lines += [f"- {k}: {v}" for k, v in figures.items()]
+        return "ok", lines, figures
+
+    def profile(self):
+        lines, figures, failed = [], {}, False
+        deadline = time.monotonic() + self.box(0.1)
+        prof = os.path.join(self.kit, "bin", "dlm-prof")
+        for label in PROFILE_CASES:
+            case = self.case(label)
+            remaining = deadline - time.monotonic()
+            if case is None or remaining <= 2:
+                lines.append(f"- {label}: not run")
+                continue
+            cmd = [prof, os.path.join(self.cases_dir, case["artifact"] + ".dlm"), *case["args"],
+                   "--device", self.device, "--warmup", "1", "--repeat", "3", "--json"]
+            rc, out = run(cmd, remaining, dict(self.env, **case["env"]))
+            if rc != 0:
+                failed = True
+                lines.append(f"- `{label}`: dlm-prof failed (exit {rc}): {out.strip()[-500:]}")
+                continue
+            report = json.loads(out[out.index("{"):])
+            figures[label] = report
+            lines.append(f"- `{label}` (`dlm-prof ... --device {self.device} --warmup 1 "
+                         f"--repeat 3 --json`): " + self.shares(report))
+        return ("FAILED" if failed else "ok"), lines, figures
+
+    @staticmethod
+    def shares(report):
+        """'gemm 61%, attention 12%, ...; 420.0 tokens/s' from dlm-prof's --json report."""
+        kinds = sorted(report.get("kernels", []), key=lambda k: -k["share"])
+        text = ", ".join(f"{k['kind']} {100 * k['share']:.0f}%" for k in kinds[:8]) or \
+            "no kernel times recorded on this backend"
+        totals = report.get("totals", {})
+        forward = report.get("forward_ms", {})
+        return (f"{text}; {totals.get('tokens_per_second', 0):.1f} tokens/s, "
+                f"{totals.get('tokens_per_forward', 0):.2f} tokens per forward; forward ms "
+                f"{json.dumps(forward)}")
+
+    def real_size(self):
+        return "skipped", ["not supported yet: the real-size benchmarks (LLaDA-8B denoise step "
+                           "against its roofline, DiffusionGemma-26B-A4B FP8 tokens/s, Qwen3-8B "
+                           "with a DFlash drafter) need artifacts whose parameter files are "
+                           "generated on the GPU machine; the kit carries none yet"], {}
+
+
+# (key, title) in the order they run; the key names the Check method (real-size: real_size).
+PARTS = [("environment", "environment"), ("suites", "test suites"),
+         ("models", "tiny models against the cpu"), ("sanitizer", "compute-sanitizer"),
+         ("rates", "bandwidth and GEMM rate"), ("profile", "per-kernel shares (dlm-prof)"),
+         ("real-size", "real-size benchmarks")]
+PART_KEYS = [key for key, _ in PARTS]
+
+
+def kit_header(kit):
+    try:
+        with open(os.path.join(kit, "KIT.json")) as f:
+            info = json.load(f)
+    except OSError as e:
+        return {"kit": f"unreadable: {e}"}
+    return {"kit": f"{info.get('commit', '?')} built {info.get('built', '?')} on "
+                   f"{info.get('cpu', '?')}, {info.get('size_mib', '?')} MiB"}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kit", default=os.path.join(ROOT, "gpu-kit"))
+    ap.add_argument("--out", default="gpu-check-out")
+    ap.add_argument("--emulated", action="store_true",
+                    help="against the emulated device (cuda-emu), tiny models only")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="wall seconds for all parts (default 470, emulated 1500)")
+    ap.add_argument("--parts", default=",".join(PART_KEYS),
+                    help="the parts to run, of: " + ",".join(PART_KEYS))
+    ap.add_argument("--cases", default="", help="only these tiny-model cases (labels, commas)")
+    args = ap.parse_args(argv)
+    if args.budget is None:
+        args.budget = 1500.0 if args.emulated else 470.0
+    unknown = set(args.parts.split(",")) - set(PART_KEYS)
+    if unknown:
+        ap.error(f"unknown --parts {','.join(sorted(unknown))} (known: {','.join(PART_KEYS)})")
+    if not os.path.exists(os.path.join(args.kit, "KIT.json")):
+        print(f"gpu-check: no kit at {args.kit} (make one with scripts/gpu-kit)", file=sys.stderr)
+        return 2
+    check = Check(args)
+    argv = sys.argv[1:] if argv is None else argv
+    header = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+              "device": check.device, "command": command_text(["scripts/gpu-check", *argv]),
+              **kit_header(args.kit), "budget": f"{args.budget:.0f} s"}
+    summary = Summary(args.out, header)
+    check.note = summary.note
+    try:
+        for key, name in PARTS:
+            if key not in args.parts.split(","):
+                continue
+            part = getattr(check, key.replace("-", "_"))
+            started = time.monotonic()
+            summary.note(f"gpu-check: {name} ...")
+            try:
+                status, lines, figures = part()
+            except Exception as e:  # a broken part must not lose the others' results
+                status, lines, figures = "FAILED", [f"the part raised {type(e).__name__}: {e}"], {}
+            summary.add({"name": name, "status": status, "seconds": time.monotonic() - started,
+                         "lines": lines, "figures": figures})
+            summary.note(f"gpu-check: {name}: {status}")
+    finally:
+        shutil.rmtree(check.scratch, ignore_errors=True)
+    summary.note(f"gpu-check: {'passed' if summary.passed() else 'FAILED'} in "
+                 f"{time.monotonic() - check.start:.0f} s; summary in {args.out}/gpu-check.md")
+    return 0 if summary.passed() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

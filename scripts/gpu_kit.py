@@ -1,0 +1,202 @@
+"""scripts/gpu-kit: writes the GPU kit, everything scripts/gpu-check needs on a machine that has a
+GPU but nothing of dlm's build (no MLIR, oneDNN, ICU, Boost or protobuf; no compiler needed):
+
+    gpu-kit/bin/        dlm-run, dlm-prof, dlm-bench-engine and the CUDA test suites gpu-check runs
+    gpu-kit/lib/        every shared library they load that is not glibc's or the CUDA toolkit's
+    gpu-kit/cases/      the tiny models compiled with --target all, and the cpu's outputs for each
+                        case (tests/runtime/e2e/device_cases.py), manifest.json
+    gpu-kit/emu/        the emulated device's compiled kernels for those cases (cache/) and the
+                        prelude headers their cache keys hash (source/), for gpu-check --emulated
+    gpu-kit/KIT.json    what the kit was built from, and its size
+
+    scripts/gpu-kit [--build build] [--out gpu-kit] [--check-out DIR] [--max-mib 40]
+
+Those folders travel packed, as gpu-kit/kit.tar.xz beside KIT.json (oneDNN and ICU's data alone
+are 68 MiB unpacked, 15 MiB packed); gpu-check unpacks them into a scratch folder. Runs after the
+usual build (scripts/setup). Before packing it runs `scripts/gpu-check --emulated` from the
+unpacked kit, with the host compiler still at hand, which fills the kit's kernel cache and proves
+the kit (summary in --check-out, default OUT/../gpu-check-emulated); after packing, one case from
+the packed kit (summary in CHECK_OUT-packed). Exit status 0 when the kit is written, within
+--max-mib, and both checks passed.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "runtime", "e2e"))
+
+import device_cases  # noqa: E402
+import gpu_check  # noqa: E402
+
+TOOLS = ["dlm-run", "dlm-prof", "dlm-bench-engine"]
+# The GPU machine's own: glibc (the kit's binaries need 2.36 or newer, Debian 12's), the driver,
+# and the CUDA toolkit's libraries (NVRTC, cuBLASLt), which the toolkit there provides.
+SYSTEM_LIBRARIES = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libpthread.so", "libdl.so",
+                    "librt.so", "libresolv.so", "libutil.so", "libcuda.so")
+TOOLKIT_PREFIXES = ("/usr/local/cuda",)
+# The emulated device's prelude and what it includes from the source tree (EmuModules.cpp hashes
+# the prelude headers into every kernel's cache key).
+PRELUDE_DIRS = ["runtime/cuda", "runtime/cuda/emu", "support"]
+
+
+def shared_libraries(binary):
+    """{soname: path} of what `binary` loads, by ldd; an error naming the library ldd cannot
+    find."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if "=>" not in parts:
+            continue
+        name, path = parts[0], parts[parts.index("=>") + 1]
+        if path == "not":
+            raise RuntimeError(f"{binary} needs {name}, which ldd cannot find")
+        found[name] = path
+    return found
+
+
+def bundled(name, path):
+    return not name.startswith(SYSTEM_LIBRARIES) and not path.startswith(TOOLKIT_PREFIXES)
+
+
+def copy_binaries(build, kit):
+    """The tools and suites into bin/, their libraries into lib/; the list of binaries."""
+    names = TOOLS + gpu_check.SUITES
+    missing = [n for n in names if not os.path.exists(os.path.join(build, "bin", n))]
+    if missing:
+        raise RuntimeError(f"not built in {build}: {', '.join(missing)} (run scripts/setup; the "
+                           "CUDA suites need the CUDA toolkit)")
+    libraries = {}
+    for name in names:
+        source = os.path.join(build, "bin", name)
+        target = os.path.join(kit, "bin", name)
+        shutil.copy2(source, target)
+        subprocess.run(["strip", "--strip-unneeded", target], check=True)
+        libraries.update({n: p for n, p in shared_libraries(source).items() if bundled(n, p)})
+    for name, path in sorted(libraries.items()):
+        target = os.path.join(kit, "lib", name)
+        shutil.copy2(os.path.realpath(path), target)
+        subprocess.run(["strip", "--strip-unneeded", target], check=True)
+    return names, sorted(libraries)
+
+
+def copy_prelude(kit):
+    for folder in PRELUDE_DIRS:
+        for header in glob.glob(os.path.join(ROOT, folder, "*.h")):
+            target = os.path.join(kit, "emu", "source", folder)
+            os.makedirs(target, exist_ok=True)
+            shutil.copy2(header, target)
+
+
+def trim_kernel_cache(kit):
+    """Keeps the compiled kernels only: their sources, logs and the precompiled prelude are for
+    compiling, which the kit never does."""
+    for path in glob.glob(os.path.join(kit, "emu", "cache", "*")):
+        if not path.endswith(".so"):
+            os.remove(path)
+
+
+def pack(staging, kit):
+    """staging's folders into kit/kit.tar.xz (xz on every core: Python's lzma uses one), KIT.json
+    beside it."""
+    os.makedirs(kit)
+    members = sorted(os.listdir(staging))
+    subprocess.run(["tar", "-C", staging, "-cf", os.path.join(kit, gpu_check.PACKED_KIT),
+                    "-I", "xz -T0 -6", *members], check=True)
+    shutil.copy2(os.path.join(staging, "KIT.json"), kit)
+    with tarfile.open(os.path.join(kit, gpu_check.PACKED_KIT)) as packed:
+        packed.getmembers()  # reads it whole: a broken archive fails here, not on the GPU machine
+
+
+def size_mib(folder):
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder)
+                for f in files)
+    return total / 2**20
+
+
+def git_commit():
+    proc = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "gpu-kit"))
+    ap.add_argument("--check-out", default=None)
+    ap.add_argument("--max-mib", type=float, default=40.0)
+    args = ap.parse_args(argv)
+    final, build = os.path.abspath(args.out), os.path.abspath(args.build)
+    check_out = args.check_out or os.path.join(os.path.dirname(final), "gpu-check-emulated")
+    kit = final + ".staging"
+    for folder in (final, kit):
+        shutil.rmtree(folder, ignore_errors=True)
+    for folder in ("bin", "lib", "cases", "emu/cache"):
+        os.makedirs(os.path.join(kit, folder))
+
+    binaries, libraries = copy_binaries(build, kit)
+    copy_prelude(kit)
+    print(f"gpu-kit: {len(binaries)} binaries, {len(libraries)} libraries", flush=True)
+    failures = device_cases.prepare(os.path.join(build, "bin", "dlmc"),
+                                    os.path.join(build, "bin", "dlm-run"),
+                                    os.path.join(kit, "cases"))
+    if failures:
+        print("gpu-kit: preparing the cases failed:\n  " + "\n  ".join(failures),
+              file=sys.stderr)
+        return 1
+    cases = len(device_cases.load_manifest(os.path.join(kit, "cases"))["cases"])
+    print(f"gpu-kit: {cases} cases and the cpu's outputs in {kit}/cases", flush=True)
+    info = {"commit": git_commit(), "built": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "cpu": cpu_name(), "binaries": binaries, "libraries": libraries, "cases": cases}
+    with open(os.path.join(kit, "KIT.json"), "w") as f:
+        json.dump(info, f, indent=1)
+
+    # The emulated check from the kit fills its kernel cache (the compiler is here) and proves it.
+    status = gpu_check.main(["--kit", kit, "--out", check_out, "--emulated"])
+    if status != 0:
+        print(f"gpu-kit: the emulated check failed: {check_out}/gpu-check.md", file=sys.stderr)
+        return 1
+    trim_kernel_cache(kit)
+    info["unpacked_mib"] = round(size_mib(kit), 1)
+    with open(os.path.join(kit, "KIT.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    pack(kit, final)
+    shutil.rmtree(kit)
+    info["size_mib"] = round(size_mib(final), 1)
+    with open(os.path.join(final, "KIT.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    print(f"gpu-kit: {final} holds {info['size_mib']} MiB ({info['unpacked_mib']} MiB unpacked; "
+          f"limit {args.max_mib:g})", flush=True)
+    if info["size_mib"] > args.max_mib:
+        print(f"gpu-kit: the kit is {info['size_mib']} MiB, over {args.max_mib:g}",
+              file=sys.stderr)
+        return 1
+    # The packed kit as it travels: unpacked by gpu-check, its binaries start, one case passes.
+    status = gpu_check.main(["--kit", final, "--out", check_out + "-packed", "--emulated",
+                             "--cases", "llada greedy", "--parts", "environment,models"])
+    if status != 0:
+        print(f"gpu-kit: the packed kit failed: {check_out}-packed/gpu-check.md",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
