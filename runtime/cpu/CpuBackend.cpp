@@ -2,6 +2,7 @@
 
 #include "runtime/backend/SequenceForwards.h"
 #include "runtime/model/KernelProgram.h"
+#include "runtime/program/RecordProfile.h"
 
 #include <algorithm>
 #include <cstring>
@@ -300,6 +301,10 @@ const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
 Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &parts,
                              int64_t count) {
   using profile::Category;
+  // The events' category, layer and GEMM shape, as every backend records them.
+  const program::RecordProfile profile = program::recordProfile(*program_, k);
+  const Category category = profile.category;
+  const int64_t layer = profile.layer;
   const int threads = pool_.threads();
   const std::vector<int64_t> &in = k.operands;
   const int64_t width =
@@ -307,7 +312,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   auto widthOf = [&](int64_t s) { return program_->slots[static_cast<size_t>(s)].width; };
   switch (k.kind) {
   case KernelKind::embedding:
-    timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       const float *table = k.weight->data;
       float *out = slot(k.result, count);
       for (int64_t i = 0; i < count; ++i)
@@ -317,7 +322,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     });
     return Status::ok();
   case KernelKind::softEmbedding:
-    return timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+    return timed(category, k.name.c_str(), layer, count, [&] {
       for (const Part &part : parts)
         DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count, part.input.width,
                                           *k.weight, k.scale,
@@ -326,14 +331,14 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
       return Status::ok();
     });
   case KernelKind::forwardInput:
-    timed(Category::embedding, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       for (const Part &part : parts)
         copyInputRows(part.input.rows, part.input.count, part.span.count, width,
                       slot(k.result, count) + part.offset * width);
     });
     return Status::ok();
   case KernelKind::selectInputRows:
-    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       for (const Part &part : parts) {
         const int64_t at = part.offset * width;
         selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
@@ -343,7 +348,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     });
     return Status::ok();
   case KernelKind::capture:
-    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       const int64_t w = widthOf(in[0]), total = w * static_cast<int64_t>(in.size());
       for (size_t i = 0; i < in.size(); ++i)
         copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
@@ -351,7 +356,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     return Status::ok();
   case KernelKind::rmsNorm:
     // A group shorter than the row normalises each head of the row (q/k norm).
-    timed(Category::rmsnorm, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       const int64_t n = k.normWidth;
       rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight ? k.weight->data : nullptr,
               k.eps, slot(k.result, count));
@@ -365,7 +370,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
       // once for the q, k and v projections that share them.
       const int64_t n = widthOf(in[0]);
       if (!k.reusesNorm)
-        timed(Category::rmsnorm, k.normName.c_str(), k.layer, count,
+        timed(Category::rmsnorm, k.normName.c_str(), layer, count,
               [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
       x = normed_.data();
     }
@@ -377,14 +382,13 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
       if (y != residual)
         std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
     }
-    return timedGemm(Category::gemm, k.name.c_str(), k.layer, count, k.weight->rows, k.weight->cols,
-                     [&] {
-                       return project(x, count, *k.weight, k.weight->rows,
-                                      k.bias ? k.bias->data : nullptr, y, k.accumulate);
-                     });
+    return timedGemm(category, k.name.c_str(), layer, count, profile.outputs, profile.inputs, [&] {
+      return project(x, count, *k.weight, k.weight->rows, k.bias ? k.bias->data : nullptr, y,
+                     k.accumulate);
+    });
   }
   case KernelKind::rope:
-    timed(Category::rope, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       float *out = slot(k.result, count);
       const float *x = slot(in[0], count);
       if (out != x)
@@ -396,7 +400,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     return Status::ok();
   case KernelKind::kvStore: {
     const int64_t kWidth = widthOf(in[0]), vWidth = widthOf(in[1]);
-    timed(Category::kvStore, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       for (const Part &part : parts)
         storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
                 part.span.count, slot(in[0], count) + part.offset * kWidth,
@@ -407,7 +411,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   case KernelKind::attention: {
     AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
     const int64_t qWidth = widthOf(in[0]);
-    return timed(Category::attention, k.name.c_str(), k.layer, count, [&] {
+    return timed(category, k.name.c_str(), layer, count, [&] {
       // A member, so that a forward does not allocate per record.
       std::vector<AttentionPart> &attended = attentionParts_;
       attended.clear();
@@ -420,7 +424,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     });
   }
   case KernelKind::moe:
-    return timed(Category::moe, k.name.c_str(), k.layer, count, [&] {
+    return timed(category, k.name.c_str(), layer, count, [&] {
       MoeParameters moe;
       moe.router = k.moeWeights.router;
       moe.routerScale = k.moeWeights.routerScale;
@@ -437,7 +441,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
                         slot(k.result, count), moeScratch_, threads);
     });
   case KernelKind::scale:
-    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       float *out = slot(k.result, count);
       const float *x = slot(in[0], count);
       if (out != x)
@@ -448,7 +452,7 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   case KernelKind::add:
   case KernelKind::siluMul:
   case KernelKind::geluMul:
-    timed(Category::elementwise, k.name.c_str(), k.layer, count, [&] {
+    timed(category, k.name.c_str(), layer, count, [&] {
       float *out = slot(k.result, count);
       const float *a = slot(in[0], count), *b = slot(in[1], count);
       const int64_t n = count * width;
@@ -483,17 +487,18 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
     if (headRows == 0)
       return Status::ok();
     if (k.norm)
-      timed(Category::rmsnorm, k.normName.c_str(), -1, headRows, [&] {
+      timed(Category::rmsnorm, k.normName.c_str(), layer, headRows, [&] {
         rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps,
                 headInput_.data());
       });
-    return timedGemm(Category::lmHead, k.name.c_str(), -1, headRows, width, hidden, [&] {
-      DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *k.weight, width, nullptr,
-                                  logits_.data(), false));
-      if (k.softcap > 0)
-        softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
-      return Status::ok();
-    });
+    return timedGemm(
+        category, k.name.c_str(), layer, headRows, profile.outputs, profile.inputs, [&] {
+          DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *k.weight, width, nullptr,
+                                      logits_.data(), false));
+          if (k.softcap > 0)
+            softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
+          return Status::ok();
+        });
   }
   }
   return Status::error("cpu backend: internal error: unhandled kernel kind");

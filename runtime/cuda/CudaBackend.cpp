@@ -3,6 +3,7 @@
 #include "runtime/backend/SequenceForwards.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelSpec.h"
+#include "runtime/program/RecordProfile.h"
 #include "support/FloatFormats.h"
 
 #include <algorithm>
@@ -92,6 +93,7 @@ CudaBackend::~CudaBackend() {
     (void)driver_->cuStreamSynchronize(stream_);
   graphs_.reset();
   loopGraphs_.clear();
+  timer_.reset(); // its events, while the context is current
   loop_.allocation.release();
   loop_.host.release();
   gemm_.reset();
@@ -180,6 +182,8 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
                          " exceeds the model's " + str(maxPositions) + " positions");
   maxSequenceLength_ = maxSequence;
   profiler_ = options.profiler;
+  if (profiler_)
+    timer_ = std::make_unique<KernelTimer>(driver_);
   int64_t pages = options.kvPages;
   if (pages <= 0)
     pages = (maxSequence + pageTokens_ - 1) / pageTokens_;
@@ -654,11 +658,13 @@ StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,
   const float *hostLogits = static_cast<const float *>(hostLogits_.data());
   if (count == 0)
     return sampling::LogitsView{hostLogits, 0, d.vocabSize};
-  // The device work is timed as one span up to the logits' arrival on the host; per-kernel
-  // device timings (events) are not recorded.
+  // The forward is timed on the host up to the logits' arrival there; its records on the device
+  // (timer_), from its first copy in on.
   profile::Scope forward(profiler_, profile::Category::forward, "forward",
                          profile::TrackKind::thread, 0, -1, count);
   DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
+  if (__builtin_expect(timer_ != nullptr, 0))
+    DLM_RETURN_IF_ERROR(timer_->start(stream_, profiler_->nowNs()));
   for (const PackedPart &part : parts)
     DLM_RETURN_IF_ERROR(kv_->append(part.sequence, part.span.keys - kv_->length(part.sequence)));
   DLM_RETURN_IF_ERROR(pageCopyStatus_);
@@ -675,15 +681,7 @@ StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,
   DLM_RETURN_IF_ERROR(uploadInputRows(function, parts, count));
   if (wroteKv)
     *wroteKv = true;
-  if (parts.size() == 1) {
-    DLM_RETURN_IF_ERROR(
-        graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); }));
-  } else {
-    // Several parts run without graph capture: a packed run's shape (its parts and their row
-    // counts, spans and logit rows) rarely repeats under continuous batching. Bucketing packed
-    // shapes for graphs is left for later (docs/design/serving.md §2).
-    DLM_RETURN_IF_ERROR(enqueueForward(shape));
-  }
+  DLM_RETURN_IF_ERROR(enqueueRun(shape, parts.size()));
   if (logitRows > 0)
     DLM_RETURN_IF_ERROR(driver_->check(
         driver_->cuMemcpyDtoHAsync(hostLogits_.data(), logits_,
@@ -698,9 +696,24 @@ StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,
         "forward: copying the captured rows out (cuMemcpyDtoHAsync)"));
   DLM_RETURN_IF_ERROR(
       driver_->check(driver_->cuStreamSynchronize(stream_), "forward: cuStreamSynchronize"));
+  if (__builtin_expect(timer_ != nullptr, 0))
+    DLM_RETURN_IF_ERROR(timer_->record(*profiler_));
   if (captureBytes > 0)
     DLM_RETURN_IF_ERROR(downloadCapture(function, count));
   return sampling::LogitsView{hostLogits, logitRows, d.vocabSize};
+}
+
+Status CudaBackend::enqueueRun(const Shape &shape, size_t partCount) {
+  // Profiled, each record is bracketed by CUDA events, which a graph's replay would not record
+  // between its records: every profiled forward runs eagerly, never captured nor replayed.
+  if (__builtin_expect(timer_ != nullptr, 0))
+    return enqueueForward(shape, /*timed=*/true);
+  if (partCount == 1)
+    return graphs_->run(stream_, shape.key(), [&] { return enqueueForward(shape); });
+  // Several parts run without graph capture: a packed run's shape (its parts and their row
+  // counts, spans and logit rows) rarely repeats under continuous batching. Bucketing packed
+  // shapes for graphs is left for later (docs/design/serving.md §2).
+  return enqueueForward(shape);
 }
 
 Status CudaBackend::uploadInputRows(const Function &function,
@@ -882,7 +895,7 @@ CUdeviceptr CudaBackend::slot(const program::KernelProgram &program, int64_t ind
   return activations_ + static_cast<size_t>(place.offset * count) * elementBytes(element_);
 }
 
-Status CudaBackend::enqueueForward(const Shape &shape) {
+Status CudaBackend::enqueueForward(const Shape &shape, bool timed) {
   const Function *function = shape.function ? shape.function : default_;
   if (!function)
     return Status::error("cuda backend: internal error: a forward without a function");
@@ -891,10 +904,34 @@ Status CudaBackend::enqueueForward(const Shape &shape) {
       PackedPart{sequence_, nullptr, ForwardSpan{shape.first, shape.count, shape.keys},
                  sampling::LogitRows{shape.rowsBegin, shape.rowsEnd}, ForwardInput{}}};
   const std::vector<PackedPart> &parts = shape.parts ? *shape.parts : one;
-  for (size_t i = 0; i < function->program.kernels.size(); ++i)
-    DLM_RETURN_IF_ERROR(enqueueRecord(function->program, function->program.kernels[i],
-                                      function->bound[i], shape, parts));
+  const program::KernelProgram &program = function->program;
+  for (size_t i = 0; i < program.kernels.size(); ++i)
+    DLM_RETURN_IF_ERROR(
+        timed ? enqueueTimedRecord(program, program.kernels[i], function->bound[i], shape, parts)
+              : enqueueRecord(program, program.kernels[i], function->bound[i], shape, parts));
   return Status::ok();
+}
+
+Status CudaBackend::enqueueTimedRecord(const program::KernelProgram &program,
+                                       const program::ProgramRecord &k, const BoundRecord &bound,
+                                       const Shape &shape, const std::vector<PackedPart> &parts) {
+  const program::RecordProfile profile = program::recordProfile(program, k);
+  // The LM head runs over the requested rows only; over none it enqueues nothing, and (as on the
+  // CPU) no event is recorded.
+  const int64_t rows =
+      k.kind == program::KernelKind::lmHead ? logitRowCount(parts) : shape.count;
+  if (rows == 0)
+    return enqueueRecord(program, k, bound, shape, parts);
+  if (profile.normFirst) {
+    DLM_RETURN_IF_ERROR(timer_->begin(stream_, program::recordEvent(k, profile, true, rows)));
+    DLM_RETURN_IF_ERROR(enqueueProjectionInput(program, k, bound, shape, parts));
+    DLM_RETURN_IF_ERROR(timer_->end(stream_));
+  }
+  DLM_RETURN_IF_ERROR(timer_->begin(stream_, program::recordEvent(k, profile, false, rows)));
+  DLM_RETURN_IF_ERROR(profile.normFirst
+                          ? enqueueProjectionGemm(program, k, bound, shape, parts)
+                          : enqueueRecord(program, k, bound, shape, parts));
+  return timer_->end(stream_);
 }
 
 CudaBackend::LayerPages CudaBackend::layerPages(int64_t recordLayer) const {
@@ -970,21 +1007,10 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                    what.c_str());
   }
   case KernelKind::normLinear:
-  case KernelKind::linear: {
-    CUdeviceptr x = slotOf(in[0]);
-    if (k.kind == KernelKind::normLinear) {
-      const int64_t n = widthOf(in[0]);
-      if (!k.reusesNorm)
-        DLM_RETURN_IF_ERROR(rmsNorm(bound.kernel, x, n, normed_, n, bound.norm->data, count, 1,
-                                    k.eps, what.c_str()));
-      x = normed_;
-    }
-    const CUdeviceptr y = slotOf(k.result);
-    // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual.
-    if (k.accumulate)
-      DLM_RETURN_IF_ERROR(copyRows(y, slotOf(in[1]), width));
-    return linear(k.fullName.c_str(), x, count, bound, y, k.accumulate);
-  }
+  case KernelKind::linear:
+  case KernelKind::lmHead:
+    DLM_RETURN_IF_ERROR(enqueueProjectionInput(program, k, bound, shape, parts));
+    return enqueueProjectionGemm(program, k, bound, shape, parts);
   case KernelKind::rope: {
     CUdeviceptr x = slotOf(k.result);
     DLM_RETURN_IF_ERROR(copyRows(x, slotOf(in[0]), width));
@@ -1022,10 +1048,46 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
     return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
                   static_cast<unsigned>(count), 1, arguments, what.c_str());
   }
-  case KernelKind::lmHead:
-    return enqueueLogits(program, k, bound, shape, parts);
   }
   return Status::error("cuda backend: internal error: unhandled kernel kind");
+}
+
+Status CudaBackend::enqueueProjectionInput(const program::KernelProgram &program,
+                                           const program::ProgramRecord &k,
+                                           const BoundRecord &bound, const Shape &shape,
+                                           const std::vector<PackedPart> &parts) {
+  if (k.kind == program::KernelKind::lmHead)
+    return enqueueHeadInput(program, k, bound, shape, parts);
+  if (k.kind != program::KernelKind::normLinear || k.reusesNorm)
+    return Status::ok();
+  const int64_t n = program.slots[static_cast<size_t>(k.operands[0])].width;
+  const std::string what = k.fullName + ": cuLaunchKernel";
+  return rmsNorm(bound.kernel, slot(program, k.operands[0], shape.count), n, normed_, n,
+                 bound.norm->data, shape.count, 1, k.eps, what.c_str());
+}
+
+Status CudaBackend::enqueueProjectionGemm(const program::KernelProgram &program,
+                                          const program::ProgramRecord &k,
+                                          const BoundRecord &bound, const Shape &shape,
+                                          const std::vector<PackedPart> &parts) {
+  if (k.kind == program::KernelKind::lmHead)
+    return enqueueHeadGemm(program, k, bound, shape, parts);
+  const int64_t count = shape.count;
+  const CUdeviceptr x =
+      k.kind == program::KernelKind::normLinear ? normed_ : slot(program, k.operands[0], count);
+  const CUdeviceptr y = slot(program, k.result, count);
+  // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual (an
+  // out-of-place result starts as a copy of it).
+  const CUdeviceptr residual = k.accumulate ? slot(program, k.operands[1], count) : y;
+  if (residual != y) {
+    const int64_t width = program.slots[static_cast<size_t>(k.result)].width;
+    DLM_RETURN_IF_ERROR(driver_->check(
+        driver_->cuMemcpyDtoDAsync(y, residual,
+                                   static_cast<size_t>(count * width) * elementBytes(element_),
+                                   stream_),
+        (k.fullName + ": cuMemcpyDtoDAsync").c_str()));
+  }
+  return linear(k.fullName.c_str(), x, count, bound, y, k.accumulate);
 }
 
 // Records that read a part's own input rows or block table, launched once per part over its
@@ -1173,14 +1235,16 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
   return launch(bound.moeCombine, static_cast<unsigned>(tokens), 1, 1, combine, what.c_str());
 }
 
-Status CudaBackend::enqueueLogits(const program::KernelProgram &program,
-                                  const program::ProgramRecord &k, const BoundRecord &bound,
-                                  const Shape &shape, const std::vector<PackedPart> &parts) {
+int64_t CudaBackend::logitRowCount(const std::vector<PackedPart> &parts) {
   int64_t n = 0;
   for (const PackedPart &part : parts)
     n += part.rows.count();
-  if (n == 0)
-    return Status::ok();
+  return n;
+}
+
+Status CudaBackend::enqueueHeadInput(const program::KernelProgram &program,
+                                     const program::ProgramRecord &k, const BoundRecord &bound,
+                                     const Shape &shape, const std::vector<PackedPart> &parts) {
   const int64_t hidden = program.slots[static_cast<size_t>(k.operands[0])].width;
   const size_t rowBytes = static_cast<size_t>(hidden) * elementBytes(element_);
   const CUdeviceptr x = slot(program, k.operands[0], shape.count);
@@ -1213,6 +1277,16 @@ Status CudaBackend::enqueueLogits(const program::KernelProgram &program,
       DLM_RETURN_IF_ERROR(stage(first, at + 1, rows - 1));
     }
   }
+  return Status::ok();
+}
+
+Status CudaBackend::enqueueHeadGemm(const program::KernelProgram &program,
+                                    const program::ProgramRecord &k, const BoundRecord &bound,
+                                    const Shape &, const std::vector<PackedPart> &parts) {
+  const int64_t n = logitRowCount(parts);
+  if (n == 0)
+    return Status::ok();
+  const int64_t hidden = program.slots[static_cast<size_t>(k.operands[0])].width;
   // Only the first vocabSize rows of the head (a padded embedding's extra rows are never
   // logits), written as float32 whatever the precision.
   LinearCall call;

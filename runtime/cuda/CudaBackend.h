@@ -22,6 +22,11 @@
 // graph and replayed from then on: every denoising step of a block repeats its shape. A packed
 // run of several sequences is enqueued eagerly.
 //
+// Profiled (BackendOptions::profiler set), every forward runs eagerly, each record between a pair
+// of CUDA events (KernelTimer.h) and recorded as the CPU backend records it
+// (program/RecordProfile.h), and blocks decode from the host: a graph replay or the device loop
+// would run the records without a host call between them to record an event at.
+//
 // A whole block's denoising steps can also run on the device (denoiseBlock,
 // CudaBackendBlockLoop.cpp): per step of the loop plan the forward, the artifact's sampler,
 // accept, gate and renoise kernels, unrolled into CUDA graphs of `deviceLoopChunkSteps` steps,
@@ -35,6 +40,7 @@
 #include "runtime/cuda/DeviceWeights.h"
 #include "runtime/cuda/ForwardGraphs.h"
 #include "runtime/cuda/KernelModules.h"
+#include "runtime/cuda/KernelTimer.h"
 #include "runtime/cuda/LinearGemm.h"
 #include "runtime/kv/PagedKvCache.h"
 #include "runtime/model/ModelWeights.h"
@@ -294,11 +300,29 @@ private:
   Status uploadInputs(const int32_t *tokens, const Shape &shape);
   // Copies the packed inputs of `parts` (laid out) into the device input buffer `inputs`.
   Status uploadParts(const std::vector<PackedPart> &parts, CUdeviceptr inputs);
-  // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers.
-  Status enqueueForward(const Shape &shape);
+  // Enqueues a run's records: `partCount` parts of `shape` (the profiled path, a graph or
+  // eagerly).
+  Status enqueueRun(const Shape &shape, size_t partCount);
+  // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers; `timed`:
+  // each record between CUDA events of timer_.
+  Status enqueueForward(const Shape &shape, bool timed = false);
   Status enqueueRecord(const program::KernelProgram &program,
                        const program::ProgramRecord &record, const BoundRecord &bound,
                        const Shape &shape, const std::vector<PackedPart> &parts);
+  // enqueueRecord between CUDA events, in the parts the CPU backend times (a record that
+  // normalises its input first: the norm, then the rest).
+  Status enqueueTimedRecord(const program::KernelProgram &program,
+                            const program::ProgramRecord &record, const BoundRecord &bound,
+                            const Shape &shape, const std::vector<PackedPart> &parts);
+  // A projecting record (linear, norm_linear, lm_head) in its two parts: its input rows
+  // (norm_linear's norm into normed_; the LM head's requested rows, normalised or copied, into
+  // headInput_), then its GEMM with its epilogue (the residual, the logits' soft-cap).
+  Status enqueueProjectionInput(const program::KernelProgram &program,
+                                const program::ProgramRecord &record, const BoundRecord &bound,
+                                const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueProjectionGemm(const program::KernelProgram &program,
+                               const program::ProgramRecord &record, const BoundRecord &bound,
+                               const Shape &shape, const std::vector<PackedPart> &parts);
   // The records that go part by part: kv_store, the soft embedding, select_input_rows.
   Status enqueuePerPart(const program::KernelProgram &program,
                         const program::ProgramRecord &record, const BoundRecord &bound,
@@ -306,9 +330,15 @@ private:
   Status enqueueAttention(const program::KernelProgram &program,
                           const program::ProgramRecord &record, const BoundRecord &bound,
                           const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueLogits(const program::KernelProgram &program,
-                       const program::ProgramRecord &record, const BoundRecord &bound,
-                       const Shape &shape, const std::vector<PackedPart> &parts);
+  // The LM head's parts (enqueueProjectionInput, enqueueProjectionGemm).
+  Status enqueueHeadInput(const program::KernelProgram &program,
+                          const program::ProgramRecord &record, const BoundRecord &bound,
+                          const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueHeadGemm(const program::KernelProgram &program,
+                         const program::ProgramRecord &record, const BoundRecord &bound,
+                         const Shape &shape, const std::vector<PackedPart> &parts);
+  // The logit rows a run computes: every part's requested rows.
+  static int64_t logitRowCount(const std::vector<PackedPart> &parts);
   Status enqueueMoe(const program::KernelProgram &program, const program::ProgramRecord &record,
                     const BoundRecord &bound, const Shape &shape);
   // Layer `layer`'s K and V pages in the pool, and their strides (elements).
@@ -352,6 +382,8 @@ private:
   StatusOr<LoopStepLaunch> resolveStep(const sampling::StepPlan &step, int64_t canvas) const;
   // OK, or why the device loop cannot run this plan.
   Status deviceLoopSupport(const sampling::LoopPlan &plan) const;
+  // resolveLoop, unless the device loop is off or the backend is profiled.
+  StatusOr<LoopLaunch> resolveDeviceLoop(const sampling::LoopPlan &plan) const;
   Status reserveLoopBuffers(int64_t canvas, int64_t steps);
   // Sets the K/V cache and the input buffers up for the plan's forwards.
   Status enterLoopCache(const sampling::LoopPlan &plan, const LoopLaunch &launch);
@@ -370,8 +402,10 @@ private:
   model::ModelDims dims_;
   int64_t maxSequenceLength_ = 0;
   DeviceElement element_ = DeviceElement::f32;
-  // Times each forward when set (not owned).
+  // Times each forward, and through timer_ each record on the device, when set (not owned).
   profile::Profiler *profiler_ = nullptr;
+  // Exactly when profiler_ is set.
+  std::unique_ptr<KernelTimer> timer_;
 
   CUcontext context_ = nullptr;
   bool ownsPrimaryContext_ = false;

@@ -15,7 +15,8 @@
 // from device tables uploaded per block, so later blocks of the same shape replay the same graphs
 // at their own RNG steps. After each chunk the host reads the gate's 8-byte loop state and stops
 // once the loop is finished; then it reads the canvas back. Every decision is the plan's: the
-// backend knows no policy and no knob.
+// backend knows no policy and no knob. A profiled backend declines the loop (resolveDeviceLoop):
+// its blocks decode from the host, every forward's records timed.
 #include "runtime/cuda/CudaBackend.h"
 
 #include "runtime/model/KernelProgram.h"
@@ -279,10 +280,19 @@ bool CudaBackend::denoisesBlock(const LoopPlan &plan) const {
 }
 
 Status CudaBackend::deviceLoopSupport(const LoopPlan &plan) const {
+  StatusOr<LoopLaunch> loop = resolveDeviceLoop(plan);
+  return loop ? Status::ok() : loop.status();
+}
+
+StatusOr<CudaBackend::LoopLaunch> CudaBackend::resolveDeviceLoop(const LoopPlan &plan) const {
   if (!settings_.deviceLoop)
     return Status::error("the device loop is off");
-  StatusOr<LoopLaunch> loop = resolveLoop(plan);
-  return loop ? Status::ok() : loop.status();
+  // A chunk's steps run without a host call between their records, so none could be bracketed
+  // by CUDA events (KernelTimer.h): profiled, each step's forward runs from the host instead.
+  if (profiler_)
+    return Status::error("the backend is profiled (profiled blocks decode from the host, each "
+                         "forward's records timed)");
+  return resolveLoop(plan);
 }
 
 void CudaBackend::clearLoopGraphs() { loopGraphs_.clear(); }
@@ -547,8 +557,7 @@ StatusOr<sampling::BlockLoopResult> CudaBackend::denoiseBlock(const LoopPlan &pl
   if (!plan.sequence || plan.begin < 0 || plan.begin >= plan.end || plan.end > plan.total)
     return Status::error("device block loop: block [" + str(plan.begin) + ", " + str(plan.end) +
                          ") is not inside the " + str(plan.total) + " tokens of the sequence");
-  StatusOr<LoopLaunch> resolved =
-      settings_.deviceLoop ? resolveLoop(plan) : Status::error("the device loop is off");
+  StatusOr<LoopLaunch> resolved = resolveDeviceLoop(plan);
   if (!resolved)
     return Status::error("not supported yet: this block on the device loop: " +
                          resolved.status().message());

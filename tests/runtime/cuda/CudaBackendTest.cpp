@@ -27,6 +27,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -206,9 +207,12 @@ protected:
     options.threads = 2;
     options.kvPageTokens = kPageSize;
     options.batchInvariant = batchInvariant;
+    options.profiler = profiler;
     return options;
   }
   bool batchInvariant = false;
+  // Given to the backends created from here on (null: unprofiled).
+  profile::Profiler *profiler = nullptr;
 
   std::unique_ptr<CudaBackend> cudaBackend(bool graphs, bool requireDeviceLoop = false,
                                            int64_t chunkSteps = 4) {
@@ -561,6 +565,98 @@ TEST_P(CudaBackendTest, GrowingTheWorkspaceRecapturesGraphs) {
   EXPECT_EQ(graphs->graphStatistics().replays, 2);
 }
 
+// What a kernel event says besides its times: category, name, layer, tokens, GEMM N and K.
+using KernelFields = std::tuple<int, std::string, int64_t, int64_t, int64_t, int64_t>;
+
+std::vector<KernelFields> kernelFields(const profile::Profiler &profiler) {
+  std::vector<KernelFields> fields;
+  for (const profile::Event &e : profiler)
+    if (profile::isKernel(e.category))
+      fields.emplace_back(static_cast<int>(e.category), e.name, e.layer, e.tokens, e.outputs,
+                          e.inputs);
+  return fields;
+}
+
+// Profiled, the cuda backend records one event per record (a norm_linear that normalises and an
+// lm_head with a norm: two, the norm first) with the CPU backend's category, name, layer, tokens
+// and GEMM shape, in the same order, for full and cached forwards with and without logit rows.
+// Each lies inside its forward on the calling thread's track, with a duration of at least zero.
+// The forwards run eagerly (no graph captured though the shape repeats) and return the
+// unprofiled backend's logits bit for bit.
+TEST_P(CudaBackendTest, ProfiledForwardsTimeEveryRecordAsTheCpuBackend) {
+  std::unique_ptr<CudaBackend> unprofiled = cudaBackend(/*graphs=*/true);
+  profile::Profiler cpuProfile(1 << 14), gpuProfile(1 << 14);
+  profiler = &cpuProfile;
+  std::unique_ptr<cpu::CpuBackend> cpu = cpuBackend();
+  profiler = &gpuProfile;
+  std::unique_ptr<CudaBackend> gpu = cudaBackend(/*graphs=*/true);
+  profiler = nullptr;
+  ASSERT_TRUE(unprofiled && cpu && gpu);
+  const int64_t count = 14, keep = 6;
+  std::vector<int32_t> ids = tokens(count);
+  std::vector<Backend *> backends{cpu.get(), gpu.get(), unprofiled.get()};
+  for (Backend *backend : backends)
+    ASSERT_TRUE(backend->reserve(count, count).isOk());
+  auto forwardAll = [&](auto &&forward, const std::string &what) {
+    std::vector<std::vector<float>> logits;
+    for (Backend *backend : backends) {
+      StatusOr<sampling::LogitsView> out = forward(*backend);
+      ASSERT_TRUE(out.isOk()) << what << ": " << out.status().message();
+      logits.push_back(copy(*out));
+    }
+    EXPECT_EQ(logits[1], logits[2]) << what << ": profiled logits differ";
+  };
+  forwardAll([&](Backend &b) { return b.forwardFull(ids.data(), count, keep, {0, 0}); },
+             "full, no rows");
+  for (int step = 0; step < 3; ++step) {
+    ids[keep + step] = static_cast<int32_t>(tiny->options().maskTokenId);
+    forwardAll([&](Backend &b) { return b.forwardCached(ids.data(), count, keep, {1, 7}); },
+               "cached step " + std::to_string(step));
+  }
+  forwardAll([&](Backend &b) { return b.forwardFull(ids.data(), count, count, {0, count}); },
+             "full, every row");
+
+  const std::vector<KernelFields> want = kernelFields(cpuProfile), got = kernelFields(gpuProfile);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  int64_t gemms = 0;
+  for (const KernelFields &f : got)
+    if (std::get<0>(f) == static_cast<int>(profile::Category::gemm) ||
+        std::get<0>(f) == static_cast<int>(profile::Category::lmHead)) {
+      ++gemms;
+      EXPECT_GT(std::get<4>(f), 0);
+      EXPECT_GT(std::get<5>(f), 0);
+    }
+  EXPECT_GT(gemms, 0);
+  EXPECT_EQ(gpuProfile.dropped(), 0u);
+  EXPECT_EQ(gpu->graphStatistics().captures + gpu->graphStatistics().replays, 0);
+  EXPECT_GT(unprofiled->graphStatistics().replays, 0);
+
+  // A forward's kernels are recorded before it closes: each lies inside the next forward event.
+  // The device clock's events round to about half a microsecond.
+  const int64_t slack = 1000;
+  std::vector<const profile::Event *> pending;
+  int64_t forwards = 0;
+  for (const profile::Event &e : gpuProfile) {
+    EXPECT_EQ(e.track, profile::TrackKind::thread);
+    EXPECT_EQ(e.trackId, 0u);
+    EXPECT_GE(e.durationNs, 0) << e.name;
+    if (profile::isKernel(e.category)) {
+      pending.push_back(&e);
+      continue;
+    }
+    ASSERT_EQ(e.category, profile::Category::forward);
+    ++forwards;
+    for (const profile::Event *k : pending) {
+      EXPECT_GE(k->startNs + slack, e.startNs) << k->name;
+      EXPECT_LE(k->startNs + k->durationNs, e.startNs + e.durationNs + slack) << k->name;
+    }
+    pending.clear();
+  }
+  EXPECT_EQ(forwards, 5);
+  EXPECT_TRUE(pending.empty());
+}
+
 // A decoding setting for the device block loop.
 struct LoopSetting {
   const char *name;
@@ -901,6 +997,44 @@ TEST_P(CudaBackendTest, DeviceBlockLoopWithoutItsKernelsFallsBackOrNamesWhy) {
                 "not supported yet: this block on the device loop: the artifact has no "
                 "block_loop_gate kernel for this loop's blocks of 8"),
             std::string::npos)
+      << failed.status().message();
+}
+
+// Profiled, the device loop is declined (its chunks run no host call between records to time
+// them at): blocks decode from the host, to the tokens the unprofiled device loop decodes, with
+// every forward's records timed; a required device loop names why it does not run.
+TEST_P(CudaBackendTest, ProfiledBlocksDecodeFromTheHost) {
+  const sampling::TokenFacts facts = loopFacts(tiny->options());
+  const sampling::DecodeRequest request = loopRequest(loopSettings()[1], 11); // prefix cache
+  std::unique_ptr<CudaBackend> device =
+      cudaBackend(/*graphs=*/true, /*requireDeviceLoop=*/true);
+  ASSERT_TRUE(device);
+  StatusOr<sampling::DecodeOutcome> expected = sampling::decode(*device, facts, request, nullptr);
+  ASSERT_TRUE(expected.isOk()) << expected.status().message();
+  EXPECT_EQ(device->blockLoopStatistics().blocks, expected->blocks);
+
+  profile::Profiler profile(1 << 14);
+  profiler = &profile;
+  std::unique_ptr<CudaBackend> profiled = cudaBackend(/*graphs=*/true);
+  std::unique_ptr<CudaBackend> required = cudaBackend(/*graphs=*/true, true);
+  profiler = nullptr;
+  ASSERT_TRUE(profiled && required);
+  StatusOr<sampling::DecodeOutcome> got = sampling::decode(*profiled, facts, request, nullptr);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  EXPECT_EQ(got->outputIds, expected->outputIds);
+  EXPECT_EQ(got->forwards, expected->forwards);
+  EXPECT_EQ(profiled->blockLoopStatistics().blocks, 0);
+  int64_t forwards = 0, attention = 0;
+  for (const profile::Event &e : profile) {
+    forwards += e.category == profile::Category::forward;
+    attention += e.category == profile::Category::attention;
+  }
+  EXPECT_EQ(forwards, got->forwards);
+  EXPECT_EQ(attention, got->forwards * tiny->options().layers);
+
+  StatusOr<sampling::DecodeOutcome> failed = sampling::decode(*required, facts, request, nullptr);
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_NE(failed.status().message().find("the backend is profiled"), std::string::npos)
       << failed.status().message();
 }
 
