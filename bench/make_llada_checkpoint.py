@@ -4,7 +4,7 @@ precision benchmarks (issue 16).
 
     .venv/bin/python bench/make_llada_checkpoint.py [--out DIR] [--dtype bf16|f32] [--seed N]
         [--hidden 768] [--layers 12] [--heads 12] [--kv-heads 12] [--mlp 2048]
-        [--max-sequence 1024]
+        [--max-sequence 1024] [--vocab N] [--zeros]
 
 The default shape is the 87M-parameter model issue 16 measured: hidden 768, 12 layers, 12 heads
 (multi-head attention), SwiGLU MLP of 2048, the demo model's tokenizer (tests/models/demo:
@@ -16,6 +16,11 @@ Speed does not depend on what the weights are, so they are random (numpy's seede
 gives the same file anywhere) and scaled to keep activations sane: projections N(0, 1/fan_in),
 norm weights N(1, 0.1^2), embeddings and LM head N(0, 0.4^2), rounded to bf16 by
 round-to-nearest-even.
+
+--vocab N makes the vocabulary and the embedding and LM-head rows N (LLaDA-8B: 126464) while
+keeping the demo tokenizer (its ids are the first of the vocabulary). --zeros writes every tensor
+as zeros, as a hole in model.safetensors: a real model's shape (16 GB for LLaDA-8B) on no disk,
+for compiling artifacts whose parameters are external and random (scripts/gpu-kit --real-size).
 
 Default output: $DLM_BENCH_CACHE/llada-<hidden>x<layers>-<dtype> (DLM_BENCH_CACHE defaults to
 ~/.cache/dlm-bench), never inside the repository.
@@ -30,9 +35,29 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from checkpoint_files import bench_cache, write_json, write_safetensors  # noqa: E402
+from checkpoint_files import (bench_cache, write_json, write_safetensors,  # noqa: E402
+                              write_zero_safetensors)
 
 DEMO = os.path.join(ROOT, "tests", "models", "demo", "checkpoint")
+
+
+def weight_shapes(a, embedding_rows):
+    """name -> shape of every tensor (the layout make_weights fills)."""
+    head_dim = a.hidden // a.heads
+    shapes = {"model.transformer.wte.weight": (embedding_rows, a.hidden),
+              "model.transformer.ln_f.weight": (a.hidden,),
+              "model.transformer.ff_out.weight": (embedding_rows, a.hidden)}
+    for i in range(a.layers):
+        p = f"model.transformer.blocks.{i}."
+        shapes.update({
+            p + "attn_norm.weight": (a.hidden,), p + "ff_norm.weight": (a.hidden,),
+            p + "q_proj.weight": (a.heads * head_dim, a.hidden),
+            p + "k_proj.weight": (a.kv_heads * head_dim, a.hidden),
+            p + "v_proj.weight": (a.kv_heads * head_dim, a.hidden),
+            p + "attn_out.weight": (a.hidden, a.heads * head_dim),
+            p + "ff_proj.weight": (a.mlp, a.hidden), p + "up_proj.weight": (a.mlp, a.hidden),
+            p + "ff_out.weight": (a.hidden, a.mlp)})
+    return shapes
 
 
 def make_weights(a, embedding_rows, rng):
@@ -64,6 +89,8 @@ def make_weights(a, embedding_rows, rng):
 def make_config(a, demo):
     """The demo model's config (its tokenizer's ids) at the benchmark's shape."""
     config = dict(demo)
+    if a.vocab:
+        config.update({"vocab_size": a.vocab, "embedding_size": a.vocab})
     config.update({
         "d_model": a.hidden, "n_layers": a.layers, "n_heads": a.heads, "n_kv_heads": a.kv_heads,
         "mlp_hidden_size": a.mlp, "max_sequence_length": a.max_sequence,
@@ -84,6 +111,9 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=12)
     ap.add_argument("--mlp", type=int, default=2048)
     ap.add_argument("--max-sequence", type=int, default=1024)
+    ap.add_argument("--vocab", type=int, default=0,
+                    help="vocabulary and embedding rows (default: the demo tokenizer's, padded)")
+    ap.add_argument("--zeros", action="store_true", help="all-zero weights, written as a hole")
     a = ap.parse_args()
     if a.hidden % a.heads or a.heads % a.kv_heads:
         sys.exit("make_llada_checkpoint: hidden must divide into heads, heads into kv-heads")
@@ -93,13 +123,23 @@ def main():
     with open(os.path.join(DEMO, "config.json")) as f:
         demo = json.load(f)
     config = make_config(a, demo)
-    weights = make_weights(a, config["embedding_size"], np.random.Generator(np.random.PCG64(a.seed)))
-    data = write_safetensors(os.path.join(out, "model.safetensors"), weights, a.dtype)
+    if a.vocab and a.vocab < demo["embedding_size"]:
+        sys.exit(f"make_llada_checkpoint: --vocab must be at least the demo tokenizer's "
+                 f"{demo['embedding_size']} rows")
+    path = os.path.join(out, "model.safetensors")
+    if a.zeros:
+        shapes = weight_shapes(a, config["embedding_size"])
+        data = write_zero_safetensors(path, shapes, a.dtype)
+        parameters = sum(int(np.prod(s, dtype=np.int64)) for s in shapes.values())
+    else:
+        weights = make_weights(a, config["embedding_size"],
+                               np.random.Generator(np.random.PCG64(a.seed)))
+        data = write_safetensors(path, weights, a.dtype)
+        parameters = sum(w.size for w in weights.values())
     write_json(os.path.join(out, "config.json"), config)
     for name in ("generation_config.json", "tokenizer.json"):
         shutil.copyfile(os.path.join(DEMO, name), os.path.join(out, name))
 
-    parameters = sum(w.size for w in weights.values())
     print(f"{out}: LLaDAModelLM, {parameters / 1e6:.1f}M parameters ({a.layers} layers, hidden "
           f"{a.hidden}, {a.heads} heads / {a.kv_heads} kv, MLP {a.mlp}), model.safetensors "
           f"{data / 2**20:.0f} MiB {a.dtype}")

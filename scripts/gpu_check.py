@@ -16,6 +16,7 @@ otherwise.
 """
 
 import argparse
+import glob
 import json
 import os
 import shlex
@@ -112,6 +113,7 @@ class Check:
         self.cases_dir = os.path.join(self.kit, "cases")
         self.env = self.kit_environment()
         self.note = print  # the summary's log once there is one
+        self.figures = {}  # each part's figures by its key, for the parts after it
 
     def unpacked(self, kit):
         """The kit's folder: `kit` itself, or where its kit.tar.xz is unpacked."""
@@ -201,7 +203,7 @@ class Check:
             if reason:
                 return "FAILED", [f"no CUDA device to run on: {reason}"], {}
         lines, counts = [], {"ok": 0, "failed": 0, "not run": 0}
-        deadline = time.monotonic() + self.box(0.45 if not self.args.emulated else 0.9)
+        deadline = time.monotonic() + self.box(0.32 if not self.args.emulated else 0.9)
 
         def on_result(case, problems, seconds, note):
             self.note(device_cases.report_line(case["label"], problems, case["cpu"], seconds,
@@ -238,7 +240,7 @@ class Check:
         if not os.path.exists(tool):
             return "skipped", ["compute-sanitizer is not on this machine"], {}
         lines, failed, figures = [], False, {}
-        deadline = time.monotonic() + self.box(0.2)
+        deadline = time.monotonic() + self.box(0.15)
         for tool_name in SANITIZER_TOOLS:
             for label, covers in SANITIZER_CASES if tool_name == "memcheck" else \
                     SANITIZER_CASES[:2]:
@@ -269,7 +271,7 @@ class Check:
             return "skipped", ["bandwidth and GEMM rate: a real GPU only"], {}
         script = os.path.join(ROOT, "scripts", "gpu_rates.py")
         cmd = [sys.executable, script]
-        rc, out = run(cmd, self.box(0.15), self.env)
+        rc, out = run(cmd, self.box(0.06), self.env)
         if rc != 0:
             return "FAILED", [f"`{command_text(cmd)}` failed (exit {rc}):", "```", out[-2000:],
                               "```"], {}
@@ -280,7 +282,7 @@ class Check:
 
     def profile(self):
         lines, figures, failed = [], {}, False
-        deadline = time.monotonic() + self.box(0.1)
+        deadline = time.monotonic() + self.box(0.05)
         prof = os.path.join(self.kit, "bin", "dlm-prof")
         for label in PROFILE_CASES:
             case = self.case(label)
@@ -314,10 +316,68 @@ class Check:
                 f"{json.dumps(forward)}")
 
     def real_size(self):
-        return "skipped", ["not supported yet: the real-size benchmarks (LLaDA-8B denoise step "
-                           "against its roofline, DiffusionGemma-26B-A4B FP8 tokens/s, Qwen3-8B "
-                           "with a DFlash drafter) need artifacts whose parameter files are "
-                           "generated on the GPU machine; the kit carries none yet"], {}
+        """The kit's real-size artifacts (scripts/gpu-kit --real-size, real/manifest.json): each
+        one's parameter file written here with the seeded random contents its artifact recorded
+        (dlm-params random), then dlm-prof on the device, held against the roofline of this GPU's
+        measured bandwidth and GEMM rate (the rates part)."""
+        manifest_path = os.path.join(self.kit, "real", "manifest.json")
+        if self.args.emulated:
+            return "skipped", ["real-size benchmarks: a real GPU only"], {}
+        if not os.path.exists(manifest_path):
+            return "skipped", ["this kit has no real-size artifacts (scripts/gpu-kit --real-size "
+                               "adds them)"], {}
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        lines, figures, failed = list(manifest.get("not_yet", [])), {}, False
+        deadline = time.monotonic() + self.box(0.25)
+        for model in manifest["models"]:
+            status, model_lines, model_figures = self.real_size_model(model, deadline)
+            failed |= status != "ok"
+            lines += model_lines
+            figures[model["name"]] = model_figures
+        return ("FAILED" if failed else "ok"), lines, figures
+
+    def real_size_model(self, model, deadline):
+        artifact = os.path.join(self.kit, "real", model["artifact"])
+        params = os.path.join(self.kit, "bin", "dlm-params")
+        write = [params, "random", artifact]
+        rc, out = run(write, max(1.0, deadline - time.monotonic()), self.env)
+        if rc != 0:
+            return "FAILED", [f"- {model['name']}: `{command_text(write)}` failed (exit {rc}): "
+                              f"{out.strip()[-500:]}"], {}
+        cmd = [os.path.join(self.kit, "bin", "dlm-prof"), artifact, *model["prof_args"],
+               "--device", "cuda", "--json"]
+        try:
+            rc, out = run(cmd, max(1.0, deadline - time.monotonic()), self.env)
+        finally:
+            for leftover in glob.glob(os.path.splitext(artifact)[0] + ".dlmp"):
+                os.remove(leftover)  # gigabytes: the next model needs the disk
+        if rc != 0:
+            return "FAILED", [f"- {model['name']}: `dlm-prof` failed (exit {rc}): "
+                              f"{out.strip()[-800:]}"], {}
+        report = json.loads(out[out.index("{"):])
+        step_ms = report["step_ms"]["median"]
+        rates = self.figures.get("rates", {})
+        lines = [f"- **{model['what']}**, random weights (`dlm-params random`, then "
+                 f"`{command_text(['dlm-prof', model['artifact'], *model['prof_args'], '--device', 'cuda', '--json'])}`): "
+                 f"denoise step median {step_ms:.2f} ms, forward median "
+                 f"{report['forward_ms']['median']:.2f} ms, "
+                 f"{report['totals']['tokens_per_second']:.0f} tokens/s"]
+        figures = {"step_ms": report["step_ms"], "forward_ms": report["forward_ms"],
+                   "totals": report["totals"], "kernels": report.get("kernels", [])}
+        if rates:
+            memory_ms = model["weight_bytes"] / (rates["copy_bandwidth_gb_per_s"] * 1e9) * 1e3
+            compute_ms = model["step_flops"] / (rates["bf16_gemm_tflop_per_s"] * 1e12) * 1e3
+            floor = max(memory_ms, compute_ms)
+            lines.append(f"  roofline of one step: weights {model['weight_bytes'] / 1e9:.2f} GB "
+                         f"/ {rates['copy_bandwidth_gb_per_s']} GB/s = {memory_ms:.2f} ms, "
+                         f"{model['step_flops'] / 1e12:.2f} TFLOP / "
+                         f"{rates['bf16_gemm_tflop_per_s']} TFLOP/s = {compute_ms:.2f} ms: the "
+                         f"step runs at {floor / step_ms:.0%} of the larger")
+            figures.update(memory_floor_ms=memory_ms, compute_floor_ms=compute_ms,
+                           fraction_of_roofline=floor / step_ms)
+        lines.append(f"  kernel shares: {self.shares(report)}")
+        return "ok", lines, figures
 
 
 # (key, title) in the order they run; the key names the Check method (real-size: real_size).
@@ -376,6 +436,7 @@ def main(argv=None):
                 status, lines, figures = part()
             except Exception as e:  # a broken part must not lose the others' results
                 status, lines, figures = "FAILED", [f"the part raised {type(e).__name__}: {e}"], {}
+            check.figures[key] = figures
             summary.add({"name": name, "status": status, "seconds": time.monotonic() - started,
                          "lines": lines, "figures": figures})
             summary.note(f"gpu-check: {name}: {status}")

@@ -10,6 +10,13 @@ GPU but nothing of dlm's build (no MLIR, oneDNN, ICU, Boost or protobuf; no comp
     gpu-kit/KIT.json    what the kit was built from, and its size
 
     scripts/gpu-kit [--build build] [--out gpu-kit] [--check-out DIR] [--max-mib 40]
+                    [--real-size]
+
+--real-size adds gpu-kit/real/: artifacts of real models' shapes (REAL_SIZE) compiled with
+external, seeded random parameters (`dlmc compile --parameters external --random-parameters`,
+from all-zero checkpoints that take no disk), which gpu-check's real-size part completes with
+`dlm-params random` on the GPU machine and benchmarks against the roofline. Not in CI: the
+8B compile reads 16 GB.
 
 Those folders travel packed, as gpu-kit/kit.tar.xz beside KIT.json (oneDNN and ICU's data alone
 are 68 MiB unpacked, 15 MiB packed); gpu-check unpacks them into a scratch folder. Runs after the
@@ -36,7 +43,29 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "runtime", "e2e"))
 import device_cases  # noqa: E402
 import gpu_check  # noqa: E402
 
-TOOLS = ["dlm-run", "dlm-prof", "dlm-bench-engine"]
+TOOLS = ["dlm-run", "dlm-prof", "dlm-bench-engine", "dlm-params"]
+MAKE_LLADA = os.path.join(ROOT, "bench", "make_llada_checkpoint.py")
+# The real-size benchmarks: LLaDA shapes (make_llada_checkpoint.py's flags), the denoise step of
+# issue 30 (a 256-token canvas after a 512-token prompt, prefix cache, 16 steps), bf16.
+CANVAS, CONTEXT, STEPS = 256, 512, 16
+REAL_SIZE = {
+    "llada-87m": {"what": "LLaDA 87M (bf16, the sanity run)",
+                  "shape": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 12,
+                            "mlp": 2048, "vocab": 960}},
+    "llada-8b": {"what": "LLaDA-8B shape (bf16)",
+                 "shape": {"hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 32,
+                           "mlp": 12288, "vocab": 126464}},
+}
+REAL_SIZE_NOT_YET = [
+    "- DiffusionGemma-26B-A4B with FP8 weights (against vLLM's published 1,288 tokens/s on the "
+    "H200): not supported yet: dlm imports DiffusionGemma but has no FP8-dynamic checkpoint "
+    "maker of that shape",
+    "- Qwen3-8B with a DFlash drafter (block 16), the acceptance-free round time: not supported "
+    "yet: an FP8 or real-size drafter pair maker is missing",
+]
+PROF_ARGS = ["--synthetic-length", str(CONTEXT), "--gen-length", str(CANVAS), "--block-length",
+             str(CANVAS), "--steps", str(STEPS), "--cache", "prefix", "--warmup", "1",
+             "--repeat", "2"]
 # The GPU machine's own: glibc (the kit's binaries need 2.36 or newer, Debian 12's), the driver,
 # and the CUDA toolkit's libraries (NVRTC, cuBLASLt), which the toolkit there provides.
 SYSTEM_LIBRARIES = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libpthread.so", "libdl.so",
@@ -104,6 +133,46 @@ def trim_kernel_cache(kit):
             os.remove(path)
 
 
+def llada_costs(shape):
+    """(bytes of the weights a denoise step streams, its FLOPs): every projection and the LM head
+    over the canvas, attention over canvas x (context + canvas); bf16 weights."""
+    h, layers, heads, kv, mlp, vocab = (shape[k] for k in ("hidden", "layers", "heads",
+                                                            "kv_heads", "mlp", "vocab"))
+    head_dim = h // heads
+    per_layer = h * (heads + 2 * kv) * head_dim + heads * head_dim * h + 3 * h * mlp
+    matmul = layers * per_layer + vocab * h
+    attention = layers * 4 * heads * head_dim * CANVAS * (CONTEXT + CANVAS)
+    return 2 * matmul, 2 * matmul * CANVAS + attention
+
+
+def add_real_size(build, kit, work):
+    """Compiles REAL_SIZE into kit/real/ with random external parameters; real/manifest.json."""
+    os.makedirs(os.path.join(kit, "real"))
+    models = []
+    for name, spec in REAL_SIZE.items():
+        ckpt = os.path.join(work, name)
+        shape = spec["shape"]
+        subprocess.run([sys.executable, MAKE_LLADA, "--out", ckpt, "--dtype", "bf16", "--zeros",
+                        *[f"--{k.replace('_', '-')}={v}" for k, v in shape.items()]],
+                       check=True, stdout=subprocess.DEVNULL)
+        artifact = os.path.join(kit, "real", name + ".dlm")
+        cmd = [os.path.join(build, "bin", "dlmc"), "compile", ckpt, "-o", artifact, "--target",
+               "all", "--parameters", "external", "--random-parameters", "1", "--gen-length",
+               str(CANVAS), "--block-length", str(CANVAS), "--steps", str(STEPS)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+        weight_bytes, flops = llada_costs(shape)
+        models.append({"name": name, "what": spec["what"], "artifact": name + ".dlm",
+                       "weight_bytes": weight_bytes, "step_flops": flops,
+                       "prof_args": PROF_ARGS})
+        print(f"gpu-kit: real-size {name}: {os.path.getsize(artifact) / 2**20:.1f} MiB artifact",
+              flush=True)
+    with open(os.path.join(kit, "real", "manifest.json"), "w") as f:
+        json.dump({"models": models, "not_yet": REAL_SIZE_NOT_YET}, f, indent=1)
+
+
 def pack(staging, kit):
     """staging's folders into kit/kit.tar.xz (xz on every core: Python's lzma uses one), KIT.json
     beside it."""
@@ -142,6 +211,8 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ROOT, "gpu-kit"))
     ap.add_argument("--check-out", default=None)
     ap.add_argument("--max-mib", type=float, default=40.0)
+    ap.add_argument("--real-size", action="store_true",
+                    help="add the real-size artifacts (random external parameters)")
     args = ap.parse_args(argv)
     final, build = os.path.abspath(args.out), os.path.abspath(args.build)
     check_out = args.check_out or os.path.join(os.path.dirname(final), "gpu-check-emulated")
@@ -161,6 +232,9 @@ def main(argv=None):
         print("gpu-kit: preparing the cases failed:\n  " + "\n  ".join(failures),
               file=sys.stderr)
         return 1
+    if args.real_size:
+        add_real_size(build, kit, os.path.join(kit, "work"))
+        shutil.rmtree(os.path.join(kit, "work"), ignore_errors=True)
     cases = len(device_cases.load_manifest(os.path.join(kit, "cases"))["cases"])
     print(f"gpu-kit: {cases} cases and the cpu's outputs in {kit}/cases", flush=True)
     info = {"commit": git_commit(), "built": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),

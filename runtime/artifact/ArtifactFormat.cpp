@@ -68,8 +68,7 @@ std::string ShapeView::toString() const {
   return text + "]";
 }
 
-Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,
-                           uint64_t byteSize) {
+StatusOr<uint64_t> weightByteSize(std::string_view weight, DType dtype, ShapeView shape) {
   const std::string item = "weight '" + std::string(weight) + "'";
   const size_t elementSize = dtypeSize(dtype);
   if (elementSize == 0)
@@ -81,19 +80,27 @@ Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape
       return Status::error(item + " has a negative dimension in shape " + shape.toString());
     empty |= dim == 0;
   }
-  uint64_t expected = empty ? 0 : elementSize;
+  if (empty)
+    return uint64_t{0};
+  uint64_t size = elementSize;
   for (int64_t dim : shape) {
-    if (empty)
-      break;
-    if (expected > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(dim))
+    if (size > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(dim))
       return Status::error(item + " has shape " + shape.toString() +
                            " whose byte size does not fit in 64 bits");
-    expected *= static_cast<uint64_t>(dim);
+    size *= static_cast<uint64_t>(dim);
   }
-  if (byteSize != expected)
-    return Status::error(item + " holds " + std::to_string(byteSize) + " bytes but shape " +
-                         shape.toString() + " of " + dtypeName(dtype) + " needs " +
-                         std::to_string(expected));
+  return size;
+}
+
+Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,
+                           uint64_t byteSize) {
+  StatusOr<uint64_t> expected = weightByteSize(weight, dtype, shape);
+  if (!expected)
+    return expected.status();
+  if (byteSize != *expected)
+    return Status::error("weight '" + std::string(weight) + "' holds " + std::to_string(byteSize) +
+                         " bytes but shape " + shape.toString() + " of " + dtypeName(dtype) +
+                         " needs " + std::to_string(*expected));
   return Status::ok();
 }
 

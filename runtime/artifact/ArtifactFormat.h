@@ -29,11 +29,18 @@ inline constexpr uint16_t kSchemaMajor = 1;
 //      Tokenizer.special_tokens).
 // 1.4: integrity hashes (Weight.content_hash, Artifact.metadata_hash).
 // 1.5: weights in a separate parameter file (Artifact.parameters; runtime/schema/parameters.fbs).
-inline constexpr uint16_t kSchemaMinor = 5;
+// 1.6: generated weights (ExternalParameters.random_seed: dlmc compile --random-parameters).
+inline constexpr uint16_t kSchemaMinor = 6;
 inline constexpr uint16_t kFirstMinorWithHashes = 4;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;
+// The random_seed of a file whose weights are a checkpoint's, not generated (schema 1.6).
+inline constexpr int64_t kNoRandomSeed = -1;
+// The suffix of an i8 or fp8_e4m3 matrix's per-row scales, a vector beside it:
+// "layers.0.q" -> "layers.0.q.scale" (dlmc writes them, runtime/model/ModelWeights.h reads them,
+// RandomParameters.h generates them at the scale their matrix needs).
+inline constexpr std::string_view kRowScaleSuffix = ".scale";
 
 struct SchemaVersion {
   uint16_t major = 0;
@@ -165,8 +172,12 @@ private:
   size_t rank_ = 0;
 };
 
-// Checks that `byteSize` is exactly the size of a `shape` tensor of `dtype`: the dtype is known,
-// no dimension is negative and the element count does not overflow. The message names `weight`.
+// The byte size of a `shape` tensor of `dtype`; errors (naming `weight`): an unknown dtype, a
+// negative dimension, a size past 2^64.
+StatusOr<uint64_t> weightByteSize(std::string_view weight, DType dtype, ShapeView shape);
+
+// Checks that `byteSize` is exactly the size of a `shape` tensor of `dtype` (weightByteSize's
+// errors, and a size that differs). The message names `weight`.
 Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,
                            uint64_t byteSize);
 

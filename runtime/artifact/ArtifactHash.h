@@ -5,10 +5,30 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace dlm::artifact {
 
 uint64_t hashBytes(const void *data, size_t size);
+
+// XXH3-64 of bytes given in pieces, equal to hashBytes of them in one piece: a generated weight
+// (RandomParameters.h) is hashed without ever being whole in memory.
+class StreamingHash {
+public:
+  StreamingHash();
+  StreamingHash(const StreamingHash &) = delete;
+  StreamingHash &operator=(const StreamingHash &) = delete;
+  ~StreamingHash();
+
+  void update(const void *data, size_t size);
+  // The hash of everything given so far.
+  uint64_t digest() const;
+
+private:
+  // The xxhash state, whose layout only ArtifactHash.cpp sees.
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The metadata's hash: bytes [0, size) with the 8 bytes at `hashFieldOffset` (where the hash
 // itself is stored) read as zeros.

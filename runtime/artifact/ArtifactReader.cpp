@@ -96,10 +96,17 @@ private:
     const std::string_view recorded = view(record.path());
     if (recorded.empty())
       return Status::error("corrupt metadata: the parameter file's path is empty");
-    reader_.parameterRecord_ =
-        ParameterFileRecordView{recorded, record.weight_section_size(), record.metadata_hash()};
+    reader_.parameterRecord_ = ParameterFileRecordView{recorded, record.weight_section_size(),
+                                                       record.metadata_hash(),
+                                                       record.random_seed()};
     StatusOr<ParameterFileReader> file = ParameterFileReader::open(
         resolveParameterFilePath(reader_.path_, std::string(recorded)));
+    if (!file && record.random_seed() >= 0)
+      // dlmc wrote no such file: say who writes it.
+      return Status::error(file.status().message() + " (the weights are random, seed " +
+                           std::to_string(record.random_seed()) +
+                           ": write the parameter file with dlm-params random " +
+                           reader_.path_ + ")");
     if (!file)
       return file.status();
     if (reader_.container_.weightSectionSize() != 0)
@@ -107,7 +114,7 @@ private:
                            ", yet the artifact has a weight section of " +
                            std::to_string(reader_.container_.weightSectionSize()) + " bytes");
     reader_.parameterFile_ = std::make_unique<ParameterFileReader>(std::move(*file));
-    return bindExternalWeights(root_->weights(), *reader_.parameterFile_,
+    return bindExternalWeights(root_->weights(), record.random_seed(), *reader_.parameterFile_,
                                reader_.externalWeights_, reader_.externalIndex_);
   }
 
@@ -292,6 +299,12 @@ const WeightView *ArtifactReader::findWeight(std::string_view name) const {
     return container_.findWeight(name);
   auto it = externalIndex_.find(name);
   return it == externalIndex_.end() ? nullptr : &externalWeights_[it->second];
+}
+
+std::optional<uint64_t> ArtifactReader::randomWeightSeed() const {
+  if (!parameterRecord_ || parameterRecord_->randomSeed < 0)
+    return std::nullopt;
+  return static_cast<uint64_t>(parameterRecord_->randomSeed);
 }
 
 StatusOr<WeightView> ArtifactReader::weight(std::string_view name) const {

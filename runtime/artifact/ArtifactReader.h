@@ -25,6 +25,8 @@ struct ParameterFileRecordView {
   // The parameter file's weight section size and metadata hash when dlmc compiled the artifact.
   uint64_t weightSectionSize = 0;
   uint64_t metadataHash = 0;
+  // Schema 1.6: the seed the weights' contents were generated with; kNoRandomSeed: a checkpoint's.
+  int64_t randomSeed = kNoRandomSeed;
 };
 
 // Views stay valid while the reader (or the reader it was moved into) lives. The files must not be
@@ -81,6 +83,10 @@ public:
   // nullptr when they live in the artifact.
   std::optional<ParameterFileRecordView> parameterFileRecord() const { return parameterRecord_; }
   const ParameterFileReader *parameterFile() const { return parameterFile_.get(); }
+  // The seed the weights' contents were generated with (schema 1.6, `dlmc compile
+  // --random-parameters`: what runs on them means nothing, only how fast it runs); nullopt when
+  // they are a checkpoint's.
+  std::optional<uint64_t> randomWeightSeed() const;
 
   // Runs `read`, which reads views of this artifact (its weights too, wherever they live),
   // turning the SIGBUS of a file truncated meanwhile into an error (MappedFile::guardedRead;

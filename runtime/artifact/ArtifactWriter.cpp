@@ -274,7 +274,8 @@ uint64_t buildMetadata(flatbuffers::FlatBufferBuilder &builder, const ArtifactCo
     parameters = fb::CreateExternalParameters(builder,
                                               createString(builder, location.parameters->path),
                                               location.parameters->weightSectionSize,
-                                              location.parameters->metadataHash);
+                                              location.parameters->metadataHash,
+                                              location.parameters->randomSeed);
 
   const fb::SchemaVersion version(kSchemaMajor, kSchemaMinor);
   auto root = fb::CreateArtifact(builder, &version, producer, config, tokenizer, program,

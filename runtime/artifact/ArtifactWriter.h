@@ -43,6 +43,9 @@ struct ParameterFileReference {
   uint64_t metadataHash = 0;
   // Where each of ArtifactContents::weights lies in the parameter file, in the same order.
   std::vector<WeightPlacement> placements;
+  // Schema 1.6: the seed the weights' contents are generated with (RandomParameters.h), whose
+  // hashes the placements hold; kNoRandomSeed: the checkpoint's weights.
+  int64_t randomSeed = kNoRandomSeed;
 };
 
 // Checks `contents` (unique non-empty names, weight sizes matching shape x dtype, metadata within

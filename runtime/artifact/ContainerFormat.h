@@ -14,8 +14,9 @@
 namespace dlm::artifact {
 
 // The parameter file's schema version, counted apart from the artifact's (its first is 1.0).
+// 1.1: ParameterArchive.random_seed (generated weights, dlm-params random).
 inline constexpr uint16_t kParameterSchemaMajor = 1;
-inline constexpr uint16_t kParameterSchemaMinor = 0;
+inline constexpr uint16_t kParameterSchemaMinor = 1;
 
 struct ContainerFormat {
   // What the file is called in messages: "artifact", "parameter file".

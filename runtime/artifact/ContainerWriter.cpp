@@ -78,10 +78,15 @@ public:
     return Status::ok();
   }
 
+  // Alignment padding, or a gap a layout read from an artifact leaves between two weights.
   Status writeZeros(uint64_t count) {
-    static const uint8_t zeros[kWeightAlignment] = {};
-    assert(count < kWeightAlignment);
-    return write(zeros, count, "padding");
+    static const uint8_t zeros[4096] = {};
+    while (count > 0) {
+      const uint64_t piece = std::min<uint64_t>(count, sizeof zeros);
+      DLM_RETURN_IF_ERROR(write(zeros, piece, "padding"));
+      count -= piece;
+    }
+    return Status::ok();
   }
 
   Status commit() {
@@ -105,7 +110,7 @@ private:
 
 } // namespace
 
-Status checkWeightSources(const std::vector<WeightSource> &weights) {
+Status checkWeightDescriptors(const std::vector<WeightSource> &weights) {
   std::set<std::string_view> names;
   for (const WeightSource &weight : weights) {
     if (weight.name.empty())
@@ -114,28 +119,70 @@ Status checkWeightSources(const std::vector<WeightSource> &weights) {
       return Status::error("weight '" + weight.name + "' appears twice");
     DLM_RETURN_IF_ERROR(
         checkWeightByteSize(weight.name, weight.dtype, ShapeView(weight.shape), weight.size));
+  }
+  return Status::ok();
+}
+
+Status checkWeightSources(const std::vector<WeightSource> &weights) {
+  DLM_RETURN_IF_ERROR(checkWeightDescriptors(weights));
+  for (const WeightSource &weight : weights)
     if (weight.size && !weight.data)
       return Status::error("weight '" + weight.name + "' has " + std::to_string(weight.size) +
                            " bytes but no data");
-  }
   return Status::ok();
 }
 
 StatusOr<WeightLayout> layOutWeights(const std::vector<WeightSource> &weights) {
   // Hashing reads every byte: the sizes and data pointers must be right first.
   DLM_RETURN_IF_ERROR(checkWeightSources(weights));
+  std::vector<uint64_t> hashes;
+  hashes.reserve(weights.size());
+  for (const WeightSource &weight : weights)
+    hashes.push_back(hashBytes(weight.data, static_cast<size_t>(weight.size)));
+  return layOutWeights(weights, hashes);
+}
+
+StatusOr<WeightLayout> layOutWeights(const std::vector<WeightSource> &weights,
+                                     const std::vector<uint64_t> &contentHashes) {
+  DLM_RETURN_IF_ERROR(checkWeightDescriptors(weights));
+  if (contentHashes.size() != weights.size())
+    return Status::error(std::to_string(contentHashes.size()) + " content hashes for " +
+                         std::to_string(weights.size()) + " weights");
   WeightLayout layout;
   layout.placements.reserve(weights.size());
-  for (const WeightSource &weight : weights) {
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightSource &weight = weights[i];
     const uint64_t offset = alignUp(layout.sectionSize, kWeightAlignment);
     if (offset < layout.sectionSize || weight.size > kUint64Max - offset)
       return Status::error("weights add up to more than 2^64 bytes at weight '" + weight.name +
                            "'");
-    layout.placements.push_back(
-        {offset, hashBytes(weight.data, static_cast<size_t>(weight.size))});
+    layout.placements.push_back({offset, contentHashes[i]});
     layout.sectionSize = offset + weight.size;
   }
   return layout;
+}
+
+Status checkWeightLayout(const std::vector<WeightSource> &weights, const WeightLayout &layout) {
+  if (layout.placements.size() != weights.size())
+    return Status::error("the layout places " + std::to_string(layout.placements.size()) +
+                         " weights but there are " + std::to_string(weights.size()));
+  uint64_t end = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const uint64_t offset = layout.placements[i].offset;
+    const std::string item = "weight '" + weights[i].name + "' at offset " +
+                             std::to_string(offset) + " of the weight section";
+    if (offset % kWeightAlignment != 0)
+      return Status::error(item + " is not " + std::to_string(kWeightAlignment) +
+                           "-byte aligned");
+    if (offset < end)
+      return Status::error(item + " starts before the weight before it ends (byte " +
+                           std::to_string(end) + ")");
+    if (weights[i].size > layout.sectionSize || offset > layout.sectionSize - weights[i].size)
+      return Status::error(item + " ends past the weight section (" +
+                           std::to_string(layout.sectionSize) + " bytes)");
+    end = offset + weights[i].size;
+  }
+  return Status::ok();
 }
 
 uint64_t estimateWeightIndexBytes(const std::vector<WeightSource> &weights) {
@@ -191,6 +238,17 @@ uint64_t sealMetadata(flatbuffers::FlatBufferBuilder &builder, const ContainerFo
 Status writeContainerFile(const std::string &path, const flatbuffers::FlatBufferBuilder &metadata,
                           uint64_t sectionStart, const std::vector<WeightSource> &weights,
                           const std::vector<WeightPlacement> &placements) {
+  return writeContainerFile(path, metadata, sectionStart, weights, placements,
+                            [&weights](size_t index, const ByteSink &sink) {
+                              const WeightSource &weight = weights[index];
+                              return sink(weight.data, static_cast<size_t>(weight.size));
+                            });
+}
+
+Status writeContainerFile(const std::string &path, const flatbuffers::FlatBufferBuilder &metadata,
+                          uint64_t sectionStart, const std::vector<WeightSource> &weights,
+                          const std::vector<WeightPlacement> &placements,
+                          const WeightBytes &bytes) {
   assert(weights.size() == placements.size());
   TemporaryFile file(path);
   DLM_RETURN_IF_ERROR(file.create());
@@ -201,8 +259,20 @@ Status writeContainerFile(const std::string &path, const flatbuffers::FlatBuffer
   for (size_t i = 0; i < weights.size(); ++i) {
     const WeightSource &weight = weights[i];
     const uint64_t start = sectionStart + placements[i].offset;
+    assert(start >= position && "placements in increasing order");
     DLM_RETURN_IF_ERROR(file.writeZeros(start - position));
-    DLM_RETURN_IF_ERROR(file.write(weight.data, weight.size, "weight '" + weight.name + "'"));
+    const std::string what = "weight '" + weight.name + "'";
+    uint64_t given = 0;
+    DLM_RETURN_IF_ERROR(bytes(i, [&](const void *data, size_t size) {
+      if (size > weight.size - given)
+        return Status::error(what + ": given more than its " + std::to_string(weight.size) +
+                             " bytes");
+      given += size;
+      return file.write(data, size, what);
+    }));
+    if (given != weight.size)
+      return Status::error(what + ": given " + std::to_string(given) + " of its " +
+                           std::to_string(weight.size) + " bytes");
     position = start + weight.size;
   }
   return file.commit();

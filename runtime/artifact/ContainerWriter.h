@@ -8,6 +8,7 @@
 #include "support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,12 +40,27 @@ struct WeightLayout {
   uint64_t sectionSize = 0;
 };
 
-// Unique non-empty names, byte sizes matching shape x dtype, data behind every byte.
+// Unique non-empty names and byte sizes matching shape x dtype; the data are not looked at (a
+// generated weight has none until it is written).
+Status checkWeightDescriptors(const std::vector<WeightSource> &weights);
+
+// checkWeightDescriptors, and data behind every byte.
 Status checkWeightSources(const std::vector<WeightSource> &weights);
 
 // The weights one after another, each at the next 64-byte boundary, with their hashes (which read
 // every byte). Errors: checkWeightSources', and weights adding up to more than 2^64 bytes.
 StatusOr<WeightLayout> layOutWeights(const std::vector<WeightSource> &weights);
+
+// The same places, with the content hashes given (one per weight, in order) instead of read from
+// the data: those of a generator's bytes (RandomParameters.h). Errors: checkWeightDescriptors',
+// a count of hashes that differs, more than 2^64 bytes.
+StatusOr<WeightLayout> layOutWeights(const std::vector<WeightSource> &weights,
+                                     const std::vector<uint64_t> &contentHashes);
+
+// Whether `layout` can be written for `weights`: a placement per weight, 64-byte aligned, in
+// increasing order without overlap, the last ending within the section. A layout read from a file
+// rather than made by layOutWeights must pass this before it is written.
+Status checkWeightLayout(const std::vector<WeightSource> &weights, const WeightLayout &layout);
 
 // What the metadata estimates below charge for one item (string, vector, table) beyond its bytes:
 // length prefix, terminator, alignment padding, vtable and table fields.
@@ -70,8 +86,22 @@ uint64_t sealMetadata(flatbuffers::FlatBufferBuilder &builder, const ContainerFo
 // Writes the sealed metadata, zero padding up to `sectionStart` and each weight at its placement
 // to a temporary file beside `path`, syncs it and renames it over `path`: a failure never leaves a
 // partial file at `path` (an existing one stays as it was). I/O errors carry the system's reason.
+// The placements must be in increasing order (layOutWeights', or checkWeightLayout's).
 Status writeContainerFile(const std::string &path, const flatbuffers::FlatBufferBuilder &metadata,
                           uint64_t sectionStart, const std::vector<WeightSource> &weights,
                           const std::vector<WeightPlacement> &placements);
+
+// Takes a piece of a weight's bytes (valid during the call).
+using ByteSink = std::function<Status(const void *data, size_t size)>;
+// Gives weight `index`'s bytes, all of them and in order, to `sink`, in pieces of any size.
+using WeightBytes = std::function<Status(size_t index, const ByteSink &sink)>;
+
+// The same, each weight's bytes coming from `bytes` as they are written, so that a weight need
+// never be whole in memory. A weight given more or fewer bytes than its size is an error naming
+// it.
+Status writeContainerFile(const std::string &path, const flatbuffers::FlatBufferBuilder &metadata,
+                          uint64_t sectionStart, const std::vector<WeightSource> &weights,
+                          const std::vector<WeightPlacement> &placements,
+                          const WeightBytes &bytes);
 
 } // namespace dlm::artifact

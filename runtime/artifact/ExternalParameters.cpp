@@ -3,6 +3,7 @@
 #include "runtime/artifact/ParameterFilePath.h"
 #include "runtime/artifact/ParameterFileReader.h"
 #include "runtime/artifact/ParameterFileWriter.h"
+#include "runtime/artifact/RandomParameterFile.h"
 
 #include <filesystem>
 #include <optional>
@@ -106,20 +107,42 @@ Status provideParameterFile(const std::string &path, const ArtifactContents &con
   return Status::ok();
 }
 
+Status checkApart(const std::string &artifactPath, const std::string &parameterPath) {
+  if (sameFilePath(artifactPath, parameterPath))
+    return Status::error("the parameter file " + inQuotes(parameterPath) +
+                         " is the artifact itself: give another --parameter-file");
+  return Status::ok();
+}
+
 } // namespace
 
 StatusOr<ParameterFileOutcome> writeArtifactWithParameterFile(const std::string &artifactPath,
                                                               const std::string &parameterPath,
                                                               const ArtifactContents &contents) {
-  if (sameFilePath(artifactPath, parameterPath))
-    return Status::error("the parameter file " + inQuotes(parameterPath) +
-                         " is the artifact itself: give another --parameter-file");
+  DLM_RETURN_IF_ERROR(checkApart(artifactPath, parameterPath));
   ParameterFileReference reference;
   reference.path = recordedParameterFilePath(artifactPath, parameterPath);
   ParameterFileOutcome outcome;
   DLM_RETURN_IF_ERROR(provideParameterFile(parameterPath, contents, reference, outcome));
   DLM_RETURN_IF_ERROR(writeArtifact(artifactPath, contents, reference));
   return outcome;
+}
+
+Status writeArtifactWithRandomParameters(const std::string &artifactPath,
+                                         const std::string &parameterPath,
+                                         const ArtifactContents &contents, uint64_t seed) {
+  DLM_RETURN_IF_ERROR(checkApart(artifactPath, parameterPath));
+  StatusOr<RandomParameterPlan> plan =
+      planRandomParameterFile(contents.producer, contents.weights, seed);
+  if (!plan)
+    return plan.status().withContext("random parameters");
+  ParameterFileReference reference;
+  reference.path = recordedParameterFilePath(artifactPath, parameterPath);
+  reference.weightSectionSize = plan->record.weightSectionSize;
+  reference.metadataHash = plan->record.metadataHash;
+  reference.placements = std::move(plan->layout.placements);
+  reference.randomSeed = static_cast<int64_t>(seed);
+  return writeArtifact(artifactPath, contents, reference);
 }
 
 } // namespace dlm::artifact

@@ -33,4 +33,14 @@ StatusOr<ParameterFileOutcome> writeArtifactWithParameterFile(const std::string 
                                                               const std::string &parameterPath,
                                                               const ArtifactContents &contents);
 
+// `dlmc compile --random-parameters SEED`: writes the artifact at `artifactPath` as above, but
+// describing `contents`' weights with the contents RandomParameters.h generates for `seed` (their
+// hashes, computed as they are generated; the checkpoint's bytes are never read) and recording
+// the seed. The parameter file at `parameterPath` is neither written nor read: `dlm-params random`
+// writes it (RandomParameterFile.h). Errors: a parameter path naming the artifact itself, a
+// weight of a dtype the generator does not make, the artifact's write.
+Status writeArtifactWithRandomParameters(const std::string &artifactPath,
+                                         const std::string &parameterPath,
+                                         const ArtifactContents &contents, uint64_t seed);
+
 } // namespace dlm::artifact

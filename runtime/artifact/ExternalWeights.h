@@ -17,9 +17,10 @@ namespace dlm::artifact {
 // byte size == shape x dtype) and finds it in `file`, which must hold it with the same dtype,
 // shape and content hash. Fills `views` (pointing into `file`'s mapping, in the artifact's order)
 // and `index` (name -> position in `views`). Errors about the parameter file start with
-// "parameter file '<path>': ".
+// "parameter file '<path>': "; a content hash that differs says why when the artifact's
+// `randomSeed` (schema 1.6) and the file's differ.
 Status bindExternalWeights(
-    const flatbuffers::Vector<flatbuffers::Offset<fb::Weight>> *descriptors,
+    const flatbuffers::Vector<flatbuffers::Offset<fb::Weight>> *descriptors, int64_t randomSeed,
     const ParameterFileReader &file, std::vector<WeightView> &views,
     std::unordered_map<std::string_view, size_t> &index);
 

@@ -22,6 +22,7 @@ Status ParameterFileReader::load() {
   const fb::ParameterArchive *root = fb::GetSizePrefixedParameterArchive(container_.data());
   if (const flatbuffers::String *producer = root->producer())
     producer_ = std::string_view(producer->c_str(), producer->size());
+  randomSeed_ = root->random_seed() < 0 ? kNoRandomSeed : root->random_seed();
   return container_.readWeightIndex(*reinterpret_cast<const flatbuffers::Table *>(root));
 }
 

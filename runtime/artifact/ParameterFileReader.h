@@ -29,6 +29,9 @@ public:
   uint64_t weightSectionSize() const { return container_.weightSectionSize(); }
   // The metadata hash the writer recorded: which version of the file this is.
   uint64_t metadataHash() const { return container_.recordedMetadataHash(); }
+  // The seed the weights' contents were generated with (schema 1.1, dlm-params random);
+  // kNoRandomSeed: a checkpoint's weights.
+  int64_t randomSeed() const { return randomSeed_; }
 
   // In the order the writer was given them.
   const std::vector<WeightView> &weights() const { return container_.weights(); }
@@ -52,6 +55,7 @@ private:
   std::string path_;
   MappedContainer container_;
   std::string_view producer_;
+  int64_t randomSeed_ = kNoRandomSeed;
 };
 
 // Whether the file at `path` carries the parameter file's identifier (whatever else it holds):

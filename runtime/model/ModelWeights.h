@@ -45,8 +45,9 @@ struct StoredTensor {
   const float *rowScales = nullptr; // i8, fp8_e4m3: S, widened
 };
 
-// The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale".
-inline constexpr std::string_view kRowScaleSuffix = ".scale";
+// The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale" (part of the
+// artifact's format, which defines it).
+inline constexpr std::string_view kRowScaleSuffix = artifact::kRowScaleSuffix;
 
 // Element i of `tensor` as float32 (bf16, f16 and fp8_e4m3 widen exactly; i8 and fp8_e4m3 are
 // scaled by their row's scale).

@@ -42,6 +42,9 @@ public:
 
   const artifact::ArtifactReader &artifact() const { return reader_; }
   const artifact::ModelConfig &config() const { return reader_.config(); }
+  // The seed of the weights' contents when they are generated, not trained (`dlmc compile
+  // --random-parameters`): outputs then mean nothing, timings do. nullopt for real weights.
+  std::optional<uint64_t> randomWeightSeed() const { return reader_.randomWeightSeed(); }
   const model::ModelDims &dims() const { return dims_; }
   // nullptr when the artifact carries no tokenizer.json.
   const Tokenizer *tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }

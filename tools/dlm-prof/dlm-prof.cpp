@@ -13,6 +13,7 @@
 // forwards), steps per block, tokens per forward and tokens/s per request, peak memory (weights,
 // KV pages, activations, process RSS). --json prints the same as one object. --trace writes a
 // Chrome trace (open it in https://ui.perfetto.dev): a track per backend thread and per request.
+// Generated weights (dlmc compile --random-parameters) are said so on stderr and in --json.
 // Bad arguments: exit status 2; a failed generation: 1.
 #include "runtime/model/ModelSpec.h"
 #include "runtime/profile/ChromeTrace.h"
@@ -20,6 +21,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/RandomWeights.h"
 
 #include <nlohmann/json.hpp>
 
@@ -392,6 +394,7 @@ int main(int argc, char **argv) {
     std::cerr << "dlm-prof: " << model.status().message() << "\n";
     return kFailed;
   }
+  dlm::tools::warnIfRandomWeights("dlm-prof", **model);
   profile::Profiler profiler(static_cast<size_t>(options.maxEvents));
   options.session.profiler = &profiler;
   dlm::StatusOr<std::unique_ptr<dlm::Session>> created =
@@ -469,9 +472,12 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (options.json)
-    std::cout << reportJson(report).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-  else
+  if (options.json) {
+    Json out = reportJson(report);
+    dlm::tools::addRandomWeights(out, **model);
+    std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
     printReport(report);
+  }
   return 0;
 }

@@ -22,10 +22,12 @@
 // .npy [tokens fed, vocab_size]. --decoder-input-ids starts the first canvas from these tokens
 // instead of noise (to replay a reference run, e.g. transformers' DiffusionGemma). --score also reports the output's mean negative log-likelihood
 // under the model, read left to right (Session::score; one forward per output token, not
-// counted in the generation's figures). Bad arguments: a message and exit status 2; a failed generation:
-// exit status 1.
+// counted in the generation's figures). Generated weights (dlmc compile --random-parameters) are
+// said so on stderr and in --json (random_weights, random_seed). Bad arguments: a message and exit
+// status 2; a failed generation: exit status 1.
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/RandomWeights.h"
 
 #include <nlohmann/json.hpp>
 
@@ -173,6 +175,7 @@ int main(int argc, char **argv) {
     std::cerr << "dlm-run: " << model.status().message() << "\n";
     return kFailed;
   }
+  dlm::tools::warnIfRandomWeights("dlm-run", **model);
   if (options.chat) {
     dlm::ChatRequest chat;
     if (options.system)
@@ -266,6 +269,7 @@ int main(int argc, char **argv) {
     out["policy"] = result->policy;
     out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
     out["backend"] = std::string((*session)->backend().name());
+    dlm::tools::addRandomWeights(out, **model);
     if (score)
       out["output_nll"] = score->meanNll;
     // Invalid UTF-8 in generated text must not abort the dump.

@@ -11,6 +11,7 @@
 // a model or engine that cannot start: exit 1.
 #include "runtime/engine/Engine.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/RandomWeights.h"
 #include "tools/dlm-serve/HttpServer.h"
 #include "tools/dlm-serve/ServedModel.h"
 
@@ -107,6 +108,7 @@ int main(int argc, char **argv) {
     std::cerr << "dlm-serve: " << model.status().message() << "\n";
     return kFailed;
   }
+  dlm::tools::warnIfRandomWeights("dlm-serve", **model);
   dlm::StatusOr<std::unique_ptr<dlm::engine::Engine>> engine =
       dlm::engine::Engine::create(*model, options);
   if (!engine) {

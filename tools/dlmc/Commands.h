@@ -4,6 +4,7 @@
 #include "compiler/pipeline/Compilation.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace dlm::dlmc {
@@ -19,6 +20,9 @@ struct CompileCommand {
   // (empty: the output with its extension replaced by .dlmp).
   std::string parameters = "embedded";
   std::string parameterFile;
+  // --random-parameters SEED: the weights' contents are generated (RandomParameters.h), the
+  // checkpoint supplying only their shapes; the parameter file is left to dlm-params random.
+  std::optional<uint64_t> randomSeed;
 };
 int runCompile(const CompileCommand &command);
 

@@ -16,12 +16,28 @@
 namespace dlm::dlmc {
 namespace {
 
+std::string parameterFilePath(const CompileCommand &command) {
+  return command.parameterFile.empty() ? artifact::defaultParameterFilePath(command.output)
+                                       : command.parameterFile;
+}
+
+// --random-parameters: the artifact describes generated weights; dlm-params writes their file.
+Status writeWithRandomParameters(const CompileCommand &command,
+                                 const artifact::ArtifactContents &contents) {
+  DLM_RETURN_IF_ERROR(artifact::writeArtifactWithRandomParameters(
+      command.output, parameterFilePath(command), contents, *command.randomSeed));
+  llvm::outs() << "dlmc compile: weights: random (seed " << *command.randomSeed
+               << "); write the parameter file with: dlm-params random " << command.output
+               << "\n";
+  return Status::ok();
+}
+
 // --parameters external: the artifact and its parameter file, saying what became of the latter.
 Status writeWithParameterFile(const CompileCommand &command,
                               const artifact::ArtifactContents &contents) {
-  const std::string parameterPath = command.parameterFile.empty()
-                                        ? artifact::defaultParameterFilePath(command.output)
-                                        : command.parameterFile;
+  if (command.randomSeed)
+    return writeWithRandomParameters(command, contents);
+  const std::string parameterPath = parameterFilePath(command);
   StatusOr<artifact::ParameterFileOutcome> outcome =
       artifact::writeArtifactWithParameterFile(command.output, parameterPath, contents);
   if (!outcome)
@@ -81,6 +97,9 @@ int runCompile(const CompileCommand &command) {
     return fail("unknown --parameters " + command.parameters + " (expected embedded or external)");
   if (!command.parameterFile.empty() && command.parameters != "external")
     return fail("--parameter-file needs --parameters external");
+  if (command.randomSeed && command.parameters != "external")
+    return fail("--random-parameters needs --parameters external (the generated weights go to a "
+                "parameter file that dlm-params random writes)");
   if (command.parameters == "external" && emit != "artifact")
     return fail("--parameters external writes an artifact (-o); --emit=" + emit + " writes none");
 

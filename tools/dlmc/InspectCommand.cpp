@@ -69,6 +69,8 @@ void printWeightLocation(llvm::raw_ostream &os, const artifact::ArtifactReader &
     os << "  rewritten since this artifact was compiled (metadata hash "
        << artifact::hexHash(file->metadataHash()) << ", dlmc recorded "
        << artifact::hexHash(record.metadataHash) << "); it holds the same weights\n";
+  if (std::optional<uint64_t> seed = reader.randomWeightSeed())
+    os << "  random (seed " << *seed << "): outputs mean nothing, timings do\n";
 }
 
 int inspectParameterFile(const std::string &path, bool verify) {
@@ -90,7 +92,10 @@ int inspectParameterFile(const std::string &path, bool verify) {
      << file->schemaVersion().major << "." << file->schemaVersion().minor << ", by "
      << file->producer() << ")\n";
   os << "weights: " << file->weights().size() << " tensors, " << totalBytes(file->weights())
-     << " bytes\n";
+     << " bytes";
+  if (file->randomSeed() >= 0)
+    os << ", random (seed " << file->randomSeed() << ")";
+  os << "\n";
   printWeightList(os, file->weights());
   return 0;
 }

@@ -51,6 +51,13 @@ int main(int argc, char **argv) {
       cl::desc("The parameter file of --parameters external (default: the output with its "
                "extension replaced by .dlmp)"),
       cl::value_desc("model.dlmp"), cl::init(""), cl::sub(compileCommand));
+  cl::opt<int64_t> randomParameters(
+      "random-parameters",
+      cl::desc("With --parameters external: the weights' contents are generated from this seed "
+               "(0 to 2^63-1; the checkpoint only gives their shapes) and the parameter file is "
+               "left for dlm-params random to write where it runs: for timing a model whose "
+               "weights cannot travel. Outputs on them mean nothing"),
+      cl::value_desc("seed"), cl::init(-1), cl::sub(compileCommand));
   cl::opt<std::string> compileEmit(
       "emit",
       cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
@@ -134,6 +141,14 @@ int main(int argc, char **argv) {
     command.emit = compileEmit;
     command.parameters = parameters;
     command.parameterFile = parameterFile;
+    if (randomParameters.getNumOccurrences()) {
+      if (randomParameters < 0) {
+        llvm::errs() << "dlmc compile: --random-parameters takes a seed from 0 to 2^63-1, got "
+                     << randomParameters << "\n";
+        return 1;
+      }
+      command.randomSeed = static_cast<uint64_t>(randomParameters);
+    }
     dlm::pipeline::CompileOptions &options = command.options;
     options.checkpoint = compileInput;
     options.target = target;

@@ -172,9 +172,9 @@ TEST_F(ParameterFileTest, SchemaItCannotRead) {
   std::vector<uint8_t> bytes = testing::readBytes(parameterFile);
   fb::GetMutableSizePrefixedParameterArchive(bytes.data())->mutable_schema_version()->mutate_major(2);
   testing::writeBytes(parameterFile, bytes);
-  EXPECT_EQ(openError(),
-            prefix() + ": parameter file schema version 2.0 is newer than this runtime supports "
-                       "(1.x)");
+  EXPECT_EQ(openError(), prefix() + ": parameter file schema version 2." +
+                             std::to_string(kParameterSchemaMinor) +
+                             " is newer than this runtime supports (1.x)");
 }
 
 TEST_F(ParameterFileTest, Truncated) {
