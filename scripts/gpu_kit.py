@@ -63,9 +63,12 @@ REAL_SIZE_NOT_YET = [
     "- Qwen3-8B with a DFlash drafter (block 16), the acceptance-free round time: not supported "
     "yet: an FP8 or real-size drafter pair maker is missing",
 ]
-PROF_ARGS = ["--synthetic-length", str(CONTEXT), "--gen-length", str(CANVAS), "--block-length",
-             str(CANVAS), "--steps", str(STEPS), "--cache", "prefix", "--warmup", "1",
-             "--repeat", "2"]
+DECODE_ARGS = ["--gen-length", str(CANVAS), "--block-length", str(CANVAS), "--steps", str(STEPS),
+               "--cache", "prefix"]
+PROF_ARGS = ["--synthetic-length", str(CONTEXT), *DECODE_ARGS, "--warmup", "1", "--repeat", "2"]
+# dlm-run's prompt: CONTEXT ids of the demo tokenizer's.
+RUN_ARGS = ["--prompt-ids", ",".join(str(3 + 7 * i % 900) for i in range(CONTEXT)),
+            *DECODE_ARGS]
 # The GPU machine's own: glibc (the kit's binaries need 2.36 or newer, Debian 12's), the driver,
 # and the CUDA toolkit's libraries (NVRTC, cuBLASLt), which the toolkit there provides.
 SYSTEM_LIBRARIES = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libpthread.so", "libdl.so",
@@ -166,7 +169,7 @@ def add_real_size(build, kit, work):
         weight_bytes, flops = llada_costs(shape)
         models.append({"name": name, "what": spec["what"], "artifact": name + ".dlm",
                        "weight_bytes": weight_bytes, "step_flops": flops,
-                       "prof_args": PROF_ARGS})
+                       "prof_args": PROF_ARGS, "run_args": RUN_ARGS})
         print(f"gpu-kit: real-size {name}: {os.path.getsize(artifact) / 2**20:.1f} MiB artifact",
               flush=True)
     with open(os.path.join(kit, "real", "manifest.json"), "w") as f:

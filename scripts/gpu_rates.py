@@ -1,6 +1,7 @@
 """The GPU's measured ceilings for gpu-check: device-to-device copy bandwidth (bytes read plus
 bytes written per second) and the bf16 matrix product rate on random data, through PyTorch (which
-the GPU machine has; dlm itself does not use it). Prints one JSON object as its last line.
+the GPU machine has; dlm itself does not use it). Prints one JSON object, and nothing else, on
+stdout.
 
 Each figure is the median of 10 timed repetitions (CUDA events) after 3 warm-ups; the copy moves
 4 GiB each way, several times the L2, and the product is 8192 x 8192 x 8192.
