@@ -21,11 +21,13 @@ import json
 import os
 import shlex
 import shutil
+import site
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import traceback
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "runtime", "e2e"))
@@ -85,15 +87,12 @@ class Summary:
             f.write("\n".join(lines))
 
 
-def run(cmd, timeout, env=None, cwd=None):
-    """(exit status, stdout + stderr); 124 with what was printed when it ran out of time."""
+def run(cmd, timeout, env=None):
+    """(exit status, stdout + stderr); 124 when it ran out of time (then it and what it started
+    are killed: nothing of a part outlives its box), 127 when it cannot start."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=cwd)
-        return proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"") + (e.stderr or b"")
-        return 124, out.decode(errors="replace") if isinstance(out, bytes) else out
+        rc, out, err = device_cases.run_process(cmd, timeout, env)
+        return rc, out + err
     except OSError as e:
         return 127, str(e)
 
@@ -101,16 +100,14 @@ def run(cmd, timeout, env=None, cwd=None):
 def run_json(cmd, timeout, env=None):
     """(exit status, the JSON object stdout printed or None, stdout + stderr)."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return 124, None, f"timed out after {timeout:.0f} s"
+        rc, out, err = device_cases.run_process(cmd, timeout, env)
     except OSError as e:
         return 127, None, str(e)
     try:
-        parsed = json.loads(proc.stdout) if proc.returncode == 0 else None
+        parsed = json.loads(out) if rc == 0 else None
     except ValueError as e:
-        return 1, None, f"its output is not JSON ({e}): {proc.stdout[-300:]}{proc.stderr[-300:]}"
-    return proc.returncode, parsed, proc.stdout + proc.stderr
+        return 1, None, f"its output is not JSON ({e}): {out[-300:]}{err[-300:]}"
+    return rc, parsed, out + err
 
 
 def command_text(cmd):
@@ -129,6 +126,7 @@ class Check:
         self.env = self.kit_environment()
         self.note = print  # the summary's log once there is one
         self.figures = {}  # each part's figures by its key, for the parts after it
+        self.share = self.remaining_shares = 1.0
 
     def unpacked(self, kit):
         """The kit's folder: `kit` itself, or where its kit.tar.xz is unpacked."""
@@ -145,16 +143,18 @@ class Check:
         on the emulated device the kit's kernel cache and prelude headers (no compiler needed)."""
         env = dict(os.environ)
         paths = [os.path.join(self.kit, "lib")]
-        for toolkit in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-                        "/usr/local/nvidia/lib64"):
+        cuda_homes = [h for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if h]
+        for toolkit in [os.path.join(h, d) for h in cuda_homes
+                        for d in ("lib64", "lib", "targets/x86_64-linux/lib")] + \
+                ["/usr/local/nvidia/lib64"]:
             if os.path.isdir(toolkit):
                 paths.append(toolkit)
         # Where a machine has cuBLASLt only as PyTorch's wheels have it (nvidia-cublas).
-        paths += sorted(glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages",
-                                               "nvidia", "*", "lib")))
+        for packages in site.getsitepackages() + [site.getusersitepackages()]:
+            paths += sorted(glob.glob(os.path.join(packages, "nvidia", "*", "lib")))
         if env.get("LD_LIBRARY_PATH"):
             paths.append(env["LD_LIBRARY_PATH"])
-        env["LD_LIBRARY_PATH"] = ":".join(paths)
+        env["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys(paths))
         if self.args.emulated:
             env["DLM_EMU_CACHE_DIR"] = os.path.join(self.kit, "emu", "cache")
             env["DLM_EMU_SOURCE_DIR"] = os.path.join(self.kit, "emu", "source")
@@ -163,9 +163,11 @@ class Check:
     def left(self):
         return self.args.budget - (time.monotonic() - self.start)
 
-    def box(self, share):
-        """A part's time box: `share` of the budget, never more than what is left."""
-        return max(0.0, min(self.args.budget * share, self.left()))
+    def box(self):
+        """The running part's time box: its share of what is left, against the shares of the parts
+        still to run (PARTS; the main loop sets share and remaining_shares), so time a part does
+        not use goes to the parts after it and the last part gets all that is left."""
+        return max(0.0, self.left() * min(1.0, self.share / self.remaining_shares))
 
     # --- parts ----------------------------------------------------------------------------------
 
@@ -183,7 +185,7 @@ class Check:
 
     def suites(self):
         lines, failed, figures = [], False, {}
-        box = self.box(0.15)
+        box = self.box()
         deadline = time.monotonic() + box
         for suite in SUITES:
             binary = os.path.join(self.kit, "bin", suite)
@@ -217,19 +219,22 @@ class Check:
         if self.device == "cuda":
             first = next(iter(manifest["artifacts"]))
             reason = device_cases.missing_cuda_driver(
-                self.dlm_run, os.path.join(self.cases_dir, first + ".dlm"))
+                self.dlm_run, os.path.join(self.cases_dir, first + ".dlm"), self.env)
             if reason:
                 return "FAILED", [f"no CUDA device to run on: {reason}"], {}
         lines, counts = [], {"ok": 0, "failed": 0, "not run": 0}
-        deadline = time.monotonic() + self.box(0.32 if not self.args.emulated else 0.9)
+        deadline = time.monotonic() + self.box()
 
         def on_result(case, problems, seconds, note):
             self.note(device_cases.report_line(case["label"], problems, case["cpu"], seconds,
                                                self.device, note))
 
+        # A real GPU runs several tiny cases at once (16 cores there); the emulated device uses
+        # every core for one.
+        jobs = 1 if self.args.emulated else 4
         results, seconds, runs = device_cases.check(self.cases_dir, self.dlm_run, self.device,
                                                     self.env, self.scratch, on_result, deadline,
-                                                    manifest["cases"])
+                                                    manifest["cases"], jobs)
         for label, problems, _, note in results:
             key = "not run" if problems is None else ("failed" if problems else "ok")
             counts[key] += 1
@@ -238,7 +243,8 @@ class Check:
                 lines.append(f"- {label}: {note}")
         lines.insert(0, f"{counts['ok']} of {len(results)} cases held to the cpu "
                         f"({counts['failed']} failed, {counts['not run']} not run); {runs} "
-                        f"{self.device} runs, {seconds:.1f} s of dlm-run; the cases and their "
+                        f"{self.device} runs, {seconds:.1f} s of dlm-run ({jobs} at a time); the "
+                        f"cases and their "
                         f"bounds: tests/runtime/e2e/device_cases.py")
         status = "ok" if counts["failed"] == 0 and counts["not run"] == 0 else "FAILED"
         return status, lines, {"cases": counts, "device_seconds": seconds, "runs": runs}
@@ -258,7 +264,7 @@ class Check:
         if not os.path.exists(tool):
             return "skipped", ["compute-sanitizer is not on this machine"], {}
         lines, failed, figures = [], False, {}
-        deadline = time.monotonic() + self.box(0.15)
+        deadline = time.monotonic() + self.box()
         for tool_name in SANITIZER_TOOLS:
             for label, covers in SANITIZER_CASES if tool_name == "memcheck" else \
                     SANITIZER_CASES[:2]:
@@ -273,13 +279,18 @@ class Check:
                        "--device", "cuda", "--threads", "2"]
                 rc, out = run(cmd, remaining, dict(self.env, **case["env"]))
                 summary = [l for l in out.splitlines() if "ERROR SUMMARY" in l]
-                refused = "Device not supported" in out or "not supported" in out.lower()
+                errors = any("ERROR SUMMARY: 0 errors" not in l for l in summary)
+                # compute-sanitizer's own words where the machine's runtime refuses it (gVisor).
+                refused = "Device not supported" in out and not errors
+                # A tool slower than its box has found nothing wrong so far: not finished.
+                unfinished = rc == 124 and not errors
                 status = "ok" if rc == 0 else ("refused the device" if refused else
-                                               "timed out" if rc == 124 else f"FAILED (exit {rc})")
-                failed |= rc != 0 and not refused
+                                               "not finished in its box" if unfinished else
+                                               f"FAILED (exit {rc})")
+                failed |= rc != 0 and not refused and not unfinished
                 lines.append(f"- {tool_name} `{label}` ({covers}): {status}"
                              f"{'; ' + summary[-1].strip() if summary else ''}")
-                if rc != 0 and not refused:
+                if rc != 0 and not refused and not unfinished:
                     lines += ["  ```"] + [f"  {l}" for l in out.splitlines()[-20:]] + ["  ```"]
                 figures[f"{tool_name} {label}"] = status
         return ("FAILED" if failed else "ok"), lines, figures
@@ -289,7 +300,9 @@ class Check:
             return "skipped", ["bandwidth and GEMM rate: a real GPU only"], {}
         script = os.path.join(ROOT, "scripts", "gpu_rates.py")
         cmd = [sys.executable, script]
-        rc, figures, out = run_json(cmd, self.box(0.06), self.env)
+        # The machine's own environment: the kit's libraries (Debian's libstdc++) must not come
+        # before what PyTorch was built against.
+        rc, figures, out = run_json(cmd, self.box(), dict(os.environ))
         if rc != 0:
             return "FAILED", [f"`{command_text(cmd)}` failed (exit {rc}):", "```", out[-2000:],
                               "```"], {}
@@ -299,13 +312,14 @@ class Check:
 
     def profile(self):
         lines, figures, failed = [], {}, False
-        deadline = time.monotonic() + self.box(0.05)
+        deadline = time.monotonic() + self.box()
         prof = os.path.join(self.kit, "bin", "dlm-prof")
         for label in PROFILE_CASES:
             case = self.case(label)
             remaining = deadline - time.monotonic()
             if case is None or remaining <= 2:
-                lines.append(f"- {label}: not run")
+                lines.append(f"- {label}: not run "
+                             f"({'no such case' if case is None else 'time box'})")
                 continue
             cmd = [prof, os.path.join(self.cases_dir, case["artifact"] + ".dlm"), *case["args"],
                    "--device", self.device, "--warmup", "1", "--repeat", "3", "--json"]
@@ -345,7 +359,7 @@ class Check:
         with open(manifest_path) as f:
             manifest = json.load(f)
         lines, figures, failed = list(manifest.get("not_yet", [])), {}, False
-        deadline = time.monotonic() + self.box(0.25)
+        deadline = time.monotonic() + self.box()
         for model in manifest["models"]:
             status, model_lines, model_figures = self.real_size_model(model, deadline)
             failed |= status != "ok"
@@ -354,10 +368,19 @@ class Check:
         return ("FAILED" if failed else "ok"), lines, figures
 
     def real_size_model(self, model, deadline):
+        """One real-size model: (status, lines, figures). Its parameter file (gigabytes) is
+        removed whatever happens: the next model needs the disk."""
         artifact = os.path.join(self.kit, "real", model["artifact"])
-        params = os.path.join(self.kit, "bin", "dlm-params")
-        write = [params, "random", artifact]
-        rc, out = run(write, max(1.0, deadline - time.monotonic()), self.env)
+        try:
+            return self.benchmark_real_size(model, artifact, deadline)
+        finally:
+            for leftover in glob.glob(os.path.splitext(artifact)[0] + ".dlmp*"):
+                os.remove(leftover)
+
+    def benchmark_real_size(self, model, artifact, deadline):
+        remaining = lambda: max(1.0, deadline - time.monotonic())  # noqa: E731
+        write = [os.path.join(self.kit, "bin", "dlm-params"), "random", artifact]
+        rc, out = run(write, remaining(), self.env)
         if rc != 0:
             return "FAILED", [f"- {model['name']}: `{command_text(write)}` failed (exit {rc}): "
                               f"{out.strip()[-500:]}"], {}
@@ -365,57 +388,60 @@ class Check:
         # dlm-prof, whose profiled forwards run eagerly (README, Profiling).
         fast = [os.path.join(self.kit, "bin", "dlm-run"), artifact, *model["run_args"],
                 "--device", "cuda", "--json"]
-        prof = [os.path.join(self.kit, "bin", "dlm-prof"), artifact, *model["prof_args"],
-                "--device", "cuda", "--json"]
-        try:
-            rc, generated, out = run_json(fast, max(1.0, deadline - time.monotonic()), self.env)
-            if rc == 0:
-                rc, report, out = run_json(prof, max(1.0, deadline - time.monotonic()),
-                                           self.env)
-        finally:
-            for leftover in glob.glob(os.path.splitext(artifact)[0] + ".dlmp"):
-                os.remove(leftover)  # gigabytes: the next model needs the disk
+        rc, generated, out = run_json(fast, remaining(), self.env)
         if rc != 0:
-            return "FAILED", [f"- {model['name']}: dlm-run or dlm-prof failed (exit {rc}): "
+            return "FAILED", [f"- {model['name']}: dlm-run failed (exit {rc}): "
                               f"{out.strip()[-800:]}"], {}
-        step_ms = 1e3 * generated["seconds"] / max(1, generated["forwards"])
-        rates = self.figures.get("rates", {})
+        forward_ms = 1e3 * generated["seconds"] / max(1, generated["forwards"])
         lines = [f"- **{model['what']}**, random weights (`dlm-params random`, then "
                  f"`dlm-run {model['artifact']} --prompt-ids <{CONTEXT_NOTE}> "
                  f"{command_text(model['run_args'][2:])} --device cuda --json`): "
-                 f"{generated['forwards']} forwards in {generated['seconds']:.3f} s, "
-                 f"{step_ms:.2f} ms per forward, {generated['tokens_per_second']:.0f} tokens/s",
-                 f"  eager and profiled (`dlm-prof ... {command_text(model['prof_args'])}`): "
-                 f"denoise step median {report['step_ms']['median']:.2f} ms, forward median "
-                 f"{report['forward_ms']['median']:.2f} ms"]
+                 f"{generated['forwards']} forwards ({generated['decode_steps']} denoise steps "
+                 f"and the prompt's prefill) in {generated['seconds']:.3f} s, {forward_ms:.2f} ms "
+                 f"per forward, {generated['tokens_per_second']:.0f} tokens/s"]
         figures = {"dlm_run": {k: generated[k] for k in ("forwards", "seconds", "decode_steps",
                                                           "tokens_per_second")},
-                   "forward_ms": step_ms, "profiled_step_ms": report["step_ms"],
-                   "profiled_forward_ms": report["forward_ms"], "totals": report["totals"],
-                   "kernels": report.get("kernels", [])}
+                   "forward_ms": forward_ms}
+        rates = self.figures.get("rates", {})
         if rates:
             memory_ms = model["weight_bytes"] / (rates["copy_bandwidth_gb_per_s"] * 1e9) * 1e3
             compute_ms = model["step_flops"] / (rates["bf16_gemm_tflop_per_s"] * 1e12) * 1e3
             floor = max(memory_ms, compute_ms)
-            lines.append(f"  roofline of one step: weights {model['weight_bytes'] / 1e9:.2f} GB "
-                         f"/ {rates['copy_bandwidth_gb_per_s']} GB/s = {memory_ms:.2f} ms, "
+            lines.append(f"  roofline of one denoise step: weights "
+                         f"{model['weight_bytes'] / 1e9:.2f} GB / "
+                         f"{rates['copy_bandwidth_gb_per_s']} GB/s = {memory_ms:.2f} ms, "
                          f"{model['step_flops'] / 1e12:.2f} TFLOP / "
                          f"{rates['bf16_gemm_tflop_per_s']} TFLOP/s = {compute_ms:.2f} ms: a "
-                         f"forward runs at {floor / step_ms:.1%} of the larger")
+                         f"forward (the prefill's included) runs at {floor / forward_ms:.1%} of "
+                         f"the larger")
             figures.update(memory_floor_ms=memory_ms, compute_floor_ms=compute_ms,
-                           fraction_of_roofline=floor / step_ms)
-        lines.append(f"  kernel shares: {self.shares(report)}")
+                           fraction_of_roofline=floor / forward_ms)
+        prof = [os.path.join(self.kit, "bin", "dlm-prof"), artifact, *model["prof_args"],
+                "--device", "cuda", "--json"]
+        rc, report, out = run_json(prof, remaining(), self.env)
+        if rc != 0:  # the timing above stands; the shares are lost
+            lines.append(f"  dlm-prof failed (exit {rc}): {out.strip()[-500:]}")
+            return "FAILED", lines, figures
+        lines.append(f"  eager and profiled (`dlm-prof ... {command_text(model['prof_args'])}`):"
+                     f" denoise step median {report['step_ms']['median']:.2f} ms; kernel shares: "
+                     f"{self.shares(report)}")
+        figures.update(profiled_step_ms=report["step_ms"], totals=report["totals"],
+                       kernels=report.get("kernels", []))
         return "ok", lines, figures
 
 
 CONTEXT_NOTE = "the 512 ids of the manifest"
 
-# (key, title) in the order they run; the key names the Check method (real-size: real_size).
-PARTS = [("environment", "environment"), ("suites", "test suites"),
-         ("models", "tiny models against the cpu"), ("sanitizer", "compute-sanitizer"),
-         ("rates", "bandwidth and GEMM rate"), ("profile", "per-kernel shares (dlm-prof)"),
-         ("real-size", "real-size benchmarks")]
-PART_KEYS = [key for key, _ in PARTS]
+# (key, title, share of the budget on a GPU, share with --emulated) in the order they run; the
+# key names the Check method (real-size: real_size).
+PARTS = [("environment", "environment", 0.02, 0.01),
+         ("suites", "test suites", 0.15, 0.1),
+         ("models", "tiny models against the cpu", 0.32, 0.8),
+         ("sanitizer", "compute-sanitizer", 0.15, 0.0),
+         ("rates", "bandwidth and GEMM rate", 0.06, 0.0),
+         ("profile", "per-kernel shares (dlm-prof)", 0.05, 0.09),
+         ("real-size", "real-size benchmarks", 0.25, 0.0)]
+PART_KEYS = [key for key, *_ in PARTS]
 
 
 def kit_header(kit):
@@ -424,8 +450,15 @@ def kit_header(kit):
             info = json.load(f)
     except OSError as e:
         return {"kit": f"unreadable: {e}"}
-    return {"kit": f"{info.get('commit', '?')} built {info.get('built', '?')} on "
-                   f"{info.get('cpu', '?')}, {info.get('size_mib', '?')} MiB"}
+    header = {"kit": f"{info.get('commit', '?')} built {info.get('built', '?')} on "
+                     f"{info.get('cpu', '?')}, {info.get('size_mib', '?')} MiB"}
+    # Where the tree is a git checkout: a kit built from another commit may not match its scripts.
+    tree = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                          capture_output=True, text=True)
+    if tree.returncode == 0 and tree.stdout.strip() != info.get("commit"):
+        header["warning"] = (f"the kit was built from {info.get('commit')}, this tree is "
+                             f"{tree.stdout.strip()}: rebuild it with scripts/gpu-kit")
+    return header
 
 
 def main(argv=None):
@@ -456,9 +489,11 @@ def main(argv=None):
     summary = Summary(args.out, header)
     check.note = summary.note
     try:
-        for key, name in PARTS:
-            if key not in args.parts.split(","):
-                continue
+        chosen = [p for p in PARTS if p[0] in args.parts.split(",")]
+        for index, (key, name, gpu_share, emulated_share) in enumerate(chosen):
+            shares = [p[3 if args.emulated else 2] for p in chosen[index:]]
+            check.share = emulated_share if args.emulated else gpu_share
+            check.remaining_shares = max(sum(shares), 1e-9)
             part = getattr(check, key.replace("-", "_"))
             started = time.monotonic()
             summary.note(f"gpu-check: {name} ...")
@@ -466,6 +501,7 @@ def main(argv=None):
                 status, lines, figures = part()
             except Exception as e:  # a broken part must not lose the others' results
                 status, lines, figures = "FAILED", [f"the part raised {type(e).__name__}: {e}"], {}
+                summary.note(traceback.format_exc())
             check.figures[key] = figures
             summary.add({"name": name, "status": status, "seconds": time.monotonic() - started,
                          "lines": lines, "figures": figures})

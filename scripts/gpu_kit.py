@@ -1,7 +1,8 @@
 """scripts/gpu-kit: writes the GPU kit, everything scripts/gpu-check needs on a machine that has a
 GPU but nothing of dlm's build (no MLIR, oneDNN, ICU, Boost or protobuf; no compiler needed):
 
-    gpu-kit/bin/        dlm-run, dlm-prof, dlm-bench-engine and the CUDA test suites gpu-check runs
+    gpu-kit/bin/        dlm-run, dlm-prof, dlm-bench-engine, dlm-params and the CUDA test suites
+                        gpu-check runs
     gpu-kit/lib/        every shared library they load that is not glibc's or the CUDA toolkit's
     gpu-kit/cases/      the tiny models compiled with --target all, and the cpu's outputs for each
                         case (tests/runtime/e2e/device_cases.py), manifest.json
@@ -246,7 +247,7 @@ def main(argv=None):
         json.dump(info, f, indent=1)
 
     # The emulated check from the kit fills its kernel cache (the compiler is here) and proves it.
-    status = gpu_check.main(["--kit", kit, "--out", check_out, "--emulated"])
+    status = gpu_check.main(["--kit", kit, "--out", check_out, "--emulated", "--budget", "1200"])
     if status != 0:
         print(f"gpu-kit: the emulated check failed: {check_out}/gpu-check.md", file=sys.stderr)
         return 1

@@ -34,9 +34,12 @@ The cases (all at f32 device precision unless said otherwise):
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from logits_agreement import first_logits_problems
 
@@ -150,29 +153,48 @@ DEVICE_LOOP_SETTINGS = {
 }
 
 
-def run_dlm(dlm_run, artifact, device, args, dump, env=None):
+# A dlm-run of a tiny case that takes longer than this has hung (the longest emulated one takes
+# about 15 s on 2 cores).
+CASE_TIMEOUT = 300.0
+
+
+def run_process(cmd, timeout=None, env=None):
+    """(exit status, stdout, stderr). Past `timeout` seconds the command and everything it started
+    (compute-sanitizer's child, say) are killed, and the status is 124."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return 124, out, err + f"\n(killed after {timeout:.0f} s)"
+
+
+def run_dlm(dlm_run, artifact, device, args, dump, env=None, timeout=CASE_TIMEOUT):
     """dlm-run's --json output and its wall seconds; a RuntimeError naming the command when it
-    fails."""
+    fails or runs past `timeout`."""
     cmd = [dlm_run, artifact, *args, "--device", device, "--json", "--threads", "2"]
     if dump:
         cmd += ["--dump-logits", dump]
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    rc, out, err = run_process(cmd, timeout, env)
     seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr.strip()}")
-    return json.loads(proc.stdout), seconds
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {rc}: {err.strip()}")
+    return json.loads(out), seconds
 
 
-def missing_cuda_driver(dlm_run, artifact):
+def missing_cuda_driver(dlm_run, artifact, env=None):
     """Why `dlm-run --device cuda` cannot run here (no driver, no cuBLASLt, no device), or None."""
-    proc = subprocess.run([dlm_run, artifact, "--device", "cuda", "--prompt-ids", "1",
-                           "--gen-length", "8", "--block-length", "8", "--steps", "8"],
-                          capture_output=True, text=True)
+    rc, _, err = run_process([dlm_run, artifact, "--device", "cuda", "--prompt-ids", "1",
+                              "--gen-length", "8", "--block-length", "8", "--steps", "8"],
+                             120, env)
     for marker in ("CUDA driver not available", "cuBLASLt not available",
                    "the CUDA driver sees no device"):
-        if proc.returncode != 0 and marker in proc.stderr:
-            return proc.stderr.strip()
+        if rc != 0 and marker in err:
+            return err.strip()
     return None
 
 
@@ -349,15 +371,27 @@ def _bf16_note(ours, case, our_logits, out):
     return f"first logits {err:.1e} from the cpu's, {same} of {len(cpu_ids)} ids the same"
 
 
-def check_case(case, out, dlm_run, device, env, scratch):
-    """Runs one case on `device`: (problems, device seconds, device runs, note)."""
+def on_real_gpu(case, device):
+    """The case as a real GPU holds it: a case that asks the emulated device for compute
+    capability 8.0 (no FP8 GEMM: widened FP8 weights) gets the FP8 GEMM on a real 9.0 device, so
+    its first logits are held within FP8_GEMM_LOGITS and its ids reported, not compared."""
+    if device != "cuda" or "DLM_EMU_COMPUTE_CAPABILITY" not in case["env"]:
+        return case
+    return dict(case, compare="bf16", tolerance=FP8_GEMM_LOGITS)
+
+
+def check_case(case, out, dlm_run, device, env, scratch, timeout=CASE_TIMEOUT):
+    """Runs one case on `device`, each dlm-run killed past `timeout` seconds: (problems, device
+    seconds, device runs, note)."""
+    case = on_real_gpu(case, device)
     stem = os.path.join(scratch, case["label"].replace(" ", "."))
     artifact = os.path.join(out, case["artifact"] + ".dlm")
     case_env = dict(env, **case["env"])
     dump = stem + ".device.npy" if case["dump"] else None
     seconds_total, runs, note = 0.0, 0, ""
     try:
-        ours, seconds = run_dlm(dlm_run, artifact, device, case["args"], dump, case_env)
+        ours, seconds = run_dlm(dlm_run, artifact, device, case["args"], dump, case_env,
+                                timeout)
         seconds_total, runs = seconds, 1
         problems = _compare(ours, case, dump, out, device)
         if case["compare"] == "bf16":
@@ -365,7 +399,7 @@ def check_case(case, out, dlm_run, device, env, scratch):
         if case["eager"]:
             eager_dump = stem + ".eager.npy"
             eager, seconds = run_dlm(dlm_run, artifact, device, case["args"], eager_dump,
-                                     dict(case_env, DLM_CUDA_GRAPHS="0"))
+                                     dict(case_env, DLM_CUDA_GRAPHS="0"), timeout)
             seconds_total += seconds
             runs += 1
             problems += _compare(eager, case, eager_dump, out, f"{device} eager")
@@ -377,7 +411,7 @@ def check_case(case, out, dlm_run, device, env, scratch):
             # gives other logits.
             widened_dump = stem + ".widened.npy"
             _, seconds = run_dlm(dlm_run, artifact, device, case["args"], widened_dump,
-                                 dict(case_env, DLM_EMU_COMPUTE_CAPABILITY="80"))
+                                 dict(case_env, DLM_EMU_COMPUTE_CAPABILITY="80"), timeout)
             seconds_total += seconds
             runs += 1
             if not first_logits_problems(dump, widened_dump, 1e-3, "8.0"):
@@ -393,23 +427,33 @@ def load_manifest(out):
         return json.load(f)
 
 
-def check(out, dlm_run, device, env, scratch, on_result=None, deadline=None, cases=None):
+def check(out, dlm_run, device, env, scratch, on_result=None, deadline=None, cases=None, jobs=1):
     """Every case of out/manifest.json on `device`. on_result(case, problems, seconds, note) is
     called as each finishes; cases not started by `deadline` (time.monotonic()) are reported as
-    not run. `cases` narrows the manifest's cases. Returns (results, device seconds, device
-    runs): results are (label, problems, seconds, note) with problems None for a case not run."""
-    results, seconds_total, runs_total = [], 0.0, 0
-    for case in load_manifest(out)["cases"] if cases is None else cases:
+    not run. `cases` narrows the manifest's cases; `jobs` cases run at once (a real GPU takes
+    several processes; the emulated device has the machine's cores to itself). Returns (results in
+    the manifest's order, device seconds, device runs): results are (label, problems, seconds,
+    note) with problems None for a case not run."""
+    cases = load_manifest(out)["cases"] if cases is None else cases
+    lock = threading.Lock()
+
+    def one(case):
         if deadline is not None and time.monotonic() > deadline:
-            results.append((case["label"], None, 0.0, ""))
-            continue
-        problems, seconds, runs, note = check_case(case, out, dlm_run, device, env, scratch)
-        seconds_total += seconds
-        runs_total += runs
-        results.append((case["label"], problems, seconds, note))
+            return (case["label"], None, 0.0, ""), 0
+        # A run that hangs is killed, at the latest a little past the deadline.
+        timeout = CASE_TIMEOUT if deadline is None else \
+            max(20.0, min(CASE_TIMEOUT, deadline - time.monotonic() + 20.0))
+        problems, seconds, runs, note = check_case(case, out, dlm_run, device, env, scratch,
+                                                   timeout)
         if on_result:
-            on_result(case, problems, seconds, note)
-    return results, seconds_total, runs_total
+            with lock:
+                on_result(case, problems, seconds, note)
+        return (case["label"], problems, seconds, note), runs
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = list(pool.map(one, cases))
+    results = [result for result, _ in done]
+    return (results, sum(result[2] for result in results), sum(runs for _, runs in done))
 
 
 def report_line(label, problems, cpu, seconds, device, note=""):
