@@ -53,16 +53,17 @@ def main(argv=None):
     env.setdefault("DLM_EMU_CACHE_DIR", os.path.join(work, "emu-cache"))
     cases_dir = os.path.join(work, "cases")
     try:
-        failures = device_cases.prepare(args.dlmc, args.dlm_run, cases_dir, models, loop_models,
-                                        split(args.diffusion_gemma_fixtures),
-                                        work=os.path.join(work, "checkpoints"))
         if args.device == "cuda":
-            first = next(iter(device_cases.load_manifest(cases_dir)["artifacts"]), None)
-            reason = first and device_cases.missing_cuda_driver(
-                args.dlm_run, os.path.join(cases_dir, first + ".dlm"))
+            # One model first: without a GPU the rest need not be compiled.
+            reason = device_cases.missing_cuda_driver(
+                args.dlm_run, device_cases.probe_artifact(args.dlmc, models[0],
+                                                          os.path.join(work, "probe")))
             if reason:
                 print(f"skipped: {reason}", file=sys.stderr)
                 return 77
+        failures = device_cases.prepare(args.dlmc, args.dlm_run, cases_dir, models, loop_models,
+                                        split(args.diffusion_gemma_fixtures),
+                                        work=os.path.join(work, "checkpoints"))
 
         def on_result(case, problems, seconds, note):
             print(device_cases.report_line(case["label"], problems, case["cpu"], seconds,

@@ -292,6 +292,17 @@ def _replay_prompt(ckpt):
                     np.load(os.path.join(ckpt, "replay", "prompt_ids.npy")).reshape(-1))
 
 
+def probe_artifact(dlmc, model, work):
+    """The tiny `model` compiled as the cases compile it, in `work`: enough to ask whether a
+    device can run at all before compiling everything."""
+    subprocess.run([sys.executable, MAKE_MODELS, os.path.join(work, "ckpt"), "--only", model],
+                   check=True, stdout=subprocess.DEVNULL)
+    artifact = os.path.join(work, model + ".dlm")
+    subprocess.run([dlmc, "compile", os.path.join(work, "ckpt", model), "-o", artifact, *F32],
+                   check=True, capture_output=True)
+    return artifact
+
+
 def prepare(dlmc, dlm_run, out, models=MODELS, loop_models=DEVICE_LOOP_MODELS,
             diffusion_gemma_fixtures=DIFFUSION_GEMMA_FIXTURES, work=None):
     """Compiles the plan's artifacts into `out` and records the cpu's outputs there (refs/), with
