@@ -182,6 +182,11 @@ Status checkWeightLayout(const std::vector<WeightSource> &weights, const WeightL
                            std::to_string(layout.sectionSize) + " bytes)");
     end = offset + weights[i].size;
   }
+  // A section longer than its weights (a layout read from an artifact that says so) would be
+  // written as that many zeros: refused, as the reader would refuse the file afterwards.
+  if (layout.sectionSize != end)
+    return Status::error("the weight section is " + std::to_string(layout.sectionSize) +
+                         " bytes but its last weight ends at byte " + std::to_string(end));
   return Status::ok();
 }
 
