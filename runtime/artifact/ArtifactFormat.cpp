@@ -122,4 +122,10 @@ std::string attributeValueText(const AttributeValue &value) {
       value);
 }
 
+std::string quotedName(std::string_view name) { return "'" + std::string(name) + "'"; }
+
+std::string tensorDescription(DType dtype, ShapeView shape) {
+  return std::string(dtypeName(dtype)) + " " + shape.toString();
+}
+
 } // namespace dlm::artifact

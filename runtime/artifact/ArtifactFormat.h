@@ -176,6 +176,11 @@ private:
 // negative dimension, a size past 2^64.
 StatusOr<uint64_t> weightByteSize(std::string_view weight, DType dtype, ShapeView shape);
 
+// "'name'": a weight's or file's name as the errors quote it.
+std::string quotedName(std::string_view name);
+// "bf16 [64, 64]": a tensor's dtype and shape as the errors print them.
+std::string tensorDescription(DType dtype, ShapeView shape);
+
 // Checks that `byteSize` is exactly the size of a `shape` tensor of `dtype` (weightByteSize's
 // errors, and a size that differs). The message names `weight`.
 Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,

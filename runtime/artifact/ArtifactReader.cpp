@@ -13,8 +13,6 @@ static_assert(FLATBUFFERS_LITTLEENDIAN, "the artifact reader maps little-endian 
 
 namespace {
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 std::string_view view(const flatbuffers::String *text) {
   return text ? std::string_view(text->c_str(), text->size()) : std::string_view();
 }
@@ -49,11 +47,11 @@ Status readAttributes(const flatbuffers::Vector<flatbuffers::Offset<fb::Attribut
       value = std::string(view(entry->text_value()));
       break;
     default:
-      return Status::error(owner + " attribute " + quoted(key) + " has unknown kind " +
+      return Status::error(owner + " attribute " + quotedName(key) + " has unknown kind " +
                            std::to_string(static_cast<unsigned>(entry->kind())));
     }
     if (!attributes.emplace(key, std::move(value)).second)
-      return Status::error(owner + " has attribute " + quoted(key) + " twice");
+      return Status::error(owner + " has attribute " + quotedName(key) + " twice");
   }
   return Status::ok();
 }
@@ -110,7 +108,7 @@ private:
     if (!file)
       return file.status();
     if (reader_.container_.weightSectionSize() != 0)
-      return Status::error("the weights live in parameter file " + quoted(file->path()) +
+      return Status::error("the weights live in parameter file " + quotedName(file->path()) +
                            ", yet the artifact has a weight section of " +
                            std::to_string(reader_.container_.weightSectionSize()) + " bytes");
     reader_.parameterFile_ = std::make_unique<ParameterFileReader>(std::move(*file));
@@ -158,7 +156,7 @@ private:
                                          reader_.chatSpecialTokens_));
       for (const auto &[name, value] : reader_.chatSpecialTokens_)
         if (!std::holds_alternative<std::string>(value))
-          return Status::error("chat special token " + quoted(name) + " is not text");
+          return Status::error("chat special token " + quotedName(name) + " is not text");
     }
     const fb::DecodingProgram *from = root_->program();
     if (!from)
@@ -205,7 +203,7 @@ private:
       if (target.target.empty())
         return Status::error("a kernel target has an empty name");
       if (!targetNames.insert(view(from->target())).second)
-        return Status::error("kernel target " + quoted(target.target) + " appears twice");
+        return Status::error("kernel target " + quotedName(target.target) + " appears twice");
       if (const auto *kernels = from->kernels()) {
         std::set<std::string_view> kernelNames;
         for (const fb::Kernel *kernel : *kernels) {
@@ -222,9 +220,9 @@ private:
     Kernel kernel;
     kernel.name = std::string(view(from.name()));
     const std::string item =
-        "kernel " + quoted(kernel.name) + " for target " + quoted(target.target);
+        "kernel " + quotedName(kernel.name) + " for target " + quotedName(target.target);
     if (kernel.name.empty())
-      return Status::error("a kernel for target " + quoted(target.target) + " has an empty name");
+      return Status::error("a kernel for target " + quotedName(target.target) + " has an empty name");
     if (!kernelNames.insert(view(from.name())).second)
       return Status::error(item + " appears twice");
     kernel.kind = std::string(view(from.kind()));
@@ -259,7 +257,7 @@ StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
   reader.path_ = path;
   Status status = Loader(reader).load();
   if (!status.isOk())
-    return status.withContext("artifact " + quoted(path));
+    return status.withContext("artifact " + quotedName(path));
   return std::move(reader);
 }
 
@@ -310,11 +308,11 @@ std::optional<uint64_t> ArtifactReader::randomWeightSeed() const {
 StatusOr<WeightView> ArtifactReader::weight(std::string_view name) const {
   if (const WeightView *found = findWeight(name))
     return *found;
-  return Status::error("artifact " + quoted(path_) + ": no weight named " + quoted(name));
+  return Status::error("artifact " + quotedName(path_) + ": no weight named " + quotedName(name));
 }
 
 Status ArtifactReader::verifyIntegrity() const {
-  const std::string artifact = "artifact " + quoted(path_);
+  const std::string artifact = "artifact " + quotedName(path_);
   if (!container_.hasIntegrityHashes()) {
     const SchemaVersion version = container_.schemaVersion();
     return Status::error(artifact + ": schema " + std::to_string(version.major) + "." +
@@ -340,7 +338,7 @@ Status ArtifactReader::verifyIntegrity() const {
 // the artifact's, and a fault in the artifact's mapping reaches the outer guard
 // (MappedFile::guardedRead looks through the guards a thread has open).
 Status ArtifactReader::guardedRead(const std::function<void()> &read) const {
-  const std::string artifact = "artifact " + quoted(path_);
+  const std::string artifact = "artifact " + quotedName(path_);
   if (!parameterFile_)
     return container_.guardedRead(read).withContext(artifact);
   Status parameters = Status::ok();

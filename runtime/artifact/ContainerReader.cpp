@@ -25,8 +25,6 @@ constexpr uint64_t kIdentifierOffset = kHeaderBytes - flatbuffers::kFileIdentifi
 constexpr const ContainerFormat *kKnownContainers[] = {&kArtifactContainer,
                                                       &kParameterFileContainer};
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 // The identifier as text, with bytes that are not printable ASCII escaped.
 std::string identifierText(const uint8_t *bytes) {
   static const char *hex = "0123456789abcdef";
@@ -202,7 +200,7 @@ Status MappedContainer::readWeights(const flatbuffers::Table &root) {
     DLM_RETURN_IF_ERROR(
         readWeight(*weights->Get(static_cast<flatbuffers::uoffset_t>(i)), i, weight));
     if (!weightIndex_.emplace(weight.name, weights_.size()).second)
-      return Status::error("weight " + quoted(weight.name) + " appears twice");
+      return Status::error("weight " + quotedName(weight.name) + " appears twice");
     weights_.push_back(weight);
   }
   return checkOverlaps();
@@ -216,7 +214,7 @@ Status readWeightDescriptor(const fb::Weight &from, size_t index, WeightView &we
   if (const auto *shape = from.shape()) {
     // flatbuffers leaves an empty vector (a scalar's shape) unaligned: nothing is read from it.
     if (shape->size() && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
-      return Status::error("weight " + quoted(weight.name) +
+      return Status::error("weight " + quotedName(weight.name) +
                            ": corrupt metadata: the shape is misaligned");
     weight.shape = ShapeView(shape->data(), shape->size());
   }
@@ -228,7 +226,7 @@ Status readWeightDescriptor(const fb::Weight &from, size_t index, WeightView &we
 Status MappedContainer::readWeight(const fb::Weight &from, size_t index,
                                    WeightView &weight) const {
   DLM_RETURN_IF_ERROR(readWeightDescriptor(from, index, weight));
-  const std::string item = "weight " + quoted(weight.name);
+  const std::string item = "weight " + quotedName(weight.name);
   const uint64_t offset = from.offset();
   const std::string where = std::to_string(weight.size) + " bytes at offset " +
                             std::to_string(offset) + " of the weight section";
@@ -262,8 +260,8 @@ Status MappedContainer::checkOverlaps() const {
   for (size_t i = 1; i < byOffset.size(); ++i) {
     const WeightView &previous = *byOffset[i - 1], &next = *byOffset[i];
     if (next.fileOffset < previous.fileOffset + previous.size)
-      return Status::error("weights " + quoted(previous.name) + " (" + range(previous) + ") and " +
-                           quoted(next.name) + " (" + range(next) + ") overlap");
+      return Status::error("weights " + quotedName(previous.name) + " (" + range(previous) + ") and " +
+                           quotedName(next.name) + " (" + range(next) + ") overlap");
   }
   return Status::ok();
 }
@@ -293,7 +291,7 @@ StatusOr<std::vector<std::string>> MappedContainer::damagedSections() const {
   check("the metadata", 0, metadataHash_->size, actual[0], metadataHash_->recorded);
   for (size_t i = 0; i < weights_.size(); ++i) {
     const WeightView &weight = weights_[i];
-    check("weight " + quoted(weight.name), weight.fileOffset, weight.fileOffset + weight.size,
+    check("weight " + quotedName(weight.name), weight.fileOffset, weight.fileOffset + weight.size,
           actual[i + 1], weight.contentHash);
   }
   return damaged;

@@ -11,12 +11,6 @@
 namespace dlm::artifact {
 namespace {
 
-std::string inQuotes(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-std::string describe(DType dtype, ShapeView shape) {
-  return std::string(dtypeName(dtype)) + " " + shape.toString();
-}
-
 // The parameter file already at `path`, if there is one that can be read; when there is one that
 // cannot, `whyNot` says why. An error when the file there is not a parameter file at all: dlmc
 // overwrites no other kind of file with one.
@@ -26,7 +20,7 @@ StatusOr<std::optional<ParameterFileReader>> openExisting(const std::string &pat
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, error)))
     return std::optional<ParameterFileReader>();
   if (!hasParameterFileIdentifier(path))
-    return Status::error(inQuotes(path) + " is there but is not a dlm parameter file (or cannot be "
+    return Status::error(quotedName(path) + " is there but is not a dlm parameter file (or cannot be "
                          "read): dlmc overwrites no other file with one; remove it or give "
                          "another --parameter-file");
   StatusOr<ParameterFileReader> reader = ParameterFileReader::open(path);
@@ -45,13 +39,13 @@ std::string whyStale(const ParameterFileReader &file, const std::vector<WeightSo
     const WeightSource &weight = weights[i];
     const WeightView *held = file.findWeight(weight.name);
     if (!held)
-      return "it lacks weight " + inQuotes(weight.name);
+      return "it lacks weight " + quotedName(weight.name);
     const ShapeView shape(weight.shape);
     if (held->dtype != weight.dtype || held->shape.toVector() != weight.shape)
-      return "weight " + inQuotes(weight.name) + " is " + describe(held->dtype, held->shape) +
-             " there, " + describe(weight.dtype, shape) + " now";
+      return "weight " + quotedName(weight.name) + " is " + tensorDescription(held->dtype, held->shape) +
+             " there, " + tensorDescription(weight.dtype, shape) + " now";
     if (held->contentHash != layout.placements[i].contentHash)
-      return "weight " + inQuotes(weight.name) + " holds other values";
+      return "weight " + quotedName(weight.name) + " holds other values";
   }
   if (Status verified = file.verifyIntegrity(); !verified)
     return "it is damaged: " + verified.message();
@@ -74,7 +68,7 @@ Status provideParameterFile(const std::string &path, const ArtifactContents &con
                             ParameterFileReference &reference, ParameterFileOutcome &outcome) {
   StatusOr<WeightLayout> layout = layOutWeights(contents.weights);
   if (!layout)
-    return layout.status().withContext("parameter file " + inQuotes(path));
+    return layout.status().withContext("parameter file " + quotedName(path));
   outcome.weightCount = contents.weights.size();
   std::string whyNot;
   {
@@ -109,7 +103,7 @@ Status provideParameterFile(const std::string &path, const ArtifactContents &con
 
 Status checkApart(const std::string &artifactPath, const std::string &parameterPath) {
   if (sameFilePath(artifactPath, parameterPath))
-    return Status::error("the parameter file " + inQuotes(parameterPath) +
+    return Status::error("the parameter file " + quotedName(parameterPath) +
                          " is the artifact itself: give another --parameter-file");
   return Status::ok();
 }

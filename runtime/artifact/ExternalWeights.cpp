@@ -3,12 +3,6 @@
 namespace dlm::artifact {
 namespace {
 
-std::string inQuotes(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-std::string describe(DType dtype, ShapeView shape) {
-  return std::string(dtypeName(dtype)) + " " + shape.toString();
-}
-
 std::string seedText(int64_t seed) {
   return seed < 0 ? "a checkpoint's weights" : "random weights of seed " + std::to_string(seed);
 }
@@ -28,11 +22,11 @@ std::string whyOtherContents(int64_t artifactSeed, int64_t fileSeed) {
 // Whether `held`, the parameter file's weight of that name, is the weight `needed` describes.
 Status checkSameWeight(const WeightView &needed, const WeightView &held, int64_t randomSeed,
                        const ParameterFileReader &file) {
-  const std::string where = "parameter file " + inQuotes(file.path()) + ": weight " +
-                            inQuotes(needed.name);
+  const std::string where = "parameter file " + quotedName(file.path()) + ": weight " +
+                            quotedName(needed.name);
   if (held.dtype != needed.dtype || held.shape.toVector() != needed.shape.toVector())
-    return Status::error(where + " is " + describe(held.dtype, held.shape) + " there but " +
-                         describe(needed.dtype, needed.shape) + " in the artifact");
+    return Status::error(where + " is " + tensorDescription(held.dtype, held.shape) + " there but " +
+                         tensorDescription(needed.dtype, needed.shape) + " in the artifact");
   if (held.contentHash != needed.contentHash)
     return Status::error(where + " has content hash " + hexHash(held.contentHash) +
                          " there but " + hexHash(needed.contentHash) + " in the artifact: " +
@@ -54,11 +48,11 @@ Status bindExternalWeights(
     DLM_RETURN_IF_ERROR(
         readWeightDescriptor(*descriptors->Get(static_cast<flatbuffers::uoffset_t>(i)), i, needed));
     if (!index.emplace(needed.name, views.size()).second)
-      return Status::error("weight " + inQuotes(needed.name) + " appears twice");
+      return Status::error("weight " + quotedName(needed.name) + " appears twice");
     const WeightView *held = file.findWeight(needed.name);
     if (!held)
-      return Status::error("parameter file " + inQuotes(file.path()) + " has no weight " +
-                           inQuotes(needed.name) + ", which the artifact needs");
+      return Status::error("parameter file " + quotedName(file.path()) + " has no weight " +
+                           quotedName(needed.name) + ", which the artifact needs");
     DLM_RETURN_IF_ERROR(checkSameWeight(needed, *held, randomSeed, file));
     views.push_back(*held);
   }

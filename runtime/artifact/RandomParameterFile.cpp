@@ -10,8 +10,6 @@
 namespace dlm::artifact {
 namespace {
 
-std::string inQuotes(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 // The content hash of each weight as `generator` makes it.
 StatusOr<std::vector<uint64_t>> generatedHashes(RandomParameters &generator,
                                                 const std::vector<WeightSource> &weights) {
@@ -30,7 +28,7 @@ Status checkRecordedHashes(RandomParameters &generator, const ExternalWeightInde
   DLM_ASSIGN_OR_RETURN(std::vector<uint64_t> hashes, generatedHashes(generator, index.weights));
   for (size_t i = 0; i < hashes.size(); ++i)
     if (hashes[i] != index.layout.placements[i].contentHash)
-      return Status::error("weight " + inQuotes(index.weights[i].name) + " generates to hash " +
+      return Status::error("weight " + quotedName(index.weights[i].name) + " generates to hash " +
                            hexHash(hashes[i]) + " but the artifact records " +
                            hexHash(index.layout.placements[i].contentHash) +
                            ": the dlmc that compiled it generates other contents than this "
@@ -42,11 +40,11 @@ Status checkRecordedHashes(RandomParameters &generator, const ExternalWeightInde
 // another kind of file.
 Status checkDestination(const std::string &path, const ExternalWeightIndex &index) {
   if (sameFilePath(path, index.artifactPath))
-    return Status::error(inQuotes(path) + " is the artifact itself");
+    return Status::error(quotedName(path) + " is the artifact itself");
   std::error_code error;
   if (std::filesystem::exists(std::filesystem::symlink_status(path, error)) &&
       !hasParameterFileIdentifier(path))
-    return Status::error(inQuotes(path) + " is there but is not a dlm parameter file (or cannot "
+    return Status::error(quotedName(path) + " is there but is not a dlm parameter file (or cannot "
                          "be read): no other file is overwritten with one; remove it or write "
                          "elsewhere");
   return Status::ok();
@@ -74,14 +72,14 @@ StatusOr<RandomParameterPlan> planRandomParameterFile(std::string_view artifactP
 StatusOr<RandomParameterFileOutcome> writeRandomParameterFile(const std::string &path,
                                                               const ExternalWeightIndex &index) {
   if (index.randomSeed < 0)
-    return Status::error("artifact " + inQuotes(index.artifactPath) +
+    return Status::error("artifact " + quotedName(index.artifactPath) +
                          " records no random seed: its weights are a checkpoint's (dlmc compile "
                          "--parameters external --random-parameters SEED makes an artifact of "
                          "generated weights)");
   DLM_RETURN_IF_ERROR(checkDestination(path, index));
   RandomParameters generator(static_cast<uint64_t>(index.randomSeed));
   DLM_RETURN_IF_ERROR(checkRecordedHashes(generator, index)
-                          .withContext("artifact " + inQuotes(index.artifactPath)));
+                          .withContext("artifact " + quotedName(index.artifactPath)));
   const std::vector<WeightSource> &weights = index.weights;
   StatusOr<ParameterFileRecord> record = writeParameterFile(
       path, randomParameterFileProducer(index.producer), weights, index.layout, index.randomSeed,
