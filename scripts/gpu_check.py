@@ -123,6 +123,7 @@ class Check:
         self.device = "cuda-emu" if args.emulated else "cuda"
         self.dlm_run = os.path.join(self.kit, "bin", "dlm-run")
         self.cases_dir = os.path.join(self.kit, "cases")
+        self.manifest = device_cases.load_manifest(self.cases_dir)
         self.env = self.kit_environment()
         self.note = print  # the summary's log once there is one
         self.figures = {}  # each part's figures by its key, for the parts after it
@@ -209,15 +210,15 @@ class Check:
         return ("FAILED" if failed else "ok"), lines, figures
 
     def models(self):
-        manifest = device_cases.load_manifest(self.cases_dir)
+        cases = self.manifest["cases"]
         if self.args.cases:
             wanted = set(self.args.cases.split(","))
-            manifest["cases"] = [c for c in manifest["cases"] if c["label"] in wanted]
-            unknown = wanted - {c["label"] for c in manifest["cases"]}
+            cases = [c for c in cases if c["label"] in wanted]
+            unknown = wanted - {c["label"] for c in cases}
             if unknown:
                 return "FAILED", [f"no such case: {', '.join(sorted(unknown))}"], {}
         if self.device == "cuda":
-            first = next(iter(manifest["artifacts"]))
+            first = next(iter(self.manifest["artifacts"]))
             reason = device_cases.missing_cuda_driver(
                 self.dlm_run, os.path.join(self.cases_dir, first + ".dlm"), self.env)
             if reason:
@@ -234,7 +235,7 @@ class Check:
         jobs = 1 if self.args.emulated else 4
         results, seconds, runs = device_cases.check(self.cases_dir, self.dlm_run, self.device,
                                                     self.env, self.scratch, on_result, deadline,
-                                                    manifest["cases"], jobs)
+                                                    cases, jobs)
         for label, problems, _, note in results:
             key = "not run" if problems is None else ("failed" if problems else "ok")
             counts[key] += 1
@@ -250,7 +251,7 @@ class Check:
         return status, lines, {"cases": counts, "device_seconds": seconds, "runs": runs}
 
     def case(self, label):
-        for case in device_cases.load_manifest(self.cases_dir)["cases"]:
+        for case in self.manifest["cases"]:
             if case["label"] == label:
                 return case
         return None
@@ -453,12 +454,22 @@ def kit_header(kit):
     header = {"kit": f"{info.get('commit', '?')} built {info.get('built', '?')} on "
                      f"{info.get('cpu', '?')}, {info.get('size_mib', '?')} MiB"}
     # Where the tree is a git checkout: a kit built from another commit may not match its scripts.
-    tree = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                          capture_output=True, text=True)
-    if tree.returncode == 0 and tree.stdout.strip() != info.get("commit"):
+    tree = tree_commit()
+    if tree and tree != info.get("commit"):
         header["warning"] = (f"the kit was built from {info.get('commit')}, this tree is "
-                             f"{tree.stdout.strip()}: rebuild it with scripts/gpu-kit")
+                             f"{tree}: rebuild it with scripts/gpu-kit")
     return header
+
+
+def tree_commit():
+    """`git describe --always --dirty` of this tree; None where it is no git checkout or there is
+    no git (the GPU machine may have neither)."""
+    try:
+        proc = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True)
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def main(argv=None):

@@ -196,12 +196,6 @@ def size_mib(folder):
     return total / 2**20
 
 
-def git_commit():
-    proc = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                          capture_output=True, text=True)
-    return proc.stdout.strip() or "unknown"
-
-
 def cpu_name():
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -242,7 +236,7 @@ def main(argv=None):
         shutil.rmtree(os.path.join(kit, "work"), ignore_errors=True)
     cases = len(device_cases.load_manifest(os.path.join(kit, "cases"))["cases"])
     print(f"gpu-kit: {cases} cases and the cpu's outputs in {kit}/cases", flush=True)
-    info = {"commit": git_commit(), "built": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+    info = {"commit": gpu_check.tree_commit() or "unknown", "built": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "cpu": cpu_name(), "binaries": binaries, "libraries": libraries, "cases": cases}
     with open(os.path.join(kit, "KIT.json"), "w") as f:
         json.dump(info, f, indent=1)
