@@ -7,10 +7,12 @@ prepare (compile, record the cpu's outputs) and check (the device against them),
 
     check_cuda_emu_matches_cpu.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run
                                   [--device cuda-emu|cuda] [--models llada,dream] [--keep DIR]
+                                  [--cases checked-build|LABEL,LABEL]
 
 With --device cuda on a machine without a CUDA driver the check is skipped (exit status 77) with
 the runtime's "CUDA driver not available" message. The emulated runs are timed and the totals
-printed. Emulated kernels are compiled once into DLM_EMU_CACHE_DIR (set by the caller, or a
+printed. --cases checked-build runs device_cases.CHECKED_BUILD_CASES only (the checked build: every
+code path once, its runs being several times slower under the sanitizers). Emulated kernels are compiled once into DLM_EMU_CACHE_DIR (set by the caller, or a
 directory of the work tree). Exit status 77 (ctest: skipped) when numpy is missing.
 """
 
@@ -35,6 +37,8 @@ def main(argv=None):
     ap.add_argument("--keep", default=None, help="work in this directory and keep it")
     ap.add_argument("--device", default="cuda-emu", choices=["cuda-emu", "cuda"],
                     help="the device compared with the cpu (cuda: a real GPU; skipped without one)")
+    ap.add_argument("--cases", default="",
+                    help="only these cases: labels (commas), or checked-build (empty: all)")
     args = ap.parse_args(argv)
     try:
         import numpy  # noqa: F401
@@ -47,6 +51,12 @@ def main(argv=None):
     unknown = [m for m in loop_models if m not in models]
     if unknown:
         ap.error(f"--device-loop-models {','.join(unknown)} not in --models")
+    labels = (device_cases.CHECKED_BUILD_CASES if args.cases == "checked-build"
+              else split(args.cases) or None)
+    try:
+        device_cases.plan(models, loop_models, split(args.diffusion_gemma_fixtures), labels)
+    except ValueError as e:
+        ap.error(f"--cases: {e}")
     work = args.keep or tempfile.mkdtemp(prefix="dlm-cuda-emu-")
     os.makedirs(work, exist_ok=True)
     env = dict(os.environ)
@@ -63,7 +73,7 @@ def main(argv=None):
                 return 77
         failures = device_cases.prepare(args.dlmc, args.dlm_run, cases_dir, models, loop_models,
                                         split(args.diffusion_gemma_fixtures),
-                                        work=os.path.join(work, "checkpoints"))
+                                        work=os.path.join(work, "checkpoints"), labels=labels)
 
         def on_result(case, problems, seconds, note):
             print(device_cases.report_line(case["label"], problems, case["cpu"], seconds,

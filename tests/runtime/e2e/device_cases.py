@@ -153,6 +153,20 @@ DEVICE_LOOP_SETTINGS = {
 }
 
 
+# The checked build's selection (ASan + UBSan make every run several times slower): each code
+# path of the cases above once (every model, every cache, each sampler family, graphs against
+# eager, the device loop's chunks, dumps and dual cache, 8-bit and bf16 weights, DiffusionGemma).
+# The plain build runs every case.
+CHECKED_BUILD_CASES = [
+    "llada greedy", "llada_tied gumbel_prefix", "llada_sharded threshold_prefix",
+    "dream greedy_dual", "qwen3 hierarchical_depth3_prefix", "qwen3 entropy_bound_prefix",
+    "llama credit_hierarchical_gumbel", "llada loop_dual_dump",
+    "dream loop_gumbel_dual_chunk1_eager", "dream loop_threshold_gumbel_prefix",
+    "dream loop_entropy_bound_converging_dump", "qwen3_int8 greedy", "llada_fp8 gumbel_prefix",
+    "dream_bf16 greedy", "tiny_f32_swa seed5",
+]
+
+
 # A dlm-run of a tiny case that takes longer than this has hung (the longest emulated one takes
 # about 15 s on 2 cores).
 CASE_TIMEOUT = 300.0
@@ -209,9 +223,23 @@ def _case(label, artifact, args, *, env=None, dump=True, eager=False, compare="e
             "eager": eager, "compare": compare, "tolerance": tolerance}
 
 
-def plan(models, loop_models, diffusion_gemma_fixtures):
+def plan(models, loop_models, diffusion_gemma_fixtures, labels=None):
     """The artifacts ({name: {"checkpoint": spec, "flags": [...]}}) and the cases, in order. A
-    checkpoint spec is ("tiny", model), ("fp8", model), ("demo_fp8",) or ("dir", path)."""
+    checkpoint spec is ("tiny", model), ("fp8", model), ("demo_fp8",) or ("dir", path). `labels`
+    (None: all) keeps only those cases, and the artifacts they run; a label that names no case is
+    a ValueError."""
+    artifacts, cases = _whole_plan(models, loop_models, diffusion_gemma_fixtures)
+    if labels is None:
+        return artifacts, cases
+    unknown = sorted(set(labels) - {case["label"] for case in cases})
+    if unknown:
+        raise ValueError(f"no such case: {', '.join(unknown)}")
+    cases = [case for case in cases if case["label"] in set(labels)]
+    used = {case["artifact"] for case in cases}
+    return {name: a for name, a in artifacts.items() if name in used}, cases
+
+
+def _whole_plan(models, loop_models, diffusion_gemma_fixtures):
     artifacts, cases = {}, []
     for model in models:
         artifacts[model] = {"checkpoint": ("tiny", model), "flags": F32}
@@ -304,12 +332,12 @@ def probe_artifact(dlmc, model, work):
 
 
 def prepare(dlmc, dlm_run, out, models=MODELS, loop_models=DEVICE_LOOP_MODELS,
-            diffusion_gemma_fixtures=DIFFUSION_GEMMA_FIXTURES, work=None):
+            diffusion_gemma_fixtures=DIFFUSION_GEMMA_FIXTURES, work=None, labels=None):
     """Compiles the plan's artifacts into `out` and records the cpu's outputs there (refs/), with
     manifest.json. Checkpoints are made in `work` (default: out/work, removed afterwards).
     Returns the failures (an artifact dlmc refused, a cpu run that failed): their cases are left
     out of the manifest."""
-    artifacts, cases = plan(models, loop_models, diffusion_gemma_fixtures)
+    artifacts, cases = plan(models, loop_models, diffusion_gemma_fixtures, labels)
     own_work = work is None
     work = work or os.path.join(out, "work")
     os.makedirs(os.path.join(out, "refs"), exist_ok=True)
