@@ -5,19 +5,20 @@
 #include "tools/dlm-serve/RequestParser.h"
 #include "tools/dlm-serve/ResponseJson.h"
 
-#include <httplib.h>
-
-#include <arpa/inet.h>
-#include <dirent.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdlib>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <functional>
+#include <list>
 #include <mutex>
 #include <thread>
 
@@ -25,98 +26,11 @@ namespace dlm::serve {
 
 namespace {
 
-// The socket of the connection `req` came on, or -1: cpp-httplib 0.11 does not hand it to
-// handlers, so it is the open socket whose local and peer addresses are the request's.
-int connectionSocket(const httplib::Request &req) {
-  DIR *dir = ::opendir("/proc/self/fd");
-  if (!dir)
-    return -1;
-  int found = -1;
-  auto portAndAddress = [](const sockaddr_storage &address, int &port, std::string &text) {
-    char buffer[INET6_ADDRSTRLEN] = {0};
-    if (address.ss_family == AF_INET) {
-      const auto *in = reinterpret_cast<const sockaddr_in *>(&address);
-      port = ntohs(in->sin_port);
-      ::inet_ntop(AF_INET, &in->sin_addr, buffer, sizeof buffer);
-    } else if (address.ss_family == AF_INET6) {
-      const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(&address);
-      port = ntohs(in6->sin6_port);
-      ::inet_ntop(AF_INET6, &in6->sin6_addr, buffer, sizeof buffer);
-    } else {
-      return false;
-    }
-    text = buffer;
-    return true;
-  };
-  while (dirent *entry = ::readdir(dir)) {
-    char *end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (!end || *end || entry->d_name[0] == '.')
-      continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t localSize = sizeof local, peerSize = sizeof peer;
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&local), &localSize) ||
-        ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&peer), &peerSize))
-      continue;
-    int localPort = -1, peerPort = -1;
-    std::string localText, peerText;
-    if (!portAndAddress(local, localPort, localText) || !portAndAddress(peer, peerPort, peerText))
-      continue;
-    if (localPort == req.local_port && peerPort == req.remote_port &&
-        peerText == req.remote_addr) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
+using Clock = std::chrono::steady_clock;
 
-using Server = httplib::Server;
-
-// cpp-httplib's own pool has a fixed number of threads; a server holding many requests open
-// needs one per connection.
-class ThreadPerConnection : public httplib::TaskQueue {
-public:
-  void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++active_;
-    }
-    std::thread([this, fn = std::move(fn)] {
-      fn();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0)
-        idle_.notify_all();
-    }).detach();
-  }
-  void shutdown() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return active_ == 0; });
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable idle_;
-  int64_t active_ = 0;
-};
-
-// Whether the peer closed the connection (or it broke). Pending bytes of a next request are not
-// a close.
-bool clientGone(int socket) {
-  if (socket < 0)
-    return false;
-  pollfd entry{socket, POLLIN | POLLRDHUP, 0};
-  if (::poll(&entry, 1, 0) <= 0)
-    return false;
-  if (entry.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
-    return true;
-  if (entry.revents & POLLIN) {
-    char byte;
-    return ::recv(socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-  }
-  return false;
-}
+// How long the writes of a request cancelled at the drain's end may take: its error event must
+// not wait on a client that does not read.
+constexpr std::chrono::milliseconds kAbortWrites{1000};
 
 // One request's generation on its own thread; its committed blocks wait here for the
 // connection's thread.
@@ -156,29 +70,23 @@ struct Generation {
   }
 
   enum class Next { block, done };
-  // Waits for the next block or the end, cancelling when the client on `socket` goes away.
-  Next next(std::vector<int32_t> &block, int socket, bool &gone) {
-    std::unique_lock<std::mutex> lock(mutex);
+  // Waits for the next block or the end, cancelling once `shouldCancel` says so (asked between
+  // blocks too: they may come faster than the wait's period).
+  Next next(std::vector<int32_t> &block, const std::function<bool()> &shouldCancel) {
     while (true) {
-      // Checked between blocks too: blocks may come faster than the wait's period.
-      if (!gone && clientGone(socket)) {
-        gone = true;
+      const bool stop = !cancel && shouldCancel();
+      std::unique_lock<std::mutex> lock(mutex);
+      if (stop)
         cancel = true;
+      if (!blocks.empty()) {
+        block = std::move(blocks.front());
+        blocks.pop_front();
+        return Next::block;
       }
-      if (!blocks.empty() || done)
-        break;
+      if (done)
+        return Next::done;
       changed.wait_for(lock, std::chrono::milliseconds(20));
     }
-    if (!blocks.empty()) {
-      block = std::move(blocks.front());
-      blocks.pop_front();
-      return Next::block;
-    }
-    return Next::done;
-  }
-  bool hasBlock() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return !blocks.empty();
   }
 };
 
@@ -198,11 +106,19 @@ Outcome outcomeOf(const Status &status) {
   return Outcome::failed;
 }
 
-void sendError(httplib::Response &res, const ApiError &error) {
-  res.status = error.httpStatus;
+void sendError(Responder &res, const ApiError &error) {
+  HttpHeaders headers;
   if (error.retryAfterSeconds > 0)
-    res.set_header("Retry-After", std::to_string(error.retryAfterSeconds));
-  res.set_content(dumpJson(error.toJson()), "application/json");
+    headers.emplace_back("Retry-After", std::to_string(error.retryAfterSeconds));
+  res.send(error.httpStatus, dumpJson(error.toJson()), "application/json", headers);
+}
+
+void sendJson(Responder &res, const nlohmann::json &value) {
+  res.send(200, dumpJson(value), "application/json");
+}
+
+ApiError shuttingDown(std::string message) {
+  return fromStatus(Status::error(StatusCode::unavailable, std::move(message)));
 }
 
 int64_t unixSeconds() {
@@ -211,226 +127,370 @@ int64_t unixSeconds() {
       .count();
 }
 
+// A listening socket on host:port, or -1 with `error` set.
+int listenOn(const std::string &host, int port, int backlog, std::string &error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo *found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int code = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found)) {
+    error = "cannot resolve '" + host + "': " + ::gai_strerror(code);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo *address = found; address && fd < 0; address = address->ai_next) {
+    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+    if (fd < 0)
+      continue;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (::bind(fd, address->ai_addr, address->ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
+      error = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  return fd;
+}
+
+int boundPort(int fd) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&address), &size) != 0)
+    return -1;
+  if (address.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<sockaddr_in6 *>(&address)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in *>(&address)->sin_port);
+}
+
 } // namespace
 
 struct HttpServer::Impl {
   engine::Engine &engine;
   ServedModel model;
   GenerateRequest base;
+  HttpServerOptions options;
   ServeMetrics metrics;
-  Server server;
   const int64_t created = unixSeconds();
   std::atomic<int64_t> nextId{1};
-  std::atomic<bool> stopping{false};
 
-  Impl(engine::Engine &engine, ServedModel model, GenerateRequest base)
-      : engine(engine), model(std::move(model)), base(std::move(base)) {
-    server.new_task_queue = [] { return new ThreadPerConnection; };
-    // An idle keep-alive connection holds shutdown up until it times out (cpp-httplib waits
-    // for it): keep that short.
-    server.set_keep_alive_timeout(2);
-    server.Post("/v1/completions", [this](const httplib::Request &req, httplib::Response &res) {
-      generate(Endpoint::completions, req, res);
-    });
-    server.Post("/v1/chat/completions",
-                [this](const httplib::Request &req, httplib::Response &res) {
-                  generate(Endpoint::chatCompletions, req, res);
-                });
-    server.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
-      res.set_content(dumpJson(modelListJson(this->model.id, created)), "application/json");
-    });
-    server.Get("/v1/models/(.+)", [this](const httplib::Request &req, httplib::Response &res) {
-      if (req.matches[1] != this->model.id)
-        return sendError(res, modelNotFound(req.matches[1]));
-      res.set_content(dumpJson(modelListJson(this->model.id, created)["data"][0]),
-                      "application/json");
-    });
-    server.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
-      if (stopping) {
-        res.status = 503;
-        res.set_content("{\"status\":\"shutting down\"}", "application/json");
-        return;
-      }
-      res.set_content("{\"status\":\"ok\"}", "application/json");
-    });
-    server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
-      res.set_content(metrics.prometheus(this->engine.stats()),
-                      "text/plain; version=0.0.4; charset=utf-8");
-    });
-    // Unknown routes (and anything else that failed without a body) as OpenAI errors.
-    server.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
-      if (!res.body.empty())
-        return;
-      ApiError error;
-      error.httpStatus = res.status;
-      error.message = res.status == 404 ? "no route " + req.method + " " + req.path
-                                        : "HTTP " + std::to_string(res.status);
-      error.code = res.status == 404 ? "not_found" : "";
-      res.set_content(dumpJson(error.toJson()), "application/json");
-    });
+  int listenFd = -1;
+  int wakeRead = -1, wakeWrite = -1;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> aborting{false};
+
+  // The open connections; `busy`: handling a complete request (a drain lets it finish).
+  struct Connection {
+    explicit Connection(int fd) : stream(fd) {}
+    SocketStream stream;
+    bool busy = false;
+    bool closed = false;
+  };
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::list<Connection> connections;
+
+  Impl(engine::Engine &engine, ServedModel model, GenerateRequest base,
+       HttpServerOptions options)
+      : engine(engine), model(std::move(model)), base(std::move(base)),
+        options(std::move(options)) {
+    int pipe[2];
+    if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+      wakeRead = pipe[0];
+      wakeWrite = pipe[1];
+    }
+  }
+  ~Impl() {
+    for (int fd : {listenFd, wakeRead, wakeWrite})
+      if (fd >= 0)
+        ::close(fd);
   }
 
-  void generate(Endpoint endpoint, const httplib::Request &req, httplib::Response &res) {
-    if (stopping) {
-      metrics.requestEnded(Outcome::unavailable);
-      return sendError(res, fromStatus(Status::error(StatusCode::unavailable,
-                                                     "the server is shutting down")));
+  void wake() {
+    const char byte = 0;
+    [[maybe_unused]] ssize_t ignored = ::write(wakeWrite, &byte, 1);
+    changed.notify_all();
+  }
+
+  void serve() {
+    while (!draining) {
+      pollfd entries[2] = {{listenFd, POLLIN, 0}, {wakeRead, POLLIN, 0}};
+      if (::poll(entries, 2, -1) < 0 && errno != EINTR)
+        break;
+      if (draining)
+        break;
+      if (entries[0].revents & POLLIN)
+        accept();
     }
-    std::variant<ParsedRequest, ApiError> parsedOrError =
-        parseRequest(endpoint, req.body, model, base);
-    if (ApiError *error = std::get_if<ApiError>(&parsedOrError)) {
-      metrics.requestEnded(Outcome::invalidRequest);
-      return sendError(res, *error);
+    // No new connections from here on.
+    ::close(listenFd);
+    listenFd = -1;
+    std::unique_lock<std::mutex> lock(mutex);
+    const Clock::time_point deadline = Clock::now() + options.drainTimeout;
+    changed.wait_until(lock, deadline, [&] { return connections.empty() || aborting; });
+    if (!connections.empty()) {
+      aborting = true;
+      for (Connection &connection : connections)
+        connection.stream.tightenDeadline(Clock::now() + kAbortWrites);
     }
-    auto parsed = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsedOrError)));
-    const int socket = connectionSocket(req);
-    auto generation = std::make_shared<Generation>();
-    generation->start(engine, parsed->request);
+    changed.wait(lock, [&] { return connections.empty(); });
+  }
 
-    ResponseIdentity identity;
-    identity.endpoint = endpoint;
-    identity.id = std::string(endpoint == Endpoint::chatCompletions ? "chatcmpl-" : "cmpl-") +
-                  std::to_string(nextId++);
-    identity.created = unixSeconds();
-    identity.model = model.id;
-    const LoadedModel &loaded = engine.model();
-    auto output = std::make_shared<OutputText>(
-        loaded.tokenizer(), [&loaded](int32_t id) { return loaded.tokenFacts().isEos(id); },
-        parsed->maxTokens, parsed->stop);
-    Usage usage;
-    usage.promptTokens = static_cast<int64_t>(parsed->request.promptIds.size());
-
-    // Until the first block (or the end) the response can still be an error with its status.
-    bool gone = false;
-    std::vector<int32_t> first;
-    Generation::Next next = generation->next(first, socket, gone);
-    if (next == Generation::Next::done && !generation->status.isOk()) {
-      if (gone) {
-        metrics.requestEnded(Outcome::cancelled);
-        res.status = 499;
-        return;
-      }
-      metrics.requestEnded(outcomeOf(generation->status));
-      return sendError(res, fromStatus(generation->status));
+  void accept() {
+    const int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0)
+      return;
+    Connection *connection;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      connection = &connections.emplace_back(fd);
     }
+    std::thread([this, connection] {
+      ConnectionHooks hooks;
+      hooks.beginRequest = [&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        connection->busy = !connection->closed;
+        return connection->busy;
+      };
+      hooks.endRequest = [&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        connection->busy = false;
+        return !draining.load();
+      };
+      hooks.closing = [&] { return draining.load(); };
+      hooks.handle = [this](const HttpRequest &request, Responder &res) { route(request, res); };
+      serveConnection(connection->stream, options.limits, hooks);
+      std::lock_guard<std::mutex> lock(mutex);
+      connections.remove_if([&](const Connection &c) { return &c == connection; });
+      changed.notify_all();
+    }).detach();
+  }
 
-    // Ends the request: its outcome (an error after the first block included) and counts.
-    auto conclude = [this, generation, output](bool gone) -> std::optional<ApiError> {
-      const Status &status = generation->status;
-      // Our own cancel after a stop string or max_tokens is a success.
-      if (gone) {
-        metrics.requestEnded(Outcome::cancelled);
-        return std::nullopt;
+  // The drain's start: connections without a complete request are closed.
+  void beginDrain() {
+    if (draining.exchange(true))
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (Connection &connection : connections) {
+      if (!connection.busy) {
+        connection.closed = true;
+        connection.stream.shutdown();
       }
-      if (!status.isOk() && !(status.code() == StatusCode::cancelled && output->finished())) {
-        metrics.requestEnded(outcomeOf(status));
-        return fromStatus(status);
-      }
-      metrics.generated(output->completionTokens(), generation->stats.forwards);
-      metrics.requestEnded(Outcome::success);
-      return std::nullopt;
-    };
+    }
+    wake();
+  }
 
-    if (!parsed->stream) {
-      std::string text;
-      std::vector<int32_t> block = std::move(first);
-      bool have = next == Generation::Next::block;
-      while (have) {
-        text += output->push(block.data(), static_cast<int64_t>(block.size()));
-        if (output->finished())
-          generation->cancel = true; // a stop string, EOS or max_tokens: nothing more is needed
-        have = generation->next(block, socket, gone) == Generation::Next::block;
-      }
-      text += output->finish();
-      if (std::optional<ApiError> error = conclude(gone))
-        return sendError(res, *error);
-      if (gone) {
-        res.status = 499;
-        return;
-      }
-      usage.completionTokens = output->completionTokens();
-      res.set_content(dumpJson(completionJson(identity, text, output->reason(), usage)),
-                      "application/json");
+  void route(const HttpRequest &req, Responder &res) {
+    const bool get = req.method == "GET", post = req.method == "POST";
+    if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
+      if (!post)
+        return methodNotAllowed(req, res, "POST");
+      return generate(req.path == "/v1/completions" ? Endpoint::completions
+                                                    : Endpoint::chatCompletions,
+                      req, res);
+    }
+    const std::string modelsPrefix = "/v1/models/";
+    const bool known = req.path == "/v1/models" || req.path == "/health" ||
+                       req.path == "/metrics" || req.path.rfind(modelsPrefix, 0) == 0;
+    if (known && !get)
+      return methodNotAllowed(req, res, "GET");
+    if (req.path == "/v1/models")
+      return sendJson(res, modelListJson(model.id, created));
+    if (req.path.rfind(modelsPrefix, 0) == 0 && req.path.size() > modelsPrefix.size()) {
+      const std::string requested = req.path.substr(modelsPrefix.size());
+      if (requested != model.id)
+        return sendError(res, modelNotFound(requested));
+      return sendJson(res, modelListJson(model.id, created)["data"][0]);
+    }
+    if (req.path == "/health") {
+      res.send(draining ? 503 : 200,
+               draining ? "{\"status\":\"shutting down\"}" : "{\"status\":\"ok\"}",
+               "application/json");
       return;
     }
-
-    res.set_header("Cache-Control", "no-cache");
-    auto pending = std::make_shared<std::vector<int32_t>>(std::move(first));
-    auto havePending = std::make_shared<bool>(next == Generation::Next::block);
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [generation, output, parsed, identity, usage, pending, havePending, socket, conclude](
-            size_t, httplib::DataSink &sink) mutable {
-          bool gone = false;
-          auto write = [&](const std::string &event) {
-            if (!gone && !sink.write(event.data(), event.size())) {
-              gone = true;
-              generation->cancel = true;
-            }
-            return !gone;
-          };
-          bool firstChunk = true;
-          // Chat streams open with the role.
-          if (identity.endpoint == Endpoint::chatCompletions) {
-            write(sseEvent(chunkJson(identity, "", true, FinishReason::none, parsed->includeUsage)));
-            firstChunk = false;
-          }
-          std::vector<int32_t> block = std::move(*pending);
-          bool have = *havePending;
-          while (have && !gone) {
-            std::string delta = output->push(block.data(), static_cast<int64_t>(block.size()));
-            if (output->finished())
-              generation->cancel = true;
-            if (!delta.empty()) {
-              write(sseEvent(chunkJson(identity, delta, firstChunk, FinishReason::none,
-                                       parsed->includeUsage)));
-              firstChunk = false;
-            }
-            have = generation->next(block, socket, gone) == Generation::Next::block;
-          }
-          // Drain to the end (the generation stops at its next forward once cancelled).
-          std::vector<int32_t> rest;
-          while (generation->next(rest, socket, gone) == Generation::Next::block) {
-          }
-          std::string tail = output->finish();
-          std::optional<ApiError> error = conclude(gone);
-          if (gone)
-            return false;
-          if (error) {
-            write(sseEvent(error->toJson()));
-          } else {
-            write(sseEvent(chunkJson(identity, tail, firstChunk, output->reason(),
-                                     parsed->includeUsage)));
-            if (parsed->includeUsage) {
-              usage.completionTokens = output->completionTokens();
-              write(sseEvent(usageChunkJson(identity, usage)));
-            }
-          }
-          write(kSseDone);
-          if (gone)
-            return false;
-          sink.done();
-          return true;
-        },
-        [generation](bool) { generation->cancel = true; });
+    if (req.path == "/metrics") {
+      res.send(200, metrics.prometheus(engine.stats()), "text/plain; version=0.0.4; charset=utf-8");
+      return;
+    }
+    ApiError error;
+    error.httpStatus = 404;
+    error.message = "no route " + req.method + " " + req.path;
+    error.code = "not_found";
+    sendError(res, error);
   }
+
+  void methodNotAllowed(const HttpRequest &req, Responder &res, const std::string &allowed) {
+    ApiError error;
+    error.httpStatus = 405;
+    error.message = req.path + " takes " + allowed + ", not " + req.method;
+    error.code = "method_not_allowed";
+    res.send(405, dumpJson(error.toJson()), "application/json", {{"Allow", allowed}});
+  }
+
+  void generate(Endpoint endpoint, const HttpRequest &req, Responder &res);
 };
 
-HttpServer::HttpServer(engine::Engine &engine, ServedModel model, GenerateRequest base)
-    : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(base))) {}
-HttpServer::~HttpServer() = default;
+void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Responder &res) {
+  if (draining) {
+    metrics.requestEnded(Outcome::unavailable);
+    return sendError(res, shuttingDown("the server is shutting down"));
+  }
+  std::variant<ParsedRequest, ApiError> parsedOrError =
+      parseRequest(endpoint, req.body, model, base);
+  if (ApiError *error = std::get_if<ApiError>(&parsedOrError)) {
+    metrics.requestEnded(Outcome::invalidRequest);
+    return sendError(res, *error);
+  }
+  ParsedRequest parsed = std::move(std::get<ParsedRequest>(parsedOrError));
+  auto generation = std::make_shared<Generation>();
+  generation->start(engine, parsed.request);
 
-int HttpServer::bind(const std::string &host, int port) {
-  if (port == 0)
-    return impl_->server.bind_to_any_port(host.c_str());
-  return impl_->server.bind_to_port(host.c_str(), port) ? port : -1;
+  ResponseIdentity identity;
+  identity.endpoint = endpoint;
+  identity.id = std::string(endpoint == Endpoint::chatCompletions ? "chatcmpl-" : "cmpl-") +
+                std::to_string(nextId++);
+  identity.created = unixSeconds();
+  identity.model = model.id;
+  const LoadedModel &loaded = engine.model();
+  OutputText output(
+      loaded.tokenizer(), [&loaded](int32_t id) { return loaded.tokenFacts().isEos(id); },
+      parsed.maxTokens, parsed.stop);
+  Usage usage;
+  usage.promptTokens = static_cast<int64_t>(parsed.request.promptIds.size());
+
+  // The client's leaving (a reset, a failed write) and the drain's end cancel the generation.
+  bool gone = false;
+  auto shouldCancel = [&] {
+    if (!gone && res.peerGone())
+      gone = true;
+    return gone || aborting.load();
+  };
+  // A cancellation that is neither the client's nor ours (a stop string, EOS, max_tokens) is the
+  // drain's end.
+  auto abortedError = [&]() -> std::optional<ApiError> {
+    if (generation->status.code() == StatusCode::cancelled && !output.finished() && aborting)
+      return shuttingDown("the server is shutting down: the request was cancelled at the end "
+                          "of the drain (dlm-serve --drain-timeout)");
+    return std::nullopt;
+  };
+  // Ends the request: its outcome (an error after the first block included) and counts.
+  auto conclude = [&]() -> std::optional<ApiError> {
+    const Status &status = generation->status;
+    if (gone) {
+      metrics.requestEnded(Outcome::cancelled);
+      return std::nullopt;
+    }
+    if (std::optional<ApiError> error = abortedError()) {
+      metrics.requestEnded(Outcome::unavailable);
+      return error;
+    }
+    // Our own cancel after a stop string or max_tokens is a success.
+    if (!status.isOk() && !(status.code() == StatusCode::cancelled && output.finished())) {
+      metrics.requestEnded(outcomeOf(status));
+      return fromStatus(status);
+    }
+    metrics.generated(output.completionTokens(), generation->stats.forwards);
+    metrics.requestEnded(Outcome::success);
+    return std::nullopt;
+  };
+
+  // Until the first block (or the end) the response can still be an error with its status.
+  std::vector<int32_t> block;
+  bool have = generation->next(block, shouldCancel) == Generation::Next::block;
+  if (!have && !generation->status.isOk()) {
+    std::optional<ApiError> error = conclude();
+    if (error)
+      sendError(res, *error);
+    return;
+  }
+
+  if (!parsed.stream) {
+    std::string text;
+    while (have) {
+      text += output.push(block.data(), static_cast<int64_t>(block.size()));
+      if (output.finished())
+        generation->cancel = true; // a stop string, EOS or max_tokens: nothing more is needed
+      have = generation->next(block, shouldCancel) == Generation::Next::block;
+    }
+    text += output.finish();
+    if (std::optional<ApiError> error = conclude())
+      return sendError(res, *error);
+    if (gone)
+      return;
+    usage.completionTokens = output.completionTokens();
+    sendJson(res, completionJson(identity, text, output.reason(), usage));
+    return;
+  }
+
+  auto write = [&](const std::string &event) {
+    if (!gone && !res.writeStream(event)) {
+      gone = true;
+      generation->cancel = true;
+    }
+  };
+  res.beginStream("text/event-stream", {{"Cache-Control", "no-cache"}});
+  bool firstChunk = true;
+  // Chat streams open with the role.
+  if (endpoint == Endpoint::chatCompletions) {
+    write(sseEvent(chunkJson(identity, "", true, FinishReason::none, parsed.includeUsage)));
+    firstChunk = false;
+  }
+  while (have && !gone) {
+    const std::string delta = output.push(block.data(), static_cast<int64_t>(block.size()));
+    if (output.finished())
+      generation->cancel = true;
+    if (!delta.empty()) {
+      write(sseEvent(chunkJson(identity, delta, firstChunk, FinishReason::none,
+                               parsed.includeUsage)));
+      firstChunk = false;
+    }
+    have = generation->next(block, shouldCancel) == Generation::Next::block;
+  }
+  // Drain to the end (the generation stops at its next forward once cancelled).
+  while (generation->next(block, shouldCancel) == Generation::Next::block) {
+  }
+  const std::string tail = output.finish();
+  if (std::optional<ApiError> error = conclude()) {
+    write(sseEvent(error->toJson()));
+  } else if (!gone) {
+    write(sseEvent(chunkJson(identity, tail, firstChunk, output.reason(), parsed.includeUsage)));
+    if (parsed.includeUsage) {
+      usage.completionTokens = output.completionTokens();
+      write(sseEvent(usageChunkJson(identity, usage)));
+    }
+  }
+  write(kSseDone);
+  if (!gone)
+    res.endStream();
 }
 
-bool HttpServer::serve() { return impl_->server.listen_after_bind(); }
+HttpServer::HttpServer(engine::Engine &engine, ServedModel model, GenerateRequest base,
+                       HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(base),
+                                   std::move(options))) {}
+HttpServer::~HttpServer() = default;
 
-void HttpServer::stop() {
-  impl_->stopping = true;
-  impl_->server.stop();
+int HttpServer::bind(const std::string &host, int port, std::string &error) {
+  if (impl_->wakeRead < 0) {
+    error = "cannot make the server's wake-up pipe";
+    return -1;
+  }
+  impl_->listenFd = listenOn(host, port, impl_->options.backlog, error);
+  return impl_->listenFd < 0 ? -1 : boundPort(impl_->listenFd);
+}
+
+void HttpServer::serve() { impl_->serve(); }
+
+void HttpServer::stop() { impl_->beginDrain(); }
+
+void HttpServer::abort() {
+  impl_->beginDrain();
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->aborting = true;
+  impl_->changed.notify_all();
 }
 
 } // namespace dlm::serve

@@ -43,13 +43,25 @@ bool isNull(const Json &body, const char *field) {
   return !body.contains(field) || body[field].is_null();
 }
 
+// nlohmann holds a non-negative integer as unsigned: one past int64's range is refused by its
+// real value instead of wrapping to a negative one.
 int64_t integerField(const Json &value, const std::string &field) {
+  if (value.is_number_unsigned()) {
+    if (value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      refuse("'" + field + "' is " + value.dump() + ", above the largest integer accepted (" +
+                 std::to_string(INT64_MAX) + ")",
+             field);
+    return static_cast<int64_t>(value.get<uint64_t>());
+  }
   if (value.is_number_integer())
     return value.get<int64_t>();
   if (value.is_number_float()) {
     double real = value.get<double>();
-    if (std::isfinite(real) && real == std::floor(real) && std::fabs(real) < 9e15)
-      return static_cast<int64_t>(real);
+    if (std::isfinite(real) && real == std::floor(real)) {
+      if (std::fabs(real) < 9e15)
+        return static_cast<int64_t>(real);
+      refuse("'" + field + "' is " + value.dump() + ", outside the integers accepted", field);
+    }
   }
   refuse("'" + field + "' must be an integer", field);
 }
@@ -70,7 +82,7 @@ artifact::AttributeValue knobFromJson(const Json &value, const std::string &fiel
   if (value.is_boolean())
     return value.get<bool>();
   if (value.is_number_integer())
-    return value.get<int64_t>();
+    return integerField(value, field);
   if (value.is_number_float())
     return value.get<double>();
   if (value.is_string())
@@ -132,14 +144,32 @@ std::vector<int32_t> tokenIds(const Json &list, const ServedModel &model) {
   for (const Json &item : list) {
     if (!item.is_number_integer())
       refuse("'prompt' must be a string or a list of token ids", "prompt");
-    int64_t id = item.get<int64_t>();
-    if (id < 0 || (model.vocabSize > 0 && id >= model.vocabSize))
-      refuse("token id " + std::to_string(id) + " in 'prompt' is outside the vocabulary of " +
+    // Compared as the JSON holds it: an unsigned id past int64 must not wrap into range.
+    const bool inside = item.is_number_unsigned()
+                            ? item.get<uint64_t>() < static_cast<uint64_t>(model.vocabSize) ||
+                                  (model.vocabSize <= 0 && item.get<uint64_t>() <= INT32_MAX)
+                            : item.get<int64_t>() >= 0 &&
+                                  (model.vocabSize > 0 ? item.get<int64_t>() < model.vocabSize
+                                                       : item.get<int64_t>() <= INT32_MAX);
+    if (!inside)
+      refuse("token id " + item.dump() + " in 'prompt' is outside the vocabulary of " +
                  std::to_string(model.vocabSize),
              "prompt");
-    ids.push_back(static_cast<int32_t>(id));
+    ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
   }
   return ids;
+}
+
+// A text too long for the context whatever its tokens is refused before it is tokenized (a
+// prompt of megabytes would otherwise be tokenized whole first).
+void checkTextFits(const ServedModel &model, size_t bytes, const char *param) {
+  if (model.maxPromptBytes > 0 && static_cast<int64_t>(bytes) > model.maxPromptBytes)
+    throw Refusal{contextLengthExceeded(
+        std::string("the ") + (std::string(param) == "prompt" ? "prompt" : "messages' text") +
+            " is " + std::to_string(bytes) + " bytes, more than any " +
+            std::to_string(model.maxPositions) + " tokens of this model's context can hold (" +
+            std::to_string(model.maxPromptBytes) + " bytes)",
+        param)};
 }
 
 std::vector<int32_t> completionPrompt(const Json &body, const ServedModel &model,
@@ -158,6 +188,7 @@ std::vector<int32_t> completionPrompt(const Json &body, const ServedModel &model
   if (prompt.is_string()) {
     if (!model.encode)
       refuse("the model has no tokenizer: give the prompt as token ids", "prompt");
+    checkTextFits(model, prompt.get_ref<const std::string &>().size(), "prompt");
     ids = model.encode(prompt.get<std::string>(), parseSpecial);
   } else if (prompt.is_array()) {
     ids = tokenIds(prompt, model);
@@ -179,6 +210,7 @@ std::vector<int32_t> chatPrompt(const Json &body, const ServedModel &model, bool
   ChatRequest chat;
   chat.addGenerationPrompt = true;
   chat.parseSpecialTokensInInput = parseSpecial;
+  size_t textBytes = 0;
   for (const Json &message : body["messages"]) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
       refuse("each message needs a 'role'", "messages");
@@ -201,6 +233,8 @@ std::vector<int32_t> chatPrompt(const Json &body, const ServedModel &model, bool
     } else {
       refuse("a message's 'content' must be a string or a list of text parts", "messages");
     }
+    textBytes += rendered["content"].get_ref<const std::string &>().size();
+    checkTextFits(model, textBytes, "messages");
     chat.messages.push_back(std::move(rendered));
   }
   StatusOr<std::vector<int32_t>> ids = model.encodeChat(chat);
@@ -318,10 +352,15 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
     request.cache = *mode;
   }
   if (!isNull(body, "seed")) {
-    const int64_t seed = integerField(body["seed"], "seed");
-    if (seed < 0)
-      refuse("'seed' must not be negative", "seed");
-    request.seed = static_cast<uint64_t>(seed);
+    // Any 64-bit seed: the unsigned range whole.
+    if (body["seed"].is_number_unsigned()) {
+      request.seed = body["seed"].get<uint64_t>();
+    } else {
+      const int64_t seed = integerField(body["seed"], "seed");
+      if (seed < 0)
+        refuse("'seed' must not be negative, got " + std::to_string(seed), "seed");
+      request.seed = static_cast<uint64_t>(seed);
+    }
   }
   if (!isNull(body, "stop"))
     parsed.stop = stopStrings(body["stop"]);
@@ -332,6 +371,11 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
     if (commonFields().count(field) || endpointFields(endpoint).count(field) || value.is_null())
       continue;
     request.knobs[field] = knobFromJson(value, field);
+    // Checked against the chosen program's declaration (type, range, choices) here, so that the
+    // error names the field.
+    if (policy->checkKnob && policy->declared.count(field))
+      if (Status status = policy->checkKnob(field, request.knobs[field]); !status.isOk())
+        refuse(status.message(), field);
     if (field == spec::kKnobSteps)
       stepsGiven = true;
   }
@@ -352,7 +396,9 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   if (!isNull(body, maxField)) {
     const int64_t maxTokens = integerField(body[maxField], maxField);
     if (maxTokens < 1)
-      refuse(std::string("'") + maxField + "' must be at least 1", maxField);
+      refuse(std::string("'") + maxField + "' must be at least 1, got " +
+                 std::to_string(maxTokens),
+             maxField);
     parsed.maxTokens = maxTokens;
     auto tooLarge = [&] {
       refuse(std::string("'") + maxField + "' is too large for the model", maxField);

@@ -1,10 +1,12 @@
 #include "tools/dlm-serve/ServedModel.h"
 
 #include "runtime/program/DecodeProgramSet.h"
+#include "runtime/program/ProgramKnobs.h"
 #include "runtime/session/Session.h"
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 namespace dlm::serve {
 
@@ -30,6 +32,21 @@ std::optional<artifact::AttributeValue> knobValue(const program::KnobDeclaration
   default:
     return std::nullopt;
   }
+}
+
+// The most text bytes `maxPositions` tokens can stand for: each token covers at most as many
+// bytes as its vocabulary string has (byte-level and SentencePiece strings are at least as long
+// as the text they decode to), times 4 for normalizers that shorten the input text (NFKC folds
+// a 3-byte ligature into 2 bytes, say) and for added tokens.
+int64_t promptBytesBound(const Tokenizer &tokenizer, int64_t maxPositions) {
+  size_t longest = 1;
+  for (int32_t id = 0; id < tokenizer.vocabSize(); ++id)
+    if (std::optional<std::string> token = tokenizer.idToToken(id))
+      longest = std::max(longest, token->size());
+  for (const AddedToken &added : tokenizer.addedTokens())
+    longest = std::max(longest, added.content.size());
+  const int64_t perToken = static_cast<int64_t>(longest) * 4;
+  return maxPositions > INT64_MAX / perToken ? 0 : maxPositions * perToken;
 }
 
 } // namespace
@@ -59,14 +76,25 @@ ServedModel describeModel(const LoadedModel &model, std::string id) {
   for (size_t i = 0; i < programs.names().size(); ++i) {
     ServedPolicy policy;
     policy.name = programs.names()[i];
+    std::map<std::string, program::KnobDeclaration> declarations;
     for (const program::KnobDeclaration &knob : programs.program(i).knobs()) {
       policy.declared.insert(knob.name);
+      declarations.emplace(knob.name, knob);
       if (std::optional<artifact::AttributeValue> value = knobValue(knob))
         policy.defaults[knob.name] = *value;
     }
+    policy.checkKnob = [declarations](const std::string &name,
+                                      const artifact::AttributeValue &value) {
+      auto found = declarations.find(name);
+      program::KnobValue ignored;
+      return found == declarations.end() ? Status::ok()
+                                         : program::applyKnob(found->second, value, ignored);
+    };
     served.policies.push_back(std::move(policy));
   }
   const LoadedModel *loaded = &model;
+  if (const Tokenizer *tokenizer = model.tokenizer(); tokenizer && served.maxPositions > 0)
+    served.maxPromptBytes = promptBytesBound(*tokenizer, served.maxPositions);
   if (const Tokenizer *tokenizer = model.tokenizer())
     served.encode = [tokenizer](const std::string &text, bool parseSpecialTokens) {
       return tokenizer->encode(text, /*addSpecialTokens=*/true,

@@ -24,6 +24,9 @@ struct ServedPolicy {
   // artifact's stored knob).
   std::set<std::string> declared;
   artifact::Attributes defaults;
+  // Whether a value suits the declared knob `name` (its type, range, choices): the program's
+  // own message when not. Unset: not checked before generation.
+  std::function<Status(const std::string &name, const artifact::AttributeValue &value)> checkKnob;
 };
 
 struct ServedModel {
@@ -32,6 +35,9 @@ struct ServedModel {
   // Prompt plus generation may not pass this (0: no limit known).
   int64_t maxPositions = 0;
   int64_t vocabSize = 0;
+  // A prompt text longer than this cannot fit in maxPositions tokens, and is refused before it
+  // is tokenized (0: no limit known).
+  int64_t maxPromptBytes = 0;
   // The artifact's decode programs, the default first.
   std::vector<ServedPolicy> policies;
   // Text as prompt ids; parseSpecialTokens false: special added tokens in the text are text.

@@ -3,12 +3,15 @@
 //
 //   dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]
 //             [--threads N] [--kv-pages N] [--max-batch N] [--max-queue N]
-//             [--tokens-per-forward N] [dlm-run's knob flags, --seed, --cache: server defaults]
+//             [--tokens-per-forward N] [--backlog N] [--max-body-bytes N] [--read-timeout S]
+//             [--drain-timeout S] [dlm-run's knob flags, --seed, --cache: server defaults]
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
-// GET /metrics (RequestParser.h says which fields a request takes). SIGINT / SIGTERM stop
-// accepting connections, let the running requests finish, and exit 0. Bad arguments: exit 2;
-// a model or engine that cannot start: exit 1.
+// GET /metrics (RequestParser.h says which fields a request takes). SIGINT / SIGTERM drain: no
+// new connections, those without a complete request closed, every admitted request (streams
+// included) finished; past --drain-timeout, or at a second signal, what is left is cancelled and
+// answered with an error; then exit 0. Bad arguments: exit 2; a model or engine that cannot
+// start: exit 1.
 #include "runtime/engine/Engine.h"
 #include "tools/dlm-run/GenerationFlags.h"
 #include "tools/dlm-run/RandomWeights.h"
@@ -16,6 +19,7 @@
 #include "tools/dlm-serve/ServedModel.h"
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -30,13 +34,19 @@ constexpr int kFailed = 1;
 const char *kUsage =
     "usage: dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]\n"
     "                 [--threads N] [--kv-pages N] [--max-batch N] [--max-queue N]\n"
-    "                 [--tokens-per-forward N] [--verify]\n"
+    "                 [--tokens-per-forward N] [--verify] [--backlog N] [--max-body-bytes N]\n"
+    "                 [--read-timeout S] [--drain-timeout S]\n"
     "                 [dlm-run's knob flags, --seed N, --cache MODE: defaults for requests]\n"
     "--kv-pages: the KV pool every request shares (default: eight of the longest sequence);\n"
     "--max-batch: the most requests running at once (default: as many as the pool admits);\n"
     "--max-queue: the most requests waiting for admission (default: no limit; past it 429);\n"
     "--port 0 picks a free port (printed on stderr);\n"
-    "--verify: check the artifact's integrity hashes before serving it.\n";
+    "--verify: check the artifact's integrity hashes before serving it;\n"
+    "--backlog: connections waiting to be accepted (default 1024);\n"
+    "--max-body-bytes: larger request bodies are refused with 413 unread (default 8 MiB);\n"
+    "--read-timeout: seconds a request's headers and body may take (default 30; past it 408);\n"
+    "--drain-timeout: seconds SIGTERM/SIGINT let admitted requests run before cancelling them\n"
+    "  (default 30; a second signal cancels them at once).\n";
 
 int badArguments(const std::string &message) {
   std::cerr << "dlm-serve: " << message << "\n" << kUsage;
@@ -49,6 +59,7 @@ int main(int argc, char **argv) {
   std::string host = "127.0.0.1";
   int64_t port = 8000;
   dlm::engine::EngineOptions options;
+  dlm::serve::HttpServerOptions serverOptions;
   dlm::GenerateRequest base;
   auto toolFlag = [&](const std::string &flag, const std::string &value) -> std::string {
     int64_t number = 0;
@@ -59,10 +70,24 @@ int main(int argc, char **argv) {
     }
     if (!isNumber)
       return flag == "--port" || flag == "--kv-pages" || flag == "--max-batch" ||
-                     flag == "--max-queue" || flag == "--tokens-per-forward"
+                     flag == "--max-queue" || flag == "--tokens-per-forward" ||
+                     flag == "--backlog" || flag == "--max-body-bytes" ||
+                     flag == "--read-timeout" || flag == "--drain-timeout"
                  ? "bad value '" + value + "' for " + flag
                  : "unknown option " + flag;
-    if (flag == "--port" && number <= 65535)
+    constexpr int64_t kLongestSeconds = 24 * 3600;
+    if (flag == "--backlog" && number > 0 && number <= 65535)
+      serverOptions.backlog = static_cast<int>(number);
+    else if (flag == "--max-body-bytes" && number > 0)
+      serverOptions.limits.maxBodyBytes = number;
+    else if (flag == "--read-timeout" && number > 0 && number <= kLongestSeconds)
+      serverOptions.limits.readTimeout = std::chrono::seconds(number);
+    else if (flag == "--drain-timeout" && number <= kLongestSeconds)
+      serverOptions.drainTimeout = std::chrono::seconds(number);
+    else if (flag == "--backlog" || flag == "--max-body-bytes" || flag == "--read-timeout" ||
+             flag == "--drain-timeout")
+      return "bad value '" + value + "' for " + flag;
+    else if (flag == "--port" && number <= 65535)
       port = number;
     else if (flag == "--kv-pages")
       options.session.kvPages = number;
@@ -116,10 +141,13 @@ int main(int argc, char **argv) {
     return kFailed;
   }
   const std::string id = dlm::serve::modelIdFromPath(common.artifact);
-  dlm::serve::HttpServer server(**engine, dlm::serve::describeModel(**model, id), base);
-  const int bound = server.bind(host, static_cast<int>(port));
+  dlm::serve::HttpServer server(**engine, dlm::serve::describeModel(**model, id), base,
+                                serverOptions);
+  std::string listenError;
+  const int bound = server.bind(host, static_cast<int>(port), listenError);
   if (bound < 0) {
-    std::cerr << "dlm-serve: cannot listen on " << host << ":" << port << "\n";
+    std::cerr << "dlm-serve: cannot listen on " << host << ":" << port << ": " << listenError
+              << "\n";
     return kFailed;
   }
   const dlm::engine::SchedulerStats stats = (*engine)->stats();
@@ -127,17 +155,23 @@ int main(int argc, char **argv) {
                id.c_str(), host.c_str(), bound, options.session.backend.c_str(),
                static_cast<long long>(stats.kvPages));
 
-  // The signal thread only stops the server: new connections are refused, requests on open
-  // ones get 503, the running ones finish and serve() returns once their connections end.
+  // The first signal begins the drain, a second ends it: what still runs is cancelled.
   std::atomic<bool> exiting{false};
   std::thread signalThread([&server, &exiting, signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    if (exiting)
-      return;
-    std::fprintf(stderr, "dlm-serve: %s: draining the running requests\n",
-                 signal == SIGINT ? "SIGINT" : "SIGTERM");
-    server.stop();
+    for (int received = 0; received < 2; ++received) {
+      int signal = 0;
+      sigwait(&signals, &signal);
+      if (exiting)
+        return;
+      const char *name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+      if (received == 0) {
+        std::fprintf(stderr, "dlm-serve: %s: draining the admitted requests\n", name);
+        server.stop();
+      } else {
+        std::fprintf(stderr, "dlm-serve: %s again: cancelling the running requests\n", name);
+        server.abort();
+      }
+    }
   });
 
   server.serve();

@@ -23,7 +23,9 @@ Status validateRequest(const DecodeRequest &request, const TokenFacts &facts, in
     return Status::error("temperature must be >= 0");
   if (k.policy == Policy::lowConfidence) {
     const int64_t blocks = k.genLength / k.blockLength;
-    if (k.steps <= 0 || k.steps % blocks)
+    if (k.steps <= 0)
+      return Status::error("knob 'steps' must be at least 1, got " + str(k.steps));
+    if (k.steps % blocks)
       return Status::error("steps " + str(k.steps) + " is not divisible by the number of " +
                            "blocks " + str(blocks));
     if (facts.maskTokenId < 0)
