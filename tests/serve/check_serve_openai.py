@@ -15,7 +15,8 @@ template, starts dlm-serve on free loopback ports, waits for /health, and checks
   * 16 concurrent clients equal single `dlm-run --json` runs with the same prompt, knobs and seed,
     and again on a server whose KV pool holds 4 such requests;
   * a client that disconnects cancels its request (metrics: cancelled, KV pages freed);
-  * SIGTERM lets a running request finish, then dlm-serve exits 0.
+  * SIGTERM lets a running request finish, then dlm-serve exits 0 (check_serve_http.py holds
+    the server to the rest of HTTP: pipelining, limits, shutdown with streams in flight).
 Exit status 77 (ctest: skipped) when the openai package is missing.
 """
 

@@ -368,10 +368,12 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
       gone = true;
     return gone || aborting.load();
   };
-  // A cancellation that is neither the client's nor ours (a stop string, EOS, max_tokens) is the
-  // drain's end.
+  // Whether an EOS, a stop string or max_tokens ended the output (then our own cancel is a
+  // success); read before output.finish(), which ends every output.
+  bool outputEnded = false;
+  // A cancellation that is neither the client's nor ours is the drain's end.
   auto abortedError = [&]() -> std::optional<ApiError> {
-    if (generation->status.code() == StatusCode::cancelled && !output.finished() && aborting)
+    if (generation->status.code() == StatusCode::cancelled && !outputEnded && aborting)
       return shuttingDown("the server is shutting down: the request was cancelled at the end "
                           "of the drain (dlm-serve --drain-timeout)");
     return std::nullopt;
@@ -388,7 +390,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
       return error;
     }
     // Our own cancel after a stop string or max_tokens is a success.
-    if (!status.isOk() && !(status.code() == StatusCode::cancelled && output.finished())) {
+    if (!status.isOk() && !(status.code() == StatusCode::cancelled && outputEnded)) {
       metrics.requestEnded(outcomeOf(status));
       return fromStatus(status);
     }
@@ -415,6 +417,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
         generation->cancel = true; // a stop string, EOS or max_tokens: nothing more is needed
       have = generation->next(block, shouldCancel) == Generation::Next::block;
     }
+    outputEnded = output.finished();
     text += output.finish();
     if (std::optional<ApiError> error = conclude())
       return sendError(res, *error);
@@ -452,6 +455,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
   // Drain to the end (the generation stops at its next forward once cancelled).
   while (generation->next(block, shouldCancel) == Generation::Next::block) {
   }
+  outputEnded = output.finished();
   const std::string tail = output.finish();
   if (std::optional<ApiError> error = conclude()) {
     write(sseEvent(error->toJson()));
