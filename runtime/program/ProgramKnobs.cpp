@@ -124,7 +124,8 @@ Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &va
 }
 
 Status resolveKnobs(const DecodeProgram &program, const artifact::Attributes &overrides,
-                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere) {
+                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere,
+                    std::string_view programName) {
   const std::vector<KnobDeclaration> &knobs = program.knobs();
   out.resize(knobs.size());
   for (size_t k = 0; k < knobs.size(); ++k)
@@ -134,7 +135,14 @@ Status resolveKnobs(const DecodeProgram &program, const artifact::Attributes &ov
     if (index < 0) {
       if (declaredElsewhere && declaredElsewhere(key))
         continue;
-      return Status::error("unknown knob '" + key + "'");
+      std::string takes;
+      for (const KnobDeclaration &knob : knobs)
+        takes += (takes.empty() ? "" : ", ") + knob.name;
+      return Status::error("unknown knob '" + key + "'" +
+                           (programName.empty() ? ""
+                                                : " for the decode program '" +
+                                                      std::string(programName) + "'") +
+                           " (its knobs: " + (takes.empty() ? "none" : takes) + ")");
     }
     DLM_RETURN_IF_ERROR(
         applyKnob(knobs[static_cast<size_t>(index)], value, out[static_cast<size_t>(index)]));

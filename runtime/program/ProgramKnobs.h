@@ -1,7 +1,8 @@
 // Knob values for a decode program: what its `knob` records declare (type, default, optional,
 // one_of, min, max), then the artifact's stored knobs (DecodeProgram::load), then a request's
 // overrides. Replaces, for programs, the per-policy switch of runtime/sampling/DecodingKnobs.cpp
-// and keeps its messages: "unknown knob 'stepz'", "knob 'steps' must be an integer".
+// and keeps its messages: "unknown knob 'stepz' (its knobs: ...)", "knob 'steps' must be an
+// integer".
 #pragma once
 
 #include "runtime/program/DecodeProgram.h"
@@ -23,8 +24,9 @@ using KnobFilter = std::function<bool(std::string_view)>;
 
 // `out` = the program's knob values (declared defaults and stored knobs) with `overrides`
 // applied; a name the program does not declare fails as unknown unless `declaredElsewhere`
-// accepts it.
+// accepts it, naming `programName` (when given) and the knobs the program does take.
 Status resolveKnobs(const DecodeProgram &program, const artifact::Attributes &overrides,
-                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere = {});
+                    std::vector<KnobValue> &out, const KnobFilter &declaredElsewhere = {},
+                    std::string_view programName = {});
 
 } // namespace dlm::program

@@ -248,7 +248,8 @@ StatusOr<GenerateResult> Session::generateOn(sampling::DecodeModel &model,
   const program::DecodeProgram &program = model_->decodePrograms().program(programIndex);
   std::vector<program::KnobValue> knobs;
   DLM_RETURN_IF_ERROR(program::resolveKnobs(program, decodeRequest->knobs, knobs,
-                                            decodeRequest->declaredElsewhere));
+                                            decodeRequest->declaredElsewhere,
+                                            model_->decodePrograms().names()[programIndex]));
 
   TextStream stream(model_->tokenizer());
   sampling::BlockCallback forward;

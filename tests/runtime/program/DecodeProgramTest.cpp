@@ -356,7 +356,8 @@ TEST(ProgramKnobsTest, RealsMustBeFinite) {
 }
 
 TEST(ProgramKnobsTest, ErrorsNameTheKnob) {
-  EXPECT_EQ(knobError({{"stepz", int64_t{1}}}), "unknown knob 'stepz'");
+  EXPECT_EQ(knobError({{"stepz", int64_t{1}}}),
+            "unknown knob 'stepz' (its knobs: steps, threshold, step_cap, cache, mode)");
   EXPECT_EQ(knobError({{"steps", std::string("x")}}), "knob 'steps' must be an integer");
   EXPECT_EQ(knobError({{"steps", 2.5}}), "knob 'steps' must be an integer");
   EXPECT_EQ(knobError({{"steps", 16.0}}), "ok");

@@ -144,7 +144,12 @@ TEST_F(SessionTest, RequestErrorsAreNamed) {
   EXPECT_EQ(message(policy), "unknown policy 'top-p' (expected low-confidence or entropy-bound)");
   GenerateRequest knob = request();
   knob.knobs["temprature"] = 1.0;
-  EXPECT_EQ(message(knob), "unknown knob 'temprature'");
+  EXPECT_EQ(message(knob).rfind("unknown knob 'temprature' for the decode program "
+                                 "'low-confidence' (its knobs: gen_length, block_length, steps, "
+                                 "temperature,",
+                                 0),
+            0u)
+      << message(knob);
 }
 
 TEST_F(SessionTest, BackendsAreChosenByName) {
