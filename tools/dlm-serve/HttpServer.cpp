@@ -20,6 +20,7 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <random>
 #include <thread>
 
 namespace dlm::serve {
@@ -121,6 +122,13 @@ ApiError shuttingDown(std::string message) {
   return fromStatus(Status::error(StatusCode::unavailable, std::move(message)));
 }
 
+std::string randomHex() {
+  std::random_device device;
+  char text[20];
+  std::snprintf(text, sizeof text, "%08x%08x-", device(), device());
+  return text;
+}
+
 int64_t unixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -176,6 +184,8 @@ struct HttpServer::Impl {
   ServeMetrics metrics;
   const int64_t created = unixSeconds();
   std::atomic<int64_t> nextId{1};
+  // Response ids are this server's random prefix and a count: unique across restarts too.
+  const std::string idPrefix = randomHex();
 
   int listenFd = -1;
   int wakeRead = -1, wakeWrite = -1;
@@ -351,7 +361,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
   ResponseIdentity identity;
   identity.endpoint = endpoint;
   identity.id = std::string(endpoint == Endpoint::chatCompletions ? "chatcmpl-" : "cmpl-") +
-                std::to_string(nextId++);
+                idPrefix + std::to_string(nextId++);
   identity.created = unixSeconds();
   identity.model = model.id;
   const LoadedModel &loaded = engine.model();
