@@ -231,6 +231,42 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   return d;
 }
 
+using Describe = std::function<StatusOr<ModelDescription>(const json &, const std::string &)>;
+
+Describe hf(HfFamily kind) {
+  return [kind](const json &j, const std::string &architecture) {
+    return describeHfDecoder(j, architecture, kind);
+  };
+}
+
+// The decoder architectures imported from their config.json alone, by class name.
+const std::map<std::string, Describe> &importedDecoders() {
+  // family, qkv bias, qk norm, logit shift, bidirectional, needs a mask token
+  static const std::map<std::string, Describe> decoders = {
+      {"LLaDAModelLM", [](const json &j, const std::string &) { return describeLLaDA(j); }},
+      {"DreamModel", hf({"dream", true, false, true, true, true})},
+      {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
+      {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
+      {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
+      // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
+      // by introspective strided decoding (SPECS.md §3).
+      {"SDARForCausalLM",
+       [](const json &j, const std::string &architecture) -> StatusOr<ModelDescription> {
+         StatusOr<ModelDescription> d =
+             describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true});
+         if (d)
+           d->defaultPolicies = "introspective-strided,autoregressive";
+         return d;
+       }},
+  };
+  return decoders;
+}
+
+constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
+constexpr const char *kDFlashDraft = "DFlashDraftModel";
+// Architectures dLLM users bring that dlm will import, but not yet.
+constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM", "Qwen3MoeForCausalLM"};
+
 } // namespace
 
 StatusOr<ModelDescription> describeModel(const json &config, const json *generation) {
@@ -241,47 +277,34 @@ StatusOr<ModelDescription> describeModel(const json &config, const json *generat
       !(*archIt)[0].is_string())
     return Status::error("config.json: missing field 'architectures' (a list of class names)");
   std::string architecture = (*archIt)[0].get<std::string>();
-
-  using Describe = std::function<StatusOr<ModelDescription>(const json &)>;
-  auto hf = [&](HfFamily kind) -> Describe {
-    return [architecture, kind](const json &j) { return describeHfDecoder(j, architecture, kind); };
-  };
-  // family, qkv bias, qk norm, logit shift, bidirectional, needs a mask token
-  const std::map<std::string, Describe> supported = {
-      {"LLaDAModelLM", describeLLaDA},
-      {"DreamModel", hf({"dream", true, false, true, true, true})},
-      {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
-      {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
-      {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
-      // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
-      // by introspective strided decoding (SPECS.md §3).
-      {"SDARForCausalLM",
-       [architecture](const json &j) -> StatusOr<ModelDescription> {
-         StatusOr<ModelDescription> d =
-             describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true});
-         if (d)
-           d->defaultPolicies = "introspective-strided,autoregressive";
-         return d;
-       }},
-  };
-  // Architectures dLLM users bring that dlm will import, but not yet.
-  static const char *const kNotYet[] = {
-      "LLaDAMoEModelLM", "LLaDA2MoeModelLM", "Qwen3MoeForCausalLM"};
+  const std::map<std::string, Describe> &supported = importedDecoders();
 
   // A drafter is only read beside its target (DFlashFamily.cpp, describeDFlashDraft).
-  if (architecture == "DFlashDraftModel")
+  if (architecture == kDFlashDraft)
     return Status::error(kDFlashNeedsTarget);
-  if (architecture == "DiffusionGemmaForBlockDiffusion")
+  if (architecture == kDiffusionGemma)
     return describeDiffusionGemma(config, generation);
   if (auto it = supported.find(architecture); it != supported.end())
-    return it->second(config);
+    return it->second(config, architecture);
   for (const char *name : kNotYet)
     if (architecture == name)
       return Status::error("architecture " + architecture + " is not supported yet");
-  std::string known = "DiffusionGemmaForBlockDiffusion";
+  std::string known = kDiffusionGemma;
   for (const auto &[name, unused] : supported)
     known += (known.empty() ? "" : ", ") + name;
   return Status::error("unknown architecture '" + architecture + "' (supported: " + known + ")");
+}
+
+std::vector<KnownArchitecture> knownArchitectures() {
+  using Support = KnownArchitecture::Support;
+  std::vector<KnownArchitecture> known;
+  for (const auto &[name, unused] : importedDecoders())
+    known.push_back({name, Support::imported});
+  known.push_back({kDiffusionGemma, Support::imported});
+  known.push_back({kDFlashDraft, Support::besideItsTarget});
+  for (const char *name : kNotYet)
+    known.push_back({name, Support::notYet});
+  return known;
 }
 
 } // namespace dlm::importer

@@ -66,6 +66,16 @@ struct ModelDescription {
   std::vector<std::string> notes;
 };
 
+// An architecture (config.json's first `architectures` entry) dlm knows: imported, imported only
+// beside a target (a DFlash drafter, dlmc compile --draft), or recognised and refused by name.
+struct KnownArchitecture {
+  enum class Support { imported, besideItsTarget, notYet };
+  std::string name;
+  Support support;
+};
+// Every architecture describeModel accepts or refuses by name (dlmc list architectures).
+std::vector<KnownArchitecture> knownArchitectures();
+
 // Reads config.json (already parsed) into a description, or a named error:
 // "unknown architecture 'X'", "architecture X is not supported yet", "config.json: field ...".
 // `generation` is generation_config.json when the checkpoint has one (null otherwise).

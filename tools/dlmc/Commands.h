@@ -28,4 +28,7 @@ int runCompile(const CompileCommand &command);
 
 int runInspect(const std::string &artifactPath, bool verify);
 
+// dlmc list architectures|policies.
+int runList(const std::string &what);
+
 } // namespace dlm::dlmc

@@ -3,6 +3,8 @@
 //   dlmc compile <checkpoint> -o model.dlm ...   write an artifact
 //   dlmc inspect model.dlm [--verify]            list an artifact's contents (and check it), or
 //                                                a parameter file's
+//   dlmc list architectures|policies            what dlmc imports and the decode programs it
+//                                                embeds
 #include "tools/dlmc/Commands.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -27,6 +29,12 @@ int main(int argc, char **argv) {
       "vary per request");
   cl::SubCommand inspectCommand("inspect",
                                 "List the contents of a .dlm artifact or a .dlmp parameter file");
+
+  cl::SubCommand listCommand("list", "List the architectures dlmc knows (imported, imported "
+                                        "beside a target, not supported yet) or the policies "
+                                        "it has decode programs for");
+  cl::opt<std::string> listWhat(cl::Positional, cl::desc("<architectures | policies>"),
+                                cl::Required, cl::sub(listCommand));
 
   cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
                                    cl::Required, cl::sub(importCommand));
@@ -179,6 +187,8 @@ int main(int argc, char **argv) {
   }
   if (inspectCommand)
     return dlm::dlmc::runInspect(inspectInput, inspectVerify);
-  llvm::errs() << "dlmc: give a command: import, compile or inspect (see dlmc --help)\n";
+  if (listCommand)
+    return dlm::dlmc::runList(listWhat);
+  llvm::errs() << "dlmc: give a command: import, compile, inspect or list (see dlmc --help)\n";
   return 2;
 }
