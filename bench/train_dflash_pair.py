@@ -21,7 +21,7 @@ drafter's mask token).  Linear layers and the attention matmuls of training run 
 2. Data: the target decodes greedily (KV cache) from many prompts cut from the corpus (half
    start at a paragraph's BOS, half anywhere), to 160 tokens each; the hidden states after its
    target_layer_ids layers are kept for every position.
-3. Drafter (DFlash, SPECS.md section 2): 2 Qwen3-style layers of the target's width, fc
+3. Drafter (DFlash, docs/design/speculative-decoding.md): 2 Qwen3-style layers of the target's width, fc
    [512, 3*512] over the concatenated target features of layers target_layer_ids = [1, 3, 5]
    (the authors' build_target_layer_ids(8, 3)), hidden_norm, norm; embedding and LM head are the
    target's (frozen, not saved).  A block is [anchor, MASK x (B-1)], B = 8, at positions

@@ -249,7 +249,7 @@ const std::map<std::string, Describe> &importedDecoders() {
       {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
       // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
-      // by introspective strided decoding (SPECS.md §3).
+      // by introspective strided decoding (docs/design/speculative-decoding.md).
       {"SDARForCausalLM",
        [](const json &j, const std::string &architecture) -> StatusOr<ModelDescription> {
          StatusOr<ModelDescription> d =

@@ -119,7 +119,7 @@ inline constexpr std::string_view kKindSeqWrite = "seq_write";
 // DecodeModel::trimCache(length): the K/V cache keeps the first `length` positions of what it
 // holds (the rejected drafts' and the masks' K/V an append forward wrote are dropped).
 inline constexpr std::string_view kKindKvTrim = "kv_trim";
-// Speculative verification (the dlm.spec_verify op; seeds 002-004, SPECS.md §2-3): the window's
+// Speculative verification (the dlm.spec_verify op; seeds 002-004, docs/design/speculative-decoding.md): the window's
 // K rows hold draft tokens d_0..d_{K-1} at their positions; the current logit rows (K + 1 of them)
 // are the target's, row j predicting d_j and row K the token after the last draft. Drafts are
 // taken in order while they pass:
@@ -136,7 +136,7 @@ inline constexpr std::string_view kKindKvTrim = "kv_trim";
 // or a draw from normalize(max(0, p - q)) (p when that is all zero); when all passed, the bonus
 // token from row K (argmax, or a draw from its p). Draws are the inverse CDF of
 // uniform(key(..., position of the row's token), 1).
-// I-DLM's relaxations (SPECS.md §3; lossy): verify_count = k tests only the first k drafts and
+// I-DLM's relaxations (docs/design/speculative-decoding.md; lossy): verify_count = k tests only the first k drafts and
 // passes the rest untested; rule=top_logits (fast_verify) passes a draft whose logit is at least
 // the top_logits-th largest of its row, and replaces a failing one by the row's argmax.
 inline constexpr std::string_view kKindSpecVerify = "spec_verify";

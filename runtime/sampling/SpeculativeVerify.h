@@ -1,8 +1,8 @@
 // The arithmetic of speculative verification (the spec_verify decode record, dlm.spec_verify):
 // the target's and the draft's distributions of one position, the test a draft token passes and
-// the draw that replaces the first one that fails. Seeds 002-004; SPECS.md §2 (DFlash) and §3
-// (I-DLM) give the rules; Leviathan et al. 2023 prove the alpha = 1 rule lossless when the draft
-// token was drawn from q.
+// the draw that replaces the first one that fails. Seeds 002-004 give the rules (DFlash's and
+// I-DLM's, docs/design/speculative-decoding.md); Leviathan et al. 2023 prove the alpha = 1 rule
+// lossless when the draft token was drawn from q.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 """Independent plain-PyTorch forwards for the architectures dlm imports.
 
-Written from the papers / reference/SPECS.md, not from any model repository.  Reads the
+Written from the papers (docs/design/ summarises them), not from any model repository.  Reads the
 Hugging Face checkpoint directory (config.json + model.safetensors or a sharded
 model.safetensors.index.json) directly and computes everything in float32:
 
