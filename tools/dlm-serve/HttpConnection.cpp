@@ -69,7 +69,7 @@ void refuse(SocketStream &stream, const HttpLimits &limits, unsigned version, in
   const std::string body = error.toJson().dump();
   HttpRequest request;
   request.version = version;
-  Responder responder(stream, request, /*close=*/true, limits.writeTimeout);
+  Responder responder(stream, request, [] { return true; }, limits.writeTimeout);
   responder.send(status, body, "application/json");
   lingeringClose(stream);
 }
@@ -142,7 +142,8 @@ std::optional<HttpRequest> readRequest(SocketStream &stream, boost::beast::flat_
            "unsupported_content_encoding");
     return std::nullopt;
   }
-  if (boost::beast::iequals(header[http::field::expect], "100-continue") &&
+  // HTTP/1.0 has no interim responses.
+  if (version == 11 && boost::beast::iequals(header[http::field::expect], "100-continue") &&
       !parser.is_done()) {
     boost::asio::write(stream, boost::asio::buffer(kContinue.data(), kContinue.size()), error);
     if (error)
@@ -169,10 +170,16 @@ std::string_view statusReason(int status) {
   return {reason.data(), reason.size()};
 }
 
-Responder::Responder(SocketStream &stream, const HttpRequest &request, bool close,
-                     std::chrono::milliseconds writeTimeout)
-    : stream_(stream), request_(request), close_(close || !request.keepAlive),
-      writeTimeout_(writeTimeout) {}
+Responder::Responder(SocketStream &stream, const HttpRequest &request,
+                     std::function<bool()> closing, std::chrono::milliseconds writeTimeout)
+    : stream_(stream), request_(request), closing_(std::move(closing)),
+      close_(!request.keepAlive), writeTimeout_(writeTimeout) {}
+
+std::string Responder::headers(int status, std::string_view contentType,
+                               const HttpHeaders &extra, std::optional<std::size_t> length) {
+  close_ = close_ || closing_();
+  return headerBlock(status, request_.version, contentType, close_, extra, length);
+}
 
 bool Responder::write(std::string_view data) {
   if (broken_)
@@ -187,9 +194,9 @@ bool Responder::write(std::string_view data) {
 bool Responder::send(int status, std::string body, std::string_view contentType,
                      const HttpHeaders &headers) {
   responded_ = true;
-  std::string out = headerBlock(status, request_.version, contentType, close_, headers,
-                                body.size());
-  out += body;
+  std::string out = this->headers(status, contentType, headers, body.size());
+  if (request_.method != "HEAD")
+    out += body;
   return write(out);
 }
 
@@ -199,7 +206,7 @@ bool Responder::beginStream(std::string_view contentType, const HttpHeaders &hea
   chunked_ = request_.version == 11;
   if (!chunked_)
     close_ = true;
-  return write(headerBlock(200, request_.version, contentType, close_, headers, std::nullopt));
+  return write(this->headers(200, contentType, headers, std::nullopt));
 }
 
 bool Responder::writeStream(std::string_view data) {
@@ -227,7 +234,7 @@ bool Responder::peerGone() {
     return true;
   case SocketStream::Peer::finishedSending:
     // A stream's writes tell a closed peer by themselves; before a response, ask once.
-    if (!probed_ && !responded_) {
+    if (!probed_ && !responded_ && request_.version == 11) {
       probed_ = true;
       return !write(kContinue);
     }
@@ -243,11 +250,17 @@ void serveConnection(SocketStream &stream, const HttpLimits &limits,
     std::optional<HttpRequest> request = readRequest(stream, buffer, limits);
     if (!request || !hooks.beginRequest())
       return;
-    Responder responder(stream, *request, hooks.closing(), limits.writeTimeout);
+    Responder responder(stream, *request, hooks.closing, limits.writeTimeout);
     hooks.handle(*request, responder);
     const bool more = hooks.endRequest();
-    if (!more || responder.closes() || responder.broken() || !responder.responded())
+    if (responder.broken() || !responder.responded())
       return;
+    if (!more || responder.closes()) {
+      // Bytes of a next request left unread would make the close a reset, which can destroy
+      // the answer before the client reads it.
+      lingeringClose(stream);
+      return;
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,7 +31,7 @@ struct HttpLimits {
 };
 
 struct HttpRequest {
-  std::string method;
+  std::string method; // HEAD is answered as GET, without the body
   std::string path;  // the target without its query
   std::string body;
   bool keepAlive = true;
@@ -42,7 +43,9 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 // The answer to one request. At most one response; a stream is begun, written, ended.
 class Responder {
 public:
-  Responder(SocketStream &stream, const HttpRequest &request, bool close,
+  // `closing` is asked as the response's headers are written: whether they say Connection: close
+  // (the server began draining while the request ran).
+  Responder(SocketStream &stream, const HttpRequest &request, std::function<bool()> closing,
             std::chrono::milliseconds writeTimeout);
 
   bool send(int status, std::string body, std::string_view contentType,
@@ -51,9 +54,10 @@ public:
   bool writeStream(std::string_view data);
   bool endStream();
 
-  // Whether the peer is still there. A peer that has finished sending is asked, once, with an
-  // interim `100 Continue` (which every HTTP/1.1 client skips): a half-closed client reads it and
-  // stays; a closed one answers with a reset, which the next call sees as gone.
+  // Whether the peer is still there. An HTTP/1.1 peer that has finished sending is asked, once,
+  // with an interim `100 Continue` (which every HTTP/1.1 client skips): a half-closed client
+  // reads it and stays; a closed one answers with a reset, which the next call sees as gone. An
+  // HTTP/1.0 peer may not be sent a 1xx: its end of stream is taken as a half-close.
   bool peerGone();
 
   bool responded() const { return responded_; }
@@ -63,9 +67,13 @@ public:
 
 private:
   bool write(std::string_view data);
+  // The header block of a response; decides close_.
+  std::string headers(int status, std::string_view contentType, const HttpHeaders &extra,
+                      std::optional<std::size_t> length);
 
   SocketStream &stream_;
   const HttpRequest &request_;
+  std::function<bool()> closing_;
   bool close_;
   std::chrono::milliseconds writeTimeout_;
   bool responded_ = false;

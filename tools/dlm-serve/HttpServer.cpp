@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <random>
 #include <thread>
 
@@ -32,6 +34,8 @@ using Clock = std::chrono::steady_clock;
 // How long the writes of a request cancelled at the drain's end may take: its error event must
 // not wait on a client that does not read.
 constexpr std::chrono::milliseconds kAbortWrites{1000};
+// Open connections past this are closed as soon as accepted (each holds a thread).
+constexpr int64_t kMaxConnections = 4096;
 
 // One request's generation on its own thread; its committed blocks wait here for the
 // connection's thread.
@@ -46,6 +50,17 @@ struct Generation {
   std::thread worker;
 
   void start(engine::Engine &engine, GenerateRequest request) {
+    try {
+      run(engine, std::move(request));
+    } catch (const std::system_error &) {
+      // No thread to run it on (the process's limit): refused like a full server.
+      std::lock_guard<std::mutex> lock(mutex);
+      done = true;
+      status = Status::error(StatusCode::unavailable,
+                             "the server cannot start a thread for the request");
+    }
+  }
+  void run(engine::Engine &engine, GenerateRequest request) {
     worker = std::thread([this, &engine, request = std::move(request)] {
       StatusOr<GenerateResult> result = engine.generate(
           request,
@@ -149,7 +164,8 @@ int listenOn(const std::string &host, int port, int backlog, std::string &error)
   }
   int fd = -1;
   for (addrinfo *address = found; address && fd < 0; address = address->ai_next) {
-    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                  address->ai_protocol);
     if (fd < 0)
       continue;
     const int on = 1;
@@ -192,12 +208,15 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<bool> aborting{false};
 
-  // The open connections; `busy`: handling a complete request (a drain lets it finish).
+  // The open connections; `busy`: handling a complete request (a drain lets it finish);
+  // `finished`: its thread is done with everything but returning (reap() joins it).
   struct Connection {
     explicit Connection(int fd) : stream(fd) {}
     SocketStream stream;
     bool busy = false;
     bool closed = false;
+    bool finished = false;
+    std::thread thread;
   };
   std::mutex mutex;
   std::condition_variable changed;
@@ -228,8 +247,9 @@ struct HttpServer::Impl {
   void serve() {
     while (!draining) {
       pollfd entries[2] = {{listenFd, POLLIN, 0}, {wakeRead, POLLIN, 0}};
-      if (::poll(entries, 2, -1) < 0 && errno != EINTR)
+      if (::poll(entries, 2, 1000) < 0 && errno != EINTR)
         break;
+      reap();
       if (draining)
         break;
       if (entries[0].revents & POLLIN)
@@ -238,27 +258,65 @@ struct HttpServer::Impl {
     // No new connections from here on.
     ::close(listenFd);
     listenFd = -1;
-    std::unique_lock<std::mutex> lock(mutex);
-    const Clock::time_point deadline = Clock::now() + options.drainTimeout;
-    changed.wait_until(lock, deadline, [&] { return connections.empty() || aborting; });
-    if (!connections.empty()) {
-      aborting = true;
-      for (Connection &connection : connections)
-        connection.stream.tightenDeadline(Clock::now() + kAbortWrites);
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      const Clock::time_point deadline = Clock::now() + options.drainTimeout;
+      changed.wait_until(lock, deadline, [&] { return allFinished() || aborting; });
+      if (!allFinished()) {
+        aborting = true;
+        for (Connection &connection : connections)
+          connection.stream.tightenDeadline(Clock::now() + kAbortWrites);
+      }
+      changed.wait(lock, [&] { return allFinished(); });
     }
-    changed.wait(lock, [&] { return connections.empty(); });
+    reap();
+  }
+
+  bool allFinished() const {
+    return std::all_of(connections.begin(), connections.end(),
+                       [](const Connection &c) { return c.finished; });
+  }
+
+  // Joins the threads of finished connections and forgets them.
+  void reap() {
+    std::list<Connection> done;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto it = connections.begin(); it != connections.end();) {
+        auto next = std::next(it);
+        if (it->finished)
+          done.splice(done.end(), connections, it);
+        it = next;
+      }
+    }
+    for (Connection &connection : done)
+      if (connection.thread.joinable())
+        connection.thread.join();
   }
 
   void accept() {
     const int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+      // Out of descriptors: the connection waits in the backlog; do not spin on it.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       return;
-    Connection *connection;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      connection = &connections.emplace_back(fd);
     }
-    std::thread([this, connection] {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (static_cast<int64_t>(connections.size()) >= kMaxConnections) {
+      ::close(fd);
+      return;
+    }
+    Connection *connection = &connections.emplace_back(fd);
+    try {
+      connection->thread = std::thread([this, connection] { runConnection(connection); });
+    } catch (const std::system_error &) {
+      connection->finished = true; // no thread: reap() closes its socket
+    }
+  }
+
+  void runConnection(Connection *connection) {
+    {
       ConnectionHooks hooks;
       hooks.beginRequest = [&] {
         std::lock_guard<std::mutex> lock(mutex);
@@ -273,10 +331,11 @@ struct HttpServer::Impl {
       hooks.closing = [&] { return draining.load(); };
       hooks.handle = [this](const HttpRequest &request, Responder &res) { route(request, res); };
       serveConnection(connection->stream, options.limits, hooks);
-      std::lock_guard<std::mutex> lock(mutex);
-      connections.remove_if([&](const Connection &c) { return &c == connection; });
-      changed.notify_all();
-    }).detach();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    connection->finished = true;
+    connection->stream.shutdown();
+    changed.notify_all();
   }
 
   // The drain's start: connections without a complete request are closed.
@@ -294,7 +353,7 @@ struct HttpServer::Impl {
   }
 
   void route(const HttpRequest &req, Responder &res) {
-    const bool get = req.method == "GET", post = req.method == "POST";
+    const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
     if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
       if (!post)
         return methodNotAllowed(req, res, "POST");
@@ -306,7 +365,7 @@ struct HttpServer::Impl {
     const bool known = req.path == "/v1/models" || req.path == "/health" ||
                        req.path == "/metrics" || req.path.rfind(modelsPrefix, 0) == 0;
     if (known && !get)
-      return methodNotAllowed(req, res, "GET");
+      return methodNotAllowed(req, res, "GET, HEAD");
     if (req.path == "/v1/models")
       return sendJson(res, modelListJson(model.id, created));
     if (req.path.rfind(modelsPrefix, 0) == 0 && req.path.size() > modelsPrefix.size()) {

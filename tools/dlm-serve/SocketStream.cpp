@@ -25,19 +25,27 @@ boost::system::error_code errnoCode() {
 
 } // namespace
 
-SocketStream::SocketStream(int fd) : fd_(fd), deadlineNs_(nanoseconds(Clock::time_point::max())) {}
+SocketStream::SocketStream(int fd)
+    : fd_(fd), deadlineNs_(nanoseconds(Clock::time_point::max())),
+      ceilingNs_(nanoseconds(Clock::time_point::max())) {}
 
 SocketStream::~SocketStream() { ::close(fd_); }
 
 void SocketStream::setDeadline(Clock::time_point deadline) {
-  deadlineNs_ = nanoseconds(deadline);
+  deadlineNs_ = std::min(nanoseconds(deadline), ceilingNs_.load());
 }
 
-void SocketStream::tightenDeadline(Clock::time_point deadline) {
-  const int64_t wanted = nanoseconds(deadline);
-  int64_t current = deadlineNs_.load();
-  while (wanted < current && !deadlineNs_.compare_exchange_weak(current, wanted)) {
+namespace {
+void lower(std::atomic<int64_t> &value, int64_t wanted) {
+  int64_t current = value.load();
+  while (wanted < current && !value.compare_exchange_weak(current, wanted)) {
   }
+}
+} // namespace
+
+void SocketStream::tightenDeadline(Clock::time_point deadline) {
+  lower(ceilingNs_, nanoseconds(deadline));
+  lower(deadlineNs_, nanoseconds(deadline));
 }
 
 void SocketStream::shutdown() {

@@ -24,9 +24,10 @@ public:
   SocketStream(const SocketStream &) = delete;
   SocketStream &operator=(const SocketStream &) = delete;
 
-  // The deadline of the reads and writes from now on.
+  // The deadline of the reads and writes from now on (never past the ceiling).
   void setDeadline(Clock::time_point deadline);
-  // Moves the deadline to `deadline` if that is earlier; callable from any thread.
+  // Moves the deadline, and the ceiling of every later one, to `deadline` if that is earlier;
+  // callable from any thread.
   void tightenDeadline(Clock::time_point deadline);
   // Ends every read and write, now and later; callable from any thread.
   void shutdown();
@@ -85,6 +86,7 @@ private:
 
   int fd_;
   std::atomic<int64_t> deadlineNs_;
+  std::atomic<int64_t> ceilingNs_;
   std::atomic<bool> shutDown_{false};
 };
 
