@@ -360,8 +360,10 @@ def wait_queued(server, total):
 
 
 def check_sigterm_drains_streams(ctx):
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--max-batch", "9")
-    payload = {"model": "demo", "max_tokens": 96, "steps": 768}
+    # A drain long enough for all 16 on any build (the default 30 s is not, under ASan).
+    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--max-batch", "9",
+                    "--drain-timeout", "600")
+    payload = {"model": "demo", "max_tokens": 96, "steps": 192}
     pool, futures, _ = start_streams(server, 16, payload)
     metrics = wait_queued(server, 16)
     assert metrics["dlm_requests_waiting"] > 0, metrics
