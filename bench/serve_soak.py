@@ -16,7 +16,8 @@ a named error (counted by status); abandoned on purpose (disconnects, cancellati
 (a request that should have had an answer and did not: a connection error or a stream without
 [DONE]) apart from those in flight at the kill, which are reported on their own line; duplicated
 (a response id seen twice); the resident memory's slope over each server's life after its first
-minute (MiB per hour, least squares) against the noise of the samples around that line. The
+minute (MiB per hour, least squares), over the whole life and its second half, against the noise
+of the samples around that line. The
 server's own counters (/metrics) must agree with the answers it gave before the kill.
 """
 import argparse
@@ -245,11 +246,14 @@ def main():
         print(f"| {key} | {counts[key]} |")
     print(f"| duplicated (a response id seen twice) | {tally.duplicates} |")
     for life_index in (0, 1):
-        rate, noise = slope(memory[life_index])
         samples = memory[life_index]
+        rate, noise = slope(samples)
+        # The allocator's arenas and caches grow for a while and level off; a leak does not.
+        late_rate, late_noise = slope(samples[len(samples) // 2:])
         print(f"| RSS, life {life_index + 1}: {len(samples)} samples, "
               f"{samples[0][1] if samples else 0:.1f} -> {samples[-1][1] if samples else 0:.1f} MiB"
-              f" | slope {rate:+.1f} MiB/h, residual sd {noise:.2f} MiB |")
+              f" | slope {rate:+.1f} MiB/h (residual sd {noise:.2f} MiB); second half "
+              f"{late_rate:+.1f} MiB/h (sd {late_noise:.2f}) |")
     served = final_metrics.get('dlm_requests_total{outcome="success"}', 0)
     # Its success counter also counts requests whose client left once the answer was complete.
     print(f"| the restarted server's success counter / answers since the restart | {served:.0f} / "
