@@ -361,8 +361,7 @@ def wait_queued(server, total):
 
 def check_sigterm_drains_streams(ctx):
     # A drain long enough for all 16 on any build (the default 30 s is not, under ASan).
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--max-batch", "9",
-                    "--drain-timeout", "600")
+    server = ctx.server("--max-batch", "9", "--drain-timeout", "600")
     payload = {"model": "demo", "max_tokens": 96, "steps": 192}
     pool, futures, _ = start_streams(server, 16, payload)
     metrics = wait_queued(server, 16)
@@ -416,23 +415,21 @@ def queue_then_signal(server, signals, gap=0.0):
 
 def check_drain_deadline(ctx):
     # A deadline of 0: the drain ends at once, while the running stream is in its first blocks.
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--max-batch", "1",
-                    "--drain-timeout", "0")
+    server = ctx.server("--max-batch", "1", "--drain-timeout", "0")
     exited, counts = queue_then_signal(server, 1)
     assert exited < 5 * SLOW, exited
     print(f"  --drain-timeout 0, 40 streams: {counts}, exit {exited:.1f} s after SIGTERM")
 
 
 def check_second_signal(ctx):
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--max-batch", "1",
-                    "--drain-timeout", "600")
+    server = ctx.server("--max-batch", "1", "--drain-timeout", "600")
     exited, counts = queue_then_signal(server, 2, gap=0.05)
     assert exited < 1.0 * SLOW, exited
     print(f"  a second SIGTERM ended the drain in {exited:.2f} s: {counts}")
 
 
 def check_slow_client_shutdown(ctx):
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact)
+    server = ctx.server()
     slow = connect(server)
     slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n")
     time.sleep(0.2)
@@ -453,7 +450,15 @@ CHECKS = [check_pipelining, check_half_close, check_body_limits, check_header_li
 
 
 class Context:
-    pass
+    """What the checks share; servers a check starts are stopped at the end even when it fails."""
+
+    def __init__(self):
+        self.servers = []
+
+    def server(self, *flags):
+        started = Server(self.args.dlm_serve, self.demo_artifact, *flags)
+        self.servers.append(started)
+        return started
 
 
 def main():
@@ -490,6 +495,10 @@ def main():
             if status != 0:
                 failures += 1
                 print(f"FAIL dlm-serve exited {status}:\n{server.output()}")
+        for server in ctx.servers:
+            if server.process.poll() is None:
+                server.process.kill()
+                server.process.wait()
     print(f"{len(checks) - failures} of {len(checks)} checks passed" if failures
           else f"all {len(checks)} checks passed")
     return 1 if failures else 0
