@@ -24,6 +24,11 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::chrono::milliseconds kLinger{2000};
 constexpr std::size_t kLingerBytes = 1 << 20;
 
+std::string_view statusReason(int status) {
+  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  return {reason.data(), reason.size()};
+}
+
 std::string headerBlock(int status, unsigned version, std::string_view contentType, bool close,
                         const HttpHeaders &headers, std::optional<std::size_t> length) {
   std::string out = version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
@@ -165,11 +170,6 @@ std::optional<HttpRequest> readRequest(SocketStream &stream, boost::beast::flat_
 
 } // namespace
 
-std::string_view statusReason(int status) {
-  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
-  return {reason.data(), reason.size()};
-}
-
 Responder::Responder(SocketStream &stream, const HttpRequest &request,
                      std::function<bool()> closing, std::chrono::milliseconds writeTimeout)
     : stream_(stream), request_(request), closing_(std::move(closing)),
@@ -201,7 +201,7 @@ bool Responder::send(int status, std::string body, std::string_view contentType,
 }
 
 bool Responder::beginStream(std::string_view contentType, const HttpHeaders &headers) {
-  responded_ = streaming_ = true;
+  responded_ = true;
   // HTTP/1.0 has no chunks: the stream's end is the connection's.
   chunked_ = request_.version == 11;
   if (!chunked_)

@@ -77,7 +77,6 @@ private:
   bool close_;
   std::chrono::milliseconds writeTimeout_;
   bool responded_ = false;
-  bool streaming_ = false;
   bool chunked_ = false;
   bool broken_ = false;
   bool probed_ = false;
@@ -97,8 +96,5 @@ struct ConnectionHooks {
 
 // Serves `stream` until the peer closes it, a limit or an error ends it, or a hook says so.
 void serveConnection(SocketStream &stream, const HttpLimits &limits, const ConnectionHooks &hooks);
-
-// The reason phrase of `status`.
-std::string_view statusReason(int status);
 
 } // namespace dlm::serve

@@ -89,6 +89,9 @@ boost::system::error_code SocketStream::wait(short events) {
 
 std::size_t SocketStream::readSome(void *data, std::size_t size,
                                    boost::system::error_code &error) {
+  error = {};
+  if (size == 0)
+    return 0;
   while (true) {
     if ((error = wait(POLLIN)))
       return 0;
@@ -110,6 +113,9 @@ std::size_t SocketStream::readSome(void *data, std::size_t size,
 
 std::size_t SocketStream::writeSome(const void *data, std::size_t size,
                                     boost::system::error_code &error) {
+  error = {};
+  if (size == 0)
+    return 0;
   while (true) {
     if ((error = wait(POLLOUT)))
       return 0;

@@ -40,44 +40,40 @@ public:
   enum class Peer { present, finishedSending, gone };
   Peer peer() const;
 
+  // Beast's stream concepts: each call moves the bytes of the sequence's first non-empty buffer.
   template <class MutableBuffers>
   std::size_t read_some(const MutableBuffers &buffers, boost::system::error_code &error) {
-    for (auto it = boost::asio::buffer_sequence_begin(buffers);
-         it != boost::asio::buffer_sequence_end(buffers); ++it) {
-      boost::asio::mutable_buffer buffer(*it);
-      if (buffer.size() > 0)
-        return readSome(buffer.data(), buffer.size(), error);
-    }
-    error = {};
-    return 0;
+    const auto buffer = firstBuffer<boost::asio::mutable_buffer>(buffers);
+    return readSome(buffer.data(), buffer.size(), error);
   }
   template <class MutableBuffers> std::size_t read_some(const MutableBuffers &buffers) {
     boost::system::error_code error;
-    const std::size_t n = read_some(buffers, error);
-    if (error)
-      throw boost::system::system_error(error);
-    return n;
+    return orThrow(read_some(buffers, error), error);
   }
   template <class ConstBuffers>
   std::size_t write_some(const ConstBuffers &buffers, boost::system::error_code &error) {
-    for (auto it = boost::asio::buffer_sequence_begin(buffers);
-         it != boost::asio::buffer_sequence_end(buffers); ++it) {
-      boost::asio::const_buffer buffer(*it);
-      if (buffer.size() > 0)
-        return writeSome(buffer.data(), buffer.size(), error);
-    }
-    error = {};
-    return 0;
+    const auto buffer = firstBuffer<boost::asio::const_buffer>(buffers);
+    return writeSome(buffer.data(), buffer.size(), error);
   }
   template <class ConstBuffers> std::size_t write_some(const ConstBuffers &buffers) {
     boost::system::error_code error;
-    const std::size_t n = write_some(buffers, error);
+    return orThrow(write_some(buffers, error), error);
+  }
+
+private:
+  template <class Buffer, class Buffers> static Buffer firstBuffer(const Buffers &buffers) {
+    for (auto it = boost::asio::buffer_sequence_begin(buffers);
+         it != boost::asio::buffer_sequence_end(buffers); ++it)
+      if (Buffer buffer(*it); buffer.size() > 0)
+        return buffer;
+    return Buffer();
+  }
+  static std::size_t orThrow(std::size_t n, const boost::system::error_code &error) {
     if (error)
       throw boost::system::system_error(error);
     return n;
   }
-
-private:
+  // A size of 0 moves nothing and succeeds.
   std::size_t readSome(void *data, std::size_t size, boost::system::error_code &error);
   std::size_t writeSome(const void *data, std::size_t size, boost::system::error_code &error);
   // Waits until the socket is ready for `events` (poll's), the deadline passes (timed_out) or it
