@@ -413,6 +413,29 @@ class Context:
     pass
 
 
+def run_checks(checks, ctx, servers):
+    """Runs each check, printing ok or FAIL with its traceback, then stops `servers` (a server
+    that does not exit 0 fails too). Returns the number of failures."""
+    failures = 0
+    try:
+        for check in checks:
+            start = time.time()
+            try:
+                check(ctx)
+                print(f"ok   {check.__name__} ({time.time() - start:.1f} s)", flush=True)
+            except Exception:
+                failures += 1
+                print(f"FAIL {check.__name__}", flush=True)
+                traceback.print_exc()
+    finally:
+        for server in servers:
+            status = server.stop()
+            if status != 0:
+                failures += 1
+                print(f"FAIL dlm-serve exited {status}:\n{server.output()}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dlmc", required=True)
@@ -437,25 +460,11 @@ def main():
 
     only = set(filter(None, args.only.split(",")))
     checks = [check for check in CHECKS if not only or check.__name__ in only]
-    failures = 0
     ctx.demo = Server(args.dlm_serve, ctx.demo_artifact)
     ctx.chat = Server(args.dlm_serve, chat_artifact)
     try:
-        for check in checks:
-            start = time.time()
-            try:
-                check(ctx)
-                print(f"ok   {check.__name__} ({time.time() - start:.1f} s)", flush=True)
-            except Exception:
-                failures += 1
-                print(f"FAIL {check.__name__}", flush=True)
-                traceback.print_exc()
+        failures = run_checks(checks, ctx, (ctx.demo, ctx.chat))
     finally:
-        for server in (ctx.demo, ctx.chat):
-            status = server.stop()
-            if status != 0:
-                failures += 1
-                print(f"FAIL dlm-serve exited {status}:\n{server.output()}")
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{len(checks) - failures} of {len(checks)} checks passed" if failures
