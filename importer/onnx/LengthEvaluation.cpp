@@ -58,6 +58,60 @@ Shape stridesOf(const Shape &shape) {
   return strides;
 }
 
+// Walks the elements of a shape in row-major order, keeping the flat index
+// `base + sum(coordinate[d] * strides[d])` into the input they are read from: a step costs O(1)
+// amortised where dividing each flat index by the dimensions costs O(rank), and the contents
+// budget lets a file ask for millions of elements.
+class StridedWalk {
+public:
+  StridedWalk(Shape shape, Shape strides, int64_t base = 0)
+      : shape_(std::move(shape)), strides_(std::move(strides)), coordinate_(shape_.size(), 0),
+        index_(base) {}
+
+  int64_t index() const { return index_; }
+
+  void next() {
+    for (int64_t d = int64_t(shape_.size()) - 1; d >= 0; --d) {
+      index_ += strides_[d];
+      if (++coordinate_[d] < shape_[d])
+        return;
+      index_ -= strides_[d] * coordinate_[d];
+      coordinate_[d] = 0;
+    }
+  }
+
+private:
+  Shape shape_, strides_, coordinate_;
+  int64_t index_;
+};
+
+// Appends the `shape` elements that `strides` (from `base`) pick out of `from`, a row of the
+// last axis at a time.
+void appendWalked(std::vector<double> &values, const std::vector<double> &from, const Shape &shape,
+                  const Shape &strides, int64_t base = 0) {
+  if (shape.empty()) {
+    values.push_back(from[base]);
+    return;
+  }
+  const int64_t run = shape.back(), step = strides.back();
+  Shape rowShape(shape.begin(), shape.end() - 1);
+  StridedWalk rows(rowShape, Shape(strides.begin(), strides.end() - 1), base);
+  for (int64_t r = 0, count = run == 0 ? 0 : elementCount(rowShape); r < count; ++r, rows.next()) {
+    const double *row = from.data() + rows.index();
+    for (int64_t j = 0; j < run; ++j)
+      values.push_back(row[j * step]);
+  }
+}
+
+// The strides that read `from` broadcast to `to` (aligned right): 0 along broadcast axes.
+Shape broadcastStrides(const Shape &to, const Shape &from) {
+  Shape strides(to.size(), 0), own = stridesOf(from);
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[from.size() - 1 - i] != 1)
+      strides[to.size() - 1 - i] = own[from.size() - 1 - i];
+  return strides;
+}
+
 // The flat index into `from` (broadcast to `to`, aligned right) of element `flat` of `to`.
 int64_t broadcastIndex(int64_t flat, const Shape &to, const Shape &from) {
   int64_t index = 0, stride = 1;
@@ -335,32 +389,50 @@ private:
         return Status::error("onnx: internal error: " + node_.label() + " computed " +
                              std::to_string(v.values->size()) + " of " + std::to_string(count) +
                              " elements");
-      for (double &x : *v.values)
-        x = asElement(x, element);
+      ElementForm form(element);
+      if (form.rewritesValues())
+        for (double &x : *v.values)
+          x = form(x);
     }
     values_[node_.op()->getResult(index)] = std::move(v);
     return Status::ok();
   }
 
   // `x` as a value of `element`: booleans 0 or 1, integers truncated and wrapped to their width.
-  static double asElement(double x, Type element) {
-    if (element.isInteger(1))
-      return x != 0;
-    auto integer = dyn_cast<IntegerType>(element);
-    if (!integer)
-      return x;
-    if (!std::isfinite(x) || std::abs(x) >= 9.2e18)
-      return x; // sentinels ("to the end") and garbage stay as they are; intAt clamps them
-    unsigned width = integer.getWidth();
-    uint64_t bits = uint64_t(int64_t(std::trunc(x)));
-    if (width < 64)
-      bits &= (uint64_t{1} << width) - 1;
-    if (integer.isUnsigned())
-      return double(bits);
-    if (width < 64 && (bits >> (width - 1)) != 0)
-      return double(int64_t(bits) - (int64_t{1} << width));
-    return double(int64_t(bits));
-  }
+  // How values of an element type are held: booleans 0 or 1, integers truncated and wrapped to
+  // their width, floats as they are. Read from the type once, not once an element.
+  class ElementForm {
+  public:
+    explicit ElementForm(Type element) {
+      if (element.isInteger(1)) {
+        boolean_ = true;
+      } else if (auto integer = dyn_cast<IntegerType>(element)) {
+        width_ = integer.getWidth();
+        unsigned_ = integer.isUnsigned();
+      }
+    }
+
+    bool rewritesValues() const { return boolean_ || width_ != 0; }
+
+    double operator()(double x) const {
+      if (boolean_)
+        return x != 0;
+      if (width_ == 0 || !std::isfinite(x) || std::abs(x) >= 9.2e18)
+        return x; // sentinels ("to the end") and garbage stay as they are; intAt clamps them
+      uint64_t bits = uint64_t(int64_t(std::trunc(x)));
+      if (width_ < 64)
+        bits &= (uint64_t{1} << width_) - 1;
+      if (unsigned_)
+        return double(bits);
+      if (width_ < 64 && (bits >> (width_ - 1)) != 0)
+        return double(int64_t(bits) - (int64_t{1} << width_));
+      return double(int64_t(bits));
+    }
+
+  private:
+    bool boolean_ = false, unsigned_ = false;
+    unsigned width_ = 0;
+  };
 
   // The type the file declares for a value (value_info, outputs) must agree with what the
   // graph computes: a contradiction is a damaged file, and patterns read those types.
@@ -630,14 +702,22 @@ Status Evaluator::elementwise(OnnxNode node) {
   bool integer = isIntegerLike(element);
   bool fmod = node.intAttr("fmod").value_or(0) != 0;
   return result(out, element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(out); ++i) {
-      auto at = [&](unsigned k) { return (*in(k).values)[broadcastIndex(i, out, shapes[k])]; };
+    std::vector<const std::vector<double> *> operands;
+    std::vector<StridedWalk> walks;
+    for (unsigned k = 0; k < shapes.size(); ++k) {
+      operands.push_back(&*in(k).values);
+      walks.emplace_back(out, broadcastStrides(out, shapes[k]));
+    }
+    auto at = [&](unsigned k) { return (*operands[k])[walks[k].index()]; };
+    for (int64_t i = 0, count = elementCount(out); i < count; ++i) {
       if (where)
         values.push_back(at(0) != 0 ? at(1) : at(2));
       else if (binary)
         values.push_back(*binaryOp(type, at(0), at(1), integer, fmod));
       else
         values.push_back(*unaryOp(type, at(0)));
+      for (StridedWalk &walk : walks)
+        walk.next();
     }
   });
 }
@@ -716,14 +796,14 @@ Status Evaluator::gather() {
   }
   bool outOfRange = false;
   DLM_RETURN_IF_ERROR(result(out, in(0).element, [&](std::vector<double> &values) {
+    const std::vector<double> &input = *in(0).values;
     for (int64_t o = 0; o < outer; ++o)
-      for (size_t i = 0; i < in(1).values->size(); ++i) {
+      for (size_t i = 0, rows = in(1).values->size(); i < rows; ++i) {
         int64_t at = index(i);
-        outOfRange |= at < 0 || at >= data[axis];
+        bool outside = at < 0 || at >= data[axis];
+        outOfRange |= outside;
         for (int64_t j = 0; j < inner; ++j)
-          values.push_back(at < 0 || at >= data[axis]
-                               ? 0.0
-                               : (*in(0).values)[(o * data[axis] + at) * inner + j]);
+          values.push_back(outside ? 0.0 : input[(o * data[axis] + at) * inner + j]);
       }
   }));
   if (outOfRange)
@@ -756,7 +836,9 @@ Status Evaluator::gatherND() {
   Shape strides = stridesOf(Shape(data.begin() + batch, data.begin() + batch + k));
   bool outOfRange = false;
   DLM_RETURN_IF_ERROR(result(out, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t t = 0; t < elementCount(Shape(indices.begin(), indices.end() - 1)); ++t) {
+    const std::vector<double> &input = *in(0).values;
+    const int64_t count = elementCount(Shape(indices.begin(), indices.end() - 1));
+    for (int64_t t = 0; t < count; ++t) {
       int64_t offset = (t / std::max<int64_t>(tuples, 1)) * perBatch;
       for (int64_t j = 0; j < k; ++j) {
         int64_t dim = data[batch + j];
@@ -766,7 +848,7 @@ Status Evaluator::gatherND() {
         offset += std::clamp<int64_t>(i, 0, std::max<int64_t>(dim - 1, 0)) * strides[j] * slice;
       }
       for (int64_t s = 0; s < slice; ++s)
-        values.push_back(outOfRange ? 0.0 : (*in(0).values)[offset + s]);
+        values.push_back(outOfRange ? 0.0 : input[offset + s]);
     }
   }));
   if (outOfRange)
@@ -822,14 +904,10 @@ Status Evaluator::transpose() {
     out.push_back(s[p]);
   Shape inStrides = stridesOf(s);
   return result(out, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(out); ++i) {
-      int64_t flat = i, index = 0;
-      for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
-        index += (flat % out[d]) * inStrides[perm[d]];
-        flat /= out[d];
-      }
-      values.push_back((*in(0).values)[index]);
-    }
+    Shape strides;
+    for (int64_t p : perm)
+      strides.push_back(inStrides[p]);
+    appendWalked(values, *in(0).values, out, strides);
   });
 }
 
@@ -955,14 +1033,13 @@ Status Evaluator::slice() {
           /*ready=*/true);
   Shape inStrides = stridesOf(s);
   return result(out, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(out); ++i) {
-      int64_t flat = i, index = 0;
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        index += (begin[d] + (flat % out[d]) * step[d]) * inStrides[d];
-        flat /= out[d];
-      }
-      values.push_back((*in(0).values)[index]);
+    Shape strides(rank);
+    int64_t base = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      strides[d] = step[d] * inStrides[d];
+      base += begin[d] * inStrides[d];
     }
+    appendWalked(values, *in(0).values, out, strides, base);
   });
 }
 
@@ -1007,10 +1084,11 @@ Status Evaluator::split() {
     DLM_RETURN_IF_ERROR(result(
         out, in(0).element,
         [&](std::vector<double> &values) {
+          const std::vector<double> &input = *in(0).values;
           for (int64_t o = 0; o < outer; ++o)
             for (int64_t j = start; j < start + sizes[p]; ++j)
               for (int64_t k = 0; k < inner; ++k)
-                values.push_back((*in(0).values)[(o * s[axis] + j) * inner + k]);
+                values.push_back(input[(o * s[axis] + j) * inner + k]);
         },
         p));
   }
@@ -1027,8 +1105,7 @@ Status Evaluator::expand() {
   if (!out)
     return unsupported("the input does not broadcast to the target shape");
   return result(*out, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(*out); ++i)
-      values.push_back((*in(0).values)[broadcastIndex(i, *out, s)]);
+    appendWalked(values, *in(0).values, *out, broadcastStrides(*out, s));
   });
 }
 
@@ -1044,14 +1121,13 @@ Status Evaluator::tile() {
       return unsupported("repeats an axis a negative or overflowing number of times");
   Shape inStrides = stridesOf(s);
   return result(out, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(out); ++i) {
-      int64_t flat = i, index = 0;
-      for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
-        index += ((flat % out[d]) % s[d]) * inStrides[d];
-        flat /= out[d];
-      }
-      values.push_back((*in(0).values)[index]);
+    // Axis d of the result is [repeats[d], s[d]]: the repeat reads nothing new.
+    Shape split, strides;
+    for (size_t d = 0; d < s.size(); ++d) {
+      split.insert(split.end(), {(*repeats)[d], s[d]});
+      strides.insert(strides.end(), {0, inStrides[d]});
     }
+    appendWalked(values, *in(0).values, split, strides);
   });
 }
 
@@ -1162,10 +1238,11 @@ Status Evaluator::trilu() {
   bool upper = node_.intAttr("upper").value_or(1) != 0;
   int64_t rows = s[s.size() - 2], cols = s.back();
   return result(s, in(0).element, [&](std::vector<double> &values) {
-    for (int64_t i = 0; i < elementCount(s); ++i) {
+    const std::vector<double> &input = *in(0).values;
+    for (int64_t i = 0, count = elementCount(s); i < count; ++i) {
       int64_t c = i % cols, r = (i / cols) % rows;
       bool kept = upper ? c - r >= k : c - r <= k;
-      values.push_back(kept ? (*in(0).values)[i] : 0.0);
+      values.push_back(kept ? input[i] : 0.0);
     }
   });
 }
