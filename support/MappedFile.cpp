@@ -1,5 +1,9 @@
 #include "support/MappedFile.h"
 
+#include "support/TemporaryFiles.h"
+
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csetjmp>
 #include <csignal>
@@ -25,6 +29,93 @@ struct ReadGuard {
 thread_local ReadGuard *activeGuard = nullptr;
 struct sigaction previousSigbus;
 
+// The live mappings, so that a fault no guarded read catches can still name its file: fixed
+// slots, written before the mapping is handed out and read by the signal handler without
+// allocating or locking. A slot is free (0), being written or cleared (1), or in use (2).
+struct MappingSlot {
+  std::atomic<int> state{0};
+  const uint8_t *begin = nullptr;
+  size_t size = 0;
+  char path[1024];
+};
+MappingSlot mappingSlots[256];
+
+void rememberMapping(const uint8_t *begin, size_t size, const std::string &path) {
+  for (MappingSlot &slot : mappingSlots) {
+    int expected = 0;
+    if (!slot.state.compare_exchange_strong(expected, 1))
+      continue;
+    slot.begin = begin;
+    slot.size = size;
+    // A path too long for the slot keeps its end, which names the file.
+    const size_t keep = std::min(path.size(), sizeof slot.path - 1);
+    std::memcpy(slot.path, path.c_str() + path.size() - keep, keep + 1);
+    slot.state.store(2, std::memory_order_release);
+    return;
+  }
+}
+
+void forgetMapping(const uint8_t *begin) {
+  for (MappingSlot &slot : mappingSlots) {
+    int expected = 2;
+    if (slot.state.load(std::memory_order_acquire) == 2 && slot.begin == begin &&
+        slot.state.compare_exchange_strong(expected, 1)) {
+      slot.state.store(0, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+// Set by exitOnUnguardedFault: the program name its error message starts with.
+std::atomic<const char *> exitingProgram{nullptr};
+
+// write(2) of a NUL-terminated string, and of a number: all the handler may use.
+void writeText(const char *text) {
+  size_t length = std::strlen(text);
+  while (length > 0) {
+    const ssize_t written = ::write(STDERR_FILENO, text, length);
+    if (written <= 0)
+      return;
+    text += written;
+    length -= size_t(written);
+  }
+}
+
+void writeNumber(uint64_t value) {
+  char digits[24];
+  char *end = digits + sizeof digits - 1, *p = end;
+  *p = '\0';
+  do
+    *--p = char('0' + value % 10);
+  while (value /= 10);
+  writeText(p);
+}
+
+// A fault in a live mapping outside any guarded read, in a program that asked: the message,
+// the temporary files removed, exit 1. Returns when the address is in no mapping.
+void exitOnMappingFault(const uint8_t *address) {
+  const char *program = exitingProgram.load();
+  if (!program)
+    return;
+  for (const MappingSlot &slot : mappingSlots) {
+    if (slot.state.load(std::memory_order_acquire) != 2 || address < slot.begin ||
+        address >= slot.begin + slot.size)
+      continue;
+    writeText(program);
+    writeText(": error: '");
+    writeText(slot.path);
+    writeText("' shrank while ");
+    writeText(program);
+    writeText(" read it (truncated or rewritten in place by another program): byte ");
+    writeNumber(uint64_t(address - slot.begin));
+    writeText(" of the ");
+    writeNumber(slot.size);
+    writeText(" mapped can no longer be read; nothing was written\n");
+    removeTemporaryFiles();
+    ::_exit(1);
+  }
+}
+
 // SIGBUS in the mapping of one of this thread's guarded reads returns to that guardedRead (the
 // innermost whose mapping it is); any other goes to the handler that was there before
 // (AddressSanitizer's, or the default that ends the process).
@@ -36,6 +127,7 @@ void onSigbus(int signal, siginfo_t *info, void *context) {
       siglongjmp(guard->resume, 1);
     }
   }
+  exitOnMappingFault(address);
   if (previousSigbus.sa_flags & SA_SIGINFO) {
     previousSigbus.sa_sigaction(signal, info, context);
     return;
@@ -83,6 +175,8 @@ StatusOr<MappedFile> MappedFile::open(const std::string &path) {
     data = static_cast<const uint8_t *>(mapping);
   }
   ::close(fd); // the mapping keeps the file alive
+  if (data)
+    rememberMapping(data, size, path);
   return MappedFile(path, data, size);
 }
 
@@ -131,9 +225,16 @@ Status MappedFile::guardedRead(const std::function<void()> &read) const {
                        std::to_string(size_) + " mapped can no longer be read");
 }
 
+void MappedFile::exitOnUnguardedFault(const char *program) {
+  exitingProgram.store(program);
+  installSigbusHandler();
+}
+
 void MappedFile::unmap() {
-  if (data_)
+  if (data_) {
+    forgetMapping(data_);
     ::munmap(const_cast<uint8_t *>(data_), size_);
+  }
   data_ = nullptr;
   size_ = 0;
 }

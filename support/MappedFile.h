@@ -38,6 +38,14 @@ public:
   // Guarded reads nest: a read inside another file's guardedRead may touch both mappings.
   Status guardedRead(const std::function<void()> &read) const;
 
+  // For a program that reads its mappings all through its run and cannot recover when one
+  // shrinks (dlmc reads the checkpoint in the importer, the passes and the writer): from now on,
+  // a SIGBUS in a mapping outside any guardedRead, on any thread, prints
+  // "<program>: error: '<path>' shrank while <program> read it ..." to stderr, removes the
+  // temporary files registered with TemporaryFileRegistry, and exits with status 1 instead of
+  // dying of the signal.
+  static void exitOnUnguardedFault(const char *program);
+
 private:
   MappedFile(std::string path, const uint8_t *data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -1,6 +1,7 @@
 #include "runtime/artifact/ContainerWriter.h"
 
 #include "runtime/artifact/ArtifactHash.h"
+#include "support/TemporaryFiles.h"
 
 #include <algorithm>
 #include <atomic>
@@ -39,8 +40,10 @@ public:
   ~TemporaryFile() {
     if (fd_ >= 0)
       ::close(fd_);
-    if (!path_.empty())
+    if (!path_.empty()) {
       ::unlink(path_.c_str());
+      unregisterTemporaryFile(path_);
+    }
   }
 
   Status create() {
@@ -53,6 +56,7 @@ public:
       fd_ = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd_ >= 0) {
         path_ = std::move(candidate);
+        registerTemporaryFile(path_); // removed if the process ends on a fault meanwhile
         return Status::ok();
       }
       if (errno != EEXIST)
@@ -98,6 +102,7 @@ public:
       return Status::error(systemError("cannot close '" + path_ + "'"));
     if (::rename(path_.c_str(), destination_.c_str()) != 0)
       return Status::error(systemError("cannot rename '" + path_ + "' to '" + destination_ + "'"));
+    unregisterTemporaryFile(path_);
     path_.clear();
     return Status::ok();
   }

@@ -6,6 +6,7 @@
 //   dlmc list architectures|policies            what dlmc imports and the decode programs it
 //                                                embeds
 #include "tools/dlmc/Commands.h"
+#include "support/MappedFile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -15,6 +16,9 @@ namespace cl = llvm::cl;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // The checkpoint stays mapped all through a compile: if another program truncates it
+  // meanwhile, end with an error naming it (and no half-written artifact), not a crash report.
+  dlm::MappedFile::exitOnUnguardedFault("dlmc");
   cl::SubCommand importCommand("import", "Print a checkpoint as dlm IR");
   // The pipeline (compiler/pipeline/CompilePipeline.h): canonicalize, CSE,
   // dlm-fuse-norm-linear, dlm-lower-to-kernel-program (on @forward) and
