@@ -228,8 +228,10 @@ private:
     bool batchedIn =
         llvm::any_of(op->getOperands(), [&](Value v) { return batched_.count(v) && !folded(v); });
     StringRef type = node.type();
-    bool squeezesBatch = batchedIn && type == "Squeeze" && squeezesFirstAxis(node);
-    bool keepsEverything = type == "Slice" && sliceKeepsEverything(node);
+    bool picksBatchRow = batchedIn && type == "Gather" && gathersTheBatchRow(node);
+    bool squeezesBatch = batchedIn && ((type == "Squeeze" && squeezesFirstAxis(node)) ||
+                                       (picksBatchRow && at(first_, node.input(1)).shape.empty()));
+    bool keepsEverything = (type == "Slice" && sliceKeepsEverything(node)) || picksBatchRow;
     if (type == "Reshape")
       DLM_RETURN_IF_ERROR(setShapeOperand(node, 1, batchedIn, /*broadcast=*/false));
     else if (type == "Expand")
@@ -241,7 +243,7 @@ private:
     else if ((type == "Unsqueeze" || type == "Squeeze" || type.starts_with("Reduce")) &&
              node.input(1))
       DLM_RETURN_IF_ERROR(setAxesOperand(node, batchedIn));
-    if (batchedIn)
+    if (batchedIn && !picksBatchRow)
       DLM_RETURN_IF_ERROR(shiftAxisAttributes(node));
     DLM_RETURN_IF_ERROR(replaceFoldedOperands(node, batchedIn));
     if (batchedIn)
@@ -278,6 +280,23 @@ private:
     return Status::ok();
   }
 
+  // Whether a Gather picks the one batch row (`x[0]`, `x[-1]`, `x[[0]]`): along axis 0 of its
+  // batched data, at constant indices that are all that row, a scalar (the batch axis goes, as
+  // a Squeeze of it) or one index (the axis stays). Either way nothing is left to compute.
+  bool gathersTheBatchRow(OnnxNode gather) {
+    Value data = gather.input(0), indices = gather.input(1);
+    if (!batched_.count(data) || !indices || !folded(indices) || !lengthFree(indices))
+      return false;
+    int64_t rank = at(first_, data).shape.size();
+    int64_t axis = gather.intAttr("axis").value_or(0);
+    if (axis != 0 && axis != -rank)
+      return false;
+    const EvaluatedValue &index = at(first_, indices);
+    bool scalarOrOne = index.shape.empty() || index.shape == Shape{1};
+    return scalarOrOne && index.values && index.values->size() == 1 &&
+           (index.intAt(0) == 0 || index.intAt(0) == -1);
+  }
+
   // Whether a Squeeze removes axis 0: named in its axes, or, without axes, being of size 1.
   bool squeezesFirstAxis(OnnxNode squeeze) {
     const Shape &in = at(first_, squeeze.input(0)).shape;
@@ -293,7 +312,8 @@ private:
   }
 
   // A node that, after folding, returns its input as it is (a Slice that keeps everything, a
-  // Reshape or Expand to the input's shape, the Squeeze of the batch axis).
+  // Reshape or Expand to the input's shape, the Squeeze of the batch axis, the Gather of the
+  // batch row).
   void removeIfNoOp(OnnxNode node, bool keepsEverything) {
     StringRef type = node.type();
     if (type != "Reshape" && type != "Expand" && type != "Squeeze" && !keepsEverything)

@@ -138,6 +138,28 @@ def main():
                 angles = np.concatenate([angles, angles], axis=1)
                 values = np.cos(angles) if table.name.endswith("cos") else np.sin(angles)
                 table.CopyFrom(numpy_helper.from_array(values.astype(np.float32), table.name))
+    elif kind == "batch-row-by-index":
+        # Not damage: the one batch row picked by index as exporters write `x[0]` and `x[[-1]]`:
+        # Gathers along the batch axis, of the logits (a scalar index: the output loses the axis)
+        # and of the embeddings (a one-element index: the axis stays).
+        import numpy as np
+        nodes = list(graph.node)
+        output = graph.output[0]
+        embedding = next(n for n in nodes if n.op_type == "Gather"
+                         and n.input[1] == graph.input[0].name)
+        for value, index in ((output.name, np.array(0, np.int64)),
+                             (embedding.output[0], np.array([-1], np.int64))):
+            producer = next(n for n in nodes if value in n.output)
+            batched = value + "/batched"
+            producer.output[:] = [batched if o == value else o for o in producer.output]
+            at = nodes.index(producer) + 1
+            nodes[at:at] = [
+                helper.make_node("Constant", [], [value + "/row"],
+                                 value=numpy_helper.from_array(index)),
+                helper.make_node("Gather", [batched, value + "/row"], [value], axis=0)]
+        del output.type.tensor_type.shape.dim[0]
+        del graph.node[:]
+        graph.node.extend(nodes)
     elif kind == "cache-output":  # a use_cache=True export's first cache output
         key = transpose_with_perm(graph, [1, 0, 2]).output[0]
         graph.output.append(helper.make_tensor_value_info(key, onnx.TensorProto.FLOAT, None))
