@@ -14,15 +14,15 @@ inline ServedModel handMadeServedModel(bool chat) {
   model.vocabSize = 256;
   ServedPolicy lowConfidence;
   lowConfidence.name = "low-confidence";
-  lowConfidence.declared = {"gen_length", "block_length", "steps", "temperature", "threshold"};
-  lowConfidence.defaults = {{"gen_length", int64_t{64}},
+  lowConfidence.knobs.names = {"gen_length", "block_length", "steps", "temperature", "threshold"};
+  lowConfidence.knobs.values = {{"gen_length", int64_t{64}},
                             {"block_length", int64_t{32}},
                             {"steps", int64_t{64}},
                             {"temperature", 0.0}};
   ServedPolicy autoregressive;
   autoregressive.name = "autoregressive";
-  autoregressive.declared = {"max_new_tokens", "temperature", "top_p"};
-  autoregressive.defaults = {{"max_new_tokens", int64_t{16}}};
+  autoregressive.knobs.names = {"max_new_tokens", "temperature", "top_p"};
+  autoregressive.knobs.values = {{"max_new_tokens", int64_t{16}}};
   model.policies = {lowConfidence, autoregressive};
   model.encode = [](const std::string &text, bool parseSpecial) {
     std::vector<int32_t> ids;

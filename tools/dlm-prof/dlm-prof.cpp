@@ -395,6 +395,11 @@ int main(int argc, char **argv) {
     return kFailed;
   }
   dlm::tools::warnIfRandomWeights("dlm-prof", **model);
+  if (dlm::Status length = dlm::tools::applyRequestLength(**model, options.request);
+      !length.isOk()) {
+    std::cerr << "dlm-prof: " << length.message() << "\n";
+    return kBadArguments;
+  }
   profile::Profiler profiler(static_cast<size_t>(options.maxEvents));
   options.session.profiler = &profiler;
   dlm::StatusOr<std::unique_ptr<dlm::Session>> created =

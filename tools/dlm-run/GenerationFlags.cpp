@@ -1,6 +1,8 @@
 #include "tools/dlm-run/GenerationFlags.h"
 
 #include "runtime/model/ModelSpec.h"
+#include "runtime/program/DecodeProgramSet.h"
+#include "runtime/program/RequestLength.h"
 
 #include <cerrno>
 #include <climits>
@@ -245,6 +247,32 @@ CommandLine walkCommandLine(
     return CommandLine::bad;
   }
   return CommandLine::ok;
+}
+
+Status applyRequestLength(const LoadedModel &model, GenerateRequest &request) {
+  const program::DecodeProgramSet &programs = model.decodePrograms();
+  std::string policy;
+  if (auto found = request.knobs.find(spec::kKnobPolicy); found != request.knobs.end())
+    if (const auto *text = std::get_if<std::string>(&found->second))
+      policy = *text;
+  StatusOr<size_t> selected = programs.select(policy);
+  if (!selected)
+    return selected.status();
+  const std::string &name = programs.names()[*selected];
+  const program::DeclaredKnobs declared = program::declaredKnobs(programs.program(*selected));
+  DLM_RETURN_IF_ERROR(program::checkGenLengthKnob(name, declared, request.knobs));
+  const std::string maxNew(spec::kKnobMaxNewTokens);
+  auto found = request.knobs.find(maxNew);
+  if (found == request.knobs.end() || declared.names.count(maxNew))
+    return Status::ok();
+  const int64_t maxNewTokens = std::get<int64_t>(found->second); // parsed as an integer
+  request.knobs.erase(found);
+  if (maxNewTokens < 1)
+    return Status::error("--max-new-tokens must be at least 1, got " +
+                         std::to_string(maxNewTokens));
+  const bool stepsGiven = request.knobs.count(spec::kKnobSteps) > 0;
+  return program::setRequestLength(name, declared, maxNewTokens, stepsGiven, request.knobs)
+      .withContext("--max-new-tokens");
 }
 
 } // namespace dlm::tools

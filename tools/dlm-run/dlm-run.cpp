@@ -60,6 +60,8 @@ const char *kUsage =
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--verify] [--json]\n"
     "               [--dump-logits PATH.npy]\n"
     "               [--decoder-input-ids 1,2,3] [--score]\n"
+    "--max-new-tokens N: N new tokens, for every policy (a block policy's --gen-length is\n"
+    "rounded up to whole blocks, its --steps scaled unless given), as max_tokens in dlm-serve.\n"
     "--threshold X: every masked position of the block whose confidence is >= X is unmasked,\n"
     "at least one per step, until the block has no mask (Fast-dLLM, dInfer, SGLang); --steps\n"
     "does not cap it. --step-cap N (off by default) makes a block's N-th step unmask all left.\n"
@@ -188,6 +190,11 @@ int main(int argc, char **argv) {
       return kBadArguments;
     }
     options.request.promptIds = std::move(*ids);
+  }
+  if (dlm::Status length = dlm::tools::applyRequestLength(**model, options.request);
+      !length.isOk()) {
+    std::cerr << "dlm-run: " << length.message() << "\n";
+    return kBadArguments;
   }
   dlm::StatusOr<std::unique_ptr<dlm::Session>> session =
       dlm::Session::create(*model, options.session);

@@ -90,18 +90,6 @@ artifact::AttributeValue knobFromJson(const Json &value, const std::string &fiel
   refuse("'" + field + "' must be a number, a boolean or a string", field);
 }
 
-std::optional<int64_t> integerKnob(const artifact::Attributes &knobs, std::string_view name) {
-  auto found = knobs.find(name);
-  if (found == knobs.end())
-    return std::nullopt;
-  if (const int64_t *integer = std::get_if<int64_t>(&found->second))
-    return *integer;
-  // A whole real outside int64's range has no integer value (the cast would be undefined).
-  if (const double *real = std::get_if<double>(&found->second))
-    if (*real == std::floor(*real) && std::fabs(*real) < 9e18)
-      return static_cast<int64_t>(*real);
-  return std::nullopt;
-}
 
 // Request fields and knobs may be anywhere in int64's range; their sums and products are checked.
 std::optional<int64_t> checkedAdd(int64_t a, int64_t b) {
@@ -109,12 +97,6 @@ std::optional<int64_t> checkedAdd(int64_t a, int64_t b) {
   if (__builtin_add_overflow(a, b, &sum))
     return std::nullopt;
   return sum;
-}
-std::optional<int64_t> checkedMultiply(int64_t a, int64_t b) {
-  int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product))
-    return std::nullopt;
-  return product;
 }
 
 void checkUnsupported(const Json &body) {
@@ -270,7 +252,7 @@ void samplingKnob(const Json &body, const char *field, std::optional<double> neu
   if (isNull(body, field))
     return;
   const double value = realField(body[field], field);
-  if (policy.declared.count(field)) {
+  if (policy.knobs.names.count(field)) {
     knobs[field] = value;
     return;
   }
@@ -373,7 +355,7 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
     request.knobs[field] = knobFromJson(value, field);
     // Checked against the chosen program's declaration (type, range, choices) here, so that the
     // error names the field.
-    if (policy->checkKnob && policy->declared.count(field))
+    if (policy->checkKnob && policy->knobs.names.count(field))
       if (Status status = policy->checkKnob(field, request.knobs[field]); !status.isOk())
         refuse(status.message(), field);
     if (field == spec::kKnobSteps)
@@ -382,16 +364,16 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   samplingKnob(body, "temperature", std::nullopt, *policy, request.knobs);
   samplingKnob(body, "top_p", 1.0, *policy, request.knobs);
 
-  // max_tokens -> the policy's length knob (see RequestParser.h).
+  // max_tokens -> the policy's length knobs (program/RequestLength.h, as dlm-run's
+  // --max-new-tokens).
   const char *maxField = "max_tokens";
   if (endpoint == Endpoint::chatCompletions && isNull(body, maxField) &&
       !isNull(body, "max_completion_tokens"))
     maxField = "max_completion_tokens";
-  const std::string genLength(spec::kKnobGenLength), maxNew(spec::kKnobMaxNewTokens),
-      blockLength(spec::kKnobBlockLength), steps(spec::kKnobSteps);
+  const std::string genLength(spec::kKnobGenLength), maxNew(spec::kKnobMaxNewTokens);
   auto knobOrDefault = [&](const std::string &name) {
-    std::optional<int64_t> value = integerKnob(request.knobs, name);
-    return value ? value : integerKnob(policy->defaults, name);
+    std::optional<int64_t> value = program::integerKnob(request.knobs, name);
+    return value ? value : program::integerKnob(policy->knobs.values, name);
   };
   if (!isNull(body, maxField)) {
     const int64_t maxTokens = integerField(body[maxField], maxField);
@@ -400,38 +382,11 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
                  std::to_string(maxTokens),
              maxField);
     parsed.maxTokens = maxTokens;
-    auto tooLarge = [&] {
-      refuse(std::string("'") + maxField + "' is too large for the model", maxField);
-    };
-    if (policy->declared.count(genLength)) {
-      int64_t length = maxTokens;
-      std::optional<int64_t> block = knobOrDefault(blockLength);
-      if (block && *block > 0 && policy->declared.count(blockLength)) {
-        const int64_t blocks = maxTokens / *block + (maxTokens % *block != 0);
-        std::optional<int64_t> rounded = checkedMultiply(blocks, *block);
-        if (!rounded)
-          tooLarge();
-        length = *rounded;
-      }
-      request.knobs[genLength] = length;
-      std::optional<int64_t> defaultGen = integerKnob(policy->defaults, genLength);
-      std::optional<int64_t> defaultBlock = integerKnob(policy->defaults, blockLength);
-      std::optional<int64_t> defaultSteps = integerKnob(policy->defaults, steps);
-      if (!stepsGiven && policy->declared.count(steps) && block && *block > 0 && defaultGen &&
-          defaultBlock && defaultSteps && *defaultGen > 0 && *defaultBlock > 0) {
-        const int64_t defaultBlocks = std::max<int64_t>(1, *defaultGen / *defaultBlock);
-        const int64_t perBlock = std::max<int64_t>(1, *defaultSteps / defaultBlocks);
-        std::optional<int64_t> scaledSteps = checkedMultiply(perBlock, length / *block);
-        if (!scaledSteps)
-          tooLarge();
-        request.knobs[steps] = *scaledSteps;
-      }
-    } else if (policy->declared.count(maxNew)) {
-      request.knobs[maxNew] = maxTokens;
-    } else {
-      refuse("the policy '" + policy->name + "' has no length knob (gen_length or max_new_tokens)",
-             maxField);
-    }
+    if (Status status =
+            program::setRequestLength(policy->name, policy->knobs, maxTokens, stepsGiven,
+                                      request.knobs);
+        !status.isOk())
+      refuse(std::string("'") + maxField + "': " + status.message(), maxField);
   }
 
   bool parseSpecial = false;
@@ -440,7 +395,7 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   request.promptIds = endpoint == Endpoint::completions ? completionPrompt(body, model, parseSpecial)
                                                         : chatPrompt(body, model, parseSpecial);
 
-  std::optional<int64_t> generated = policy->declared.count(genLength) ? knobOrDefault(genLength)
+  std::optional<int64_t> generated = policy->knobs.names.count(genLength) ? knobOrDefault(genLength)
                                                                        : knobOrDefault(maxNew);
   const int64_t promptTokens = static_cast<int64_t>(request.promptIds.size());
   const int64_t requested =

@@ -17,23 +17,6 @@ std::string normalizedPolicy(std::string name) {
   return name;
 }
 
-std::optional<artifact::AttributeValue> knobValue(const program::KnobDeclaration &knob) {
-  if (!knob.value.defined)
-    return std::nullopt;
-  switch (knob.type) {
-  case program::ValueType::integer:
-    return artifact::AttributeValue(knob.value.integer);
-  case program::ValueType::real:
-    return artifact::AttributeValue(knob.value.real);
-  case program::ValueType::boolean:
-    return artifact::AttributeValue(knob.value.boolean);
-  case program::ValueType::text:
-    return artifact::AttributeValue(knob.value.text);
-  default:
-    return std::nullopt;
-  }
-}
-
 // The most text bytes `maxPositions` tokens can stand for: each token covers at most as many
 // bytes as its vocabulary string has (byte-level and SentencePiece strings are at least as long
 // as the text they decode to), times 4 for normalizers that shorten the input text (NFKC folds
@@ -64,7 +47,7 @@ const ServedPolicy *ServedModel::policy(const std::string &name) const {
 
 bool ServedModel::declaresKnob(const std::string &knob) const {
   return std::any_of(policies.begin(), policies.end(),
-                     [&](const ServedPolicy &policy) { return policy.declared.count(knob) > 0; });
+                     [&](const ServedPolicy &policy) { return policy.knobs.names.count(knob) > 0; });
 }
 
 ServedModel describeModel(const LoadedModel &model, std::string id) {
@@ -76,13 +59,10 @@ ServedModel describeModel(const LoadedModel &model, std::string id) {
   for (size_t i = 0; i < programs.names().size(); ++i) {
     ServedPolicy policy;
     policy.name = programs.names()[i];
+    policy.knobs = program::declaredKnobs(programs.program(i));
     std::map<std::string, program::KnobDeclaration> declarations;
-    for (const program::KnobDeclaration &knob : programs.program(i).knobs()) {
-      policy.declared.insert(knob.name);
+    for (const program::KnobDeclaration &knob : programs.program(i).knobs())
       declarations.emplace(knob.name, knob);
-      if (std::optional<artifact::AttributeValue> value = knobValue(knob))
-        policy.defaults[knob.name] = *value;
-    }
     policy.checkKnob = [declarations](const std::string &name,
                                       const artifact::AttributeValue &value) {
       auto found = declarations.find(name);

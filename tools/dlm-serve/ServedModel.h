@@ -5,6 +5,7 @@
 
 #include "runtime/artifact/ArtifactFormat.h"
 #include "runtime/chat/ChatPrompt.h"
+#include "runtime/program/RequestLength.h"
 #include "support/Status.h"
 
 #include <functional>
@@ -22,8 +23,7 @@ struct ServedPolicy {
   std::string name;
   // The knobs the program declares, with their values when it has one (declared default or the
   // artifact's stored knob).
-  std::set<std::string> declared;
-  artifact::Attributes defaults;
+  program::DeclaredKnobs knobs;
   // Whether a value suits the declared knob `name` (its type, range, choices): the program's
   // own message when not. Unset: not checked before generation.
   std::function<Status(const std::string &name, const artifact::AttributeValue &value)> checkKnob;
