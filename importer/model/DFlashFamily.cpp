@@ -243,13 +243,10 @@ std::vector<int64_t> buildTargetLayerIds(int64_t targetLayers, int64_t draftLaye
 }
 
 StatusOr<DraftDescription> describeDFlashDraft(const json &config, const ModelDescription &target) {
-  if (!config.is_object())
-    return Status::error("config.json: not a JSON object");
-  auto archIt = config.find("architectures");
-  if (archIt == config.end() || !archIt->is_array() || archIt->empty() ||
-      !(*archIt)[0].is_string())
-    return Status::error("config.json: missing field 'architectures' (a list of class names)");
-  const std::string architecture = (*archIt)[0].get<std::string>();
+  StatusOr<std::string> named = configArchitecture(config);
+  if (!named)
+    return named.status();
+  const std::string &architecture = *named;
   if (architecture == "DFlash2DraftModel")
     return Status::error("not supported yet: DFlash2DraftModel (grouped dynamic convolutions and "
                          "the candidate selector); --draft takes a DFlashDraftModel");

@@ -269,14 +269,21 @@ constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM", "Qwen3
 
 } // namespace
 
-StatusOr<ModelDescription> describeModel(const json &config, const json *generation) {
+StatusOr<std::string> configArchitecture(const json &config) {
   if (!config.is_object())
     return Status::error("config.json: not a JSON object");
   auto archIt = config.find("architectures");
   if (archIt == config.end() || !archIt->is_array() || archIt->empty() ||
       !(*archIt)[0].is_string())
     return Status::error("config.json: missing field 'architectures' (a list of class names)");
-  std::string architecture = (*archIt)[0].get<std::string>();
+  return (*archIt)[0].get<std::string>();
+}
+
+StatusOr<ModelDescription> describeModel(const json &config, const json *generation) {
+  StatusOr<std::string> named = configArchitecture(config);
+  if (!named)
+    return named.status();
+  const std::string &architecture = *named;
   const std::map<std::string, Describe> &supported = importedDecoders();
 
   // A drafter is only read beside its target (DFlashFamily.cpp, describeDFlashDraft).

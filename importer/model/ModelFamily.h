@@ -76,6 +76,10 @@ struct KnownArchitecture {
 // Every architecture describeModel accepts or refuses by name (dlmc list architectures).
 std::vector<KnownArchitecture> knownArchitectures();
 
+// config.json's architecture: the first entry of its `architectures` list, or a named error
+// (not an object, the field missing, empty or not a list of names).
+StatusOr<std::string> configArchitecture(const nlohmann::json &config);
+
 // Reads config.json (already parsed) into a description, or a named error:
 // "unknown architecture 'X'", "architecture X is not supported yet", "config.json: field ...".
 // `generation` is generation_config.json when the checkpoint has one (null otherwise).
