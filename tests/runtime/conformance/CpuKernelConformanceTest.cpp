@@ -4,15 +4,11 @@
 // and ragged: odd widths, 1..N rows, padded row strides, partial and scattered KV pages, GQA and
 // MHA, query chunks past the attention's chunk size.
 //
-// What the CPU backend does not support, and so is not checked here (the CUDA kernels are):
-//   - attention masks other than causal and bidirectional (block-causal, sliding window one-sided
-//     and symmetric): pagedAttention takes one causal flag per call, so a mixed batch of causal
-//     and bidirectional requests is one call per request; a model asking for another mask is
-//     refused at load with "not supported yet: attention mask '...'" (checked below);
-//   - partial and "proportional" RoPE (RopeTable rotates the full head);
-//   - the no-scale RMSNorm (rmsNorm always reads a weight; every model the CPU runs has one);
-//   - GELU-tanh gated activations (only siluMultiply exists);
-//   - logit softcapping in the sampler (decodeRow / temperedRow read raw logits).
+// Not checked here but in tests/runtime/cpu/CpuKernelKindsTest.cpp, each against a
+// double-precision loop of its own: the kernel kinds DiffusionGemma and DFlash brought (gelu_tanh
+// gating, the weightless RMSNorm, RoPE of some pairs, attention scale and sliding window, lm_head
+// softcap, MoE). The per-config path (model::modelDims) still refuses block-causal and sliding
+// masks by name (checked below); the kernel program carries a window per attention record.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/sampling/CounterRng.h"
