@@ -265,8 +265,11 @@ Status applyRequestLength(const LoadedModel &model, GenerateRequest &request) {
   auto found = request.knobs.find(maxNew);
   if (found == request.knobs.end() || declared.names.count(maxNew))
     return Status::ok();
-  const int64_t maxNewTokens = std::get<int64_t>(found->second); // parsed as an integer
+  const std::optional<int64_t> given = program::integerKnob(request.knobs, maxNew);
   request.knobs.erase(found);
+  if (!given)
+    return Status::error("--max-new-tokens takes a whole number");
+  const int64_t maxNewTokens = *given;
   if (maxNewTokens < 1)
     return Status::error("--max-new-tokens must be at least 1, got " +
                          std::to_string(maxNewTokens));
