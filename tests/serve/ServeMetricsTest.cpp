@@ -38,5 +38,16 @@ TEST(ServeMetrics, PrometheusText) {
   EXPECT_EQ(metrics.requests(Outcome::success), 2);
 }
 
+// A server nobody scrapes still forgets the samples older than the window as requests end.
+TEST(ServeMetrics, WindowStaysBoundedWithoutScrapes) {
+  ServeMetrics metrics(10);
+  const auto start = ServeMetrics::Clock::now();
+  for (int i = 0; i < 10000; ++i)
+    metrics.generated(1, 1, start + std::chrono::milliseconds(100 * i));
+  // One request every 100 ms over a 10 s window: about 100 samples, not 10000.
+  EXPECT_LE(metrics.windowSamples(), 102u);
+  EXPECT_EQ(metrics.generatedTokens(), 10000);
+}
+
 } // namespace
 } // namespace dlm::serve

@@ -33,6 +33,19 @@ void ServeMetrics::generated(int64_t tokens, int64_t forwards, Clock::time_point
   generatedTokens_ += tokens;
   forwards_ += forwards;
   recent_.emplace_back(now, tokens);
+  dropOldSamples(now);
+}
+
+void ServeMetrics::dropOldSamples(Clock::time_point now) const {
+  const auto horizon = now - std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(window_));
+  while (!recent_.empty() && recent_.front().first < horizon)
+    recent_.pop_front();
+}
+
+size_t ServeMetrics::windowSamples() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return recent_.size();
 }
 
 int64_t ServeMetrics::requests(Outcome outcome) const {
@@ -48,10 +61,7 @@ int64_t ServeMetrics::generatedTokens() const {
 
 double ServeMetrics::tokensPerSecond(Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto horizon = now - std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(window_));
-  while (!recent_.empty() && recent_.front().first < horizon)
-    recent_.pop_front();
+  dropOldSamples(now);
   int64_t tokens = 0;
   for (const auto &[time, count] : recent_)
     tokens += count;

@@ -41,6 +41,9 @@ public:
   int64_t generatedTokens() const;
   // Generated tokens per second over the last window.
   double tokensPerSecond(Clock::time_point now) const;
+  // The (time, tokens) samples the window holds: those of the last window, at most, whether or
+  // not anyone reads /metrics (the window once grew by one sample a request until it was read).
+  size_t windowSamples() const;
 
 private:
   const double window_;
@@ -49,6 +52,9 @@ private:
   int64_t generatedTokens_ = 0;
   int64_t forwards_ = 0;
   mutable std::deque<std::pair<Clock::time_point, int64_t>> recent_;
+
+  // Drops the samples older than the window before `now`; the mutex is held.
+  void dropOldSamples(Clock::time_point now) const;
 };
 
 } // namespace dlm::serve
