@@ -51,10 +51,17 @@ int64_t elementCount(const Shape &shape) {
   return checkedElementCount(shape).value_or(std::numeric_limits<int64_t>::max());
 }
 
+// Products that may pass int64 where nothing is read: computed modulo 2^64, so that an index
+// that is in range comes out right however its terms overflowed (a fuzzed [0, 111, 2^62, 1]
+// has no elements but strides past int64), with no signed overflow on the way.
+int64_t wrappingMultiply(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
+int64_t wrappingAdd(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+int64_t wrappingSubtract(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+
 Shape stridesOf(const Shape &shape) {
   Shape strides(shape.size(), 1);
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
+    strides[i] = wrappingMultiply(strides[i + 1], shape[i + 1]);
   return strides;
 }
 
@@ -72,10 +79,10 @@ public:
 
   void next() {
     for (int64_t d = int64_t(shape_.size()) - 1; d >= 0; --d) {
-      index_ += strides_[d];
+      index_ = wrappingAdd(index_, strides_[d]);
       if (++coordinate_[d] < shape_[d])
         return;
-      index_ -= strides_[d] * coordinate_[d];
+      index_ = wrappingSubtract(index_, wrappingMultiply(strides_[d], coordinate_[d]));
       coordinate_[d] = 0;
     }
   }
@@ -97,9 +104,8 @@ void appendWalked(std::vector<double> &values, const std::vector<double> &from, 
   Shape rowShape(shape.begin(), shape.end() - 1);
   StridedWalk rows(rowShape, Shape(strides.begin(), strides.end() - 1), base);
   for (int64_t r = 0, count = run == 0 ? 0 : elementCount(rowShape); r < count; ++r, rows.next()) {
-    const double *row = from.data() + rows.index();
-    for (int64_t j = 0; j < run; ++j)
-      values.push_back(row[j * step]);
+    for (int64_t j = 0, at = rows.index(); j < run; ++j, at = wrappingAdd(at, step))
+      values.push_back(from[size_t(at)]);
   }
 }
 
@@ -1036,8 +1042,8 @@ Status Evaluator::slice() {
     Shape strides(rank);
     int64_t base = 0;
     for (int64_t d = 0; d < rank; ++d) {
-      strides[d] = step[d] * inStrides[d];
-      base += begin[d] * inStrides[d];
+      strides[d] = wrappingMultiply(step[d], inStrides[d]);
+      base = wrappingAdd(base, wrappingMultiply(begin[d], inStrides[d]));
     }
     appendWalked(values, *in(0).values, out, strides, base);
   });
