@@ -2,7 +2,7 @@
 
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/DecodeProgramSet.h"
-#include "runtime/program/RequestLength.h"
+#include "tools/dlm-run/RequestLength.h"
 
 #include <cerrno>
 #include <climits>
@@ -259,13 +259,13 @@ Status applyRequestLength(const LoadedModel &model, GenerateRequest &request) {
   if (!selected)
     return selected.status();
   const std::string &name = programs.names()[*selected];
-  const program::DeclaredKnobs declared = program::declaredKnobs(programs.program(*selected));
-  DLM_RETURN_IF_ERROR(program::checkGenLengthKnob(name, declared, request.knobs));
+  const tools::DeclaredKnobs declared = tools::declaredKnobs(programs.program(*selected));
+  DLM_RETURN_IF_ERROR(tools::checkGenLengthKnob(name, declared, request.knobs));
   const std::string maxNew(spec::kKnobMaxNewTokens);
   auto found = request.knobs.find(maxNew);
   if (found == request.knobs.end() || declared.names.count(maxNew))
     return Status::ok();
-  const std::optional<int64_t> given = program::integerKnob(request.knobs, maxNew);
+  const std::optional<int64_t> given = tools::integerKnob(request.knobs, maxNew);
   request.knobs.erase(found);
   if (!given)
     return Status::error("--max-new-tokens takes a whole number");
@@ -274,7 +274,7 @@ Status applyRequestLength(const LoadedModel &model, GenerateRequest &request) {
     return Status::error("--max-new-tokens must be at least 1, got " +
                          std::to_string(maxNewTokens));
   const bool stepsGiven = request.knobs.count(spec::kKnobSteps) > 0;
-  return program::setRequestLength(name, declared, maxNewTokens, stepsGiven, request.knobs)
+  return tools::setRequestLength(name, declared, maxNewTokens, stepsGiven, request.knobs)
       .withContext("--max-new-tokens");
 }
 

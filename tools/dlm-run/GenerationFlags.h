@@ -53,7 +53,7 @@ CommandLine walkCommandLine(
     const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag,
     std::string &error);
 
-// --max-new-tokens as the one request length of every program (program/RequestLength.h): kept
+// --max-new-tokens as the one request length of every program (tools/dlm-run/RequestLength.h): kept
 // as the knob for a program that declares max_new_tokens, made gen_length (rounded up to whole
 // blocks, steps scaled unless --steps was given) for one that denoises gen_length tokens. And
 // --gen-length on a program without gen_length is refused with what to give instead. `model`'s

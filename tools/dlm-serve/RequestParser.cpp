@@ -364,7 +364,7 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   samplingKnob(body, "temperature", std::nullopt, *policy, request.knobs);
   samplingKnob(body, "top_p", 1.0, *policy, request.knobs);
 
-  // max_tokens -> the policy's length knobs (program/RequestLength.h, as dlm-run's
+  // max_tokens -> the policy's length knobs (tools/dlm-run/RequestLength.h, as dlm-run's
   // --max-new-tokens).
   const char *maxField = "max_tokens";
   if (endpoint == Endpoint::chatCompletions && isNull(body, maxField) &&
@@ -372,8 +372,8 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
     maxField = "max_completion_tokens";
   const std::string genLength(spec::kKnobGenLength), maxNew(spec::kKnobMaxNewTokens);
   auto knobOrDefault = [&](const std::string &name) {
-    std::optional<int64_t> value = program::integerKnob(request.knobs, name);
-    return value ? value : program::integerKnob(policy->knobs.values, name);
+    std::optional<int64_t> value = tools::integerKnob(request.knobs, name);
+    return value ? value : tools::integerKnob(policy->knobs.values, name);
   };
   if (!isNull(body, maxField)) {
     const int64_t maxTokens = integerField(body[maxField], maxField);
@@ -383,7 +383,7 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
              maxField);
     parsed.maxTokens = maxTokens;
     if (Status status =
-            program::setRequestLength(policy->name, policy->knobs, maxTokens, stepsGiven,
+            tools::setRequestLength(policy->name, policy->knobs, maxTokens, stepsGiven,
                                       request.knobs);
         !status.isOk())
       refuse(std::string("'") + maxField + "': " + status.message(), maxField);

@@ -6,7 +6,7 @@
 //   - `messages` (chat): rendered with the artifact's chat template (LoadedModel::encodeChat:
 //     user text never becomes a special token); no template is a 400 naming it.
 //   - `max_tokens` (chat: also `max_completion_tokens`) sets the length knob of the policy as
-//     dlm-run's --max-new-tokens does (program::setRequestLength):
+//     dlm-run's --max-new-tokens does (tools::setRequestLength):
 //     gen_length, or max_new_tokens for the programs that have that instead. A diffusion
 //     policy's gen_length must be a multiple of block_length, so max_tokens is rounded up to
 //     one and the output cut back to max_tokens tokens (finish_reason "length" when cut), which is

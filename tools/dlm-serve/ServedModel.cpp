@@ -59,7 +59,7 @@ ServedModel describeModel(const LoadedModel &model, std::string id) {
   for (size_t i = 0; i < programs.names().size(); ++i) {
     ServedPolicy policy;
     policy.name = programs.names()[i];
-    policy.knobs = program::declaredKnobs(programs.program(i));
+    policy.knobs = tools::declaredKnobs(programs.program(i));
     std::map<std::string, program::KnobDeclaration> declarations;
     for (const program::KnobDeclaration &knob : programs.program(i).knobs())
       declarations.emplace(knob.name, knob);

@@ -5,7 +5,7 @@
 
 #include "runtime/artifact/ArtifactFormat.h"
 #include "runtime/chat/ChatPrompt.h"
-#include "runtime/program/RequestLength.h"
+#include "tools/dlm-run/RequestLength.h"
 #include "support/Status.h"
 
 #include <functional>
@@ -23,7 +23,7 @@ struct ServedPolicy {
   std::string name;
   // The knobs the program declares, with their values when it has one (declared default or the
   // artifact's stored knob).
-  program::DeclaredKnobs knobs;
+  tools::DeclaredKnobs knobs;
   // Whether a value suits the declared knob `name` (its type, range, choices): the program's
   // own message when not. Unset: not checked before generation.
   std::function<Status(const std::string &name, const artifact::AttributeValue &value)> checkKnob;

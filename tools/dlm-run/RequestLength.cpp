@@ -1,4 +1,4 @@
-#include "runtime/program/RequestLength.h"
+#include "tools/dlm-run/RequestLength.h"
 
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/DecodeProgram.h"
@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-namespace dlm::program {
+namespace dlm::tools {
+
+using program::KnobDeclaration;
+using program::ValueType;
+
 namespace {
 
 std::optional<artifact::AttributeValue> declaredValue(const KnobDeclaration &knob) {
@@ -35,7 +39,7 @@ std::optional<int64_t> checkedMultiply(int64_t a, int64_t b) {
 
 } // namespace
 
-DeclaredKnobs declaredKnobs(const DecodeProgram &program) {
+DeclaredKnobs declaredKnobs(const program::DecodeProgram &program) {
   DeclaredKnobs declared;
   for (const KnobDeclaration &knob : program.knobs()) {
     declared.names.insert(knob.name);
@@ -111,4 +115,4 @@ Status checkGenLengthKnob(std::string_view programName, const DeclaredKnobs &pro
                        "--max-new-tokens (max_tokens in a request) sets for every program");
 }
 
-} // namespace dlm::program
+} // namespace dlm::tools

@@ -3,7 +3,8 @@
 // declares `max_new_tokens` (autoregressive, DFlash, DiffusionGemma) takes it as it is; one that
 // denoises `gen_length` tokens in blocks of `block_length` gets `gen_length` rounded up to whole
 // blocks and, unless the request set `steps` itself, `steps` scaled so that each block keeps the
-// program's default steps per block.
+// program's default steps per block. It lives with the tools, not in runtime/: the runtime runs
+// the programs' knobs as given and knows no policy's length rule.
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
@@ -16,8 +17,10 @@
 #include <string_view>
 
 namespace dlm::program {
-
 class DecodeProgram;
+}
+
+namespace dlm::tools {
 
 // What a program declares about its knobs: their names, and the values of those that have one
 // (the declared default or the artifact's stored knob).
@@ -25,7 +28,7 @@ struct DeclaredKnobs {
   std::set<std::string> names;
   artifact::Attributes values;
 };
-DeclaredKnobs declaredKnobs(const DecodeProgram &program);
+DeclaredKnobs declaredKnobs(const program::DecodeProgram &program);
 
 // An integer knob's value (a whole real counts), or nullopt.
 std::optional<int64_t> integerKnob(const artifact::Attributes &knobs, std::string_view name);
@@ -42,4 +45,4 @@ Status setRequestLength(std::string_view programName, const DeclaredKnobs &progr
 Status checkGenLengthKnob(std::string_view programName, const DeclaredKnobs &program,
                           const artifact::Attributes &knobs);
 
-} // namespace dlm::program
+} // namespace dlm::tools
