@@ -83,7 +83,7 @@ void writeText(const char *text) {
 
 void writeNumber(uint64_t value) {
   char digits[24];
-  char *end = digits + sizeof digits - 1, *p = end;
+  char *p = digits + sizeof digits - 1;
   *p = '\0';
   do
     *--p = char('0' + value % 10);

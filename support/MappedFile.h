@@ -42,7 +42,7 @@ public:
   // shrinks (dlmc reads the checkpoint in the importer, the passes and the writer): from now on,
   // a SIGBUS in a mapping outside any guardedRead, on any thread, prints
   // "<program>: error: '<path>' shrank while <program> read it ..." to stderr, removes the
-  // temporary files registered with TemporaryFileRegistry, and exits with status 1 instead of
+  // temporary files registered in support/TemporaryFiles.h, and exits with status 1 instead of
   // dying of the signal.
   static void exitOnUnguardedFault(const char *program);
 
