@@ -2,22 +2,23 @@
 """dlm-serve soaked and shaken (issue 31 item 4): mixed load for a long time, memory sampled, the
 server killed with SIGKILL halfway and restarted, and every request accounted for.
 
-    bench/serve_soak.py [--minutes 30] [--clients 8] [--checkpoint DIR] [--threads N]
-                        [--json out.json]
+    bench/serve_soak.py [--minutes 30] [--clients 8] [--kill-at 0.5] [--checkpoint DIR]
+                        [--threads N] [--json out.json]
 
 Each client sends, one after another, a random mix: streaming and not; short and long prompts;
 both decode programs of the artifact (low-confidence and entropy-bound); 10% that disconnect
 before the answer (non-streaming: the socket closed while the request runs); 10% cancelled
 mid-stream (closed after the first event). Every 10 s the server's resident memory is read from
-/proc. Halfway through, the server is killed with SIGKILL and started again on the same port.
+/proc. Halfway through (--kill-at, a fraction of the run; 0 for never), the server is killed with
+SIGKILL and started again on the same port.
 
 Reported: requests sent; answered (a 200 with one complete answer, or one [DONE]); refused with
 a named error (counted by status); abandoned on purpose (disconnects, cancellations); lost
 (a request that should have had an answer and did not: a connection error or a stream without
 [DONE]) apart from those in flight at the kill, which are reported on their own line; duplicated
 (a response id seen twice); the resident memory's slope over each server's life after its first
-minute (MiB per hour, least squares), over the whole life and its second half, against the noise
-of the samples around that line. The
+minute (MiB per hour, least squares), over the whole life, its second half and each quarter,
+against the noise of the samples around that line. The
 server's own counters (/metrics) must agree with the answers it gave before the kill.
 """
 import argparse
@@ -189,6 +190,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--kill-at", type=float, default=0.5,
+                        help="when to SIGKILL and restart the server, as a fraction of the run; "
+                             "0: never (one life, for the memory slope over the whole run)")
     parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default="")
@@ -221,7 +225,7 @@ def main():
         now = time.time()
         if now - life_start > 60:
             memory[life].append((now - life_start, server.rss_mib()))
-        if not killed and now - start > args.minutes * 30:
+        if not killed and args.kill_at > 0 and now - start > args.minutes * 60 * args.kill_at:
             before_kill = dict(tally.counts)
             metrics_before = server.metrics()
             kill["killed"] = time.time()
@@ -238,14 +242,15 @@ def main():
 
     counts = tally.counts
     lost = counts.get("lost", 0)
-    print(f"dlm-serve soak: {args.minutes:g} min, {args.clients} clients, SIGKILL + restart at "
-          f"{args.minutes / 2:g} min")
+    kill_text = (f"SIGKILL + restart at {args.minutes * args.kill_at:g} min" if args.kill_at > 0
+                 else "no SIGKILL")
+    print(f"dlm-serve soak: {args.minutes:g} min, {args.clients} clients, {kill_text}")
     print("| what | count |\n|---|---|")
     print(f"| requests sent | {sum(counts.values())} |")
     for key in sorted(counts):
         print(f"| {key} | {counts[key]} |")
     print(f"| duplicated (a response id seen twice) | {tally.duplicates} |")
-    for life_index in (0, 1):
+    for life_index in (0, 1) if killed else (0,):
         samples = memory[life_index]
         rate, noise = slope(samples)
         # The allocator's arenas and caches grow for a while and level off; a leak does not.
@@ -254,9 +259,16 @@ def main():
               f"{samples[0][1] if samples else 0:.1f} -> {samples[-1][1] if samples else 0:.1f} MiB"
               f" | slope {rate:+.1f} MiB/h (residual sd {noise:.2f} MiB); second half "
               f"{late_rate:+.1f} MiB/h (sd {late_noise:.2f}) |")
+        quarter = len(samples) // 4
+        quarters = [slope(samples[i * quarter:(i + 1) * quarter]) for i in range(4)]
+        print(f"| RSS, life {life_index + 1}, by quarters | "
+              + ", ".join(f"{rate:+.1f} MiB/h (sd {noise:.2f})" for rate, noise in quarters)
+              + " |")
     served = final_metrics.get('dlm_requests_total{outcome="success"}', 0)
     # Its success counter also counts requests whose client left once the answer was complete.
-    print(f"| the restarted server's success counter / answers since the restart | {served:.0f} / "
+    which = "the restarted server's" if killed else "the server's"
+    print(f"| {which} success counter / answers{' since the restart' if killed else ''} | "
+          f"{served:.0f} / "
           f"{counts.get('answered', 0) - before_kill.get('answered', 0)} |")
     print(f"| exit status after SIGTERM | {exit_status} |")
     for error in tally.errors:
