@@ -1,5 +1,6 @@
 #include "support/MappedFile.h"
 
+#include "support/SignalSafeSlots.h"
 #include "support/TemporaryFiles.h"
 
 #include <algorithm>
@@ -29,41 +30,27 @@ struct ReadGuard {
 thread_local ReadGuard *activeGuard = nullptr;
 struct sigaction previousSigbus;
 
-// The live mappings, so that a fault no guarded read catches can still name its file: fixed
-// slots, written before the mapping is handed out and read by the signal handler without
-// allocating or locking. A slot is free (0), being written or cleared (1), or in use (2).
-struct MappingSlot {
-  std::atomic<int> state{0};
-  const uint8_t *begin = nullptr;
-  size_t size = 0;
+// The live mappings, so that a fault no guarded read catches can still name its file: written
+// before the mapping is handed out, read by the signal handler.
+struct LiveMapping {
+  const uint8_t *begin;
+  size_t size;
   char path[1024];
 };
-MappingSlot mappingSlots[256];
+SignalSafeSlots<LiveMapping, 256> liveMappings;
 
 void rememberMapping(const uint8_t *begin, size_t size, const std::string &path) {
-  for (MappingSlot &slot : mappingSlots) {
-    int expected = 0;
-    if (!slot.state.compare_exchange_strong(expected, 1))
-      continue;
-    slot.begin = begin;
-    slot.size = size;
+  liveMappings.add([&](LiveMapping &mapping) {
+    mapping.begin = begin;
+    mapping.size = size;
     // A path too long for the slot keeps its end, which names the file.
-    const size_t keep = std::min(path.size(), sizeof slot.path - 1);
-    std::memcpy(slot.path, path.c_str() + path.size() - keep, keep + 1);
-    slot.state.store(2, std::memory_order_release);
-    return;
-  }
+    const size_t keep = std::min(path.size(), sizeof mapping.path - 1);
+    std::memcpy(mapping.path, path.c_str() + path.size() - keep, keep + 1);
+  });
 }
 
 void forgetMapping(const uint8_t *begin) {
-  for (MappingSlot &slot : mappingSlots) {
-    int expected = 2;
-    if (slot.state.load(std::memory_order_acquire) == 2 && slot.begin == begin &&
-        slot.state.compare_exchange_strong(expected, 1)) {
-      slot.state.store(0, std::memory_order_release);
-      return;
-    }
-  }
+  liveMappings.remove([&](const LiveMapping &mapping) { return mapping.begin == begin; });
 }
 
 // Set by exitOnUnguardedFault: the program name its error message starts with.
@@ -97,23 +84,22 @@ void exitOnMappingFault(const uint8_t *address) {
   const char *program = exitingProgram.load();
   if (!program)
     return;
-  for (const MappingSlot &slot : mappingSlots) {
-    if (slot.state.load(std::memory_order_acquire) != 2 || address < slot.begin ||
-        address >= slot.begin + slot.size)
-      continue;
+  liveMappings.forEach([&](const LiveMapping &mapping) {
+    if (address < mapping.begin || address >= mapping.begin + mapping.size)
+      return;
     writeText(program);
     writeText(": error: '");
-    writeText(slot.path);
+    writeText(mapping.path);
     writeText("' shrank while ");
     writeText(program);
     writeText(" read it (truncated or rewritten in place by another program): byte ");
-    writeNumber(uint64_t(address - slot.begin));
+    writeNumber(uint64_t(address - mapping.begin));
     writeText(" of the ");
-    writeNumber(slot.size);
+    writeNumber(mapping.size);
     writeText(" mapped can no longer be read; nothing was written\n");
     removeTemporaryFiles();
     ::_exit(1);
-  }
+  });
 }
 
 // SIGBUS in the mapping of one of this thread's guarded reads returns to that guardedRead (the

@@ -115,34 +115,6 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const LoadedM
 
 namespace {
 
-// Length of the longest prefix of `bytes` that does not end inside a UTF-8 character.
-size_t completeUtf8Prefix(const std::string &bytes) {
-  const size_t size = bytes.size();
-  for (size_t back = 1; back <= 4 && back <= size; ++back) {
-    const unsigned char c = static_cast<unsigned char>(bytes[size - back]);
-    if ((c & 0xC0) == 0x80)
-      continue; // continuation byte: keep looking for the lead
-    size_t need = c < 0x80           ? 1
-                  : (c >> 5) == 0x6  ? 2
-                  : (c >> 4) == 0xE  ? 3
-                  : (c >> 3) == 0x1E ? 4
-                                     : 1;
-    return need > back ? size - back : size;
-  }
-  return size;
-}
-
-// Hugging Face's decode skips ids that name no token (a vocabulary padded past the tokenizer's);
-// the runtime tokenizer rejects them, so they are dropped first.
-std::vector<int32_t> knownIds(const Tokenizer &tokenizer, const int32_t *ids, int64_t count) {
-  std::vector<int32_t> known;
-  known.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    if (ids[i] >= 0 && ids[i] < tokenizer.vocabSize() && tokenizer.idToToken(ids[i]))
-      known.push_back(ids[i]);
-  return known;
-}
-
 // Turns committed ids into text as it becomes complete, for streaming.
 class TextStream {
 public:
@@ -151,14 +123,12 @@ public:
   std::string push(const int32_t *ids, int64_t count, bool last) {
     if (!tokenizer_)
       return {};
-    const std::vector<int32_t> known = knownIds(*tokenizer_, ids, count);
-    ids_.insert(ids_.end(), known.begin(), known.end());
+    ids_.insert(ids_.end(), ids, ids + count);
     // The last push takes the final text, which may repair what was held back.
-    StatusOr<std::string> bytes = last ? tokenizer_->decode(ids_, /*skipSpecialTokens=*/true)
-                                       : tokenizer_->decodeBytes(ids_, /*skipSpecialTokens=*/true);
+    StatusOr<std::string> bytes = tokenizer_->decodeGenerated(ids_, last);
     if (!bytes || bytes->size() < emitted_)
       return {};
-    const size_t ready = last ? bytes->size() : completeUtf8Prefix(*bytes);
+    const size_t ready = last ? bytes->size() : Tokenizer::streamableLength(*bytes);
     if (ready <= emitted_)
       return {};
     std::string text = bytes->substr(emitted_, ready - emitted_);
@@ -285,10 +255,7 @@ StatusOr<GenerateResult> Session::generateOn(sampling::DecodeModel &model,
   result.firstLogitRows = outcome->firstLogitRows;
   result.vocabSize = model.vocabSize();
   if (const Tokenizer *tokenizer = model_->tokenizer()) {
-    StatusOr<std::string> text =
-        tokenizer->decode(knownIds(*tokenizer, result.outputIds.data(),
-                                   static_cast<int64_t>(result.outputIds.size())),
-                          /*skipSpecialTokens=*/true);
+    StatusOr<std::string> text = tokenizer->decodeGenerated(result.outputIds, /*final=*/true);
     if (!text)
       return text.status().withContext("decoding the output");
     result.text = std::move(*text);

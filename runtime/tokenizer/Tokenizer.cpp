@@ -192,6 +192,21 @@ StatusOr<std::string> Tokenizer::decode(const std::vector<int32_t> &ids,
   return impl_->decode(ids, skipSpecialTokens, /*keepCutCharacter=*/false, vocabSize());
 }
 
+StatusOr<std::string> Tokenizer::decodeGenerated(const std::vector<int32_t> &ids,
+                                                 bool final) const {
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (int32_t id : ids)
+    if (id >= 0 && id < vocabSize() && idToToken(id))
+      known.push_back(id);
+  return final ? decode(known, /*skipSpecialTokens=*/true)
+               : decodeBytes(known, /*skipSpecialTokens=*/true);
+}
+
+size_t Tokenizer::streamableLength(std::string_view text) {
+  return text.size() - tokenizer::cutCharacterLength(text);
+}
+
 std::optional<int32_t> Tokenizer::tokenToId(std::string_view token) const {
   if (std::optional<int32_t> id = impl_->addedVocabulary.findByContent(token))
     return id;

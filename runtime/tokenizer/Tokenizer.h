@@ -60,6 +60,13 @@ public:
   // ids so far, emits text up to the last complete character, and ends with decode().
   StatusOr<std::string> decodeBytes(const std::vector<int32_t> &ids,
                                     bool skipSpecialTokens = false) const;
+  // Generated ids as a user reads them: special tokens skipped and ids that name no token (a
+  // vocabulary padded past the tokenizer's) left out, as Hugging Face's decode skips them.
+  // `final`: decode(); otherwise decodeBytes(), of which streamableLength() bytes may go out.
+  StatusOr<std::string> decodeGenerated(const std::vector<int32_t> &ids, bool final) const;
+  // The length of decodeBytes()'s text that is final: all of it but a character cut short at
+  // its end.
+  static size_t streamableLength(std::string_view text);
 
   // Vocabulary lookups cover the model's vocabulary and the added tokens.
   std::optional<int32_t> tokenToId(std::string_view token) const;

@@ -1,10 +1,11 @@
-// Committed ids as the client's text (tools/dlm-serve/OutputText.h), with the demo model's
-// tokenizer: pieces concatenate to the whole decode, EOS / max_tokens / stop strings end it.
-#include "tools/dlm-serve/OutputText.h"
+// Committed ids as the user's text (tools/dlm-run/OutputText.h, dlm-serve's and dlm-run's), with
+// the demo model's tokenizer: pieces concatenate to the whole decode, EOS / max_tokens / stop
+// strings end it.
+#include "tools/dlm-run/OutputText.h"
 
 #include <gtest/gtest.h>
 
-namespace dlm::serve {
+namespace dlm::tools {
 namespace {
 
 const Tokenizer &demoTokenizer() {
@@ -89,14 +90,5 @@ TEST(OutputText, NothingEmittedThatMightBeAStopString) {
   EXPECT_EQ(output.reason(), FinishReason::length);
 }
 
-TEST(OutputText, CompleteUtf8Prefix) {
-  EXPECT_EQ(completeUtf8Prefix("abc"), 3u);
-  EXPECT_EQ(completeUtf8Prefix("a\xC3\xA9"), 3u);   // é complete
-  EXPECT_EQ(completeUtf8Prefix("a\xC3"), 1u);       // é cut
-  EXPECT_EQ(completeUtf8Prefix("a\xE2\x82"), 1u);   // € cut
-  EXPECT_EQ(completeUtf8Prefix("a\xE2\x82\xAC"), 4u);
-  EXPECT_EQ(completeUtf8Prefix(""), 0u);
-}
-
 } // namespace
-} // namespace dlm::serve
+} // namespace dlm::tools

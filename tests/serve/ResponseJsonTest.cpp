@@ -11,7 +11,7 @@ ResponseIdentity identity(Endpoint endpoint) {
 }
 
 TEST(ResponseJson, Completion) {
-  nlohmann::json json = completionJson(identity(Endpoint::completions), "hi", FinishReason::length,
+  nlohmann::json json = completionJson(identity(Endpoint::completions), "hi", tools::FinishReason::length,
                                        {3, 2});
   EXPECT_EQ(json["object"], "text_completion");
   EXPECT_EQ(json["model"], "demo");
@@ -22,7 +22,7 @@ TEST(ResponseJson, Completion) {
 
 TEST(ResponseJson, ChatCompletion) {
   nlohmann::json json = completionJson(identity(Endpoint::chatCompletions), "hi",
-                                       FinishReason::stop, {3, 2});
+                                       tools::FinishReason::stop, {3, 2});
   EXPECT_EQ(json["object"], "chat.completion");
   EXPECT_EQ(json["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(json["choices"][0]["message"]["content"], "hi");
@@ -31,17 +31,17 @@ TEST(ResponseJson, ChatCompletion) {
 
 TEST(ResponseJson, Chunks) {
   nlohmann::json chunk =
-      chunkJson(identity(Endpoint::completions), "a", false, FinishReason::none, false);
+      chunkJson(identity(Endpoint::completions), "a", false, tools::FinishReason::none, false);
   EXPECT_EQ(chunk["object"], "text_completion");
   EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
   EXPECT_FALSE(chunk.contains("usage"));
   nlohmann::json first =
-      chunkJson(identity(Endpoint::chatCompletions), "", true, FinishReason::none, true);
+      chunkJson(identity(Endpoint::chatCompletions), "", true, tools::FinishReason::none, true);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(first["usage"].is_null());
   nlohmann::json last =
-      chunkJson(identity(Endpoint::chatCompletions), "", false, FinishReason::stop, false);
+      chunkJson(identity(Endpoint::chatCompletions), "", false, tools::FinishReason::stop, false);
   EXPECT_TRUE(last["choices"][0]["delta"].empty());
   EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
   nlohmann::json usage = usageChunkJson(identity(Endpoint::chatCompletions), {4, 6});

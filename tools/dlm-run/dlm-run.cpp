@@ -17,17 +17,21 @@
 // a system message when --system is given, with add_generation_prompt, and generates from it;
 // control tokens in the messages are encoded as text (ChatPrompt.h).
 // Knobs not given come from the artifact's decoding program. --json prints one object instead of
-// streaming: prompt_ids, output_ids (prompt excluded, up to and including the first EOS), text,
-// forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
+// streaming: prompt_ids, output_ids (prompt excluded, up to and including the first EOS, at most
+// --max-new-tokens), text, finish_reason (stop: an EOS; length), generated_tokens (what the
+// program generated: whole blocks for a block program), forwards, seconds and more. --dump-logits writes the first decoded forward's logits as float32
 // .npy [tokens fed, vocab_size]. --decoder-input-ids starts the first canvas from these tokens
 // instead of noise (to replay a reference run, e.g. transformers' DiffusionGemma). --score also reports the output's mean negative log-likelihood
 // under the model, read left to right (Session::score; one forward per output token, not
 // counted in the generation's figures). Generated weights (dlmc compile --random-parameters) are
 // said so on stderr and in --json (random_weights, random_seed). Bad arguments: a message and exit
 // status 2; a failed generation: exit status 1.
+#include "runtime/model/ModelSpec.h"
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/OutputText.h"
 #include "tools/dlm-run/RandomWeights.h"
+#include "tools/dlm-run/RequestLength.h"
 
 #include <nlohmann/json.hpp>
 
@@ -191,6 +195,9 @@ int main(int argc, char **argv) {
     }
     options.request.promptIds = std::move(*ids);
   }
+  // A block program generates whole blocks; the output keeps the first --max-new-tokens of them.
+  const int64_t maxNewTokens =
+      dlm::tools::integerKnob(options.request.knobs, dlm::spec::kKnobMaxNewTokens).value_or(-1);
   if (dlm::Status length = dlm::tools::applyRequestLength(**model, options.request);
       !length.isOk()) {
     std::cerr << "dlm-run: " << length.message() << "\n";
@@ -203,26 +210,27 @@ int main(int argc, char **argv) {
     return kFailed;
   }
 
-  dlm::StreamCallback stream;
+  const dlm::LoadedModel &loaded = **model;
+  dlm::tools::OutputText output(
+      loaded.tokenizer(), [&loaded](int32_t id) { return loaded.tokenFacts().isEos(id); },
+      maxNewTokens, {});
   // The tokens of each committed block, in order: a speculative decoder's tokens per verify.
   std::vector<int64_t> blockLengths;
-  if (options.json) {
-    stream = [&blockLengths](const dlm::StreamedBlock &block) {
-      blockLengths.push_back(block.count);
-    };
-  } else {
-    // Without a tokenizer there is no text: stream the ids instead.
-    const bool haveTokenizer = (*model)->tokenizer() != nullptr;
-    stream = [haveTokenizer](const dlm::StreamedBlock &block) {
-      if (haveTokenizer) {
-        std::fwrite(block.text.data(), 1, block.text.size(), stdout);
-      } else {
-        for (int64_t i = 0; i < block.count; ++i)
-          std::printf("%s%d", block.index == 0 && i == 0 ? "" : " ", block.ids[i]);
-      }
-      std::fflush(stdout);
-    };
-  }
+  dlm::StreamCallback stream = [&](const dlm::StreamedBlock &block) {
+    blockLengths.push_back(block.count);
+    const int64_t before = output.completionTokens();
+    const std::string text = output.push(block.ids, block.count);
+    if (options.json)
+      return;
+    if (loaded.tokenizer()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } else {
+      // Without a tokenizer there is no text: stream the ids instead.
+      for (int64_t i = before; i < output.completionTokens(); ++i)
+        std::printf("%s%d", i == 0 ? "" : " ", output.ids()[static_cast<size_t>(i)]);
+    }
+    std::fflush(stdout);
+  };
   dlm::StatusOr<dlm::GenerateResult> result = (*session)->generate(options.request, stream);
   if (!result) {
     if (!options.json)
@@ -232,6 +240,14 @@ int main(int argc, char **argv) {
     return kBadArguments;
   }
 
+  // The rest of the text (a character cut short or a tail held back), and the output as kept.
+  const std::string tail = output.finish();
+  if (!options.json)
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+  const std::vector<int32_t> &outputIds = output.ids();
+  // A block program generates whole blocks: what --max-new-tokens left out of the output.
+  const bool cut = static_cast<int64_t>(outputIds.size()) < result->stats.generatedTokens;
+
   if (!options.dumpLogits.empty() && !writeNpy(options.dumpLogits, result->firstLogits,
                                                result->firstLogitRows, result->vocabSize)) {
     std::cerr << "dlm-run: cannot write " << options.dumpLogits << "\n";
@@ -240,9 +256,9 @@ int main(int argc, char **argv) {
 
   // The output's likelihood under the model, after the generation so its forwards are not counted.
   std::optional<dlm::ScoreResult> score;
-  if (options.score && !result->outputIds.empty()) {
+  if (options.score && !outputIds.empty()) {
     dlm::StatusOr<dlm::ScoreResult> scored =
-        (*session)->score(result->promptIds, result->outputIds);
+        (*session)->score(result->promptIds, outputIds);
     if (!scored) {
       std::cerr << "dlm-run: --score: " << scored.status().message() << "\n";
       return kFailed;
@@ -258,8 +274,10 @@ int main(int argc, char **argv) {
   if (options.json) {
     Json out;
     out["prompt_ids"] = result->promptIds;
-    out["output_ids"] = result->outputIds;
-    out["text"] = result->text;
+    out["output_ids"] = outputIds;
+    out["text"] = output.text();
+    out["finish_reason"] = dlm::tools::finishReasonName(output.reason());
+    out["generated_tokens"] = result->stats.generatedTokens;
     out["forwards"] = stats.forwards;
     out["seconds"] = stats.seconds;
     out["decode_steps"] = stats.decodeSteps;
@@ -290,6 +308,9 @@ int main(int argc, char **argv) {
                  stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
                  stats.tokensPerForward(), stepsPerBlock, result->policy.c_str(),
                  dlm::sampling::cacheModeName(options.request.cache));
+    if (cut)
+      std::fprintf(stderr, "[dlm-run] the output keeps the first %zu (--max-new-tokens)\n",
+                   outputIds.size());
     if (score)
       std::fprintf(stderr,
                    "[dlm-run] output NLL %.3f nats/token (perplexity %.2f) over %lld tokens, "

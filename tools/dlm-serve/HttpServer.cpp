@@ -1,7 +1,7 @@
 #include "tools/dlm-serve/HttpServer.h"
 
 #include "tools/dlm-serve/ApiError.h"
-#include "tools/dlm-serve/OutputText.h"
+#include "tools/dlm-run/OutputText.h"
 #include "tools/dlm-serve/RequestParser.h"
 #include "tools/dlm-serve/ResponseJson.h"
 
@@ -424,7 +424,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
   identity.created = unixSeconds();
   identity.model = model.id;
   const LoadedModel &loaded = engine.model();
-  OutputText output(
+  tools::OutputText output(
       loaded.tokenizer(), [&loaded](int32_t id) { return loaded.tokenFacts().isEos(id); },
       parsed.maxTokens, parsed.stop);
   Usage usage;
@@ -507,7 +507,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
   bool firstChunk = true;
   // Chat streams open with the role.
   if (endpoint == Endpoint::chatCompletions) {
-    write(sseEvent(chunkJson(identity, "", true, FinishReason::none, parsed.includeUsage)));
+    write(sseEvent(chunkJson(identity, "", true, tools::FinishReason::none, parsed.includeUsage)));
     firstChunk = false;
   }
   while (have && !gone) {
@@ -515,7 +515,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const HttpRequest &req, Respo
     if (output.finished())
       generation->cancel = true;
     if (!delta.empty()) {
-      write(sseEvent(chunkJson(identity, delta, firstChunk, FinishReason::none,
+      write(sseEvent(chunkJson(identity, delta, firstChunk, tools::FinishReason::none,
                                parsed.includeUsage)));
       firstChunk = false;
     }

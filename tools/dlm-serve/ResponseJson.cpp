@@ -6,8 +6,8 @@ using Json = nlohmann::json;
 
 namespace {
 
-Json finishJson(FinishReason reason) {
-  return reason == FinishReason::none ? Json() : Json(finishReasonName(reason));
+Json finishJson(tools::FinishReason reason) {
+  return reason == tools::FinishReason::none ? Json() : Json(tools::finishReasonName(reason));
 }
 
 Json header(const ResponseIdentity &identity, const char *object) {
@@ -25,7 +25,7 @@ Json usageJson(const Usage &usage) {
           {"total_tokens", usage.promptTokens + usage.completionTokens}};
 }
 
-Json completionJson(const ResponseIdentity &identity, const std::string &text, FinishReason reason,
+Json completionJson(const ResponseIdentity &identity, const std::string &text, tools::FinishReason reason,
                     const Usage &usage) {
   const bool chat = identity.endpoint == Endpoint::chatCompletions;
   Json response = header(identity, chat ? "chat.completion" : "text_completion");
@@ -42,7 +42,7 @@ Json completionJson(const ResponseIdentity &identity, const std::string &text, F
 }
 
 Json chunkJson(const ResponseIdentity &identity, const std::string &text, bool first,
-               FinishReason reason, bool includeUsage) {
+               tools::FinishReason reason, bool includeUsage) {
   const bool chat = identity.endpoint == Endpoint::chatCompletions;
   Json chunk = header(identity, chat ? "chat.completion.chunk" : "text_completion");
   Json choice = {{"index", 0}};

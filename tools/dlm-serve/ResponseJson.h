@@ -3,7 +3,7 @@
 // the model list, and server-sent-event framing.
 #pragma once
 
-#include "tools/dlm-serve/OutputText.h"
+#include "tools/dlm-run/OutputText.h"
 #include "tools/dlm-serve/RequestParser.h"
 
 #include <nlohmann/json.hpp>
@@ -29,12 +29,12 @@ nlohmann::json usageJson(const Usage &usage);
 
 // The whole response of a non-streaming request.
 nlohmann::json completionJson(const ResponseIdentity &identity, const std::string &text,
-                              FinishReason reason, const Usage &usage);
+                              tools::FinishReason reason, const Usage &usage);
 
 // One stream chunk: `text` as the delta (chat: the first chunk, `first`, also carries the
 // role), `reason` none until the last. With include_usage every chunk has "usage": null.
 nlohmann::json chunkJson(const ResponseIdentity &identity, const std::string &text, bool first,
-                         FinishReason reason, bool includeUsage);
+                         tools::FinishReason reason, bool includeUsage);
 // The chunk after the last when include_usage: no choices, the usage.
 nlohmann::json usageChunkJson(const ResponseIdentity &identity, const Usage &usage);
 

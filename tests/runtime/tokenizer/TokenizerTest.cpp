@@ -271,6 +271,22 @@ TEST(TokenizerDecode, RejectsIdsWithoutToken) {
   EXPECT_FALSE(tokenizer.decode({-1}).isOk());
 }
 
+TEST(TokenizerDecode, GeneratedIdsSkipSpecialAndUnknownIds) {
+  Json config = byteLevelTokenizer({{"a", "b"}});
+  config["added_tokens"] = Json::array({addedToken(257, "<|end|>", true)});
+  Tokenizer tokenizer = load(config);
+  // 900 and -1: rows of an embedding padded past the vocabulary, which have no text.
+  EXPECT_EQ(*tokenizer.decodeGenerated({256, 257, 900, -1, 256}, /*final=*/true), "abab");
+  // Streaming: the first two bytes of € are kept raw, and only "ab" is final.
+  const Ids euro = tokenizer.encode("€");
+  ASSERT_EQ(euro.size(), 3u);
+  const std::string bytes = *tokenizer.decodeGenerated({256, euro[0], euro[1]}, /*final=*/false);
+  EXPECT_EQ(bytes, "ab\xE2\x82");
+  EXPECT_EQ(Tokenizer::streamableLength(bytes), 2u);
+  EXPECT_EQ(Tokenizer::streamableLength("ab\xE2\x82\xAC"), 5u);
+  EXPECT_EQ(*tokenizer.decodeGenerated({256, euro[0], euro[1]}, /*final=*/true), "ab\xEF\xBF\xBD");
+}
+
 TEST(TokenizerThreads, ConcurrentEncodesAgree) {
   Tokenizer tokenizer = load(byteLevelTokenizer({{"a", "b"}, {"ab", "c"}, {" ", "ab"}}));
   std::string text;

@@ -1,7 +1,9 @@
-// Committed ids as the text a client receives, for streaming and non-streaming alike (so the
-// chunks of a stream concatenate to the non-streamed text): decoded as the ids come, up to the
-// first EOS, at most maxTokens ids, cut before the first stop string. Text goes out only once
-// it is final: whole UTF-8 characters, and not a tail that could still become a stop string.
+// Committed ids as the text a user receives (dlm-serve's responses, dlm-run's output), streamed
+// or not (so the chunks of a stream concatenate to the whole text): decoded as the ids come, up
+// to the first EOS, at most maxTokens ids (a block program generates whole blocks, and
+// --max-new-tokens / max_tokens keep the first N), cut before the first stop string. Text goes
+// out only once it is final: whole UTF-8 characters, and not a tail that could still become a
+// stop string.
 #pragma once
 
 #include "runtime/tokenizer/Tokenizer.h"
@@ -11,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace dlm::serve {
+namespace dlm::tools {
 
 enum class FinishReason { none, stop, length };
 const char *finishReasonName(FinishReason reason);
@@ -34,6 +36,7 @@ public:
   FinishReason reason() const { return reason_; }
   // The ids kept (an EOS included; those after a stop string too).
   int64_t completionTokens() const { return static_cast<int64_t>(ids_.size()); }
+  const std::vector<int32_t> &ids() const { return ids_; }
   const std::string &text() const { return emittedText_; }
 
 private:
@@ -54,7 +57,4 @@ private:
   bool done_ = false;
 };
 
-// The length of the longest prefix of `text` that does not end inside a UTF-8 character.
-size_t completeUtf8Prefix(const std::string &text);
-
-} // namespace dlm::serve
+} // namespace dlm::tools

@@ -1,6 +1,6 @@
-#include "tools/dlm-serve/OutputText.h"
+#include "tools/dlm-run/OutputText.h"
 
-namespace dlm::serve {
+namespace dlm::tools {
 
 const char *finishReasonName(FinishReason reason) {
   switch (reason) {
@@ -14,32 +14,6 @@ const char *finishReasonName(FinishReason reason) {
   return "";
 }
 
-size_t completeUtf8Prefix(const std::string &text) {
-  // Walk back over at most 3 continuation bytes to the last lead byte.
-  size_t end = text.size();
-  size_t i = end;
-  int continuation = 0;
-  while (i > 0 && continuation < 4) {
-    const unsigned char byte = static_cast<unsigned char>(text[i - 1]);
-    if ((byte & 0xC0) != 0x80)
-      break;
-    --i;
-    ++continuation;
-  }
-  if (i == 0)
-    return continuation ? 0 : end;
-  const unsigned char lead = static_cast<unsigned char>(text[i - 1]);
-  size_t need = 1;
-  if ((lead & 0xE0) == 0xC0)
-    need = 2;
-  else if ((lead & 0xF0) == 0xE0)
-    need = 3;
-  else if ((lead & 0xF8) == 0xF0)
-    need = 4;
-  const size_t have = static_cast<size_t>(continuation) + 1;
-  return have >= need ? end : i - 1;
-}
-
 OutputText::OutputText(const Tokenizer *tokenizer, std::function<bool(int32_t)> isEos,
                        int64_t maxTokens, std::vector<std::string> stop)
     : tokenizer_(tokenizer), isEos_(std::move(isEos)), maxTokens_(maxTokens),
@@ -51,14 +25,7 @@ OutputText::OutputText(const Tokenizer *tokenizer, std::function<bool(int32_t)> 
 std::string OutputText::decoded(bool final) const {
   if (!tokenizer_)
     return "";
-  // Ids the tokenizer does not know (embedding rows past the vocabulary) have no text.
-  std::vector<int32_t> known;
-  known.reserve(ids_.size());
-  for (int32_t id : ids_)
-    if (id >= 0 && id < tokenizer_->vocabSize() && tokenizer_->idToToken(id))
-      known.push_back(id);
-  StatusOr<std::string> text = final ? tokenizer_->decode(known, /*skipSpecialTokens=*/true)
-                                     : tokenizer_->decodeBytes(known, /*skipSpecialTokens=*/true);
+  StatusOr<std::string> text = tokenizer_->decodeGenerated(ids_, final);
   return text ? std::move(*text) : std::string();
 }
 
@@ -114,10 +81,10 @@ std::string OutputText::push(const int32_t *ids, int64_t count) {
     done_ = true;
     return emitUpTo(text, text.size());
   }
-  size_t limit = completeUtf8Prefix(text);
+  size_t limit = Tokenizer::streamableLength(text);
   if (longestStop_ > 1)
     limit = limit >= longestStop_ - 1 ? limit - (longestStop_ - 1) : 0;
-  limit = completeUtf8Prefix(text.substr(0, limit));
+  limit = Tokenizer::streamableLength(std::string_view(text).substr(0, limit));
   return emitUpTo(text, limit);
 }
 
@@ -135,4 +102,4 @@ std::string OutputText::finish() {
   return emitUpTo(text, text.size());
 }
 
-} // namespace dlm::serve
+} // namespace dlm::tools
