@@ -88,7 +88,7 @@ struct ModelConfig {
   bool operator!=(const ModelConfig &other) const { return !(*this == other); }
 };
 
-// One record of a decode program (runtime/program/DecodeProgramSpec.h is the contract).
+// One record of a decode program (runtime/schema/DecodeOps.td is the contract).
 struct DecodeOp {
   std::string kind;
   // A loop's profile label, the knob a `knob` record declares; may be empty.

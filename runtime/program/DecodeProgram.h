@@ -1,4 +1,4 @@
-// A decoding policy as decode records (the contract: runtime/program/DecodeProgramSpec.h), their
+// A decoding policy as decode records (the contract: runtime/schema/DecodeOps.td), their
 // text notation, and the loaded form the interpreter (DecodeInterpreter.h) runs: register names
 // resolved to slots, knob and fact references to indices, types checked, and the jump targets of
 // block_loop / denoise_loop / if / else / end precomputed, so that no step looks up a string.

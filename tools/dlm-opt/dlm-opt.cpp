@@ -1,4 +1,6 @@
-// dlm-opt: mlir-opt with the dlm dialect and passes, for tests and for inspecting IR.
+// dlm-opt: mlir-opt with the dlm and decode dialects and dlm's passes, for tests and for
+// inspecting IR.
+#include "compiler/dialects/decode/DecodeDialect.h"
 #include "compiler/dialects/dlm/DlmDialect.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/pipeline/CompilePipeline.h"
@@ -13,7 +15,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<dlm::ir::DlmDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+  registry.insert<dlm::ir::DlmDialect, dlm::decode::DecodeDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   dlm::registerDlmPasses();
   dlm::pipeline::registerCompilePipeline();
