@@ -61,67 +61,8 @@ std::string_view DecodeProgram::recordKind(size_t index) const {
 
 namespace {
 
-struct OpEntry {
-  std::string_view kind;
-  OpKind op;
-};
-
-constexpr OpEntry kOps[] = {
-    {dspec::kKindSet, OpKind::set},
-    {dspec::kKindAdd, OpKind::add},
-    {dspec::kKindSub, OpKind::sub},
-    {dspec::kKindMul, OpKind::mul},
-    {dspec::kKindDiv, OpKind::div},
-    {dspec::kKindRem, OpKind::rem},
-    {dspec::kKindMin, OpKind::min},
-    {dspec::kKindMax, OpKind::max},
-    {dspec::kKindLt, OpKind::lt},
-    {dspec::kKindLe, OpKind::le},
-    {dspec::kKindGt, OpKind::gt},
-    {dspec::kKindGe, OpKind::ge},
-    {dspec::kKindEq, OpKind::eq},
-    {dspec::kKindNe, OpKind::ne},
-    {dspec::kKindAnd, OpKind::logicalAnd},
-    {dspec::kKindOr, OpKind::logicalOr},
-    {dspec::kKindNot, OpKind::logicalNot},
-    {dspec::kKindSelect, OpKind::select},
-    {dspec::kKindToReal, OpKind::toReal},
-    {dspec::kKindDefined, OpKind::defined},
-    {dspec::kKindCheck, OpKind::check},
-    {dspec::kKindReserve, OpKind::reserve},
-    {dspec::kKindSeqExtend, OpKind::seqExtend},
-    {dspec::kKindWindow, OpKind::window},
-    {dspec::kKindCountEq, OpKind::countEq},
-    {dspec::kKindTransferSchedule, OpKind::transferSchedule},
-    {dspec::kKindListAt, OpKind::listAt},
-    {dspec::kKindFillRow, OpKind::fillRow},
-    {dspec::kKindCreditReset, OpKind::creditReset},
-    {dspec::kKindForward, OpKind::forward},
-    {dspec::kKindSample, OpKind::sample},
-    {dspec::kKindCredit, OpKind::credit},
-    {dspec::kKindHoldLogits, OpKind::holdLogits},
-    {dspec::kKindDropLogits, OpKind::dropLogits},
-    {dspec::kKindTakeRows, OpKind::takeRows},
-    {dspec::kKindNarrowLogits, OpKind::narrowLogits},
-    {dspec::kKindSeqTruncate, OpKind::seqTruncate},
-    {dspec::kKindSeqWrite, OpKind::seqWrite},
-    {dspec::kKindKvTrim, OpKind::kvTrim},
-    {dspec::kKindSpecVerify, OpKind::specVerify},
-    {dspec::kKindAccept, OpKind::accept},
-    {dspec::kKindGate, OpKind::gate},
-    {dspec::kKindRenoise, OpKind::renoise},
-    {dspec::kKindCommit, OpKind::commit},
-    {dspec::kKindBlockLoop, OpKind::blockLoop},
-    {dspec::kKindDenoiseLoop, OpKind::denoiseLoop},
-    {dspec::kKindUntil, OpKind::until},
-    {dspec::kKindExitIf, OpKind::exitIf},
-    {dspec::kKindIf, OpKind::ifThen},
-    {dspec::kKindElse, OpKind::elseBranch},
-    {dspec::kKindEnd, OpKind::end},
-    {dspec::kKindFinish, OpKind::finish},
-};
 // Every kind but `knob` (a declaration, not an instruction) runs.
-static_assert(std::size(kOps) + 1 == std::size(dspec::kKinds));
+static_assert(std::size(dspec::kOpKinds) + 1 == std::size(dspec::kKinds));
 
 constexpr std::pair<std::string_view, Fact> kFacts[] = {
     {dspec::kFactMask, Fact::mask},
@@ -263,7 +204,7 @@ public:
 
 private:
   static std::string_view kindOf(OpKind op) {
-    for (const OpEntry &entry : kOps)
+    for (const dspec::OpKindName &entry : dspec::kOpKinds)
       if (entry.op == op)
         return entry.kind;
     return "?";
@@ -549,7 +490,7 @@ private:
     if (!program_.code_.empty() && program_.code_.back().op == OpKind::finish)
       return error(index, "'finish' must be the last record");
     Instruction instruction;
-    for (const OpEntry &entry : kOps)
+    for (const dspec::OpKindName &entry : dspec::kOpKinds)
       if (entry.kind == record.kind)
         instruction.op = entry.op;
     instruction.record = index;

@@ -115,6 +115,13 @@ struct Requirement {
   std::string_view needs;
 };
 
+enum class OpKind : uint8_t;
+// An instruction kind's record name and enumerator (kOpKinds).
+struct OpKindName {
+  std::string_view kind;
+  OpKind op;
+};
+
 #include "runtime/schema/DecodeRecordSpec.inc"
 
 // ---- Lookups ----------------------------------------------------------------------------------

@@ -14,6 +14,9 @@
 // with Optional... forms for the parameters a record may leave out. `requirements` name the
 // parameters a record needs when one of its literals has a given value.
 //
+// The order of the kinds below is the runtime's OpKind order, which it reads in ranges: `set` to
+// `defined` are the scalar records, `add` to `ne` the two-operand ones, `add` to `max` arithmetic.
+//
 // From this file, dlm-tblgen -gen-decode-record-spec writes the runtime's tables
 // (runtime/program/DecodeProgramSpec.h includes them), and mlir-tblgen the dialect's ops
 // (compiler/dialects/decode).
@@ -148,6 +151,10 @@ class Decode_Op<string kind, list<Trait> traits = []>
   list<Needs> requirements = [];
   // Kinds that share their parameters (the arithmetic records) name the table once.
   string paramTable = "";
+  // The runtime's OpKind enumerator, when the kind's name is a C++ keyword; 0 for a declaration
+  // (knob) that the interpreter does not run.
+  string cppKind = "";
+  bit decodeInstruction = 1;
 }
 
 // Records that open a structured range closed by `end` (block_loop, denoise_loop, and `if`,
@@ -158,8 +165,9 @@ class Decode_LoopOp<string kind, list<Trait> traits = []>
 }
 
 // A record kind that is not an op: it marks where a region ends or splits.
-class DecodeMarker<string kind> {
+class DecodeMarker<string kind, string cpp = ""> {
   string decodeKind = kind;
+  string cppKind = cpp;
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,6 +203,7 @@ def Decode_ConstantOp : Op<Decode_Dialect, "constant", [Pure, ConstantLike]> {
 
 // Declarations: the record's name is the knob's name.
 def Decode_KnobOp : Decode_Op<"knob"> {
+  let decodeInstruction = 0;
   let arguments = (ins
     Param<StrAttr, "text", "int,real,bool,text">:$type,
     OptionalParam<AnyAttr, "scalar">:$default_,
@@ -272,10 +281,11 @@ class Decode_LogicOp<string name> : Decode_Op<name> {
     Out<Decode_Boolean>:$out
   );
 }
-def Decode_AndOp : Decode_LogicOp<"and">;
-def Decode_OrOp : Decode_LogicOp<"or">;
+def Decode_AndOp : Decode_LogicOp<"and"> { let cppKind = "logicalAnd"; }
+def Decode_OrOp : Decode_LogicOp<"or"> { let cppKind = "logicalOr"; }
 
 def Decode_NotOp : Decode_Op<"not"> {
+  let cppKind = "logicalNot";
   let arguments = (ins
     In<Decode_Boolean>:$a,
     Out<Decode_Boolean>:$out
@@ -686,10 +696,11 @@ def Decode_UntilOp : Decode_ConditionOp<"until">;
 // Leaves the innermost block_loop (not from inside a denoise_loop).
 def Decode_ExitIfOp : Decode_ConditionOp<"exit_if">;
 def Decode_IfOp : Decode_ConditionOp<"if", [NoTerminator]> {
+  let cppKind = "ifThen";
   let regions = (region SizedRegion<1>:$thenRegion, AnyRegion:$elseRegion);
 }
 
-def Decode_ElseMarker : DecodeMarker<"else">;
+def Decode_ElseMarker : DecodeMarker<"else", "elseBranch">;
 def Decode_EndMarker : DecodeMarker<"end">;
 
 // output = seq[@prompt_len:] cut after the first EOS; decodeSteps = steps. Last record.

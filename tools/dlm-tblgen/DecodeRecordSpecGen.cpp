@@ -2,9 +2,12 @@
 // (runtime/program/DecodeProgramSpec.h) from their declaration, runtime/schema/DecodeOps.td.
 // For each kind: its name, its parameter table ({key, role, type, required, choices} in the
 // order of the op's arguments), the positions of its parameters and of their choices; then the
-// list of kinds and the requirements. Kinds that share a table (`paramTable`) share its names.
+// list of kinds, the requirements, and the interpreter's OpKind enum in declaration order (the
+// runtime relies on ranges of it: the scalar records, the binary ones). Kinds that share a table
+// (`paramTable`) share its names.
 #include "mlir/TableGen/GenInfo.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/TableGen/Error.h"
@@ -87,6 +90,42 @@ void emitPositions(const Record &op, llvm::raw_ostream &os) {
   os << "} // namespace " << snake(name) << "_params\n\n";
 }
 
+// The kinds the interpreter runs (ops but declarations, and the markers), in declaration order.
+std::vector<const Record *> instructions(const llvm::RecordKeeper &records) {
+  std::vector<const Record *> kinds;
+  for (const Record *op : records.getAllDerivedDefinitions("Decode_Op"))
+    if (op->getValueAsBit("decodeInstruction"))
+      kinds.push_back(op);
+  for (const Record *marker : records.getAllDerivedDefinitions("DecodeMarker"))
+    kinds.push_back(marker);
+  llvm::sort(kinds, [](const Record *a, const Record *b) { return a->getID() < b->getID(); });
+  return kinds;
+}
+
+StringRef kindOf(const Record &kind) {
+  return kind.isSubClassOf("DecodeMarker") ? kind.getValueAsString("decodeKind")
+                                           : kind.getValueAsString("opName");
+}
+
+// The OpKind enumerator: `cppKind`, or the kind in lower camel case ("seq_extend" → seqExtend).
+std::string enumeratorOf(const Record &kind) {
+  StringRef cpp = kind.getValueAsString("cppKind");
+  return cpp.empty() ? llvm::convertToCamelFromSnakeCase(kindOf(kind)) : cpp.str();
+}
+
+void emitOpKinds(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
+  const std::vector<const Record *> kinds = instructions(records);
+  os << "// ---- Instructions: the kinds the interpreter runs, in declaration order ----\n";
+  os << "enum class OpKind : uint8_t {\n";
+  for (const Record *kind : kinds)
+    os << "  " << enumeratorOf(*kind) << ",\n";
+  os << "};\n\n";
+  os << "inline constexpr OpKindName kOpKinds[] = {\n";
+  for (const Record *kind : kinds)
+    os << "    {kKind" << camel(kindOf(*kind)) << ", OpKind::" << enumeratorOf(*kind) << "},\n";
+  os << "};\n\n";
+}
+
 bool emitDecodeRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
   llvm::emitSourceFileHeader("The decode records' tables (runtime/schema/DecodeOps.td)", os,
                              records);
@@ -127,6 +166,8 @@ bool emitDecodeRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &
                           needs->getValueAsString("decodeValue"),
                           needs->getValueAsString("decodeNeeds"));
   os << "};\n\n";
+
+  emitOpKinds(records, os);
 
   os << "// ---- Positions: a loaded record keeps one operand per parameter, in its table's\n"
         "// order; a literal's choice is kept as its index ----\n";
