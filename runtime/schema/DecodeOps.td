@@ -107,37 +107,48 @@ class Decode_Input<Decode_Value value>
 // Parameters: role, contract type, whether required, closed set of values
 //===----------------------------------------------------------------------===//
 
-class Decode_Param<string role, string contractType, bit required, string choices> {
+class Decode_Param<string role, string contractType, bit required, list<string> choices> {
   string decodeRole = role;
   string decodeType = contractType;
   bit decodeRequired = required;
-  string decodeChoices = choices;
+  string decodeChoices = !interleave(choices, ",");
 }
 
-class Param<Attr attr, string contractType, string choices = "">
-    : Arg<attr>, Decode_Param<"attribute", contractType, 1, choices>;
-class OptionalParam<Attr attr, string contractType, string choices = "">
-    : Arg<OptionalAttr<attr>>, Decode_Param<"attribute", contractType, 0, choices>;
-class In<Decode_Value value, string choices = "">
+// A literal with choices is one of them (the dialect's verifier checks it; the runtime's loader
+// checks records).
+class Decode_OneOf<list<string> choices> : AttrConstraint<
+    Or<!foreach(choice, choices,
+                CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"" # choice #
+                      "\"">)>,
+    "one of " # !interleave(choices, ", ")>;
+class Decode_Choice<Attr attr, list<string> choices>
+    : ConfinedAttr<attr, !if(!empty(choices), [], [Decode_OneOf<choices>])>;
+
+class Param<Attr attr, string contractType, list<string> choices = []>
+    : Arg<Decode_Choice<attr, choices>>, Decode_Param<"attribute", contractType, 1, choices>;
+class OptionalParam<Attr attr, string contractType, list<string> choices = []>
+    : Arg<OptionalAttr<Decode_Choice<attr, choices>>>,
+      Decode_Param<"attribute", contractType, 0, choices>;
+class In<Decode_Value value, list<string> choices = []>
     : Arg<Decode_Input<value>>,
       Decode_Param<"input", value.decodeType, 1, choices>;
-class OptionalIn<Decode_Value value, string choices = "">
+class OptionalIn<Decode_Value value, list<string> choices = []>
     : Arg<Optional<Decode_Input<value>>>,
       Decode_Param<"input", value.decodeType, 0, choices>;
 class InOut<Decode_Value value>
-    : Arg<Decode_RegisterOf<value>>, Decode_Param<"inout", value.decodeType, 1, "">;
+    : Arg<Decode_RegisterOf<value>>, Decode_Param<"inout", value.decodeType, 1, []>;
 class OptionalInOut<Decode_Value value>
-    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"inout", value.decodeType, 0, "">;
+    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"inout", value.decodeType, 0, []>;
 class Out<Decode_Value value>
-    : Arg<Decode_RegisterOf<value>>, Decode_Param<"result", value.decodeType, 1, "">;
+    : Arg<Decode_RegisterOf<value>>, Decode_Param<"result", value.decodeType, 1, []>;
 class OptionalOut<Decode_Value value>
-    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"result", value.decodeType, 0, "">;
+    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"result", value.decodeType, 0, []>;
 
-// A record with `when` = `value` needs each of `needs` (comma-separated).
-class Needs<string when, string value, string needs> {
+// A record with `when` = `value` needs each of `needs`.
+class Needs<string when, string value, list<string> needs> {
   string decodeWhen = when;
   string decodeValue = value;
-  string decodeNeeds = needs;
+  string decodeNeeds = !interleave(needs, ",");
 }
 
 //===----------------------------------------------------------------------===//
@@ -205,7 +216,7 @@ def Decode_ConstantOp : Op<Decode_Dialect, "constant", [Pure, ConstantLike]> {
 def Decode_KnobOp : Decode_Op<"knob"> {
   let decodeInstruction = 0;
   let arguments = (ins
-    Param<StrAttr, "text", "int,real,bool,text">:$type,
+    Param<StrAttr, "text", ["int", "real", "bool", "text"]>:$type,
     OptionalParam<AnyAttr, "scalar">:$default_,
     OptionalParam<BoolAttr, "boolean">:$optional,
     OptionalParam<StrAttr, "text">:$one_of,  // allowed text values, comma-separated
@@ -238,7 +249,7 @@ class Decode_ArithmeticOp<string name> : Decode_Op<name> {
   let arguments = (ins
     In<Decode_Number>:$a,
     In<Decode_Number>:$b,
-    OptionalParam<StrAttr, "text", "f64,f32">:$precision,  // real operands only; default f64
+    OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,  // real operands only; default f64
     Out<Decode_Number>:$out
   );
 }
@@ -304,7 +315,7 @@ def Decode_SelectOp : Decode_Op<"select"> {
 def Decode_ToRealOp : Decode_Op<"to_real"> {
   let arguments = (ins
     In<Decode_Number>:$a,
-    OptionalParam<StrAttr, "text", "f64,f32">:$precision,  // default f64
+    OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,  // default f64
     Out<Decode_Real>:$out
   );
 }
@@ -343,7 +354,7 @@ def Decode_ReserveOp : Decode_Op<"reserve"> {
 def Decode_SeqExtendOp : Decode_Op<"seq_extend", [AttrSizedOperandSegments]> {
   let arguments = (ins
     In<Decode_Integer>:$count,
-    In<Decode_Text, "token,noise">:$fill,
+    In<Decode_Text, ["token", "noise"]>:$fill,
     OptionalIn<Decode_Integer>:$token,  // fill=token
     OptionalIn<Decode_Integer>:$stream,  // fill=noise
     OptionalIn<Decode_Integer>:$step  // fill=noise
@@ -418,7 +429,7 @@ def Decode_CreditResetOp : Decode_Op<"credit_reset"> {
 // rows ([fed, width], DecodeModel::capturedRows; an error when the function captures none).
 def Decode_ForwardOp : Decode_Op<"forward", [AttrSizedOperandSegments]> {
   let arguments = (ins
-    Param<StrAttr, "text", "full,cached,window,append,extend">:$mode,
+    Param<StrAttr, "text", ["full", "cached", "window", "append", "extend"]>:$mode,
     In<Decode_Integer>:$count,
     In<Decode_Integer>:$keep,
     OptionalIn<Decode_Integer>:$feed_end,  // window
@@ -430,7 +441,7 @@ def Decode_ForwardOp : Decode_Op<"forward", [AttrSizedOperandSegments]> {
     OptionalIn<Decode_Integer>:$first,  // extend
     OptionalOut<Decode_Logits>:$capture  // the captured rows of every fed token
   );
-  let requirements = [Needs<"mode", "window", "feed_end">, Needs<"mode", "extend", "first">];
+  let requirements = [Needs<"mode", "window", ["feed_end"]>, Needs<"mode", "extend", ["first"]>];
 }
 
 // The last forward's logit rows divided by `temperature` as one float32 division per element,
@@ -523,13 +534,13 @@ def Decode_SpecVerifyOp : Decode_Op<"spec_verify", [AttrSizedOperandSegments]> {
     OptionalIn<Decode_Real>:$alpha,  // default 1
     OptionalIn<Decode_Integer>:$top_k,  // 0: no limit
     OptionalIn<Decode_Real>:$top_p,  // 1: no limit
-    OptionalParam<StrAttr, "text", "rejection,top_logits">:$rule,  // default rejection
+    OptionalParam<StrAttr, "text", ["rejection", "top_logits"]>:$rule,  // default rejection
     OptionalIn<Decode_Integer>:$top_logits,  // rule=top_logits
     OptionalIn<Decode_Integer>:$verify_count,  // default: every draft
     Out<Decode_Integer>:$accepted,
     Out<Decode_Integer>:$token
   );
-  let requirements = [Needs<"rule", "top_logits", "top_logits">];
+  let requirements = [Needs<"rule", "top_logits", ["top_logits"]>];
 }
 
 // Per window row (candidates=masked: rows holding @mask; all: every row), keyed by
@@ -544,12 +555,12 @@ def Decode_SpecVerifyOp : Decode_Op<"spec_verify", [AttrSizedOperandSegments]> {
 //                    argmax(z + gumbel)
 def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
   let arguments = (ins
-    Param<StrAttr, "text", "gumbel_max,tempered">:$kind,
+    Param<StrAttr, "text", ["gumbel_max", "tempered"]>:$kind,
     In<Decode_Real>:$temperature,
     In<Decode_Integer>:$excluded,  // a token id no argmax picks; -1: none
     In<Decode_Integer>:$step,
-    Param<StrAttr, "text", "masked,all">:$candidates,
-    OptionalParam<StrAttr, "text", "f64,f32">:$precision,  // tempered only; default f64
+    Param<StrAttr, "text", ["masked", "all"]>:$candidates,
+    OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,  // tempered only; default f64
     OptionalOut<Decode_Tokens>:$token,  // gumbel_max
     OptionalOut<Decode_Reals>:$confidence,  // gumbel_max
     OptionalOut<Decode_Tokens>:$sample,  // tempered
@@ -558,8 +569,8 @@ def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
     OptionalIn<Decode_Integer>:$top_k,  // gumbel_max; 0: no limit
     OptionalIn<Decode_Real>:$top_p  // gumbel_max; 1: no limit
   );
-  let requirements = [Needs<"kind", "gumbel_max", "token,confidence">,
-                      Needs<"kind", "tempered", "sample,argmax,entropy">];
+  let requirements = [Needs<"kind", "gumbel_max", ["token", "confidence"]>,
+                      Needs<"kind", "tempered", ["sample", "argmax", "entropy"]>];
 }
 
 // Which candidates a step keeps → keep (flags):
@@ -575,17 +586,17 @@ def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
 // the mean score is f32(sum / count) and is compared with f32(confidence).
 def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
   let arguments = (ins
-    Param<StrAttr, "text", "top_k,threshold,entropy_bound,hierarchical">:$rule,
-    Param<StrAttr, "text", "masked,all">:$candidates,
+    Param<StrAttr, "text", ["top_k", "threshold", "entropy_bound", "hierarchical"]>:$rule,
+    Param<StrAttr, "text", ["masked", "all"]>:$candidates,
     In<Decode_Reals>:$score,
     OptionalIn<Decode_Integer>:$k,  // top_k
     OptionalIn<Decode_Real>:$threshold,  // threshold, hierarchical
     OptionalIn<Decode_Real>:$bound,  // entropy_bound
     OptionalIn<Decode_Real>:$low_threshold,  // hierarchical
     OptionalIn<Decode_Integer>:$depth,  // hierarchical
-    OptionalParam<StrAttr, "text", "none,stable_confident">:$converge,
+    OptionalParam<StrAttr, "text", ["none", "stable_confident"]>:$converge,
     // entropy_bound and stable_confident; default f64
-    OptionalParam<StrAttr, "text", "f64,f32">:$precision,
+    OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,
     OptionalIn<Decode_Tokens>:$argmax,  // stable_confident
     OptionalInOut<Decode_Tokens>:$prev,  // stable_confident
     OptionalInOut<Decode_Integer>:$run,  // stable_confident
@@ -595,11 +606,12 @@ def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
     OptionalOut<Decode_Boolean>:$converged  // stable_confident
   );
   let requirements = [
-    Needs<"rule", "top_k", "k">,
-    Needs<"rule", "threshold", "threshold">,
-    Needs<"rule", "entropy_bound", "bound">,
-    Needs<"rule", "hierarchical", "threshold,low_threshold,depth">,
-    Needs<"converge", "stable_confident", "argmax,prev,run,stability,confidence,converged">
+    Needs<"rule", "top_k", ["k"]>,
+    Needs<"rule", "threshold", ["threshold"]>,
+    Needs<"rule", "entropy_bound", ["bound"]>,
+    Needs<"rule", "hierarchical", ["threshold", "low_threshold", "depth"]>,
+    Needs<"converge", "stable_confident",
+          ["argmax", "prev", "run", "stability", "confidence", "converged"]>
   ];
 }
 
@@ -615,7 +627,7 @@ def Decode_CreditOp : Decode_Op<"credit"> {
     In<Decode_Real>:$decay,
     In<Decode_Real>:$gamma,
     In<Decode_Real>:$alpha,
-    Param<StrAttr, "text", "masked,all">:$candidates
+    Param<StrAttr, "text", ["masked", "all"]>:$candidates
   );
 }
 
@@ -624,7 +636,7 @@ def Decode_CreditOp : Decode_Op<"credit"> {
 //   rule=converged_or_last converged || last; then keep := every row and sampled := final
 def Decode_GateOp : Decode_Op<"gate", [AttrSizedOperandSegments]> {
   let arguments = (ins
-    Param<StrAttr, "text", "no_mask_left,converged_or_last">:$rule,
+    Param<StrAttr, "text", ["no_mask_left", "converged_or_last"]>:$rule,
     InOut<Decode_Flags>:$keep,
     OptionalIn<Decode_Boolean>:$converged,  // converged_or_last
     OptionalIn<Decode_Boolean>:$last,  // converged_or_last
@@ -632,7 +644,8 @@ def Decode_GateOp : Decode_Op<"gate", [AttrSizedOperandSegments]> {
     OptionalIn<Decode_Tokens>:$final,  // converged_or_last
     Out<Decode_Boolean>:$done
   );
-  let requirements = [Needs<"rule", "converged_or_last", "converged,last,sampled,final">];
+  let requirements =
+      [Needs<"rule", "converged_or_last", ["converged", "last", "sampled", "final"]>];
 }
 
 // Writes the next canvas into seq[window]: kept rows take `sampled`, rejected ones noise (@mask,
@@ -640,8 +653,8 @@ def Decode_GateOp : Decode_Op<"gate", [AttrSizedOperandSegments]> {
 // candidates=masked_only touches only rows holding @mask; every_rejected every row.
 def Decode_RenoiseOp : Decode_Op<"renoise"> {
   let arguments = (ins
-    In<Decode_Text, "mask,uniform">:$noise,
-    Param<StrAttr, "text", "masked_only,every_rejected">:$candidates,
+    In<Decode_Text, ["mask", "uniform"]>:$noise,
+    Param<StrAttr, "text", ["masked_only", "every_rejected"]>:$candidates,
     In<Decode_Flags>:$keep,
     In<Decode_Tokens>:$sampled,
     In<Decode_Integer>:$step
