@@ -1,5 +1,6 @@
 #include "tools/dlmc/RecordListing.h"
 
+#include "compiler/programs/DecodeModuleImport.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/program/DecodeProgram.h"
 
@@ -72,6 +73,30 @@ void printDecodePrograms(llvm::raw_ostream &os,
     }
     os << "\n" << program::printDecodeProgram({program.policy, program.ops});
   }
+}
+
+Status printDecodeModules(llvm::raw_ostream &os,
+                          const std::vector<artifact::DecodingProgram> &programs) {
+  mlir::MLIRContext context;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+        programs::importDecodeRecords(context, programs[i].policy, programs[i].ops);
+    if (!module) {
+      llvm::errs() << "dlmc compile: " << module.status().message() << "\n";
+      return module.status();
+    }
+    os << (i ? "\n" : "") << "// decode program " << programs[i].policy
+       << (i == 0 ? " (the default)" : "");
+    // The knobs' declared defaults are in the ops; dlmc's own values replace them at load.
+    if (!programs[i].knobs.empty()) {
+      os << "; knobs stored by dlmc: ";
+      printKnobs(os, programs[i].knobs);
+    }
+    os << "\n";
+    (*module)->print(os);
+    os << "\n";
+  }
+  return Status::ok();
 }
 
 void printDecodeProgramSummary(llvm::raw_ostream &os,

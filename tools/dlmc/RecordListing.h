@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "support/Status.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -17,6 +18,12 @@ void printKernelRecords(llvm::raw_ostream &os, const artifact::KernelTarget &tar
 // runtime/program/DecodeProgram.h, preceded by the knobs dlmc stored for it, the default first.
 void printDecodePrograms(llvm::raw_ostream &os,
                          const std::vector<artifact::DecodingProgram> &programs);
+
+// The decode programs as the decode dialect (dlmc compile --emit=decode-mlir,
+// compiler/programs/DecodeModuleImport.h), one function per program, the default first. An error
+// is printed to stderr and returned.
+Status printDecodeModules(llvm::raw_ostream &os,
+                          const std::vector<artifact::DecodingProgram> &programs);
 
 // One line per program: its name, record count and stored knobs (dlmc inspect).
 void printDecodeProgramSummary(llvm::raw_ostream &os,
