@@ -159,7 +159,9 @@ private:
 
   StatusOr<Value> valueOf(const artifact::AttributeValue &value) {
     const auto *text = std::get_if<std::string>(&value);
-    const bool reference = text && !text->empty() && !(text->size() >= 2 && (*text)[1] == (*text)[0]);
+    // A reference starts with its prefix; a literal text that starts with one doubles it.
+    const bool reference =
+        text && !text->empty() && !(text->size() >= 2 && (*text)[1] == (*text)[0]);
     if (reference && (*text)[0] == dspec::kRegisterPrefix)
       return lookup(registers_, text->substr(1), "register");
     if (reference && (*text)[0] == dspec::kKnobPrefix)
@@ -187,7 +189,8 @@ private:
     if (!value) {
       OpBuilder::InsertionGuard guard(builder_);
       builder_.setInsertionPointToStart(entry_);
-      value = decode::FactOp::create(builder_, builder_.getUnknownLoc(), builder_.getI64Type(), name);
+      value = decode::FactOp::create(builder_, builder_.getUnknownLoc(), builder_.getI64Type(),
+                                     name);
     }
     return value;
   }
@@ -208,8 +211,9 @@ private:
 
 } // namespace
 
-StatusOr<OwningOpRef<ModuleOp>> importDecodeRecords(MLIRContext &context, std::string_view policy,
-                                                    const std::vector<artifact::DecodeOp> &records) {
+StatusOr<OwningOpRef<ModuleOp>>
+importDecodeRecords(MLIRContext &context, std::string_view policy,
+                    const std::vector<artifact::DecodeOp> &records) {
   context.loadDialect<decode::DecodeDialect, func::FuncDialect>();
   StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(records);
   if (!loaded)

@@ -11,8 +11,8 @@ ResponseIdentity identity(Endpoint endpoint) {
 }
 
 TEST(ResponseJson, Completion) {
-  nlohmann::json json = completionJson(identity(Endpoint::completions), "hi", tools::FinishReason::length,
-                                       {3, 2});
+  nlohmann::json json = completionJson(identity(Endpoint::completions), "hi",
+                                       tools::FinishReason::length, {3, 2});
   EXPECT_EQ(json["object"], "text_completion");
   EXPECT_EQ(json["model"], "demo");
   EXPECT_EQ(json["choices"][0]["text"], "hi");

@@ -15,8 +15,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<dlm::ir::DlmDialect, dlm::decode::DecodeDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
+  registry.insert<dlm::ir::DlmDialect, dlm::decode::DecodeDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   dlm::registerDlmPasses();
   dlm::pipeline::registerCompilePipeline();
   // Upstream passes the dlm pipeline uses: canonicalize, cse, inline, symbol-dce, ...

@@ -25,8 +25,8 @@ Json usageJson(const Usage &usage) {
           {"total_tokens", usage.promptTokens + usage.completionTokens}};
 }
 
-Json completionJson(const ResponseIdentity &identity, const std::string &text, tools::FinishReason reason,
-                    const Usage &usage) {
+Json completionJson(const ResponseIdentity &identity, const std::string &text,
+                    tools::FinishReason reason, const Usage &usage) {
   const bool chat = identity.endpoint == Endpoint::chatCompletions;
   Json response = header(identity, chat ? "chat.completion" : "text_completion");
   Json choice = {{"index", 0}};

@@ -1,6 +1,6 @@
 // The `spec_verify` record (runtime/schema/DecodeOps.td): the target's logit rows judge the
-// window's draft tokens in order; the first that fails is replaced, and when none fails the last row gives a
-// bonus token. The arithmetic is runtime/sampling/SpeculativeVerify.h's.
+// window's draft tokens in order; the first that fails is replaced, and when none fails the last
+// row gives a bonus token. The arithmetic is runtime/sampling/SpeculativeVerify.h's.
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/InterpreterState.h"
 #include "runtime/sampling/CounterRng.h"
