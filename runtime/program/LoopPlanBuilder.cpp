@@ -263,7 +263,7 @@ private:
   Status readAccept(const Instruction &in, size_t pc, AcceptStep &accept, Wiring &wiring) {
     using namespace dspec::accept_params;
     DLM_RETURN_IF_ERROR(
-        requireStatic(in, pc, {kK, kThreshold, kBound, kStability, kConfidence}));
+        requireStatic(in, pc, {kTopK, kThreshold, kBound, kStability, kConfidence}));
     if (isF32(in[kPrecision]))
       return whyNot(state_.program.where(pc) + " decides in float32, which no device loop does");
     if (!sameRegister(in[kScore], *wiring.score))
@@ -275,7 +275,7 @@ private:
     const int rule = in[kRule].choice;
     if (rule == kRuleTopK) {
       accept.rule = AcceptStep::Rule::topK;
-      accept.k = state_.integer(in[kK]);
+      accept.k = state_.integer(in[kTopK]);
     } else if (rule == kRuleThreshold) {
       accept.rule = AcceptStep::Rule::threshold;
       accept.threshold = state_.real(in[kThreshold]);

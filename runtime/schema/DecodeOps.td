@@ -107,11 +107,15 @@ class Decode_Input<Decode_Value value>
 // Parameters: role, contract type, whether required, closed set of values
 //===----------------------------------------------------------------------===//
 
-class Decode_Param<string role, string contractType, bit required, list<string> choices> {
+class Decode_Param<string role, string contractType, bit required, list<string> choices,
+                   string cpp = ""> {
   string decodeRole = role;
   string decodeType = contractType;
   bit decodeRequired = required;
   string decodeChoices = !interleave(choices, ",");
+  // The runtime's name for the parameter's position (k<cppName>) where the key's own would say
+  // something else (accept's `k` is kTopK: kK is the K projection's weight role).
+  string cppName = cpp;
 }
 
 // A literal with choices is one of them (the dialect's verifier checks it; the runtime's loader
@@ -129,12 +133,12 @@ class Param<Attr attr, string contractType, list<string> choices = []>
 class OptionalParam<Attr attr, string contractType, list<string> choices = []>
     : Arg<OptionalAttr<Decode_Choice<attr, choices>>>,
       Decode_Param<"attribute", contractType, 0, choices>;
-class In<Decode_Value value, list<string> choices = []>
+class In<Decode_Value value, list<string> choices = [], string cpp = "">
     : Arg<Decode_Input<value>>,
-      Decode_Param<"input", value.decodeType, 1, choices>;
-class OptionalIn<Decode_Value value, list<string> choices = []>
+      Decode_Param<"input", value.decodeType, 1, choices, cpp>;
+class OptionalIn<Decode_Value value, list<string> choices = [], string cpp = "">
     : Arg<Optional<Decode_Input<value>>>,
-      Decode_Param<"input", value.decodeType, 0, choices>;
+      Decode_Param<"input", value.decodeType, 0, choices, cpp>;
 class InOut<Decode_Value value>
     : Arg<Decode_RegisterOf<value>>, Decode_Param<"inout", value.decodeType, 1, []>;
 class OptionalInOut<Decode_Value value>
@@ -589,7 +593,7 @@ def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
     Param<StrAttr, "text", ["top_k", "threshold", "entropy_bound", "hierarchical"]>:$rule,
     Param<StrAttr, "text", ["masked", "all"]>:$candidates,
     In<Decode_Reals>:$score,
-    OptionalIn<Decode_Integer>:$k,  // top_k
+    OptionalIn<Decode_Integer, [], "TopK">:$k,  // top_k
     OptionalIn<Decode_Real>:$threshold,  // threshold, hierarchical
     OptionalIn<Decode_Real>:$bound,  // entropy_bound
     OptionalIn<Decode_Real>:$low_threshold,  // hierarchical

@@ -80,7 +80,9 @@ void emitPositions(const Record &op, llvm::raw_ostream &os) {
   os << "namespace " << snake(name) << "_params {\n";
   const std::vector<Param> params = paramsOf(op);
   for (size_t i = 0; i < params.size(); ++i) {
-    os << "inline constexpr size_t k" << camel(params[i].key) << " = " << i << ";\n";
+    StringRef cppName = params[i].spec->getValueAsString("cppName");
+    os << "inline constexpr size_t k" << (cppName.empty() ? camel(params[i].key) : cppName.str())
+       << " = " << i << ";\n";
     llvm::SmallVector<StringRef> choices;
     params[i].spec->getValueAsString("decodeChoices").split(choices, ',', -1, false);
     for (size_t c = 0; c < choices.size(); ++c)

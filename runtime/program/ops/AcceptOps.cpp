@@ -84,7 +84,7 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
   keep.assign(static_cast<size_t>(state.rows()), 0);
   const int rule = in[kRule].choice;
   if (rule == kRuleTopK) {
-    keepMostConfident(state, state.integer(in[kK]), keep);
+    keepMostConfident(state, state.integer(in[kTopK]), keep);
   } else if (rule == kRuleThreshold) {
     const double threshold = state.real(in[kThreshold]);
     const int64_t confident = std::count_if(state.scores.begin(), state.scores.end(),
