@@ -55,12 +55,7 @@ Attribute literal(Builder &b, const artifact::AttributeValue &value) {
     return b.getI64IntegerAttr(*integer);
   if (const auto *real = std::get_if<double>(&value))
     return b.getF64FloatAttr(*real);
-  std::string text = std::get<std::string>(value);
-  if (text.size() >= 2 && text[0] == text[1] &&
-      (text[0] == dspec::kRegisterPrefix || text[0] == dspec::kKnobPrefix ||
-       text[0] == dspec::kFactPrefix))
-    text.erase(0, 1);
-  return b.getStringAttr(text);
+  return b.getStringAttr(program::literalText(std::get<std::string>(value)));
 }
 
 class Importer {
@@ -158,16 +153,14 @@ private:
   }
 
   StatusOr<Value> valueOf(const artifact::AttributeValue &value) {
-    const auto *text = std::get_if<std::string>(&value);
-    // A reference starts with its prefix; a literal text that starts with one doubles it.
-    const bool reference =
-        text && !text->empty() && !(text->size() >= 2 && (*text)[1] == (*text)[0]);
-    if (reference && (*text)[0] == dspec::kRegisterPrefix)
-      return lookup(registers_, text->substr(1), "register");
-    if (reference && (*text)[0] == dspec::kKnobPrefix)
-      return lookup(knobs_, text->substr(1), "knob");
-    if (reference && (*text)[0] == dspec::kFactPrefix)
-      return fact(text->substr(1));
+    if (program::isReference(value)) {
+      const std::string &text = std::get<std::string>(value);
+      if (text[0] == dspec::kRegisterPrefix)
+        return lookup(registers_, text.substr(1), "register");
+      if (text[0] == dspec::kKnobPrefix)
+        return lookup(knobs_, text.substr(1), "knob");
+      return fact(text.substr(1));
+    }
     OpBuilder::InsertionGuard guard(builder_);
     builder_.setInsertionPointToStart(entry_);
     Attribute attribute = literal(builder_, value);

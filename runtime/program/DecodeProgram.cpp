@@ -59,6 +59,21 @@ std::string_view DecodeProgram::recordKind(size_t index) const {
   return kind.substr(0, kind.find(':'));
 }
 
+bool isReference(const artifact::AttributeValue &value) {
+  const auto *text = std::get_if<std::string>(&value);
+  return text && !text->empty() && (*text)[0] != (text->size() > 1 ? (*text)[1] : '\0') &&
+         ((*text)[0] == dspec::kRegisterPrefix || (*text)[0] == dspec::kKnobPrefix ||
+          (*text)[0] == dspec::kFactPrefix);
+}
+
+std::string literalText(const std::string &text) {
+  if (text.size() > 1 && text[0] == text[1] &&
+      (text[0] == dspec::kRegisterPrefix || text[0] == dspec::kKnobPrefix ||
+       text[0] == dspec::kFactPrefix))
+    return text.substr(1);
+  return text;
+}
+
 namespace {
 
 // Every kind but `knob` (a declaration, not an instruction) runs.
@@ -143,22 +158,6 @@ ValueType knobType(std::string_view name) {
   if (name == dspec::kKnobTypeBool)
     return ValueType::boolean;
   return ValueType::text;
-}
-
-bool isReference(const artifact::AttributeValue &value) {
-  const auto *text = std::get_if<std::string>(&value);
-  return text && !text->empty() && (*text)[0] != (text->size() > 1 ? (*text)[1] : '\0') &&
-         ((*text)[0] == dspec::kRegisterPrefix || (*text)[0] == dspec::kKnobPrefix ||
-          (*text)[0] == dspec::kFactPrefix);
-}
-
-// A literal text as written: a leading doubled reference character stands for one.
-std::string literalText(const std::string &text) {
-  if (text.size() > 1 && text[0] == text[1] &&
-      (text[0] == dspec::kRegisterPrefix || text[0] == dspec::kKnobPrefix ||
-       text[0] == dspec::kFactPrefix))
-    return text.substr(1);
-  return text;
 }
 
 // An `if`, `else` or loop not yet closed, and what was defined when it opened.

@@ -47,6 +47,11 @@ std::string printDecodeProgram(const DecodeProgramText &program);
 // One record, without indentation or newline.
 std::string printDecodeRecord(const DecodeRecord &record);
 
+// Whether a parameter value is a reference (`%r`, `$k`, `@f`) rather than a literal.
+bool isReference(const artifact::AttributeValue &value);
+// A literal text as written: a leading doubled reference character stands for one ("%%x" → "%x").
+std::string literalText(const std::string &text);
+
 // ---- The loaded program -----------------------------------------------------------------------
 
 // credit: per window row, tokens with a credit (Register::tokens and reals, `capacity` slots a
