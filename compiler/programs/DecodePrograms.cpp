@@ -1,8 +1,14 @@
 #include "compiler/programs/DecodePrograms.h"
 
+#include "compiler/dialects/decode/DecodeDialect.h"
+#include "compiler/programs/DecodeModuleExport.h"
+#include "compiler/programs/DecodeModuleImport.h"
 #include "runtime/program/DecodeProgram.h"
 #include "runtime/program/DecodeProgramSet.h"
 #include "runtime/program/DecodeProgramSpec.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <iterator>
 
@@ -49,9 +55,8 @@ bool decodesLeftToRight(std::string_view policy) {
   return policy == "autoregressive" || policy == "introspective-strided" || policy == "dflash";
 }
 
-StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
-                                                       const artifact::Attributes &knobs,
-                                                       int64_t unroll) {
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> decodeModule(mlir::MLIRContext &context,
+                                                          std::string_view policy) {
   const EmbeddedProgram *embedded = findProgram(policy);
   if (!embedded)
     return Status::error("unknown policy '" + std::string(policy) + "' (expected " +
@@ -60,15 +65,30 @@ StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
   if (!parsed)
     return Status::error("the built-in " + std::string(policy) +
                          " decode program: " + parsed.status().message());
+  return importDecodeRecords(context, embedded->policy, parsed->records);
+}
+
+StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
+                                                       const artifact::Attributes &knobs,
+                                                       int64_t unroll) {
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = decodeModule(context, policy);
+  if (!module)
+    return module.status();
+  mlir::Builder builder(&context);
+  (*module)->walk([&](decode::DenoiseLoopOp loop) {
+    loop.setUnrollAttr(builder.getI64IntegerAttr(unroll));
+  });
+  auto function = *(*module)->getOps<mlir::func::FuncOp>().begin();
+  StatusOr<std::vector<artifact::DecodeOp>> records = exportDecodeRecords(function);
+  if (!records)
+    return records.status();
   artifact::DecodingProgram result;
-  result.policy = embedded->policy;
-  result.ops = std::move(parsed->records);
-  for (artifact::DecodeOp &op : result.ops) {
+  result.policy = function.getName().str();
+  result.ops = std::move(*records);
+  for (const artifact::DecodeOp &op : result.ops)
     if (op.kind == spec::decode::kKindKnob && knobs.count(op.name))
       result.knobs[op.name] = knobs.at(op.name);
-    if (op.kind == spec::decode::kKindDenoiseLoop)
-      op.parameters["unroll"] = unroll;
-  }
   StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(result.ops, result.knobs);
   if (!loaded)
     return Status::error("the " + std::string(policy) + " decode program: " +

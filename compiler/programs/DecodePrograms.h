@@ -1,11 +1,16 @@
 // The decode programs dlmc puts into artifacts, one per decoding policy: what the runtime's decode
-// interpreter runs (runtime/program/DecodeInterpreter.h). Written by hand in
-// compiler/programs/decode/*.decode and embedded at build time, until dlm-lower-to-decode-program
-// derives them from @generate (docs/design/decode-program.md).
+// interpreter runs (runtime/program/DecodeInterpreter.h). Each is a `decode` dialect module
+// (runtime/schema/DecodeOps.td) that dlmc transforms and serialises into the artifact's records.
+// The modules are still read from records written by hand in compiler/programs/decode/*.decode,
+// until dlm-lower-to-decode-program derives them from @generate
+// (docs/design/contracts-from-the-compiler.md).
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
 #include "support/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 
 #include <cstdint>
 #include <string>
@@ -25,9 +30,13 @@ std::vector<std::string> defaultDecodeProgramPolicies();
 // loop's decoding kernels.
 bool decodesLeftToRight(std::string_view policy);
 
-// The program of `policy` as artifact records. Of `knobs` (dlmc's defaults for this artifact),
-// those the program declares become its stored knobs; `unroll` becomes every denoise loop's unroll
-// hint. The program is loaded once to check it: an unknown policy (the error names the known
+// The program of `policy` as a `decode` dialect module with one function, named after the policy.
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> decodeModule(mlir::MLIRContext &context,
+                                                          std::string_view policy);
+
+// The program of `policy` as artifact records: decodeModule with `unroll` as every denoise loop's
+// unroll hint, serialised. Of `knobs` (dlmc's defaults for this artifact), those the program
+// declares become its stored knobs. The program is loaded once to check it: an unknown policy (the error names the known
 // ones) or a knob value the program rejects fails here, at compile time, not in a request.
 StatusOr<artifact::DecodingProgram> buildDecodeProgram(std::string_view policy,
                                                        const artifact::Attributes &knobs,

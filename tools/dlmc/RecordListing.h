@@ -14,12 +14,12 @@ namespace dlm::dlmc {
 
 void printKernelRecords(llvm::raw_ostream &os, const artifact::KernelTarget &target);
 
-// The decode programs (dlmc compile --emit=decode): each in the text notation of
+// The decode programs as records (dlmc compile --emit=decode-records): each in the notation of
 // runtime/program/DecodeProgram.h, preceded by the knobs dlmc stored for it, the default first.
 void printDecodePrograms(llvm::raw_ostream &os,
                          const std::vector<artifact::DecodingProgram> &programs);
 
-// The decode programs as the decode dialect (dlmc compile --emit=decode-mlir,
+// The decode programs as the decode dialect (dlmc compile --emit=decode,
 // compiler/programs/DecodeModuleImport.h), one function per program, the default first. An error
 // is printed to stderr and returned.
 Status printDecodeModules(llvm::raw_ostream &os,

@@ -73,8 +73,8 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileEmit(
       "emit",
       cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
-               "records) | decode (the decode programs' records) | decode-mlir (the same as the "
-               "decode dialect) | cuda (the generated CUDA C++, --target cuda|all) | artifact "
+               "records) | decode (the decode programs as the decode dialect) | decode-records (the "
+               "same as the records the artifact stores) | cuda (the generated CUDA C++, --target cuda|all) | artifact "
                "(write -o)"),
       cl::init("artifact"), cl::sub(compileCommand));
   cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
