@@ -107,4 +107,17 @@ def LowerToKernelProgramPass : Pass<"dlm-lower-to-kernel-program", "::mlir::Modu
   ];
 }
 
+def LowerToDecodeProgramPass : Pass<"dlm-lower-to-decode-program", "::mlir::ModuleOp"> {
+  let summary = "Lower decoding policies in SSA form (generate dialect) to decode records";
+  let description = [{
+    Every function whose body holds generate ops (a policy's builder wrote it,
+    compiler/programs/policies) becomes the decode dialect's records in order
+    (compiler/passes/DecodeLowering.h): each record op the decode op of its
+    kind, each value a register, knob, literal or fact, the structured ops'
+    carried values one register each, written in place where the SSA form
+    allows and by a `set` where it does not.
+  }];
+  let dependentDialects = ["::dlm::decode::DecodeDialect"];
+}
+
 #endif // DLM_PASSES_TD

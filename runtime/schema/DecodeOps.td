@@ -128,25 +128,45 @@ class Decode_OneOf<list<string> choices> : AttrConstraint<
 class Decode_Choice<Attr attr, list<string> choices>
     : ConfinedAttr<attr, !if(!empty(choices), [], [Decode_OneOf<choices>])>;
 
+// Each parameter keeps what it was declared with (`decodeAttr`, `decodeValue`) for the SSA ops
+// that dlm-tblgen -gen-generate-ops derives from these (compiler/dialects/generate).
 class Param<Attr attr, string contractType, list<string> choices = []>
-    : Arg<Decode_Choice<attr, choices>>, Decode_Param<"attribute", contractType, 1, choices>;
+    : Arg<Decode_Choice<attr, choices>>, Decode_Param<"attribute", contractType, 1, choices> {
+  Attr decodeAttr = attr;
+  list<string> decodeChoiceList = choices;
+}
 class OptionalParam<Attr attr, string contractType, list<string> choices = []>
     : Arg<OptionalAttr<Decode_Choice<attr, choices>>>,
-      Decode_Param<"attribute", contractType, 0, choices>;
+      Decode_Param<"attribute", contractType, 0, choices> {
+  Attr decodeAttr = attr;
+  list<string> decodeChoiceList = choices;
+}
 class In<Decode_Value value, list<string> choices = [], string cpp = "">
     : Arg<Decode_Input<value>>,
-      Decode_Param<"input", value.decodeType, 1, choices, cpp>;
+      Decode_Param<"input", value.decodeType, 1, choices, cpp> {
+  Decode_Value decodeValue = value;
+}
 class OptionalIn<Decode_Value value, list<string> choices = [], string cpp = "">
     : Arg<Optional<Decode_Input<value>>>,
-      Decode_Param<"input", value.decodeType, 0, choices, cpp>;
+      Decode_Param<"input", value.decodeType, 0, choices, cpp> {
+  Decode_Value decodeValue = value;
+}
 class InOut<Decode_Value value>
-    : Arg<Decode_RegisterOf<value>>, Decode_Param<"inout", value.decodeType, 1, []>;
+    : Arg<Decode_RegisterOf<value>>, Decode_Param<"inout", value.decodeType, 1, []> {
+  Decode_Value decodeValue = value;
+}
 class OptionalInOut<Decode_Value value>
-    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"inout", value.decodeType, 0, []>;
+    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"inout", value.decodeType, 0, []> {
+  Decode_Value decodeValue = value;
+}
 class Out<Decode_Value value>
-    : Arg<Decode_RegisterOf<value>>, Decode_Param<"result", value.decodeType, 1, []>;
+    : Arg<Decode_RegisterOf<value>>, Decode_Param<"result", value.decodeType, 1, []> {
+  Decode_Value decodeValue = value;
+}
 class OptionalOut<Decode_Value value>
-    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"result", value.decodeType, 0, []>;
+    : Arg<Optional<Decode_RegisterOf<value>>>, Decode_Param<"result", value.decodeType, 0, []> {
+  Decode_Value decodeValue = value;
+}
 
 // A record with `when` = `value` needs each of `needs`.
 class Needs<string when, string value, list<string> needs> {

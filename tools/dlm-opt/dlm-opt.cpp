@@ -1,7 +1,8 @@
-// dlm-opt: mlir-opt with the dlm and decode dialects and dlm's passes, for tests and for
+// dlm-opt: mlir-opt with the dlm, decode and generate dialects and dlm's passes, for tests and for
 // inspecting IR.
 #include "compiler/dialects/decode/DecodeDialect.h"
 #include "compiler/dialects/dlm/DlmDialect.h"
+#include "compiler/dialects/generate/GenerateDialect.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/pipeline/CompilePipeline.h"
 
@@ -15,7 +16,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<dlm::ir::DlmDialect, dlm::decode::DecodeDialect, mlir::func::FuncDialect,
+  registry.insert<dlm::ir::DlmDialect, dlm::decode::DecodeDialect, dlm::generate::GenerateDialect,
+                  mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   dlm::registerDlmPasses();
   dlm::pipeline::registerCompilePipeline();

@@ -5,6 +5,8 @@
 // list of kinds, the requirements, and the interpreter's OpKind enum in declaration order (the
 // runtime relies on ranges of it: the scalar records, the binary ones). Kinds that share a table
 // (`paramTable`) share its names.
+#include "tools/dlm-tblgen/DecodeRecords.h"
+
 #include "mlir/TableGen/GenInfo.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -22,36 +24,7 @@ namespace {
 
 using llvm::Record;
 using llvm::StringRef;
-
-// "top_k" → "TopK", "f32" → "F32".
-std::string camel(StringRef text) {
-  return llvm::convertToCamelFromSnakeCase(text, /*capitalizeFirst=*/true);
-}
-
-// "SeqExtend" → "seq_extend".
-std::string snake(StringRef text) { return llvm::convertToSnakeFromCamelCase(text); }
-
-struct Param {
-  std::string key;
-  const Record *spec;
-};
-
-std::vector<Param> paramsOf(const Record &op) {
-  std::vector<Param> params;
-  const llvm::DagInit *arguments = op.getValueAsDag("arguments");
-  for (unsigned i = 0; i < arguments->getNumArgs(); ++i) {
-    const auto *def = llvm::dyn_cast<llvm::DefInit>(arguments->getArg(i));
-    if (!def || !def->getDef()->isSubClassOf("Decode_Param"))
-      llvm::PrintFatalError(&op, "argument " + std::to_string(i) +
-                                     " is not a decode parameter (Param, In, InOut, Out)");
-    // A key that is a C++ keyword is spelled with a trailing underscore (`default_`).
-    std::string key = arguments->getArgNameStr(i).str();
-    if (!key.empty() && key.back() == '_')
-      key.pop_back();
-    params.push_back({key, def->getDef()});
-  }
-  return params;
-}
+using namespace dlm::tblgen;
 
 // The table's C++ name stem: the shared one, or the kind's.
 std::string tableName(const Record &op) {

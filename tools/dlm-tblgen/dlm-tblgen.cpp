@@ -1,4 +1,5 @@
-// dlm-tblgen: mlir-tblgen with dlm's generators (DecodeRecordSpecGen.cpp), as IREE's iree-tblgen
+// dlm-tblgen: mlir-tblgen with dlm's generators (DecodeRecordSpecGen.cpp, GenerateOpsGen.cpp), as
+// IREE's iree-tblgen
 // adds its VM op table to MLIR's.
 #include "mlir/Tools/mlir-tblgen/MlirTblgenMain.h"
 

@@ -13,6 +13,7 @@
 #include "runtime/cuda/emu/EmuDriver.h"
 #include "runtime/engine/Engine.h"
 #include "tests/runtime/model/TinyModel.h"
+#include "tests/runtime/program/ShippedDecodeProgram.h"
 
 #include "runtime/program/DecodeInterpreter.h"
 #include "tests/runtime/sampling/legacy/LegacyDecoding.h"
@@ -850,14 +851,8 @@ program::ProgramRequest programRequest(const sampling::DecodeRequest &r) {
 }
 
 program::DecodeProgram loadDecodeProgram(const std::string &name) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + name);
-  std::stringstream text;
-  text << file.rdbuf();
-  StatusOr<program::DecodeProgramText> parsed = program::parseDecodeProgram(text.str());
-  EXPECT_TRUE(parsed.isOk()) << name << ": " << parsed.status().message();
-  if (!parsed)
-    return program::DecodeProgram();
-  StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(parsed->records);
+  StatusOr<program::DecodeProgram> loaded =
+      program::DecodeProgram::load(program::testing::shippedDecodeProgram(name).records);
   EXPECT_TRUE(loaded.isOk()) << name << ": " << loaded.status().message();
   return loaded ? std::move(*loaded) : program::DecodeProgram();
 }

@@ -8,6 +8,7 @@
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/DecodeProgram.h"
 #include "tests/runtime/model/TinyModel.h"
+#include "tests/runtime/program/ShippedDecodeProgram.h"
 
 #include <gtest/gtest.h>
 
@@ -23,12 +24,8 @@ using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
 program::DecodeProgram loadProgram(const std::string &policy) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + policy + ".decode");
-  std::stringstream text;
-  text << file.rdbuf();
-  StatusOr<program::DecodeProgramText> parsed = program::parseDecodeProgram(text.str());
-  EXPECT_TRUE(parsed) << parsed.status().message();
-  StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(parsed->records, {});
+  StatusOr<program::DecodeProgram> loaded =
+      program::DecodeProgram::load(program::testing::shippedDecodeProgram(policy).records, {});
   EXPECT_TRUE(loaded) << loaded.status().message();
   return std::move(*loaded);
 }

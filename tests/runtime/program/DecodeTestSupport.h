@@ -2,6 +2,8 @@
 // logits are pseudo-random but depend on everything a forward is fed.
 #pragma once
 
+#include "tests/runtime/program/ShippedDecodeProgram.h"
+
 #include "runtime/sampling/CounterRng.h"
 #include "runtime/sampling/DecodeModel.h"
 
@@ -17,12 +19,9 @@ namespace dlm::program::testing {
 using sampling::LogitRows;
 using sampling::LogitsView;
 
-// compiler/programs/decode/<name>, as text.
+// The program dlmc ships for <name> ("low-confidence.decode"), as text.
 inline std::string readDecodeProgramText(const std::string &name) {
-  std::ifstream file(std::string(DLM_DECODE_PROGRAM_INPUTS) + "/" + name);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  return shippedDecodeProgramText(name);
 }
 
 inline constexpr int64_t kVocab = 12;

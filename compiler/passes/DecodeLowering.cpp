@@ -1,0 +1,417 @@
+#include "compiler/passes/DecodeLowering.h"
+
+#include "compiler/dialects/decode/DecodeDialect.h"
+#include "compiler/dialects/generate/GenerateDialect.h"
+#include "runtime/program/DecodeProgramSpec.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <string>
+
+namespace dlm::passes {
+namespace {
+
+using namespace mlir;
+namespace dspec = spec::decode;
+
+// Why a body argument or result needs its register: the names the builder gave, else `fallback`.
+std::string nameHint(Operation *op, StringRef attribute, unsigned index, StringRef fallback) {
+  if (auto names = op->getAttrOfType<ArrayAttr>(attribute))
+    if (index < names.size())
+      if (auto name = llvm::dyn_cast<StringAttr>(names[index]))
+        return name.str();
+  return fallback.str();
+}
+
+// How many values each parameter of `roles` has on `op` (operands or results): the segment
+// sizes when the op has them, else one per required parameter and the rest to the optional one.
+SmallVector<int32_t> groupSizes(Operation *op, StringRef segmentsAttribute, unsigned total,
+                                ArrayRef<bool> required) {
+  if (auto segments = op->getAttrOfType<DenseI32ArrayAttr>(segmentsAttribute))
+    return SmallVector<int32_t>(segments.asArrayRef());
+  int32_t spare = static_cast<int32_t>(total);
+  for (bool r : required)
+    spare -= r;
+  SmallVector<int32_t> sizes;
+  for (bool r : required)
+    sizes.push_back(r ? 1 : spare);
+  return sizes;
+}
+
+bool isScalar(Type type) {
+  return type.isInteger(64) || type.isF64() || type.isInteger(1) || llvm::isa<decode::TextType>(type);
+}
+
+// Whether the ops of `block` after `op`'s ancestor there (not the ancestor itself) use `value`.
+bool usedAfter(Value value, Operation *op, Block &block) {
+  Operation *anchor = block.findAncestorOpInBlock(*op);
+  for (Operation *user : value.getUsers()) {
+    Operation *at = block.findAncestorOpInBlock(*user);
+    if (at && at != anchor && anchor->isBeforeInBlock(at))
+      return true;
+  }
+  return false;
+}
+
+class Lowering {
+public:
+  explicit Lowering(func::FuncOp source)
+      : context_(source.getContext()), builder_(context_), values_(context_) {}
+
+  FailureOr<OwningOpRef<func::FuncOp>> run(func::FuncOp source) {
+    OwningOpRef<func::FuncOp> lowered =
+        func::FuncOp::create(source.getLoc(), source.getName(), source.getFunctionType());
+    Block *entry = lowered->addEntryBlock();
+    // Registers, constants and facts go to their own block while the records are lowered, then
+    // to the function's start, where they dominate every record.
+    Block values;
+    values_.setInsertionPointToEnd(&values);
+    builder_.setInsertionPointToEnd(entry);
+    if (source.getBody().empty() || source.getNumArguments() != 0)
+      return source.emitOpError("to lower to a decode program takes no arguments and has a body");
+    const LogicalResult lowering = lowerOps(source.getBody().front(), {});
+    // Spliced also on failure: the records use these values, and go with them.
+    entry->getOperations().splice(entry->begin(), values.getOperations());
+    if (failed(lowering))
+      return failure();
+    func::ReturnOp::create(builder_, source.getLoc());
+    return lowered;
+  }
+
+private:
+  // ---- Values -----------------------------------------------------------------------------
+
+  Value newRegister(Type type, StringRef hint) {
+    std::string name = hint.str();
+    for (unsigned n = 2; !taken_.insert(name).second; ++n)
+      name = hint.str() + std::to_string(n);
+    return decode::RegisterOp::create(values_, builder_.getUnknownLoc(),
+                                      decode::RegisterType::get(context_, type), name);
+  }
+
+  // What a record refers to for `value`: its register, its knob, or a constant or fact.
+  FailureOr<Value> reference(Value value, Operation *user) {
+    if (Value known = refs_.lookup(value))
+      return known;
+    Operation *source = value.getDefiningOp();
+    if (source && llvm::isa<decode::ConstantOp, decode::FactOp>(source)) {
+      Operation *copy = values_.clone(*source);
+      refs_[value] = copy->getResult(0);
+      return copy->getResult(0);
+    }
+    return user->emitOpError("reads a value that no record, knob, decode.constant or "
+                             "decode.fact before it gives");
+  }
+
+  FailureOr<Value> registerOf(Value value, Operation *user, StringRef key) {
+    FailureOr<Value> ref = reference(value, user);
+    if (failed(ref))
+      return failure();
+    if (!ref->getDefiningOp<decode::RegisterOp>())
+      return user->emitOpError() << "in-out " << key
+                                 << " must be a value a record wrote, not a literal, knob or fact";
+    return *ref;
+  }
+
+  // The register `value` (a result) is written to: the carried one it replaces, or a new one.
+  Value resultRegister(Value value, StringRef hint) {
+    if (Value carried = preferred_.lookup(value))
+      return carried;
+    return newRegister(value.getType(), hint);
+  }
+
+  // ---- Records ----------------------------------------------------------------------------
+
+  LogicalResult lowerOps(Block &block, ArrayRef<Value> carried) {
+    Operation *terminator = block.mightHaveTerminator() ? block.getTerminator() : nullptr;
+    auto yield = llvm::dyn_cast_or_null<generate::YieldOp>(terminator);
+    // A region's closing until or exit_if comes after the carried values' sets.
+    Operation *closing = nullptr;
+    if (yield && yield->getPrevNode() &&
+        llvm::isa<generate::UntilOp, generate::ExitIfOp>(yield->getPrevNode()))
+      closing = yield->getPrevNode();
+    for (Operation &op : block) {
+      if (&op == terminator && !yield)
+        continue;
+      if (&op == closing || &op == yield.getOperation()) {
+        if (yield && failed(writeCarried(yield, carried)))
+          return failure();
+        if (closing && failed(lowerRecord(*closing)))
+          return failure();
+        break;
+      }
+      if (llvm::isa<decode::ConstantOp, decode::FactOp>(op))
+        continue;
+      if (failed(lowerOp(op)))
+        return failure();
+    }
+    return success();
+  }
+
+  LogicalResult lowerOp(Operation &op) {
+    if (auto loop = llvm::dyn_cast<generate::BlockLoopOp>(op))
+      return lowerBlockLoop(loop);
+    if (auto loop = llvm::dyn_cast<generate::DenoiseLoopOp>(op))
+      return lowerDenoiseLoop(loop);
+    if (auto branch = llvm::dyn_cast<generate::IfOp>(op))
+      return lowerIf(branch);
+    if (op.getDialect() && op.getDialect()->getNamespace() == "generate")
+      return lowerRecord(op);
+    return op.emitOpError("has no decode record (the generate dialect's ops, decode.constant and "
+                          "decode.fact lower to decode records)");
+  }
+
+  LogicalResult lowerRecord(Operation &op) {
+    StringRef kind = op.getName().stripDialect();
+    const dspec::KindSpec *spec = dspec::findKind(kind);
+    if (!spec)
+      return op.emitOpError("has no decode record kind");
+    OperationState state(op.getLoc(), ("decode." + kind).str());
+    SmallVector<bool> operandRequired, resultRequired;
+    for (size_t p = 0; p < spec->paramCount; ++p) {
+      const dspec::ParamSpec &param = spec->params[p];
+      if (param.role == dspec::ParamRole::input || param.role == dspec::ParamRole::inout)
+        operandRequired.push_back(param.required);
+      if (param.role == dspec::ParamRole::inout || param.role == dspec::ParamRole::result)
+        resultRequired.push_back(param.required);
+    }
+    const bool knob = kind == StringRef(dspec::kKindKnob.data(), dspec::kKindKnob.size());
+    if (knob)
+      resultRequired.push_back(true);
+    const SmallVector<int32_t> operandSizes =
+        groupSizes(&op, "operandSegmentSizes", op.getNumOperands(), operandRequired);
+    const SmallVector<int32_t> resultSizes =
+        groupSizes(&op, "resultSegmentSizes", op.getNumResults(), resultRequired);
+    size_t operandGroup = 0, resultGroup = 0, operand = 0, result = 0;
+    SmallVector<int32_t> segments;
+    for (size_t p = 0; p < spec->paramCount; ++p) {
+      const dspec::ParamSpec &param = spec->params[p];
+      const std::string key(param.key);
+      const std::string argName = key == "default" ? "default_" : key;
+      if (param.role == dspec::ParamRole::attribute) {
+        if (Attribute attribute = op.getAttr(argName))
+          state.addAttribute(argName, attribute);
+        continue;
+      }
+      Value written;
+      if (param.role == dspec::ParamRole::input || param.role == dspec::ParamRole::inout) {
+        if (operandSizes[operandGroup++] == 1) {
+          Value value = op.getOperand(operand++);
+          FailureOr<Value> ref = param.role == dspec::ParamRole::input
+                                     ? reference(value, &op)
+                                     : registerOf(value, &op, key);
+          if (failed(ref))
+            return failure();
+          if (param.role == dspec::ParamRole::inout &&
+              (!value.hasOneUse() || value.getParentBlock() != op.getBlock()))
+            return op.emitOpError() << "in-out " << key
+                                    << " is read elsewhere or defined outside the op's block: "
+                                       "the record overwrites its register";
+          written = *ref;
+        }
+      }
+      if (param.role == dspec::ParamRole::inout || param.role == dspec::ParamRole::result) {
+        if (resultSizes[resultGroup++] == 1) {
+          Value value = op.getResult(result);
+          Value reg = param.role == dspec::ParamRole::inout
+                          ? written
+                          : resultRegister(value, nameHint(&op, "names", result, key));
+          ++result;
+          refs_[value] = reg;
+          written = reg;
+        }
+      }
+      segments.push_back(written ? 1 : 0);
+      if (written)
+        state.addOperands(written);
+    }
+    if (auto name = op.getAttrOfType<StringAttr>("name"))
+      state.addAttribute("name", name);
+    if (state.name.hasTrait<OpTrait::AttrSizedOperandSegments>())
+      state.addAttribute("operandSegmentSizes", builder_.getDenseI32ArrayAttr(segments));
+    if (knob)
+      state.addTypes(decode::KnobType::get(context_, op.getResult(0).getType()));
+    Operation *record = builder_.create(state);
+    if (knob)
+      refs_[op.getResult(0)] = record->getResult(0);
+    return success();
+  }
+
+  // ---- Carried values ---------------------------------------------------------------------
+
+  // The register of each value `op` carries (inits[i]): the init's own when the op is its only
+  // reader in the same block, else a new one set from it before the op.
+  FailureOr<SmallVector<Value>> carriedRegisters(Operation *op, ValueRange inits,
+                                                 unsigned firstName) {
+    SmallVector<Value> registers;
+    for (auto [i, init] : llvm::enumerate(inits)) {
+      FailureOr<Value> ref = reference(init, op);
+      if (failed(ref))
+        return failure();
+      if (ref->getDefiningOp<decode::RegisterOp>() && init.hasOneUse() &&
+          init.getParentBlock() == op->getBlock() && !llvm::is_contained(registers, *ref)) {
+        registers.push_back(*ref);
+        continue;
+      }
+      const std::string hint = nameHint(op, "arg_names", firstName + i, "carried");
+      if (!isScalar(init.getType()))
+        return op->emitOpError() << "carries a " << init.getType()
+                                 << " that is not its init's only use: set copies scalars only";
+      Value reg = newRegister(init.getType(), hint);
+      decode::SetOp::create(builder_, op->getLoc(), *ref, reg);
+      registers.push_back(reg);
+    }
+    return registers;
+  }
+
+  // Each yielded value defined in the region with no read of what it replaces after it is
+  // written straight into the carried register (its own reads then read that register).
+  void preferCarried(generate::YieldOp yield, ArrayRef<Value> carried, Block &body,
+                     ValueRange replaced) {
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      Operation *definition = value.getDefiningOp();
+      if (!definition || definition->getBlock() != &body || preferred_.count(value))
+        continue;
+      if (i < replaced.size() && usedAfter(replaced[i], definition, body))
+        continue;
+      preferred_[value] = carried[i];
+    }
+  }
+
+  LogicalResult writeCarried(generate::YieldOp yield, ArrayRef<Value> carried) {
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      FailureOr<Value> ref = reference(value, yield);
+      if (failed(ref))
+        return failure();
+      if (*ref == carried[i])
+        continue;
+      if (llvm::is_contained(carried, *ref))
+        return yield.emitOpError("not supported yet: carried values that trade places");
+      if (!isScalar(value.getType()))
+        return yield.emitOpError() << "yields a " << value.getType()
+                                   << " that is not written in place: set copies scalars only";
+      decode::SetOp::create(builder_, yield.getLoc(), *ref, carried[i]);
+    }
+    return success();
+  }
+
+  // ---- Structured ops ---------------------------------------------------------------------
+
+  // An exit_if leaves a loop only as its body's last record: the carried values are set then.
+  LogicalResult checkExits(Operation *loop, Block &body) {
+    Operation *last = body.getTerminator()->getPrevNode();
+    WalkResult walk = body.walk([&](generate::ExitIfOp exit) {
+      if (exit != last && exit->getParentOfType<generate::BlockLoopOp>() == loop)
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted() && !body.getArguments().drop_front(1).empty())
+      return loop->emitOpError("not supported yet: an exit_if before the end of a loop that "
+                               "carries values");
+    return success();
+  }
+
+  Region &openRegion(Operation *record, unsigned index) {
+    Region &region = record->getRegion(index);
+    region.emplaceBlock();
+    return region;
+  }
+
+  LogicalResult lowerBody(Operation *record, unsigned region, Block &body, unsigned leading,
+                          ArrayRef<Value> leadingRegisters, ArrayRef<Value> carried) {
+    for (unsigned i = 0; i < leading; ++i)
+      refs_[body.getArgument(i)] = leadingRegisters[i];
+    // A loop's body takes its carried values as arguments; an if's branches take none.
+    for (auto [i, reg] : llvm::enumerate(carried))
+      if (leading + i < body.getNumArguments())
+        refs_[body.getArgument(leading + i)] = reg;
+    preferCarried(llvm::cast<generate::YieldOp>(body.getTerminator()), carried, body,
+                  body.getArguments().drop_front(leading));
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPointToStart(&openRegion(record, region).front());
+    return lowerOps(body, carried);
+  }
+
+  LogicalResult lowerBlockLoop(generate::BlockLoopOp loop) {
+    FailureOr<Value> count = reference(loop.getCount(), loop);
+    if (failed(count) || failed(checkExits(loop, loop.getBody().front())))
+      return failure();
+    FailureOr<SmallVector<Value>> carried = carriedRegisters(loop, loop.getInits(), 1);
+    if (failed(carried))
+      return failure();
+    Value index = newRegister(builder_.getI64Type(), nameHint(loop, "arg_names", 0, "index"));
+    auto record = decode::BlockLoopOp::create(builder_, loop.getLoc(), *count, index);
+    copyName(loop, record);
+    for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
+      refs_[result] = reg;
+    return lowerBody(record, 0, loop.getBody().front(), 1, {index}, *carried);
+  }
+
+  LogicalResult lowerDenoiseLoop(generate::DenoiseLoopOp loop) {
+    Block &body = loop.getBody().front();
+    if (!llvm::isa_and_nonnull<generate::UntilOp>(body.getTerminator()->getPrevNode()))
+      return loop.emitOpError("body does not end with an until");
+    FailureOr<Value> cap = reference(loop.getCap(), loop);
+    FailureOr<Value> bound = reference(loop.getBound(), loop);
+    FailureOr<Value> base = reference(loop.getBase(), loop);
+    if (failed(cap) || failed(bound) || failed(base))
+      return failure();
+    FailureOr<SmallVector<Value>> carried = carriedRegisters(loop, loop.getInits(), 2);
+    if (failed(carried))
+      return failure();
+    Value index = newRegister(builder_.getI64Type(), nameHint(loop, "arg_names", 0, "index"));
+    Value global = newRegister(builder_.getI64Type(), nameHint(loop, "arg_names", 1, "global"));
+    Value ran = newRegister(builder_.getI64Type(), nameHint(loop, "names", 0, "ran"));
+    auto record = decode::DenoiseLoopOp::create(builder_, loop.getLoc(), *cap, *bound, *base,
+                                                loop.getUnrollAttr(), index, global, ran);
+    copyName(loop, record);
+    refs_[loop.getRan()] = ran;
+    for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
+      refs_[result] = reg;
+    return lowerBody(record, 0, body, 2, {index, global}, *carried);
+  }
+
+  LogicalResult lowerIf(generate::IfOp branch) {
+    FailureOr<Value> cond = reference(branch.getCond(), branch);
+    if (failed(cond))
+      return failure();
+    SmallVector<Value> results;
+    for (auto [i, result] : llvm::enumerate(branch.getResults())) {
+      results.push_back(newRegister(result.getType(), nameHint(branch, "names", i, "result")));
+      refs_[result] = results.back();
+    }
+    auto record = decode::IfOp::create(builder_, branch.getLoc(), *cond);
+    copyName(branch, record);
+    if (failed(lowerBody(record, 0, branch.getThenRegion().front(), 0, {}, results)))
+      return failure();
+    if (branch.getElseRegion().empty())
+      return success();
+    return lowerBody(record, 1, branch.getElseRegion().front(), 0, {}, results);
+  }
+
+  static void copyName(Operation *from, Operation *to) {
+    if (auto name = from->getAttrOfType<StringAttr>("name"))
+      to->setAttr("name", name);
+  }
+
+  MLIRContext *context_;
+  OpBuilder builder_; // records, in order
+  OpBuilder values_;  // registers, constants and facts, at the function's start
+  DenseMap<Value, Value> refs_;
+  DenseMap<Value, Value> preferred_; // a result → the carried register it is written to
+  llvm::StringSet<> taken_;
+};
+
+} // namespace
+
+LogicalResult lowerToDecodeProgram(func::FuncOp function) {
+  FailureOr<OwningOpRef<func::FuncOp>> lowered = Lowering(function).run(function);
+  if (failed(lowered))
+    return failure();
+  function.getBody().takeBody((**lowered).getBody());
+  return success();
+}
+
+} // namespace dlm::passes

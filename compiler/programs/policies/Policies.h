@@ -1,0 +1,13 @@
+// The decoding policies whose programs the compiler builds (each in its own file, with
+// PolicyBuilder.h) instead of reading them from compiler/programs/decode/*.decode: each writes
+// the function @<policy> of the generate dialect into `module`, which
+// dlm-lower-to-decode-program lowers into decode records.
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace dlm::programs {
+
+void buildAutoregressive(mlir::ModuleOp module);
+
+} // namespace dlm::programs
