@@ -55,6 +55,48 @@ bool usedAfter(Value value, Operation *op, Block &block) {
   return false;
 }
 
+bool isLoop(Operation *op) { return llvm::isa<generate::BlockLoopOp, generate::DenoiseLoopOp>(op); }
+
+// Whether `user` may run after `op` once `op` has run, both nested in `block`: it comes later in
+// the block, or later in the region they share, but not in the other branch of an if.
+bool runsAfter(Operation *user, Operation *op, Block &block) {
+  Operation *userAt = block.findAncestorOpInBlock(*user);
+  Operation *opAt = block.findAncestorOpInBlock(*op);
+  if (userAt != opAt)
+    return opAt->isBeforeInBlock(userAt);
+  if (user == op || userAt == user)
+    return false; // the op itself, or a structured op reading before its region runs
+  Region *userRegion = userAt->getParentRegion();
+  for (Region &region : userAt->getRegions())
+    if (region.findAncestorOpInRegion(*user))
+      userRegion = &region;
+  Region *opRegion = nullptr;
+  for (Region &region : opAt->getRegions())
+    if (region.findAncestorOpInRegion(*op))
+      opRegion = &region;
+  if (userRegion != opRegion)
+    return false; // the two branches of an if
+  return runsAfter(user, op, opRegion->front());
+}
+
+// Whether a record that overwrites `value`'s register at `op` leaves every reader of the old value
+// before it: `op` is not in a loop nested below `value`'s block (whose next iteration would read
+// it), and no other use runs after it.
+bool overwritableAt(Value value, Operation *op) {
+  Block *home = value.getParentBlock();
+  if (!home->findAncestorOpInBlock(*op))
+    return false;
+  for (Operation *at = op; at->getBlock() != home;) {
+    at = at->getParentOp();
+    if (isLoop(at))
+      return false;
+  }
+  for (Operation *user : value.getUsers())
+    if (user != op && runsAfter(user, op, *home))
+      return false;
+  return true;
+}
+
 class Lowering {
 public:
   explicit Lowering(func::FuncOp source)
@@ -204,11 +246,10 @@ private:
                                      : registerOf(value, &op, key);
           if (failed(ref))
             return failure();
-          if (param.role == dspec::ParamRole::inout &&
-              (!value.hasOneUse() || value.getParentBlock() != op.getBlock()))
+          if (param.role == dspec::ParamRole::inout && !overwritableAt(value, &op))
             return op.emitOpError() << "in-out " << key
-                                    << " is read elsewhere or defined outside the op's block: "
-                                       "the record overwrites its register";
+                                    << " is read after the op, or the op is in a loop below "
+                                       "its definition: the record overwrites its register";
           written = *ref;
         }
       }
@@ -268,13 +309,14 @@ private:
 
   // Each yielded value defined in the region with no read of what it replaces after it is
   // written straight into the carried register (its own reads then read that register).
+  // `replaced[i]` is the value whose register carried[i] is on entry (null: none).
   void preferCarried(generate::YieldOp yield, ArrayRef<Value> carried, Block &body,
-                     ValueRange replaced) {
+                     ArrayRef<Value> replaced) {
     for (auto [i, value] : llvm::enumerate(yield.getValues())) {
       Operation *definition = value.getDefiningOp();
       if (!definition || definition->getBlock() != &body || preferred_.count(value))
         continue;
-      if (i < replaced.size() && usedAfter(replaced[i], definition, body))
+      if (replaced[i] && usedAfter(replaced[i], definition, body))
         continue;
       preferred_[value] = carried[i];
     }
@@ -319,16 +361,21 @@ private:
     return region;
   }
 
-  LogicalResult lowerBody(Operation *record, unsigned region, Block &body, unsigned leading,
-                          ArrayRef<Value> leadingRegisters, ArrayRef<Value> carried) {
+  // A loop's body: its leading arguments (index, ...) and carried values get their registers.
+  LogicalResult lowerLoopBody(Operation *record, Block &body, ArrayRef<Value> leadingRegisters,
+                              ArrayRef<Value> carried) {
+    const unsigned leading = leadingRegisters.size();
     for (unsigned i = 0; i < leading; ++i)
       refs_[body.getArgument(i)] = leadingRegisters[i];
-    // A loop's body takes its carried values as arguments; an if's branches take none.
     for (auto [i, reg] : llvm::enumerate(carried))
-      if (leading + i < body.getNumArguments())
-        refs_[body.getArgument(leading + i)] = reg;
-    preferCarried(llvm::cast<generate::YieldOp>(body.getTerminator()), carried, body,
-                  body.getArguments().drop_front(leading));
+      refs_[body.getArgument(leading + i)] = reg;
+    SmallVector<Value> replaced(body.getArguments().drop_front(leading));
+    return lowerBody(record, 0, body, carried, replaced);
+  }
+
+  LogicalResult lowerBody(Operation *record, unsigned region, Block &body,
+                          ArrayRef<Value> carried, ArrayRef<Value> replaced) {
+    preferCarried(llvm::cast<generate::YieldOp>(body.getTerminator()), carried, body, replaced);
     OpBuilder::InsertionGuard guard(builder_);
     builder_.setInsertionPointToStart(&openRegion(record, region).front());
     return lowerOps(body, carried);
@@ -346,7 +393,7 @@ private:
     copyName(loop, record);
     for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
       refs_[result] = reg;
-    return lowerBody(record, 0, loop.getBody().front(), 1, {index}, *carried);
+    return lowerLoopBody(record, loop.getBody().front(), {index}, *carried);
   }
 
   LogicalResult lowerDenoiseLoop(generate::DenoiseLoopOp loop) {
@@ -370,25 +417,54 @@ private:
     refs_[loop.getRan()] = ran;
     for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
       refs_[result] = reg;
-    return lowerBody(record, 0, body, 2, {index, global}, *carried);
+    return lowerLoopBody(record, body, {index, global}, *carried);
+  }
+
+  // An if's result i takes the register of a value a branch yields unchanged from outside the if
+  // when nothing reads that value after the if (that branch then needs no set), else its own.
+  Value ifResultRegister(generate::IfOp branch, unsigned i, ArrayRef<Value> taken,
+                         Value &replaced) {
+    Value result = branch.getResult(i);
+    if (Value preferred = preferred_.lookup(result))
+      return preferred;
+    for (Region *region : {&branch.getThenRegion(), &branch.getElseRegion()}) {
+      if (region->empty())
+        continue;
+      Value yielded = region->front().getTerminator()->getOperand(i);
+      Value ref = refs_.lookup(yielded);
+      if (ref && ref.getDefiningOp<decode::RegisterOp>() &&
+          !branch->isAncestor(yielded.getParentRegion()->getParentOp()) &&
+          !llvm::is_contained(taken, ref) && overwritableAt(yielded, branch)) {
+        replaced = yielded;
+        return ref;
+      }
+    }
+    return newRegister(result.getType(), nameHint(branch, "names", i, "result"));
   }
 
   LogicalResult lowerIf(generate::IfOp branch) {
     FailureOr<Value> cond = reference(branch.getCond(), branch);
     if (failed(cond))
       return failure();
-    SmallVector<Value> results;
-    for (auto [i, result] : llvm::enumerate(branch.getResults())) {
-      results.push_back(newRegister(result.getType(), nameHint(branch, "names", i, "result")));
-      refs_[result] = results.back();
+    SmallVector<Value> results, replaced;
+    for (unsigned i = 0; i < branch.getNumResults(); ++i) {
+      Value old;
+      results.push_back(ifResultRegister(branch, i, results, old));
+      replaced.push_back(old);
+      refs_[branch.getResult(i)] = results.back();
     }
     auto record = decode::IfOp::create(builder_, branch.getLoc(), *cond);
     copyName(branch, record);
-    if (failed(lowerBody(record, 0, branch.getThenRegion().front(), 0, {}, results)))
+    if (failed(lowerBody(record, 0, branch.getThenRegion().front(), results, replaced)))
       return failure();
     if (branch.getElseRegion().empty())
       return success();
-    return lowerBody(record, 1, branch.getElseRegion().front(), 0, {}, results);
+    if (failed(lowerBody(record, 1, branch.getElseRegion().front(), results, replaced)))
+      return failure();
+    // An else with no record left (it passed its values on in place) is no `else`.
+    if (record.getElseRegion().front().empty())
+      record.getElseRegion().getBlocks().clear();
+    return success();
   }
 
   static void copyName(Operation *from, Operation *to) {

@@ -94,3 +94,38 @@ func.func @in_place() {
   "generate.finish"(%count) : (i64) -> ()
   return
 }
+
+// -----
+
+// An in-out update in one branch of an if, the value passed on unchanged by the other: the if's
+// result takes the carried register, which the update overwrites in place; no branch needs a set,
+// and the else, left empty, is no `else` record (its region is empty).
+// CHECK-LABEL: func.func @update_in_a_branch
+// CHECK-DAG: %[[ON:.*]] = "decode.knob"() <{default_ = false, type = "bool"}> {name = "credit"}
+// CHECK-DAG: %[[CREDIT:.*]] = decode.register "credit" : !decode.reg<!decode.credit>
+// CHECK: "decode.denoise_loop"
+// CHECK-NEXT: "decode.if"(%[[ON]]) ({
+// CHECK-NEXT: "decode.credit"(%[[CREDIT]],
+// CHECK-NEXT: }, {
+// CHECK-NEXT: }) : (!decode.knob<i1>) -> ()
+// CHECK-NEXT: "decode.until"
+// CHECK-NOT: decode.set
+func.func @update_in_a_branch() {
+  %on = "generate.knob"() <{name = "credit", type = "bool", default_ = false}> : () -> i1
+  %c8 = decode.constant 8 : i64 -> i64
+  %half = decode.constant 0.5 : f64 -> f64
+  %yes = decode.constant true -> i1
+  %empty = "generate.credit_reset"(%c8) {names = ["credit"]} : (i64) -> !decode.credit
+  %ran, %credit = "generate.denoise_loop"(%c8, %c8, %c8, %empty) ({
+  ^bb0(%step: i64, %global: i64, %held: !decode.credit):
+    %next = "generate.if"(%on) ({
+      %updated = "generate.credit"(%held, %half, %half, %half) <{candidates = "masked"}> : (!decode.credit, f64, f64, f64) -> !decode.credit
+      generate.yield %updated : !decode.credit
+    }, {
+      generate.yield %held : !decode.credit
+    }) : (i1) -> !decode.credit
+    "generate.until"(%yes) : (i1) -> ()
+    generate.yield %next : !decode.credit
+  }) : (i64, i64, i64, !decode.credit) -> (i64, !decode.credit)
+  return
+}

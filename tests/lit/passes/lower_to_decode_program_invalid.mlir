@@ -6,7 +6,7 @@ func.func @in_out_read_after() {
   %c8 = decode.constant 8 : i64 -> i64
   %half = decode.constant 0.5 : f64 -> f64
   %empty = "generate.credit_reset"(%c8) : (i64) -> !decode.credit
-  // expected-error @+1 {{'generate.credit' op in-out credit is read elsewhere or defined outside the op's block: the record overwrites its register}}
+  // expected-error @+1 {{'generate.credit' op in-out credit is read after the op, or the op is in a loop below its definition: the record overwrites its register}}
   %updated = "generate.credit"(%empty, %half, %half, %half) <{candidates = "masked"}> : (!decode.credit, f64, f64, f64) -> !decode.credit
   %again = "generate.credit"(%empty, %half, %half, %half) <{candidates = "masked"}> : (!decode.credit, f64, f64, f64) -> !decode.credit
   return
