@@ -29,7 +29,7 @@ struct Policy {
 // The default ones first, in dlmc's default order.
 constexpr Policy kPolicies[] = {
     {"low-confidence", true, nullptr},
-    {"entropy-bound", true, nullptr},
+    {"entropy-bound", true, buildEntropyBound},
     {"diffusion-gemma", false, nullptr},
     {"autoregressive", false, buildAutoregressive},
     {"introspective-strided", false, nullptr},

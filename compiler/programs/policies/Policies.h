@@ -9,5 +9,6 @@
 namespace dlm::programs {
 
 void buildAutoregressive(mlir::ModuleOp module);
+void buildEntropyBound(mlir::ModuleOp module);
 
 } // namespace dlm::programs

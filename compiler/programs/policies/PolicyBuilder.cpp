@@ -30,22 +30,89 @@ Value PolicyBuilder::text(StringRef value) {
 
 Value PolicyBuilder::fact(StringRef name) { return decode::FactOp::create(builder_, i64(), name); }
 
+Value PolicyBuilder::knob(StringRef name, Type type, const KnobSpec &spec) {
+  StringRef kind = type.isInteger(64) ? "int"
+                   : type.isF64()     ? "real"
+                   : type.isInteger(1) ? "bool"
+                                       : "text";
+  auto text = [&](StringRef value) {
+    return value.empty() ? StringAttr() : builder_.getStringAttr(value);
+  };
+  return generate::KnobOp::create(
+      builder_, type, builder_.getStringAttr(name), builder_.getStringAttr(kind), spec.fallback,
+      spec.optional ? builder_.getBoolAttr(true) : BoolAttr(), text(spec.oneOf), text(spec.error),
+      spec.min, spec.max);
+}
+
 Value PolicyBuilder::intKnob(StringRef name, int64_t fallback, std::optional<int64_t> min,
                              std::optional<int64_t> max) {
   auto bound = [&](std::optional<int64_t> v) -> Attribute {
     return v ? builder_.getI64IntegerAttr(*v) : Attribute();
   };
-  return generate::KnobOp::create(builder_, i64(), builder_.getStringAttr(name),
-                                  builder_.getStringAttr("int"),
-                                  builder_.getI64IntegerAttr(fallback), BoolAttr(), StringAttr(),
-                                  StringAttr(), bound(min), bound(max));
+  return knob(name, i64(),
+              {builder_.getI64IntegerAttr(fallback), false, {}, {}, bound(min), bound(max)});
 }
 
 Value PolicyBuilder::realKnob(StringRef name, double fallback) {
-  return generate::KnobOp::create(builder_, f64(), builder_.getStringAttr(name),
-                                  builder_.getStringAttr("real"),
-                                  builder_.getF64FloatAttr(fallback), BoolAttr(), StringAttr(),
-                                  StringAttr(), Attribute(), Attribute());
+  return knob(name, f64(), {builder_.getF64FloatAttr(fallback)});
+}
+
+Value PolicyBuilder::boolKnob(StringRef name, bool fallback) {
+  return knob(name, i1(), {builder_.getBoolAttr(fallback)});
+}
+
+Value PolicyBuilder::optionalRealKnob(StringRef name, double min, double max) {
+  return knob(name, f64(),
+              {Attribute(), true, {}, {}, builder_.getF64FloatAttr(min),
+               builder_.getF64FloatAttr(max)});
+}
+
+Value PolicyBuilder::textKnob(StringRef name, std::optional<StringRef> fallback, StringRef oneOf,
+                              StringRef error) {
+  return knob(name, decode::TextType::get(builder_.getContext()),
+              {fallback ? builder_.getStringAttr(*fallback) : Attribute(), !fallback, oneOf,
+               error});
+}
+
+template <typename OpT> Value PolicyBuilder::arithmetic(StringRef name, Value a, Value b) {
+  Type type = a.getType().isF64() || b.getType().isF64() ? f64() : i64();
+  return value(name, OpT::create(builder_, type, a, b, StringAttr()));
+}
+
+template <typename OpT> Value PolicyBuilder::compare(StringRef name, Value a, Value b) {
+  return value(name, OpT::create(builder_, i1(), a, b));
+}
+
+Value PolicyBuilder::add(StringRef n, Value a, Value b) { return arithmetic<generate::AddOp>(n, a, b); }
+Value PolicyBuilder::sub(StringRef n, Value a, Value b) { return arithmetic<generate::SubOp>(n, a, b); }
+Value PolicyBuilder::mul(StringRef n, Value a, Value b) { return arithmetic<generate::MulOp>(n, a, b); }
+Value PolicyBuilder::div(StringRef n, Value a, Value b) { return arithmetic<generate::DivOp>(n, a, b); }
+Value PolicyBuilder::rem(StringRef n, Value a, Value b) { return arithmetic<generate::RemOp>(n, a, b); }
+Value PolicyBuilder::gt(StringRef n, Value a, Value b) { return compare<generate::GtOp>(n, a, b); }
+Value PolicyBuilder::ge(StringRef n, Value a, Value b) { return compare<generate::GeOp>(n, a, b); }
+Value PolicyBuilder::le(StringRef n, Value a, Value b) { return compare<generate::LeOp>(n, a, b); }
+Value PolicyBuilder::eq(StringRef n, Value a, Value b) { return compare<generate::EqOp>(n, a, b); }
+Value PolicyBuilder::both(StringRef n, Value a, Value b) { return compare<generate::AndOp>(n, a, b); }
+Value PolicyBuilder::either(StringRef n, Value a, Value b) { return compare<generate::OrOp>(n, a, b); }
+
+Value PolicyBuilder::negate(StringRef name, Value a) {
+  return value(name, generate::NotOp::create(builder_, i1(), a));
+}
+
+Value PolicyBuilder::select(StringRef name, Value cond, Value a, Value b) {
+  return value(name, generate::SelectOp::create(builder_, a.getType(), cond, a, b));
+}
+
+Value PolicyBuilder::set(StringRef name, Value a) {
+  return value(name, generate::SetOp::create(builder_, a.getType(), a));
+}
+
+Value PolicyBuilder::toReal(StringRef name, Value a) {
+  return value(name, generate::ToRealOp::create(builder_, f64(), a, StringAttr()));
+}
+
+Value PolicyBuilder::defined(StringRef name, Value knob) {
+  return value(name, generate::DefinedOp::create(builder_, i1(), knob));
 }
 
 void PolicyBuilder::check(Value cond, StringRef message, Value arg0, Value arg1) {
@@ -58,10 +125,7 @@ ValueRange PolicyBuilder::blockLoop(
     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
   auto loop = generate::BlockLoopOp::create(builder_, inits.getTypes(), count, inits);
   loop->setAttr("name", builder_.getStringAttr(name));
-  SmallVector<Attribute> names;
-  for (StringRef argName : argNames)
-    names.push_back(builder_.getStringAttr(argName));
-  loop->setAttr("arg_names", builder_.getArrayAttr(names));
+  loop->setAttr("arg_names", names(argNames));
   Block &block = loop.getBody().emplaceBlock();
   block.addArgument(i64(), builder_.getLoc());
   for (Type type : inits.getTypes())
@@ -73,13 +137,55 @@ ValueRange PolicyBuilder::blockLoop(
   return loop.getResults();
 }
 
+void PolicyBuilder::ifThen(Value cond, function_ref<void()> then, function_ref<void()> otherwise) {
+  auto branch = generate::IfOp::create(builder_, TypeRange(), cond);
+  OpBuilder::InsertionGuard guard(builder_);
+  builder_.setInsertionPointToStart(&branch.getThenRegion().emplaceBlock());
+  then();
+  generate::YieldOp::create(builder_, ValueRange());
+  if (!otherwise)
+    return;
+  builder_.setInsertionPointToStart(&branch.getElseRegion().emplaceBlock());
+  otherwise();
+  generate::YieldOp::create(builder_, ValueRange());
+}
+
+PolicyBuilder::DenoiseLoop PolicyBuilder::denoiseLoop(StringRef name, Value cap, Value bound,
+                                                      Value base, ValueRange inits,
+                                                      std::initializer_list<StringRef> argNames,
+                                                      StringRef ranName, DenoiseBody body) {
+  SmallVector<Type> resultTypes{i64()};
+  llvm::append_range(resultTypes, inits.getTypes());
+  auto loop = generate::DenoiseLoopOp::create(builder_, resultTypes, cap, bound, base,
+                                              IntegerAttr(), inits);
+  loop->setAttr("name", builder_.getStringAttr(name));
+  loop->setAttr("arg_names", names(argNames));
+  loop->setAttr("names", names({ranName}));
+  Block &block = loop.getBody().emplaceBlock();
+  block.addArgument(i64(), builder_.getLoc());
+  block.addArgument(i64(), builder_.getLoc());
+  for (Type type : inits.getTypes())
+    block.addArgument(type, builder_.getLoc());
+  OpBuilder::InsertionGuard guard(builder_);
+  builder_.setInsertionPointToStart(&block);
+  auto [done, next] =
+      body(block.getArgument(0), block.getArgument(1), block.getArguments().drop_front(2));
+  generate::UntilOp::create(builder_, done);
+  generate::YieldOp::create(builder_, next);
+  return {loop.getRan(), loop.getResults()};
+}
+
 void PolicyBuilder::finish() { func::ReturnOp::create(builder_); }
 
-void PolicyBuilder::nameResults(Operation *op, std::initializer_list<StringRef> names) {
+ArrayAttr PolicyBuilder::names(std::initializer_list<StringRef> names) {
   SmallVector<Attribute> attributes;
   for (StringRef name : names)
     attributes.push_back(builder_.getStringAttr(name));
-  op->setAttr("names", builder_.getArrayAttr(attributes));
+  return builder_.getArrayAttr(attributes);
+}
+
+void PolicyBuilder::nameResults(Operation *op, std::initializer_list<StringRef> list) {
+  op->setAttr("names", names(list));
 }
 
 } // namespace dlm::programs

@@ -1,7 +1,9 @@
 // What a decoding policy's builder writes its program with: a function of the generate dialect
 // (compiler/dialects/generate/GenerateOps.td), one op per record in SSA form, that
 // dlm-lower-to-decode-program lowers into decode records. The helpers give literals, facts and
-// knobs, and name the values whose registers the records will write.
+// knobs, and name the values whose registers the records will write. Records come out in the
+// order they are built, so a builder makes one record per statement where C++ would otherwise
+// leave the order of two calls to the compiler (two arguments of one call).
 #pragma once
 
 #include "compiler/dialects/generate/GenerateDialect.h"
@@ -36,11 +38,44 @@ public:
   mlir::Value text(llvm::StringRef value);
   mlir::Value fact(llvm::StringRef name);
 
-  // Knobs: the value a request gives, else the default dlmc stores, else this one.
+  // Knobs: the value a request gives, else the default dlmc stores, else `fallback` (none for an
+  // optional knob, which `defined` tests). `oneOf` lists a text knob's values (comma-separated)
+  // and `error` its message for others ("{}": the value); `min` and `max` bound a number.
+  struct KnobSpec {
+    mlir::Attribute fallback;
+    bool optional = false;
+    llvm::StringRef oneOf = {}, error = {};
+    mlir::Attribute min = {}, max = {};
+  };
+  mlir::Value knob(llvm::StringRef name, mlir::Type type, const KnobSpec &spec);
   mlir::Value intKnob(llvm::StringRef name, int64_t fallback,
                       std::optional<int64_t> min = std::nullopt,
                       std::optional<int64_t> max = std::nullopt);
   mlir::Value realKnob(llvm::StringRef name, double fallback);
+  mlir::Value boolKnob(llvm::StringRef name, bool fallback);
+  // An optional real in [min, max].
+  mlir::Value optionalRealKnob(llvm::StringRef name, double min, double max);
+  mlir::Value textKnob(llvm::StringRef name, std::optional<llvm::StringRef> fallback,
+                       llvm::StringRef oneOf, llvm::StringRef error);
+
+  // Scalar records, each result's register named `name`. Arithmetic gives a real when either
+  // operand is one.
+  mlir::Value add(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value sub(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value mul(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value div(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value rem(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value gt(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value ge(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value le(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value eq(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  mlir::Value both(llvm::StringRef name, mlir::Value a, mlir::Value b);   // and
+  mlir::Value either(llvm::StringRef name, mlir::Value a, mlir::Value b); // or
+  mlir::Value negate(llvm::StringRef name, mlir::Value a);                // not
+  mlir::Value select(llvm::StringRef name, mlir::Value cond, mlir::Value a, mlir::Value b);
+  mlir::Value set(llvm::StringRef name, mlir::Value a);
+  mlir::Value toReal(llvm::StringRef name, mlir::Value a);
+  mlir::Value defined(llvm::StringRef name, mlir::Value knob);
 
   // `op`'s results get registers named `names`, in order.
   template <typename OpT> OpT named(std::initializer_list<llvm::StringRef> names, OpT op) {
@@ -65,11 +100,33 @@ public:
       std::initializer_list<llvm::StringRef> argNames,
       llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)> body);
 
+  // An if: `then` (and `otherwise`, when given) write records and give no values.
+  void ifThen(mlir::Value cond, llvm::function_ref<void()> then,
+              llvm::function_ref<void()> otherwise = nullptr);
+
+  // A denoise_loop named `name` of at most min(cap, bound) steps from global step `base`,
+  // carrying `inits`: `body` gets the step's index, its global step and the carried values, and
+  // returns the until condition (the loop ends after a step where it holds) and the next carried
+  // values. `argNames` name the index's, the global step's and the carried values' registers.
+  struct DenoiseLoop {
+    mlir::Value ran;          // the steps run
+    mlir::ValueRange carried; // the carried values after the last step
+  };
+  using DenoiseBody = llvm::function_ref<std::pair<mlir::Value, llvm::SmallVector<mlir::Value>>(
+      mlir::Value, mlir::Value, mlir::ValueRange)>;
+  DenoiseLoop denoiseLoop(llvm::StringRef name, mlir::Value cap, mlir::Value bound,
+                          mlir::Value base, mlir::ValueRange inits,
+                          std::initializer_list<llvm::StringRef> argNames, llvm::StringRef ranName,
+                          DenoiseBody body);
+
   // Ends the function (func.return).
   void finish();
 
 private:
   void nameResults(mlir::Operation *op, std::initializer_list<llvm::StringRef> names);
+  mlir::ArrayAttr names(std::initializer_list<llvm::StringRef> names);
+  template <typename OpT> mlir::Value arithmetic(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  template <typename OpT> mlir::Value compare(llvm::StringRef name, mlir::Value a, mlir::Value b);
 
   mlir::ImplicitLocOpBuilder builder_;
 };
