@@ -28,7 +28,7 @@ struct Policy {
 
 // The default ones first, in dlmc's default order.
 constexpr Policy kPolicies[] = {
-    {"low-confidence", true, nullptr},
+    {"low-confidence", true, buildLowConfidence},
     {"entropy-bound", true, buildEntropyBound},
     {"diffusion-gemma", false, nullptr},
     {"autoregressive", false, buildAutoregressive},

@@ -26,8 +26,8 @@ inline constexpr std::string_view kExtraDevicePrecision = "device_precision";
 inline constexpr std::string_view kExtraCpuActivations = "cpu_activations";
 
 // ---- Decoding knobs (DecodingProgram::knobs; a request may override each) ---------------------
-// The decode programs (compiler/programs/decode/) declare their own knobs; these are the names
-// dlmc's flags and the request API set.
+// The decode programs (compiler/programs/DecodePrograms.h) declare their own knobs; these are the
+// names dlmc's flags and the request API set.
 
 // Not a knob of any program: it selects the decode program by its policy name.
 inline constexpr std::string_view kKnobPolicy = "policy";            // string
@@ -45,7 +45,7 @@ inline constexpr std::string_view kKnobThreshold = "threshold";
 // The block's step `step_cap` unmasks every candidate left. "none" removes the artifact's cap.
 inline constexpr std::string_view kKnobStepCap = "step_cap";
 // real, low-confidence: dInfer's hierarchical decoding; each segment of masks takes its most
-// confident position when above this (see compiler/programs/decode/low-confidence.decode).
+// confident position when above this (see compiler/programs/policies/LowConfidence.cpp).
 inline constexpr std::string_view kKnobLowThreshold = "low_threshold";
 inline constexpr std::string_view kKnobDepth = "depth"; // int >= 1, hierarchical levels
 // bool, low-confidence: dInfer's credit decoding, with its alpha, beta (decay) and gamma.

@@ -33,8 +33,7 @@ void buildAutoregressive(ModuleOp module) {
   gen::ReserveOp::create(b, total, one);
   // The prompt but its last token fills the cache; each step feeds the last token.
   Value promptKeep = p.value("promptKeep", gen::SubOp::create(b, p.i64(), promptLength, one, StringAttr()));
-  gen::ForwardOp::create(b, Type(), "full", promptKeep, promptKeep, Value(), zero, zero,
-                         b.getBoolAttr(false), StringAttr(), Value(), Value());
+  p.forward({"full", promptKeep, promptKeep, zero, zero, {}, false});
   Value lastIndex = p.value("lastIndex", gen::SubOp::create(b, p.i64(), maxNewTokens, one, StringAttr()));
   Value firstStep = p.value("step", gen::SetOp::create(b, p.i64(), zero));
 
@@ -45,8 +44,7 @@ void buildAutoregressive(ModuleOp module) {
         Value last = p.value("last", gen::SubOp::create(b, p.i64(), next, one, StringAttr()));
         Value end = p.value("end", gen::AddOp::create(b, p.i64(), next, one, StringAttr()));
         // The last token through the model, appended to the cache; its logits predict `next`.
-        gen::ForwardOp::create(b, Type(), "append", next, last, Value(), last, next, BoolAttr(),
-                               StringAttr(), Value(), Value());
+        p.forward({"append", next, last, last, next});
         gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
         gen::WindowOp::create(b, next, end);
         auto sample = p.named(

@@ -115,8 +115,7 @@ void buildEntropyBound(ModuleOp module) {
         // The prefix cache: K/V of prompt ++ committed (one position less for a logit shift), an
         // undecoded forward that does not move the RNG step. A zero-token forward still runs.
         p.ifThen(prefix, [&] {
-          gen::ForwardOp::create(b, Type(), "full", keep, keep, Value(), zero, zero,
-                                 b.getBoolAttr(false), StringAttr(), Value(), Value());
+          p.forward({"full", keep, keep, zero, zero, {}, false});
         });
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
             "denoise_step", k.maxSteps, k.maxSteps, step, {prev, run}, {"n", "s"}, "ran",
@@ -126,15 +125,8 @@ void buildEntropyBound(ModuleOp module) {
               Value scaled = p.mul("scaled", temperatureSpan, remaining);
               Value T = p.add("T", k.tMin, p.div("fraction", scaled, stepsReal));
               p.ifThen(
-                  prefix,
-                  [&] {
-                    gen::ForwardOp::create(b, Type(), "cached", end, keep, Value(), begin, end,
-                                           BoolAttr(), StringAttr(), Value(), Value());
-                  },
-                  [&] {
-                    gen::ForwardOp::create(b, Type(), "full", end, zero, Value(), begin, end,
-                                           BoolAttr(), StringAttr(), Value(), Value());
-                  });
+                  prefix, [&] { p.forward({"cached", end, keep, begin, end}); },
+                  [&] { p.forward({"full", end, zero, begin, end}); });
               auto sample = p.named({"sampled", "argmax", "entropy"},
                                     gen::SampleOp::create(b, Type(), Type(), p.tokens(),
                                                           p.tokens(), p.reals(), "tempered", T,

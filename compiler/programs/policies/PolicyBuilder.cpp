@@ -61,12 +61,6 @@ Value PolicyBuilder::boolKnob(StringRef name, bool fallback) {
   return knob(name, i1(), {builder_.getBoolAttr(fallback)});
 }
 
-Value PolicyBuilder::optionalRealKnob(StringRef name, double min, double max) {
-  return knob(name, f64(),
-              {Attribute(), true, {}, {}, builder_.getF64FloatAttr(min),
-               builder_.getF64FloatAttr(max)});
-}
-
 Value PolicyBuilder::textKnob(StringRef name, std::optional<StringRef> fallback, StringRef oneOf,
                               StringRef error) {
   return knob(name, decode::TextType::get(builder_.getContext()),
@@ -135,6 +129,27 @@ ValueRange PolicyBuilder::blockLoop(
   SmallVector<Value> next = body(block.getArgument(0), block.getArguments().drop_front(1));
   generate::YieldOp::create(builder_, next);
   return loop.getResults();
+}
+
+generate::ForwardOp PolicyBuilder::forward(const Forward &f) {
+  return generate::ForwardOp::create(
+      builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd, f.rowBegin, f.rowEnd,
+      f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(),
+      f.function.empty() ? StringAttr() : builder_.getStringAttr(f.function), f.input, f.first);
+}
+
+ValueRange PolicyBuilder::ifElse(Value cond, TypeRange types,
+                                 std::initializer_list<StringRef> resultNames,
+                                 function_ref<SmallVector<Value>()> then,
+                                 function_ref<SmallVector<Value>()> otherwise) {
+  auto branch = generate::IfOp::create(builder_, types, cond);
+  branch->setAttr("names", names(resultNames));
+  OpBuilder::InsertionGuard guard(builder_);
+  builder_.setInsertionPointToStart(&branch.getThenRegion().emplaceBlock());
+  generate::YieldOp::create(builder_, then());
+  builder_.setInsertionPointToStart(&branch.getElseRegion().emplaceBlock());
+  generate::YieldOp::create(builder_, otherwise());
+  return branch.getResults();
 }
 
 void PolicyBuilder::ifThen(Value cond, function_ref<void()> then, function_ref<void()> otherwise) {

@@ -30,6 +30,8 @@ public:
   mlir::Type tokens() { return decode::TokensType::get(builder_.getContext()); }
   mlir::Type reals() { return decode::RealsType::get(builder_.getContext()); }
   mlir::Type flags() { return decode::FlagsType::get(builder_.getContext()); }
+  mlir::Type list() { return decode::ListType::get(builder_.getContext()); }
+  mlir::Type credit() { return decode::CreditType::get(builder_.getContext()); }
 
   // Literals (decode.constant) and facts of the model or the request (@prompt_len, ...).
   mlir::Value integer(int64_t value);
@@ -53,8 +55,6 @@ public:
                       std::optional<int64_t> max = std::nullopt);
   mlir::Value realKnob(llvm::StringRef name, double fallback);
   mlir::Value boolKnob(llvm::StringRef name, bool fallback);
-  // An optional real in [min, max].
-  mlir::Value optionalRealKnob(llvm::StringRef name, double min, double max);
   mlir::Value textKnob(llvm::StringRef name, std::optional<llvm::StringRef> fallback,
                        llvm::StringRef oneOf, llvm::StringRef error);
 
@@ -100,9 +100,28 @@ public:
       std::initializer_list<llvm::StringRef> argNames,
       llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)> body);
 
+  // A forward of seq[0, count) (mode full, cached, window, append or extend) whose logit rows
+  // [rowBegin, rowEnd) the records after it read; see DecodeOps.td's forward.
+  struct Forward {
+    llvm::StringRef mode;
+    mlir::Value count, keep, rowBegin, rowEnd;
+    mlir::Value feedEnd = {};
+    std::optional<bool> decoded = std::nullopt;
+    llvm::StringRef function = {};
+    mlir::Value input = {}, first = {};
+    mlir::Type capture = {};
+  };
+  generate::ForwardOp forward(const Forward &f);
+
   // An if: `then` (and `otherwise`, when given) write records and give no values.
   void ifThen(mlir::Value cond, llvm::function_ref<void()> then,
               llvm::function_ref<void()> otherwise = nullptr);
+
+  // An if whose branches each give values of `types`, its results (registers named `names`).
+  mlir::ValueRange ifElse(mlir::Value cond, mlir::TypeRange types,
+                          std::initializer_list<llvm::StringRef> names,
+                          llvm::function_ref<llvm::SmallVector<mlir::Value>()> then,
+                          llvm::function_ref<llvm::SmallVector<mlir::Value>()> otherwise);
 
   // A denoise_loop named `name` of at most min(cap, bound) steps from global step `base`,
   // carrying `inits`: `body` gets the step's index, its global step and the carried values, and

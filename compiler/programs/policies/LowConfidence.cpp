@@ -1,0 +1,239 @@
+// The low-confidence policy (runtime/sampling/LowConfidence.cpp's, which
+// tests/runtime/program/DifferentialDecodeTest holds it to): x = prompt ++ gen_length masks;
+// blocks of block_length left to right. A step: forward, Gumbel-max proposals and
+// unit-temperature confidences on the block's masks, then unmask the k most confident (fixed
+// count: the transfer schedule), those >= threshold (at least one), or, with low_threshold,
+// dInfer's hierarchical choice; with step_cap, step step_cap - 1 takes every candidate. With
+// credit, dInfer's credit decoding fuses a per-block credit into the logits first. A block ends
+// when it has no mask left. The cache: none, the prefix cache (the committed prefix's K/V reused)
+// or the dual cache (the block's first forward keeps the whole sequence's K/V, later ones feed
+// only the block over it).
+#include "compiler/programs/policies/Policies.h"
+#include "compiler/programs/policies/PolicyBuilder.h"
+
+namespace dlm::programs {
+namespace {
+
+using namespace mlir;
+namespace gen = generate;
+
+struct Knobs {
+  Value genLength, blockLength, steps, temperature, threshold, stepCap, lowThreshold, depth,
+      credit, creditAlpha, creditBeta, creditGamma, cache;
+};
+
+Knobs declareKnobs(PolicyBuilder &p) {
+  Builder &b = p.b();
+  Knobs k;
+  k.genLength = p.intKnob("gen_length", 32);
+  k.blockLength = p.intKnob("block_length", 8);
+  // Step counts are forwards: at least one, at most 65536 of them, so that no stored default or
+  // request can make one generation run for ever (an artifact with max_steps 2^52 did).
+  k.steps = p.intKnob("steps", 16, 1, 65536);
+  k.temperature = p.realKnob("temperature", 0.0);
+  k.threshold = p.knob("threshold", p.f64(),
+                       {Attribute(), true, {}, {}, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1)});
+  k.stepCap = p.knob("step_cap", p.i64(),
+                     {Attribute(), true, {}, {}, b.getI64IntegerAttr(1),
+                      b.getI64IntegerAttr(65536)});
+  k.lowThreshold = p.knob("low_threshold", p.f64(),
+                          {Attribute(), true, {}, {}, b.getI64IntegerAttr(0),
+                           b.getI64IntegerAttr(1)});
+  k.depth = p.intKnob("depth", 1, 1);
+  k.credit = p.boolKnob("credit", false);
+  k.creditAlpha = p.realKnob("credit_alpha", 0.7);
+  k.creditBeta = p.realKnob("credit_beta", 0.8);
+  k.creditGamma = p.realKnob("credit_gamma", 0.2);
+  k.cache = p.textKnob("cache", StringRef("none"), "none,prefix,dual",
+                       "unknown cache mode '{}' (expected none, prefix or dual)");
+  return k;
+}
+
+// validateRequest (runtime/sampling/Decoding.cpp): the same messages in the same order. A
+// remainder is taken only once its divisor is known to be positive. Gives the block count.
+Value checkRequest(PolicyBuilder &p, const Knobs &k) {
+  Value zero = p.integer(0);
+  const char *lengths = "gen_length {} is not a positive multiple of block_length {}";
+  Value blockPositive = p.gt("blockPositive", k.blockLength, zero);
+  Value genPositive = p.gt("genPositive", k.genLength, zero);
+  p.check(p.both("lengthsPositive", blockPositive, genPositive), lengths, k.genLength,
+          k.blockLength);
+  p.check(p.eq("genMultiple", p.rem("genRest", k.genLength, k.blockLength), zero), lengths,
+          k.genLength, k.blockLength);
+  p.check(p.ge("temperatureValid", k.temperature, p.real(0.0)), "temperature must be >= 0");
+  Value blocks = p.div("blocks", k.genLength, k.blockLength);
+  p.check(p.eq("stepsDivisible", p.rem("stepsRest", k.steps, blocks), zero),
+          "steps {} is not divisible by the number of blocks {}", k.steps, blocks);
+  p.check(p.ge("hasMask", p.fact("mask"), zero),
+          "the low-confidence policy needs a mask token; the model has none");
+  return blocks;
+}
+
+// Checked only when credit decoding is on. A NaN fails every comparison, so it is refused too.
+void checkCredit(PolicyBuilder &p, const Knobs &k) {
+  Value zeroReal = p.real(0.0);
+  Value creditOff = p.negate("creditOff", k.credit);
+  Value alphaPositive = p.gt("alphaPositive", k.creditAlpha, zeroReal);
+  p.check(p.either("alphaValid", creditOff, alphaPositive), "credit_alpha must be > 0");
+  Value betaPositive = p.gt("betaPositive", k.creditBeta, zeroReal);
+  Value betaAtMostOne = p.le("betaAtMostOne", k.creditBeta, p.real(1.0));
+  Value betaInRange = p.both("betaInRange", betaPositive, betaAtMostOne);
+  p.check(p.either("betaValid", creditOff, betaInRange), "credit_beta must be in (0, 1]");
+  Value gammaPositive = p.gt("gammaPositive", k.creditGamma, zeroReal);
+  p.check(p.either("gammaValid", creditOff, gammaPositive), "credit_gamma must be > 0");
+}
+
+// What the steps of every block share.
+struct Plan {
+  Value blocks, stepsPerBlock, prefix, dual, capOn, hierarchical, confidenceDriven, highThreshold,
+      creditCapacity, cap, lastStep, total;
+};
+
+Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
+  Plan plan;
+  plan.blocks = blocks;
+  plan.stepsPerBlock = p.div("stepsPerBlock", k.steps, blocks);
+  plan.prefix = p.eq("prefix", k.cache, p.text("prefix"));
+  plan.dual = p.eq("dual", k.cache, p.text("dual"));
+  Value thresholdOn = p.defined("thresholdOn", k.threshold);
+  plan.capOn = p.defined("capOn", k.stepCap);
+  // Hierarchical decoding (dInfer) with low_threshold: like the threshold rule, it unmasks as the
+  // confidences allow; without a threshold only its segment maxima and the top-1 are taken (no
+  // confidence exceeds 1).
+  plan.hierarchical = p.defined("hierarchical", k.lowThreshold);
+  plan.confidenceDriven = p.either("confidenceDriven", thresholdOn, plan.hierarchical);
+  plan.highThreshold = p.select("highThreshold", thresholdOn, k.threshold, p.real(1.0));
+  checkCredit(p, k);
+  // A row gains at most one credited token per step: the block's steps bound its credits.
+  plan.creditCapacity = p.select("creditCapacity", k.credit, k.blockLength, p.integer(0));
+  // Fixed count: at most the schedule's steps (the block is unmasked by then). Confidence-driven
+  // rules: no cap but step_cap; the bound (block_length) never decides, as every step unmasks at
+  // least one.
+  Value thresholdCap = p.select("thresholdCap", plan.capOn, k.stepCap, p.integer(-1));
+  plan.cap = p.select("cap", plan.confidenceDriven, thresholdCap, plan.stepsPerBlock);
+  plan.lastStep = p.sub("lastStep", k.stepCap, p.integer(1));
+  plan.total = p.add("total", p.fact("prompt_len"), k.genLength);
+  return plan;
+}
+
+// The positions a step unmasks, by the rule the knobs choose.
+Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, Value schedule,
+               Value confidence) {
+  ImplicitLocOpBuilder &b = p.b();
+  auto accept = [&](StringRef rule, Value count, Value threshold, Value low, Value depth) {
+    return gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), rule, "masked",
+                                 confidence, count, threshold, Value(), low, depth,
+                                 StringAttr(), StringAttr(), Value(), Value(), Value(), Value(),
+                                 Value())
+        .getKeep();
+  };
+  return p.ifElse(
+      plan.confidenceDriven, p.flags(), {"accepted"},
+      [&]() -> SmallVector<Value> {
+        Value pastCap = p.ge("pastCap", step, plan.lastStep);
+        Value takeAll = p.both("takeAll", plan.capOn, pastCap);
+        return {p.ifElse(
+            takeAll, p.flags(), {"accepted"},
+            // The explicit step cap: every candidate left (k = block_length >= candidates).
+            [&]() -> SmallVector<Value> {
+              return {accept("top_k", k.blockLength, Value(), Value(), Value())};
+            },
+            [&]() -> SmallVector<Value> {
+              return {p.ifElse(
+                  plan.hierarchical, p.flags(), {"accepted"},
+                  [&]() -> SmallVector<Value> {
+                    return {accept("hierarchical", Value(), plan.highThreshold, k.lowThreshold,
+                                   k.depth)};
+                  },
+                  [&]() -> SmallVector<Value> {
+                    return {accept("threshold", Value(), k.threshold, Value(), Value())};
+                  })[0]};
+            })[0]};
+      },
+      [&]() -> SmallVector<Value> {
+        Value take = p.value(
+            "take", gen::ListAtOp::create(b, p.i64(), schedule, step, p.integer(1)));
+        return {accept("top_k", take, Value(), Value(), Value())};
+      })[0];
+}
+
+} // namespace
+
+void buildLowConfidence(ModuleOp module) {
+  PolicyBuilder p(module, "low-confidence");
+  ImplicitLocOpBuilder &b = p.b();
+  const Knobs k = declareKnobs(p);
+  const Plan plan = ::dlm::programs::plan(p, k, checkRequest(p, k));
+  Value zero = p.integer(0), one = p.integer(1), mask = p.fact("mask");
+  gen::ReserveOp::create(b, plan.total, k.blockLength);
+  gen::SeqExtendOp::create(b, k.genLength, p.text("token"), mask, Value(), Value());
+  Value firstStep = p.set("step", zero);
+
+  ValueRange steps = p.blockLoop(
+      "block", plan.blocks, firstStep, {"b"}, [&](Value block, ValueRange carried) {
+        Value step = carried[0];
+        Value offset = p.mul("offset", block, k.blockLength);
+        Value begin = p.add("begin", p.fact("prompt_len"), offset);
+        Value end = p.add("end", begin, k.blockLength);
+        // The prefix cache keeps [0, begin), one position less for a logit shift, so that the
+        // cached chunk's shifted row of `begin` is exact.
+        Value cacheKeep = p.sub("cacheKeep", begin, p.fact("shift"));
+        Value fullKeep = p.select("fullKeep", plan.prefix, cacheKeep, zero);
+        // The dual cache: the block's first forward keeps the K/V of the whole sequence, later
+        // ones feed only [cacheKeep, end) over it (the window's K/V replace their cached range).
+        Value firstKeep = p.select("firstKeep", plan.dual, plan.total, fullKeep);
+        gen::WindowOp::create(b, begin, end);
+        Value masked = p.value("masked", gen::CountEqOp::create(b, p.i64(), mask));
+        Value schedule = p.value("schedule", gen::TransferScheduleOp::create(
+                                                 b, p.list(), masked, plan.stepsPerBlock));
+        Value credit = p.value("credit", gen::CreditResetOp::create(
+                                             b, p.credit(), plan.creditCapacity));
+        PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
+            "denoise_step", plan.cap, k.blockLength, step, credit, {"i", "s"}, "ran",
+            [&](Value i, Value s, ValueRange held) {
+              Value first = p.eq("first", i, zero);
+              Value later = p.negate("later", first);
+              Value cached = p.both("cached", plan.prefix, later);
+              Value windowed = p.both("windowed", plan.dual, later);
+              p.ifThen(
+                  cached, [&] { p.forward({"cached", plan.total, cacheKeep, begin, end}); },
+                  [&] {
+                    p.ifThen(
+                        windowed,
+                        [&] {
+                          p.forward({"window", plan.total, cacheKeep, begin, end, end});
+                        },
+                        [&] { p.forward({"full", plan.total, firstKeep, begin, end}); });
+                  });
+              Value updated = p.ifElse(
+                  k.credit, held.getTypes(), {"credit"},
+                  [&]() -> SmallVector<Value> {
+                    return {gen::CreditOp::create(b, held[0].getType(), held[0], k.creditBeta,
+                                                  k.creditGamma, k.creditAlpha, "masked")};
+                  },
+                  [&]() -> SmallVector<Value> { return {held[0]}; })[0];
+              auto sample = p.named(
+                  {"proposal", "confidence"},
+                  gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
+                                        "gumbel_max", k.temperature, mask, s, "masked",
+                                        StringAttr(), Value(), Value()));
+              Value keep = accepted(p, k, plan, i, schedule, sample.getConfidence());
+              auto gate = p.named({"accepted", "done"},
+                                  gen::GateOp::create(b, p.flags(), Type(), p.i1(),
+                                                      "no_mask_left", keep, Value(), Value(),
+                                                      Value(), Value()));
+              gen::RenoiseOp::create(b, p.text("mask"), "masked_only", gate.getKeepOut(),
+                                     sample.getToken(), s);
+              return std::make_pair(gate.getDone(), SmallVector<Value>{updated});
+            });
+        Value nextStep = p.add("step", step, loop.ran);
+        Value lastBlock = p.eq("lastBlock", p.add("nextBlock", block, one), plan.blocks);
+        Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), begin, end, block, lastBlock));
+        gen::ExitIfOp::create(b, eos);
+        return SmallVector<Value>{nextStep};
+      });
+  gen::FinishOp::create(b, steps[0]);
+  p.finish();
+}
+
+} // namespace dlm::programs
