@@ -186,6 +186,9 @@ private:
       }
       if (llvm::isa<decode::ConstantOp, decode::FactOp>(op))
         continue;
+      if (llvm::isa<generate::ExitIfOp>(op) && yield &&
+          failed(checkEarlyExit(&op, yield, carried)))
+        return failure();
       if (failed(lowerOp(op)))
         return failure();
     }
@@ -341,17 +344,28 @@ private:
 
   // ---- Structured ops ---------------------------------------------------------------------
 
-  // An exit_if leaves a loop only as its body's last record: the carried values are set then.
+  // An exit_if inside an if of a loop's body would leave it before the sets at the body's end.
   LogicalResult checkExits(Operation *loop, Block &body) {
-    Operation *last = body.getTerminator()->getPrevNode();
     WalkResult walk = body.walk([&](generate::ExitIfOp exit) {
-      if (exit != last && exit->getParentOfType<generate::BlockLoopOp>() == loop)
+      if (exit->getBlock() != &body && exit->getParentOfType<generate::BlockLoopOp>() == loop)
         return WalkResult::interrupt();
       return WalkResult::advance();
     });
     if (walk.wasInterrupted() && !body.getArguments().drop_front(1).empty())
-      return loop->emitOpError("not supported yet: an exit_if before the end of a loop that "
+      return loop->emitOpError("not supported yet: an exit_if nested in an if of a loop that "
                                "carries values");
+    return success();
+  }
+
+  // An exit_if in a loop's body before its end leaves with the carried registers as they are:
+  // each must hold the value the body yields by then.
+  LogicalResult checkEarlyExit(Operation *exit, generate::YieldOp yield,
+                               ArrayRef<Value> carried) {
+    for (auto [i, value] : llvm::enumerate(yield.getValues()))
+      if (refs_.lookup(value) != carried[i])
+        return exit->emitOpError() << "not supported yet: leaving the loop before its carried "
+                                      "value "
+                                   << i << " is written in place (it would leave with the old one)";
     return success();
   }
 

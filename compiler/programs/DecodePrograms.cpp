@@ -30,7 +30,7 @@ struct Policy {
 constexpr Policy kPolicies[] = {
     {"low-confidence", true, buildLowConfidence},
     {"entropy-bound", true, buildEntropyBound},
-    {"diffusion-gemma", false, nullptr},
+    {"diffusion-gemma", false, buildDiffusionGemma},
     {"autoregressive", false, buildAutoregressive},
     {"introspective-strided", false, nullptr},
     {"dflash", false, nullptr},

@@ -11,5 +11,6 @@ namespace dlm::programs {
 void buildAutoregressive(mlir::ModuleOp module);
 void buildEntropyBound(mlir::ModuleOp module);
 void buildLowConfidence(mlir::ModuleOp module);
+void buildDiffusionGemma(mlir::ModuleOp module);
 
 } // namespace dlm::programs

@@ -35,13 +35,11 @@ Value PolicyBuilder::knob(StringRef name, Type type, const KnobSpec &spec) {
                    : type.isF64()     ? "real"
                    : type.isInteger(1) ? "bool"
                                        : "text";
-  auto text = [&](StringRef value) {
-    return value.empty() ? StringAttr() : builder_.getStringAttr(value);
-  };
-  return generate::KnobOp::create(
-      builder_, type, builder_.getStringAttr(name), builder_.getStringAttr(kind), spec.fallback,
-      spec.optional ? builder_.getBoolAttr(true) : BoolAttr(), text(spec.oneOf), text(spec.error),
-      spec.min, spec.max);
+  return generate::KnobOp::create(builder_, type, builder_.getStringAttr(name),
+                                  builder_.getStringAttr(kind), spec.fallback,
+                                  spec.optional ? builder_.getBoolAttr(true) : BoolAttr(),
+                                  optionalText(spec.oneOf), optionalText(spec.error), spec.min,
+                                  spec.max);
 }
 
 Value PolicyBuilder::intKnob(StringRef name, int64_t fallback, std::optional<int64_t> min,
@@ -68,19 +66,32 @@ Value PolicyBuilder::textKnob(StringRef name, std::optional<StringRef> fallback,
                error});
 }
 
-template <typename OpT> Value PolicyBuilder::arithmetic(StringRef name, Value a, Value b) {
+StringAttr PolicyBuilder::optionalText(StringRef text) {
+  return text.empty() ? StringAttr() : builder_.getStringAttr(text);
+}
+
+template <typename OpT>
+Value PolicyBuilder::arithmetic(StringRef name, Value a, Value b, StringRef precision) {
   Type type = a.getType().isF64() || b.getType().isF64() ? f64() : i64();
-  return value(name, OpT::create(builder_, type, a, b, StringAttr()));
+  return value(name, OpT::create(builder_, type, a, b, optionalText(precision)));
 }
 
 template <typename OpT> Value PolicyBuilder::compare(StringRef name, Value a, Value b) {
   return value(name, OpT::create(builder_, i1(), a, b));
 }
 
-Value PolicyBuilder::add(StringRef n, Value a, Value b) { return arithmetic<generate::AddOp>(n, a, b); }
-Value PolicyBuilder::sub(StringRef n, Value a, Value b) { return arithmetic<generate::SubOp>(n, a, b); }
-Value PolicyBuilder::mul(StringRef n, Value a, Value b) { return arithmetic<generate::MulOp>(n, a, b); }
-Value PolicyBuilder::div(StringRef n, Value a, Value b) { return arithmetic<generate::DivOp>(n, a, b); }
+Value PolicyBuilder::add(StringRef n, Value a, Value b, StringRef precision) {
+  return arithmetic<generate::AddOp>(n, a, b, precision);
+}
+Value PolicyBuilder::sub(StringRef n, Value a, Value b, StringRef precision) {
+  return arithmetic<generate::SubOp>(n, a, b, precision);
+}
+Value PolicyBuilder::mul(StringRef n, Value a, Value b, StringRef precision) {
+  return arithmetic<generate::MulOp>(n, a, b, precision);
+}
+Value PolicyBuilder::div(StringRef n, Value a, Value b, StringRef precision) {
+  return arithmetic<generate::DivOp>(n, a, b, precision);
+}
 Value PolicyBuilder::rem(StringRef n, Value a, Value b) { return arithmetic<generate::RemOp>(n, a, b); }
 Value PolicyBuilder::gt(StringRef n, Value a, Value b) { return compare<generate::GtOp>(n, a, b); }
 Value PolicyBuilder::ge(StringRef n, Value a, Value b) { return compare<generate::GeOp>(n, a, b); }
@@ -101,8 +112,8 @@ Value PolicyBuilder::set(StringRef name, Value a) {
   return value(name, generate::SetOp::create(builder_, a.getType(), a));
 }
 
-Value PolicyBuilder::toReal(StringRef name, Value a) {
-  return value(name, generate::ToRealOp::create(builder_, f64(), a, StringAttr()));
+Value PolicyBuilder::toReal(StringRef name, Value a, StringRef precision) {
+  return value(name, generate::ToRealOp::create(builder_, f64(), a, optionalText(precision)));
 }
 
 Value PolicyBuilder::defined(StringRef name, Value knob) {
@@ -135,7 +146,7 @@ generate::ForwardOp PolicyBuilder::forward(const Forward &f) {
   return generate::ForwardOp::create(
       builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd, f.rowBegin, f.rowEnd,
       f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(),
-      f.function.empty() ? StringAttr() : builder_.getStringAttr(f.function), f.input, f.first);
+      optionalText(f.function), f.input, f.first);
 }
 
 ValueRange PolicyBuilder::ifElse(Value cond, TypeRange types,

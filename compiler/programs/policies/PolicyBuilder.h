@@ -32,6 +32,7 @@ public:
   mlir::Type flags() { return decode::FlagsType::get(builder_.getContext()); }
   mlir::Type list() { return decode::ListType::get(builder_.getContext()); }
   mlir::Type credit() { return decode::CreditType::get(builder_.getContext()); }
+  mlir::Type logits() { return decode::LogitsType::get(builder_.getContext()); }
 
   // Literals (decode.constant) and facts of the model or the request (@prompt_len, ...).
   mlir::Value integer(int64_t value);
@@ -59,11 +60,15 @@ public:
                        llvm::StringRef oneOf, llvm::StringRef error);
 
   // Scalar records, each result's register named `name`. Arithmetic gives a real when either
-  // operand is one.
-  mlir::Value add(llvm::StringRef name, mlir::Value a, mlir::Value b);
-  mlir::Value sub(llvm::StringRef name, mlir::Value a, mlir::Value b);
-  mlir::Value mul(llvm::StringRef name, mlir::Value a, mlir::Value b);
-  mlir::Value div(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  // operand is one, computed in `precision` (f64 when empty, or f32: rounded as float32 is).
+  mlir::Value add(llvm::StringRef name, mlir::Value a, mlir::Value b,
+                  llvm::StringRef precision = {});
+  mlir::Value sub(llvm::StringRef name, mlir::Value a, mlir::Value b,
+                  llvm::StringRef precision = {});
+  mlir::Value mul(llvm::StringRef name, mlir::Value a, mlir::Value b,
+                  llvm::StringRef precision = {});
+  mlir::Value div(llvm::StringRef name, mlir::Value a, mlir::Value b,
+                  llvm::StringRef precision = {});
   mlir::Value rem(llvm::StringRef name, mlir::Value a, mlir::Value b);
   mlir::Value gt(llvm::StringRef name, mlir::Value a, mlir::Value b);
   mlir::Value ge(llvm::StringRef name, mlir::Value a, mlir::Value b);
@@ -74,7 +79,7 @@ public:
   mlir::Value negate(llvm::StringRef name, mlir::Value a);                // not
   mlir::Value select(llvm::StringRef name, mlir::Value cond, mlir::Value a, mlir::Value b);
   mlir::Value set(llvm::StringRef name, mlir::Value a);
-  mlir::Value toReal(llvm::StringRef name, mlir::Value a);
+  mlir::Value toReal(llvm::StringRef name, mlir::Value a, llvm::StringRef precision = {});
   mlir::Value defined(llvm::StringRef name, mlir::Value knob);
 
   // `op`'s results get registers named `names`, in order.
@@ -144,7 +149,10 @@ public:
 private:
   void nameResults(mlir::Operation *op, std::initializer_list<llvm::StringRef> names);
   mlir::ArrayAttr names(std::initializer_list<llvm::StringRef> names);
-  template <typename OpT> mlir::Value arithmetic(llvm::StringRef name, mlir::Value a, mlir::Value b);
+  template <typename OpT>
+  mlir::Value arithmetic(llvm::StringRef name, mlir::Value a, mlir::Value b,
+                         llvm::StringRef precision = {});
+  mlir::StringAttr optionalText(llvm::StringRef text);
   template <typename OpT> mlir::Value compare(llvm::StringRef name, mlir::Value a, mlir::Value b);
 
   mlir::ImplicitLocOpBuilder builder_;

@@ -1,6 +1,6 @@
 // Replays transformers 5.23's DiffusionGemma generate() traces (tests/reference/diffusion_gemma/
 // fixtures/<name>/replay/, made from trace.npz by extract_replay.py) through the diffusion-gemma
-// decode program (compiler/programs/decode/diffusion-gemma.decode). A fake model returns the
+// decode program (compiler/programs/policies/DiffusionGemma.cpp). A fake model returns the
 // recorded raw logits of each step; the test hooks (ProgramTestHooks) feed transformers' random
 // draws (initial canvases, multinomial samples, fresh renoise tokens) instead of dlm's counter RNG.
 // Everything the program decides itself must then be what transformers decided: every step's
