@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <string>
@@ -38,6 +39,27 @@ SmallVector<int32_t> groupSizes(Operation *op, StringRef segmentsAttribute, unsi
   for (bool r : required)
     sizes.push_back(r ? 1 : spare);
   return sizes;
+}
+
+// How many operands and results each parameter of `kind` has on the generate op `op`, in
+// parameter order (a declaration's value is one more result).
+struct Groups {
+  SmallVector<int32_t> operands, results;
+};
+
+Groups groupsOf(const dspec::KindSpec &kind, Operation *op) {
+  SmallVector<bool> operandRequired, resultRequired;
+  for (size_t p = 0; p < kind.paramCount; ++p) {
+    const dspec::ParamSpec &param = kind.params[p];
+    if (param.role == dspec::ParamRole::input || param.role == dspec::ParamRole::inout)
+      operandRequired.push_back(param.required);
+    if (param.role == dspec::ParamRole::inout || param.role == dspec::ParamRole::result)
+      resultRequired.push_back(param.required);
+  }
+  if (kind.kind == dspec::kKindKnob)
+    resultRequired.push_back(true);
+  return {groupSizes(op, "operandSegmentSizes", op->getNumOperands(), operandRequired),
+          groupSizes(op, "resultSegmentSizes", op->getNumResults(), resultRequired)};
 }
 
 bool isScalar(Type type) {
@@ -80,21 +102,27 @@ bool runsAfter(Operation *user, Operation *op, Block &block) {
 }
 
 // Whether a record that overwrites `value`'s register at `op` leaves every reader of the old value
-// before it: `op` is not in a loop nested below `value`'s block (whose next iteration would read
-// it), and no other use runs after it.
+// before it: no loop nested below `value`'s block holds `op` and a read of it (its next iteration
+// would read the new value), and no other use runs after `op`.
 bool overwritableAt(Value value, Operation *op) {
   Block *home = value.getParentBlock();
   if (!home->findAncestorOpInBlock(*op))
     return false;
   for (Operation *at = op; at->getBlock() != home;) {
     at = at->getParentOp();
-    if (isLoop(at))
+    if (isLoop(at) && llvm::any_of(value.getUsers(),
+                                   [&](Operation *user) { return at->isProperAncestor(user); }))
       return false;
   }
   for (Operation *user : value.getUsers())
     if (user != op && runsAfter(user, op, *home))
       return false;
   return true;
+}
+
+// Whether `value` is no longer read once `op` has run: out of its scope, or overwritable there.
+bool deadAt(Value value, Operation *op) {
+  return !value.getParentBlock()->findAncestorOpInBlock(*op) || overwritableAt(value, op);
 }
 
 class Lowering {
@@ -129,9 +157,35 @@ private:
     std::string name = hint.str();
     for (unsigned n = 2; !taken_.insert(name).second; ++n)
       name = hint.str() + std::to_string(n);
-    return decode::RegisterOp::create(values_, builder_.getUnknownLoc(),
-                                      decode::RegisterType::get(context_, type), name);
+    Value reg = decode::RegisterOp::create(values_, builder_.getUnknownLoc(),
+                                           decode::RegisterType::get(context_, type), name);
+    byHint_[hint].push_back(reg);
+    return reg;
   }
+
+  // A register for `value`, which `op` writes: one of the same name and type that no value it
+  // held is read from any more (as a program written by hand reuses %step), else a new one.
+  Value sharedRegister(Value value, Operation *op, StringRef hint) {
+    for (Value reg : byHint_.lookup(hint))
+      if (shareable_.contains(reg) &&
+          llvm::cast<decode::RegisterType>(reg.getType()).getValueType() == value.getType() &&
+          llvm::all_of(occupants_[reg], [&](Value held) { return deadAt(held, op); }))
+        return reg;
+    Value reg = newRegister(value.getType(), hint);
+    shareable_.insert(reg);
+    return reg;
+  }
+
+  // `value` lives in `reg` (a register, a knob, a constant or a fact).
+  void assign(Value value, Value reg) {
+    refs_[value] = reg;
+    if (reg.getDefiningOp<decode::RegisterOp>())
+      occupants_[reg].push_back(value);
+  }
+
+  // `reg` now carries values through a region: values written into it later are not all known
+  // yet, so no other value may share it.
+  void reserveForCarrying(Value reg) { shareable_.erase(reg); }
 
   // What a record refers to for `value`: its register, its knob, or a constant or fact.
   FailureOr<Value> reference(Value value, Operation *user) {
@@ -157,11 +211,12 @@ private:
     return *ref;
   }
 
-  // The register `value` (a result) is written to: the carried one it replaces, or a new one.
-  Value resultRegister(Value value, StringRef hint) {
-    if (Value carried = preferred_.lookup(value))
-      return carried;
-    return newRegister(value.getType(), hint);
+  // The register `value` (a result of `op`) is written to: the carried one it replaces, or a
+  // shared or new one.
+  Value resultRegister(Value value, Operation *op, StringRef hint) {
+    if (auto carried = preferred_.find(value); carried != preferred_.end())
+      return carried->second.reg;
+    return sharedRegister(value, op, hint);
   }
 
   // ---- Records ----------------------------------------------------------------------------
@@ -187,7 +242,7 @@ private:
       if (llvm::isa<decode::ConstantOp, decode::FactOp>(op))
         continue;
       if (llvm::isa<generate::ExitIfOp>(op) && yield &&
-          failed(checkEarlyExit(&op, yield, carried)))
+          failed(checkEarlyExit(&op, yield, block, carried)))
         return failure();
       if (failed(lowerOp(op)))
         return failure();
@@ -214,21 +269,10 @@ private:
     if (!spec)
       return op.emitOpError("has no decode record kind");
     OperationState state(op.getLoc(), ("decode." + kind).str());
-    SmallVector<bool> operandRequired, resultRequired;
-    for (size_t p = 0; p < spec->paramCount; ++p) {
-      const dspec::ParamSpec &param = spec->params[p];
-      if (param.role == dspec::ParamRole::input || param.role == dspec::ParamRole::inout)
-        operandRequired.push_back(param.required);
-      if (param.role == dspec::ParamRole::inout || param.role == dspec::ParamRole::result)
-        resultRequired.push_back(param.required);
-    }
     const bool knob = kind == StringRef(dspec::kKindKnob.data(), dspec::kKindKnob.size());
-    if (knob)
-      resultRequired.push_back(true);
-    const SmallVector<int32_t> operandSizes =
-        groupSizes(&op, "operandSegmentSizes", op.getNumOperands(), operandRequired);
-    const SmallVector<int32_t> resultSizes =
-        groupSizes(&op, "resultSegmentSizes", op.getNumResults(), resultRequired);
+    const Groups groups = groupsOf(*spec, &op);
+    const SmallVector<int32_t> &operandSizes = groups.operands;
+    const SmallVector<int32_t> &resultSizes = groups.results;
     size_t operandGroup = 0, resultGroup = 0, operand = 0, result = 0;
     SmallVector<int32_t> segments;
     for (size_t p = 0; p < spec->paramCount; ++p) {
@@ -261,9 +305,9 @@ private:
           Value value = op.getResult(result);
           Value reg = param.role == dspec::ParamRole::inout
                           ? written
-                          : resultRegister(value, nameHint(&op, "names", result, key));
+                          : resultRegister(value, &op, nameHint(&op, "names", result, key));
           ++result;
-          refs_[value] = reg;
+          assign(value, reg);
           written = reg;
         }
       }
@@ -285,8 +329,8 @@ private:
 
   // ---- Carried values ---------------------------------------------------------------------
 
-  // The register of each value `op` carries (inits[i]): the init's own when the op is its only
-  // reader in the same block, else a new one set from it before the op.
+  // The register of each value `op` carries (inits[i]): the init's own when it is defined in the
+  // op's block and read nowhere after the op, else a new one set from it before the op.
   FailureOr<SmallVector<Value>> carriedRegisters(Operation *op, ValueRange inits,
                                                  unsigned firstName) {
     SmallVector<Value> registers;
@@ -294,15 +338,16 @@ private:
       FailureOr<Value> ref = reference(init, op);
       if (failed(ref))
         return failure();
-      if (ref->getDefiningOp<decode::RegisterOp>() && init.hasOneUse() &&
-          init.getParentBlock() == op->getBlock() && !llvm::is_contained(registers, *ref)) {
+      if (ref->getDefiningOp<decode::RegisterOp>() && init.getParentBlock() == op->getBlock() &&
+          overwritableAt(init, op) && !llvm::is_contained(registers, *ref)) {
+        reserveForCarrying(*ref);
         registers.push_back(*ref);
         continue;
       }
       const std::string hint = nameHint(op, "arg_names", firstName + i, "carried");
       if (!isScalar(init.getType()))
         return op->emitOpError() << "carries a " << init.getType()
-                                 << " that is not its init's only use: set copies scalars only";
+                                 << " that is read after it: set copies scalars only";
       Value reg = newRegister(init.getType(), hint);
       decode::SetOp::create(builder_, op->getLoc(), *ref, reg);
       registers.push_back(reg);
@@ -311,18 +356,49 @@ private:
   }
 
   // Each yielded value defined in the region with no read of what it replaces after it is
-  // written straight into the carried register (its own reads then read that register).
+  // written straight into the carried register (its own reads then read that register), and so,
+  // on the same condition, is the in-out operand it updates, and that one's, ...
   // `replaced[i]` is the value whose register carried[i] is on entry (null: none).
   void preferCarried(generate::YieldOp yield, ArrayRef<Value> carried, Block &body,
                      ArrayRef<Value> replaced) {
-    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
-      Operation *definition = value.getDefiningOp();
-      if (!definition || definition->getBlock() != &body || preferred_.count(value))
-        continue;
-      if (replaced[i] && usedAfter(replaced[i], definition, body))
-        continue;
-      preferred_[value] = carried[i];
+    for (auto [i, yielded] : llvm::enumerate(yield.getValues())) {
+      for (Value value = yielded; value; value = inOutSource(value)) {
+        Operation *definition = value.getDefiningOp();
+        if (!definition || definition->getBlock() != &body || preferred_.count(value))
+          break;
+        if (replaced[i] && usedAfter(replaced[i], definition, body))
+          break;
+        preferred_[value] = {carried[i], replaced[i]};
+      }
     }
+  }
+
+  // The operand a record's in-out result updates (null when `value` is none).
+  static Value inOutSource(Value value) {
+    auto result = llvm::dyn_cast<OpResult>(value);
+    Operation *op = result ? result.getOwner() : nullptr;
+    const dspec::KindSpec *spec =
+        op && op->getDialect() && op->getDialect()->getNamespace() == "generate"
+            ? dspec::findKind(std::string(op->getName().stripDialect()))
+            : nullptr;
+    if (!spec)
+      return {};
+    const Groups groups = groupsOf(*spec, op);
+    size_t operandGroup = 0, resultGroup = 0;
+    unsigned operand = 0, produced = 0;
+    for (size_t p = 0; p < spec->paramCount; ++p) {
+      const dspec::ParamRole role = spec->params[p].role;
+      const unsigned source = operand;
+      if (role == dspec::ParamRole::input || role == dspec::ParamRole::inout)
+        operand += groups.operands[operandGroup++];
+      if (role != dspec::ParamRole::inout && role != dspec::ParamRole::result)
+        continue;
+      const int32_t count = groups.results[resultGroup++];
+      if (role == dspec::ParamRole::inout && count == 1 && produced == result.getResultNumber())
+        return op->getOperand(source);
+      produced += count;
+    }
+    return {};
   }
 
   LogicalResult writeCarried(generate::YieldOp yield, ArrayRef<Value> carried) {
@@ -358,14 +434,24 @@ private:
   }
 
   // An exit_if in a loop's body before its end leaves with the carried registers as they are:
-  // each must hold the value the body yields by then.
-  LogicalResult checkEarlyExit(Operation *exit, generate::YieldOp yield,
+  // each must hold the value the body yields, written in place by then, or, when that value
+  // comes later, still the iteration's own.
+  LogicalResult checkEarlyExit(Operation *exit, generate::YieldOp yield, Block &body,
                                ArrayRef<Value> carried) {
-    for (auto [i, value] : llvm::enumerate(yield.getValues()))
-      if (refs_.lookup(value) != carried[i])
-        return exit->emitOpError() << "not supported yet: leaving the loop before its carried "
-                                      "value "
-                                   << i << " is written in place (it would leave with the old one)";
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      Value ref = refs_.lookup(value);
+      if (ref == carried[i])
+        continue;
+      // Written in this iteration: a value of the body (not its argument) that the register held.
+      auto writtenHere = [&](Value held) {
+        const bool argument = llvm::isa<BlockArgument>(held) && held.getParentBlock() == &body;
+        return !argument && body.getParent()->isAncestor(held.getParentRegion());
+      };
+      const bool untouched = !ref && llvm::none_of(occupants_[carried[i]], writtenHere);
+      if (!untouched)
+        return exit->emitOpError() << "not supported yet: leaving the loop when its carried value "
+                                   << i << " is neither the iteration's nor written in place";
+    }
     return success();
   }
 
@@ -380,9 +466,9 @@ private:
                               ArrayRef<Value> carried) {
     const unsigned leading = leadingRegisters.size();
     for (unsigned i = 0; i < leading; ++i)
-      refs_[body.getArgument(i)] = leadingRegisters[i];
+      assign(body.getArgument(i), leadingRegisters[i]);
     for (auto [i, reg] : llvm::enumerate(carried))
-      refs_[body.getArgument(leading + i)] = reg;
+      assign(body.getArgument(leading + i), reg);
     SmallVector<Value> replaced(body.getArguments().drop_front(leading));
     return lowerBody(record, 0, body, carried, replaced);
   }
@@ -406,7 +492,7 @@ private:
     auto record = decode::BlockLoopOp::create(builder_, loop.getLoc(), *count, index);
     copyName(loop, record);
     for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
-      refs_[result] = reg;
+      assign(result, reg);
     return lowerLoopBody(record, loop.getBody().front(), {index}, *carried);
   }
 
@@ -428,9 +514,9 @@ private:
     auto record = decode::DenoiseLoopOp::create(builder_, loop.getLoc(), *cap, *bound, *base,
                                                 loop.getUnrollAttr(), index, global, ran);
     copyName(loop, record);
-    refs_[loop.getRan()] = ran;
+    assign(loop.getRan(), ran);
     for (auto [result, reg] : llvm::zip(loop.getResults(), *carried))
-      refs_[result] = reg;
+      assign(result, reg);
     return lowerLoopBody(record, body, {index, global}, *carried);
   }
 
@@ -439,8 +525,10 @@ private:
   Value ifResultRegister(generate::IfOp branch, unsigned i, ArrayRef<Value> taken,
                          Value &replaced) {
     Value result = branch.getResult(i);
-    if (Value preferred = preferred_.lookup(result))
-      return preferred;
+    if (auto preferred = preferred_.find(result); preferred != preferred_.end()) {
+      replaced = preferred->second.replaced;
+      return preferred->second.reg;
+    }
     for (Region *region : {&branch.getThenRegion(), &branch.getElseRegion()}) {
       if (region->empty())
         continue;
@@ -450,6 +538,7 @@ private:
           !branch->isAncestor(yielded.getParentRegion()->getParentOp()) &&
           !llvm::is_contained(taken, ref) && overwritableAt(yielded, branch)) {
         replaced = yielded;
+        reserveForCarrying(ref);
         return ref;
       }
     }
@@ -465,7 +554,7 @@ private:
       Value old;
       results.push_back(ifResultRegister(branch, i, results, old));
       replaced.push_back(old);
-      refs_[branch.getResult(i)] = results.back();
+      assign(branch.getResult(i), results.back());
     }
     auto record = decode::IfOp::create(builder_, branch.getLoc(), *cond);
     copyName(branch, record);
@@ -490,7 +579,14 @@ private:
   OpBuilder builder_; // records, in order
   OpBuilder values_;  // registers, constants and facts, at the function's start
   DenseMap<Value, Value> refs_;
-  DenseMap<Value, Value> preferred_; // a result → the carried register it is written to
+  // A result → the carried register it is written to, and the value that register held.
+  struct Preference {
+    Value reg, replaced;
+  };
+  DenseMap<Value, Preference> preferred_;
+  DenseMap<Value, SmallVector<Value>> occupants_; // a register → the values it has held
+  llvm::StringMap<SmallVector<Value>> byHint_;    // the registers made for each name
+  DenseSet<Value> shareable_;                     // plain registers, which values may share
   llvm::StringSet<> taken_;
 };
 

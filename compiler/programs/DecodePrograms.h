@@ -1,8 +1,8 @@
 // The decode programs dlmc puts into artifacts, one per decoding policy: what the runtime's decode
-// interpreter runs (runtime/program/DecodeInterpreter.h). Each is a `decode` dialect module
-// (runtime/schema/DecodeOps.td) that dlmc transforms and serialises into the artifact's records.
-// The modules are still read from records written by hand in compiler/programs/decode/*.decode,
-// until dlm-lower-to-decode-program derives them from @generate
+// interpreter runs (runtime/program/DecodeInterpreter.h). Each policy's builder
+// (compiler/programs/policies) writes its program in the generate dialect (SSA form);
+// dlm-lower-to-decode-program lowers it into the decode dialect (runtime/schema/DecodeOps.td),
+// whose ops are the records; dlmc sets the unroll and serialises them into the artifact
 // (docs/design/contracts-from-the-compiler.md).
 #pragma once
 
@@ -30,7 +30,12 @@ std::vector<std::string> defaultDecodeProgramPolicies();
 // loop's decoding kernels.
 bool decodesLeftToRight(std::string_view policy);
 
-// The program of `policy` as a `decode` dialect module with one function, named after the policy.
+// The program of `policy` as its builder writes it: a generate dialect module with one function,
+// named after the policy. An unknown policy's error names the known ones.
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> generateModule(mlir::MLIRContext &context,
+                                                            std::string_view policy);
+
+// The same lowered: a decode dialect module.
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> decodeModule(mlir::MLIRContext &context,
                                                           std::string_view policy);
 

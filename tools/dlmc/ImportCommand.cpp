@@ -87,9 +87,9 @@ int runCompile(const CompileCommand &command) {
   };
   const std::string &emit = command.emit;
   if (emit != "artifact" && emit != "dlm" && emit != "kernels" && emit != "cuda" &&
-      emit != "decode" && emit != "decode-records")
+      emit != "generate" && emit != "decode" && emit != "decode-records")
     return fail("unknown --emit=" + emit +
-                " (expected dlm, kernels, decode, decode-records, cuda or artifact)");
+                " (expected dlm, kernels, generate, decode, decode-records, cuda or artifact)");
   if (emit == "artifact" && command.output.empty())
     return fail("give the artifact path with -o");
   if (emit == "cuda" && command.options.target == "cpu")
@@ -122,6 +122,8 @@ int runCompile(const CompileCommand &command) {
     printKernelRecords(llvm::outs(), contents.kernelTargets.front());
     return 0;
   }
+  if (emit == "generate")
+    return printGenerateModules(llvm::outs(), contents.decodePrograms).isOk() ? 0 : 1;
   if (emit == "decode")
     return printDecodeModules(llvm::outs(), contents.decodePrograms).isOk() ? 0 : 1;
   if (emit == "decode-records") {

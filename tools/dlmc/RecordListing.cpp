@@ -1,6 +1,7 @@
 #include "tools/dlmc/RecordListing.h"
 
 #include "compiler/programs/DecodeModuleImport.h"
+#include "compiler/programs/DecodePrograms.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/program/DecodeProgram.h"
 
@@ -75,12 +76,15 @@ void printDecodePrograms(llvm::raw_ostream &os,
   }
 }
 
-Status printDecodeModules(llvm::raw_ostream &os,
-                          const std::vector<artifact::DecodingProgram> &programs) {
+namespace {
+
+// Each program as a module `moduleOf` gives, after a line naming it and the knobs dlmc stored.
+template <typename ModuleOf>
+Status printModules(llvm::raw_ostream &os, const std::vector<artifact::DecodingProgram> &programs,
+                    ModuleOf moduleOf) {
   mlir::MLIRContext context;
   for (size_t i = 0; i < programs.size(); ++i) {
-    StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
-        programs::importDecodeRecords(context, programs[i].policy, programs[i].ops);
+    StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = moduleOf(context, programs[i]);
     if (!module) {
       llvm::errs() << "dlmc compile: " << module.status().message() << "\n";
       return module.status();
@@ -97,6 +101,25 @@ Status printDecodeModules(llvm::raw_ostream &os,
     os << "\n";
   }
   return Status::ok();
+}
+
+} // namespace
+
+Status printDecodeModules(llvm::raw_ostream &os,
+                          const std::vector<artifact::DecodingProgram> &programs) {
+  return printModules(os, programs,
+                      [](mlir::MLIRContext &context, const artifact::DecodingProgram &program) {
+                        return programs::importDecodeRecords(context, program.policy,
+                                                             program.ops);
+                      });
+}
+
+Status printGenerateModules(llvm::raw_ostream &os,
+                            const std::vector<artifact::DecodingProgram> &programs) {
+  return printModules(os, programs,
+                      [](mlir::MLIRContext &context, const artifact::DecodingProgram &program) {
+                        return programs::generateModule(context, program.policy);
+                      });
 }
 
 void printDecodeProgramSummary(llvm::raw_ostream &os,

@@ -25,6 +25,11 @@ void printDecodePrograms(llvm::raw_ostream &os,
 Status printDecodeModules(llvm::raw_ostream &os,
                           const std::vector<artifact::DecodingProgram> &programs);
 
+// The decode programs as their policies' builders write them, in the generate dialect (dlmc
+// compile --emit=generate, compiler/programs/DecodePrograms.h), before lowering.
+Status printGenerateModules(llvm::raw_ostream &os,
+                            const std::vector<artifact::DecodingProgram> &programs);
+
 // One line per program: its name, record count and stored knobs (dlmc inspect).
 void printDecodeProgramSummary(llvm::raw_ostream &os,
                                const std::vector<artifact::DecodingProgram> &programs);

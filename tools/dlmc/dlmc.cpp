@@ -73,7 +73,8 @@ int main(int argc, char **argv) {
   cl::opt<std::string> compileEmit(
       "emit",
       cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
-               "records) | decode (the decode programs as the decode dialect) | decode-records (the "
+               "records) | generate (the decode programs as their policies write them, the generate "
+               "dialect) | decode (the same lowered, the decode dialect) | decode-records (the "
                "same as the records the artifact stores) | cuda (the generated CUDA C++, --target cuda|all) | artifact "
                "(write -o)"),
       cl::init("artifact"), cl::sub(compileCommand));

@@ -12,5 +12,7 @@ void buildAutoregressive(mlir::ModuleOp module);
 void buildEntropyBound(mlir::ModuleOp module);
 void buildLowConfidence(mlir::ModuleOp module);
 void buildDiffusionGemma(mlir::ModuleOp module);
+void buildDFlash(mlir::ModuleOp module);
+void buildIntrospectiveStrided(mlir::ModuleOp module);
 
 } // namespace dlm::programs
