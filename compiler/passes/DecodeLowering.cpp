@@ -164,11 +164,17 @@ private:
   }
 
   // A register for `value`, which `op` writes: one of the same name and type that no value it
-  // held is read from any more (as a program written by hand reuses %step), else a new one.
+  // held is read from any more (as a program written by hand reuses %step), else a new one. A
+  // row register `op` also reads is not taken: a record reads a scalar before writing one, but
+  // row records may write rows as they read them.
   Value sharedRegister(Value value, Operation *op, StringRef hint) {
+    auto readByOp = [&](Value reg) {
+      return llvm::any_of(op->getOperands(), [&](Value v) { return refs_.lookup(v) == reg; });
+    };
     for (Value reg : byHint_.lookup(hint))
       if (shareable_.contains(reg) &&
           llvm::cast<decode::RegisterType>(reg.getType()).getValueType() == value.getType() &&
+          (isScalar(value.getType()) || !readByOp(reg)) &&
           llvm::all_of(occupants_[reg], [&](Value held) { return deadAt(held, op); }))
         return reg;
     Value reg = newRegister(value.getType(), hint);

@@ -2,6 +2,7 @@
 // forward, sampled as a causal LM samples (temperature, top-k, top-p, Gumbel-max).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 
@@ -17,16 +18,8 @@ void buildAutoregressive(ModuleOp module) {
   Value topP = p.realKnob("top_p", 1.0);
 
   Value zero = p.integer(0), one = p.integer(1);
-  p.check(p.value("newTokensPositive", gen::GtOp::create(b, p.i1(), maxNewTokens, zero)),
-          "max_new_tokens must be positive, got {}", maxNewTokens);
-  p.check(p.value("temperatureValid", gen::GeOp::create(b, p.i1(), temperature, p.real(0.0))),
-          "temperature must be >= 0");
-  p.check(p.value("topKValid", gen::GeOp::create(b, p.i1(), topK, zero)),
-          "top_k must be >= 0 (0: no limit), got {}", topK);
-  Value topPPositive = p.value("topPPositive", gen::GtOp::create(b, p.i1(), topP, p.real(0.0)));
-  Value topPAtMostOne = p.value("topPAtMostOne", gen::LeOp::create(b, p.i1(), topP, p.real(1.0)));
-  p.check(p.value("topPValid", gen::AndOp::create(b, p.i1(), topPPositive, topPAtMostOne)),
-          "top_p must be in (0, 1]");
+  checkNewTokens(p, maxNewTokens);
+  checkSampling(p, temperature, topK, topP);
 
   Value promptLength = p.fact("prompt_len");
   Value total = p.value("total", gen::AddOp::create(b, p.i64(), promptLength, maxNewTokens, StringAttr()));

@@ -19,6 +19,7 @@
 // distribution (the drafts are drawn from q, not taken as its argmax).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 namespace {
@@ -31,18 +32,12 @@ struct Knobs {
 };
 
 void checkRequest(PolicyBuilder &p, const Knobs &k) {
-  Value zero = p.integer(0), zeroReal = p.real(0.0);
-  p.check(p.gt("newTokensPositive", k.maxNewTokens, zero),
-          "max_new_tokens must be positive, got {}", k.maxNewTokens);
+  checkNewTokens(p, k.maxNewTokens);
   p.check(p.ge("blockValid", k.blockSize, p.integer(2)), "block_size must be >= 2, got {}",
           k.blockSize);
-  p.check(p.ge("hasMask", p.fact("mask"), zero),
+  p.check(p.ge("hasMask", p.fact("mask"), p.integer(0)),
           "DFlash decoding needs the drafter's mask token (dlmc compile TARGET --draft DRAFT)");
-  p.check(p.ge("temperatureValid", k.temperature, zeroReal), "temperature must be >= 0");
-  p.check(p.ge("topKValid", k.topK, zero), "top_k must be >= 0 (0: no limit), got {}", k.topK);
-  Value topPPositive = p.gt("topPPositive", k.topP, zeroReal);
-  Value topPAtMostOne = p.le("topPAtMostOne", k.topP, p.real(1.0));
-  p.check(p.both("topPValid", topPPositive, topPAtMostOne), "top_p must be in (0, 1]");
+  checkSampling(p, k.temperature, k.topK, k.topP);
 }
 
 gen::SampleOp sampleTokens(PolicyBuilder &p, const Knobs &k, Value step, StringRef token) {

@@ -19,6 +19,7 @@
 // canvas's first step). Like transformers, the last canvas is never re-encoded.
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 namespace {
@@ -27,8 +28,8 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value maxNewTokens, canvasLength, maxSteps, tMin, tMax, entropyBound, stabilityThreshold,
-      confidenceThreshold;
+  Value maxNewTokens, canvasLength;
+  EntropyBoundKnobs eb;
 };
 
 // transformers' defaults (DiffusionGemmaGenerationConfig, DiffusionGemmaConfig.canvas_length).
@@ -36,14 +37,7 @@ Knobs declareKnobs(PolicyBuilder &p) {
   Knobs k;
   k.maxNewTokens = p.intKnob("max_new_tokens", 256);
   k.canvasLength = p.intKnob("canvas_length", 256);
-  // Step counts are forwards: at most 65536 of them, so that no stored default or request can
-  // make one generation run for ever (an artifact with max_steps 2^52 did).
-  k.maxSteps = p.intKnob("max_steps", 48, std::nullopt, 65536);
-  k.tMin = p.realKnob("t_min", 0.4);
-  k.tMax = p.realKnob("t_max", 0.8);
-  k.entropyBound = p.realKnob("entropy_bound", 0.1);
-  k.stabilityThreshold = p.intKnob("stability_threshold", 1);
-  k.confidenceThreshold = p.realKnob("confidence_threshold", 0.005);
+  k.eb = declareEntropyBoundKnobs(p);
   return k;
 }
 
@@ -52,14 +46,13 @@ void checkRequest(PolicyBuilder &p, const Knobs &k) {
   Value zero = p.integer(0), zeroReal = p.real(0.0);
   p.check(p.gt("canvasPositive", k.canvasLength, zero), "canvas_length must be positive, got {}",
           k.canvasLength);
-  p.check(p.gt("newTokensPositive", k.maxNewTokens, zero),
-          "max_new_tokens must be positive, got {}", k.maxNewTokens);
-  p.check(p.gt("stepsPositive", k.maxSteps, zero), "max_steps must be positive");
-  p.check(p.ge("tMinValid", k.tMin, zeroReal), "t_min must be >= 0");
-  p.check(p.gt("temperaturesOrdered", k.tMax, k.tMin), "t_max must be greater than t_min");
-  p.check(p.gt("boundPositive", k.entropyBound, zeroReal), "entropy_bound must be > 0");
-  p.check(p.ge("stabilityValid", k.stabilityThreshold, zero), "stability_threshold must be >= 0");
-  p.check(p.gt("confidencePositive", k.confidenceThreshold, zeroReal),
+  checkNewTokens(p, k.maxNewTokens);
+  p.check(p.gt("stepsPositive", k.eb.maxSteps, zero), "max_steps must be positive");
+  p.check(p.ge("tMinValid", k.eb.tMin, zeroReal), "t_min must be >= 0");
+  p.check(p.gt("temperaturesOrdered", k.eb.tMax, k.eb.tMin), "t_max must be greater than t_min");
+  p.check(p.gt("boundPositive", k.eb.entropyBound, zeroReal), "entropy_bound must be > 0");
+  p.check(p.ge("stabilityValid", k.eb.stabilityThreshold, zero), "stability_threshold must be >= 0");
+  p.check(p.gt("confidencePositive", k.eb.confidenceThreshold, zeroReal),
           "confidence_threshold must be > 0");
 }
 
@@ -73,13 +66,13 @@ Value denoiseCanvas(PolicyBuilder &p, const Knobs &k, Value step, Value begin, V
   // No self-conditioning on a canvas's first step.
   Value noLogits = p.value("sc", gen::DropLogitsOp::create(b, p.logits()));
   PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
-      "denoise_step", k.maxSteps, k.maxSteps, step, {prev, run, noLogits}, {"n", "s"}, "ran",
+      "denoise_step", k.eb.maxSteps, k.eb.maxSteps, step, {prev, run, noLogits}, {"n", "s"}, "ran",
       [&](Value n, Value s, ValueRange held) {
         // T_n in float32, with cur_step = S - n counting down.
-        Value curStep = p.toReal("curStepF32", p.sub("curStep", k.maxSteps, n), "f32");
+        Value curStep = p.toReal("curStepF32", p.sub("curStep", k.eb.maxSteps, n), "f32");
         Value fraction = p.div("fraction", curStep, stepsF32, "f32");
         Value scaled = p.mul("scaled", temperatureSpan, fraction, "f32");
-        Value T = p.add("T", k.tMin, scaled, "f32");
+        Value T = p.add("T", k.eb.tMin, scaled, "f32");
         p.forward({"cached", end, keep, begin, end, {}, std::nullopt, "decode", held[2]});
         auto sample = p.named({"sampled", "argmax", "entropy"},
                               gen::SampleOp::create(b, Type(), Type(), p.tokens(), p.tokens(),
@@ -88,26 +81,12 @@ Value denoiseCanvas(PolicyBuilder &p, const Knobs &k, Value step, Value begin, V
                                                     Value()));
         // The next step's self-conditioning input: these logits / T in float32.
         Value selfConditioning = p.value("sc", gen::HoldLogitsOp::create(b, p.logits(), T));
-        auto accept = p.named(
-            {"prev", "run", "accepted", "converged"},
-            gen::AcceptOp::create(b, p.tokens(), p.i64(), p.flags(), p.i1(), "entropy_bound",
-                                  "all", sample.getEntropy(), Value(), Value(), k.entropyBound,
-                                  Value(), Value(), b.getStringAttr("stable_confident"),
-                                  b.getStringAttr("f32"), sample.getArgmax(), held[0], held[1],
-                                  k.stabilityThreshold, k.confidenceThreshold));
-        Value last = p.eq("last", n, lastIndex);
         // Done: the canvas is this step's argmax (transformers still draws the renoise, unused).
-        auto gate = p.named({"accepted", "sampled", "done"},
-                            gen::GateOp::create(b, p.flags(), p.tokens(), p.i1(),
-                                                "converged_or_last", accept.getKeep(),
-                                                accept.getConverged(), last, sample.getSample(),
-                                                sample.getArgmax()));
         // Every rejected position takes a fresh uniform token; the old canvas never survives.
-        gen::RenoiseOp::create(b, p.text("uniform"), "every_rejected", gate.getKeepOut(),
-                               gate.getSampledOut(), s);
-        return std::make_pair(gate.getDone(),
-                              SmallVector<Value>{accept.getPrevOut(), accept.getRunOut(),
-                                                 selfConditioning});
+        EntropyStep step = entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex,
+                                            p.text("uniform"), "f32");
+        return std::make_pair(step.done,
+                              SmallVector<Value>{step.prev, step.run, selfConditioning});
       });
   return loop.ran;
 }
@@ -127,11 +106,11 @@ void buildDiffusionGemma(ModuleOp module) {
   Value generated = p.mul("generated", canvases, k.canvasLength);
   Value maxTokens = p.add("maxTokens", promptLength, generated);
   gen::ReserveOp::create(b, maxTokens, k.canvasLength);
-  Value lastIndex = p.sub("lastIndex", k.maxSteps, one);
+  Value lastIndex = p.sub("lastIndex", k.eb.maxSteps, one);
   // t_max - t_min is a Python float (double); torch rounds it to float32 where it meets the
   // tensor.
-  Value temperatureSpan = p.sub("temperatureSpan", k.tMax, k.tMin);
-  Value stepsF32 = p.toReal("stepsF32", k.maxSteps, "f32");
+  Value temperatureSpan = p.sub("temperatureSpan", k.eb.tMax, k.eb.tMin);
+  Value stepsF32 = p.toReal("stepsF32", k.eb.maxSteps, "f32");
   Value firstStep = p.set("step", zero);
   // The prompt's prefill: the encoder's K/V of every prompt position.
   p.forward({"full", promptLength, promptLength, zero, zero, {}, false, "encode"});

@@ -7,6 +7,7 @@
 // or at step S - 1.
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 namespace {
@@ -15,22 +16,16 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value genLength, blockLength, maxSteps, tMin, tMax, entropyBound, stabilityThreshold,
-      confidenceThreshold, temperature, noise, cache;
+  Value genLength, blockLength;
+  EntropyBoundKnobs eb;
+  Value temperature, noise, cache;
 };
 
 Knobs declareKnobs(PolicyBuilder &p) {
   Knobs k;
   k.genLength = p.intKnob("gen_length", 32);
   k.blockLength = p.intKnob("block_length", 8);
-  // Step counts are forwards: at most 65536 of them, so that no stored default or request can
-  // make one generation run for ever (an artifact with max_steps 2^52 did).
-  k.maxSteps = p.intKnob("max_steps", 48, std::nullopt, 65536);
-  k.tMin = p.realKnob("t_min", 0.4);
-  k.tMax = p.realKnob("t_max", 0.8);
-  k.entropyBound = p.realKnob("entropy_bound", 0.1);
-  k.stabilityThreshold = p.intKnob("stability_threshold", 1);
-  k.confidenceThreshold = p.realKnob("confidence_threshold", 0.005);
+  k.eb = declareEntropyBoundKnobs(p);
   // Not used by the policy; declared for the check validateRequest makes on every request.
   k.temperature = p.realKnob("temperature", 0.0);
   k.noise = p.textKnob("noise", std::nullopt, "mask,uniform",
@@ -43,23 +38,15 @@ Knobs declareKnobs(PolicyBuilder &p) {
 // validateRequest (runtime/sampling/Decoding.cpp): the same messages in the same order.
 void checkRequest(PolicyBuilder &p, const Knobs &k) {
   Value zero = p.integer(0), zeroReal = p.real(0.0);
-  const char *lengths = "gen_length {} is not a positive multiple of block_length {}";
-  // Records are written in the order they are built: one builder call per statement where two
-  // would be arguments of one call (C++ leaves their order to the compiler).
-  Value blockPositive = p.gt("blockPositive", k.blockLength, zero);
-  Value genPositive = p.gt("genPositive", k.genLength, zero);
-  p.check(p.both("lengthsPositive", blockPositive, genPositive), lengths, k.genLength,
-          k.blockLength);
-  p.check(p.eq("genMultiple", p.rem("genRest", k.genLength, k.blockLength), zero), lengths,
-          k.genLength, k.blockLength);
-  p.check(p.ge("temperatureValid", k.temperature, zeroReal), "temperature must be >= 0");
-  p.check(p.gt("stepsPositive", k.maxSteps, zero), "max_steps must be positive");
-  p.check(p.gt("boundPositive", k.entropyBound, zeroReal), "entropy_bound must be > 0");
-  Value tMinPositive = p.gt("tMinPositive", k.tMin, zeroReal);
-  Value tMaxPositive = p.gt("tMaxPositive", k.tMax, zeroReal);
+  checkBlockLengths(p, k.genLength, k.blockLength, k.temperature);
+  p.check(p.gt("stepsPositive", k.eb.maxSteps, zero), "max_steps must be positive");
+  p.check(p.gt("boundPositive", k.eb.entropyBound, zeroReal), "entropy_bound must be > 0");
+  Value tMinPositive = p.gt("tMinPositive", k.eb.tMin, zeroReal);
+  Value tMaxPositive = p.gt("tMaxPositive", k.eb.tMax, zeroReal);
   p.check(p.both("temperaturesPositive", tMinPositive, tMaxPositive),
           "t_min and t_max must be > 0");
-  p.check(p.ge("stabilityValid", k.stabilityThreshold, zero), "stability_threshold must be >= 0");
+  p.check(p.ge("stabilityValid", k.eb.stabilityThreshold, zero),
+          "stability_threshold must be >= 0");
 }
 
 struct Noise {
@@ -95,9 +82,9 @@ void buildEntropyBound(ModuleOp module) {
   Value prefix = p.eq("prefix", k.cache, p.text("prefix"));
   Value maxTokens = p.add("maxTokens", p.fact("prompt_len"), k.genLength);
   gen::ReserveOp::create(b, maxTokens, k.blockLength);
-  Value lastIndex = p.sub("lastIndex", k.maxSteps, one);
-  Value stepsReal = p.toReal("stepsReal", k.maxSteps);
-  Value temperatureSpan = p.sub("temperatureSpan", k.tMax, k.tMin);
+  Value lastIndex = p.sub("lastIndex", k.eb.maxSteps, one);
+  Value stepsReal = p.toReal("stepsReal", k.eb.maxSteps);
+  Value temperatureSpan = p.sub("temperatureSpan", k.eb.tMax, k.eb.tMin);
   Value firstStep = p.set("step", zero);
 
   // The sequence grows by one canvas per block: prompt ++ committed canvases ++ the canvas.
@@ -118,12 +105,12 @@ void buildEntropyBound(ModuleOp module) {
           p.forward({"full", keep, keep, zero, zero, {}, false});
         });
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
-            "denoise_step", k.maxSteps, k.maxSteps, step, {prev, run}, {"n", "s"}, "ran",
+            "denoise_step", k.eb.maxSteps, k.eb.maxSteps, step, {prev, run}, {"n", "s"}, "ran",
             [&](Value n, Value s, ValueRange held) {
               // T_n in double, in the order of EntropyBound.cpp's expression.
-              Value remaining = p.toReal("remainingReal", p.sub("remaining", k.maxSteps, n));
+              Value remaining = p.toReal("remainingReal", p.sub("remaining", k.eb.maxSteps, n));
               Value scaled = p.mul("scaled", temperatureSpan, remaining);
-              Value T = p.add("T", k.tMin, p.div("fraction", scaled, stepsReal));
+              Value T = p.add("T", k.eb.tMin, p.div("fraction", scaled, stepsReal));
               p.ifThen(
                   prefix, [&] { p.forward({"cached", end, keep, begin, end}); },
                   [&] { p.forward({"full", end, zero, begin, end}); });
@@ -132,23 +119,9 @@ void buildEntropyBound(ModuleOp module) {
                                                           p.tokens(), p.reals(), "tempered", T,
                                                           noise.excluded, s, "all", StringAttr(),
                                                           Value(), Value()));
-              auto accept = p.named(
-                  {"prev", "run", "accepted", "converged"},
-                  gen::AcceptOp::create(
-                      b, p.tokens(), p.i64(), p.flags(), p.i1(), "entropy_bound", "all",
-                      sample.getEntropy(), Value(), Value(), k.entropyBound, Value(), Value(),
-                      b.getStringAttr("stable_confident"), StringAttr(), sample.getArgmax(),
-                      held[0], held[1], k.stabilityThreshold, k.confidenceThreshold));
-              Value last = p.eq("last", n, lastIndex);
-              auto gate = p.named({"accepted", "sampled", "done"},
-                                  gen::GateOp::create(b, p.flags(), p.tokens(), p.i1(),
-                                                      "converged_or_last", accept.getKeep(),
-                                                      accept.getConverged(), last,
-                                                      sample.getSample(), sample.getArgmax()));
-              gen::RenoiseOp::create(b, noise.noise, "every_rejected", gate.getKeepOut(),
-                                     gate.getSampledOut(), s);
-              return std::make_pair(gate.getDone(), SmallVector<Value>{accept.getPrevOut(),
-                                                                       accept.getRunOut()});
+              EntropyStep step = entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex,
+                                                  noise.noise, {});
+              return std::make_pair(step.done, SmallVector<Value>{step.prev, step.run});
             });
         Value nextStep = p.add("step", step, loop.ran);
         Value lastCanvas = p.eq("lastCanvas", p.add("nextCanvas", c, one), canvases);

@@ -23,6 +23,7 @@
 // corrects with the argmax. Not supported yet: confidence_accept_threshold, output_correction.
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 namespace {
@@ -51,19 +52,14 @@ Knobs declareKnobs(PolicyBuilder &p) {
 
 // Checks the request; gives whether it samples (temperature > 0).
 Value checkRequest(PolicyBuilder &p, const Knobs &k) {
-  Value zero = p.integer(0), zeroReal = p.real(0.0);
-  p.check(p.gt("newTokensPositive", k.maxNewTokens, zero),
-          "max_new_tokens must be positive, got {}", k.maxNewTokens);
+  Value zero = p.integer(0);
+  checkNewTokens(p, k.maxNewTokens);
   p.check(p.ge("strideValid", k.stride, p.integer(2)),
           "stride must be >= 2 (1 is autoregressive decoding), got {}", k.stride);
   p.check(p.ge("hasMask", p.fact("mask"), zero),
           "introspective strided decoding needs a model with a mask token");
-  p.check(p.ge("temperatureValid", k.temperature, zeroReal), "temperature must be >= 0");
-  p.check(p.ge("topKValid", k.topK, zero), "top_k must be >= 0 (0: no limit), got {}", k.topK);
-  Value topPPositive = p.gt("topPPositive", k.topP, zeroReal);
-  Value topPAtMostOne = p.le("topPAtMostOne", k.topP, p.real(1.0));
-  p.check(p.both("topPValid", topPPositive, topPAtMostOne), "top_p must be in (0, 1]");
-  Value sampled = p.gt("sampled", k.temperature, zeroReal);
+  checkSampling(p, k.temperature, k.topK, k.topP);
+  Value sampled = p.gt("sampled", k.temperature, p.real(0.0));
   p.check(p.ge("verifyNumValid", k.verifyNumSpecs, zero),
           "verify_num_specs must be >= 0 (0: every draft), got {}", k.verifyNumSpecs);
   p.check(p.ge("fastTopKValid", k.fastVerifyTopK, p.integer(1)),

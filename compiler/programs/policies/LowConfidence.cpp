@@ -10,6 +10,7 @@
 // only the block over it).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
+#include "compiler/programs/policies/Shared.h"
 
 namespace dlm::programs {
 namespace {
@@ -53,14 +54,7 @@ Knobs declareKnobs(PolicyBuilder &p) {
 // remainder is taken only once its divisor is known to be positive. Gives the block count.
 Value checkRequest(PolicyBuilder &p, const Knobs &k) {
   Value zero = p.integer(0);
-  const char *lengths = "gen_length {} is not a positive multiple of block_length {}";
-  Value blockPositive = p.gt("blockPositive", k.blockLength, zero);
-  Value genPositive = p.gt("genPositive", k.genLength, zero);
-  p.check(p.both("lengthsPositive", blockPositive, genPositive), lengths, k.genLength,
-          k.blockLength);
-  p.check(p.eq("genMultiple", p.rem("genRest", k.genLength, k.blockLength), zero), lengths,
-          k.genLength, k.blockLength);
-  p.check(p.ge("temperatureValid", k.temperature, p.real(0.0)), "temperature must be >= 0");
+  checkBlockLengths(p, k.genLength, k.blockLength, k.temperature);
   Value blocks = p.div("blocks", k.genLength, k.blockLength);
   p.check(p.eq("stepsDivisible", p.rem("stepsRest", k.steps, blocks), zero),
           "steps {} is not divisible by the number of blocks {}", k.steps, blocks);

@@ -1,6 +1,5 @@
 // The decode programs the tests run are the ones dlmc ships: compiler/programs/DecodePrograms.h
-// builds them (every denoise loop unrolled 4, as dlmc's default --unroll), whether a policy's
-// builder writes them or they are still read from compiler/programs/decode/<policy>.decode.
+// builds them (every denoise loop unrolled 4, as dlmc's default --unroll).
 #pragma once
 
 #include "compiler/programs/DecodePrograms.h"

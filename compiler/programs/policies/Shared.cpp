@@ -1,0 +1,70 @@
+#include "compiler/programs/policies/Shared.h"
+
+namespace dlm::programs {
+
+using namespace mlir;
+namespace gen = generate;
+
+void checkBlockLengths(PolicyBuilder &p, Value genLength, Value blockLength, Value temperature) {
+  Value zero = p.integer(0);
+  const char *lengths = "gen_length {} is not a positive multiple of block_length {}";
+  Value blockPositive = p.gt("blockPositive", blockLength, zero);
+  Value genPositive = p.gt("genPositive", genLength, zero);
+  p.check(p.both("lengthsPositive", blockPositive, genPositive), lengths, genLength, blockLength);
+  // A remainder is taken only once its divisor is known to be positive.
+  p.check(p.eq("genMultiple", p.rem("genRest", genLength, blockLength), zero), lengths, genLength,
+          blockLength);
+  p.check(p.ge("temperatureValid", temperature, p.real(0.0)), "temperature must be >= 0");
+}
+
+void checkNewTokens(PolicyBuilder &p, Value maxNewTokens) {
+  p.check(p.gt("newTokensPositive", maxNewTokens, p.integer(0)),
+          "max_new_tokens must be positive, got {}", maxNewTokens);
+}
+
+void checkSampling(PolicyBuilder &p, Value temperature, Value topK, Value topP) {
+  Value zeroReal = p.real(0.0);
+  p.check(p.ge("temperatureValid", temperature, zeroReal), "temperature must be >= 0");
+  p.check(p.ge("topKValid", topK, p.integer(0)), "top_k must be >= 0 (0: no limit), got {}",
+          topK);
+  Value topPPositive = p.gt("topPPositive", topP, zeroReal);
+  Value topPAtMostOne = p.le("topPAtMostOne", topP, p.real(1.0));
+  p.check(p.both("topPValid", topPPositive, topPAtMostOne), "top_p must be in (0, 1]");
+}
+
+EntropyBoundKnobs declareEntropyBoundKnobs(PolicyBuilder &p) {
+  EntropyBoundKnobs k;
+  // Step counts are forwards: at most 65536 of them, so that no stored default or request can
+  // make one generation run for ever (an artifact with max_steps 2^52 did).
+  k.maxSteps = p.intKnob("max_steps", 48, std::nullopt, 65536);
+  k.tMin = p.realKnob("t_min", 0.4);
+  k.tMax = p.realKnob("t_max", 0.8);
+  k.entropyBound = p.realKnob("entropy_bound", 0.1);
+  k.stabilityThreshold = p.intKnob("stability_threshold", 1);
+  k.confidenceThreshold = p.realKnob("confidence_threshold", 0.005);
+  return k;
+}
+
+EntropyStep entropyBoundStep(PolicyBuilder &p, const EntropyBoundKnobs &k, gen::SampleOp sample,
+                             ValueRange held, Value n, Value s, Value lastIndex, Value noise,
+                             StringRef precision) {
+  ImplicitLocOpBuilder &b = p.b();
+  auto accept = p.named(
+      {"prev", "run", "accepted", "converged"},
+      gen::AcceptOp::create(b, p.tokens(), p.i64(), p.flags(), p.i1(), "entropy_bound", "all",
+                            sample.getEntropy(), Value(), Value(), k.entropyBound, Value(),
+                            Value(), b.getStringAttr("stable_confident"),
+                            precision.empty() ? StringAttr() : b.getStringAttr(precision),
+                            sample.getArgmax(), held[0], held[1], k.stabilityThreshold,
+                            k.confidenceThreshold));
+  Value last = p.eq("last", n, lastIndex);
+  // Done: the canvas is this step's argmax.
+  auto gate = p.named({"accepted", "sampled", "done"},
+                      gen::GateOp::create(b, p.flags(), p.tokens(), p.i1(), "converged_or_last",
+                                          accept.getKeep(), accept.getConverged(), last,
+                                          sample.getSample(), sample.getArgmax()));
+  gen::RenoiseOp::create(b, noise, "every_rejected", gate.getKeepOut(), gate.getSampledOut(), s);
+  return {gate.getDone(), accept.getPrevOut(), accept.getRunOut()};
+}
+
+} // namespace dlm::programs

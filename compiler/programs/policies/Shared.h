@@ -1,0 +1,38 @@
+// What several policies declare, check and run alike, written once: the block lengths of the
+// block-diffusion policies, the sampling knobs of the left-to-right ones, and the entropy-bound
+// family's knobs and accept step (entropy-bound and diffusion-gemma).
+#pragma once
+
+#include "compiler/programs/policies/PolicyBuilder.h"
+
+namespace dlm::programs {
+
+// gen_length a positive multiple of block_length, and temperature >= 0, with validateRequest's
+// messages (runtime/sampling/Decoding.cpp) in its order.
+void checkBlockLengths(PolicyBuilder &p, mlir::Value genLength, mlir::Value blockLength,
+                       mlir::Value temperature);
+
+// max_new_tokens > 0.
+void checkNewTokens(PolicyBuilder &p, mlir::Value maxNewTokens);
+// temperature >= 0, top_k >= 0 (0: no limit), top_p in (0, 1].
+void checkSampling(PolicyBuilder &p, mlir::Value temperature, mlir::Value topK, mlir::Value topP);
+
+// The knobs of the entropy-bound stop rule, with transformers' DiffusionGemma defaults.
+struct EntropyBoundKnobs {
+  mlir::Value maxSteps, tMin, tMax, entropyBound, stabilityThreshold, confidenceThreshold;
+};
+EntropyBoundKnobs declareEntropyBoundKnobs(PolicyBuilder &p);
+
+// A step of the entropy-bound family after its sample: accept by ascending entropy within the
+// bound (the canvas converges when its argmax is stable and confident), gate on convergence or
+// the last step `n`, renoise the rejected positions with `noise`. `held` are the carried argmax
+// history and run; gives the gate's done and their next values.
+struct EntropyStep {
+  mlir::Value done, prev, run;
+};
+EntropyStep entropyBoundStep(PolicyBuilder &p, const EntropyBoundKnobs &k,
+                             generate::SampleOp sample, mlir::ValueRange held, mlir::Value n,
+                             mlir::Value s, mlir::Value lastIndex, mlir::Value noise,
+                             llvm::StringRef precision);
+
+} // namespace dlm::programs
