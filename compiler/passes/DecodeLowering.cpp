@@ -63,7 +63,8 @@ Groups groupsOf(const dspec::KindSpec &kind, Operation *op) {
 }
 
 bool isScalar(Type type) {
-  return type.isInteger(64) || type.isF64() || type.isInteger(1) || llvm::isa<decode::TextType>(type);
+  return type.isInteger(64) || type.isF64() || type.isInteger(1) ||
+         llvm::isa<decode::TextType>(type);
 }
 
 // Whether the ops of `block` after `op`'s ancestor there (not the ancestor itself) use `value`.
@@ -110,8 +111,8 @@ bool overwritableAt(Value value, Operation *op) {
     return false;
   for (Operation *at = op; at->getBlock() != home;) {
     at = at->getParentOp();
-    if (isLoop(at) && llvm::any_of(value.getUsers(),
-                                   [&](Operation *user) { return at->isProperAncestor(user); }))
+    if (isLoop(at) &&
+        llvm::any_of(value.getUsers(), [&](Operation *user) { return at->isProperAncestor(user); }))
       return false;
   }
   for (Operation *user : value.getUsers())
@@ -479,8 +480,8 @@ private:
     return lowerBody(record, 0, body, carried, replaced);
   }
 
-  LogicalResult lowerBody(Operation *record, unsigned region, Block &body,
-                          ArrayRef<Value> carried, ArrayRef<Value> replaced) {
+  LogicalResult lowerBody(Operation *record, unsigned region, Block &body, ArrayRef<Value> carried,
+                          ArrayRef<Value> replaced) {
     preferCarried(llvm::cast<generate::YieldOp>(body.getTerminator()), carried, body, replaced);
     OpBuilder::InsertionGuard guard(builder_);
     builder_.setInsertionPointToStart(&openRegion(record, region).front());

@@ -17,8 +17,8 @@ namespace dspec = spec::decode;
 // (`%%x` for the text `%x`), as program::literalText reads it back.
 std::string storedText(StringRef text) {
   std::string stored = text.str();
-  if (!stored.empty() && (stored[0] == dspec::kRegisterPrefix ||
-                          stored[0] == dspec::kKnobPrefix || stored[0] == dspec::kFactPrefix))
+  if (!stored.empty() && (stored[0] == dspec::kRegisterPrefix || stored[0] == dspec::kKnobPrefix ||
+                          stored[0] == dspec::kFactPrefix))
     stored.insert(stored.begin(), stored[0]);
   return stored;
 }
@@ -97,8 +97,8 @@ private:
     artifact::DecodeOp record{name.str(), {}, {}};
     if (auto label = op.getAttrOfType<StringAttr>("name"))
       record.name = label.getValue().str();
-    DLM_RETURN_IF_ERROR(addParameters(*kind, op, record)
-                            .withContext("decode record '" + record.kind + "'"));
+    DLM_RETURN_IF_ERROR(
+        addParameters(*kind, op, record).withContext("decode record '" + record.kind + "'"));
     records.push_back(std::move(record));
     if (op.getNumRegions() == 0)
       return Status::ok();

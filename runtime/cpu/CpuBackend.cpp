@@ -300,212 +300,303 @@ const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
 
 Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &parts,
                              int64_t count) {
-  using profile::Category;
   // The events' category, layer and GEMM shape, as every backend records them.
-  const program::RecordProfile profile = program::recordProfile(*program_, k);
-  const Category category = profile.category;
-  const int64_t layer = profile.layer;
-  const int threads = pool_.threads();
-  const std::vector<int64_t> &in = k.operands;
-  const int64_t width =
-      k.result >= 0 ? program_->slots[static_cast<size_t>(k.result)].width : 0;
-  auto widthOf = [&](int64_t s) { return program_->slots[static_cast<size_t>(s)].width; };
+  const program::RecordProfile event = program::recordProfile(*program_, k);
+  const int64_t width = k.result >= 0 ? slotWidth(k.result) : 0;
+  const RecordRun run{k, parts, count, width, event, event.category, event.layer};
   switch (k.kind) {
   case KernelKind::embedding:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      const float *table = k.weight->data;
-      float *out = slot(k.result, count);
-      for (int64_t i = 0; i < count; ++i)
-        std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
-      if (k.scale != 1.0)
-        scaleInPlace(out, static_cast<float>(k.scale), count * width);
-    });
-    return Status::ok();
+    return runEmbedding(run);
   case KernelKind::softEmbedding:
-    return timed(category, k.name.c_str(), layer, count, [&] {
-      for (const Part &part : parts)
-        DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count, part.input.width,
-                                          *k.weight, k.scale,
-                                          slot(k.result, count) + part.offset * width,
-                                          softEmbeddingScratch_, threads));
-      return Status::ok();
-    });
+    return runSoftEmbedding(run);
   case KernelKind::forwardInput:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      for (const Part &part : parts)
-        copyInputRows(part.input.rows, part.input.count, part.span.count, width,
-                      slot(k.result, count) + part.offset * width);
-    });
-    return Status::ok();
+    return runForwardInput(run);
   case KernelKind::selectInputRows:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      for (const Part &part : parts) {
-        const int64_t at = part.offset * width;
-        selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
-                   std::min(part.input.count, part.span.count), part.span.count, width,
-                   slot(k.result, count) + at);
-      }
-    });
-    return Status::ok();
+    return runSelectInputRows(run);
   case KernelKind::capture:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      const int64_t w = widthOf(in[0]), total = w * static_cast<int64_t>(in.size());
-      for (size_t i = 0; i < in.size(); ++i)
-        copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
-    });
-    return Status::ok();
+    return runCapture(run);
   case KernelKind::rmsNorm:
-    // A group shorter than the row normalises each head of the row (q/k norm).
-    timed(category, k.name.c_str(), layer, count, [&] {
-      const int64_t n = k.normWidth;
-      rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight ? k.weight->data : nullptr,
-              k.eps, slot(k.result, count));
-    });
-    return Status::ok();
+    return runRmsNorm(run);
   case KernelKind::normLinear:
-  case KernelKind::linear: {
-    const float *x = slot(in[0], count);
-    if (k.kind == KernelKind::normLinear) {
-      // oneDNN's GEMM has no prologue to normalise in, so the normalised rows go to a scratch,
-      // once for the q, k and v projections that share them.
-      const int64_t n = widthOf(in[0]);
-      if (!k.reusesNorm)
-        timed(Category::rmsnorm, k.normName.c_str(), layer, count,
-              [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
-      x = normed_.data();
-    }
-    float *y = slot(k.result, count);
-    if (k.accumulate) {
-      // The residual add folded into the GEMM: y = residual + x W^T, in place on the residual
-      // as the compiler plans it (else the residual is copied to the result first).
-      const float *residual = slot(in[1], count);
-      if (y != residual)
-        std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
-    }
-    return timedGemm(category, k.name.c_str(), layer, count, profile.outputs, profile.inputs, [&] {
-      return project(x, count, *k.weight, k.weight->rows, k.bias ? k.bias->data : nullptr, y,
-                     k.accumulate);
-    });
-  }
+  case KernelKind::linear:
+    return runLinear(run);
   case KernelKind::rope:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      float *out = slot(k.result, count);
-      const float *x = slot(in[0], count);
-      if (out != x)
-        std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-      for (const Part &part : parts)
-        applyRope(out + part.offset * width, part.span.count, width, width / k.headDim,
-                  k.headDim, ropeTable(k), part.span.first);
-    });
-    return Status::ok();
-  case KernelKind::kvStore: {
-    const int64_t kWidth = widthOf(in[0]), vWidth = widthOf(in[1]);
-    timed(category, k.name.c_str(), layer, count, [&] {
-      for (const Part &part : parts)
-        storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
-                part.span.count, slot(in[0], count) + part.offset * kWidth,
-                slot(in[1], count) + part.offset * vWidth);
-    });
-    return Status::ok();
-  }
-  case KernelKind::attention: {
-    AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
-    const int64_t qWidth = widthOf(in[0]);
-    return timed(category, k.name.c_str(), layer, count, [&] {
-      // A member, so that a forward does not allocate per record.
-      std::vector<AttentionPart> &attended = attentionParts_;
-      attended.clear();
-      for (const Part &part : parts)
-        attended.push_back({slot(in[0], count) + part.offset * qWidth, part.span.count,
-                            part.span.first, part.span.keys,
-                            kv_->blockTable(part.sequence).data(),
-                            slot(k.result, count) + part.offset * width});
-      return pagedAttentionParts(attended, shape, pages_, k.layer, attentionScratch_, pool_);
-    });
-  }
+    return runRope(run);
+  case KernelKind::kvStore:
+    return runKvStore(run);
+  case KernelKind::attention:
+    return runAttention(run);
   case KernelKind::moe:
-    return timed(category, k.name.c_str(), layer, count, [&] {
-      MoeParameters moe;
-      moe.router = k.moeWeights.router;
-      moe.routerScale = k.moeWeights.routerScale;
-      moe.expertScale = k.moeWeights.expertScale;
-      moe.gateUp = k.moeWeights.gateUp;
-      moe.down = k.moeWeights.down;
-      moe.experts = k.experts;
-      moe.topK = k.topK;
-      moe.expertWidth = k.expertWidth;
-      moe.eps = k.eps;
-      moe.routerInputScale = k.routerInputScale;
-      moe.geluActivation = k.geluActivation;
-      return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
-                        slot(k.result, count), moeScratch_, threads);
-    });
+    return runMoe(run);
   case KernelKind::scale:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      float *out = slot(k.result, count);
-      const float *x = slot(in[0], count);
-      if (out != x)
-        std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-      scaleInPlace(out, k.weight->data[0], count * width);
-    });
-    return Status::ok();
+    return runScale(run);
   case KernelKind::add:
   case KernelKind::siluMul:
   case KernelKind::geluMul:
-    timed(category, k.name.c_str(), layer, count, [&] {
-      float *out = slot(k.result, count);
-      const float *a = slot(in[0], count), *b = slot(in[1], count);
-      const int64_t n = count * width;
-      // Planned in place on the first operand (an add also on its second), as the compiler
-      // does; otherwise the first operand is copied to the result first.
-      if (k.kind == KernelKind::add && out == b && out != a) {
-        addInPlace(out, a, n);
-        return;
-      }
-      if (out != a)
-        std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
-      if (k.kind == KernelKind::add)
-        addInPlace(out, b, n);
-      else if (k.kind == KernelKind::siluMul)
-        siluMultiply(out, b, n);
-      else
-        geluTanhMultiply(out, b, n);
-    });
-    return Status::ok();
-  case KernelKind::lmHead: {
-    // Only the rows a policy decodes go through the final norm and the LM head: for a real
-    // vocabulary the head is the largest GEMM of the forward.
-    const int64_t hidden = widthOf(in[0]);
-    const float *x = slot(in[0], count);
-    int64_t headRows = 0;
-    for (const Part &part : parts)
-      for (int64_t r = part.rows.begin; r < part.rows.end; ++r) {
-        const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
-        std::memcpy(&headInput_[headRows++ * hidden], x + (part.offset + source) * hidden,
-                    hidden * sizeof(float));
-      }
-    if (headRows == 0)
-      return Status::ok();
-    if (k.norm)
-      timed(Category::rmsnorm, k.normName.c_str(), layer, headRows, [&] {
-        rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps,
-                headInput_.data());
-      });
-    return timedGemm(
-        category, k.name.c_str(), layer, headRows, profile.outputs, profile.inputs, [&] {
-          DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *k.weight, width, nullptr,
-                                      logits_.data(), false));
-          if (k.softcap > 0)
-            softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
-          return Status::ok();
-        });
-  }
+    return runElementwise(run);
+  case KernelKind::lmHead:
+    return runLmHead(run);
   }
   return Status::error("cpu backend: internal error: unhandled kernel kind");
 }
 
+Status CpuBackend::runEmbedding(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  timedRecord(run, [&] {
+    const float *table = k.weight->data;
+    float *out = slot(k.result, count);
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
+    if (k.scale != 1.0)
+      scaleInPlace(out, static_cast<float>(k.scale), count * width);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<Part> &parts = run.parts;
+  return timedRecord(run, [&] {
+    for (const Part &part : parts)
+      DLM_RETURN_IF_ERROR(softEmbedding(
+          part.input.rows, part.span.count, part.input.width, *k.weight, k.scale,
+          slot(k.result, count) + part.offset * width, softEmbeddingScratch_, pool_.threads()));
+    return Status::ok();
+  });
+}
+
+Status CpuBackend::runForwardInput(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<Part> &parts = run.parts;
+  timedRecord(run, [&] {
+    for (const Part &part : parts)
+      copyInputRows(part.input.rows, part.input.count, part.span.count, width,
+                    slot(k.result, count) + part.offset * width);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runSelectInputRows(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  timedRecord(run, [&] {
+    for (const Part &part : parts) {
+      const int64_t at = part.offset * width;
+      selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
+                 std::min(part.input.count, part.span.count), part.span.count, width,
+                 slot(k.result, count) + at);
+    }
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runCapture(const RecordRun &run) {
+  const int64_t count = run.count;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    const int64_t w = slotWidth(in[0]), total = w * static_cast<int64_t>(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runRmsNorm(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  // A group shorter than the row normalises each head of the row (q/k norm).
+  timedRecord(run, [&] {
+    const int64_t n = k.normWidth;
+    rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight ? k.weight->data : nullptr,
+            k.eps, slot(k.result, count));
+  });
+  return Status::ok();
+}
+
+// linear and norm_linear
+Status CpuBackend::runLinear(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const float *x = slot(in[0], count);
+  if (k.kind == KernelKind::normLinear) {
+    // oneDNN's GEMM has no prologue to normalise in, so the normalised rows go to a scratch,
+    // once for the q, k and v projections that share them.
+    const int64_t n = slotWidth(in[0]);
+    if (!k.reusesNorm)
+      timed(profile::Category::rmsnorm, k.normName.c_str(), run.layer, count,
+            [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
+    x = normed_.data();
+  }
+  float *y = slot(k.result, count);
+  if (k.accumulate) {
+    // The residual add folded into the GEMM: y = residual + x W^T, in place on the residual
+    // as the compiler plans it (else the residual is copied to the result first).
+    const float *residual = slot(in[1], count);
+    if (y != residual)
+      std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
+  }
+  return timedGemm(run.category, k.name.c_str(), run.layer, count, run.event.outputs,
+                   run.event.inputs, [&] {
+                     return project(x, count, *k.weight, k.weight->rows,
+                                    k.bias ? k.bias->data : nullptr, y, k.accumulate);
+                   });
+}
+
+Status CpuBackend::runRope(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *x = slot(in[0], count);
+    if (out != x)
+      std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+    for (const Part &part : parts)
+      applyRope(out + part.offset * width, part.span.count, width, width / k.headDim, k.headDim,
+                ropeTable(k), part.span.first);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runKvStore(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  const int64_t kWidth = slotWidth(in[0]), vWidth = slotWidth(in[1]);
+  timedRecord(run, [&] {
+    for (const Part &part : parts)
+      storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
+              part.span.count, slot(in[0], count) + part.offset * kWidth,
+              slot(in[1], count) + part.offset * vWidth);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runAttention(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
+  const int64_t qWidth = slotWidth(in[0]);
+  return timedRecord(run, [&] {
+    // A member, so that a forward does not allocate per record.
+    std::vector<AttentionPart> &attended = attentionParts_;
+    attended.clear();
+    for (const Part &part : parts)
+      attended.push_back({slot(in[0], count) + part.offset * qWidth, part.span.count,
+                          part.span.first, part.span.keys, kv_->blockTable(part.sequence).data(),
+                          slot(k.result, count) + part.offset * width});
+    return pagedAttentionParts(attended, shape, pages_, k.layer, attentionScratch_, pool_);
+  });
+}
+
+Status CpuBackend::runMoe(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  return timedRecord(run, [&] {
+    MoeParameters moe;
+    moe.router = k.moeWeights.router;
+    moe.routerScale = k.moeWeights.routerScale;
+    moe.expertScale = k.moeWeights.expertScale;
+    moe.gateUp = k.moeWeights.gateUp;
+    moe.down = k.moeWeights.down;
+    moe.experts = k.experts;
+    moe.topK = k.topK;
+    moe.expertWidth = k.expertWidth;
+    moe.eps = k.eps;
+    moe.routerInputScale = k.routerInputScale;
+    moe.geluActivation = k.geluActivation;
+    return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
+                      slot(k.result, count), moeScratch_, pool_.threads());
+  });
+}
+
+Status CpuBackend::runScale(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *x = slot(in[0], count);
+    if (out != x)
+      std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+    scaleInPlace(out, k.weight->data[0], count * width);
+  });
+  return Status::ok();
+}
+
+// add, silu_mul and gelu_mul
+Status CpuBackend::runElementwise(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *a = slot(in[0], count), *b = slot(in[1], count);
+    const int64_t n = count * width;
+    // Planned in place on the first operand (an add also on its second), as the compiler
+    // does; otherwise the first operand is copied to the result first.
+    if (k.kind == KernelKind::add && out == b && out != a) {
+      addInPlace(out, a, n);
+      return;
+    }
+    if (out != a)
+      std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
+    if (k.kind == KernelKind::add)
+      addInPlace(out, b, n);
+    else if (k.kind == KernelKind::siluMul)
+      siluMultiply(out, b, n);
+    else
+      geluTanhMultiply(out, b, n);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runLmHead(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  // Only the rows a policy decodes go through the final norm and the LM head: for a real
+  // vocabulary the head is the largest GEMM of the forward.
+  const int64_t hidden = slotWidth(in[0]);
+  const float *x = slot(in[0], count);
+  int64_t headRows = 0;
+  for (const Part &part : parts)
+    for (int64_t r = part.rows.begin; r < part.rows.end; ++r) {
+      const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
+      std::memcpy(&headInput_[headRows++ * hidden], x + (part.offset + source) * hidden,
+                  hidden * sizeof(float));
+    }
+  if (headRows == 0)
+    return Status::ok();
+  if (k.norm)
+    timed(profile::Category::rmsnorm, k.normName.c_str(), run.layer, headRows, [&] {
+      rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps, headInput_.data());
+    });
+  return timedGemm(
+      run.category, k.name.c_str(), run.layer, headRows, run.event.outputs, run.event.inputs, [&] {
+        DLM_RETURN_IF_ERROR(
+            project(headInput_.data(), headRows, *k.weight, width, nullptr, logits_.data(), false));
+        if (k.softcap > 0)
+          softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
+        return Status::ok();
+      });
+}
+
 Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor &w,
-                          int64_t outputs, const float *bias, float *y, bool accumulate) {
+                           int64_t outputs, const float *bias, float *y, bool accumulate) {
   auto packed = packed_.find(&w);
   if (packed != packed_.end() && packed->second->outputs() == outputs)
     return packedGemm_.run(*packed->second, x, rows, bias, y, pool_, accumulate);

@@ -23,6 +23,7 @@
 #include "runtime/model/ModelWeights.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
+#include "runtime/program/RecordProfile.h"
 
 #include <map>
 #include <set>
@@ -116,6 +117,35 @@ private:
                                           std::vector<Part> &parts, bool *wroteKv = nullptr);
   Status runKernel(const program::ProgramRecord &kernel, const std::vector<Part> &parts,
                    int64_t count);
+  // One record's run, as each kind's runner below reads it: the record, the parts, the token
+  // count, its result's width, and its profile event (category, layer, GEMM shape).
+  struct RecordRun {
+    const program::ProgramRecord &k;
+    const std::vector<Part> &parts;
+    int64_t count;
+    int64_t width;
+    program::RecordProfile event;
+    profile::Category category;
+    int64_t layer;
+  };
+  Status runEmbedding(const RecordRun &run);
+  Status runSoftEmbedding(const RecordRun &run);
+  Status runForwardInput(const RecordRun &run);
+  Status runSelectInputRows(const RecordRun &run);
+  Status runCapture(const RecordRun &run);
+  Status runRmsNorm(const RecordRun &run);
+  Status runLinear(const RecordRun &run);
+  Status runRope(const RecordRun &run);
+  Status runKvStore(const RecordRun &run);
+  Status runAttention(const RecordRun &run);
+  Status runMoe(const RecordRun &run);
+  Status runScale(const RecordRun &run);
+  Status runElementwise(const RecordRun &run);
+  Status runLmHead(const RecordRun &run);
+  // The width of `slot` of the running function.
+  int64_t slotWidth(int64_t index) const {
+    return program_->slots[static_cast<size_t>(index)].width;
+  }
   // The rows of `slot` of the running function for a forward of `count` tokens.
   float *slot(int64_t index, int64_t count) {
     return workspace_.data() + program_->slots[static_cast<size_t>(index)].offset * count;
@@ -128,6 +158,11 @@ private:
   auto timed(profile::Category kind, const char *name, int64_t layer, int64_t tokens, Body &&body) {
     profile::Scope scope(profiler_, kind, name, profile::TrackKind::thread, 0, layer, tokens);
     return body();
+  }
+  // The same in a record's own event.
+  template <typename Body> auto timedRecord(const RecordRun &run, Body &&body) {
+    return timed(run.category, run.k.name.c_str(), run.layer, run.count,
+                 std::forward<Body>(body));
   }
   // The same for a GEMM of [tokens, inputs] x [inputs, outputs] (the profile's FLOP rates).
   template <typename Body>

@@ -1,9 +1,9 @@
 // Records → decode dialect → records is the identity for every program dlmc ships, and what
 // cannot be a record is refused with a message that names it.
 #include "compiler/programs/DecodeModuleExport.h"
+#include "compiler/dialects/decode/DecodeDialect.h"
 #include "compiler/programs/DecodeModuleImport.h"
 #include "compiler/programs/DecodePrograms.h"
-#include "compiler/dialects/decode/DecodeDialect.h"
 
 #include "runtime/program/DecodeProgram.h"
 #include "runtime/program/DecodeProgramSpec.h"
@@ -23,12 +23,14 @@ std::string describe(const artifact::DecodeOp &record) {
   std::string text = record.kind + (record.name.empty() ? "" : ":" + record.name);
   for (const auto &[key, value] : record.parameters) {
     text += " " + key + "=";
-    std::visit([&](const auto &v) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
-        text += v;
-      else
-        text += std::to_string(v);
-    }, value);
+    std::visit(
+        [&](const auto &v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
+            text += v;
+          else
+            text += std::to_string(v);
+        },
+        value);
   }
   return text;
 }
@@ -100,10 +102,12 @@ TEST(DecodeModuleExport, StoredRecordsAreTheWrittenOnes) {
 
 // A text literal that starts like a reference keeps its doubled prefix (`%%x` is the text `%x`).
 TEST(DecodeModuleExport, TextsThatLookLikeReferencesStayTexts) {
-  std::vector<artifact::DecodeOp> records = {
-      {"check", "", {{"cond", true}, {"message", std::string("%%50 of $$5 @@ {}")},
-                     {"arg0", std::string("%%x")}}},
-      {"finish", "", {{"steps", int64_t{0}}}}};
+  std::vector<artifact::DecodeOp> records = {{"check",
+                                              "",
+                                              {{"cond", true},
+                                               {"message", std::string("%%50 of $$5 @@ {}")},
+                                               {"arg0", std::string("%%x")}}},
+                                             {"finish", "", {{"steps", int64_t{0}}}}};
   mlir::MLIRContext context;
   auto module = importDecodeRecords(context, "texts", records);
   ASSERT_TRUE(module.isOk()) << module.status().message();
@@ -121,8 +125,8 @@ TEST(DecodeModuleExport, AnOpThatIsNoRecordIsRefused) {
   mlir::Location loc = builder.getUnknownLoc();
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());
-  auto function = mlir::func::FuncOp::create(builder, loc, "strange",
-                                             builder.getFunctionType({}, {}));
+  auto function =
+      mlir::func::FuncOp::create(builder, loc, "strange", builder.getFunctionType({}, {}));
   builder.setInsertionPointToStart(function.addEntryBlock());
   mlir::func::CallOp::create(builder, loc, "elsewhere", mlir::TypeRange{}, mlir::ValueRange{});
   mlir::func::ReturnOp::create(builder, loc);

@@ -33,9 +33,9 @@ std::string quotedList(const std::vector<StringRef> &items) {
 // The argument of a literal parameter: its attribute, confined to its choices.
 std::string attributeArgument(const Param &param) {
   const Record *attr = param.spec->getValueAsDef("decodeAttr");
-  std::string constraint = llvm::formatv(
-      "Decode_Choice<{0}, {1}>", attr->getName(),
-      quotedList(param.spec->getValueAsListOfStrings("decodeChoiceList")));
+  std::string constraint =
+      llvm::formatv("Decode_Choice<{0}, {1}>", attr->getName(),
+                    quotedList(param.spec->getValueAsListOfStrings("decodeChoiceList")));
   return param.required() ? constraint : "OptionalAttr<" + constraint + ">";
 }
 
@@ -90,8 +90,8 @@ void emitOp(const Record &op, llvm::raw_ostream &os) {
 }
 
 bool emitGenerateOps(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
-  llvm::emitSourceFileHeader("The generate dialect's record ops (runtime/schema/DecodeOps.td)",
-                             os, records);
+  llvm::emitSourceFileHeader("The generate dialect's record ops (runtime/schema/DecodeOps.td)", os,
+                             records);
   std::vector<const Record *> ops = records.getAllDerivedDefinitions("Decode_Op");
   llvm::sort(ops, [](const Record *a, const Record *b) { return a->getID() < b->getID(); });
   for (const Record *op : ops)

@@ -22,16 +22,19 @@ void buildAutoregressive(ModuleOp module) {
   checkSampling(p, temperature, topK, topP);
 
   Value promptLength = p.fact("prompt_len");
-  Value total = p.value("total", gen::AddOp::create(b, p.i64(), promptLength, maxNewTokens, StringAttr()));
+  Value total =
+      p.value("total", gen::AddOp::create(b, p.i64(), promptLength, maxNewTokens, StringAttr()));
   gen::ReserveOp::create(b, total, one);
   // The prompt but its last token fills the cache; each step feeds the last token.
-  Value promptKeep = p.value("promptKeep", gen::SubOp::create(b, p.i64(), promptLength, one, StringAttr()));
+  Value promptKeep =
+      p.value("promptKeep", gen::SubOp::create(b, p.i64(), promptLength, one, StringAttr()));
   p.forward({"full", promptKeep, promptKeep, zero, zero, {}, false});
-  Value lastIndex = p.value("lastIndex", gen::SubOp::create(b, p.i64(), maxNewTokens, one, StringAttr()));
+  Value lastIndex =
+      p.value("lastIndex", gen::SubOp::create(b, p.i64(), maxNewTokens, one, StringAttr()));
   Value firstStep = p.value("step", gen::SetOp::create(b, p.i64(), zero));
 
-  ValueRange steps = p.blockLoop(
-      "token", maxNewTokens, firstStep, {"t"}, [&](Value t, ValueRange carried) {
+  ValueRange steps =
+      p.blockLoop("token", maxNewTokens, firstStep, {"t"}, [&](Value t, ValueRange carried) {
         Value step = carried[0];
         Value next = p.value("next", gen::SetOp::create(b, p.i64(), p.fact("seq_len")));
         Value last = p.value("last", gen::SubOp::create(b, p.i64(), next, one, StringAttr()));
@@ -40,17 +43,18 @@ void buildAutoregressive(ModuleOp module) {
         p.forward({"append", next, last, last, next});
         gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
         gen::WindowOp::create(b, next, end);
-        auto sample = p.named(
-            {"token", "confidence"},
-            gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(), "gumbel_max",
-                                  temperature, p.integer(-1), step, "all", StringAttr(), topK,
-                                  topP));
-        Value kept = p.named({"kept"}, gen::AcceptOp::create(
-                                           b, Type(), Type(), p.flags(), Type(), "top_k", "all",
-                                           sample.getConfidence(), one, Value(), Value(),
-                                           Value(), Value(), StringAttr(), StringAttr(), Value(),
-                                           Value(), Value(), Value(), Value()))
-                         .getKeep();
+        auto sample =
+            p.named({"token", "confidence"},
+                    gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
+                                          "gumbel_max", temperature, p.integer(-1), step, "all",
+                                          StringAttr(), topK, topP));
+        Value kept =
+            p.named({"kept"},
+                    gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), "top_k", "all",
+                                          sample.getConfidence(), one, Value(), Value(), Value(),
+                                          Value(), StringAttr(), StringAttr(), Value(), Value(),
+                                          Value(), Value(), Value()))
+                .getKeep();
         gen::RenoiseOp::create(b, p.text("uniform"), "every_rejected", kept, sample.getToken(),
                                step);
         Value nextStep = p.value("step", gen::AddOp::create(b, p.i64(), step, one, StringAttr()));

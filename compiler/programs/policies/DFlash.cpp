@@ -71,7 +71,15 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
       drafting, p.logits(), {"q"},
       [&]() -> SmallVector<Value> {
         gen::SeqExtendOp::create(b, drafts, p.text("token"), p.fact("mask"), Value(), Value());
-        p.forward({"extend", end, in.start, firstDraft, end, {}, std::nullopt, "draft", in.context,
+        p.forward({"extend",
+                   end,
+                   in.start,
+                   firstDraft,
+                   end,
+                   {},
+                   std::nullopt,
+                   "draft",
+                   in.context,
                    in.contextFrom});
         gen::WindowOp::create(b, firstDraft, end);
         gen::SeqWriteOp::create(b, sampleTokens(p, k, in.step, "proposed").getToken());
@@ -84,15 +92,15 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
       },
       [&]() -> SmallVector<Value> { return {in.q}; })[0];
   // The target verifies the anchor and the drafts.
-  Value context = p.forward({"append", end, in.start, in.start, end, {}, std::nullopt, {}, {}, {},
-                             p.logits()})
-                      .getCapture();
+  Value context =
+      p.forward({"append", end, in.start, in.start, end, {}, std::nullopt, {}, {}, {}, p.logits()})
+          .getCapture();
   p.nameAll(context.getDefiningOp(), {"context"});
   gen::WindowOp::create(b, firstDraft, end);
-  auto verify = p.named({"accepted", "token"},
-                        gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.temperature, in.step, q,
-                                                  Value(), k.topK, k.topP, StringAttr(), Value(),
-                                                  Value()));
+  auto verify =
+      p.named({"accepted", "token"},
+              gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.temperature, in.step, q, Value(),
+                                        k.topK, k.topP, StringAttr(), Value(), Value()));
   Value anchor = p.add("anchor", firstDraft, verify.getAccepted());
   gen::KvTrimOp::create(b, anchor);
   gen::SeqTruncateOp::create(b, anchor);
@@ -107,8 +115,8 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
   Value emitEnd =
       p.value("emitEnd", gen::MinOp::create(b, p.i64(), afterAnchor, limit, StringAttr()));
   Value atLimit = p.ge("atLimit", emitEnd, limit);
-  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), in.committed, emitEnd, in.blocks,
-                                                   atLimit));
+  Value eos =
+      p.value("eos", gen::CommitOp::create(b, p.i1(), in.committed, emitEnd, in.blocks, atLimit));
   out.committed = p.set("committed", emitEnd);
   out.blocks = p.add("blocks", in.blocks, one);
   out.done = p.either("done", eos, atLimit);
@@ -139,8 +147,17 @@ void buildDFlash(ModuleOp module) {
   Round first;
   first.start = p.set("start", p.fact("prompt_len"));
   Value last = p.sub("last", first.start, one);
-  first.context = p.forward({"full", first.start, first.start, last, first.start, {},
-                             std::nullopt, {}, {}, {}, p.logits()})
+  first.context = p.forward({"full",
+                             first.start,
+                             first.start,
+                             last,
+                             first.start,
+                             {},
+                             std::nullopt,
+                             {},
+                             {},
+                             {},
+                             p.logits()})
                       .getCapture();
   p.nameAll(first.context.getDefiningOp(), {"context"});
   Value next = p.add("next", first.start, one);
@@ -150,8 +167,7 @@ void buildDFlash(ModuleOp module) {
   gen::SeqWriteOp::create(b, sampleTokens(p, k, step, "first").getToken());
   first.step = p.add("step", step, one);
   Value atLimit = p.ge("atLimit", next, limit);
-  Value eos =
-      p.value("eos", gen::CommitOp::create(b, p.i1(), first.start, next, zero, atLimit));
+  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.start, next, zero, atLimit));
   first.done = p.either("done", eos, atLimit);
   first.committed = p.set("committed", next);
   first.blocks = p.set("blocks", one);

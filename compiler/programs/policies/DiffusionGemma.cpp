@@ -51,7 +51,8 @@ void checkRequest(PolicyBuilder &p, const Knobs &k) {
   p.check(p.ge("tMinValid", k.eb.tMin, zeroReal), "t_min must be >= 0");
   p.check(p.gt("temperaturesOrdered", k.eb.tMax, k.eb.tMin), "t_max must be greater than t_min");
   p.check(p.gt("boundPositive", k.eb.entropyBound, zeroReal), "entropy_bound must be > 0");
-  p.check(p.ge("stabilityValid", k.eb.stabilityThreshold, zero), "stability_threshold must be >= 0");
+  p.check(p.ge("stabilityValid", k.eb.stabilityThreshold, zero),
+          "stability_threshold must be >= 0");
   p.check(p.gt("confidencePositive", k.eb.confidenceThreshold, zeroReal),
           "confidence_threshold must be > 0");
 }
@@ -74,19 +75,18 @@ Value denoiseCanvas(PolicyBuilder &p, const Knobs &k, Value step, Value begin, V
         Value scaled = p.mul("scaled", temperatureSpan, fraction, "f32");
         Value T = p.add("T", k.eb.tMin, scaled, "f32");
         p.forward({"cached", end, keep, begin, end, {}, std::nullopt, "decode", held[2]});
-        auto sample = p.named({"sampled", "argmax", "entropy"},
-                              gen::SampleOp::create(b, Type(), Type(), p.tokens(), p.tokens(),
-                                                    p.reals(), "tempered", T, p.integer(-1), s,
-                                                    "all", b.getStringAttr("f32"), Value(),
-                                                    Value()));
+        auto sample =
+            p.named({"sampled", "argmax", "entropy"},
+                    gen::SampleOp::create(b, Type(), Type(), p.tokens(), p.tokens(), p.reals(),
+                                          "tempered", T, p.integer(-1), s, "all",
+                                          b.getStringAttr("f32"), Value(), Value()));
         // The next step's self-conditioning input: these logits / T in float32.
         Value selfConditioning = p.value("sc", gen::HoldLogitsOp::create(b, p.logits(), T));
         // Done: the canvas is this step's argmax (transformers still draws the renoise, unused).
         // Every rejected position takes a fresh uniform token; the old canvas never survives.
-        EntropyStep step = entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex,
-                                            p.text("uniform"), "f32");
-        return std::make_pair(step.done,
-                              SmallVector<Value>{step.prev, step.run, selfConditioning});
+        EntropyStep step =
+            entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex, p.text("uniform"), "f32");
+        return std::make_pair(step.done, SmallVector<Value>{step.prev, step.run, selfConditioning});
       });
   return loop.ran;
 }
@@ -116,8 +116,8 @@ void buildDiffusionGemma(ModuleOp module) {
   p.forward({"full", promptLength, promptLength, zero, zero, {}, false, "encode"});
 
   // The sequence grows by one canvas per block: prompt ++ committed canvases ++ the canvas.
-  ValueRange steps = p.blockLoop(
-      "canvas", canvases, firstStep, {"c"}, [&](Value c, ValueRange carried) {
+  ValueRange steps =
+      p.blockLoop("canvas", canvases, firstStep, {"c"}, [&](Value c, ValueRange carried) {
         Value step = carried[0];
         Value begin = p.set("begin", p.fact("seq_len"));
         Value end = p.add("end", begin, k.canvasLength);
@@ -125,8 +125,8 @@ void buildDiffusionGemma(ModuleOp module) {
         // randint(0, V, [C]): the initial canvas, drawn at the step of the canvas's first step.
         gen::SeqExtendOp::create(b, k.canvasLength, p.text("noise"), Value(), p.integer(2), step);
         gen::WindowOp::create(b, begin, end);
-        Value ran = denoiseCanvas(p, k, step, begin, end, keep, lastIndex, temperatureSpan,
-                                  stepsF32);
+        Value ran =
+            denoiseCanvas(p, k, step, begin, end, keep, lastIndex, temperatureSpan, stepsF32);
         Value nextStep = p.add("step", step, ran);
         Value lastCanvas = p.eq("lastCanvas", p.add("nextCanvas", c, one), canvases);
         // A canvas holding EOS ends the request (transformers pads after it; the output stops

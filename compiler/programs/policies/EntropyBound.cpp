@@ -88,8 +88,8 @@ void buildEntropyBound(ModuleOp module) {
   Value firstStep = p.set("step", zero);
 
   // The sequence grows by one canvas per block: prompt ++ committed canvases ++ the canvas.
-  ValueRange steps = p.blockLoop(
-      "canvas", canvases, firstStep, {"c"}, [&](Value c, ValueRange carried) {
+  ValueRange steps =
+      p.blockLoop("canvas", canvases, firstStep, {"c"}, [&](Value c, ValueRange carried) {
         Value step = carried[0];
         Value begin = p.set("begin", p.fact("seq_len"));
         Value end = p.add("end", begin, k.blockLength);
@@ -101,9 +101,7 @@ void buildEntropyBound(ModuleOp module) {
         Value run = p.set("run", zero);
         // The prefix cache: K/V of prompt ++ committed (one position less for a logit shift), an
         // undecoded forward that does not move the RNG step. A zero-token forward still runs.
-        p.ifThen(prefix, [&] {
-          p.forward({"full", keep, keep, zero, zero, {}, false});
-        });
+        p.ifThen(prefix, [&] { p.forward({"full", keep, keep, zero, zero, {}, false}); });
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
             "denoise_step", k.eb.maxSteps, k.eb.maxSteps, step, {prev, run}, {"n", "s"}, "ran",
             [&](Value n, Value s, ValueRange held) {
@@ -112,15 +110,20 @@ void buildEntropyBound(ModuleOp module) {
               Value scaled = p.mul("scaled", temperatureSpan, remaining);
               Value T = p.add("T", k.eb.tMin, p.div("fraction", scaled, stepsReal));
               p.ifThen(
-                  prefix, [&] { p.forward({"cached", end, keep, begin, end}); },
-                  [&] { p.forward({"full", end, zero, begin, end}); });
-              auto sample = p.named({"sampled", "argmax", "entropy"},
-                                    gen::SampleOp::create(b, Type(), Type(), p.tokens(),
-                                                          p.tokens(), p.reals(), "tempered", T,
-                                                          noise.excluded, s, "all", StringAttr(),
-                                                          Value(), Value()));
-              EntropyStep step = entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex,
-                                                  noise.noise, {});
+                  prefix,
+                  [&] {
+                    p.forward({"cached", end, keep, begin, end});
+                  },
+                  [&] {
+                    p.forward({"full", end, zero, begin, end});
+                  });
+              auto sample =
+                  p.named({"sampled", "argmax", "entropy"},
+                          gen::SampleOp::create(b, Type(), Type(), p.tokens(), p.tokens(),
+                                                p.reals(), "tempered", T, noise.excluded, s, "all",
+                                                StringAttr(), Value(), Value()));
+              EntropyStep step =
+                  entropyBoundStep(p, k.eb, sample, held, n, s, lastIndex, noise.noise, {});
               return std::make_pair(step.done, SmallVector<Value>{step.prev, step.run});
             });
         Value nextStep = p.add("step", step, loop.ran);

@@ -96,11 +96,12 @@ SmallVector<Value> verifyDrafts(PolicyBuilder &p, const Knobs &k, const Shape &s
   gen::NarrowLogitsOp::create(b, p.integer(0), k.stride);
   auto verify = [&](Value draftLogits, Value alpha, StringRef rule,
                     Value topLogits) -> SmallVector<Value> {
-    auto verdict = p.named({"accepted", "token"},
-                           gen::SpecVerifyOp::create(
-                               b, p.i64(), p.i64(), k.temperature, in.step, draftLogits, alpha,
-                               Value(), Value(), rule.empty() ? StringAttr() : b.getStringAttr(rule),
-                               topLogits, s.verifyCount));
+    auto verdict =
+        p.named({"accepted", "token"},
+                gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.temperature, in.step, draftLogits,
+                                          alpha, Value(), Value(),
+                                          rule.empty() ? StringAttr() : b.getStringAttr(rule),
+                                          topLogits, s.verifyCount));
     return {verdict.getAccepted(), verdict.getToken()};
   };
   ValueRange verdict = p.ifElse(
@@ -108,9 +109,7 @@ SmallVector<Value> verifyDrafts(PolicyBuilder &p, const Knobs &k, const Shape &s
       [&]() -> SmallVector<Value> {
         return verify(Value(), Value(), "top_logits", k.fastVerifyTopK);
       },
-      [&]() -> SmallVector<Value> {
-        return verify(in.q, k.verifyAlpha, {}, Value());
-      });
+      [&]() -> SmallVector<Value> { return verify(in.q, k.verifyAlpha, {}, Value()); });
   Value keep = p.add("keep", firstDraft, verdict[0]);
   gen::KvTrimOp::create(b, keep);
   Value propose = p.eq("propose", verdict[0], s.drafts);
@@ -191,8 +190,8 @@ Round round(PolicyBuilder &p, const Knobs &k, const Shape &s, const Round &in) {
   Value emitEnd =
       p.value("emitEnd", gen::MinOp::create(b, p.i64(), next[0], s.limit, StringAttr()));
   Value atLimit = p.ge("atLimit", emitEnd, s.limit);
-  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), in.committed, emitEnd, in.blocks,
-                                                   atLimit));
+  Value eos =
+      p.value("eos", gen::CommitOp::create(b, p.i1(), in.committed, emitEnd, in.blocks, atLimit));
   out.committed = p.set("committed", emitEnd);
   out.blocks = p.add("blocks", in.blocks, one);
   out.done = p.either("done", eos, atLimit);
@@ -228,8 +227,7 @@ void buildIntrospectiveStrided(ModuleOp module) {
   gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
   gen::WindowOp::create(b, first.c, next);
   Value step = p.set("step", zero);
-  gen::SeqWriteOp::create(
-      b, sampleTokens(p, k.temperature, step, "t0", k.topK, k.topP).getToken());
+  gen::SeqWriteOp::create(b, sampleTokens(p, k.temperature, step, "t0", k.topK, k.topP).getToken());
   first.step = p.add("step", step, one);
   Value atLimit = p.ge("atLimit", next, s.limit);
   Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.c, next, zero, atLimit));
@@ -240,14 +238,14 @@ void buildIntrospectiveStrided(ModuleOp module) {
   // The draft's distributions of the drafts awaiting verification (sampled decoding only).
   first.q = p.value("q", gen::DropLogitsOp::create(b, p.logits()));
 
-  ValueRange rounds = p.blockLoop(
-      "round", k.maxNewTokens, first.values(),
-      {"round", "done", "c", "step", "committed", "blocks", "cold", "q"},
-      [&](Value, ValueRange carried) {
-        Round in{carried[0], carried[1], carried[2], carried[3], carried[4], carried[5],
-                 carried[6]};
-        return round(p, k, s, in).values();
-      });
+  ValueRange rounds =
+      p.blockLoop("round", k.maxNewTokens, first.values(),
+                  {"round", "done", "c", "step", "committed", "blocks", "cold", "q"},
+                  [&](Value, ValueRange carried) {
+                    Round in{carried[0], carried[1], carried[2], carried[3],
+                             carried[4], carried[5], carried[6]};
+                    return round(p, k, s, in).values();
+                  });
   // Drop the drafts proposed past the last emitted token.
   gen::SeqTruncateOp::create(b, rounds[3]);
   gen::FinishOp::create(b, rounds[2]);

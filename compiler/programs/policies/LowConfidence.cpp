@@ -19,8 +19,8 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value genLength, blockLength, steps, temperature, threshold, stepCap, lowThreshold, depth,
-      credit, creditAlpha, creditBeta, creditGamma, cache;
+  Value genLength, blockLength, steps, temperature, threshold, stepCap, lowThreshold, depth, credit,
+      creditAlpha, creditBeta, creditGamma, cache;
 };
 
 Knobs declareKnobs(PolicyBuilder &p) {
@@ -34,12 +34,12 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.temperature = p.realKnob("temperature", 0.0);
   k.threshold = p.knob("threshold", p.f64(),
                        {Attribute(), true, {}, {}, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1)});
-  k.stepCap = p.knob("step_cap", p.i64(),
-                     {Attribute(), true, {}, {}, b.getI64IntegerAttr(1),
-                      b.getI64IntegerAttr(65536)});
-  k.lowThreshold = p.knob("low_threshold", p.f64(),
-                          {Attribute(), true, {}, {}, b.getI64IntegerAttr(0),
-                           b.getI64IntegerAttr(1)});
+  k.stepCap =
+      p.knob("step_cap", p.i64(),
+             {Attribute(), true, {}, {}, b.getI64IntegerAttr(1), b.getI64IntegerAttr(65536)});
+  k.lowThreshold =
+      p.knob("low_threshold", p.f64(),
+             {Attribute(), true, {}, {}, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1)});
   k.depth = p.intKnob("depth", 1, 1);
   k.credit = p.boolKnob("credit", false);
   k.creditAlpha = p.realKnob("credit_alpha", 0.7);
@@ -115,10 +115,9 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
                Value confidence) {
   ImplicitLocOpBuilder &b = p.b();
   auto accept = [&](StringRef rule, Value count, Value threshold, Value low, Value depth) {
-    return gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), rule, "masked",
-                                 confidence, count, threshold, Value(), low, depth,
-                                 StringAttr(), StringAttr(), Value(), Value(), Value(), Value(),
-                                 Value())
+    return gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), rule, "masked", confidence,
+                                 count, threshold, Value(), low, depth, StringAttr(), StringAttr(),
+                                 Value(), Value(), Value(), Value(), Value())
         .getKeep();
   };
   return p.ifElse(
@@ -145,8 +144,8 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
             })[0]};
       },
       [&]() -> SmallVector<Value> {
-        Value take = p.value(
-            "take", gen::ListAtOp::create(b, p.i64(), schedule, step, p.integer(1)));
+        Value take =
+            p.value("take", gen::ListAtOp::create(b, p.i64(), schedule, step, p.integer(1)));
         return {accept("top_k", take, Value(), Value(), Value())};
       })[0];
 }
@@ -163,8 +162,8 @@ void buildLowConfidence(ModuleOp module) {
   gen::SeqExtendOp::create(b, k.genLength, p.text("token"), mask, Value(), Value());
   Value firstStep = p.set("step", zero);
 
-  ValueRange steps = p.blockLoop(
-      "block", plan.blocks, firstStep, {"b"}, [&](Value block, ValueRange carried) {
+  ValueRange steps =
+      p.blockLoop("block", plan.blocks, firstStep, {"b"}, [&](Value block, ValueRange carried) {
         Value step = carried[0];
         Value offset = p.mul("offset", block, k.blockLength);
         Value begin = p.add("begin", p.fact("prompt_len"), offset);
@@ -178,10 +177,10 @@ void buildLowConfidence(ModuleOp module) {
         Value firstKeep = p.select("firstKeep", plan.dual, plan.total, fullKeep);
         gen::WindowOp::create(b, begin, end);
         Value masked = p.value("masked", gen::CountEqOp::create(b, p.i64(), mask));
-        Value schedule = p.value("schedule", gen::TransferScheduleOp::create(
-                                                 b, p.list(), masked, plan.stepsPerBlock));
-        Value credit = p.value("credit", gen::CreditResetOp::create(
-                                             b, p.credit(), plan.creditCapacity));
+        Value schedule = p.value(
+            "schedule", gen::TransferScheduleOp::create(b, p.list(), masked, plan.stepsPerBlock));
+        Value credit =
+            p.value("credit", gen::CreditResetOp::create(b, p.credit(), plan.creditCapacity));
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
             "denoise_step", plan.cap, k.blockLength, step, credit, {"i", "s"}, "ran",
             [&](Value i, Value s, ValueRange held) {
@@ -190,14 +189,19 @@ void buildLowConfidence(ModuleOp module) {
               Value cached = p.both("cached", plan.prefix, later);
               Value windowed = p.both("windowed", plan.dual, later);
               p.ifThen(
-                  cached, [&] { p.forward({"cached", plan.total, cacheKeep, begin, end}); },
+                  cached,
+                  [&] {
+                    p.forward({"cached", plan.total, cacheKeep, begin, end});
+                  },
                   [&] {
                     p.ifThen(
                         windowed,
                         [&] {
                           p.forward({"window", plan.total, cacheKeep, begin, end, end});
                         },
-                        [&] { p.forward({"full", plan.total, firstKeep, begin, end}); });
+                        [&] {
+                          p.forward({"full", plan.total, firstKeep, begin, end});
+                        });
                   });
               Value updated = p.ifElse(
                   k.credit, held.getTypes(), {"credit"},
@@ -206,16 +210,15 @@ void buildLowConfidence(ModuleOp module) {
                                                   k.creditGamma, k.creditAlpha, "masked")};
                   },
                   [&]() -> SmallVector<Value> { return {held[0]}; })[0];
-              auto sample = p.named(
-                  {"proposal", "confidence"},
-                  gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
-                                        "gumbel_max", k.temperature, mask, s, "masked",
-                                        StringAttr(), Value(), Value()));
+              auto sample =
+                  p.named({"proposal", "confidence"},
+                          gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
+                                                "gumbel_max", k.temperature, mask, s, "masked",
+                                                StringAttr(), Value(), Value()));
               Value keep = accepted(p, k, plan, i, schedule, sample.getConfidence());
               auto gate = p.named({"accepted", "done"},
-                                  gen::GateOp::create(b, p.flags(), Type(), p.i1(),
-                                                      "no_mask_left", keep, Value(), Value(),
-                                                      Value(), Value()));
+                                  gen::GateOp::create(b, p.flags(), Type(), p.i1(), "no_mask_left",
+                                                      keep, Value(), Value(), Value(), Value()));
               gen::RenoiseOp::create(b, p.text("mask"), "masked_only", gate.getKeepOut(),
                                      sample.getToken(), s);
               return std::make_pair(gate.getDone(), SmallVector<Value>{updated});

@@ -31,15 +31,14 @@ Value PolicyBuilder::text(StringRef value) {
 Value PolicyBuilder::fact(StringRef name) { return decode::FactOp::create(builder_, i64(), name); }
 
 Value PolicyBuilder::knob(StringRef name, Type type, const KnobSpec &spec) {
-  StringRef kind = type.isInteger(64) ? "int"
-                   : type.isF64()     ? "real"
+  StringRef kind = type.isInteger(64)  ? "int"
+                   : type.isF64()      ? "real"
                    : type.isInteger(1) ? "bool"
                                        : "text";
-  return generate::KnobOp::create(builder_, type, builder_.getStringAttr(name),
-                                  builder_.getStringAttr(kind), spec.fallback,
-                                  spec.optional ? builder_.getBoolAttr(true) : BoolAttr(),
-                                  optionalText(spec.oneOf), optionalText(spec.error), spec.min,
-                                  spec.max);
+  return generate::KnobOp::create(
+      builder_, type, builder_.getStringAttr(name), builder_.getStringAttr(kind), spec.fallback,
+      spec.optional ? builder_.getBoolAttr(true) : BoolAttr(), optionalText(spec.oneOf),
+      optionalText(spec.error), spec.min, spec.max);
 }
 
 Value PolicyBuilder::intKnob(StringRef name, int64_t fallback, std::optional<int64_t> min,
@@ -61,9 +60,9 @@ Value PolicyBuilder::boolKnob(StringRef name, bool fallback) {
 
 Value PolicyBuilder::textKnob(StringRef name, std::optional<StringRef> fallback, StringRef oneOf,
                               StringRef error) {
-  return knob(name, decode::TextType::get(builder_.getContext()),
-              {fallback ? builder_.getStringAttr(*fallback) : Attribute(), !fallback, oneOf,
-               error});
+  return knob(
+      name, decode::TextType::get(builder_.getContext()),
+      {fallback ? builder_.getStringAttr(*fallback) : Attribute(), !fallback, oneOf, error});
 }
 
 StringAttr PolicyBuilder::optionalText(StringRef text) {
@@ -92,13 +91,19 @@ Value PolicyBuilder::mul(StringRef n, Value a, Value b, StringRef precision) {
 Value PolicyBuilder::div(StringRef n, Value a, Value b, StringRef precision) {
   return arithmetic<generate::DivOp>(n, a, b, precision);
 }
-Value PolicyBuilder::rem(StringRef n, Value a, Value b) { return arithmetic<generate::RemOp>(n, a, b); }
+Value PolicyBuilder::rem(StringRef n, Value a, Value b) {
+  return arithmetic<generate::RemOp>(n, a, b);
+}
 Value PolicyBuilder::gt(StringRef n, Value a, Value b) { return compare<generate::GtOp>(n, a, b); }
 Value PolicyBuilder::ge(StringRef n, Value a, Value b) { return compare<generate::GeOp>(n, a, b); }
 Value PolicyBuilder::le(StringRef n, Value a, Value b) { return compare<generate::LeOp>(n, a, b); }
 Value PolicyBuilder::eq(StringRef n, Value a, Value b) { return compare<generate::EqOp>(n, a, b); }
-Value PolicyBuilder::both(StringRef n, Value a, Value b) { return compare<generate::AndOp>(n, a, b); }
-Value PolicyBuilder::either(StringRef n, Value a, Value b) { return compare<generate::OrOp>(n, a, b); }
+Value PolicyBuilder::both(StringRef n, Value a, Value b) {
+  return compare<generate::AndOp>(n, a, b);
+}
+Value PolicyBuilder::either(StringRef n, Value a, Value b) {
+  return compare<generate::OrOp>(n, a, b);
+}
 
 Value PolicyBuilder::negate(StringRef name, Value a) {
   return value(name, generate::NotOp::create(builder_, i1(), a));
@@ -125,9 +130,9 @@ void PolicyBuilder::check(Value cond, StringRef message, Value arg0, Value arg1)
                             Value());
 }
 
-ValueRange PolicyBuilder::blockLoop(
-    StringRef name, Value count, ValueRange inits, std::initializer_list<StringRef> argNames,
-    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+ValueRange PolicyBuilder::blockLoop(StringRef name, Value count, ValueRange inits,
+                                    std::initializer_list<StringRef> argNames,
+                                    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
   auto loop = generate::BlockLoopOp::create(builder_, inits.getTypes(), count, inits);
   loop->setAttr("name", builder_.getStringAttr(name));
   loop->setAttr("arg_names", names(argNames));
@@ -143,10 +148,10 @@ ValueRange PolicyBuilder::blockLoop(
 }
 
 generate::ForwardOp PolicyBuilder::forward(const Forward &f) {
-  return generate::ForwardOp::create(
-      builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd, f.rowBegin, f.rowEnd,
-      f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(),
-      optionalText(f.function), f.input, f.first);
+  return generate::ForwardOp::create(builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd,
+                                     f.rowBegin, f.rowEnd,
+                                     f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(),
+                                     optionalText(f.function), f.input, f.first);
 }
 
 ValueRange PolicyBuilder::ifElse(Value cond, TypeRange types,

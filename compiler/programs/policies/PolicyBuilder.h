@@ -104,10 +104,10 @@ public:
   // A block_loop named `name` (its profile scope) over index in [0, count), carrying `inits`:
   // `body` gets the index and the carried values and returns the next ones. `argNames` name the
   // index's and the carried values' registers. The results are the carried values at the end.
-  mlir::ValueRange blockLoop(
-      llvm::StringRef name, mlir::Value count, mlir::ValueRange inits,
-      std::initializer_list<llvm::StringRef> argNames,
-      llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)> body);
+  mlir::ValueRange
+  blockLoop(llvm::StringRef name, mlir::Value count, mlir::ValueRange inits,
+            std::initializer_list<llvm::StringRef> argNames,
+            llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)> body);
 
   // A forward of seq[0, count) (mode full, cached, window, append or extend) whose logit rows
   // [rowBegin, rowEnd) the records after it read; see DecodeOps.td's forward.

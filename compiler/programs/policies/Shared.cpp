@@ -25,8 +25,7 @@ void checkNewTokens(PolicyBuilder &p, Value maxNewTokens) {
 void checkSampling(PolicyBuilder &p, Value temperature, Value topK, Value topP) {
   Value zeroReal = p.real(0.0);
   p.check(p.ge("temperatureValid", temperature, zeroReal), "temperature must be >= 0");
-  p.check(p.ge("topKValid", topK, p.integer(0)), "top_k must be >= 0 (0: no limit), got {}",
-          topK);
+  p.check(p.ge("topKValid", topK, p.integer(0)), "top_k must be >= 0 (0: no limit), got {}", topK);
   Value topPPositive = p.gt("topPPositive", topP, zeroReal);
   Value topPAtMostOne = p.le("topPAtMostOne", topP, p.real(1.0));
   p.check(p.both("topPValid", topPPositive, topPAtMostOne), "top_p must be in (0, 1]");
@@ -49,14 +48,14 @@ EntropyStep entropyBoundStep(PolicyBuilder &p, const EntropyBoundKnobs &k, gen::
                              ValueRange held, Value n, Value s, Value lastIndex, Value noise,
                              StringRef precision) {
   ImplicitLocOpBuilder &b = p.b();
-  auto accept = p.named(
-      {"prev", "run", "accepted", "converged"},
-      gen::AcceptOp::create(b, p.tokens(), p.i64(), p.flags(), p.i1(), "entropy_bound", "all",
-                            sample.getEntropy(), Value(), Value(), k.entropyBound, Value(),
-                            Value(), b.getStringAttr("stable_confident"),
-                            precision.empty() ? StringAttr() : b.getStringAttr(precision),
-                            sample.getArgmax(), held[0], held[1], k.stabilityThreshold,
-                            k.confidenceThreshold));
+  auto accept =
+      p.named({"prev", "run", "accepted", "converged"},
+              gen::AcceptOp::create(b, p.tokens(), p.i64(), p.flags(), p.i1(), "entropy_bound",
+                                    "all", sample.getEntropy(), Value(), Value(), k.entropyBound,
+                                    Value(), Value(), b.getStringAttr("stable_confident"),
+                                    precision.empty() ? StringAttr() : b.getStringAttr(precision),
+                                    sample.getArgmax(), held[0], held[1], k.stabilityThreshold,
+                                    k.confidenceThreshold));
   Value last = p.eq("last", n, lastIndex);
   // Done: the canvas is this step's argmax.
   auto gate = p.named({"accepted", "sampled", "done"},
