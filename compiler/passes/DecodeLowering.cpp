@@ -121,8 +121,11 @@ bool overwritableAt(Value value, Operation *op) {
   return true;
 }
 
-// Whether `value` is no longer read once `op` has run: out of its scope, or overwritable there.
+// Whether `value` is not read once `op` has run: it does not exist yet (a result of an op that
+// holds `op`), is out of its scope, or is overwritable there.
 bool deadAt(Value value, Operation *op) {
+  if (Operation *definition = value.getDefiningOp(); definition && definition->isProperAncestor(op))
+    return true;
   return !value.getParentBlock()->findAncestorOpInBlock(*op) || overwritableAt(value, op);
 }
 
@@ -152,6 +155,11 @@ public:
   }
 
 private:
+  // A result → the carried register it is written to, and the value that register held.
+  struct Preference {
+    Value reg, replaced;
+  };
+
   // ---- Values -----------------------------------------------------------------------------
 
   Value newRegister(Type type, StringRef hint) {
@@ -176,7 +184,9 @@ private:
       if (shareable_.contains(reg) &&
           llvm::cast<decode::RegisterType>(reg.getType()).getValueType() == value.getType() &&
           (isScalar(value.getType()) || !readByOp(reg)) &&
-          llvm::all_of(occupants_[reg], [&](Value held) { return deadAt(held, op); }))
+          llvm::all_of(occupants_[reg], [&](Value held) {
+            return held.getDefiningOp() != op && deadAt(held, op);
+          }))
         return reg;
     Value reg = newRegister(value.getType(), hint);
     shareable_.insert(reg);
@@ -221,9 +231,18 @@ private:
   // The register `value` (a result of `op`) is written to: the carried one it replaces, or a
   // shared or new one.
   Value resultRegister(Value value, Operation *op, StringRef hint) {
-    if (auto carried = preferred_.find(value); carried != preferred_.end())
+    if (auto carried = preferred_.find(value); carried != preferred_.end() &&
+                                               freeFor(carried->second, op))
       return carried->second.reg;
     return sharedRegister(value, op, hint);
+  }
+
+  // Whether `op` may write a preferred register: no value it holds, but the one the preference
+  // replaces, is read after `op` (a value that another path wrote into it, say).
+  bool freeFor(const Preference &preference, Operation *op) {
+    return llvm::all_of(occupants_[preference.reg], [&](Value held) {
+      return held == preference.replaced || deadAt(held, op);
+    });
   }
 
   // ---- Records ----------------------------------------------------------------------------
@@ -240,6 +259,8 @@ private:
       if (&op == terminator && !yield)
         continue;
       if (&op == closing || &op == yield.getOperation()) {
+        if (closing && yield && failed(keepCondition(*closing, yield, carried)))
+          return failure();
         if (yield && failed(writeCarried(yield, carried)))
           return failure();
         if (closing && failed(lowerRecord(*closing)))
@@ -300,16 +321,21 @@ private:
                                      : registerOf(value, &op, key);
           if (failed(ref))
             return failure();
-          if (param.role == dspec::ParamRole::inout && !overwritableAt(value, &op))
+          if (param.role == dspec::ParamRole::inout &&
+              (!overwritableAt(value, &op) || llvm::count(op.getOperands(), value) > 1))
             return op.emitOpError() << "in-out " << key
-                                    << " is read after the op, or the op is in a loop below "
+                                    << " is read after the op, again by it, or in a loop below "
                                        "its definition: the record overwrites its register";
+          if (key == "knob" && !ref->getDefiningOp<decode::KnobOp>())
+            return op.emitOpError("reads the knob of a value that is no knob's");
           written = *ref;
         }
       }
       if (param.role == dspec::ParamRole::inout || param.role == dspec::ParamRole::result) {
         if (resultSizes[resultGroup++] == 1) {
           Value value = op.getResult(result);
+          if (param.role == dspec::ParamRole::inout && !written)
+            return op.emitOpError() << "gives in-out " << key << " without reading it";
           Value reg = param.role == dspec::ParamRole::inout
                           ? written
                           : resultRegister(value, &op, nameHint(&op, "names", result, key));
@@ -345,8 +371,11 @@ private:
       FailureOr<Value> ref = reference(init, op);
       if (failed(ref))
         return failure();
+      // The body runs again: an init it reads itself keeps its own register.
+      const bool readInside = llvm::any_of(
+          init.getUsers(), [&](Operation *user) { return op->isProperAncestor(user); });
       if (ref->getDefiningOp<decode::RegisterOp>() && init.getParentBlock() == op->getBlock() &&
-          overwritableAt(init, op) && !llvm::is_contained(registers, *ref)) {
+          !readInside && overwritableAt(init, op) && !llvm::is_contained(registers, *ref)) {
         reserveForCarrying(*ref);
         registers.push_back(*ref);
         continue;
@@ -396,16 +425,35 @@ private:
     for (size_t p = 0; p < spec->paramCount; ++p) {
       const dspec::ParamRole role = spec->params[p].role;
       const unsigned source = operand;
+      int32_t operands = 0;
       if (role == dspec::ParamRole::input || role == dspec::ParamRole::inout)
-        operand += groups.operands[operandGroup++];
+        operand += operands = groups.operands[operandGroup++];
       if (role != dspec::ParamRole::inout && role != dspec::ParamRole::result)
         continue;
       const int32_t count = groups.results[resultGroup++];
       if (role == dspec::ParamRole::inout && count == 1 && produced == result.getResultNumber())
-        return op->getOperand(source);
+        return operands == 1 ? op->getOperand(source) : Value();
       produced += count;
     }
     return {};
+  }
+
+  // The closing until or exit_if reads its condition after the carried values' sets: one they
+  // overwrite is copied to its own register first.
+  LogicalResult keepCondition(Operation &closing, generate::YieldOp yield,
+                              ArrayRef<Value> carried) {
+    Value cond = closing.getOperand(0);
+    FailureOr<Value> ref = reference(cond, &closing);
+    if (failed(ref))
+      return failure();
+    for (auto [i, value] : llvm::enumerate(yield.getValues()))
+      if (*ref == carried[i] && refs_.lookup(value) != carried[i]) {
+        Value copy = newRegister(cond.getType(), "condition");
+        decode::SetOp::create(builder_, closing.getLoc(), *ref, copy);
+        assign(cond, copy);
+        break;
+      }
+    return success();
   }
 
   LogicalResult writeCarried(generate::YieldOp yield, ArrayRef<Value> carried) {
@@ -586,10 +634,6 @@ private:
   OpBuilder builder_; // records, in order
   OpBuilder values_;  // registers, constants and facts, at the function's start
   DenseMap<Value, Value> refs_;
-  // A result → the carried register it is written to, and the value that register held.
-  struct Preference {
-    Value reg, replaced;
-  };
   DenseMap<Value, Preference> preferred_;
   DenseMap<Value, SmallVector<Value>> occupants_; // a register → the values it has held
   llvm::StringMap<SmallVector<Value>> byHint_;    // the registers made for each name

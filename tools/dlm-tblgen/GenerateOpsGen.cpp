@@ -40,7 +40,7 @@ std::string attributeArgument(const Param &param) {
 }
 
 // An operand's or a result's constraint: the parameter's value type. A knob parameter (`defined
-// knob=$k`) takes the value of a knob op, whatever its type; the lowering checks its source.
+// knob=$k`) takes the value of a knob op, whatever its type; the lowering checks that it is one.
 std::string valueConstraint(const Param &param) {
   std::string value = param.spec->getValueAsDef("decodeValue")->getName().str();
   if (value == "Decode_Knob")

@@ -30,7 +30,8 @@ class Generate_RecordOp<string kind, list<Trait> traits = []>
 
 include "GenerateRecordOps.td"
 
-def Generate_YieldOp : Op<Generate_Dialect, "yield", [Pure, Terminator, ReturnLike]> {
+def Generate_YieldOp : Op<Generate_Dialect, "yield", [Pure, Terminator, ReturnLike,
+    ParentOneOf<["BlockLoopOp", "DenoiseLoopOp", "IfOp"]>]> {
   let summary = "the values a structured op's region gives: its results, or the next iteration's";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
@@ -38,8 +39,10 @@ def Generate_YieldOp : Op<Generate_Dialect, "yield", [Pure, Terminator, ReturnLi
 
 // for index in [0, count): the body, with `inits` carried from one iteration to the next (the
 // block's arguments after the index; its yield gives the next ones). The results are the last
-// iteration's values, or the inits when count is 0. An exit_if, last in the body before its
-// yield, leaves the loop after the iteration.
+// iteration's values, or the inits when count is 0. An exit_if leaves the loop at once: last in
+// the body, with the values the body yields; before, with each carried value as it stands (the
+// yielded one if it is defined before the exit_if, else the iteration's own). The lowering
+// refuses an exit_if where the registers would not hold that.
 def Generate_BlockLoopOp : Op<Generate_Dialect, "block_loop", [SingleBlock]> {
   let arguments = (ins Decode_Integer:$count, Variadic<AnyType>:$inits);
   let results = (outs Variadic<AnyType>:$results);
@@ -63,7 +66,7 @@ def Generate_DenoiseLoopOp : Op<Generate_Dialect, "denoise_loop", [SingleBlock]>
 def Generate_IfOp : Op<Generate_Dialect, "if", []> {
   let arguments = (ins Decode_Boolean:$cond);
   let results = (outs Variadic<AnyType>:$results);
-  let regions = (region SizedRegion<1>:$thenRegion, AnyRegion:$elseRegion);
+  let regions = (region SizedRegion<1>:$thenRegion, MaxSizedRegion<1>:$elseRegion);
   let hasVerifier = 1;
 }
 

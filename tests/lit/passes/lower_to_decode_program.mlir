@@ -129,3 +129,87 @@ func.func @update_in_a_branch() {
   }) : (i64, i64, i64, !decode.credit) -> (i64, !decode.credit)
   return
 }
+
+// -----
+
+// An init the loop's body reads itself keeps its own register: the carried value gets another,
+// set from it before the loop.
+// CHECK-LABEL: func.func @init_read_inside
+// CHECK-DAG: %[[X:.*]] = decode.register "x" : !decode.reg<i64>
+// CHECK-DAG: %[[ACC:.*]] = decode.register "acc" : !decode.reg<i64>
+// CHECK: "decode.set"(%{{.*}}, %[[X]])
+// CHECK-NEXT: "decode.set"(%[[X]], %[[ACC]])
+// CHECK-NEXT: "decode.block_loop"
+// CHECK-NEXT: "decode.add"(%[[ACC]], %[[X]], %[[ACC]])
+func.func @init_read_inside() {
+  %c1 = decode.constant 1 : i64 -> i64
+  %c8 = decode.constant 8 : i64 -> i64
+  %x = "generate.set"(%c1) {names = ["x"]} : (i64) -> i64
+  %r = "generate.block_loop"(%c8, %x) ({
+  ^bb0(%i: i64, %acc: i64):
+    %next = "generate.add"(%acc, %x) {names = ["acc"]} : (i64, i64) -> i64
+    generate.yield %next : i64
+  }) {arg_names = ["i", "acc"]} : (i64, i64) -> i64
+  "generate.finish"(%r) : (i64) -> ()
+  return
+}
+
+// -----
+
+// A closing exit_if whose condition is a carried register that a set overwrites reads a copy
+// made before the sets.
+// CHECK-LABEL: func.func @closing_condition
+// CHECK-DAG: %[[PREV:.*]] = decode.register "prev" : !decode.reg<i1>
+// CHECK-DAG: %[[NOW:.*]] = decode.register "now" : !decode.reg<i1>
+// CHECK-DAG: %[[COPY:.*]] = decode.register "condition" : !decode.reg<i1>
+// CHECK: "decode.ge"(%{{.*}}, %{{.*}}, %[[NOW]])
+// CHECK-NEXT: "decode.set"(%[[PREV]], %[[COPY]])
+// CHECK-NEXT: "decode.set"(%[[NOW]], %[[PREV]])
+// CHECK-NEXT: "decode.exit_if"(%[[COPY]])
+func.func @closing_condition() {
+  %c3 = decode.constant 3 : i64 -> i64
+  %c8 = decode.constant 8 : i64 -> i64
+  %no = decode.constant false -> i1
+  %f0 = "generate.set"(%no) {names = ["prev"]} : (i1) -> i1
+  %r = "generate.block_loop"(%c8, %f0) ({
+  ^bb0(%i: i64, %prev: i1):
+    %now = "generate.ge"(%i, %c3) {names = ["now"]} : (i64, i64) -> i1
+    "generate.exit_if"(%prev) : (i1) -> ()
+    generate.yield %now : i1
+  }) : (i64, i1) -> i1
+  return
+}
+
+// -----
+
+// A value preferred into a carried register is not written there while another value the
+// register holds (an inner loop's result, carried in place from the outer argument) is read
+// later: it gets its own register and a set at the end.
+// CHECK-LABEL: func.func @preferred_but_taken
+// CHECK: "decode.block_loop"
+// CHECK-NEXT: "decode.block_loop"
+// CHECK-NEXT: "decode.add"
+// CHECK-NEXT: })
+// CHECK-NEXT: "decode.add"(%{{.*}}, %{{.*}}, %[[N:[^)]*]])
+// CHECK-NEXT: "decode.add"(%[[L:[^,]*]], %[[N]], %[[M:[^)]*]])
+// CHECK-NEXT: "decode.window"(%[[M]], %[[M]])
+// CHECK-NEXT: "decode.set"(%[[N]], %[[L]])
+func.func @preferred_but_taken() {
+  %c1 = decode.constant 1 : i64 -> i64
+  %c2 = decode.constant 2 : i64 -> i64
+  %c3 = decode.constant 3 : i64 -> i64
+  %a0 = "generate.set"(%c1) {names = ["a"]} : (i64) -> i64
+  %r = "generate.block_loop"(%c2, %a0) ({
+  ^bb0(%i: i64, %a: i64):
+    %l = "generate.block_loop"(%c3, %a) ({
+    ^bb0(%j: i64, %z: i64):
+      %w = "generate.add"(%z, %c1) : (i64, i64) -> i64
+      generate.yield %w : i64
+    }) : (i64, i64) -> i64
+    %n = "generate.add"(%i, %c2) {names = ["n"]} : (i64, i64) -> i64
+    %m = "generate.add"(%l, %n) {names = ["m"]} : (i64, i64) -> i64
+    "generate.window"(%m, %m) : (i64, i64) -> ()
+    generate.yield %n : i64
+  }) : (i64, i64) -> i64
+  return
+}

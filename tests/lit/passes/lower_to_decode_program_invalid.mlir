@@ -6,7 +6,7 @@ func.func @in_out_read_after() {
   %c8 = decode.constant 8 : i64 -> i64
   %half = decode.constant 0.5 : f64 -> f64
   %empty = "generate.credit_reset"(%c8) : (i64) -> !decode.credit
-  // expected-error @+1 {{'generate.credit' op in-out credit is read after the op, or the op is in a loop below its definition: the record overwrites its register}}
+  // expected-error @+1 {{'generate.credit' op in-out credit is read after the op, again by it, or in a loop below its definition: the record overwrites its register}}
   %updated = "generate.credit"(%empty, %half, %half, %half) <{candidates = "masked"}> : (!decode.credit, f64, f64, f64) -> !decode.credit
   %again = "generate.credit"(%empty, %half, %half, %half) <{candidates = "masked"}> : (!decode.credit, f64, f64, f64) -> !decode.credit
   return
@@ -115,5 +115,40 @@ func.func @row_copy() {
   ^bb0(%i: i64, %held: !decode.tokens):
     generate.yield %held : !decode.tokens
   }) : (i64, !decode.tokens) -> !decode.tokens
+  return
+}
+
+// -----
+
+// An in-out operand read again by the same op would be read after the op overwrote it.
+func.func @in_out_read_twice() {
+  %n = "generate.knob"() <{name = "n", type = "int", default_ = 3 : i64}> : () -> i64
+  %half = decode.constant 0.5 : f64 -> f64
+  %score = "generate.fill_row"(%half) : (f64) -> !decode.reals
+  %zero = decode.constant 0 : i64 -> i64
+  %run = "generate.set"(%zero) : (i64) -> i64
+  // expected-error @+1 {{'generate.accept' op in-out run is read after the op, again by it, or in a loop below its definition: the record overwrites its register}}
+  %run2, %keep = "generate.accept"(%score, %run, %run) <{rule = "entropy_bound", candidates = "all", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0>, resultSegmentSizes = array<i32: 0, 1, 1, 0>}> : (!decode.reals, i64, i64) -> (i64, !decode.flags)
+  return
+}
+
+// -----
+
+// An in-out result needs its operand.
+func.func @in_out_without_operand() {
+  %half = decode.constant 0.5 : f64 -> f64
+  %score = "generate.fill_row"(%half) : (f64) -> !decode.reals
+  // expected-error @+1 {{'generate.accept' op gives in-out run without reading it}}
+  %run2, %keep = "generate.accept"(%score) <{rule = "entropy_bound", candidates = "all", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 1, 1, 0>}> : (!decode.reals) -> (i64, !decode.flags)
+  return
+}
+
+// -----
+
+// `defined` reads a knob.
+func.func @defined_of_no_knob() {
+  %zero = decode.constant 0 : i64 -> i64
+  // expected-error @+1 {{'generate.defined' op reads the knob of a value that is no knob's}}
+  %on = "generate.defined"(%zero) : (i64) -> i1
   return
 }
