@@ -92,10 +92,8 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
       },
       [&]() -> SmallVector<Value> { return {in.q}; })[0];
   // The target verifies the anchor and the drafts.
-  Value context =
-      p.forward({"append", end, in.start, in.start, end, {}, std::nullopt, {}, {}, {}, p.logits()})
-          .getCapture();
-  p.nameAll(context.getDefiningOp(), {"context"});
+  Value context = p.value("context", p.forward({"append", end, in.start, in.start, end, {},
+                                                std::nullopt, {}, {}, {}, p.logits()}));
   gen::WindowOp::create(b, firstDraft, end);
   auto verify =
       p.named({"accepted", "token"},
@@ -147,19 +145,9 @@ void buildDFlash(ModuleOp module) {
   Round first;
   first.start = p.set("start", p.fact("prompt_len"));
   Value last = p.sub("last", first.start, one);
-  first.context = p.forward({"full",
-                             first.start,
-                             first.start,
-                             last,
-                             first.start,
-                             {},
-                             std::nullopt,
-                             {},
-                             {},
-                             {},
-                             p.logits()})
-                      .getCapture();
-  p.nameAll(first.context.getDefiningOp(), {"context"});
+  first.context = p.value("context", p.forward({"full", first.start, first.start, last,
+                                                  first.start, {}, std::nullopt, {}, {}, {},
+                                                  p.logits()}));
   Value next = p.add("next", first.start, one);
   gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
   gen::WindowOp::create(b, first.start, next);

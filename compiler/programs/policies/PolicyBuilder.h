@@ -87,10 +87,6 @@ public:
     nameResults(op.getOperation(), names);
     return op;
   }
-  // Names the registers of `op`'s results (for an op built by a helper).
-  void nameAll(mlir::Operation *op, std::initializer_list<llvm::StringRef> names) {
-    nameResults(op, names);
-  }
   // The one result of `op`, its register named `name`.
   template <typename OpT> mlir::Value value(llvm::StringRef name, OpT op) {
     nameResults(op.getOperation(), {name});
