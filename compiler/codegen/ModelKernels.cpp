@@ -2,6 +2,8 @@
 
 #include "runtime/model/KernelProgram.h"
 
+#include <iterator>
+#include <map>
 #include <utility>
 #include <variant>
 
@@ -46,6 +48,7 @@ public:
     return std::get<T>(it->second);
   }
   bool has(std::string_view key) const { return record_.parameters.count(std::string(key)) != 0; }
+  const std::string &kind() const { return record_.kind; }
   // The first slot of the comma-separated operand list.
   StatusOr<int64_t> firstOperand() const {
     DLM_ASSIGN_OR_RETURN(std::string list, get<std::string>(kp::kOperands));
@@ -60,174 +63,242 @@ private:
   std::string where_;
 };
 
+// Result slot → elements per token row, per forward function (each numbers its own slots).
+using SlotWidths = std::map<std::pair<std::string, int64_t>, int64_t>;
+
+// The CUDA kernels one record launches: a member per kind (runtime/schema/KernelOps.td names
+// it), each adding to `launched` what its record needs (nothing: cuBLASLt alone, or a device
+// copy in runtime/cuda/CudaBackend.cpp).
+class RecordKernels {
+public:
+  RecordKernels(const RecordView &r, std::string function, int64_t width,
+                const SlotWidths &slotWidths, const WeightShapes &weightShapes,
+                const ModelKernelOptions &options)
+      : r(r), function(std::move(function)), width(width), element(options.element),
+        slotWidths(slotWidths), weightShapes(weightShapes), options(options) {}
+
+  Status embedding() {
+    DLM_ASSIGN_OR_RETURN(double scale, real(kp::kScaleParameter, 1.0));
+    launched.push_back(generateEmbedding({width, element, scale}));
+    return Status::ok();
+  }
+  Status rmsNorm() {
+    if (r.has(kp::kWeight)) {
+      launched.push_back(normOf(kp::kWeight));
+      return Status::ok();
+    }
+    int64_t group = width;
+    if (r.has(kp::kNormWidth)) {
+      DLM_ASSIGN_OR_RETURN(group, r.get<int64_t>(kp::kNormWidth));
+    }
+    launched.push_back(generateRmsNorm({group, false, element}));
+    return Status::ok();
+  }
+  Status normLinear() {
+    launched.push_back(normOf(kp::kNormWeight));
+    return widenIfNarrow();
+  }
+  Status linear() { return widenIfNarrow(); }
+  Status lmHead() {
+    if (r.has(kp::kNormWeight))
+      launched.push_back(normOf(kp::kNormWeight));
+    DLM_ASSIGN_OR_RETURN(double softcap, real(kp::kSoftcap, 0.0));
+    if (softcap > 0)
+      launched.push_back(generateSoftcap({softcap}));
+    return Status::ok();
+  }
+  Status rope();
+  Status kvStore() {
+    DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
+    launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
+    return Status::ok();
+  }
+  Status attention();
+  Status gatedActivation() {
+    const bool silu = r.kind() == kp::kSiluMul;
+    launched.push_back(
+        generateGatedActivation({width, silu ? Activation::silu : Activation::geluTanh, element}));
+    return Status::ok();
+  }
+  // An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
+  // before it when it can).
+  Status add() {
+    launched.push_back(generateAdd({width, element}));
+    return Status::ok();
+  }
+  Status scale() {
+    launched.push_back(generateScale({width, element}));
+    return Status::ok();
+  }
+  Status softEmbedding() {
+    launched.push_back(generateSoftEmbedding({width, element}));
+    return Status::ok();
+  }
+  Status moe();
+  Status deviceCopy() { return Status::ok(); }
+
+  std::vector<StatusOr<KernelSource>> launched;
+
+private:
+  // The width of the first operand's slot.
+  StatusOr<int64_t> inputWidth() const {
+    DLM_ASSIGN_OR_RETURN(int64_t operand, r.firstOperand());
+    auto it = slotWidths.find({function, operand});
+    if (it == slotWidths.end())
+      return r.error("operand slot " + std::to_string(operand) + " is no earlier result");
+    return it->second;
+  }
+  StatusOr<std::vector<int64_t>> shapeOf(std::string_view key) const {
+    DLM_ASSIGN_OR_RETURN(std::string name, r.get<std::string>(key));
+    auto shape = weightShapes.find(name);
+    if (shape == weightShapes.end() || shape->second.empty())
+      return r.error("no weight '" + name + "'");
+    return shape->second;
+  }
+  // A norm over rows of the norm weight's length (a per-head norm has one row per head).
+  StatusOr<KernelSource> normOf(std::string_view key) const {
+    DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(key));
+    return generateRmsNorm({shape.back(), true, element});
+  }
+  StatusOr<double> real(std::string_view key, double fallback) const {
+    return r.has(key) ? r.get<double>(key) : StatusOr<double>(fallback);
+  }
+  // A narrow projection weight is widened before its cuBLASLt GEMM; an FP8 one may instead
+  // meet FP8 activations in an FP8 GEMM where the GPU has one (the runtime chooses).
+  Status widenIfNarrow() {
+    DLM_ASSIGN_OR_RETURN(std::string weight, r.get<std::string>(kp::kWeight));
+    auto narrow = options.narrowWeights.find(weight);
+    if (narrow == options.narrowWeights.end())
+      return Status::ok();
+    launched.push_back(generateWidenWeight({narrow->second, element}));
+    if (narrow->second == StoredWeight::fp8E4m3) {
+      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(kp::kWeight));
+      launched.push_back(generateQuantizeRows({shape.back(), element}));
+    }
+    return Status::ok();
+  }
+
+  const RecordView &r;
+  const std::string function;
+  const int64_t width; // the result's (0: none)
+  const ElementType element;
+  const SlotWidths &slotWidths;
+  const WeightShapes &weightShapes;
+  const ModelKernelOptions &options;
+};
+
+Status RecordKernels::rope() {
+  RopeParams rope;
+  DLM_ASSIGN_OR_RETURN(rope.headDim, r.get<int64_t>(kp::kHeadDim));
+  DLM_ASSIGN_OR_RETURN(rope.theta, r.get<double>(kp::kTheta));
+  if (r.has(kp::kRotatedPairs)) {
+    // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
+    DLM_ASSIGN_OR_RETURN(int64_t pairs, r.get<int64_t>(kp::kRotatedPairs));
+    if (pairs < rope.headDim / 2) {
+      if (pairs <= 0)
+        return r.error("not supported yet: a rope record that rotates no pair");
+      rope.frequencyPairs = pairs;
+      rope.frequencyDim = rope.headDim;
+    }
+  }
+  rope.element = element;
+  launched.push_back(generateRope(rope));
+  return Status::ok();
+}
+
+Status RecordKernels::attention() {
+  AttentionParams attention;
+  DLM_ASSIGN_OR_RETURN(attention.headDim, r.get<int64_t>(kp::kHeadDim));
+  DLM_ASSIGN_OR_RETURN(attention.heads, r.get<int64_t>(kp::kHeads));
+  DLM_ASSIGN_OR_RETURN(attention.kvHeads, r.get<int64_t>(kp::kKvHeads));
+  DLM_ASSIGN_OR_RETURN(std::string mask, r.get<std::string>(kp::kMask));
+  int64_t window = 0;
+  if (r.has(kp::kWindow)) {
+    DLM_ASSIGN_OR_RETURN(window, r.get<int64_t>(kp::kWindow));
+  }
+  if (mask == kp::kMaskCausal)
+    attention.mask = window > 0 ? MaskKind::slidingWindow : MaskKind::causal;
+  else if (mask == kp::kMaskBidirectional)
+    attention.mask = window > 0 ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
+  else
+    return r.error("not supported yet: attention mask '" + mask + "'");
+  attention.pageSize = options.pageSize;
+  attention.element = element;
+  launched.push_back(generateAttention(attention));
+  return Status::ok();
+}
+
+Status RecordKernels::moe() {
+  MoeParams moe;
+  moe.element = element;
+  DLM_ASSIGN_OR_RETURN(moe.experts, r.get<int64_t>(kp::kExperts));
+  DLM_ASSIGN_OR_RETURN(moe.topK, r.get<int64_t>(kp::kTopK));
+  DLM_ASSIGN_OR_RETURN(std::string activation, r.get<std::string>(kp::kActivation));
+  // The generated experts kernel fuses GELU's tanh approximation.
+  if (activation != kp::kActivationGeluTanh)
+    return r.error("not supported yet: expert activation '" + activation + "' on CUDA");
+  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(kp::kRouter));
+  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(kp::kGateUp));
+  if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)
+    return r.error("moe weights of unexpected ranks (router [E, H], gate_up [E, 2I, H])");
+  moe.hidden = router[1];
+  moe.expertWidth = gateUp[1] / 2;
+  launched.push_back(generateMoeRoute(moe));
+  launched.push_back(generateMoePlan(moe));
+  launched.push_back(generateMoeExperts(moe, true));
+  launched.push_back(generateMoeExperts(moe, false));
+  launched.push_back(generateMoeCombine(moe));
+  return Status::ok();
+}
+
+// Each kind's generator, in kind order (generated rows).
+constexpr Status (RecordKernels::*kGenerators[])() = {
+#define DLM_KERNEL_CUDA_KERNELS
+#define DLM_KERNEL_HANDLER(kind, member) &RecordKernels::member,
+#include "runtime/schema/KernelRecordSpec.inc"
+};
+static_assert(std::size(kGenerators) == std::size(kp::kKindContracts));
+
+// The record's function and result width; the width is kept for the records that read it.
+Status readPlace(const RecordView &r, std::string &function, int64_t &width,
+                 SlotWidths &slotWidths) {
+  function = std::string(kp::kDefaultFunction);
+  if (r.has(kp::kFunction)) {
+    DLM_ASSIGN_OR_RETURN(function, r.get<std::string>(kp::kFunction));
+  }
+  width = 0;
+  if (r.has(kp::kResult)) {
+    DLM_ASSIGN_OR_RETURN(int64_t result, r.get<int64_t>(kp::kResult));
+    DLM_ASSIGN_OR_RETURN(width, r.get<int64_t>(kp::kWidth));
+    slotWidths[{function, result}] = width;
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kernel> &records,
                                                       const WeightShapes &weightShapes,
                                                       const ModelKernelOptions &options) {
   KernelSet kernels;
-  const ElementType element = options.element;
-  // Result slot → elements per token row, per forward function (each numbers its own slots).
-  std::map<std::pair<std::string, int64_t>, int64_t> slotWidth;
+  SlotWidths slotWidths;
   for (size_t index = 0; index < records.size(); ++index) {
     artifact::Kernel &record = records[index];
     RecordView r(record, index);
-    std::string function(kp::kDefaultFunction);
-    if (r.has(kp::kFunction)) {
-      DLM_ASSIGN_OR_RETURN(function, r.get<std::string>(kp::kFunction));
-    }
+    std::string function;
     int64_t width = 0;
-    if (r.has(kp::kResult)) {
-      DLM_ASSIGN_OR_RETURN(int64_t result, r.get<int64_t>(kp::kResult));
-      DLM_ASSIGN_OR_RETURN(width, r.get<int64_t>(kp::kWidth));
-      slotWidth[{function, result}] = width;
-    }
-    auto inputWidth = [&]() -> StatusOr<int64_t> {
-      DLM_ASSIGN_OR_RETURN(int64_t operand, r.firstOperand());
-      auto it = slotWidth.find({function, operand});
-      if (it == slotWidth.end())
-        return r.error("operand slot " + std::to_string(operand) + " is no earlier result");
-      return it->second;
-    };
-    auto shapeOf = [&](std::string_view key) -> StatusOr<std::vector<int64_t>> {
-      DLM_ASSIGN_OR_RETURN(std::string name, r.get<std::string>(key));
-      auto shape = weightShapes.find(name);
-      if (shape == weightShapes.end() || shape->second.empty())
-        return r.error("no weight '" + name + "'");
-      return shape->second;
-    };
-    // A norm over rows of the norm weight's length (a per-head norm has one row per head).
-    auto normOf = [&](std::string_view key) -> StatusOr<KernelSource> {
-      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(key));
-      return generateRmsNorm({shape.back(), true, element});
-    };
-    auto real = [&](std::string_view key, double fallback) -> StatusOr<double> {
-      return r.has(key) ? r.get<double>(key) : StatusOr<double>(fallback);
-    };
-    // The kernels the record launches: one, or (lm_head with a norm and a soft-cap, moe)
+    DLM_RETURN_IF_ERROR(readPlace(r, function, width, slotWidths));
+    const kp::KindContract *contract = kp::findKindContract(record.kind);
+    if (!contract)
+      return r.error("not supported yet: a CUDA kernel for a '" + record.kind + "' record");
+    // The kernels the record launches: none, one, or (lm_head with a norm and a soft-cap, moe)
     // several, named in the record's cuda_kernel as a comma-separated list.
-    std::vector<StatusOr<KernelSource>> launched;
-    const std::string &kind = record.kind;
-    // A narrow projection weight is widened before its cuBLASLt GEMM; an FP8 one may instead
-    // meet FP8 activations in an FP8 GEMM where the GPU has one (the runtime chooses).
-    auto widenIfNarrow = [&]() -> Status {
-      DLM_ASSIGN_OR_RETURN(std::string weight, r.get<std::string>(kp::kWeight));
-      auto narrow = options.narrowWeights.find(weight);
-      if (narrow == options.narrowWeights.end())
-        return Status::ok();
-      launched.push_back(generateWidenWeight({narrow->second, element}));
-      if (narrow->second == StoredWeight::fp8E4m3) {
-        DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(kp::kWeight));
-        launched.push_back(generateQuantizeRows({shape.back(), element}));
-      }
-      return Status::ok();
-    };
-    if (kind == kp::kLinear) {
-      DLM_RETURN_IF_ERROR(widenIfNarrow());
-      if (launched.empty())
-        continue; // cuBLASLt alone
-    } else if (kind == kp::kForwardInput || kind == kp::kSelectInputRows ||
-               kind == kp::kCapture) {
-      continue; // device copies (runtime/cuda/CudaBackend.cpp)
-    } else if (kind == kp::kEmbedding) {
-      DLM_ASSIGN_OR_RETURN(double scale, real(kp::kScaleParameter, 1.0));
-      launched.push_back(generateEmbedding({width, element, scale}));
-    } else if (kind == kp::kRmsNorm) {
-      if (r.has(kp::kWeight)) {
-        launched.push_back(normOf(kp::kWeight));
-      } else {
-        int64_t group = width;
-        if (r.has(kp::kNormWidth)) {
-          DLM_ASSIGN_OR_RETURN(group, r.get<int64_t>(kp::kNormWidth));
-        }
-        launched.push_back(generateRmsNorm({group, false, element}));
-      }
-    } else if (kind == kp::kNormLinear) {
-      launched.push_back(normOf(kp::kNormWeight));
-      DLM_RETURN_IF_ERROR(widenIfNarrow());
-    } else if (kind == kp::kLmHead) {
-      if (r.has(kp::kNormWeight))
-        launched.push_back(normOf(kp::kNormWeight));
-      DLM_ASSIGN_OR_RETURN(double softcap, real(kp::kSoftcap, 0.0));
-      if (softcap > 0)
-        launched.push_back(generateSoftcap({softcap}));
-      if (launched.empty())
-        continue; // cuBLASLt alone
-    } else if (kind == kp::kRope) {
-      RopeParams rope;
-      DLM_ASSIGN_OR_RETURN(rope.headDim, r.get<int64_t>(kp::kHeadDim));
-      DLM_ASSIGN_OR_RETURN(rope.theta, r.get<double>(kp::kTheta));
-      if (r.has(kp::kRotatedPairs)) {
-        // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
-        DLM_ASSIGN_OR_RETURN(int64_t pairs, r.get<int64_t>(kp::kRotatedPairs));
-        if (pairs < rope.headDim / 2) {
-          if (pairs <= 0)
-            return r.error("not supported yet: a rope record that rotates no pair");
-          rope.frequencyPairs = pairs;
-          rope.frequencyDim = rope.headDim;
-        }
-      }
-      rope.element = element;
-      launched.push_back(generateRope(rope));
-    } else if (kind == kp::kKvStore) {
-      DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
-      launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
-    } else if (kind == kp::kAttention) {
-      AttentionParams attention;
-      DLM_ASSIGN_OR_RETURN(attention.headDim, r.get<int64_t>(kp::kHeadDim));
-      DLM_ASSIGN_OR_RETURN(attention.heads, r.get<int64_t>(kp::kHeads));
-      DLM_ASSIGN_OR_RETURN(attention.kvHeads, r.get<int64_t>(kp::kKvHeads));
-      DLM_ASSIGN_OR_RETURN(std::string mask, r.get<std::string>(kp::kMask));
-      int64_t window = 0;
-      if (r.has(kp::kWindow)) {
-        DLM_ASSIGN_OR_RETURN(window, r.get<int64_t>(kp::kWindow));
-      }
-      if (mask == "causal")
-        attention.mask = window > 0 ? MaskKind::slidingWindow : MaskKind::causal;
-      else if (mask == "bidirectional")
-        attention.mask = window > 0 ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
-      else
-        return r.error("not supported yet: attention mask '" + mask + "'");
-      attention.pageSize = options.pageSize;
-      attention.element = element;
-      launched.push_back(generateAttention(attention));
-    } else if (kind == kp::kSiluMul || kind == kp::kGeluMul) {
-      launched.push_back(generateGatedActivation(
-          {width, kind == kp::kSiluMul ? Activation::silu : Activation::geluTanh, element}));
-    } else if (kind == kp::kAdd) {
-      // An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
-      // before it when it can).
-      launched.push_back(generateAdd({width, element}));
-    } else if (kind == kp::kScale) {
-      launched.push_back(generateScale({width, element}));
-    } else if (kind == kp::kSoftEmbedding) {
-      launched.push_back(generateSoftEmbedding({width, element}));
-    } else if (kind == kp::kMoe) {
-      MoeParams moe;
-      moe.element = element;
-      DLM_ASSIGN_OR_RETURN(moe.experts, r.get<int64_t>(kp::kExperts));
-      DLM_ASSIGN_OR_RETURN(moe.topK, r.get<int64_t>(kp::kTopK));
-      DLM_ASSIGN_OR_RETURN(std::string activation, r.get<std::string>(kp::kActivation));
-      // The generated experts kernel fuses GELU's tanh approximation.
-      if (activation != kp::kActivationGeluTanh)
-        return r.error("not supported yet: expert activation '" + activation + "' on CUDA");
-      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(kp::kRouter));
-      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(kp::kGateUp));
-      if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)
-        return r.error("moe weights of unexpected ranks (router [E, H], gate_up [E, 2I, H])");
-      moe.hidden = router[1];
-      moe.expertWidth = gateUp[1] / 2;
-      launched.push_back(generateMoeRoute(moe));
-      launched.push_back(generateMoePlan(moe));
-      launched.push_back(generateMoeExperts(moe, true));
-      launched.push_back(generateMoeExperts(moe, false));
-      launched.push_back(generateMoeCombine(moe));
-    } else {
-      // A kind this generator does not know.
-      return r.error("not supported yet: a CUDA kernel for a '" + kind + "' record");
-    }
+    RecordKernels launch(r, function, width, slotWidths, weightShapes, options);
+    DLM_RETURN_IF_ERROR((launch.*kGenerators[contract->kind])());
+    if (launch.launched.empty())
+      continue;
     std::string names;
-    for (StatusOr<KernelSource> &kernel : launched) {
+    for (StatusOr<KernelSource> &kernel : launch.launched) {
       if (!kernel)
         return kernel.status().withContext("--target cuda: kernel record " +
                                            std::to_string(index) + " ('" + record.name + "')");

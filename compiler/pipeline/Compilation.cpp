@@ -65,7 +65,8 @@ artifact::AttributeValue knobValueOf(const std::string &text) {
 // Every --knob must name a knob one of the artifact's programs declares.
 Status checkKnobsDeclared(const CompileOptions &options,
                           const std::vector<artifact::DecodingProgram> &programs) {
-  for (const auto &[name, value] : options.knobs) {
+  for (const auto &knob : options.knobs) {
+    const std::string &name = knob.first;
     const bool declared = std::any_of(programs.begin(), programs.end(), [&](const auto &p) {
       return p.knobs.count(name) != 0;
     });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -298,46 +299,21 @@ const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
   return ropes_.front().table; // unreachable: the constructor made one per distinct record
 }
 
+// Each kind's runner, in kind order (generated rows).
+Status (CpuBackend::*const CpuBackend::kRunners[])(const RecordRun &) = {
+#define DLM_KERNEL_CPU_RUNNERS
+#define DLM_KERNEL_HANDLER(kind, member) &CpuBackend::member,
+#include "runtime/schema/KernelRecordSpec.inc"
+};
+
 Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &parts,
                              int64_t count) {
   // The events' category, layer and GEMM shape, as every backend records them.
   const program::RecordProfile event = program::recordProfile(*program_, k);
   const int64_t width = k.result >= 0 ? slotWidth(k.result) : 0;
   const RecordRun run{k, parts, count, width, event, event.category, event.layer};
-  switch (k.kind) {
-  case KernelKind::embedding:
-    return runEmbedding(run);
-  case KernelKind::softEmbedding:
-    return runSoftEmbedding(run);
-  case KernelKind::forwardInput:
-    return runForwardInput(run);
-  case KernelKind::selectInputRows:
-    return runSelectInputRows(run);
-  case KernelKind::capture:
-    return runCapture(run);
-  case KernelKind::rmsNorm:
-    return runRmsNorm(run);
-  case KernelKind::normLinear:
-  case KernelKind::linear:
-    return runLinear(run);
-  case KernelKind::rope:
-    return runRope(run);
-  case KernelKind::kvStore:
-    return runKvStore(run);
-  case KernelKind::attention:
-    return runAttention(run);
-  case KernelKind::moe:
-    return runMoe(run);
-  case KernelKind::scale:
-    return runScale(run);
-  case KernelKind::add:
-  case KernelKind::siluMul:
-  case KernelKind::geluMul:
-    return runElementwise(run);
-  case KernelKind::lmHead:
-    return runLmHead(run);
-  }
-  return Status::error("cpu backend: internal error: unhandled kernel kind");
+  static_assert(std::size(kRunners) == std::size(spec::kernels::kKindContracts));
+  return (this->*kRunners[static_cast<size_t>(k.kind)])(run);
 }
 
 Status CpuBackend::runEmbedding(const RecordRun &run) {

@@ -142,6 +142,8 @@ private:
   Status runScale(const RecordRun &run);
   Status runElementwise(const RecordRun &run);
   Status runLmHead(const RecordRun &run);
+  // Each kind's runner above, by KernelKind (the table runtime/schema/KernelOps.td writes).
+  static Status (CpuBackend::*const kRunners[])(const RecordRun &);
   // The width of `slot` of the running function.
   int64_t slotWidth(int64_t index) const {
     return program_->slots[static_cast<size_t>(index)].width;

@@ -948,108 +948,135 @@ CudaBackend::LayerPages CudaBackend::layerPages(int64_t recordLayer) const {
   return pages;
 }
 
+// Each kind's launch, in kind order (generated rows).
+const CudaBackend::RecordLauncher CudaBackend::kLaunchers[] = {
+#define DLM_KERNEL_CUDA_LAUNCHES
+#define DLM_KERNEL_HANDLER(kind, member) &CudaBackend::member,
+#include "runtime/schema/KernelRecordSpec.inc"
+};
+
 Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                                   const program::ProgramRecord &k, const BoundRecord &bound,
                                   const Shape &shape, const std::vector<PackedPart> &parts) {
-  using program::KernelKind;
-  const int64_t count = shape.count;
-  const std::vector<int64_t> &in = k.operands;
-  auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
-  auto slotOf = [&](int64_t s) { return slot(program, s, count); };
-  const int64_t width = k.result >= 0 ? widthOf(k.result) : 0;
-  const size_t e = elementBytes(element_);
-  const std::string what = k.fullName + ": cuLaunchKernel";
-  int tokens = static_cast<int>(count);
-  const CUdeviceptr positions =
-      shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
-  // An out-of-place result of an in-place kernel starts as a copy of its operand.
-  auto copyRows = [&](CUdeviceptr to, CUdeviceptr from, int64_t rowWidth) -> Status {
-    if (to == from)
-      return Status::ok();
-    return driver_->check(driver_->cuMemcpyDtoDAsync(to, from,
-                                                     static_cast<size_t>(count * rowWidth) * e,
-                                                     stream_),
-                          (k.fullName + ": cuMemcpyDtoDAsync").c_str());
-  };
+  static_assert(std::size(kLaunchers) == std::size(spec::kernels::kKindContracts));
+  return (this->*kLaunchers[static_cast<size_t>(k.kind)])(program, k, bound, shape, parts);
+}
 
-  switch (k.kind) {
-  case KernelKind::embedding: {
-    CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = slotOf(k.result);
-    long long tableRows = bound.weight->rows, outStride = width;
-    void *arguments[] = {&tokenIds, &tokens, &table, &tableRows, &out, &outStride};
-    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
-  }
-  case KernelKind::softEmbedding:
-  case KernelKind::selectInputRows:
-  case KernelKind::kvStore:
-    return enqueuePerPart(program, k, bound, shape, parts);
-  case KernelKind::forwardInput:
-    // Staged on the host at the device precision, zero rows included (uploadInputRows).
-    return copyRows(slotOf(k.result), inputRows_, width);
-  case KernelKind::capture: {
-    // Operand i's rows to block i of the capture buffer, laid side by side on the host.
-    const int64_t w = widthOf(in[0]);
-    for (size_t i = 0; i < in.size(); ++i) {
-      const CUdeviceptr to =
-          captureRows_ + static_cast<size_t>(static_cast<int64_t>(i) * count * w) * e;
-      DLM_RETURN_IF_ERROR(driver_->check(
-          driver_->cuMemcpyDtoDAsync(to, slotOf(in[i]), static_cast<size_t>(count * w) * e,
-                                     stream_),
-          (k.fullName + ": cuMemcpyDtoDAsync").c_str()));
-    }
+CudaBackend::RecordRows CudaBackend::rowsOf(const program::KernelProgram &program,
+                                            const program::ProgramRecord &k,
+                                            const Shape &shape) const {
+  RecordRows rows;
+  rows.count = shape.count;
+  rows.tokens = static_cast<int>(shape.count);
+  rows.width = k.result >= 0 ? program.slots[static_cast<size_t>(k.result)].width : 0;
+  rows.result = k.result >= 0 ? slot(program, k.result, shape.count) : 0;
+  for (int64_t operand : k.operands)
+    rows.operands.push_back(slot(program, operand, shape.count));
+  rows.what = k.fullName + ": cuLaunchKernel";
+  return rows;
+}
+
+// An out-of-place result of an in-place kernel starts as a copy of its operand.
+Status CudaBackend::copyRows(const program::ProgramRecord &k, CUdeviceptr to, CUdeviceptr from,
+                             int64_t elements) {
+  if (to == from)
     return Status::ok();
+  return driver_->check(
+      driver_->cuMemcpyDtoDAsync(to, from, static_cast<size_t>(elements) * elementBytes(element_),
+                                 stream_),
+      (k.fullName + ": cuMemcpyDtoDAsync").c_str());
+}
+
+Status CudaBackend::enqueueEmbedding(const program::KernelProgram &program,
+                                     const program::ProgramRecord &k, const BoundRecord &bound,
+                                     const Shape &shape, const std::vector<PackedPart> &) {
+  RecordRows rows = rowsOf(program, k, shape);
+  CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = rows.result;
+  long long tableRows = bound.weight->rows, outStride = rows.width;
+  void *arguments[] = {&tokenIds, &rows.tokens, &table, &tableRows, &out, &outStride};
+  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments,
+                rows.what.c_str());
+}
+
+// Staged on the host at the device precision, zero rows included (uploadInputRows).
+Status CudaBackend::enqueueForwardInput(const program::KernelProgram &program,
+                                        const program::ProgramRecord &k, const BoundRecord &,
+                                        const Shape &shape, const std::vector<PackedPart> &) {
+  const RecordRows rows = rowsOf(program, k, shape);
+  return copyRows(k, rows.result, inputRows_, rows.count * rows.width);
+}
+
+// Operand i's rows to block i of the capture buffer, laid side by side on the host.
+Status CudaBackend::enqueueCapture(const program::KernelProgram &program,
+                                   const program::ProgramRecord &k, const BoundRecord &,
+                                   const Shape &shape, const std::vector<PackedPart> &) {
+  const RecordRows rows = rowsOf(program, k, shape);
+  const int64_t w = program.slots[static_cast<size_t>(k.operands[0])].width;
+  for (size_t i = 0; i < rows.operands.size(); ++i) {
+    const CUdeviceptr to =
+        captureRows_ +
+        static_cast<size_t>(static_cast<int64_t>(i) * rows.count * w) * elementBytes(element_);
+    DLM_RETURN_IF_ERROR(copyRows(k, to, rows.operands[i], rows.count * w));
   }
-  case KernelKind::rmsNorm: {
-    // A group shorter than the row normalises each head of the row (q/k norm).
-    const int64_t n = k.normWidth;
-    return rmsNorm(bound.kernel, slotOf(in[0]), width, slotOf(k.result), width,
-                   bound.weight ? bound.weight->data : 0, count * (width / n), width / n, k.eps,
-                   what.c_str());
-  }
-  case KernelKind::normLinear:
-  case KernelKind::linear:
-  case KernelKind::lmHead:
-    DLM_RETURN_IF_ERROR(enqueueProjectionInput(program, k, bound, shape, parts));
-    return enqueueProjectionGemm(program, k, bound, shape, parts);
-  case KernelKind::rope: {
-    CUdeviceptr x = slotOf(k.result);
-    DLM_RETURN_IF_ERROR(copyRows(x, slotOf(in[0]), width));
-    long long tokenStride = width;
-    int headCount = static_cast<int>(width / k.headDim);
-    CUdeviceptr positionArg = positions;
-    void *arguments[] = {&x, &tokenStride, &headCount, &tokens, &positionArg};
-    return launch(bound.kernel, static_cast<unsigned>(count), 1, 1, arguments, what.c_str());
-  }
-  case KernelKind::attention:
-    return enqueueAttention(program, k, bound, shape, parts);
-  case KernelKind::siluMul:
-  case KernelKind::geluMul: {
-    CUdeviceptr gateArg = slotOf(in[0]), upArg = slotOf(in[1]), outArg = slotOf(k.result);
-    long long gateStride = width, upStride = width, outStride = width;
-    void *arguments[] = {&gateArg, &gateStride, &upArg, &upStride, &outArg, &outStride, &tokens};
-    // Over-covering the row is harmless: the kernel drops chunks past its width.
-    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
-                  static_cast<unsigned>(count), 1, arguments, what.c_str());
-  }
-  case KernelKind::scale: {
-    CUdeviceptr xArg = slotOf(in[0]), factor = bound.weight->data, outArg = slotOf(k.result);
-    long long xStride = width, outStride = width;
-    void *arguments[] = {&xArg, &xStride, &factor, &outArg, &outStride, &tokens};
-    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
-                  static_cast<unsigned>(count), 1, arguments, what.c_str());
-  }
-  case KernelKind::moe:
-    return enqueueMoe(program, k, bound, shape);
-  case KernelKind::add: {
-    // Planned in place on either operand, or out of place: elementwise, so any aliasing is safe.
-    CUdeviceptr aArg = slotOf(in[0]), bArg = slotOf(in[1]), outArg = slotOf(k.result);
-    long long aStride = width, bStride = width, outStride = width;
-    void *arguments[] = {&aArg, &aStride, &bArg, &bStride, &outArg, &outStride, &tokens};
-    return launch(bound.kernel, ceilDiv(width, bound.kernel.blockThreads),
-                  static_cast<unsigned>(count), 1, arguments, what.c_str());
-  }
-  }
-  return Status::error("cuda backend: internal error: unhandled kernel kind");
+  return Status::ok();
+}
+
+// A group shorter than the row normalises each head of the row (q/k norm).
+Status CudaBackend::enqueueRmsNorm(const program::KernelProgram &program,
+                                   const program::ProgramRecord &k, const BoundRecord &bound,
+                                   const Shape &shape, const std::vector<PackedPart> &) {
+  const RecordRows rows = rowsOf(program, k, shape);
+  const int64_t width = rows.width, n = k.normWidth;
+  return rmsNorm(bound.kernel, rows.operands[0], width, rows.result, width,
+                 bound.weight ? bound.weight->data : 0, rows.count * (width / n), width / n, k.eps,
+                 rows.what.c_str());
+}
+
+Status CudaBackend::enqueueProjection(const program::KernelProgram &program,
+                                      const program::ProgramRecord &k, const BoundRecord &bound,
+                                      const Shape &shape, const std::vector<PackedPart> &parts) {
+  DLM_RETURN_IF_ERROR(enqueueProjectionInput(program, k, bound, shape, parts));
+  return enqueueProjectionGemm(program, k, bound, shape, parts);
+}
+
+Status CudaBackend::enqueueRope(const program::KernelProgram &program,
+                                const program::ProgramRecord &k, const BoundRecord &bound,
+                                const Shape &shape, const std::vector<PackedPart> &) {
+  RecordRows rows = rowsOf(program, k, shape);
+  CUdeviceptr x = rows.result;
+  DLM_RETURN_IF_ERROR(copyRows(k, x, rows.operands[0], rows.count * rows.width));
+  long long tokenStride = rows.width;
+  int headCount = static_cast<int>(rows.width / k.headDim);
+  CUdeviceptr positions =
+      shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
+  void *arguments[] = {&x, &tokenStride, &headCount, &rows.tokens, &positions};
+  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments,
+                rows.what.c_str());
+}
+
+// silu_mul, gelu_mul and add: out = f(a, b) row by row. Planned in place on either operand, or
+// out of place: elementwise, so any aliasing is safe. Over-covering the row is harmless: the
+// kernels drop chunks past their width.
+Status CudaBackend::enqueueElementwise(const program::KernelProgram &program,
+                                       const program::ProgramRecord &k, const BoundRecord &bound,
+                                       const Shape &shape, const std::vector<PackedPart> &) {
+  RecordRows rows = rowsOf(program, k, shape);
+  CUdeviceptr aArg = rows.operands[0], bArg = rows.operands[1], outArg = rows.result;
+  long long aStride = rows.width, bStride = rows.width, outStride = rows.width;
+  void *arguments[] = {&aArg, &aStride, &bArg, &bStride, &outArg, &outStride, &rows.tokens};
+  return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
+                static_cast<unsigned>(rows.count), 1, arguments, rows.what.c_str());
+}
+
+Status CudaBackend::enqueueScale(const program::KernelProgram &program,
+                                 const program::ProgramRecord &k, const BoundRecord &bound,
+                                 const Shape &shape, const std::vector<PackedPart> &) {
+  RecordRows rows = rowsOf(program, k, shape);
+  CUdeviceptr xArg = rows.operands[0], factor = bound.weight->data, outArg = rows.result;
+  long long xStride = rows.width, outStride = rows.width;
+  void *arguments[] = {&xArg, &xStride, &factor, &outArg, &outStride, &rows.tokens};
+  return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
+                static_cast<unsigned>(rows.count), 1, arguments, rows.what.c_str());
 }
 
 Status CudaBackend::enqueueProjectionInput(const program::KernelProgram &program,
@@ -1200,7 +1227,7 @@ Status CudaBackend::enqueueAttention(const program::KernelProgram &program,
 
 Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
                                const program::ProgramRecord &k, const BoundRecord &bound,
-                               const Shape &shape) {
+                               const Shape &shape, const std::vector<PackedPart> &) {
   const std::string what = k.fullName + ": cuLaunchKernel";
   int tokens = static_cast<int>(shape.count);
   const int64_t hidden = program.slots[static_cast<size_t>(k.result)].width;

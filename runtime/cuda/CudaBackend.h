@@ -306,9 +306,57 @@ private:
   // Enqueues every kernel and GEMM of a forward of `shape`, reading the fixed buffers; `timed`:
   // each record between CUDA events of timer_.
   Status enqueueForward(const Shape &shape, bool timed = false);
+  // A record's launches: each kind's launcher below, by KernelKind (the table
+  // runtime/schema/KernelOps.td writes).
   Status enqueueRecord(const program::KernelProgram &program,
                        const program::ProgramRecord &record, const BoundRecord &bound,
                        const Shape &shape, const std::vector<PackedPart> &parts);
+  using RecordLauncher = Status (CudaBackend::*)(const program::KernelProgram &,
+                                                 const program::ProgramRecord &,
+                                                 const BoundRecord &, const Shape &,
+                                                 const std::vector<PackedPart> &);
+  static const RecordLauncher kLaunchers[];
+  // What a record's launch reads: its token count, its result's width and rows, its operands'
+  // rows, and its name in errors.
+  struct RecordRows {
+    int64_t count = 0;
+    int tokens = 0;
+    int64_t width = 0;
+    CUdeviceptr result = 0;
+    std::vector<CUdeviceptr> operands;
+    std::string what;
+  };
+  RecordRows rowsOf(const program::KernelProgram &program, const program::ProgramRecord &record,
+                    const Shape &shape) const;
+  // `elements` elements from `from` to `to` on the stream (nothing when they are the same rows).
+  Status copyRows(const program::ProgramRecord &record, CUdeviceptr to, CUdeviceptr from,
+                  int64_t elements);
+  Status enqueueEmbedding(const program::KernelProgram &program,
+                          const program::ProgramRecord &record, const BoundRecord &bound,
+                          const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueForwardInput(const program::KernelProgram &program,
+                             const program::ProgramRecord &record, const BoundRecord &bound,
+                             const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueCapture(const program::KernelProgram &program, const program::ProgramRecord &record,
+                        const BoundRecord &bound, const Shape &shape,
+                        const std::vector<PackedPart> &parts);
+  Status enqueueRmsNorm(const program::KernelProgram &program, const program::ProgramRecord &record,
+                        const BoundRecord &bound, const Shape &shape,
+                        const std::vector<PackedPart> &parts);
+  // linear, norm_linear, lm_head: enqueueProjectionInput, then enqueueProjectionGemm.
+  Status enqueueProjection(const program::KernelProgram &program,
+                           const program::ProgramRecord &record, const BoundRecord &bound,
+                           const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueRope(const program::KernelProgram &program, const program::ProgramRecord &record,
+                     const BoundRecord &bound, const Shape &shape,
+                     const std::vector<PackedPart> &parts);
+  // add, silu_mul, gelu_mul.
+  Status enqueueElementwise(const program::KernelProgram &program,
+                            const program::ProgramRecord &record, const BoundRecord &bound,
+                            const Shape &shape, const std::vector<PackedPart> &parts);
+  Status enqueueScale(const program::KernelProgram &program, const program::ProgramRecord &record,
+                      const BoundRecord &bound, const Shape &shape,
+                      const std::vector<PackedPart> &parts);
   // enqueueRecord between CUDA events, in the parts the CPU backend times (a record that
   // normalises its input first: the norm, then the rest).
   Status enqueueTimedRecord(const program::KernelProgram &program,
@@ -340,7 +388,8 @@ private:
   // The logit rows a run computes: every part's requested rows.
   static int64_t logitRowCount(const std::vector<PackedPart> &parts);
   Status enqueueMoe(const program::KernelProgram &program, const program::ProgramRecord &record,
-                    const BoundRecord &bound, const Shape &shape);
+                    const BoundRecord &bound, const Shape &shape,
+                    const std::vector<PackedPart> &parts);
   // Layer `layer`'s K and V pages in the pool, and their strides (elements).
   struct LayerPages {
     CUdeviceptr k = 0, v = 0;

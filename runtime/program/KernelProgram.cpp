@@ -87,10 +87,11 @@ private:
     const size_t index = indices_[position];
     const artifact::Kernel &record = records_[index];
     RecordReader r(record, index);
-    const KernelKindSpec *spec = findKernelKind(record.kind);
+    const std::optional<KernelKindSpec> spec = findKernelKind(record.kind);
     if (!spec)
       return Status::error("not supported yet: kernel kind '" + record.kind + "' (" + r.where() +
                            ")");
+    DLM_RETURN_IF_ERROR(checkDeclaredParameters(r, *spec));
     ProgramRecord kernel;
     kernel.kind = spec->kind;
     kernel.function = function_;
@@ -127,11 +128,8 @@ private:
       kernel.operands.clear(); // a record without operands may leave the list out
     else
       DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
-    if (r.has(kp::kAccumulate)) {
-      if (spec.kind != KernelKind::linear && spec.kind != KernelKind::normLinear)
-        return r.error("only linear and norm_linear records accumulate");
+    if (r.has(kp::kAccumulate)) // declared by linear and norm_linear only
       DLM_ASSIGN(kernel.accumulate, r.flag(kp::kAccumulate));
-    }
     if (r.has(kp::kCudaKernel))
       DLM_ASSIGN(kernel.cudaKernel, r.text(kp::kCudaKernel));
     const size_t operandCount = spec.operands == kAnyOperands

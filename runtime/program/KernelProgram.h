@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
 
@@ -15,25 +16,8 @@
 
 namespace dlm::program {
 
-enum class KernelKind {
-  embedding,
-  rmsNorm,
-  normLinear,
-  linear,
-  rope,
-  kvStore,
-  attention,
-  add,
-  siluMul,
-  lmHead,
-  scale,         // x * weight[0]
-  geluMul,       // gelu_tanh(gate) * up
-  softEmbedding, // softmax(the forward's input rows) @ table * scale
-  moe,           // mixture of experts (runtime/model/KernelProgram.h)
-  forwardInput,    // the forward's input rows, zero past ForwardSpec::inputRows
-  selectInputRows, // a's rows before ForwardSpec::inputRows, b's after
-  capture,         // the operands' rows side by side into the forward's captured rows
-};
+// The kinds, declared in runtime/schema/KernelOps.td.
+using spec::kernels::KernelKind;
 
 // The weights of a moe record (their shapes checked: router [E, H], router_scale [H],
 // expert_scale [E], gate_up [E * 2I, H], down [E * H, I]).

@@ -3,6 +3,8 @@
 #include "runtime/model/KernelProgram.h"
 
 #include <cmath>
+#include <iterator>
+#include <variant>
 
 namespace dlm::program::detail {
 
@@ -13,33 +15,109 @@ namespace {
 // The most KV cache layers a program may address (a corrupt layer index would size the cache).
 constexpr int64_t kMaxKvLayers = int64_t(1) << 16;
 
-constexpr KernelKindSpec kKinds[] = {
-    {kp::kEmbedding, KernelKind::embedding, 1, true, &RecordChecker::embedding},
-    {kp::kRmsNorm, KernelKind::rmsNorm, 1, true, &RecordChecker::rmsNorm},
-    {kp::kNormLinear, KernelKind::normLinear, 1, true, &RecordChecker::linear},
-    {kp::kLinear, KernelKind::linear, 1, true, &RecordChecker::linear},
-    {kp::kRope, KernelKind::rope, 2, true, &RecordChecker::rope},
-    {kp::kKvStore, KernelKind::kvStore, 2, false, &RecordChecker::kvStore},
-    {kp::kAttention, KernelKind::attention, 3, true, &RecordChecker::attention},
-    {kp::kAdd, KernelKind::add, 2, true, &RecordChecker::binary},
-    {kp::kSiluMul, KernelKind::siluMul, 2, true, &RecordChecker::binary},
-    {kp::kLmHead, KernelKind::lmHead, 1, true, &RecordChecker::lmHead},
-    {kp::kScale, KernelKind::scale, 1, true, &RecordChecker::scale},
-    {kp::kGeluMul, KernelKind::geluMul, 2, true, &RecordChecker::binary},
-    {kp::kSoftEmbedding, KernelKind::softEmbedding, 0, true, &RecordChecker::softEmbedding},
-    {kp::kMoe, KernelKind::moe, 2, true, &RecordChecker::moe},
-    {kp::kForwardInput, KernelKind::forwardInput, 0, true, &RecordChecker::forwardInput},
-    {kp::kSelectInputRows, KernelKind::selectInputRows, 2, true, &RecordChecker::binary},
-    {kp::kCapture, KernelKind::capture, kAnyOperands, false, &RecordChecker::capture},
+struct KindCheck {
+  KernelKind kind;
+  Status (RecordChecker::*check)();
 };
+
+// Each kind's check, in the order of the kinds (KernelOps.td names the member).
+constexpr KindCheck kChecks[] = {
+#define DLM_KERNEL_RECORD_CHECKS
+#define DLM_KERNEL_HANDLER(kind, member) {KernelKind::kind, &RecordChecker::member},
+#include "runtime/schema/KernelRecordSpec.inc"
+};
+static_assert(std::size(kChecks) == std::size(kp::kKindContracts));
+
+constexpr bool checksInKindOrder() {
+  for (size_t i = 0; i < std::size(kChecks); ++i)
+    if (static_cast<size_t>(kChecks[i].kind) != i || kp::kKindContracts[i].kind != i)
+      return false;
+  return true;
+}
+static_assert(checksInKindOrder());
+
+// What a parameter of `type` is in an error: "... is missing or not a real".
+const char *typeName(kp::ParameterType type) {
+  switch (type) {
+  case kp::ParameterType::integer:
+    return "an integer";
+  case kp::ParameterType::real:
+    return "a real";
+  case kp::ParameterType::flag:
+    return "a boolean";
+  case kp::ParameterType::text:
+  case kp::ParameterType::weight:
+  case kp::ParameterType::slots:
+    break;
+  }
+  return "text";
+}
+
+bool hasType(const artifact::AttributeValue &value, kp::ParameterType type) {
+  switch (type) {
+  case kp::ParameterType::integer:
+    return std::holds_alternative<int64_t>(value);
+  case kp::ParameterType::real:
+    return std::holds_alternative<double>(value);
+  case kp::ParameterType::flag:
+    return std::holds_alternative<bool>(value);
+  case kp::ParameterType::text:
+  case kp::ParameterType::weight:
+  case kp::ParameterType::slots:
+    break;
+  }
+  return std::holds_alternative<std::string>(value);
+}
+
+Status checkChoice(const RecordReader &r, const KernelKindSpec &kind,
+                   const kp::ParameterSpec &parameter, const std::string &value) {
+  std::string listed;
+  for (size_t i = 0; i < parameter.choiceCount; ++i) {
+    if (parameter.choices[i] == value)
+      return Status::ok();
+    listed += (i ? ", " : "") + std::string(parameter.choices[i]);
+  }
+  return r.error("not supported yet: " + std::string(kind.name) + " " +
+                 std::string(parameter.name) + " '" + value + "' (" + listed + ")");
+}
+
+Status checkRequired(const RecordReader &r, const kp::ParameterSpec *parameters, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (parameters[i].required && !r.has(parameters[i].name))
+      return r.error("parameter '" + std::string(parameters[i].name) + "' is missing or not " +
+                     typeName(parameters[i].type));
+  return Status::ok();
+}
 
 } // namespace
 
-const KernelKindSpec *findKernelKind(std::string_view name) {
-  for (const KernelKindSpec &kind : kKinds)
-    if (kind.name == name)
-      return &kind;
-  return nullptr;
+std::optional<KernelKindSpec> findKernelKind(std::string_view name) {
+  const kp::KindContract *contract = kp::findKindContract(name);
+  if (!contract)
+    return std::nullopt;
+  return KernelKindSpec{contract,
+                        contract->name,
+                        static_cast<KernelKind>(contract->kind),
+                        contract->operands == kp::kAnyOperandCount
+                            ? kAnyOperands
+                            : static_cast<size_t>(contract->operands),
+                        contract->hasResult,
+                        kChecks[contract->kind].check};
+}
+
+Status checkDeclaredParameters(const RecordReader &r, const KernelKindSpec &kind) {
+  for (const auto &[key, value] : r.parameters()) {
+    const kp::ParameterSpec *parameter = kp::findParameter(*kind.contract, key);
+    if (!parameter)
+      return r.error("parameter '" + key + "' is not one of a " + std::string(kind.name) +
+                     " record's");
+    if (!hasType(value, parameter->type))
+      return r.error("parameter '" + key + "' is missing or not " + typeName(parameter->type));
+    if (parameter->choiceCount)
+      DLM_RETURN_IF_ERROR(checkChoice(r, kind, *parameter, std::get<std::string>(value)));
+  }
+  DLM_RETURN_IF_ERROR(checkRequired(r, kind.contract->parameters, kind.contract->parameterCount));
+  return checkRequired(r, kp::kCommonParameters, std::size(kp::kCommonParameters));
 }
 
 Status RecordChecker::embedding() {
@@ -173,11 +251,9 @@ Status RecordChecker::attention() {
     return r.error("attention reads keys and values that no kv_store of layer " +
                    str(kernel.layer) + " stored");
   const int64_t kvWidth = kvWidths[layer];
-  std::string mask;
+  std::string mask; // one of its choices (checkDeclaredParameters)
   DLM_ASSIGN(mask, r.text(kp::kMask));
-  if (mask != "causal" && mask != "bidirectional")
-    return r.error("not supported yet: attention mask '" + mask + "'");
-  kernel.causal = mask == "causal";
+  kernel.causal = mask == kp::kMaskCausal;
   DLM_ASSIGN(kernel.heads, r.integer(kp::kHeads));
   DLM_ASSIGN(kernel.kvHeads, r.integer(kp::kKvHeads));
   DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
@@ -208,10 +284,8 @@ Status RecordChecker::moe() {
   DLM_ASSIGN(kernel.topK, r.integer(kp::kTopK));
   DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
   DLM_ASSIGN(kernel.routerInputScale, r.real(kp::kRouterInputScale));
-  std::string activation;
+  std::string activation; // one of its choices (checkDeclaredParameters)
   DLM_ASSIGN(activation, r.text(kp::kActivation));
-  if (activation != kp::kActivationGeluTanh && activation != kp::kActivationSilu)
-    return r.error("not supported yet: expert activation '" + activation + "' (gelu_tanh or silu)");
   kernel.geluActivation = activation == kp::kActivationGeluTanh;
   if (!(kernel.eps > 0 && kernel.eps < 1))
     return r.error("eps " + std::to_string(kernel.eps) + " is not in (0, 1)");

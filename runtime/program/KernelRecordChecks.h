@@ -1,13 +1,15 @@
-// The kernel kinds as KernelProgram::build reads them (runtime/model/KernelProgram.h): each
-// kind's name, operand count, whether it writes a result, and the check of its own parameters
-// and shapes (one function per kind), which also fills its ProgramRecord. What every record has
-// (its operands' slots, its result's place, its layer) is read before, by the builder.
+// The kernel kinds as KernelProgram::build reads them: each kind's contract
+// (runtime/schema/KernelOps.td: name, operand count, result, parameter table), the check of its
+// parameters against that table, and the check of its own shapes and ranges (one function per
+// kind, through the generated dispatch table), which also fills its ProgramRecord. What every
+// record has (its operands' slots, its result's place, its layer) is read before, by the builder.
 #pragma once
 
 #include "runtime/program/KernelProgram.h"
 #include "runtime/program/KernelRecordReader.h"
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -65,15 +67,21 @@ private:
 
 inline constexpr size_t kAnyOperands = ~size_t(0);
 
+// A kind as the builder reads it: its contract (runtime/schema/KernelOps.td) and its check.
 struct KernelKindSpec {
+  const spec::kernels::KindContract *contract;
   std::string_view name;
   KernelKind kind;
   size_t operands; // without the residual of an accumulating linear; kAnyOperands: one or more
   bool hasResult;
-  Status (RecordChecker::*check)(); // null: nothing beyond the common part
+  Status (RecordChecker::*check)();
 };
 
-// The kind named `name`; null when there is none.
-const KernelKindSpec *findKernelKind(std::string_view name);
+// The kind named `name`; nullopt when there is none.
+std::optional<KernelKindSpec> findKernelKind(std::string_view name);
+
+// Every parameter of the record is one its kind or every record declares, of its declared type
+// and within its choices, and every required one is there.
+Status checkDeclaredParameters(const RecordReader &r, const KernelKindSpec &kind);
 
 } // namespace dlm::program::detail

@@ -37,6 +37,7 @@ public:
   const std::string &where() const { return where_; }
 
   bool has(std::string_view key) const { return record_.parameters.count(key) != 0; }
+  const artifact::Attributes &parameters() const { return record_.parameters; }
 
   template <typename T> StatusOr<T> get(std::string_view key, const char *type) const {
     auto it = record_.parameters.find(key);

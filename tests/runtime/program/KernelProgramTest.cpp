@@ -131,7 +131,29 @@ TEST_F(KernelProgramTest, AccumulatingGemmsTakeTheirResidual) {
       << error();
   o.parameters["operands"] = operands;
   record("layers.0.rope").parameters["accumulate"] = true;
-  EXPECT_NE(error().find("('layers.0.rope'): only linear and norm_linear records accumulate"),
+  EXPECT_NE(error().find("('layers.0.rope'): parameter 'accumulate' is not one of a rope "
+                         "record's"),
+            std::string::npos)
+      << error();
+}
+
+// The contract (runtime/schema/KernelOps.td) refuses what no kind declares, a declared parameter
+// of the wrong type and a text outside its choices, before any kind's own check.
+TEST_F(KernelProgramTest, ParametersOutsideTheContract) {
+  record("layers.0.rope").parameters["window"] = int64_t(4);
+  EXPECT_NE(error().find("('layers.0.rope'): parameter 'window' is not one of a rope record's"),
+            std::string::npos)
+      << error();
+  record("layers.0.rope").parameters.erase("window");
+  const artifact::AttributeValue headDim = record("layers.0.rope").parameters["head_dim"];
+  record("layers.0.rope").parameters["head_dim"] = 8.0;
+  EXPECT_NE(error().find("('layers.0.rope'): parameter 'head_dim' is missing or not an integer"),
+            std::string::npos)
+      << error();
+  record("layers.0.rope").parameters["head_dim"] = headDim;
+  record("layers.0.attention").parameters["mask"] = std::string("block_causal");
+  EXPECT_NE(error().find("('layers.0.attention'): not supported yet: attention mask "
+                         "'block_causal' (causal, bidirectional)"),
             std::string::npos)
       << error();
 }

@@ -1,0 +1,245 @@
+//===- KernelOps.td - the kernel records: one definition per kind --*- tablegen -*-===//
+//
+// The contract of the kernel records, declared once: the compiled @forward as a flat, ordered
+// list of kernel launches {kind, name, parameters} that dlmc writes (dlm-lower-to-kernel-program)
+// and every backend executes (runtime/program/KernelProgram.h parses them) without knowing what a
+// layer is. Each kind below gives its name, its operand count, whether it writes a result slot,
+// its parameters (name, type, required or optional; an optional one's default is in its
+// description) and the check of its shapes (a KernelRecordChecks.h member).
+//
+// From this file dlm-tblgen -gen-kernel-record-spec writes the kinds' enum, the kind and
+// parameter names, each kind's parameter table (runtime/model/KernelProgram.h includes them) and
+// the dispatch tables of the checks, the CPU backend, CUDA codegen and the CUDA backend. The
+// loader rejects, from the tables, a parameter its kind does not declare, of another type or
+// outside its choices, and a missing required one.
+//
+// Value slots: 0 is the token ids, 1 the positions (the forward's two inputs); records number
+// their results from 2 upward. Every intermediate is [tokens, width] and the token count is only
+// known at run time, so the memory plan is per token row: a slot with offset o and width w
+// occupies elements [o * T, (o + w) * T) of a workspace of `rowElements * T` floats for T tokens;
+// two slots whose live ranges intersect never overlap, for any T. A slot whose offset equals its
+// operand's was planned in place (rope, residual add, per-head norm, silu_mul).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DLM_KERNEL_OPS_TD
+#define DLM_KERNEL_OPS_TD
+
+//===----------------------------------------------------------------------===//
+// Parameter types: the artifact's parameter values (integer, real, text, bool)
+//===----------------------------------------------------------------------===//
+
+class KernelValue<string type, string doc> {
+  string kernelType = type; // ParameterType's enumerator
+  list<string> choices = [];
+  string summary = doc;
+}
+def Integer : KernelValue<"integer", "an integer">;
+def Real : KernelValue<"real", "a real">;
+def Text : KernelValue<"text", "text">;
+def Flag : KernelValue<"flag", "a boolean">;
+def Weight : KernelValue<"weight", "a canonical weight name (ModelSpec.h)">;
+def Slots : KernelValue<"slots", "comma-separated value slots (\"4,5\")">;
+class Choice<list<string> values> : KernelValue<"text", "one of its choices"> {
+  let choices = values;
+}
+
+// The operator of a kind's parameter list, as ODS spells its arguments: (ins Required<Real>:$eps).
+def ins;
+
+class KernelParameter<KernelValue value, bit isRequired> {
+  KernelValue parameterValue = value;
+  bit required = isRequired;
+}
+class Required<KernelValue value> : KernelParameter<value, 1>;
+class Optional<KernelValue value> : KernelParameter<value, 0>;
+
+// The C++ constant of a parameter whose name is also a kind's: kScaleParameter, not kScale.
+class ParameterConstant<string parameterName, string cppName> {
+  string name = parameterName;
+  string constant = cppName;
+}
+def : ParameterConstant<"scale", "ScaleParameter">;
+def : ParameterConstant<"down", "DownWeight">;
+
+//===----------------------------------------------------------------------===//
+// What every record has, whatever its kind
+//===----------------------------------------------------------------------===//
+
+// layer        the transformer layer (KV cache layer for kv_store / attention); -1 = none. The
+//              KV cache has a layer for every kv_store layer of any function: a DFlash
+//              drafter's layers follow its target's (L, L+1, ...).
+// operands     the value slots read; a kind without operands may leave it out
+// result       the value slot written (kinds with a result)
+// offset       where the result lives in the workspace, in elements per token row (not lm_head)
+// width        the result's elements per token row
+// function     the forward function the record belongs to; absent = "forward". An artifact may
+//              hold several (DiffusionGemma: "encode" and "decode"), each a complete program of
+//              its own (own slots, own memory plan, own lm_head) over the same weights and the
+//              same KV cache; DecodeModel::forward names one.
+// cuda_kernel  the generated CUDA kernel the record launches (dlmc --target cuda|all);
+//              comma-separated when it launches several (lm_head: its norm and its soft-cap;
+//              moe: route, plan, gate_up, down, combine)
+def KernelRecordCommon {
+  dag parameters = (ins Required<Integer>:$layer, Optional<Slots>:$operands,
+                        Optional<Integer>:$result, Optional<Integer>:$offset,
+                        Optional<Integer>:$width, Optional<Text>:$function,
+                        Optional<Text>:$cuda_kernel);
+}
+
+//===----------------------------------------------------------------------===//
+// The kinds, in the order of the runtime's KernelKind enum
+//===----------------------------------------------------------------------===//
+
+// operands: the count (without the residual of an accumulating linear); -1: one or more.
+// The handlers of the kind are member functions that dlm-tblgen's dispatch tables name; each
+// defaults to the kind's name (`rms_norm`: rmsNorm, runRmsNorm, rmsNorm, enqueueRmsNorm), and
+// kinds that share one say which:
+//   check        the check of its shapes (RecordChecker, runtime/program/KernelRecordChecks.h)
+//   cpuRunner    its CPU runner (CpuBackend)
+//   cudaKernels  the generator of the CUDA kernels it launches (RecordKernels,
+//                compiler/codegen/ModelKernels.cpp; a kind that launches none has one too)
+//   cudaLaunch   its launch on the CUDA backend (CudaBackend)
+class KernelKind<string kindName, int operandCount> {
+  string name = kindName;
+  string cppKind = "";          // the enumerator; the name in lower camel case when empty
+  int operands = operandCount;
+  bit hasResult = 1;
+  dag parameters = (ins);
+  string check = "";
+  string cpuRunner = "";
+  string cudaKernels = "";
+  string cudaLaunch = "";
+}
+
+// tokens → x: the rows of `weight` [E, W] for the token ids, times scale (1.0: none), in float32.
+def Embedding : KernelKind<"embedding", 1> {
+  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale);
+}
+// x → y: x * rsqrt(mean x^2 + eps) * weight over groups of the weight's size; without a weight,
+// over groups of norm_width (a divisor of the row width; the row when absent).
+def RmsNorm : KernelKind<"rms_norm", 1> {
+  let parameters = (ins Optional<Weight>:$weight, Required<Real>:$eps,
+                        Optional<Integer>:$norm_width);
+}
+// x [, residual] → y: rms_norm(x, norm_weight) W^T (+ bias) (+ residual when accumulate).
+def NormLinear : KernelKind<"norm_linear", 1> {
+  let check = "linear";
+  let cpuRunner = "runLinear";
+  let cudaLaunch = "enqueueProjection";
+  let parameters = (ins Required<Weight>:$norm_weight, Required<Real>:$eps,
+                        Required<Weight>:$weight, Optional<Weight>:$bias,
+                        Optional<Flag>:$accumulate);
+}
+// x [, residual] → y: x W^T for weight [N, K] (+ bias) (+ residual when accumulate: the residual
+// add the compiler folded into the GEMM's epilogue).
+def Linear : KernelKind<"linear", 1> {
+  let cudaLaunch = "enqueueProjection";
+  let parameters = (ins Required<Weight>:$weight, Optional<Weight>:$bias,
+                        Optional<Flag>:$accumulate);
+}
+// x, positions → y: pairs j < rotated_pairs (head_dim / 2 when absent) of (j, j + hd/2) rotate by
+// position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
+// "proportional" RoPE); the other pairs pass through.
+def Rope : KernelKind<"rope", 2> {
+  let parameters = (ins Required<Real>:$theta, Required<Integer>:$head_dim,
+                        Optional<Integer>:$rotated_pairs);
+}
+// k, v → the KV cache of `layer`.
+def KvStore : KernelKind<"kv_store", 2> {
+  let cudaLaunch = "enqueuePerPart";
+  let hasResult = 0;
+}
+// q, k, v → o over the KV cache of `layer` (k and v as stored by that layer's kv_store); scores
+// are scale * q.k (scale: 1 / sqrt(head_dim) when absent). window (none when absent): causal:
+// query at position i sees keys j with i - W < j <= i; bidirectional: every key at or after the
+// forward's first fed position, and the keys j before it with first - j < W (DiffusionGemma's
+// decoder on sliding layers: the last W - 1 cached positions).
+def Attention : KernelKind<"attention", 3> {
+  let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
+                        Required<Integer>:$heads, Required<Integer>:$kv_heads,
+                        Required<Integer>:$head_dim, Optional<Real>:$scale,
+                        Optional<Integer>:$window);
+}
+// a, b → a + b.
+def Add : KernelKind<"add", 2> {
+  let check = "binary";
+  let cpuRunner = "runElementwise";
+  let cudaLaunch = "enqueueElementwise";
+}
+// gate, up → silu(gate) * up.
+def SiluMul : KernelKind<"silu_mul", 2> {
+  let check = "binary";
+  let cpuRunner = "runElementwise";
+  let cudaKernels = "gatedActivation";
+  let cudaLaunch = "enqueueElementwise";
+}
+// x → logits of the requested rows: norm_weight (the final norm, optional), weight, logit_shift;
+// softcap (none when absent): logits = softcap * tanh(logits / softcap), in float32. The last
+// record of its function.
+def LmHead : KernelKind<"lm_head", 1> {
+  let cudaLaunch = "enqueueProjection";
+  let parameters = (ins Optional<Weight>:$norm_weight, Optional<Real>:$eps,
+                        Required<Weight>:$weight, Required<Flag>:$logit_shift,
+                        Optional<Real>:$softcap);
+}
+// x → x * weight[0]; weight [1].
+def Scale : KernelKind<"scale", 1> {
+  let parameters = (ins Required<Weight>:$weight);
+}
+// gate, up → gelu_tanh(gate) * up.
+def GeluMul : KernelKind<"gelu_mul", 2> {
+  let check = "binary";
+  let cpuRunner = "runElementwise";
+  let cudaKernels = "gatedActivation";
+  let cudaLaunch = "enqueueElementwise";
+}
+// (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale for each fed token, where the
+// input is the forward's float input rows ([T, V'], V' <= the table's rows; DecodeModel's
+// ForwardSpec::input), and zero rows when the forward has no input (self-conditioning's first
+// step). weight [E, H] (the embedding table).
+def SoftEmbedding : KernelKind<"soft_embedding", 0> {
+  let cudaLaunch = "enqueuePerPart";
+  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale);
+}
+// Mixture of experts, as DiffusionGemma computes it: operands (router input r, expert input x),
+// both [T, H] → y [T, H].
+//   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale; p = softmax(z @ router^T)
+//   over the `experts` experts (float32); the top_k largest (ties: lower expert id first), their
+//   weights renormalised to sum 1, each times expert_scale[e];
+//   y = sum over the chosen e of weight_e * down_e(act(gate_e x) * up_e x), where
+//   gate_up_e = gate_up[e] is [2I, H] (rows [0, I) the gate, [I, 2I) the up projection) and
+//   down_e = down[e] is [H, I].
+// Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
+// [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
+// activation: "gelu_tanh" (GELU's tanh approximation, DiffusionGemma's) or "silu".
+def Moe : KernelKind<"moe", 2> {
+  let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,
+                        Required<Real>:$eps, Required<Real>:$router_input_scale,
+                        Required<Choice<["gelu_tanh", "silu"]>>:$activation,
+                        Required<Weight>:$router, Required<Weight>:$router_scale,
+                        Required<Weight>:$expert_scale, Required<Weight>:$gate_up,
+                        Required<Weight>:$down);
+}
+// Speculative decoding's data paths (DFlash, docs/design/speculative-decoding.md §2.2):
+// (no operands) → [T, width]: the forward's input rows (ForwardSpec::input; `width` must equal
+// its inputWidth), rows past ForwardSpec::inputRows zero. The drafter's context features.
+def ForwardInput : KernelKind<"forward_input", 0> {
+  let cudaKernels = "deviceCopy";
+}
+// a, b → y (all one width): rows r < ForwardSpec::inputRows take a's row r, the others b's. The
+// drafter's K/V input: the context rows' projected features, then the block rows' normed states.
+def SelectInputRows : KernelKind<"select_input_rows", 2> {
+  let check = "binary";
+  let cudaKernels = "deviceCopy";
+  let cudaLaunch = "enqueuePerPart";
+}
+// x_0, ..., x_{n-1} (each [T, w]) → no slot: the forward's captured rows [T, n*w], x_i in
+// columns [i*w, (i+1)*w) (DecodeModel::capturedRows). The target's hidden states after the
+// layers a drafter reads. At most one per function.
+def Capture : KernelKind<"capture", -1> {
+  let cudaKernels = "deviceCopy";
+  let hasResult = 0;
+}
+
+#endif // DLM_KERNEL_OPS_TD

@@ -1,0 +1,203 @@
+// dlm-tblgen -gen-kernel-record-spec: the kernel records' contract
+// (runtime/model/KernelProgram.h includes it) from its declaration, runtime/schema/KernelOps.td:
+// the KernelKind enum and the kinds' names in declaration order, every parameter's name and its
+// choices' names, each kind's parameter table and the table of kinds. Included with one of
+// DLM_KERNEL_RECORD_CHECKS, DLM_KERNEL_CPU_RUNNERS, DLM_KERNEL_CUDA_KERNELS or
+// DLM_KERNEL_CUDA_LAUNCHES defined, it gives
+// instead the rows of that dispatch table, in kind order, as DLM_KERNEL_HANDLER(kind, member)
+// calls the includer defines (the kind's enumerator, the handler the .td names).
+#include "tools/dlm-tblgen/DecodeRecords.h"
+
+#include "mlir/TableGen/GenInfo.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/TableGen/Error.h"
+#include "llvm/TableGen/Record.h"
+#include "llvm/TableGen/TableGenBackend.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using llvm::Record;
+using llvm::StringRef;
+using namespace dlm::tblgen;
+
+struct KernelParameter {
+  std::string name;
+  const Record *value; // a KernelValue
+  bool required;
+};
+
+std::vector<KernelParameter> parametersOf(const Record &kind) {
+  std::vector<KernelParameter> parameters;
+  const llvm::DagInit *dag = kind.getValueAsDag("parameters");
+  for (unsigned i = 0; i < dag->getNumArgs(); ++i) {
+    const auto *def = llvm::dyn_cast<llvm::DefInit>(dag->getArg(i));
+    if (!def || !def->getDef()->isSubClassOf("KernelParameter") || dag->getArgNameStr(i).empty())
+      llvm::PrintFatalError(&kind, "parameter " + std::to_string(i) +
+                                       " is not a named Required<...> or Optional<...>");
+    const Record *parameter = def->getDef();
+    parameters.push_back({dag->getArgNameStr(i).str(),
+                          parameter->getValueAsDef("parameterValue"),
+                          parameter->getValueAsBit("required")});
+  }
+  return parameters;
+}
+
+std::vector<const Record *> kindsOf(const llvm::RecordKeeper &records) {
+  std::vector<const Record *> kinds = records.getAllDerivedDefinitions("KernelKind");
+  llvm::sort(kinds, [](const Record *a, const Record *b) { return a->getID() < b->getID(); });
+  return kinds;
+}
+
+std::string enumeratorOf(const Record &kind) {
+  StringRef cpp = kind.getValueAsString("cppKind");
+  return cpp.empty() ? llvm::convertToCamelFromSnakeCase(kind.getValueAsString("name")) : cpp.str();
+}
+
+// Each parameter name's C++ constant ("top_k" → "TopK"; ParameterConstant where it would
+// collide with a kind's).
+class Constants {
+public:
+  explicit Constants(const llvm::RecordKeeper &records) {
+    for (const Record *rename : records.getAllDerivedDefinitions("ParameterConstant"))
+      renamed_[rename->getValueAsString("name").str()] =
+          rename->getValueAsString("constant").str();
+  }
+  std::string of(const std::string &parameter) const {
+    auto it = renamed_.find(parameter);
+    return "k" + (it == renamed_.end() ? camel(parameter) : it->second);
+  }
+
+private:
+  std::map<std::string, std::string> renamed_;
+};
+
+void emitTable(const std::string &table, const std::vector<KernelParameter> &parameters,
+               const Constants &constants, llvm::raw_ostream &os) {
+  os << "inline constexpr ParameterSpec " << table << "[] = {\n";
+  for (const KernelParameter &p : parameters) {
+    std::vector<StringRef> choices = p.value->getValueAsListOfStrings("choices");
+    os << llvm::formatv("    {{{0}, ParameterType::{1}, {2}", constants.of(p.name),
+                        p.value->getValueAsString("kernelType"), p.required ? "true" : "false");
+    if (!choices.empty())
+      os << ", " << constants.of(p.name) << "Choices, " << choices.size();
+    os << "},\n";
+  }
+  os << "};\n";
+}
+
+void emitNames(const llvm::RecordKeeper &records, const Constants &constants,
+               llvm::raw_ostream &os) {
+  const std::vector<const Record *> kinds = kindsOf(records);
+  os << "// ---- Kinds ----\n";
+  for (const Record *kind : kinds) {
+    StringRef name = kind->getValueAsString("name");
+    os << "inline constexpr std::string_view k" << camel(name) << " = \"" << name << "\";\n";
+  }
+  os << "\n// ---- Parameters, and the choices of those that have them ----\n";
+  std::vector<KernelParameter> all =
+      parametersOf(*records.getDef("KernelRecordCommon"));
+  for (const Record *kind : kinds)
+    llvm::append_range(all, parametersOf(*kind));
+  std::set<std::string> seen;
+  for (const KernelParameter &p : all) {
+    if (!seen.insert(p.name).second)
+      continue;
+    os << "inline constexpr std::string_view " << constants.of(p.name) << " = \"" << p.name
+       << "\";\n";
+    std::vector<StringRef> choices = p.value->getValueAsListOfStrings("choices");
+    for (StringRef choice : choices)
+      os << "inline constexpr std::string_view " << constants.of(p.name) << camel(choice)
+         << " = \"" << choice << "\";\n";
+    if (choices.empty())
+      continue;
+    os << "inline constexpr std::string_view " << constants.of(p.name) << "Choices[] = {";
+    llvm::interleaveComma(choices, os, [&](StringRef choice) {
+      os << constants.of(p.name) << camel(choice);
+    });
+    os << "};\n";
+  }
+}
+
+void emitContract(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
+  const std::vector<const Record *> kinds = kindsOf(records);
+  const Constants constants(records);
+  os << "enum class KernelKind : uint8_t {\n";
+  for (const Record *kind : kinds)
+    os << "  " << enumeratorOf(*kind) << ",\n";
+  os << "};\n\n";
+  emitNames(records, constants, os);
+
+  os << "\n// ---- Each kind's parameters ----\n// clang-format off\n";
+  emitTable("kCommonParameters", parametersOf(*records.getDef("KernelRecordCommon")), constants,
+            os);
+  for (const Record *kind : kinds) {
+    std::vector<KernelParameter> parameters = parametersOf(*kind);
+    if (!parameters.empty())
+      emitTable("k" + camel(kind->getValueAsString("name")) + "Parameters", parameters,
+                constants, os);
+  }
+  os << "// clang-format on\n\n";
+
+  os << "inline constexpr KindContract kKindContracts[] = {\n";
+  for (const Record *kind : kinds) {
+    const std::string stem = camel(kind->getValueAsString("name"));
+    os << llvm::formatv("    kindContract(k{0}, KernelKind::{1}, {2}, {3}", stem,
+                        enumeratorOf(*kind), kind->getValueAsInt("operands"),
+                        kind->getValueAsBit("hasResult") ? "true" : "false");
+    if (!parametersOf(*kind).empty())
+      os << ", k" << stem << "Parameters";
+    os << "),\n";
+  }
+  os << "};\n";
+}
+
+// A dispatch table's handler of `kind`: the .td's, else `prefix` and the kind's name
+// (lower camel case without a prefix: rmsNorm, runRmsNorm).
+std::string handlerOf(const Record &kind, StringRef field, StringRef prefix) {
+  StringRef given = kind.getValueAsString(field);
+  if (!given.empty())
+    return given.str();
+  return prefix.empty() ? enumeratorOf(kind) : prefix.str() + camel(kind.getValueAsString("name"));
+}
+
+void emitHandlers(const llvm::RecordKeeper &records, StringRef field, StringRef prefix,
+                  llvm::raw_ostream &os) {
+  for (const Record *kind : kindsOf(records))
+    os << "DLM_KERNEL_HANDLER(" << enumeratorOf(*kind) << ", " << handlerOf(*kind, field, prefix)
+       << ")\n";
+}
+
+bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
+  llvm::emitSourceFileHeader("The kernel records' contract (runtime/schema/KernelOps.td)", os,
+                             records);
+  struct Table {
+    StringRef guard, field, prefix;
+  };
+  const Table tables[] = {{"DLM_KERNEL_RECORD_CHECKS", "check", ""},
+                          {"DLM_KERNEL_CPU_RUNNERS", "cpuRunner", "run"},
+                          {"DLM_KERNEL_CUDA_KERNELS", "cudaKernels", ""},
+                          {"DLM_KERNEL_CUDA_LAUNCHES", "cudaLaunch", "enqueue"}};
+  for (const auto &[guard, field, prefix] : tables) {
+    os << (guard == tables[0].guard ? "#if" : "#elif") << " defined(" << guard << ")\n";
+    emitHandlers(records, field, prefix, os);
+    os << "#undef " << guard << "\n#undef DLM_KERNEL_HANDLER\n";
+  }
+  os << "#else\n\n";
+  emitContract(records, os);
+  os << "\n#endif\n";
+  return false;
+}
+
+const mlir::GenRegistration
+    kernelRecordSpec("gen-kernel-record-spec",
+                     "The kernel records' contract (runtime/model/KernelProgram.h)",
+                     emitKernelRecordSpec);
+
+} // namespace
