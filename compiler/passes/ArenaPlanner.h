@@ -1,5 +1,5 @@
-// Packing of buffers with live ranges into one arena, shared by dlm-plan-memory (bytes of a
-// static function) and dlm-lower-to-kernel-program (elements per token row of @forward).
+// Packing of buffers with live ranges into one arena: dlm-lower-to-kernel-program's memory plan
+// (elements per token row of @forward).
 //
 // Placement: buffers by decreasing size (equal sizes in program order, so the plan is
 // deterministic), each at the lowest aligned offset that overlaps no placed buffer whose live

@@ -1,9 +1,9 @@
 // dlm-lower-to-kernel-program: @forward as a flat, ordered list of kernel launches with a
-// per-token-row memory plan (see Passes.td; the record format is runtime/model/KernelProgram.h).
+// per-token-row memory plan (see Passes.td; the record format is runtime/schema/KernelOps.td).
 //
 // Why per token row: @forward's sequence dimension stays dynamic. A prompt's length is only known
 // per request, and the denoise loop is data dependent (convergence, early stop at EOS), so neither
-// dlm-specialize-shapes nor a full unroll can give the forward one static shape. Every
+// shape specialisation nor a full unroll can give the forward one static shape. Every
 // intermediate is [tokens, width], though, so a plan in elements per row scales with the token
 // count at run time and keeps its non-overlap for every count.
 //
@@ -12,7 +12,7 @@
 // added to the residual, as cuBLASLt's beta = 1 and oneDNN's sgemm do it for free); (2) plan in
 // place where a kernel can overwrite an operand (rope, rms_norm, add, silu_mul: the first; an
 // accumulating GEMM: the residual) and that operand's buffer is read by nothing later; (3) live
-// ranges per buffer, packed by the arena planner dlm-plan-memory uses (ArenaPlanner.h).
+// ranges per buffer, packed by the arena planner (ArenaPlanner.h).
 #include "compiler/passes/ArenaPlanner.h"
 #include "compiler/passes/Passes.h"
 #include "importer/model/CanonicalWeights.h"

@@ -36,43 +36,6 @@ def FuseNormLinearPass : Pass<"dlm-fuse-norm-linear"> {
   }];
 }
 
-def SpecializeShapesPass : Pass<"dlm-specialize-shapes", "::mlir::ModuleOp"> {
-  let summary = "Give @generate a static prompt length and clone @forward per static call shape";
-  let description = [{
-    With `prompt-length=N`, @generate's prompt becomes `tensor<Nxi32>` and
-    static shapes are propagated through the program (tensor casts folded
-    into their consumers, dlm ops re-typed). Every `dlm.denoise_step` or
-    `dlm.kv_commit` whose tokens then have a static length `L` calls a clone
-    `@forward_L` in which every sequence dimension is `L`, so later passes
-    (memory planning, kernel selection) see static shapes only. The
-    original @forward stays for callers of other shapes.
-  }];
-  let options = [
-    Option<"promptLength", "prompt-length", "int64_t", /*default=*/"0",
-           "Static prompt length for @generate (0 keeps it dynamic)">
-  ];
-  let dependentDialects = ["::mlir::tensor::TensorDialect", "::mlir::arith::ArithDialect"];
-}
-
-def PlanMemoryPass : Pass<"dlm-plan-memory", "::mlir::func::FuncOp"> {
-  let summary = "Assign every intermediate tensor of a static function an offset in one arena";
-  let description = [{
-    For a function whose body is one block of statically shaped tensors
-    (a specialised @forward), computes each intermediate's live range in
-    program order and packs them into one arena, first fit by decreasing
-    size, each buffer `alignment`-aligned. Producers get
-    `dlm.arena_offset`; the function gets `dlm.arena_bytes` and
-    `dlm.unplanned_bytes` (the sum of all sizes, what allocating every tensor
-    separately would take). Weights are not planned: they live in the
-    artifact's weight section; values inside nested regions (a loop body)
-    belong to that region and are not planned here. Functions with dynamic
-    shapes are skipped and say so in a remark.
-  }];
-  let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"64", "Buffer alignment in bytes">
-  ];
-}
-
 def LowerToKernelProgramPass : Pass<"dlm-lower-to-kernel-program", "::mlir::ModuleOp"> {
   let summary = "Lower @forward to a flat, ordered kernel program with a per-token-row memory plan";
   let description = [{
@@ -84,13 +47,13 @@ def LowerToKernelProgramPass : Pass<"dlm-lower-to-kernel-program", "::mlir::Modu
     folded in) — each with its weights by name, its attributes (eps, theta,
     mask, heads, ...), its operands and result as value slots and the result's
     place in the memory plan. The record format is the cpu KernelTarget's
-    (runtime/model/KernelProgram.h).
+    (runtime/schema/KernelOps.td).
 
     The token count stays dynamic (prompt lengths vary per request and the
     denoise loop is data dependent, so neither specialisation nor unrolling
     fixes it), and every intermediate is [tokens, width]: the plan is in
-    elements per token row, packed like --dlm-plan-memory (greedy by size over
-    live ranges), with kernels that can overwrite their first operand planned
+    elements per token row, packed greedy by size over live ranges
+    (ArenaPlanner.h), with kernels that can overwrite their first operand planned
     in place when that operand dies there. The function gets
     `dlm.workspace_row_elements` and `dlm.unplanned_row_elements`.
     An op the program cannot express is a "not supported yet" error.

@@ -2,7 +2,7 @@
 // canonicalize, CSE, dlm-fuse-norm-linear, dlm-lower-to-kernel-program (@forward as kernel
 // records with a per-token-row memory plan) and dlm-unroll-diffusion-loop (@generate's denoise
 // loops, `unroll` guarded steps per iteration; 1: not unrolled). @forward keeps a dynamic token
-// count: prompts vary per request, so dlm-specialize-shapes is not part of it.
+// count (prompts vary per request), so its memory is planned per token row, by the lowering.
 #pragma once
 
 #include "mlir/Pass/PassManager.h"
