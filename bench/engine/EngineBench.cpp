@@ -13,6 +13,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/model/KernelProgram.h"
+#include "runtime/model/ModelSpec.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +30,7 @@ using namespace dlm;
 struct Args {
   std::string artifact;
   int concurrency = 16, requests = 32, repeats = 3, threads = 2;
-  sampling::CacheMode cache = sampling::CacheMode::prefix;
+  std::string cache = "prefix"; // the cache knob (none, prefix, dual)
   artifact::Attributes knobs;
 };
 
@@ -52,7 +53,7 @@ GenerateRequest request(const Args &args, int i) {
   GenerateRequest r;
   r.promptText = kPrompts[i % std::size(kPrompts)];
   r.knobs = args.knobs;
-  r.cache = args.cache;
+  r.knobs[std::string(spec::kKnobCache)] = args.cache;
   r.seed = static_cast<uint64_t>(i);
   return r;
 }
@@ -139,8 +140,8 @@ int main(int argc, char **argv) {
     else if (flag == "--requests") args.requests = std::atoi(value().c_str());
     else if (flag == "--repeats") args.repeats = std::atoi(value().c_str());
     else if (flag == "--threads") args.threads = std::atoi(value().c_str());
-    else if (flag == "--cache") args.cache = value() == "none" ? sampling::CacheMode::none
-                                                               : sampling::CacheMode::prefix;
+    else if (flag == "--cache")
+      args.cache = value();
     else if (flag == "--knob") {
       const std::string kv = value();
       const size_t eq = kv.find('=');

@@ -17,19 +17,6 @@
 
 namespace dlm::sampling {
 
-enum class CacheMode {
-  // Every forward recomputes the whole sequence: the reference semantics.
-  none,
-  // Fast-dLLM prefix cache: K/V of the committed prefix is kept between the steps of a block.
-  prefix,
-  // Fast-dLLM / dInfer dual cache: the K/V of the whole sequence (prefix and suffix) from a
-  // block's first forward; later steps feed only the block (DecodeModel::forwardWindow).
-  dual,
-};
-
-StatusOr<CacheMode> parseCacheMode(std::string_view name);
-const char *cacheModeName(CacheMode mode);
-
 // What decoding needs to know about the model's vocabulary.
 struct TokenFacts {
   int64_t maskTokenId = -1; // -1: none

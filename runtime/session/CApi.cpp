@@ -150,16 +150,6 @@ void dlm_request_set_request_id(dlm_request *request, uint64_t request_id) {
     request->request.requestId = request_id;
 }
 
-dlm_status dlm_request_set_cache(dlm_request *request, const char *mode) {
-  if (!request || !mode)
-    return makeError("dlm_request_set_cache: request and mode must not be null");
-  dlm::StatusOr<dlm::sampling::CacheMode> parsed = dlm::sampling::parseCacheMode(mode);
-  if (!parsed)
-    return makeStatus(parsed.status());
-  request->request.cache = *parsed;
-  return nullptr;
-}
-
 void dlm_request_set_knob_int(dlm_request *request, const char *name, int64_t value) {
   if (request && name)
     request->request.knobs[name] = value;

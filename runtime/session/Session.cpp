@@ -173,8 +173,6 @@ StatusOr<program::ProgramRequest> Session::programRequest(const GenerateRequest 
   if (!selected)
     return selected.status();
   programIndex = *selected;
-  if (request.cache != sampling::CacheMode::none)
-    decodeRequest.knobs[std::string(spec::kKnobCache)] = sampling::cacheModeName(request.cache);
   decodeRequest.declaredElsewhere = programs.declaredByOthers(programIndex);
   decodeRequest.seed = request.seed;
   decodeRequest.request = request.requestId;

@@ -96,11 +96,11 @@ struct GenerateRequest {
   // tokenizer's post-processor says, like Hugging Face's encode). Text wins when both are set.
   std::vector<int32_t> promptIds;
   std::optional<std::string> promptText;
-  // Knob overrides by their ModelSpec.h names ("gen_length", "threshold", "policy", ...).
+  // Knob overrides by their names ("gen_length", "threshold", "cache", "policy", ...): what the
+  // artifact's programs declare (dlmc inspect lists them).
   artifact::Attributes knobs;
   uint64_t seed = 0;
   uint64_t requestId = 0;
-  sampling::CacheMode cache = sampling::CacheMode::none;
   // Keep the first decoded forward's logits (every row) in the result.
   bool captureFirstLogits = false;
   // The first canvas's initial tokens instead of noise, exactly one canvas of them

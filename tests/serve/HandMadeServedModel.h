@@ -14,11 +14,20 @@ inline ServedModel handMadeServedModel(bool chat) {
   model.vocabSize = 256;
   ServedPolicy lowConfidence;
   lowConfidence.name = "low-confidence";
-  lowConfidence.knobs.names = {"gen_length", "block_length", "steps", "temperature", "threshold"};
+  lowConfidence.knobs.names = {"gen_length", "block_length", "steps",
+                               "temperature", "threshold",    "cache"};
   lowConfidence.knobs.values = {{"gen_length", int64_t{64}},
-                            {"block_length", int64_t{32}},
-                            {"steps", int64_t{64}},
-                            {"temperature", 0.0}};
+                                {"block_length", int64_t{32}},
+                                {"steps", int64_t{64}},
+                                {"temperature", 0.0},
+                                {"cache", std::string("none")}};
+  // The declaration's check of the one knob with choices here, as a program's loader has it.
+  lowConfidence.checkKnob = [](const std::string &name, const artifact::AttributeValue &value) {
+    const std::string *text = std::get_if<std::string>(&value);
+    if (name == "cache" && (!text || (*text != "none" && *text != "prefix" && *text != "dual")))
+      return Status::error("unknown cache mode (expected none, prefix or dual)");
+    return Status::ok();
+  };
   ServedPolicy autoregressive;
   autoregressive.name = "autoregressive";
   autoregressive.knobs.names = {"max_new_tokens", "temperature", "top_p"};

@@ -117,7 +117,7 @@ TEST(RequestParser, KnobsByNameAndUnknownFields) {
       model);
   EXPECT_DOUBLE_EQ(std::get<double>(request.request.knobs.at("threshold")), 0.9);
   EXPECT_DOUBLE_EQ(std::get<double>(request.request.knobs.at("temperature")), 0.5);
-  EXPECT_EQ(request.request.cache, sampling::CacheMode::prefix);
+  EXPECT_EQ(std::get<std::string>(request.request.knobs.at("cache")), "prefix");
   EXPECT_EQ(request.request.seed, 7u);
   // A knob of the other program is accepted (the engine ignores it for this one).
   EXPECT_TRUE(parsed(Endpoint::completions, R"({"prompt": "a", "max_new_tokens": 3})", model)

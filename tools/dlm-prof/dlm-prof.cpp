@@ -22,6 +22,7 @@
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
 #include "tools/dlm-run/RandomWeights.h"
+#include "tools/dlm-run/RequestLength.h"
 
 #include <nlohmann/json.hpp>
 
@@ -450,13 +451,13 @@ int main(int argc, char **argv) {
       report.requests.push_back(row);
       report.policy = result->policy;
       report.genLength = integerKnob(result->knobs, dlm::spec::kKnobGenLength);
+      report.cache = dlm::tools::textKnob(result->knobs, dlm::spec::kKnobCache);
       report.blockLength = integerKnob(result->knobs, dlm::spec::kKnobBlockLength);
     }
   }
 
   report.artifact = options.artifact;
   report.backend = std::string(session.backend().name());
-  report.cache = dlm::sampling::cacheModeName(options.request.cache);
   report.repeat = options.repeat;
   report.warmup = options.warmup;
   report.summary = profile::summarize(profiler);

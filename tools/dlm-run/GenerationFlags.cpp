@@ -106,6 +106,7 @@ const std::map<std::string, std::pair<std::string_view, KnobKind>> &knobFlags() 
       {"--stability-threshold", {s::kKnobStabilityThreshold, KnobKind::integer}},
       {"--confidence-threshold", {s::kKnobConfidenceThreshold, KnobKind::real}},
       {"--noise", {s::kKnobNoise, KnobKind::text}},
+      {"--cache", {s::kKnobCache, KnobKind::text}},
       {"--max-new-tokens", {s::kKnobMaxNewTokens, KnobKind::integer}},
       {"--canvas-length", {s::kKnobCanvasLength, KnobKind::integer}},
       {"--top-k", {s::kKnobTopK, KnobKind::integer}},
@@ -175,13 +176,6 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
   } else if (flag == "--request") {
     if (!parseUnsigned(value, request.requestId))
       return bad();
-  } else if (flag == "--cache") {
-    StatusOr<sampling::CacheMode> mode = sampling::parseCacheMode(value);
-    if (!mode) {
-      error = mode.status().message();
-      return FlagParse::bad;
-    }
-    request.cache = *mode;
   } else if (flag == "--backend" || flag == "--device") {
     session.backend = value;
   } else if (flag == "--threads") {

@@ -49,6 +49,13 @@ DeclaredKnobs declaredKnobs(const program::DecodeProgram &program) {
   return declared;
 }
 
+std::string textKnob(const artifact::Attributes &knobs, std::string_view name) {
+  auto found = knobs.find(name);
+  const std::string *text =
+      found == knobs.end() ? nullptr : std::get_if<std::string>(&found->second);
+  return text ? *text : std::string();
+}
+
 std::optional<int64_t> integerKnob(const artifact::Attributes &knobs, std::string_view name) {
   auto found = knobs.find(name);
   if (found == knobs.end())

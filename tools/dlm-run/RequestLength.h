@@ -32,6 +32,8 @@ DeclaredKnobs declaredKnobs(const program::DecodeProgram &program);
 
 // An integer knob's value (a whole real counts), or nullopt.
 std::optional<int64_t> integerKnob(const artifact::Attributes &knobs, std::string_view name);
+// A text knob's value ("cache": "prefix"), or empty when there is none.
+std::string textKnob(const artifact::Attributes &knobs, std::string_view name);
 
 // Sets in `knobs` what makes the program generate `maxNewTokens` tokens (see above); a
 // `block_length` in `knobs` is honoured, and their `steps` when `stepsGiven` (the request set it,

@@ -271,6 +271,8 @@ int main(int argc, char **argv) {
   const double stepsPerBlock =
       stats.blocks > 0 ? static_cast<double>(stats.decodeSteps) / static_cast<double>(stats.blocks)
                        : 0.0;
+  // The program's cache mode as the request resolved it; empty for a program without one.
+  const std::string cacheName = dlm::tools::textKnob(result->knobs, dlm::spec::kKnobCache);
   if (options.json) {
     Json out;
     out["prompt_ids"] = result->promptIds;
@@ -292,7 +294,7 @@ int main(int argc, char **argv) {
                                                          static_cast<double>(stats.decodeSteps)
                                                    : 0.0;
     out["policy"] = result->policy;
-    out["cache"] = dlm::sampling::cacheModeName(options.request.cache);
+    out["cache"] = cacheName.empty() ? Json() : Json(cacheName);
     out["backend"] = std::string((*session)->backend().name());
     dlm::tools::addRandomWeights(out, **model);
     if (score)
@@ -307,7 +309,7 @@ int main(int argc, char **argv) {
                  static_cast<long long>(stats.generatedTokens), stats.seconds,
                  stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
                  stats.tokensPerForward(), stepsPerBlock, result->policy.c_str(),
-                 dlm::sampling::cacheModeName(options.request.cache));
+                 cacheName.empty() ? "-" : cacheName.c_str());
     if (cut)
       std::fprintf(stderr, "[dlm-run] the output keeps the first %zu (--max-new-tokens)\n",
                    outputIds.size());

@@ -25,11 +25,23 @@ struct Refusal {
 }
 
 const std::set<std::string> &commonFields() {
-  static const std::set<std::string> fields = {
-      "model",     "stream",           "stream_options",    "max_tokens", "temperature",
-      "top_p",     "seed",             "stop",              "n",          "user",
-      "logprobs",  "top_logprobs",     "presence_penalty",  "frequency_penalty",
-      "logit_bias", "policy",          "cache",             "parse_special_tokens"};
+  static const std::set<std::string> fields = {"model",
+                                               "stream",
+                                               "stream_options",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "seed",
+                                               "stop",
+                                               "n",
+                                               "user",
+                                               "logprobs",
+                                               "top_logprobs",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "logit_bias",
+                                               "policy",
+                                               "parse_special_tokens"};
   return fields;
 }
 const std::set<std::string> &endpointFields(Endpoint endpoint) {
@@ -325,14 +337,6 @@ ParsedRequest parse(Endpoint endpoint, const Json &body, const ServedModel &mode
   if (!policyName.empty())
     request.knobs[std::string(spec::kKnobPolicy)] = policyName;
 
-  if (!isNull(body, "cache")) {
-    if (!body["cache"].is_string())
-      refuse("'cache' must be none, prefix or dual", "cache");
-    StatusOr<sampling::CacheMode> mode = sampling::parseCacheMode(body["cache"].get<std::string>());
-    if (!mode)
-      refuse(mode.status().message(), "cache");
-    request.cache = *mode;
-  }
   if (!isNull(body, "seed")) {
     // Any 64-bit seed: the unsigned range whole.
     if (body["seed"].is_number_unsigned()) {

@@ -15,9 +15,10 @@
  * Errors: every fallible call returns a dlm_status, NULL on success; otherwise it carries a
  * message naming the problem and must be freed with dlm_status_free. No global state; a session
  * runs one request at a time (use one session per thread). A dlm_engine serves many requests at
- * once from many threads, packing their forwards (see "Engine" below; link DlmEngine). Knob names are those of
- * runtime/model/ModelSpec.h: policy, gen_length, block_length, steps, threshold, temperature,
- * t_min, t_max, max_steps, entropy_bound, stability_threshold, confidence_threshold, noise. */
+ * once from many threads, packing their forwards (see "Engine" below; link DlmEngine). Knobs are
+ * what the artifact's decode programs declare (`dlmc inspect` lists them with their types and
+ * defaults): policy (selects the program), gen_length, block_length, steps, threshold, cache
+ * ("none", "prefix": Fast-dLLM's prefix cache, "dual": the dual cache), temperature, ... */
 #ifndef DLM_DLM_H
 #define DLM_DLM_H
 
@@ -80,11 +81,9 @@ void dlm_request_set_prompt_ids(dlm_request *request, const int32_t *ids, size_t
 void dlm_request_set_prompt_text(dlm_request *request, const char *text);
 void dlm_request_set_seed(dlm_request *request, uint64_t seed);
 void dlm_request_set_request_id(dlm_request *request, uint64_t request_id);
-/* "none" (recompute every step), "prefix" (Fast-dLLM prefix cache) or "dual" (Fast-dLLM / dInfer
-   dual cache: prefix and suffix K/V kept, later steps feed only the block). */
-dlm_status dlm_request_set_cache(dlm_request *request, const char *mode);
-/* Knob overrides; names and types are checked when the request runs. The string "none" removes
- * the artifact's threshold (fixed-count unmasking). */
+/* Knob overrides; names, types, ranges and choices are checked when the request runs. The cache
+ * mode is one: dlm_request_set_knob_string(req, "cache", "prefix"). The string "none" removes the
+ * artifact's threshold (fixed-count unmasking). */
 void dlm_request_set_knob_int(dlm_request *request, const char *name, int64_t value);
 void dlm_request_set_knob_double(dlm_request *request, const char *name, double value);
 void dlm_request_set_knob_string(dlm_request *request, const char *name, const char *value);

@@ -25,7 +25,7 @@ GenerateRequest request(int i) {
   r.knobs["block_length"] = int64_t(4);
   r.knobs["steps"] = int64_t(i % 3 == 0 ? 4 : 8);
   if (i % 2)
-    r.cache = sampling::CacheMode::prefix;
+    r.knobs["cache"] = std::string("prefix");
   r.seed = static_cast<uint64_t>(i);
   return r;
 }

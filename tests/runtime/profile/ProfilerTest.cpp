@@ -204,14 +204,14 @@ protected:
     return created ? std::move(*created) : nullptr;
   }
 
-  static GenerateRequest request(sampling::CacheMode cache = sampling::CacheMode::none) {
+  static GenerateRequest request(const char *cache = "none") {
     GenerateRequest r;
     r.promptIds = {3, 4, 5};
     r.knobs["gen_length"] = int64_t(8);
     r.knobs["block_length"] = int64_t(4);
     r.knobs["steps"] = int64_t(8);
     r.requestId = 11;
-    r.cache = cache;
+    r.knobs["cache"] = std::string(cache);
     return r;
   }
 
@@ -222,7 +222,7 @@ TEST_F(ProfiledSessionTest, GenerationRecordsRequestBlocksStepsForwardsAndKernel
   Profiler profiler;
   std::unique_ptr<Session> s = session(&profiler);
   ASSERT_TRUE(s);
-  StatusOr<GenerateResult> result = s->generate(request(sampling::CacheMode::prefix));
+  StatusOr<GenerateResult> result = s->generate(request("prefix"));
   ASSERT_TRUE(result.isOk()) << result.status().message();
 
   std::map<Category, int64_t> onRequest, onThread;

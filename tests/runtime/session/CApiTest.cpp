@@ -56,7 +56,7 @@ TEST(CApiTest, GeneratesThroughTheCHeader) {
   // A threshold block runs as many steps as it needs; the explicit cap bounds it at 2.
   dlm_request_set_knob_int(request, "step_cap", 2);
   dlm_request_set_seed(request, 3);
-  ASSERT_EQ(dlm_request_set_cache(request, "prefix"), nullptr);
+  dlm_request_set_knob_string(request, "cache", "prefix");
 
   Collected collected;
   dlm_result *result = nullptr;
@@ -112,16 +112,21 @@ TEST(CApiTest, ErrorsCarryTheirMessage) {
   ASSERT_EQ(dlm_session_create(model, &options, &session), nullptr);
   dlm_request *request = nullptr;
   ASSERT_EQ(dlm_request_create(&request), nullptr);
-  status = dlm_request_set_cache(request, "triple");
-  ASSERT_NE(status, nullptr);
-  EXPECT_STREQ(dlm_status_message(status),
-               "unknown cache mode 'triple' (expected none, prefix or dual)");
-  dlm_status_free(status);
-
   dlm_result *result = nullptr;
   status = dlm_session_generate(session, request, nullptr, nullptr, &result);
   ASSERT_NE(status, nullptr);
   EXPECT_STREQ(dlm_status_message(status), "empty prompt");
+  EXPECT_EQ(result, nullptr);
+  dlm_status_free(status);
+
+  // The cache mode is a knob like any other, held to the program's choices when the request runs.
+  const int32_t prompt[] = {3, 4, 5};
+  dlm_request_set_prompt_ids(request, prompt, 3);
+  dlm_request_set_knob_string(request, "cache", "triple");
+  status = dlm_session_generate(session, request, nullptr, nullptr, &result);
+  ASSERT_NE(status, nullptr);
+  EXPECT_STREQ(dlm_status_message(status),
+               "unknown cache mode 'triple' (expected none, prefix or dual)");
   EXPECT_EQ(result, nullptr);
   dlm_status_free(status);
 

@@ -85,7 +85,7 @@ TEST_F(SessionTest, PrefixCacheEqualsNoCacheOnACausalModel) {
   std::unique_ptr<Session> s = session(open(withoutEos(/*causal=*/true)));
   GenerateRequest r = request();
   StatusOr<GenerateResult> none = s->generate(r);
-  r.cache = sampling::CacheMode::prefix;
+  r.knobs["cache"] = std::string("prefix");
   StatusOr<GenerateResult> prefix = s->generate(r);
   ASSERT_TRUE(none.isOk() && prefix.isOk()) << prefix.status().message();
   EXPECT_EQ(none->outputIds, prefix->outputIds);

@@ -4,6 +4,29 @@
 
 namespace dlm::sampling {
 
+StatusOr<CacheMode> parseCacheMode(std::string_view name) {
+  if (name == "none")
+    return CacheMode::none;
+  if (name == "prefix")
+    return CacheMode::prefix;
+  if (name == "dual")
+    return CacheMode::dual;
+  return Status::error("unknown cache mode '" + std::string(name) +
+                       "' (expected none, prefix or dual)");
+}
+
+const char *cacheModeName(CacheMode mode) {
+  switch (mode) {
+  case CacheMode::none:
+    return "none";
+  case CacheMode::prefix:
+    return "prefix";
+  case CacheMode::dual:
+    return "dual";
+  }
+  return "?";
+}
+
 namespace {
 std::string str(int64_t value) { return std::to_string(value); }
 } // namespace

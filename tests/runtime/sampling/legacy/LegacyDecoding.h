@@ -17,6 +17,20 @@
 
 namespace dlm::sampling {
 
+// The cache mode, a request field of the legacy decoders (a knob of the decode programs).
+enum class CacheMode {
+  // Every forward recomputes the whole sequence: the reference semantics.
+  none,
+  // Fast-dLLM prefix cache: K/V of the committed prefix is kept between the steps of a block.
+  prefix,
+  // Fast-dLLM / dInfer dual cache: the K/V of the whole sequence (prefix and suffix) from a
+  // block's first forward; later steps feed only the block (DecodeModel::forwardWindow).
+  dual,
+};
+
+StatusOr<CacheMode> parseCacheMode(std::string_view name);
+const char *cacheModeName(CacheMode mode);
+
 struct DecodeRequest {
   std::vector<int32_t> prompt;
   DecodingKnobs knobs;
