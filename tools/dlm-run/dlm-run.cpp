@@ -80,6 +80,71 @@ const char *kUsage =
     "--chat TEXT: one user message (after --system TEXT, if given) in the artifact's chat\n"
     "template, with the generation prompt; special tokens in the messages stay text.\n";
 
+// Denoising steps per committed block (canvas): how fast the blocks converge.
+double stepsPerBlock(const dlm::GenerationStats &stats) {
+  return stats.blocks > 0
+             ? static_cast<double>(stats.decodeSteps) / static_cast<double>(stats.blocks)
+             : 0.0;
+}
+
+// The program's cache mode as the request resolved it; empty for a program without one.
+std::string cacheOf(const dlm::GenerateResult &result) {
+  return dlm::tools::textKnob(result.knobs, dlm::spec::kKnobCache);
+}
+
+// What --json prints of a generation (the caller adds the backend and the weights' origin).
+Json jsonReport(const dlm::GenerateResult &result, const dlm::tools::OutputText &output,
+                const std::vector<int64_t> &blockLengths,
+                const std::optional<dlm::ScoreResult> &score) {
+  const dlm::GenerationStats &stats = result.stats;
+  Json out;
+  out["prompt_ids"] = result.promptIds;
+  out["output_ids"] = output.ids();
+  out["text"] = output.text();
+  out["finish_reason"] = dlm::tools::finishReasonName(output.reason());
+  out["generated_tokens"] = stats.generatedTokens;
+  out["forwards"] = stats.forwards;
+  out["seconds"] = stats.seconds;
+  out["decode_steps"] = stats.decodeSteps;
+  out["blocks"] = stats.blocks;
+  out["block_lengths"] = blockLengths;
+  out["tokens_per_second"] = stats.tokensPerSecond();
+  out["tokens_per_forward"] = stats.tokensPerForward();
+  out["steps_per_block"] = stepsPerBlock(stats);
+  // Per decoding step, not counting the forwards that only fill the cache (prefill, commits):
+  // what transformers' DiffusionGemma reports as tokens per forward.
+  out["tokens_per_step"] = stats.decodeSteps > 0 ? static_cast<double>(stats.generatedTokens) /
+                                                       static_cast<double>(stats.decodeSteps)
+                                                 : 0.0;
+  out["policy"] = result.policy;
+  const std::string cache = cacheOf(result);
+  out["cache"] = cache.empty() ? Json() : Json(cache);
+  if (score)
+    out["output_nll"] = score->meanNll;
+  return out;
+}
+
+// The summary on stderr; `kept`: the tokens --max-new-tokens kept of whole blocks, if it cut.
+void printSummary(const dlm::GenerateResult &result, std::optional<size_t> kept,
+                  const std::optional<dlm::ScoreResult> &score) {
+  const dlm::GenerationStats &stats = result.stats;
+  const std::string cache = cacheOf(result);
+  std::fprintf(stderr,
+               "[dlm-run] %lld tokens in %.3f s (%.1f tokens/s), %lld forwards "
+               "(%.2f tokens/forward, %.1f steps/block), %s, cache %s\n",
+               static_cast<long long>(stats.generatedTokens), stats.seconds,
+               stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
+               stats.tokensPerForward(), stepsPerBlock(stats), result.policy.c_str(),
+               cache.empty() ? "-" : cache.c_str());
+  if (kept)
+    std::fprintf(stderr, "[dlm-run] the output keeps the first %zu (--max-new-tokens)\n", *kept);
+  if (score)
+    std::fprintf(stderr,
+                 "[dlm-run] output NLL %.3f nats/token (perplexity %.2f) over %lld tokens, "
+                 "each predicted left to right with the later ones masked\n",
+                 score->meanNll, std::exp(score->meanNll), static_cast<long long>(score->tokens));
+}
+
 int badArguments(const std::string &message) {
   std::cerr << "dlm-run: " << message << "\n" << kUsage;
   return kBadArguments;
@@ -266,59 +331,15 @@ int main(int argc, char **argv) {
     score = *scored;
   }
 
-  const dlm::GenerationStats &stats = result->stats;
-  // Denoising steps per committed block (canvas): how fast the blocks converge.
-  const double stepsPerBlock =
-      stats.blocks > 0 ? static_cast<double>(stats.decodeSteps) / static_cast<double>(stats.blocks)
-                       : 0.0;
-  // The program's cache mode as the request resolved it; empty for a program without one.
-  const std::string cacheName = dlm::tools::textKnob(result->knobs, dlm::spec::kKnobCache);
   if (options.json) {
-    Json out;
-    out["prompt_ids"] = result->promptIds;
-    out["output_ids"] = outputIds;
-    out["text"] = output.text();
-    out["finish_reason"] = dlm::tools::finishReasonName(output.reason());
-    out["generated_tokens"] = result->stats.generatedTokens;
-    out["forwards"] = stats.forwards;
-    out["seconds"] = stats.seconds;
-    out["decode_steps"] = stats.decodeSteps;
-    out["blocks"] = stats.blocks;
-    out["block_lengths"] = blockLengths;
-    out["tokens_per_second"] = stats.tokensPerSecond();
-    out["tokens_per_forward"] = stats.tokensPerForward();
-    out["steps_per_block"] = stepsPerBlock;
-    // Per decoding step, not counting the forwards that only fill the cache (prefill, commits):
-    // what transformers' DiffusionGemma reports as tokens per forward.
-    out["tokens_per_step"] = stats.decodeSteps > 0 ? static_cast<double>(stats.generatedTokens) /
-                                                         static_cast<double>(stats.decodeSteps)
-                                                   : 0.0;
-    out["policy"] = result->policy;
-    out["cache"] = cacheName.empty() ? Json() : Json(cacheName);
+    Json out = jsonReport(*result, output, blockLengths, score);
     out["backend"] = std::string((*session)->backend().name());
     dlm::tools::addRandomWeights(out, **model);
-    if (score)
-      out["output_nll"] = score->meanNll;
     // Invalid UTF-8 in generated text must not abort the dump.
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
     std::fputc('\n', stdout);
-    std::fprintf(stderr,
-                 "[dlm-run] %lld tokens in %.3f s (%.1f tokens/s), %lld forwards "
-                 "(%.2f tokens/forward, %.1f steps/block), %s, cache %s\n",
-                 static_cast<long long>(stats.generatedTokens), stats.seconds,
-                 stats.tokensPerSecond(), static_cast<long long>(stats.forwards),
-                 stats.tokensPerForward(), stepsPerBlock, result->policy.c_str(),
-                 cacheName.empty() ? "-" : cacheName.c_str());
-    if (cut)
-      std::fprintf(stderr, "[dlm-run] the output keeps the first %zu (--max-new-tokens)\n",
-                   outputIds.size());
-    if (score)
-      std::fprintf(stderr,
-                   "[dlm-run] output NLL %.3f nats/token (perplexity %.2f) over %lld tokens, "
-                   "each predicted left to right with the later ones masked\n",
-                   score->meanNll, std::exp(score->meanNll),
-                   static_cast<long long>(score->tokens));
+    printSummary(*result, cut ? std::optional<size_t>(outputIds.size()) : std::nullopt, score);
   }
   return 0;
 }

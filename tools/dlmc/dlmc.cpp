@@ -5,14 +5,165 @@
 //                                                a parameter file's
 //   dlmc list architectures|policies            what dlmc imports and the decode programs it
 //                                                embeds
-#include "tools/dlmc/Commands.h"
 #include "support/MappedFile.h"
+#include "tools/dlmc/Commands.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
+
 namespace cl = llvm::cl;
+
+namespace {
+
+// The options of `dlmc compile`, and the command they describe.
+struct CompileFlags {
+  explicit CompileFlags(cl::SubCommand &command) : sub(command) {}
+
+  // The command the flags describe; nullopt (after saying why) when they contradict each other.
+  std::optional<dlm::dlmc::CompileCommand> command() const;
+
+  cl::SubCommand &sub;
+  cl::opt<std::string> compileInput{cl::Positional, cl::desc("<checkpoint directory>"),
+                                    cl::Required, cl::sub(sub)};
+  cl::opt<std::string> output{"o", cl::desc("Output artifact"), cl::value_desc("model.dlm"),
+                              cl::sub(sub)};
+  cl::opt<std::string> parameters{
+      "parameters",
+      cl::desc("Where the weights go: embedded (in the artifact, the default) | external (in a "
+               "parameter file the artifact names, left as it is when it already holds these "
+               "weights)"),
+      cl::init("embedded"), cl::sub(sub)};
+  cl::opt<std::string> parameterFile{
+      "parameter-file",
+      cl::desc("The parameter file of --parameters external (default: the output with its "
+               "extension replaced by .dlmp)"),
+      cl::value_desc("model.dlmp"), cl::init(""), cl::sub(sub)};
+  cl::opt<int64_t> randomParameters{
+      "random-parameters",
+      cl::desc("With --parameters external: the weights' contents are generated from this seed "
+               "(0 to 2^63-1; the checkpoint only gives their shapes) and the parameter file is "
+               "left for dlm-params random to write where it runs: for timing a model whose "
+               "weights cannot travel. Outputs on them mean nothing"),
+      cl::value_desc("seed"), cl::init(-1), cl::sub(sub)};
+  cl::opt<std::string> compileEmit{
+      "emit",
+      cl::desc(
+          "Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
+          "records) | generate (the decode programs as their policies write them, the generate "
+          "dialect) | decode (the same lowered, the decode dialect) | decode-records (the "
+          "same as the records the artifact stores) | cuda (the generated CUDA C++, --target "
+          "cuda|all) | artifact "
+          "(write -o)"),
+      cl::init("artifact"), cl::sub(sub)};
+  cl::opt<std::string> target{
+      "target",
+      cl::desc(
+          "Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels "
+          "its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
+      cl::init("cpu"), cl::sub(sub)};
+  cl::opt<std::string> weights{
+      "weights",
+      cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 | "
+               "int8 | fp8 (int8 and FP8 E4M3 weight-only, one scale per output channel; "
+               "default: as the checkpoint stores them)"),
+      cl::init(""), cl::sub(sub)};
+  cl::opt<std::string> activations{
+      "activations",
+      cl::desc("f32 (default) | bf16: on the CPU, round the activations of bf16-stored "
+               "projections to bf16 and multiply in bf16 where the CPU has bf16 arithmetic "
+               "(AVX-512 BF16, AMX; elsewhere they stay f32)"),
+      cl::init(""), cl::sub(sub)};
+  cl::opt<std::string> precision{"precision", cl::desc("The same as --weights (older name)"),
+                                 cl::init(""), cl::sub(sub)};
+  cl::opt<std::string> policy{"policy",
+                              cl::desc("Decode programs to embed, comma-separated, the default "
+                                       "first: low-confidence, entropy-bound, diffusion-gemma, "
+                                       "autoregressive, introspective-strided, dflash (default: "
+                                       "the architecture's; dflash,autoregressive with --draft)"),
+                              cl::init(""), cl::sub(sub)};
+  cl::opt<std::string> draft{
+      "draft",
+      cl::desc("A DFlash drafter checkpoint (DFlashDraftModel) to put beside the target: the "
+               "artifact drafts with it and verifies with the target (speculative decoding)"),
+      cl::init(""), cl::sub(sub)};
+  cl::opt<int64_t> genLength{"gen-length", cl::desc("Default tokens to generate"), cl::init(64),
+                             cl::sub(sub)};
+  cl::opt<int64_t> blockLength{"block-length", cl::desc("Default block (canvas) length"),
+                               cl::init(32), cl::sub(sub)};
+  cl::opt<int64_t> steps{"steps", cl::desc("Default denoise steps over all blocks"), cl::init(64),
+                         cl::sub(sub)};
+  cl::opt<double> threshold{
+      "threshold",
+      cl::desc("Default confidence threshold (0 = fixed-count unmasking; else every position at or "
+               "above it, at least one per step, whatever --steps says)"),
+      cl::init(0.0), cl::sub(sub)};
+  cl::opt<int64_t> stepCap{
+      "step-cap",
+      cl::desc("Default step cap of a threshold block (0 = none, the default: a block runs as "
+               "many steps as its confidence needs, as Fast-dLLM, dInfer and SGLang do; with a "
+               "cap its last step unmasks everything left)"),
+      cl::init(0), cl::sub(sub)};
+  cl::opt<double> temperature{"temperature", cl::desc("Default sampling temperature"),
+                              cl::init(0.0), cl::sub(sub)};
+  cl::list<std::string> knobs{
+      "knob",
+      cl::desc("Default of a decode-program knob, name=value (repeatable), e.g. "
+               "low_threshold=0.62, depth=2, credit=true"),
+      cl::sub(sub)};
+  cl::opt<int64_t> unroll{
+      "unroll",
+      cl::desc("Denoising steps per unrolled loop iteration (>= 1; 1 = not unrolled): the device "
+               "loop's steps per CUDA graph, checked for convergence once per graph"),
+      cl::init(4), cl::sub(sub)};
+};
+
+std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
+  dlm::dlmc::CompileCommand command;
+  command.output = output;
+  command.emit = compileEmit;
+  command.parameters = parameters;
+  command.parameterFile = parameterFile;
+  if (randomParameters.getNumOccurrences()) {
+    if (randomParameters < 0) {
+      llvm::errs() << "dlmc compile: --random-parameters takes a seed from 0 to 2^63-1, got "
+                   << randomParameters << "\n";
+      return std::nullopt;
+    }
+    command.randomSeed = static_cast<uint64_t>(randomParameters);
+  }
+  dlm::pipeline::CompileOptions &options = command.options;
+  options.checkpoint = compileInput;
+  options.target = target;
+  if (!precision.empty() && !weights.empty() && precision != weights) {
+    llvm::errs() << "dlmc compile: --precision " << precision << " and --weights " << weights
+                 << " disagree (--precision is --weights' older name)\n";
+    return std::nullopt;
+  }
+  options.weights = weights.empty() ? std::string(precision) : std::string(weights);
+  options.activations = activations;
+  options.policy = policy;
+  options.draft = draft;
+  options.genLength = genLength;
+  options.blockLength = blockLength;
+  options.steps = steps;
+  options.threshold = threshold;
+  options.stepCap = stepCap;
+  options.temperature = temperature;
+  options.unroll = unroll;
+  for (const std::string &knob : knobs) {
+    const size_t equals = knob.find('=');
+    if (equals == std::string::npos)
+      options.knobs.emplace_back("", knob);
+    else
+      options.knobs.emplace_back(knob.substr(0, equals), knob.substr(equals + 1));
+  }
+  return command;
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -35,103 +186,20 @@ int main(int argc, char **argv) {
                                 "List the contents of a .dlm artifact or a .dlmp parameter file");
 
   cl::SubCommand listCommand("list", "List the architectures dlmc knows (imported, imported "
-                                        "beside a target, not supported yet) or the policies "
-                                        "it has decode programs for");
+                                     "beside a target, not supported yet) or the policies "
+                                     "it has decode programs for");
   cl::opt<std::string> listWhat(cl::Positional, cl::desc("<architectures | policies>"),
                                 cl::Required, cl::sub(listCommand));
 
-  cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"),
-                                   cl::Required, cl::sub(importCommand));
+  cl::opt<std::string> importInput(cl::Positional, cl::desc("<checkpoint directory>"), cl::Required,
+                                   cl::sub(importCommand));
   cl::opt<std::string> emit(
       "emit",
       cl::desc("What to print: dlm (the model IR) | onnx (model.onnx after phase 1) | "
                "folded (model.onnx with its shape bookkeeping folded)"),
       cl::init("dlm"), cl::sub(importCommand));
 
-  cl::opt<std::string> compileInput(cl::Positional, cl::desc("<checkpoint directory>"),
-                                    cl::Required, cl::sub(compileCommand));
-  cl::opt<std::string> output("o", cl::desc("Output artifact"), cl::value_desc("model.dlm"),
-                              cl::sub(compileCommand));
-  cl::opt<std::string> parameters(
-      "parameters",
-      cl::desc("Where the weights go: embedded (in the artifact, the default) | external (in a "
-               "parameter file the artifact names, left as it is when it already holds these "
-               "weights)"),
-      cl::init("embedded"), cl::sub(compileCommand));
-  cl::opt<std::string> parameterFile(
-      "parameter-file",
-      cl::desc("The parameter file of --parameters external (default: the output with its "
-               "extension replaced by .dlmp)"),
-      cl::value_desc("model.dlmp"), cl::init(""), cl::sub(compileCommand));
-  cl::opt<int64_t> randomParameters(
-      "random-parameters",
-      cl::desc("With --parameters external: the weights' contents are generated from this seed "
-               "(0 to 2^63-1; the checkpoint only gives their shapes) and the parameter file is "
-               "left for dlm-params random to write where it runs: for timing a model whose "
-               "weights cannot travel. Outputs on them mean nothing"),
-      cl::value_desc("seed"), cl::init(-1), cl::sub(compileCommand));
-  cl::opt<std::string> compileEmit(
-      "emit",
-      cl::desc("Stop at a stage: dlm (the IR after the pipeline) | kernels (the kernel program's "
-               "records) | generate (the decode programs as their policies write them, the generate "
-               "dialect) | decode (the same lowered, the decode dialect) | decode-records (the "
-               "same as the records the artifact stores) | cuda (the generated CUDA C++, --target cuda|all) | artifact "
-               "(write -o)"),
-      cl::init("artifact"), cl::sub(compileCommand));
-  cl::opt<std::string> target("target", cl::desc("Kernels to embed: cpu (the kernel program only) | cuda or all (also the CUDA kernels its records name and the policy's, sm_80 + sm_90 cubins and PTX via NVRTC)"),
-                              cl::init("cpu"), cl::sub(compileCommand));
-  cl::opt<std::string> weights(
-      "weights",
-      cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 | "
-               "int8 | fp8 (int8 and FP8 E4M3 weight-only, one scale per output channel; "
-               "default: as the checkpoint stores them)"),
-      cl::init(""), cl::sub(compileCommand));
-  cl::opt<std::string> activations(
-      "activations",
-      cl::desc("f32 (default) | bf16: on the CPU, round the activations of bf16-stored "
-               "projections to bf16 and multiply in bf16 where the CPU has bf16 arithmetic "
-               "(AVX-512 BF16, AMX; elsewhere they stay f32)"),
-      cl::init(""), cl::sub(compileCommand));
-  cl::opt<std::string> precision("precision", cl::desc("The same as --weights (older name)"),
-                                 cl::init(""), cl::sub(compileCommand));
-  cl::opt<std::string> policy("policy",
-                              cl::desc("Decode programs to embed, comma-separated, the default "
-                                       "first: low-confidence, entropy-bound, diffusion-gemma, "
-                                       "autoregressive, introspective-strided, dflash (default: "
-                                       "the architecture's; dflash,autoregressive with --draft)"),
-                              cl::init(""), cl::sub(compileCommand));
-  cl::opt<std::string> draft(
-      "draft",
-      cl::desc("A DFlash drafter checkpoint (DFlashDraftModel) to put beside the target: the "
-               "artifact drafts with it and verifies with the target (speculative decoding)"),
-      cl::init(""), cl::sub(compileCommand));
-  cl::opt<int64_t> genLength("gen-length", cl::desc("Default tokens to generate"), cl::init(64),
-                             cl::sub(compileCommand));
-  cl::opt<int64_t> blockLength("block-length", cl::desc("Default block (canvas) length"),
-                               cl::init(32), cl::sub(compileCommand));
-  cl::opt<int64_t> steps("steps", cl::desc("Default denoise steps over all blocks"),
-                         cl::init(64), cl::sub(compileCommand));
-  cl::opt<double> threshold("threshold",
-                            cl::desc("Default confidence threshold (0 = fixed-count unmasking; else every position at or above it, at least one per step, whatever --steps says)"),
-                            cl::init(0.0), cl::sub(compileCommand));
-  cl::opt<int64_t> stepCap(
-      "step-cap",
-      cl::desc("Default step cap of a threshold block (0 = none, the default: a block runs as "
-               "many steps as its confidence needs, as Fast-dLLM, dInfer and SGLang do; with a "
-               "cap its last step unmasks everything left)"),
-      cl::init(0), cl::sub(compileCommand));
-  cl::opt<double> temperature("temperature", cl::desc("Default sampling temperature"),
-                              cl::init(0.0), cl::sub(compileCommand));
-  cl::list<std::string> knobs(
-      "knob",
-      cl::desc("Default of a decode-program knob, name=value (repeatable), e.g. "
-               "low_threshold=0.62, depth=2, credit=true"),
-      cl::sub(compileCommand));
-  cl::opt<int64_t> unroll(
-      "unroll",
-      cl::desc("Denoising steps per unrolled loop iteration (>= 1; 1 = not unrolled): the device "
-               "loop's steps per CUDA graph, checked for convergence once per graph"),
-      cl::init(4), cl::sub(compileCommand));
+  CompileFlags compileFlags(compileCommand);
 
   cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.dlm | model.dlmp>"),
                                     cl::Required, cl::sub(inspectCommand));
@@ -150,46 +218,8 @@ int main(int argc, char **argv) {
   if (importCommand)
     return dlm::dlmc::runImport(importInput, emit);
   if (compileCommand) {
-    dlm::dlmc::CompileCommand command;
-    command.output = output;
-    command.emit = compileEmit;
-    command.parameters = parameters;
-    command.parameterFile = parameterFile;
-    if (randomParameters.getNumOccurrences()) {
-      if (randomParameters < 0) {
-        llvm::errs() << "dlmc compile: --random-parameters takes a seed from 0 to 2^63-1, got "
-                     << randomParameters << "\n";
-        return 1;
-      }
-      command.randomSeed = static_cast<uint64_t>(randomParameters);
-    }
-    dlm::pipeline::CompileOptions &options = command.options;
-    options.checkpoint = compileInput;
-    options.target = target;
-    if (!precision.empty() && !weights.empty() && precision != weights) {
-      llvm::errs() << "dlmc compile: --precision " << precision << " and --weights " << weights
-                   << " disagree (--precision is --weights' older name)\n";
-      return 1;
-    }
-    options.weights = weights.empty() ? std::string(precision) : std::string(weights);
-    options.activations = activations;
-    options.policy = policy;
-    options.draft = draft;
-    options.genLength = genLength;
-    options.blockLength = blockLength;
-    options.steps = steps;
-    options.threshold = threshold;
-    options.stepCap = stepCap;
-    options.temperature = temperature;
-    options.unroll = unroll;
-    for (const std::string &knob : knobs) {
-      const size_t equals = knob.find('=');
-      if (equals == std::string::npos)
-        options.knobs.emplace_back("", knob);
-      else
-        options.knobs.emplace_back(knob.substr(0, equals), knob.substr(equals + 1));
-    }
-    return dlm::dlmc::runCompile(command);
+    std::optional<dlm::dlmc::CompileCommand> command = compileFlags.command();
+    return command ? dlm::dlmc::runCompile(*command) : 1;
   }
   if (inspectCommand)
     return dlm::dlmc::runInspect(inspectInput, inspectVerify);
