@@ -27,6 +27,53 @@ int64_t moduleInt(ModuleOp module, StringRef name) {
   return attr ? attr.getInt() : -1;
 }
 
+// What one denoise step's accept reads.
+struct AcceptOperands {
+  Type blockType, keepType;
+  Value blockLogits, canvas, previousArgmax, temperature, step, globalStep, start, requestKey;
+  int64_t maskToken, stepsPerBlock, blockLength;
+};
+
+// The accept of one denoise step: the entropy bound (its temperature annealed over the block's
+// steps), the confidence threshold, or the top-k schedule.
+dlm::ir::EntropyAcceptOp createAccept(OpBuilder &b, Location loc, const DecodingPolicy &policy,
+                                      const AcceptOperands &in) {
+  MLIRContext *context = b.getContext();
+  Type f32 = b.getF32Type();
+  auto renoise = dlm::ir::RenoiseKindAttr::get(context, dlm::ir::RenoiseKind::mask_token);
+  auto rule = [&](dlm::ir::AcceptRule r) { return dlm::ir::AcceptRuleAttr::get(context, r); };
+  auto accept = [&](Value temperature, dlm::ir::AcceptRule acceptRule, FloatAttr entropyBound,
+                    FloatAttr threshold, IntegerAttr blockTokens, IntegerAttr steps,
+                    int64_t stability, double confidenceBound) {
+    return dlm::ir::EntropyAcceptOp::create(
+        b, loc, in.blockType, in.keepType, in.blockType, b.getI1Type(), in.blockLogits, in.canvas,
+        in.previousArgmax, temperature, in.globalStep, in.start, in.requestKey, rule(acceptRule),
+        entropyBound, threshold, blockTokens, steps, renoise, b.getI64IntegerAttr(in.maskToken),
+        b.getI64IntegerAttr(stability), b.getF64FloatAttr(confidenceBound));
+  };
+  if (policy.name == "entropy-bound") {
+    // T_n = t_min + (t_max - t_min) * (S - n) / S, n the step within the block.
+    Value stepF = arith::UIToFPOp::create(
+        b, loc, f32, arith::IndexCastOp::create(b, loc, b.getI64Type(), in.step));
+    auto f = [&](double v) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+    };
+    Value remaining = arith::SubFOp::create(b, loc, f(double(policy.maxSteps)), stepF);
+    Value fraction = arith::DivFOp::create(b, loc, remaining, f(double(policy.maxSteps)));
+    Value span = arith::MulFOp::create(b, loc, f(policy.tMax - policy.tMin), fraction);
+    Value temperature = arith::AddFOp::create(b, loc, f(policy.tMin), span);
+    return accept(temperature, dlm::ir::AcceptRule::entropy_bound,
+                  b.getF64FloatAttr(policy.entropyBound), FloatAttr(), IntegerAttr(), IntegerAttr(),
+                  policy.stability, policy.confidenceBound);
+  }
+  if (policy.threshold > 0.0)
+    return accept(in.temperature, dlm::ir::AcceptRule::confidence_threshold, FloatAttr(),
+                  b.getF64FloatAttr(policy.threshold), IntegerAttr(),
+                  b.getI64IntegerAttr(in.stepsPerBlock), 0, 0.0);
+  return accept(in.temperature, dlm::ir::AcceptRule::top_k_schedule, FloatAttr(), FloatAttr(),
+                b.getI64IntegerAttr(in.blockLength), b.getI64IntegerAttr(in.stepsPerBlock), 0, 0.0);
+}
+
 } // namespace
 
 LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &policy) {
@@ -129,44 +176,11 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
           SmallVector<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
       Value globalStep = arith::AddIOp::create(b, loc, firstStep, step);
 
-      Value stepTemperature = temperature;
-      dlm::ir::EntropyAcceptOp acceptOp;
-      auto renoise = dlm::ir::RenoiseKindAttr::get(context, dlm::ir::RenoiseKind::mask_token);
-      if (entropyBound) {
-        // T_n = t_min + (t_max - t_min) * (S - n) / S, n the step within the block.
-        Value stepF = arith::UIToFPOp::create(
-            b, loc, f32, arith::IndexCastOp::create(b, loc, b.getI64Type(), step));
-        auto f = [&](double v) -> Value {
-          return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
-        };
-        Value remaining = arith::SubFOp::create(b, loc, f(double(policy.maxSteps)), stepF);
-        Value fraction = arith::DivFOp::create(b, loc, remaining, f(double(policy.maxSteps)));
-        stepTemperature = arith::AddFOp::create(
-            b, loc, f(policy.tMin),
-            arith::MulFOp::create(b, loc, f(policy.tMax - policy.tMin), fraction));
-        acceptOp = dlm::ir::EntropyAcceptOp::create(
-            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
-            previousArgmax, stepTemperature, globalStep, start, requestKey,
-            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::entropy_bound), b.getF64FloatAttr(policy.entropyBound),
-            FloatAttr(), IntegerAttr(), IntegerAttr(), renoise,
-            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(policy.stability),
-            b.getF64FloatAttr(policy.confidenceBound));
-      } else if (policy.threshold > 0.0) {
-        acceptOp = dlm::ir::EntropyAcceptOp::create(
-            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
-            previousArgmax, stepTemperature, globalStep, start, requestKey,
-            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::confidence_threshold), FloatAttr(),
-            b.getF64FloatAttr(policy.threshold), IntegerAttr(), b.getI64IntegerAttr(stepsPerBlock),
-            renoise,
-            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(0), b.getF64FloatAttr(0.0));
-      } else {
-        acceptOp = dlm::ir::EntropyAcceptOp::create(
-            b, loc, blockType, keepType, blockType, b.getI1Type(), blockLogits, canvas,
-            previousArgmax, stepTemperature, globalStep, start, requestKey,
-            dlm::ir::AcceptRuleAttr::get(context, dlm::ir::AcceptRule::top_k_schedule), FloatAttr(), FloatAttr(),
-            b.getI64IntegerAttr(blockLength), b.getI64IntegerAttr(stepsPerBlock), renoise,
-            b.getI64IntegerAttr(maskToken), b.getI64IntegerAttr(0), b.getF64FloatAttr(0.0));
-      }
+      dlm::ir::EntropyAcceptOp acceptOp =
+          createAccept(b, loc, policy,
+                       AcceptOperands{blockType, keepType, blockLogits, canvas, previousArgmax,
+                                      temperature, step, globalStep, start, requestKey, maskToken,
+                                      stepsPerBlock, blockLength});
       dlm::ir::YieldOp::create(b, loc, acceptOp.getConverged(),
                                ValueRange{acceptOp.getNextCanvas(), acceptOp.getArgmax()});
     }
