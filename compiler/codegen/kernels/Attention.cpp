@@ -89,6 +89,54 @@ __device__ __forceinline__ const Element *slot(const Element *pages, const int *
          (long long)(key % kPageSize) * slotStride + kvHead * kHeadDim;
 }
 
+// The block's query rows (row = query * kGroup + head in the group) into shared memory,
+// pre-scaled; rows past the request's last are zero.
+__device__ __forceinline__ void loadQueries(const Element *q, long long qStride, int queryBegin,
+                                            int firstRow, int rows, int kvHead, float scale,
+                                            float (*sQuery)[kHeadDim]) {
+  for (int item = threadIdx.x; item < kRows * kChunks; item += kThreads) {
+    const int row = item / kChunks, chunk = item % kChunks;
+    float values[kVector];
+#pragma unroll
+    for (int k = 0; k < kVector; ++k)
+      values[k] = 0.f;
+    if (firstRow + row < rows) {
+      const int query = (firstRow + row) / kGroup;
+      const int head = kvHead * kGroup + (firstRow + row) % kGroup;
+      dlm_device::loadFloats<kVector>(q + (long long)(queryBegin + query) * qStride +
+                                          head * kHeadDim + chunk * kVector,
+                                      values);
+    }
+#pragma unroll
+    for (int k = 0; k < kVector; ++k)
+      sQuery[row][chunk * kVector + k] = values[k] * scale;
+  }
+}
+
+// The warp's rows of the output: each lane's dimensions of acc over the row's softmax sum (a row
+// that saw no key: zeros).
+__device__ __forceinline__ void storeRows(Element *out, long long outStride, int queryBegin,
+                                          int firstRow, int kvHead, const int *sPosition,
+                                          const float (&rowSum)[kRowsPerWarp],
+                                          const float (&acc)[kRowsPerWarp][kDimsPerLane]) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int row = warp * kRowsPerWarp + r;
+    if (sPosition[row] < 0)
+      continue;
+    const int query = (firstRow + row) / kGroup;
+    const int head = kvHead * kGroup + (firstRow + row) % kGroup;
+    const float inverse = rowSum[r] > 0.f ? 1.f / rowSum[r] : 0.f;
+    Element *to = out + (long long)(queryBegin + query) * outStride + head * kHeadDim;
+#pragma unroll
+    for (int t = 0; t < kDimsPerLane; ++t)
+      if (kWholeWarpDims || lane + 32 * t < kHeadDim)
+        dlm_device::storeFloat(to + lane + 32 * t, acc[r][t] * inverse);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
 ${signature}) {
   const int request = blockIdx.z;
@@ -112,23 +160,7 @@ ${signature}) {
   __shared__ __align__(16) KeyWord sKey[kTileKeys][kKeyWords];
 ${valueTile}
 
-  for (int item = threadIdx.x; item < kRows * kChunks; item += kThreads) {
-    const int row = item / kChunks, chunk = item % kChunks;
-    float values[kVector];
-#pragma unroll
-    for (int k = 0; k < kVector; ++k)
-      values[k] = 0.f;
-    if (firstRow + row < rows) {
-      const int query = (firstRow + row) / kGroup;
-      const int head = kvHead * kGroup + (firstRow + row) % kGroup;
-      dlm_device::loadFloats<kVector>(q + (long long)(queryBegin + query) * qStride +
-                                          head * kHeadDim + chunk * kVector,
-                                      values);
-    }
-#pragma unroll
-    for (int k = 0; k < kVector; ++k)
-      sQuery[row][chunk * kVector + k] = values[k] * scale;
-  }
+  loadQueries(q, qStride, queryBegin, firstRow, rows, kvHead, scale, sQuery);
   for (int row = threadIdx.x; row < kRows; row += kThreads)
     sPosition[row] =
         firstRow + row < rows ? queryPositions[queryBegin + (firstRow + row) / kGroup] : -1;
@@ -237,20 +269,7 @@ ${dotProduct}
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int row = warp * kRowsPerWarp + r;
-    if (sPosition[row] < 0)
-      continue;
-    const int query = (firstRow + row) / kGroup;
-    const int head = kvHead * kGroup + (firstRow + row) % kGroup;
-    const float inverse = rowSum[r] > 0.f ? 1.f / rowSum[r] : 0.f;
-    Element *to = out + (long long)(queryBegin + query) * outStride + head * kHeadDim;
-#pragma unroll
-    for (int t = 0; t < kDimsPerLane; ++t)
-      if (kWholeWarpDims || lane + 32 * t < kHeadDim)
-        dlm_device::storeFloat(to + lane + 32 * t, acc[r][t] * inverse);
-  }
+  storeRows(out, outStride, queryBegin, firstRow, kvHead, sPosition, rowSum, acc);
 }
 )cuda";
 
