@@ -227,7 +227,12 @@ std::string preludePch(const std::string &dir, bool rebuild) {
     return "";
   static std::mutex mutex; // one build at a time in this process
   std::lock_guard<std::mutex> lock(mutex);
-  const std::string path = dir + "/prelude-" + hexOf(toolchainHash().state) + ".pch";
+  // A PCH holds its headers by path: a kernel of another checkout includes the prelude by that
+  // checkout's path, and a PCH of this one would give it a second copy of every header
+  // (redefinitions). One PCH per source tree; the compiled kernels do not depend on it.
+  Fnv1a hash = toolchainHash();
+  hash.add(sourceDir());
+  const std::string path = dir + "/prelude-" + hexOf(hash.state) + ".pch";
   if (!rebuild && access(path.c_str(), R_OK) == 0)
     return path;
   const std::string temporary = path + uniqueSuffix();
