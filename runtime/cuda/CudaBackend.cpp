@@ -378,6 +378,7 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       bound.weight = device(record.weightName);
       bound.bias = device(record.biasName);
       bound.norm = device(record.normWeightName);
+      bound.launchName = record.fullName + ": cuLaunchKernel";
       for (size_t w = 0; w < record.moeWeightNames.size() && w < 5; ++w)
         bound.moe[w] = device(record.moeWeightNames[w]);
       DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
@@ -964,15 +965,15 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
 
 CudaBackend::RecordRows CudaBackend::rowsOf(const program::KernelProgram &program,
                                             const program::ProgramRecord &k,
-                                            const Shape &shape) const {
+                                            const BoundRecord &bound, const Shape &shape) const {
   RecordRows rows;
   rows.count = shape.count;
   rows.tokens = static_cast<int>(shape.count);
   rows.width = k.result >= 0 ? program.slots[static_cast<size_t>(k.result)].width : 0;
   rows.result = k.result >= 0 ? slot(program, k.result, shape.count) : 0;
-  for (int64_t operand : k.operands)
-    rows.operands.push_back(slot(program, operand, shape.count));
-  rows.what = k.fullName + ": cuLaunchKernel";
+  for (size_t i = 0; i < k.operands.size() && i < kRowOperands; ++i)
+    rows.operands[i] = slot(program, k.operands[i], shape.count);
+  rows.what = bound.launchName.c_str();
   return rows;
 }
 
@@ -990,19 +991,18 @@ Status CudaBackend::copyRows(const program::ProgramRecord &k, CUdeviceptr to, CU
 Status CudaBackend::enqueueEmbedding(const program::KernelProgram &program,
                                      const program::ProgramRecord &k, const BoundRecord &bound,
                                      const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, shape);
+  RecordRows rows = rowsOf(program, k, bound, shape);
   CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = rows.result;
   long long tableRows = bound.weight->rows, outStride = rows.width;
   void *arguments[] = {&tokenIds, &rows.tokens, &table, &tableRows, &out, &outStride};
-  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments,
-                rows.what.c_str());
+  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments, rows.what);
 }
 
 // Staged on the host at the device precision, zero rows included (uploadInputRows).
 Status CudaBackend::enqueueForwardInput(const program::KernelProgram &program,
-                                        const program::ProgramRecord &k, const BoundRecord &,
+                                        const program::ProgramRecord &k, const BoundRecord &bound,
                                         const Shape &shape, const std::vector<PackedPart> &) {
-  const RecordRows rows = rowsOf(program, k, shape);
+  const RecordRows rows = rowsOf(program, k, bound, shape);
   return copyRows(k, rows.result, inputRows_, rows.count * rows.width);
 }
 
@@ -1010,13 +1010,13 @@ Status CudaBackend::enqueueForwardInput(const program::KernelProgram &program,
 Status CudaBackend::enqueueCapture(const program::KernelProgram &program,
                                    const program::ProgramRecord &k, const BoundRecord &,
                                    const Shape &shape, const std::vector<PackedPart> &) {
-  const RecordRows rows = rowsOf(program, k, shape);
   const int64_t w = program.slots[static_cast<size_t>(k.operands[0])].width;
-  for (size_t i = 0; i < rows.operands.size(); ++i) {
+  for (size_t i = 0; i < k.operands.size(); ++i) {
     const CUdeviceptr to =
         captureRows_ +
-        static_cast<size_t>(static_cast<int64_t>(i) * rows.count * w) * elementBytes(element_);
-    DLM_RETURN_IF_ERROR(copyRows(k, to, rows.operands[i], rows.count * w));
+        static_cast<size_t>(static_cast<int64_t>(i) * shape.count * w) * elementBytes(element_);
+    DLM_RETURN_IF_ERROR(
+        copyRows(k, to, slot(program, k.operands[i], shape.count), shape.count * w));
   }
   return Status::ok();
 }
@@ -1025,11 +1025,11 @@ Status CudaBackend::enqueueCapture(const program::KernelProgram &program,
 Status CudaBackend::enqueueRmsNorm(const program::KernelProgram &program,
                                    const program::ProgramRecord &k, const BoundRecord &bound,
                                    const Shape &shape, const std::vector<PackedPart> &) {
-  const RecordRows rows = rowsOf(program, k, shape);
+  const RecordRows rows = rowsOf(program, k, bound, shape);
   const int64_t width = rows.width, n = k.normWidth;
   return rmsNorm(bound.kernel, rows.operands[0], width, rows.result, width,
                  bound.weight ? bound.weight->data : 0, rows.count * (width / n), width / n, k.eps,
-                 rows.what.c_str());
+                 rows.what);
 }
 
 Status CudaBackend::enqueueProjection(const program::KernelProgram &program,
@@ -1042,7 +1042,7 @@ Status CudaBackend::enqueueProjection(const program::KernelProgram &program,
 Status CudaBackend::enqueueRope(const program::KernelProgram &program,
                                 const program::ProgramRecord &k, const BoundRecord &bound,
                                 const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, shape);
+  RecordRows rows = rowsOf(program, k, bound, shape);
   CUdeviceptr x = rows.result;
   DLM_RETURN_IF_ERROR(copyRows(k, x, rows.operands[0], rows.count * rows.width));
   long long tokenStride = rows.width;
@@ -1050,8 +1050,7 @@ Status CudaBackend::enqueueRope(const program::KernelProgram &program,
   CUdeviceptr positions =
       shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
   void *arguments[] = {&x, &tokenStride, &headCount, &rows.tokens, &positions};
-  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments,
-                rows.what.c_str());
+  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments, rows.what);
 }
 
 // silu_mul, gelu_mul and add: out = f(a, b) row by row. Planned in place on either operand, or
@@ -1060,23 +1059,23 @@ Status CudaBackend::enqueueRope(const program::KernelProgram &program,
 Status CudaBackend::enqueueElementwise(const program::KernelProgram &program,
                                        const program::ProgramRecord &k, const BoundRecord &bound,
                                        const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, shape);
+  RecordRows rows = rowsOf(program, k, bound, shape);
   CUdeviceptr aArg = rows.operands[0], bArg = rows.operands[1], outArg = rows.result;
   long long aStride = rows.width, bStride = rows.width, outStride = rows.width;
   void *arguments[] = {&aArg, &aStride, &bArg, &bStride, &outArg, &outStride, &rows.tokens};
   return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
-                static_cast<unsigned>(rows.count), 1, arguments, rows.what.c_str());
+                static_cast<unsigned>(rows.count), 1, arguments, rows.what);
 }
 
 Status CudaBackend::enqueueScale(const program::KernelProgram &program,
                                  const program::ProgramRecord &k, const BoundRecord &bound,
                                  const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, shape);
+  RecordRows rows = rowsOf(program, k, bound, shape);
   CUdeviceptr xArg = rows.operands[0], factor = bound.weight->data, outArg = rows.result;
   long long xStride = rows.width, outStride = rows.width;
   void *arguments[] = {&xArg, &xStride, &factor, &outArg, &outStride, &rows.tokens};
   return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
-                static_cast<unsigned>(rows.count), 1, arguments, rows.what.c_str());
+                static_cast<unsigned>(rows.count), 1, arguments, rows.what);
 }
 
 Status CudaBackend::enqueueProjectionInput(const program::KernelProgram &program,

@@ -242,6 +242,8 @@ private:
     const DeviceTensor *norm = nullptr;
     // moe: router, router_scale, expert_scale, gate_up, down.
     const DeviceTensor *moe[5] = {};
+    // "<record>: cuLaunchKernel", what a failed launch names (made once, not per launch).
+    std::string launchName;
   };
   // One forward function: its records and what each launches.
   struct Function {
@@ -316,18 +318,20 @@ private:
                                                  const BoundRecord &, const Shape &,
                                                  const std::vector<PackedPart> &);
   static const RecordLauncher kLaunchers[];
-  // What a record's launch reads: its token count, its result's width and rows, its operands'
-  // rows, and its name in errors.
+  // What a record's launch reads: its token count, its result's width and rows, its first
+  // operands' rows (a capture reads the rest itself), and its name in errors. Nothing allocated:
+  // it is made for every eager launch.
+  static constexpr size_t kRowOperands = 4;
   struct RecordRows {
     int64_t count = 0;
     int tokens = 0;
     int64_t width = 0;
     CUdeviceptr result = 0;
-    std::vector<CUdeviceptr> operands;
-    std::string what;
+    CUdeviceptr operands[kRowOperands] = {};
+    const char *what = nullptr;
   };
   RecordRows rowsOf(const program::KernelProgram &program, const program::ProgramRecord &record,
-                    const Shape &shape) const;
+                    const BoundRecord &bound, const Shape &shape) const;
   // `elements` elements from `from` to `to` on the stream (nothing when they are the same rows).
   Status copyRows(const program::ProgramRecord &record, CUdeviceptr to, CUdeviceptr from,
                   int64_t elements);

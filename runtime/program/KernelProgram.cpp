@@ -93,7 +93,7 @@ private:
                            ")");
     DLM_RETURN_IF_ERROR(checkDeclaredParameters(r, *spec));
     ProgramRecord kernel;
-    kernel.kind = spec->kind;
+    kernel.kind = spec->kind();
     kernel.function = function_;
     kernel.fullName = record.name.empty() ? record.kind : record.name;
     kernel.name = labelOf(kernel.fullName, function_ == kp::kDefaultFunction ? "" : function_);
@@ -101,7 +101,7 @@ private:
     std::vector<int64_t> widths;
     DLM_RETURN_IF_ERROR(readOperands(r, *spec, kernel, widths));
     SlotPlace place;
-    if (spec->hasResult)
+    if (spec->contract.hasResult)
       DLM_RETURN_IF_ERROR(readResult(r, kernel, place));
     RecordChecker checker(r, kernel, program_, widths, place.width, weights_, widenProjections_,
                           kv_, position + 1 == indices_.size());
@@ -112,7 +112,7 @@ private:
                           previous.operands[0] == kernel.operands[0] &&
                           previous.norm == kernel.norm && previous.eps == kernel.eps;
     }
-    if (spec->hasResult)
+    if (spec->contract.hasResult)
       define(kernel.result, place);
     program_.kernels.push_back(std::move(kernel));
     return Status::ok();
@@ -124,7 +124,7 @@ private:
                       std::vector<int64_t> &widths) const {
     StatusOr<std::string> operandList =
         r.has(kp::kOperands) ? r.text(kp::kOperands) : StatusOr<std::string>(std::string());
-    if (spec.operands == 0 && operandList && operandList->empty())
+    if (spec.contract.operands == 0 && operandList && operandList->empty())
       kernel.operands.clear(); // a record without operands may leave the list out
     else
       DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
@@ -132,20 +132,22 @@ private:
       DLM_ASSIGN(kernel.accumulate, r.flag(kp::kAccumulate));
     if (r.has(kp::kCudaKernel))
       DLM_ASSIGN(kernel.cudaKernel, r.text(kp::kCudaKernel));
-    const size_t operandCount = spec.operands == kAnyOperands
+    const int operands = spec.contract.operands;
+    const size_t operandCount = operands == kp::kAnyOperandCount
                                     ? std::max<size_t>(kernel.operands.size(), 1)
-                                    : spec.operands + (kernel.accumulate ? 1 : 0);
+                                    : static_cast<size_t>(operands) + (kernel.accumulate ? 1 : 0);
     if (kernel.operands.size() != operandCount)
-      return r.error(std::string(spec.name) + " takes " + str(static_cast<int64_t>(operandCount)) +
-                     " operands, got " + str(static_cast<int64_t>(kernel.operands.size())));
+      return r.error(std::string(spec.contract.name) + " takes " +
+                     str(static_cast<int64_t>(operandCount)) + " operands, got " +
+                     str(static_cast<int64_t>(kernel.operands.size())));
     for (size_t i = 0; i < kernel.operands.size(); ++i) {
       const int64_t slot = kernel.operands[i];
       if (slot >= static_cast<int64_t>(defined_.size()) || !defined_[slot])
         return r.error("operand slot " + str(slot) + " is not defined by an earlier record");
       widths.push_back(program_.slots[slot].width);
-      const int64_t wanted = spec.kind == KernelKind::embedding        ? kp::kTokensSlot
-                             : spec.kind == KernelKind::rope && i == 1 ? kp::kPositionsSlot
-                                                                       : -1;
+      const int64_t wanted = spec.kind() == KernelKind::embedding        ? kp::kTokensSlot
+                             : spec.kind() == KernelKind::rope && i == 1 ? kp::kPositionsSlot
+                                                                         : -1;
       if (wanted >= 0 && slot != wanted)
         return r.error("operand " + str(static_cast<int64_t>(i)) + " must be slot " + str(wanted) +
                        (wanted == kp::kTokensSlot ? " (the token ids)" : " (the positions)"));

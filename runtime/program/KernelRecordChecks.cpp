@@ -77,7 +77,7 @@ Status checkChoice(const RecordReader &r, const KernelKindSpec &kind,
       return Status::ok();
     listed += (i ? ", " : "") + std::string(parameter.choices[i]);
   }
-  return r.error("not supported yet: " + std::string(kind.name) + " " +
+  return r.error("not supported yet: " + std::string(kind.contract.name) + " " +
                  std::string(parameter.name) + " '" + value + "' (" + listed + ")");
 }
 
@@ -95,28 +95,21 @@ std::optional<KernelKindSpec> findKernelKind(std::string_view name) {
   const kp::KindContract *contract = kp::findKindContract(name);
   if (!contract)
     return std::nullopt;
-  return KernelKindSpec{contract,
-                        contract->name,
-                        static_cast<KernelKind>(contract->kind),
-                        contract->operands == kp::kAnyOperandCount
-                            ? kAnyOperands
-                            : static_cast<size_t>(contract->operands),
-                        contract->hasResult,
-                        kChecks[contract->kind].check};
+  return KernelKindSpec{*contract, kChecks[contract->kind].check};
 }
 
 Status checkDeclaredParameters(const RecordReader &r, const KernelKindSpec &kind) {
   for (const auto &[key, value] : r.parameters()) {
-    const kp::ParameterSpec *parameter = kp::findParameter(*kind.contract, key);
+    const kp::ParameterSpec *parameter = kp::findParameter(kind.contract, key);
     if (!parameter)
-      return r.error("parameter '" + key + "' is not one of a " + std::string(kind.name) +
+      return r.error("parameter '" + key + "' is not one of a " + std::string(kind.contract.name) +
                      " record's");
     if (!hasType(value, parameter->type))
       return r.error("parameter '" + key + "' is missing or not " + typeName(parameter->type));
     if (parameter->choiceCount)
       DLM_RETURN_IF_ERROR(checkChoice(r, kind, *parameter, std::get<std::string>(value)));
   }
-  DLM_RETURN_IF_ERROR(checkRequired(r, kind.contract->parameters, kind.contract->parameterCount));
+  DLM_RETURN_IF_ERROR(checkRequired(r, kind.contract.parameters, kind.contract.parameterCount));
   return checkRequired(r, kp::kCommonParameters, std::size(kp::kCommonParameters));
 }
 

@@ -65,16 +65,11 @@ private:
   const bool last; // the function's last record
 };
 
-inline constexpr size_t kAnyOperands = ~size_t(0);
-
 // A kind as the builder reads it: its contract (runtime/schema/KernelOps.td) and its check.
 struct KernelKindSpec {
-  const spec::kernels::KindContract *contract;
-  std::string_view name;
-  KernelKind kind;
-  size_t operands; // without the residual of an accumulating linear; kAnyOperands: one or more
-  bool hasResult;
+  const spec::kernels::KindContract &contract;
   Status (RecordChecker::*check)();
+  KernelKind kind() const { return static_cast<KernelKind>(contract.kind); }
 };
 
 // The kind named `name`; nullopt when there is none.
