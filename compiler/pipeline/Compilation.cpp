@@ -11,6 +11,7 @@
 #include "runtime/model/ModelSpec.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/program/DecodeProgramSet.h"
+#include "runtime/program/ProgramKnobs.h"
 
 #ifdef DLM_HAVE_NVRTC
 #include "compiler/codegen/KernelCompilation.h"
@@ -25,8 +26,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 
 namespace dlm::pipeline {
 namespace {
@@ -41,25 +40,6 @@ mlir::Type elementType(mlir::MLIRContext &context, artifact::DType dtype) {
   default: // f32, and FP8 E4M3 (with row scales), which every backend widens where it reads it
     return b.getF32Type();
   }
-}
-
-// A --knob value as written: true/false (or on/off, as dlm-run's flags), an integer, a real,
-// else text. The program's declaration decides whether that fits (an integer serves a real knob).
-artifact::AttributeValue knobValueOf(const std::string &text) {
-  if (text == "true" || text == "on")
-    return true;
-  if (text == "false" || text == "off")
-    return false;
-  char *end = nullptr;
-  errno = 0;
-  const long long integer = std::strtoll(text.c_str(), &end, 10);
-  if (!text.empty() && !*end && !errno)
-    return static_cast<int64_t>(integer);
-  errno = 0;
-  const double real = std::strtod(text.c_str(), &end);
-  if (!text.empty() && !*end && !errno)
-    return real;
-  return text;
 }
 
 // Every --knob must name a knob one of the artifact's programs declares.
@@ -92,7 +72,7 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
   if (options.stepCap > 0)
     knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
   for (const auto &[name, value] : options.knobs)
-    knobs[name] = knobValueOf(value);
+    knobs[name] = program::knobValueFromText(value);
   for (const std::string &name : policies) {
     DLM_ASSIGN_OR_RETURN(artifact::DecodingProgram program,
                          programs::buildDecodeProgram(name, knobs, options.unroll));

@@ -155,7 +155,8 @@ StatusOr<CudaBackend::LoopStepLaunch> CudaBackend::resolveStep(const StepPlan &s
 
 // The forwards the device chains: every step the same one, a full forward keeping the prefix
 // followed by cached forwards over it, or (the dual cache) a full forward keeping the whole
-// sequence followed by window forwards feeding [keep, block end) over it; each over
+// sequence followed by window forwards feeding [keep, feed end) over it (the block, or with
+// a vicinity the positions around it too: they hold still while the block is decoded); each over
 // sequence[0, total) returning the block's rows.
 Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) const {
   using Mode = ForwardStep::Mode;
@@ -177,9 +178,10 @@ Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) cons
   const bool dual = later.mode == Mode::window;
   if (dual && (first.mode != Mode::full || first.keep != plan.total))
     return Status::error("window forwards after a forward that does not keep the whole sequence");
-  if (dual && later.feedEnd != plan.end)
+  if (dual && (later.feedEnd < plan.end || later.feedEnd > plan.total))
     return Status::error("a window forward feeding up to " + str(later.feedEnd) +
-                         " rather than the block end " + str(plan.end));
+                         ", not between the block end " + str(plan.end) + " and the sequence end " +
+                         str(plan.total));
   if (!dual && first.keep != later.keep)
     return Status::error("forwards keeping different prefixes");
   // A window's first fed position plays the kept prefix's part.
@@ -200,8 +202,8 @@ Status CudaBackend::resolveForwards(const LoopPlan &plan, LoopLaunch &loop) cons
   const Shape full{plan.total, 0, plan.total, plan.begin, plan.end, inputs_};
   const Shape cached{plan.total - keep, keep, plan.total, plan.begin - keep, plan.end - keep,
                      inputs_};
-  const Shape window{plan.end - keep, keep, plan.total, plan.begin - keep, plan.end - keep,
-                     inputs_};
+  const Shape window{later.feedEnd - keep, keep,   plan.total, plan.begin - keep,
+                     plan.end - keep,      inputs_};
   loop.first = loop.cache == LoopLaunch::Cache::rebuilt ? full : cached;
   loop.later = dual ? window : loop.first;
   if (loop.cache == LoopLaunch::Cache::prefixFirst || dual) {

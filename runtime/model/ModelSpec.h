@@ -31,7 +31,7 @@ inline constexpr std::string_view kExtraCpuActivations = "cpu_activations";
 
 // Not a knob of any program: it selects the decode program by its policy name.
 inline constexpr std::string_view kKnobPolicy = "policy";            // string
-// The cache mode ("none" or "prefix"), which GenerateRequest::cache sets.
+// string: the cache mode, of the programs that declare one ("none", "prefix", "dual").
 inline constexpr std::string_view kKnobCache = "cache";
 inline constexpr std::string_view kKnobGenLength = "gen_length";     // int
 inline constexpr std::string_view kKnobBlockLength = "block_length"; // int

@@ -2,7 +2,9 @@
 
 #include "runtime/program/DecodeProgramSpec.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 
 namespace dlm::program {
 
@@ -71,6 +73,23 @@ Status checkRange(const KnobDeclaration &knob, const KnobValue &value) {
 }
 
 } // namespace
+
+artifact::AttributeValue knobValueFromText(const std::string &text) {
+  if (text == "true" || text == "on")
+    return true;
+  if (text == "false" || text == "off")
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  const long long integer = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && !*end && !errno)
+    return static_cast<int64_t>(integer);
+  errno = 0;
+  const double real = std::strtod(text.c_str(), &end);
+  if (!text.empty() && !*end && !errno)
+    return real;
+  return text;
+}
 
 Status applyKnob(const KnobDeclaration &knob, const artifact::AttributeValue &value,
                  KnobValue &out) {

@@ -8,6 +8,7 @@
 #include "runtime/program/DecodeProgram.h"
 
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,11 @@ namespace dlm::program {
 // text "none" unsets an optional knob.
 Status applyKnob(const KnobDeclaration &declaration, const artifact::AttributeValue &value,
                  KnobValue &out);
+
+// A knob value as a command line writes it (dlmc --knob, dlm-run --knob): true/false or on/off,
+// an integer, a real, else text. The program's declaration decides whether it fits (applyKnob:
+// an integer serves a real knob).
+artifact::AttributeValue knobValueFromText(const std::string &text);
 
 // Names a knob another program of the artifact declares, which a request may set (ignored here).
 using KnobFilter = std::function<bool(std::string_view)>;

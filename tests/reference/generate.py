@@ -4,7 +4,8 @@
     generate.py CKPT_DIR (--prompt-ids 1,2,3 | --prompt TEXT)
                 [--policy low-confidence|entropy-bound] [--gen-length 32] [--block-length 8]
                 [--steps 16] [--threshold T] [--step-cap N] [--temperature 0] [--seed 0] [--request 0]
-                [--cache none|prefix|dual] [--dump-logits first_forward.npy] [--json]
+                [--cache none|prefix|dual] [--knob NAME=VALUE]... [--dump-logits first_forward.npy]
+                [--json]
                 entropy-bound: [--max-steps 48] [--t-min 0.4] [--t-max 0.8]
                                [--entropy-bound 0.1] [--stability-threshold 1]
                                [--confidence-threshold 0.005] [--noise mask|uniform]
@@ -76,6 +77,9 @@ def parse_args(argv):
     ap.add_argument("--request", type=int, default=0)
     ap.add_argument("--cache", default="none", choices=["none", "prefix", "dual"],
                     help="dual: low-confidence only (the Fast-dLLM / dInfer dual cache)")
+    ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                    help="low-confidence: prefix_look, after_look, warmup_steps (dInfer's "
+                         "vicinity refresh), as dlm-run --knob takes them")
     ap.add_argument("--dump-logits", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--max-steps", type=int, default=48, help="entropy-bound: S")
@@ -88,6 +92,20 @@ def parse_args(argv):
                     help="entropy-bound canvas noise (default: mask if the model has a mask token)")
     ap.add_argument("--threads", type=int, default=1)
     return ap, ap.parse_args(argv)
+
+
+# The --knob names generate.py takes (integers all), as the low-confidence program declares them.
+KNOBS = ("prefix_look", "after_look", "warmup_steps")
+
+
+def knob_arguments(ap, knobs):
+    out = {}
+    for knob in knobs:
+        name, _, value = knob.partition("=")
+        if name not in KNOBS or not value.lstrip("-").isdigit():
+            ap.error(f"--knob {knob}: expected NAME=INTEGER with NAME one of {', '.join(KNOBS)}")
+        out[name] = int(value)
+    return out
 
 
 def main(argv=None):
@@ -125,7 +143,8 @@ def main(argv=None):
                                           low_threshold=a.low_threshold, depth=a.depth,
                                           credit=a.credit == "on", credit_alpha=a.credit_alpha,
                                           credit_beta=a.credit_beta,
-                                          credit_gamma=a.credit_gamma)
+                                          credit_gamma=a.credit_gamma,
+                                          **knob_arguments(ap, a.knob))
         else:
             res = samplers.entropy_bound(model, prompt, gen_length=a.gen_length,
                                          block_length=a.block_length, max_steps=a.max_steps,

@@ -42,6 +42,13 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     are kept; later steps feed only x[keep:block_end] (keep as for the prefix cache) at their
     positions, attending to that first forward's K/V of [0, keep) and [block_end, L) and to
     their own fresh K/V, which serve that forward only.
+    Vicinity refresh (dInfer, with the dual cache): prefix_look and after_look widen the later
+    steps' window to x[max(0, keep - prefix_look) : min(L, block_end + after_look)] (its logits
+    of the block's rows decoded); with warmup_steps > 0 the request's steps 0..warmup_steps
+    (the global counter) are full forwards: dInfer's warmup forwards (its `iter_no <
+    warmup_steps`) keep no cache, so the step after them builds it with a full forward.  dInfer
+    may run a second full forward when the warmup ends inside a later block (its block-change
+    test is skipped on the step that builds the cache); that is not reproduced.
 
 entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
     positions (initialised to the mask token; uniform-noise models: random_token stream 2 with
@@ -246,7 +253,7 @@ def _finish(prompt, x, eos, runner, t0, extra=None):
 def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, threshold=None,
                    temperature=0.0, seed=0, request=0, cache="none", dump=False, step_cap=None,
                    low_threshold=None, depth=1, credit=False, credit_alpha=0.7, credit_beta=0.8,
-                   credit_gamma=0.2):
+                   credit_gamma=0.2, prefix_look=0, after_look=0, warmup_steps=0):
     prompt = [int(t) for t in prompt]
     mask_id = model.mask_token_id
     if mask_id is None:
@@ -259,6 +266,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         raise GenerateError(f"steps {steps} is not divisible by the number of blocks {num_blocks}")
     if cache not in ("none", "prefix", "dual"):
         raise GenerateError(f"unknown cache mode {cache!r}")
+    if (prefix_look or after_look or warmup_steps) and cache != "dual":
+        raise GenerateError("prefix_look, after_look and warmup_steps refine the dual cache")
     spb = steps // num_blocks
     eos = model.eos_token_id
     shift = 1 if model.logit_shift else 0
@@ -277,7 +286,7 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         past = None
         keep = bs - shift
         while (x[bs:be] == mask_id).any():
-            if cache == "none" or i == 0:
+            if cache == "none" or i == 0 or (warmup_steps and step <= warmup_steps):
                 logits, kv = runner.full(x, return_kv=(cache != "none"))
                 rows = logits[bs:be]
                 if cache == "prefix":
@@ -288,8 +297,9 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
                 logits = runner.cached(x, keep, past)
                 rows = logits[bs - keep: be - keep]
             else:
-                logits = runner.window(x, keep, be, past)
-                rows = logits[bs - keep: be - keep]
+                begin, end = max(0, keep - prefix_look), min(len(x), be + after_look)
+                logits = runner.window(x, begin, end, past)
+                rows = logits[bs - begin: be - begin]
             cand = np.nonzero(x[bs:be] == mask_id)[0]
             pos = bs + cand
             if credit:

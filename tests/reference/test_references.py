@@ -687,6 +687,25 @@ class TestLowConfidence(unittest.TestCase):
         with self.assertRaises(samplers.GenerateError):
             samplers.entropy_bound(fm, [0], gen_length=2, block_length=2, cache="dual")
 
+    def test_vicinity_feeds(self):
+        conf = {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 5.0, 6: 6.0}
+        tok = {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 8}
+        fm = FakeModel(order_model(conf, tok))
+        res = samplers.low_confidence(fm, [0], gen_length=6, block_length=2, steps=6,
+                                      cache="dual", prefix_look=1, after_look=3)
+        self.assertEqual(res["output_ids"], [3, 4, 5, 6, 7, 8])
+        # windows [keep - 1, block end + 3) clipped to [0, 7)
+        self.assertEqual([(w[0], len(w[1])) for w in fm.windows], [(0, 6), (2, 5), (4, 3)])
+        # warmup 2: steps 0, 1 and 2 are full forwards (the third builds the cache), then each
+        # block's first
+        fm = FakeModel(order_model(conf, tok))
+        samplers.low_confidence(fm, [0], gen_length=6, block_length=3, steps=6, cache="dual",
+                                warmup_steps=2)
+        self.assertEqual([len(c[1]) for c in fm.calls], [7, 7, 7, 7, 3, 3])
+        with self.assertRaises(samplers.GenerateError):
+            samplers.low_confidence(fm, [0], gen_length=2, block_length=2, steps=2,
+                                    cache="prefix", after_look=1)
+
 
 class TestEntropyBound(unittest.TestCase):
     def test_converges_after_stability(self):

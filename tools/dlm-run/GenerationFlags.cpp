@@ -2,6 +2,7 @@
 
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/DecodeProgramSet.h"
+#include "runtime/program/ProgramKnobs.h"
 #include "tools/dlm-run/RequestLength.h"
 
 #include <cerrno>
@@ -21,7 +22,7 @@ const char *const kGenerationFlagsUsage =
     "               [--cache none|prefix|dual] [--max-steps N] [--t-min X] [--t-max X]\n"
     "               [--entropy-bound X] [--stability-threshold N] [--confidence-threshold X]\n"
     "               [--noise mask|uniform] [--max-new-tokens N] [--canvas-length N]\n"
-    "               [--top-k N] [--top-p X]\n"
+    "               [--top-k N] [--top-p X] [--knob NAME=VALUE]...\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--verify]\n";
 
 bool parseInteger(const std::string &text, int64_t &out) {
@@ -170,7 +171,15 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
     }
     return FlagParse::parsed;
   }
-  if (flag == "--seed") {
+  if (flag == "--knob") {
+    // Any knob the chosen program declares, by its name; the declaration types the value.
+    const size_t equals = value.find('=');
+    if (equals == 0 || equals == std::string::npos) {
+      error = "--knob takes NAME=VALUE, got '" + value + "'";
+      return FlagParse::bad;
+    }
+    request.knobs[value.substr(0, equals)] = program::knobValueFromText(value.substr(equals + 1));
+  } else if (flag == "--seed") {
     if (!parseUnsigned(value, request.seed))
       return bad();
   } else if (flag == "--request") {

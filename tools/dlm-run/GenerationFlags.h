@@ -1,5 +1,6 @@
 // The generation flags dlm-run and dlm-prof share: decoding knobs (--policy, --gen-length, ...),
-// --seed, --request, --cache, --backend, --threads, and the number parsers behind them.
+// --knob NAME=VALUE (any knob a program declares), --seed, --request, --cache, --backend,
+// --threads, and the number parsers behind them.
 #pragma once
 
 #include "runtime/session/Session.h"

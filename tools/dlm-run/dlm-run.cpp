@@ -60,7 +60,7 @@ const char *kUsage =
     "               [--max-steps N] [--t-min X] [--t-max X] [--entropy-bound X]\n"
     "               [--stability-threshold N] [--confidence-threshold X] [--noise mask|uniform]\n"
     "               [--max-new-tokens N] [--canvas-length N] [--top-k N] [--top-p X]\n"
-    "               [--stride N] [--verify-alpha X]\n"
+    "               [--stride N] [--verify-alpha X] [--knob NAME=VALUE]...\n"
     "               [--device cpu|cuda|cuda-emu] [--threads N] [--verify] [--json]\n"
     "               [--dump-logits PATH.npy]\n"
     "               [--decoder-input-ids 1,2,3] [--score]\n"
@@ -76,6 +76,9 @@ const char *kUsage =
     "confidence (logits + alpha * log(1 + credit); decay beta, boost gamma; 0.7, 0.8, 0.2).\n"
     "--cache prefix: a block's later steps reuse the K/V of everything before the block;\n"
     "--cache dual (low-confidence): also of everything after it, feeding only the block.\n"
+    "--knob NAME=VALUE: any knob the program declares (dlmc inspect lists them), e.g. dInfer's\n"
+    "vicinity refresh with --cache dual: prefix_look=16, after_look=16 (the window reaches that\n"
+    "far around the block), warmup_steps=4 (the first steps are full forwards).\n"
     "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n"
     "--chat TEXT: one user message (after --system TEXT, if given) in the artifact's chat\n"
     "template, with the generation prompt; special tokens in the messages stay text.\n";

@@ -7,7 +7,8 @@
 // credit, dInfer's credit decoding fuses a per-block credit into the logits first. A block ends
 // when it has no mask left. The cache: none, the prefix cache (the committed prefix's K/V reused)
 // or the dual cache (the block's first forward keeps the whole sequence's K/V, later ones feed
-// only the block over it).
+// only the block over it), with dInfer's vicinity refresh (the window widened by prefix_look and
+// after_look positions, full forwards for the request's first warmup_steps + 1 steps).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
 #include "compiler/programs/policies/Shared.h"
@@ -20,7 +21,7 @@ namespace gen = generate;
 
 struct Knobs {
   Value genLength, blockLength, steps, temperature, threshold, stepCap, lowThreshold, depth, credit,
-      creditAlpha, creditBeta, creditGamma, cache;
+      creditAlpha, creditBeta, creditGamma, cache, prefixLook, afterLook, warmupSteps;
 };
 
 Knobs declareKnobs(PolicyBuilder &p) {
@@ -47,6 +48,12 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.creditGamma = p.realKnob("credit_gamma", 0.2);
   k.cache = p.textKnob("cache", StringRef("none"), "none,prefix,dual",
                        "unknown cache mode '{}' (expected none, prefix or dual)");
+  // dInfer's vicinity refresh: the dual cache's later steps also recompute the K/V of
+  // prefix_look positions before the block and after_look after it; the first warmup_steps
+  // forwards of the request are full ones.
+  k.prefixLook = p.intKnob("prefix_look", 0, 0);
+  k.afterLook = p.intKnob("after_look", 0, 0);
+  k.warmupSteps = p.intKnob("warmup_steps", 0, 0);
   return k;
 }
 
@@ -77,6 +84,16 @@ void checkCredit(PolicyBuilder &p, const Knobs &k) {
   p.check(p.either("gammaValid", creditOff, gammaPositive), "credit_gamma must be > 0");
 }
 
+// The vicinity refines the dual cache only (dInfer's vicinity iteration has no other).
+void checkVicinity(PolicyBuilder &p, const Knobs &k, Value dual) {
+  Value zero = p.integer(0);
+  Value noPrefixLook = p.eq("noPrefixLook", k.prefixLook, zero);
+  Value noLook = p.both("noLook", noPrefixLook, p.eq("noAfterLook", k.afterLook, zero));
+  Value noVicinity = p.both("noVicinity", noLook, p.eq("noWarmup", k.warmupSteps, zero));
+  p.check(p.either("vicinityValid", dual, noVicinity),
+          "prefix_look, after_look and warmup_steps refine the dual cache; cache is '{}'", k.cache);
+}
+
 // What the steps of every block share.
 struct Plan {
   Value blocks, stepsPerBlock, prefix, dual, capOn, hierarchical, confidenceDriven, highThreshold,
@@ -89,6 +106,7 @@ Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
   plan.stepsPerBlock = p.div("stepsPerBlock", k.steps, blocks);
   plan.prefix = p.eq("prefix", k.cache, p.text("prefix"));
   plan.dual = p.eq("dual", k.cache, p.text("dual"));
+  checkVicinity(p, k, plan.dual);
   Value thresholdOn = p.defined("thresholdOn", k.threshold);
   plan.capOn = p.defined("capOn", k.stepCap);
   // Hierarchical decoding (dInfer) with low_threshold: like the threshold rule, it unmasks as the
@@ -175,6 +193,14 @@ void buildLowConfidence(ModuleOp module) {
         // The dual cache: the block's first forward keeps the K/V of the whole sequence, later
         // ones feed only [cacheKeep, end) over it (the window's K/V replace their cached range).
         Value firstKeep = p.select("firstKeep", plan.dual, plan.total, fullKeep);
+        // Vicinity refresh: the window reaches prefix_look before the kept prefix and after_look
+        // past the block, within the sequence.
+        Value lookBack = p.sub("lookBack", cacheKeep, k.prefixLook);
+        Value windowBegin =
+            p.select("windowBegin", p.ge("lookBackInside", lookBack, zero), lookBack, zero);
+        Value lookAhead = p.add("lookAhead", end, k.afterLook);
+        Value windowEnd = p.select("windowEnd", p.le("lookAheadInside", lookAhead, plan.total),
+                                   lookAhead, plan.total);
         gen::WindowOp::create(b, begin, end);
         Value masked = p.value("masked", gen::CountEqOp::create(b, p.i64(), mask));
         Value schedule = p.value(
@@ -184,7 +210,12 @@ void buildLowConfidence(ModuleOp module) {
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
             "denoise_step", plan.cap, k.blockLength, step, credit, {"i", "s"}, "ran",
             [&](Value i, Value s, ValueRange held) {
-              Value first = p.eq("first", i, zero);
+              // A block's first step is a full forward, and so are the request's first
+              // warmup_steps steps and the one after them: dInfer's warmup forwards keep no
+              // cache, so the step that ends the warmup builds it.
+              Value warmupOn = p.gt("warmupOn", k.warmupSteps, zero);
+              Value warming = p.both("warming", warmupOn, p.le("inWarmup", s, k.warmupSteps));
+              Value first = p.either("first", p.eq("blockStart", i, zero), warming);
               Value later = p.negate("later", first);
               Value cached = p.both("cached", plan.prefix, later);
               Value windowed = p.both("windowed", plan.dual, later);
@@ -197,7 +228,7 @@ void buildLowConfidence(ModuleOp module) {
                     p.ifThen(
                         windowed,
                         [&] {
-                          p.forward({"window", plan.total, cacheKeep, begin, end, end});
+                          p.forward({"window", plan.total, windowBegin, begin, end, windowEnd});
                         },
                         [&] {
                           p.forward({"full", plan.total, firstKeep, begin, end});

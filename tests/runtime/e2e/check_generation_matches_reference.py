@@ -7,7 +7,8 @@ generate exactly what the independent PyTorch reference (tests/reference/generat
 
 For each model of tests/models/make_tiny_models.py that dlm supports and each decoding setting
 below (low-confidence greedy / Gumbel / threshold / dInfer's hierarchical and credit decoding,
-entropy-bound; cache none, prefix and, for low-confidence, dual):
+entropy-bound; cache none, prefix and, for low-confidence, dual with and without dInfer's vicinity
+refresh):
   * output_ids and forwards identical;
   * prompt_ids and text identical (text prompts go through both tokenizers);
   * first decoded forward's logits (--dump-logits) within 1e-3 of the reference, relative to the
@@ -53,6 +54,13 @@ SETTINGS = {
     "threshold_dual": ["--steps", "32", "--threshold", "0.9", "--cache", "dual"],
     "small_blocks_dual": ["--gen-length", "16", "--block-length", "4", "--steps", "8",
                           "--temperature", "0.6", "--seed", "2", "--cache", "dual"],
+    # dInfer's vicinity refresh: the window reaches prefix_look before the block and after_look
+    # past it (clipped to the sequence); a warmup of full forwards, the step after it one too.
+    "vicinity_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "8", "--cache", "dual",
+                        "--knob", "prefix_look=3", "--knob", "after_look=5"],
+    "vicinity_warmup_threshold": ["--steps", "32", "--threshold", "0.5", "--cache", "dual",
+                                  "--knob", "prefix_look=16", "--knob", "after_look=40",
+                                  "--knob", "warmup_steps=3"],
     # Fast-dLLM semantics: as many steps as the confidence needs, whatever --steps says; a cap
     # only when asked for.
     "threshold_any_steps": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],

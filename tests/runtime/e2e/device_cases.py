@@ -13,7 +13,8 @@ GPU kit and scripts/gpu-check runs check from it on a real GPU (docs/gpu-check.m
 
 The cases (all at f32 device precision unless said otherwise):
   * SETTINGS on every model of MODELS (low-confidence greedy / Gumbel / threshold / hierarchical /
-    credit, entropy-bound; cache none, prefix and, for low-confidence, dual): output_ids and
+    credit, entropy-bound; cache none, prefix and, for low-confidence, dual and its vicinity
+    refresh): output_ids and
     forwards identical, first logits within LOGITS_TOLERANCE of the cpu's (relative to the
     largest cpu logit). GRAPH_SETTING also runs eagerly (DLM_CUDA_GRAPHS=0): graph replays and
     eager forwards must give identical ids and logits.
@@ -70,6 +71,13 @@ SETTINGS = {
                                    "--credit", "on", "--temperature", "0.5", "--seed", "3"],
     "greedy_dual": ["--steps", "16", "--cache", "dual"],
     "gumbel_dual": ["--steps", "16", "--temperature", "0.8", "--seed", "7", "--cache", "dual"],
+    # dInfer's vicinity refresh: wider window forwards over the dual cache.
+    "vicinity_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "8", "--cache", "dual",
+                        "--knob", "prefix_look=3", "--knob", "after_look=5"],
+    # A warmup of full forwards first (a block whose steps' forwards differ runs on the host).
+    "vicinity_warmup_threshold": ["--steps", "32", "--threshold", "0.5", "--seed", "9", "--cache",
+                                  "dual", "--knob", "prefix_look=16", "--knob", "after_look=40",
+                                  "--knob", "warmup_steps=3"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
                              "--cache", "prefix"],
@@ -134,6 +142,10 @@ DEVICE_LOOP_SETTINGS = {
     "loop_threshold_gumbel_dual": (
         "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
                       "9", "--cache", "dual"], {}),
+    # Vicinity refresh: window forwards reaching the sequence's ends.
+    "loop_vicinity_threshold": (
+        "threshold", ["--steps", "32", "--threshold", "0.5", "--seed", "9", "--cache", "dual",
+                      "--knob", "prefix_look=16", "--knob", "after_look=40"], {}),
     "loop_dual_dump": ("fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "5",
                                  "--cache", "dual"], {"dump": True}),
     "loop_entropy_bound": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",
@@ -163,7 +175,7 @@ CHECKED_BUILD_CASES = [
     "llama credit_hierarchical_gumbel", "llada loop_dual_dump",
     "dream loop_gumbel_dual_chunk1_eager", "dream loop_threshold_gumbel_prefix",
     "dream loop_entropy_bound_converging_dump", "qwen3_int8 greedy", "llada_fp8 gumbel_prefix",
-    "dream_bf16 greedy", "tiny_f32_swa seed5",
+    "dream_bf16 greedy", "tiny_f32_swa seed5", "llada loop_vicinity_threshold",
 ]
 
 
