@@ -9,9 +9,13 @@
 // Every forward function of the artifact is held (DiffusionGemma: "encode" and "decode");
 // forward() runs any of them in the full, cached or append mode, its input rows uploaded for the
 // soft embedding; forwardBatch() packs several KV sequences' forwards into one run (the serving
-// scheduler's; forward() is its one-part case). Nothing here knows what a layer is. The same code drives a real driver
-// (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device cuda-emu, the
-// kernels' source compiled on the host).
+// scheduler's; forward() is its one-part case). Nothing here knows what a layer is. The same code
+// drives a real driver (libcuda + cuBLASLt, cubin or PTX) and the emulated one (dlm-run --device
+// cuda-emu, the kernels' source compiled on the host).
+//
+// By concern: setup, binding and the forward entry points (CudaBackend.cpp), the workspace and
+// staging buffers (CudaWorkspace.cpp), the records' launches (CudaRecordLaunch.cpp), CUDA graphs
+// (ForwardGraphs.cpp) and the device block loop (CudaBackendBlockLoop.cpp).
 //
 // Weights are uploaded once at the kernels' precision (f32 or bf16). The KV pool lives on the
 // device (each layer its own K/V width), its pages handed out by kv::PagedKvCache as on the CPU.
