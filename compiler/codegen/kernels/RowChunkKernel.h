@@ -1,0 +1,36 @@
+// What the elementwise row kernels (add, scale, gated_activation) share: 256 threads per block,
+// each thread one vector of a row (grid x = ceil(width / vector / 256), y = rows), the guard, the
+// launch fields, the specialisation {width, element} and the translation unit. A kernel gives
+// only its parameters and the code for one in-range (row, chunk).
+#pragma once
+
+#include "compiler/codegen/KernelSource.h"
+#include "compiler/codegen/Kernels.h"
+
+#include <string>
+#include <vector>
+
+namespace dlm::codegen {
+
+struct RowChunkKernel {
+  std::string kind;
+  // The entry point's name without the "_w<width>_<element>" suffix the helper adds.
+  std::string namePrefix;
+  ElementType element = ElementType::bf16;
+  int64_t width = 0;
+  // Before the trailing `int rows` the helper adds; ${element} stands for the CUDA element type.
+  std::vector<KernelParameter> parameters;
+  // Device functions before the kernel (may be empty).
+  std::string helpers;
+  // The body for one (row, chunk): Element, kWidth, kVector and kChunks are defined.
+  std::string chunk;
+  // The header comment's line, without the " over rows of <width>." the helper adds.
+  std::string summary;
+  // Entries of the specialisation besides width and element.
+  artifact::Attributes specialisation;
+};
+
+// The kernel, or an error naming the kind when the width is outside [1, 2^24].
+StatusOr<KernelSource> generateRowChunkKernel(const RowChunkKernel &spec);
+
+} // namespace dlm::codegen
