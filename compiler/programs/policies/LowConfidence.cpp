@@ -49,8 +49,8 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.cache = p.textKnob("cache", StringRef("none"), "none,prefix,dual",
                        "unknown cache mode '{}' (expected none, prefix or dual)");
   // dInfer's vicinity refresh: the dual cache's later steps also recompute the K/V of
-  // prefix_look positions before the block and after_look after it; the first warmup_steps
-  // forwards of the request are full ones.
+  // prefix_look positions before the block and after_look after it; the request's first
+  // warmup_steps forwards, and the one after them, are full ones.
   k.prefixLook = p.intKnob("prefix_look", 0, 0);
   k.afterLook = p.intKnob("after_look", 0, 0);
   k.warmupSteps = p.intKnob("warmup_steps", 0, 0);
@@ -97,7 +97,7 @@ void checkVicinity(PolicyBuilder &p, const Knobs &k, Value dual) {
 // What the steps of every block share.
 struct Plan {
   Value blocks, stepsPerBlock, prefix, dual, capOn, hierarchical, confidenceDriven, highThreshold,
-      creditCapacity, cap, lastStep, total;
+      creditCapacity, cap, lastStep, total, warmupOn;
 };
 
 Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
@@ -107,6 +107,7 @@ Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
   plan.prefix = p.eq("prefix", k.cache, p.text("prefix"));
   plan.dual = p.eq("dual", k.cache, p.text("dual"));
   checkVicinity(p, k, plan.dual);
+  plan.warmupOn = p.gt("warmupOn", k.warmupSteps, p.integer(0));
   Value thresholdOn = p.defined("thresholdOn", k.threshold);
   plan.capOn = p.defined("capOn", k.stepCap);
   // Hierarchical decoding (dInfer) with low_threshold: like the threshold rule, it unmasks as the
@@ -213,8 +214,7 @@ void buildLowConfidence(ModuleOp module) {
               // A block's first step is a full forward, and so are the request's first
               // warmup_steps steps and the one after them: dInfer's warmup forwards keep no
               // cache, so the step that ends the warmup builds it.
-              Value warmupOn = p.gt("warmupOn", k.warmupSteps, zero);
-              Value warming = p.both("warming", warmupOn, p.le("inWarmup", s, k.warmupSteps));
+              Value warming = p.both("warming", plan.warmupOn, p.le("inWarmup", s, k.warmupSteps));
               Value first = p.either("first", p.eq("blockStart", i, zero), warming);
               Value later = p.negate("later", first);
               Value cached = p.both("cached", plan.prefix, later);
