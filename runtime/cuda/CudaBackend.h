@@ -181,7 +181,9 @@ private:
     // Only one-part forwards are captured as graphs, so the key leaves them out.
     const std::vector<PackedPart> *parts = nullptr;
     // A window forward's keys run past its tokens; the key length is an uploaded input, but
-    // keying graphs by it keeps a window and a cached forward of one shape apart on principle.
+    // keying graphs by it keeps most windows and cached forwards apart (a window reaching the
+    // sequence end has a cached forward's shape: the same launches, only the host's cache
+    // bookkeeping differs).
     ForwardGraphs::Shape key() const {
       return std::tuple(count, first, keys, rowsBegin, rowsEnd,
                         static_cast<int64_t>(reinterpret_cast<uintptr_t>(function)), inputWidth,

@@ -97,7 +97,7 @@ struct GenerateRequest {
   std::vector<int32_t> promptIds;
   std::optional<std::string> promptText;
   // Knob overrides by their names ("gen_length", "threshold", "cache", "policy", ...): what the
-  // artifact's programs declare (dlmc inspect lists them).
+  // artifact's programs declare (dlmc compile --emit=decode shows them).
   artifact::Attributes knobs;
   uint64_t seed = 0;
   uint64_t requestId = 0;

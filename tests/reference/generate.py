@@ -102,8 +102,8 @@ def knob_arguments(ap, knobs):
     out = {}
     for knob in knobs:
         name, _, value = knob.partition("=")
-        if name not in KNOBS or not value.lstrip("-").isdigit():
-            ap.error(f"--knob {knob}: expected NAME=INTEGER with NAME one of {', '.join(KNOBS)}")
+        if name not in KNOBS or not value.isdigit():
+            ap.error(f"--knob {knob}: expected NAME=N (N >= 0) with NAME one of {', '.join(KNOBS)}")
         out[name] = int(value)
     return out
 
@@ -146,6 +146,8 @@ def main(argv=None):
                                           credit_gamma=a.credit_gamma,
                                           **knob_arguments(ap, a.knob))
         else:
+            if a.knob:
+                ap.error("--knob: the entropy-bound reference takes no knobs")
             res = samplers.entropy_bound(model, prompt, gen_length=a.gen_length,
                                          block_length=a.block_length, max_steps=a.max_steps,
                                          t_min=a.t_min, t_max=a.t_max, bound=a.entropy_bound,

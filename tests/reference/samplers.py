@@ -43,8 +43,8 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     positions, attending to that first forward's K/V of [0, keep) and [block_end, L) and to
     their own fresh K/V, which serve that forward only.
     Vicinity refresh (dInfer, with the dual cache): prefix_look and after_look widen the later
-    steps' window to x[max(0, keep - prefix_look) : min(L, block_end + after_look)] (its logits
-    of the block's rows decoded); with warmup_steps > 0 the request's steps 0..warmup_steps
+    steps' window to x[max(0, min(keep, block_start - prefix_look)) : min(L, block_end +
+    after_look)] (its logits of the block's rows decoded); with warmup_steps > 0 the request's steps 0..warmup_steps
     (the global counter) are full forwards: dInfer's warmup forwards (its `iter_no <
     warmup_steps`) keep no cache, so the step after them builds it with a full forward.  dInfer
     may run a second full forward when the warmup ends inside a later block (its block-change
@@ -266,6 +266,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         raise GenerateError(f"steps {steps} is not divisible by the number of blocks {num_blocks}")
     if cache not in ("none", "prefix", "dual"):
         raise GenerateError(f"unknown cache mode {cache!r}")
+    if min(prefix_look, after_look, warmup_steps) < 0:
+        raise GenerateError("prefix_look, after_look and warmup_steps must be >= 0")
     if (prefix_look or after_look or warmup_steps) and cache != "dual":
         raise GenerateError("prefix_look, after_look and warmup_steps refine the dual cache")
     spb = steps // num_blocks
@@ -297,7 +299,7 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
                 logits = runner.cached(x, keep, past)
                 rows = logits[bs - keep: be - keep]
             else:
-                begin, end = max(0, keep - prefix_look), min(len(x), be + after_look)
+                begin, end = max(0, min(keep, bs - prefix_look)), min(len(x), be + after_look)
                 logits = runner.window(x, begin, end, past)
                 rows = logits[bs - begin: be - begin]
             cand = np.nonzero(x[bs:be] == mask_id)[0]

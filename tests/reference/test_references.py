@@ -702,6 +702,16 @@ class TestLowConfidence(unittest.TestCase):
         samplers.low_confidence(fm, [0], gen_length=6, block_length=3, steps=6, cache="dual",
                                 warmup_steps=2)
         self.assertEqual([len(c[1]) for c in fm.calls], [7, 7, 7, 7, 3, 3])
+        # Dream's shifted row: the window starts at keep = block start - 1 at least, else
+        # prefix_look before the block
+        fm = FakeModel(order_model(conf, tok), shift=True)
+        samplers.low_confidence(fm, [0, 0], gen_length=4, block_length=2, steps=4, cache="dual",
+                                prefix_look=1)
+        self.assertEqual([w[0] for w in fm.windows], [1, 3])
+        fm = FakeModel(order_model(conf, tok), shift=True)
+        samplers.low_confidence(fm, [0, 0], gen_length=4, block_length=2, steps=4, cache="dual",
+                                prefix_look=2)
+        self.assertEqual([w[0] for w in fm.windows], [0, 2])
         with self.assertRaises(samplers.GenerateError):
             samplers.low_confidence(fm, [0], gen_length=2, block_length=2, steps=2,
                                     cache="prefix", after_look=1)

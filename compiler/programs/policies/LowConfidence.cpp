@@ -51,9 +51,10 @@ Knobs declareKnobs(PolicyBuilder &p) {
   // dInfer's vicinity refresh: the dual cache's later steps also recompute the K/V of
   // prefix_look positions before the block and after_look after it; the request's first
   // warmup_steps forwards, and the one after them, are full ones.
-  k.prefixLook = p.intKnob("prefix_look", 0, 0);
-  k.afterLook = p.intKnob("after_look", 0, 0);
-  k.warmupSteps = p.intKnob("warmup_steps", 0, 0);
+  // Bounded so that no request overflows a position (a window is clipped to the sequence).
+  k.prefixLook = p.intKnob("prefix_look", 0, 0, int64_t(1) << 30);
+  k.afterLook = p.intKnob("after_look", 0, 0, int64_t(1) << 30);
+  k.warmupSteps = p.intKnob("warmup_steps", 0, 0, 65536);
   return k;
 }
 
@@ -192,13 +193,16 @@ void buildLowConfidence(ModuleOp module) {
         Value cacheKeep = p.sub("cacheKeep", begin, p.fact("shift"));
         Value fullKeep = p.select("fullKeep", plan.prefix, cacheKeep, zero);
         // The dual cache: the block's first forward keeps the K/V of the whole sequence, later
-        // ones feed only [cacheKeep, end) over it (the window's K/V replace their cached range).
+        // ones feed only the window [windowBegin, windowEnd) over it (the window's K/V replace
+        // their cached range): [cacheKeep, end) without a vicinity.
         Value firstKeep = p.select("firstKeep", plan.dual, plan.total, fullKeep);
-        // Vicinity refresh: the window reaches prefix_look before the kept prefix and after_look
-        // past the block, within the sequence.
-        Value lookBack = p.sub("lookBack", cacheKeep, k.prefixLook);
+        // Vicinity refresh: the window reaches prefix_look positions before the block (at least
+        // to cacheKeep, for a logit shift's row) and after_look past it, within the sequence.
+        Value lookBack = p.sub("lookBack", begin, k.prefixLook);
+        Value nearBack =
+            p.select("nearBack", p.le("lookBackNear", lookBack, cacheKeep), lookBack, cacheKeep);
         Value windowBegin =
-            p.select("windowBegin", p.ge("lookBackInside", lookBack, zero), lookBack, zero);
+            p.select("windowBegin", p.ge("nearBackInside", nearBack, zero), nearBack, zero);
         Value lookAhead = p.add("lookAhead", end, k.afterLook);
         Value windowEnd = p.select("windowEnd", p.le("lookAheadInside", lookAhead, plan.total),
                                    lookAhead, plan.total);

@@ -142,10 +142,10 @@ DEVICE_LOOP_SETTINGS = {
     "loop_threshold_gumbel_dual": (
         "threshold", ["--steps", "32", "--threshold", "0.5", "--temperature", "0.7", "--seed",
                       "9", "--cache", "dual"], {}),
-    # Vicinity refresh: window forwards reaching the sequence's ends.
+    # Vicinity refresh: windows clipped at the sequence's start and end, and inside it.
     "loop_vicinity_threshold": (
         "threshold", ["--steps", "32", "--threshold", "0.5", "--seed", "9", "--cache", "dual",
-                      "--knob", "prefix_look=16", "--knob", "after_look=40"], {}),
+                      "--knob", "prefix_look=12", "--knob", "after_look=5"], {}),
     "loop_dual_dump": ("fixed", ["--steps", "16", "--temperature", "0.8", "--seed", "5",
                                  "--cache", "dual"], {"dump": True}),
     "loop_entropy_bound": ("entropy", ["--policy", "entropy-bound", "--max-steps", "12",
