@@ -98,7 +98,7 @@ void checkVicinity(PolicyBuilder &p, const Knobs &k, Value dual) {
 // What the steps of every block share.
 struct Plan {
   Value blocks, stepsPerBlock, prefix, dual, capOn, hierarchical, confidenceDriven, highThreshold,
-      creditCapacity, cap, lastStep, total, warmupOn;
+      creditCapacity, cap, lastStep, total, warmupEnd;
 };
 
 Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
@@ -108,7 +108,11 @@ Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
   plan.prefix = p.eq("prefix", k.cache, p.text("prefix"));
   plan.dual = p.eq("dual", k.cache, p.text("dual"));
   checkVicinity(p, k, plan.dual);
-  plan.warmupOn = p.gt("warmupOn", k.warmupSteps, p.integer(0));
+  // The steps before warmupEnd are full forwards: the warmup's and the one after it (none
+  // without a warmup), bounded once so that a step tests one comparison.
+  Value warmupOn = p.gt("warmupOn", k.warmupSteps, p.integer(0));
+  Value afterWarmup = p.add("afterWarmup", k.warmupSteps, p.integer(1));
+  plan.warmupEnd = p.select("warmupEnd", warmupOn, afterWarmup, p.integer(0));
   Value thresholdOn = p.defined("thresholdOn", k.threshold);
   plan.capOn = p.defined("capOn", k.stepCap);
   // Hierarchical decoding (dInfer) with low_threshold: like the threshold rule, it unmasks as the
@@ -218,7 +222,7 @@ void buildLowConfidence(ModuleOp module) {
               // A block's first step is a full forward, and so are the request's first
               // warmup_steps steps and the one after them: dInfer's warmup forwards keep no
               // cache, so the step that ends the warmup builds it.
-              Value warming = p.both("warming", plan.warmupOn, p.le("inWarmup", s, k.warmupSteps));
+              Value warming = p.gt("warming", plan.warmupEnd, s);
               Value first = p.either("first", p.eq("blockStart", i, zero), warming);
               Value later = p.negate("later", first);
               Value cached = p.both("cached", plan.prefix, later);
