@@ -361,6 +361,8 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     if (failed(setWeight(&op, r, kp::kWeight, soft.getTable())))
       return failure();
     setAttr(r, kp::kScaleParameter, soft.getScaleAttr());
+    if (IntegerAttr maskToken = soft.getMaskTokenAttr())
+      setAttr(r, kp::kMaskToken, maskToken);
     defineResult(r, soft.getResult());
     return success();
   }

@@ -156,17 +156,35 @@ Status validateOptions(const CompileOptions &options) {
 }
 
 mlir::OwningOpRef<mlir::ModuleOp> importForward(mlir::MLIRContext &context,
-                                                const importer::ImportedCheckpoint &checkpoint) {
+                                                const importer::ImportedCheckpoint &checkpoint,
+                                                bool smoothing) {
   std::vector<mlir::Type> types;
   for (const safetensors::TensorView *view : checkpoint.views)
     types.push_back(elementType(context, *importer::weightDType(*view)));
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      importer::buildForwardModule(context, checkpoint.model, types);
+      importer::buildForwardModule(context, checkpoint.model, types, smoothing);
   mlir::PassManager pm(&context);
   pm.addPass(mlir::createCanonicalizerPass());
   if (failed(mlir::verify(*module)) || failed(pm.run(*module)))
     return nullptr;
   return module;
+}
+
+Status Compilation::checkSmoothing(const CompileOptions &options) const {
+  if (!options.smoothing)
+    return Status::ok();
+  if (module_)
+    return Status::error("not supported yet: --smoothing with an ONNX model");
+  if (!options.draft.empty())
+    return Status::error("--smoothing does not combine with --draft (iteration smoothing is a "
+                         "low-confidence technique)");
+  if (checkpoint_->model.blockDiffusion)
+    return Status::error("--smoothing: " + checkpoint_->model.config.architecture +
+                         " has forward functions of its own; iteration smoothing is for "
+                         "low-confidence models");
+  if (checkpoint_->model.config.maskTokenId < 0)
+    return Status::error("--smoothing needs a mask token; the model has none");
+  return Status::ok();
 }
 
 Compilation::Compilation() = default;
@@ -197,10 +215,11 @@ Status Compilation::compile(const CompileOptions &options) {
           .withContext("checkpoint '" + checkpoint_->directory + "'");
   }
   module_ = onnx_.takeModule();
+  DLM_RETURN_IF_ERROR(checkSmoothing(options));
   if (!options.draft.empty())
     DLM_RETURN_IF_ERROR(importDraft(options));
   if (!module_)
-    module_ = importForward(context_, *checkpoint_);
+    module_ = importForward(context_, *checkpoint_, options.smoothing);
   if (!module_)
     return Status::error("internal error: the imported IR of '" + checkpoint_->directory +
                          "' does not verify");

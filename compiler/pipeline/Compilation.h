@@ -51,6 +51,10 @@ struct CompileOptions {
   // --knob name=value: the default of any knob a decode program declares (text as written; a
   // number or true/false is typed as such and checked against the knob's declaration).
   std::vector<std::pair<std::string, std::string>> knobs;
+  // --smoothing: also compile the forward function `smooth` that the low-confidence program's
+  // iteration smoothing runs (knob smoothing > 0). Off by default: its input rows take
+  // [tokens, vocabulary] floats of workspace.
+  bool smoothing = false;
 };
 
 // The policies of `options.policy`, in order; empty when it is empty.
@@ -64,9 +68,11 @@ std::string defaultPolicies(const importer::ModelDescription &model);
 // --block-length 8", "unknown --target tpu (expected cpu, cuda or all)", ...).
 Status validateOptions(const CompileOptions &options);
 
-// The checkpoint's @forward as verified, canonicalized dlm IR (dlmc import).
+// The checkpoint's @forward (and with `smoothing` @smooth) as verified, canonicalized dlm IR
+// (dlmc import).
 mlir::OwningOpRef<mlir::ModuleOp> importForward(mlir::MLIRContext &context,
-                                                const importer::ImportedCheckpoint &checkpoint);
+                                                const importer::ImportedCheckpoint &checkpoint,
+                                                bool smoothing = false);
 
 class Compilation {
 public:
@@ -94,6 +100,9 @@ private:
   Status generateCudaKernels(const CompileOptions &options, artifact::KernelTarget &program);
   Status resolvePolicies(const CompileOptions &options);
   Status importDraft(const CompileOptions &options);
+  // --smoothing's requirements: a safetensors checkpoint of a model with a mask token, no drafter
+  // and no forward functions of its own.
+  Status checkSmoothing(const CompileOptions &options) const;
   void setProgramKnobs(const CompileOptions &options, const programs::DecodingPolicy &policy);
 
   mlir::MLIRContext context_;

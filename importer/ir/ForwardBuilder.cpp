@@ -208,21 +208,37 @@ public:
                  const std::vector<Type> &weightTypes, std::vector<int64_t> captured = {})
       : ModelIr(context, model, weightTypes), captured_(std::move(captured)) {}
 
-  OwningOpRef<ModuleOp> build() {
+  // With `smoothing`, also @smooth(ids, positions, logits): @forward over iteration smoothing's
+  // input embeddings (dInfer, appendix A.1), E[x] plus, on the rows whose token is the mask,
+  // softmax(logits) @ E scaled by the caller's input scale.
+  OwningOpRef<ModuleOp> build(bool smoothing = false) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
     describeModule(*module);
     buildInto(*module);
+    if (smoothing) {
+      created_.clear();
+      buildInto(*module, /*smooth=*/true);
+      (*module)->setAttr("dlm.forward_functions", b_.getStrArrayAttr({"forward", "smooth"}));
+    }
     return module;
   }
 
-  void buildInto(ModuleOp module) {
+  void buildInto(ModuleOp module, bool smooth = false) {
     const int64_t width = config_.hiddenSize;
     Type featuresType = activations(width * static_cast<int64_t>(captured_.size()));
-    Block *entry = beginFunction(module, "forward", {},
-                                 captured_.empty() ? ArrayRef<Type>{} : ArrayRef(featuresType));
+    Block *entry =
+        smooth ? beginFunction(module, "smooth", {logitsType()})
+               : beginFunction(module, "forward", {},
+                               captured_.empty() ? ArrayRef<Type>{} : ArrayRef(featuresType));
     Value tokens = entry->getArgument(0), positions = entry->getArgument(1);
     Value x = EmbeddingOp::create(b_, loc_, activations(width), tokens, weight(spec::kEmbed),
                                   b_.getF32FloatAttr(1.0f));
+    if (smooth)
+      x = arith::AddFOp::create(
+          b_, loc_, x,
+          dlm::ir::SoftEmbeddingOp::create(b_, loc_, activations(width), entry->getArgument(2),
+                                           weight(spec::kEmbed), b_.getF32FloatAttr(1.0f),
+                                           b_.getI64IntegerAttr(config_.maskTokenId)));
     std::map<int64_t, Value> afterLayer;
     for (int64_t layer = 0; layer < config_.numLayers; ++layer)
       afterLayer[layer] = x = buildLayer(layer, x, positions);
@@ -335,7 +351,7 @@ private:
   Value selfConditioning(Value scLogits) {
     auto hidden = activations(config_.hiddenSize);
     Value soft = dlm::ir::SoftEmbeddingOp::create(b_, loc_, hidden, scLogits, weight(spec::kEmbed),
-                                                  embedScale());
+                                                  embedScale(), IntegerAttr());
     Value normed = rmsNorm(soft, weight(spec::kScPreNorm));
     return dlm::ir::GatedMLPOp::create(b_, loc_, hidden, normed, weight(spec::kScGate),
                                        weight(spec::kScUp), weight(spec::kScDown),
@@ -482,12 +498,12 @@ OwningOpRef<ModuleOp> buildSpeculativeModule(MLIRContext &context, const ModelDe
 }
 
 OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &context, const ModelDescription &model,
-                                         const std::vector<Type> &weightTypes) {
+                                         const std::vector<Type> &weightTypes, bool smoothing) {
   context.loadDialect<dlm::ir::DlmDialect, func::FuncDialect, arith::ArithDialect,
                       tensor::TensorDialect>();
   if (model.blockDiffusion)
     return BlockDiffusionBuilder(context, model, weightTypes).build();
-  return ForwardBuilder(context, model, weightTypes).build();
+  return ForwardBuilder(context, model, weightTypes).build(smoothing);
 }
 
 } // namespace dlm::importer

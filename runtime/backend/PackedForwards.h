@@ -19,6 +19,7 @@ struct ForwardInput {
   const float *rows = nullptr;
   int64_t width = 0;
   int64_t count = 0;
+  float scale = 1.0f; // ForwardSpec::inputScale
 };
 
 // One sequence's share of a packed forward: its fed tokens at positions span.first.. of its KV
@@ -67,7 +68,7 @@ inline StatusOr<PackedPart> preparePart(kv::PagedKvCache &cache,
                                         const program::KernelProgram &program,
                                         const SequenceForward &forward, bool sharePrefix) {
   const sampling::ForwardSpec &spec = forward.spec;
-  ForwardInput input{spec.input, spec.inputWidth, 0};
+  ForwardInput input{spec.input, spec.inputWidth, 0, spec.inputScale};
   if (spec.input) {
     DLM_ASSIGN_OR_RETURN(input.count, forwardInputRows(spec));
     DLM_RETURN_IF_ERROR(checkForwardInput(program, spec, input.count));

@@ -336,9 +336,11 @@ Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
   const std::vector<Part> &parts = run.parts;
   return timedRecord(run, [&] {
     for (const Part &part : parts)
-      DLM_RETURN_IF_ERROR(softEmbedding(
-          part.input.rows, part.span.count, part.input.width, *k.weight, k.scale,
-          slot(k.result, count) + part.offset * width, softEmbeddingScratch_, pool_.threads()));
+      DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count, part.input.width,
+                                        *k.weight, static_cast<float>(k.scale) * part.input.scale,
+                                        packedTokens_.data() + part.offset, k.maskToken,
+                                        slot(k.result, count) + part.offset * width,
+                                        softEmbeddingScratch_, pool_.threads()));
     return Status::ok();
   });
 }

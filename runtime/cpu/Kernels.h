@@ -155,12 +155,13 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
 
 // The forward's float input rows as a soft_embedding reads them: out[t, H] =
 // (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
-// float32 with a double sum); zeros when input is null. `scratch` holds kSoftEmbeddingChunk rows
+// float32 with a double sum); zeros when input is null, and on the rows whose token (`tokens`,
+// one per row) is not `maskToken` when that is >= 0. `scratch` holds kSoftEmbeddingChunk rows
 // of inputWidth probabilities (SoftEmbeddingScratch).
 inline constexpr int64_t kSoftEmbeddingChunk = 32;
 Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
-                     const model::HostTensor &table, double scale, float *out,
-                     std::vector<float> &scratch, int threads);
+                     const model::HostTensor &table, float scale, const int32_t *tokens,
+                     int64_t maskToken, float *out, std::vector<float> &scratch, int threads);
 
 // Speculative decoding's row moves (InputRows.cpp), rows of `width` floats:
 // out[rows] = input[0, given) then zero rows (forward_input; input may be null when given is 0).

@@ -690,6 +690,7 @@ Status CudaBackend::uploadParts(const std::vector<PackedPart> &parts, CUdevicept
     host[layout.queryStarts + p] = static_cast<int32_t>(at);
     host[layout.queryStarts + p + 1] = static_cast<int32_t>(at + part.span.count);
     host[layout.kvLengths + p] = static_cast<int32_t>(part.span.keys);
+    std::memcpy(host + layout.inputScales + p, &part.input.scale, sizeof(float));
     const std::vector<kv::PageIndex> &table = kv_->blockTable(part.sequence);
     if (static_cast<int64_t>(table.size()) > tablePages_)
       return Status::error("forward: the sequence holds " + str(table.size()) +

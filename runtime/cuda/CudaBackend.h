@@ -301,7 +301,10 @@ private:
   // positions [T], queryStarts [parts + 1], kvLengths [parts], blockTables [parts, tablePages]
   // (T = reservedTokens_; one part: the layout of a single-sequence forward).
   struct InputLayout {
-    int64_t positions = 0, queryStarts = 0, kvLengths = 0, blockTables = 0, end = 0;
+    // inputScales: each part's ForwardInput::scale, a float in an int32 slot (a graph's soft
+    // embeddings read it from there, so a replay takes the new forward's).
+    int64_t positions = 0, queryStarts = 0, kvLengths = 0, inputScales = 0, blockTables = 0,
+            end = 0;
   };
   InputLayout inputLayout() const;
   // Copies the inputs of a forward of the session's sequence into `shape.inputs`.

@@ -337,8 +337,12 @@ Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
       long long inputStride = part.input.rows ? part.input.width : 0, outStride = width;
       int inputWidth = static_cast<int>(inputStride);
       float scale = static_cast<float>(k.scale);
-      void *arguments[] = {&input, &inputStride, &inputWidth, &tokens,
-                           &table, &scale,       &out,        &outStride};
+      CUdeviceptr partTokens = shape.inputs + static_cast<size_t>(part.offset) * sizeof(int32_t),
+                  inputScale = shape.inputs +
+                               static_cast<size_t>(inputLayout().inputScales + p) * sizeof(int32_t);
+      int maskToken = static_cast<int>(k.maskToken);
+      void *arguments[] = {&input,      &inputStride, &inputWidth, &tokens, &table,    &scale,
+                           &partTokens, &maskToken,   &inputScale, &out,    &outStride};
       DLM_RETURN_IF_ERROR(launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1,
                                  arguments, what.c_str()));
       inputAt += static_cast<size_t>(partInputFloats(part)) * sizeof(float);

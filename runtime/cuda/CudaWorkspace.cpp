@@ -47,7 +47,8 @@ CudaBackend::InputLayout CudaBackend::inputLayout() const {
   layout.positions = reservedTokens_;
   layout.queryStarts = 2 * reservedTokens_;
   layout.kvLengths = layout.queryStarts + reservedParts_ + 1;
-  layout.blockTables = layout.kvLengths + reservedParts_;
+  layout.inputScales = layout.kvLengths + reservedParts_;
+  layout.blockTables = layout.inputScales + reservedParts_;
   layout.end = layout.blockTables + reservedParts_ * tablePages_;
   return layout;
 }
@@ -76,7 +77,7 @@ Status CudaBackend::reserveBuffers(int64_t tokens, int64_t logitRows, int64_t pa
   const size_t logits = layout.add(static_cast<size_t>(logitRows * d.vocabSize) * sizeof(float));
   const int64_t tablePages = kv_->pagesFor(maxSequenceLength_);
   inputBytes_ =
-      static_cast<size_t>(2 * tokens + 2 * parts + 1 + parts * tablePages) * sizeof(int32_t);
+      static_cast<size_t>(2 * tokens + 3 * parts + 1 + parts * tablePages) * sizeof(int32_t);
   const size_t inputs = layout.add(inputBytes_);
   const size_t loopInputs = layout.add(inputBytes_);
   // Float rows for a soft embedding, or forward_input rows at the device precision (no wider).

@@ -58,6 +58,8 @@ struct ProgramRecord {
   int64_t rotatedPairs = 0;
   // attention: the window (0 = none), as the contract defines it for each mask.
   int64_t window = 0;
+  // soft_embedding: only the rows whose token is this id (-1: every row); the others are zero.
+  int64_t maskToken = -1;
   // lm_head: logits = softcap * tanh(logits / softcap) (0 = none).
   double softcap = 0;
   // moe: the weights, the expert count, the experts per token, each expert's intermediate width

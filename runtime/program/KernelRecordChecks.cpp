@@ -131,6 +131,10 @@ Status RecordChecker::softEmbedding() {
   DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
   if (!std::isfinite(kernel.scale))
     return r.error("the embedding scale is not finite");
+  DLM_ASSIGN(kernel.maskToken, optional<int64_t>(r, kp::kMaskToken, "an integer", -1));
+  if (r.has(kp::kMaskToken) && (kernel.maskToken < 0 || kernel.maskToken >= d.embeddingSize))
+    return r.error("mask_token " + str(kernel.maskToken) + " is not a token id of the " +
+                   str(d.embeddingSize) + "-row embedding");
   return Status::ok();
 }
 

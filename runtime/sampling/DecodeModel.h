@@ -60,6 +60,8 @@ struct ForwardSpec {
   // How many fed rows (from the first) `input` holds; -1: every fed row. The records read zero
   // rows past them (forward_input) or take another operand's (select_input_rows).
   int64_t inputRows = -1;
+  // The factor the soft_embedding records' rows take at run time, on top of their own scale.
+  float inputScale = 1.0f;
 
   // A forward of the default function without input.
   static ForwardSpec of(Mode mode, const int32_t *tokens, int64_t count, int64_t keep,

@@ -194,13 +194,16 @@ def GeluMul : KernelKind<"gelu_mul", 2> {
   let cudaKernels = "gatedActivation";
   let cudaLaunch = "enqueueElementwise";
 }
-// (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale for each fed token, where the
-// input is the forward's float input rows ([T, V'], V' <= the table's rows; DecodeModel's
-// ForwardSpec::input), and zero rows when the forward has no input (self-conditioning's first
-// step). weight [E, H] (the embedding table).
+// (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale * the forward's input scale
+// for each fed token, where the input is the forward's float input rows ([T, V'], V' <= the
+// table's rows; DecodeModel's ForwardSpec::input and inputScale), and zero rows when the forward
+// has no input (self-conditioning's first step). With mask_token (>= 0), only the rows whose
+// token is that id; the others are zero rows (iteration smoothing's masked positions). weight
+// [E, H] (the embedding table).
 def SoftEmbedding : KernelKind<"soft_embedding", 0> {
   let cudaLaunch = "enqueuePerPart";
-  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale);
+  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale,
+                        Optional<Integer>:$mask_token);
 }
 // Mixture of experts, as DiffusionGemma computes it: operands (router input r, expert input x),
 // both [T, H] → y [T, H].

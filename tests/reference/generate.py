@@ -79,7 +79,8 @@ def parse_args(argv):
                     help="dual: low-confidence only (the Fast-dLLM / dInfer dual cache)")
     ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                     help="low-confidence: prefix_look, after_look, warmup_steps (dInfer's "
-                         "vicinity refresh), as dlm-run --knob takes them")
+                         "vicinity refresh); smoothing, smoothing_init, smoothing_growth, "
+                         "threshold_decay (its iteration smoothing); as dlm-run --knob takes them")
     ap.add_argument("--dump-logits", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--max-steps", type=int, default=48, help="entropy-bound: S")
@@ -94,17 +95,22 @@ def parse_args(argv):
     return ap, ap.parse_args(argv)
 
 
-# The --knob names generate.py takes (integers all), as the low-confidence program declares them.
-KNOBS = ("prefix_look", "after_look", "warmup_steps")
+# The --knob names generate.py takes, with their types, as the low-confidence program declares
+# them.
+KNOBS = {"prefix_look": int, "after_look": int, "warmup_steps": int, "smoothing": float,
+         "smoothing_init": float, "smoothing_growth": float, "threshold_decay": float}
 
 
 def knob_arguments(ap, knobs):
     out = {}
     for knob in knobs:
         name, _, value = knob.partition("=")
-        if name not in KNOBS or not value.isdigit():
-            ap.error(f"--knob {knob}: expected NAME=N (N >= 0) with NAME one of {', '.join(KNOBS)}")
-        out[name] = int(value)
+        try:
+            out[name] = KNOBS[name](value)
+        except (KeyError, ValueError):
+            ap.error(f"--knob {knob}: expected NAME=VALUE with NAME one of {', '.join(KNOBS)}")
+        if not out[name] >= 0:
+            ap.error(f"--knob {knob}: the value must be >= 0")
     return out
 
 

@@ -261,7 +261,7 @@ class Model:
         out = (probs @ vv).transpose(0, 1).reshape(n, s.n_heads * s.head_dim)
         return out @ lw["o"].T, new_kv
 
-    def forward(self, ids, start=0, past_kv=None, return_kv=False, shift=None):
+    def forward(self, ids, start=0, past_kv=None, return_kv=False, shift=None, embeds=None):
         """Logits for `ids` placed at positions start..start+n-1.
 
         past_kv: None or a list (one per layer) of (K, V) tensors [n_kv_heads, start, head_dim]
@@ -274,6 +274,9 @@ class Model:
         forward the shift can only look inside the new tokens: row 0 of the chunk keeps its own
         logits, so a caller that needs the exact shifted row for position `start` feeds one
         position earlier (see samplers.py).
+
+        embeds: the input embeddings [n, hidden] in place of the rows of `ids` (dInfer's
+        inputs_embeds: iteration smoothing's).
         """
         s = self.spec
         ids = self._ids(ids)
@@ -282,7 +285,7 @@ class Model:
                 raise ValueError("past_kv does not match start")
         elif start != 0:
             raise ValueError("start > 0 needs past_kv")
-        return self._layers(ids, start, past_kv, None, return_kv, shift)
+        return self._layers(ids, start, past_kv, None, return_kv, shift, embeds)
 
     def forward_window(self, ids, start, cache_kv, shift=None):
         """Logits for `ids` placed at positions start..start+n-1 inside a cached sequence.
@@ -311,13 +314,13 @@ class Model:
             raise ValueError("token id out of range")
         return ids
 
-    def _layers(self, ids, start, past_kv, future_kv, return_kv, shift):
+    def _layers(self, ids, start, past_kv, future_kv, return_kv, shift, embeds=None):
         """The transformer over `ids` at positions start..; past_kv / future_kv: per-layer K/V of
         the positions before / after them (None: none)."""
         s = self.spec
         n = ids.shape[0]
         positions = torch.arange(start, start + n)
-        h = self.embed[ids]
+        h = self.embed[ids] if embeds is None else embeds
         kvs = []
         with torch.no_grad():
             for li, lw in enumerate(self.layers):

@@ -49,6 +49,12 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     warmup_steps`) keep no cache, so the step after them builds it with a full forward.  dInfer
     may run a second full forward when the warmup ends inside a later block (its block-change
     test is skipped on the step that builds the cache); that is not reproduced.
+    Iteration smoothing (dInfer's IterationSmooth, appendix A.1; cache none only): step j's
+    forward takes as input embeddings E[x] and, at the positions still masked, E[mask] + w *
+    softmax(z) @ E with z the previous step's logits of that position (every row of the
+    sequence) and w = min(smoothing_init + smoothing_growth (j - 1), smoothing); step 0 has
+    E[x] alone. Step j's threshold (the threshold rule's, the hierarchical rule's high one) is
+    max(1 - threshold_decay j, threshold); the fixed count ignores it. j: the global step.
 
 entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
     positions (initialised to the mask token; uniform-noise models: random_token stream 2 with
@@ -210,9 +216,9 @@ class _Runner:
         self.forwards = 0
         self.first_logits = None
 
-    def full(self, seq, return_kv=False):
+    def full(self, seq, return_kv=False, embeds=None):
         out = self.model.forward(torch.as_tensor(np.asarray(seq), dtype=torch.long),
-                                 return_kv=return_kv)
+                                 return_kv=return_kv, embeds=embeds)
         logits, kv = (out if return_kv else (out, None))
         return self._done(logits), kv
 
@@ -250,10 +256,24 @@ def _finish(prompt, x, eos, runner, t0, extra=None):
     return res
 
 
+def smoothed_embeddings(model, x, mask_id, last_logits, weight):
+    """dInfer's H2Embed (IterationSmooth): E[x], and on the positions still masked E[mask] +
+    weight * softmax(last_logits) @ E (float32; the vocabulary's rows of E). None: the first
+    forward's plain E[x]."""
+    embeds = model.embed[torch.as_tensor(x, dtype=torch.long)]
+    if last_logits is None:
+        return embeds
+    logits = torch.as_tensor(last_logits)
+    expected = torch.softmax(logits, dim=-1) @ model.embed[: logits.shape[1]]
+    masked = torch.as_tensor(x == mask_id)[:, None]
+    return torch.where(masked, weight * expected + embeds, embeds)
+
+
 def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, threshold=None,
                    temperature=0.0, seed=0, request=0, cache="none", dump=False, step_cap=None,
                    low_threshold=None, depth=1, credit=False, credit_alpha=0.7, credit_beta=0.8,
-                   credit_gamma=0.2, prefix_look=0, after_look=0, warmup_steps=0):
+                   credit_gamma=0.2, prefix_look=0, after_look=0, warmup_steps=0, smoothing=0.0,
+                   smoothing_init=0.15, smoothing_growth=0.02, threshold_decay=0.02):
     prompt = [int(t) for t in prompt]
     mask_id = model.mask_token_id
     if mask_id is None:
@@ -270,6 +290,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         raise GenerateError("prefix_look, after_look and warmup_steps must be >= 0")
     if (prefix_look or after_look or warmup_steps) and cache != "dual":
         raise GenerateError("prefix_look, after_look and warmup_steps refine the dual cache")
+    if smoothing and cache != "none":
+        raise GenerateError("not supported yet: smoothing with a cache")
     spb = steps // num_blocks
     eos = model.eos_token_id
     shift = 1 if model.logit_shift else 0
@@ -280,6 +302,7 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
     x = np.array(prompt + [mask_id] * gen_length, dtype=np.int64)
     runner = _Runner(model)
     step = 0
+    last_logits = None  # iteration smoothing's: the last forward's, every row
     for b in range(num_blocks):
         bs, be = P + b * block_length, P + (b + 1) * block_length
         schedule = num_transfer_tokens(int((x[bs:be] == mask_id).sum()), spb)
@@ -288,7 +311,13 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         past = None
         keep = bs - shift
         while (x[bs:be] == mask_id).any():
-            if cache == "none" or i == 0 or (warmup_steps and step <= warmup_steps):
+            if smoothing:
+                logits, _ = runner.full(x, embeds=smoothed_embeddings(
+                    model, x, mask_id, last_logits,
+                    min(smoothing_init + smoothing_growth * (step - 1), smoothing)))
+                last_logits = logits
+                rows = logits[bs:be]
+            elif cache == "none" or i == 0 or (warmup_steps and step <= warmup_steps):
                 logits, kv = runner.full(x, return_kv=(cache != "none"))
                 rows = logits[bs:be]
                 if cache == "prefix":
@@ -309,16 +338,18 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
                                     credit_beta, credit_gamma)
             x0, conf = decode_rows(rows[cand], pos, temperature, seed, request, step, mask_id)
             order = top_k_order(conf, pos)
+            high = 1.0 if threshold is None else threshold
+            if smoothing:  # dInfer's iter_threshold
+                high = max(1 - step * threshold_decay, high)
             if threshold is None and low_threshold is None:
                 sel = order[:schedule[i] if i < len(schedule) else 1]
             elif step_cap is not None and i >= step_cap - 1:
                 sel = order  # the explicit step cap: unmask everything left
             elif low_threshold is not None:
-                sel = np.nonzero(hierarchical_accept(conf, pos, 1.0 if threshold is None
-                                                     else threshold, low_threshold, depth))[0]
+                sel = np.nonzero(hierarchical_accept(conf, pos, high, low_threshold, depth))[0]
             else:
-                # `conf >= threshold` is a prefix of `order` since order sorts conf descending
-                sel = order[:max(1, int((conf >= threshold).sum()))]
+                # `conf >= high` is a prefix of `order` since order sorts conf descending
+                sel = order[:max(1, int((conf >= high).sum()))]
             x[pos[sel]] = x0[sel]
             i += 1
             step += 1

@@ -460,15 +460,18 @@ class FakeModel:
         self.causal = causal
         self.calls = []
         self.windows = []  # (start, ids, cached positions) of each window forward
+        self.embeds = []  # the input embeddings of each forward (None: the ids')
+        self.embed = torch.arange(vocab * 2, dtype=torch.float32).reshape(vocab, 2) / vocab
 
     def forward_window(self, ids, start, cache_kv, shift=None):
         ids = [int(i) for i in ids]
         self.windows.append((start, list(ids), cache_kv[0][0].shape[1]))
         return self.forward(ids, start)
 
-    def forward(self, ids, start=0, past_kv=None, return_kv=False, shift=None):
+    def forward(self, ids, start=0, past_kv=None, return_kv=False, shift=None, embeds=None):
         ids = [int(i) for i in ids]
         self.calls.append((start, list(ids)))
+        self.embeds.append(embeds)
         rows = [self.fn(start + j, ids, start) for j in range(len(ids))]
         out = torch.tensor(np.array(rows, dtype=np.float32))
         if return_kv:
@@ -715,6 +718,44 @@ class TestLowConfidence(unittest.TestCase):
         with self.assertRaises(samplers.GenerateError):
             samplers.low_confidence(fm, [0], gen_length=2, block_length=2, steps=2,
                                     cache="prefix", after_look=1)
+
+    def test_smoothed_embeddings(self):
+        class Table:
+            embed = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])  # token 2: the mask
+        x = np.array([0, 2, 1])
+        last = np.array([[5, 0, 0], [0, math.log(3), -math.inf], [0, 0, 9]], dtype=np.float32)
+        self.assertTrue(torch.equal(samplers.smoothed_embeddings(Table, x, 2, None, 0.5),
+                                    Table.embed[[0, 2, 1]]))
+        # softmax([0, log 3, -inf]) = [1/4, 3/4, 0]: E[2] + 0.5 * [0.25, 0.75]; others E[x]
+        got = samplers.smoothed_embeddings(Table, x, 2, last, 0.5)
+        self.assertTrue(torch.allclose(got, torch.tensor([[1.0, 0.0], [2.125, 2.375],
+                                                          [0.0, 1.0]])))
+
+    def test_smoothing_inputs_and_threshold(self):
+        # Every masked position's top token at probability 0.7 (e^L = 35 against 15 ones).
+        tokens = {1: 3, 2: 4, 3: 5, 4: 6}
+        fm = FakeModel(lambda pos, ids, s: peaked(tokens.get(pos, 0), math.log(35.0)))
+        plain = samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
+                                        threshold=0.5)
+        self.assertEqual(plain["forwards"], 1)  # 0.7 >= 0.5 everywhere
+        fm = FakeModel(lambda pos, ids, s: peaked(tokens.get(pos, 0), math.log(35.0)))
+        res = samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
+                                      threshold=0.5, smoothing=0.3)
+        self.assertEqual(res["output_ids"], [3, 4, 5, 6])
+        # step j's threshold max(1 - 0.02 j, 0.5) > 0.7 for j < 15: one token a step
+        self.assertEqual(res["forwards"], 4)
+        first_ids = torch.as_tensor(fm.calls[0][1])
+        self.assertTrue(torch.equal(fm.embeds[0], fm.embed[first_ids]))
+        # step 1: the three masked positions add w_0 = 0.15 times their expected embedding
+        ids = torch.as_tensor(fm.calls[1][1])
+        probs = torch.softmax(torch.tensor(np.array(
+            [peaked(tokens.get(p, 0), math.log(35.0)) for p in range(5)], dtype=np.float32)), -1)
+        want = fm.embed[ids] + (ids == 15)[:, None] * (0.15 * (probs @ fm.embed[:16]))
+        self.assertTrue(torch.allclose(fm.embeds[1], want))
+        self.assertEqual(int((ids == 15).sum()), 3)
+        with self.assertRaises(samplers.GenerateError):
+            samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
+                                    cache="prefix", smoothing=0.3)
 
 
 class TestEntropyBound(unittest.TestCase):

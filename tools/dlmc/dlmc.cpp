@@ -118,6 +118,12 @@ struct CompileFlags {
       cl::desc("Denoising steps per unrolled loop iteration (>= 1; 1 = not unrolled): the device "
                "loop's steps per CUDA graph, checked for convergence once per graph"),
       cl::init(4), cl::sub(sub)};
+  cl::opt<bool> smoothing{
+      "smoothing",
+      cl::desc("Also compile the forward function 'smooth' that iteration smoothing runs (the "
+               "low-confidence knob smoothing > 0, dInfer's IterationSmooth); its input rows take "
+               "[tokens, vocabulary] floats of workspace"),
+      cl::init(false), cl::sub(sub)};
 };
 
 std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
@@ -153,6 +159,7 @@ std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
   options.stepCap = stepCap;
   options.temperature = temperature;
   options.unroll = unroll;
+  options.smoothing = smoothing;
   for (const std::string &knob : knobs) {
     const size_t equals = knob.find('=');
     if (equals == std::string::npos)

@@ -14,7 +14,10 @@
 //
 // Arguments: input [rows, inputWidth] f32 (row stride inputStride) or null, inputWidth (<= the
 // table's rows), rows, table [>= inputWidth, width] (rows contiguous, the device precision),
-// scale, out [rows, width] (row stride outStride, the device precision).
+// scale, tokens [rows] and maskToken (>= 0: a row of another token is a zero row; iteration
+// smoothing's masked positions), inputScale (a device float the forward's caller sets, which
+// multiplies scale: a graph's replay reads the new forward's), out [rows, width] (row stride
+// outStride, the device precision).
 // Grid: x = ceil(width / 128), y = ceil(rows / 64); 256 threads.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
@@ -45,7 +48,7 @@ ${signature}) {
   __shared__ __align__(16) float sProbability[kTileInput][kPitch]; // [input in tile][row]
   __shared__ __align__(16) float sTable[kTileInput][kTileColumns]; // [input in tile][column]
   __shared__ float sMax[kTileRows];
-  __shared__ float sInverseSum[kTileRows];
+  __shared__ float sInverseSum[kTileRows]; // 0 for a row outside or of another token
 
   const int firstRow = blockIdx.y * kTileRows;
   const int firstColumn = blockIdx.x * kTileColumns;
@@ -67,7 +70,8 @@ ${signature}) {
   for (int r = warp; r < kTileRows; r += kWarps) {
     const int row = firstRow + r;
     float max = dlm_device::negativeInfinity(), sum = 0.f;
-    if (row < rows) {
+    const bool used = row < rows && (maskToken < 0 || tokens[row] == maskToken);
+    if (used) {
       const float *in = input + (long long)row * inputStride;
       for (int j = lane; j < inputWidth; j += 32)
         max = fmaxf(max, in[j]);
@@ -77,8 +81,8 @@ ${signature}) {
       sum = dlm_device::warpSum(sum);
     }
     if (lane == 0) {
-      sMax[r] = row < rows ? max : 0.f;
-      sInverseSum[r] = row < rows ? 1.f / sum : 0.f;
+      sMax[r] = used ? max : 0.f;
+      sInverseSum[r] = used ? 1.f / sum : 0.f;
     }
   }
   __syncthreads();
@@ -97,7 +101,7 @@ ${signature}) {
       const int r = index / kTileInput, k = index % kTileInput;
       const int row = firstRow + r, column = firstInput + k;
       float probability = 0.f;
-      if (row < rows && column < inputWidth)
+      if (row < rows && column < inputWidth && sInverseSum[r] != 0.f)
         probability =
             expf(input[(long long)row * inputStride + column] - sMax[r]) * sInverseSum[r];
       sProbability[k][r] = probability;
@@ -130,6 +134,7 @@ ${signature}) {
     __syncthreads();
   }
 
+  const float factor = scale * *inputScale;
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     const int row = firstRow + rowThread * kRowsPerThread + i;
@@ -140,7 +145,7 @@ ${signature}) {
       const int column = firstColumn + columnThread * kColumnsPerThread + j;
       if (column < kWidth)
         dlm_device::storeFloat(out + (long long)row * outStride + column,
-                               accumulator[i][j] * scale);
+                               accumulator[i][j] * factor);
     }
   }
 }
@@ -170,6 +175,9 @@ StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params) 
       {"int", "rows"},
       {"const " + element + " *__restrict__", "table"},
       {"float", "scale"},
+      {"const int *__restrict__", "tokens"},
+      {"int", "maskToken"},
+      {"const float *__restrict__", "inputScale"},
       {element + " *__restrict__", "out"},
       {"long long", "outStride"},
   };

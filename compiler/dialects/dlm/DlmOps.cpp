@@ -598,6 +598,11 @@ LogicalResult SoftEmbeddingOp::verify() {
   double scale = getScale().convertToDouble();
   if (!std::isfinite(scale))
     return emitOpError() << "scale must be finite, got " << number(scale);
+  if (IntegerAttr maskToken = getMaskTokenAttr()) {
+    const int64_t mask = maskToken.getInt();
+    if (mask < 0 || (isStatic(t[0]) && mask >= t[0]))
+      return emitOpError() << "mask_token " << mask << " is not a row of the table";
+  }
   return success();
 }
 

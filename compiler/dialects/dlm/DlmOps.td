@@ -478,13 +478,17 @@ def Dlm_SoftEmbeddingOp : Dlm_Op<"soft_embedding", [Pure]> {
     (float32), `table : [Vpad, H]`, `V <= Vpad`: DiffusionGemma's
     self-conditioning signal from the previous step's logits, without a
     `[S, V]` probability tensor in memory. When the logits are absent at run
-    time (a canvas's first step) the result is zero.
+    time (a canvas's first step) the result is zero. The forward's caller may
+    scale it further at run time (a decode forward's `input_scale`). With
+    `mask_token`, rows whose token is another id are zero: iteration
+    smoothing's expected embeddings, on the masked positions only.
 
     Example:
     `%e = dlm.soft_embedding %l, %t {scale = 8.0 : f32} : tensor<8x512xf32>, tensor<512x64xf32> -> tensor<8x64xf32>`
   }];
   let arguments = (ins RankedTensorOf<[F32]>:$logits, Dlm_FloatTensor:$table,
-                       DefaultValuedAttr<F32Attr, "1.0">:$scale);
+                       DefaultValuedAttr<F32Attr, "1.0">:$scale,
+                       OptionalAttr<I64Attr>:$mask_token);
   let results = (outs Dlm_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $table attr-dict `:` type($logits) `,` type($table) `->` type($result)

@@ -8,7 +8,8 @@
 // when it has no mask left. The cache: none, the prefix cache (the committed prefix's K/V reused)
 // or the dual cache (the block's first forward keeps the whole sequence's K/V, later ones feed
 // only the block over it), with dInfer's vicinity refresh (the window widened by prefix_look and
-// after_look positions, full forwards for the request's first warmup_steps + 1 steps).
+// after_look positions, full forwards for the request's first warmup_steps + 1 steps). With
+// smoothing, dInfer's iteration smoothing (docs/design/contracts-from-the-compiler.md §7).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
 #include "compiler/programs/policies/Shared.h"
@@ -21,8 +22,16 @@ namespace gen = generate;
 
 struct Knobs {
   Value genLength, blockLength, steps, temperature, threshold, stepCap, lowThreshold, depth, credit,
-      creditAlpha, creditBeta, creditGamma, cache, prefixLook, afterLook, warmupSteps;
+      creditAlpha, creditBeta, creditGamma, cache, prefixLook, afterLook, warmupSteps, smoothing,
+      smoothingInit, smoothingGrowth, thresholdDecay;
 };
+
+// A real knob of at least 0.
+Value nonNegativeReal(PolicyBuilder &p, StringRef name, double fallback) {
+  Builder &b = p.b();
+  return p.knob(name, p.f64(),
+                {b.getF64FloatAttr(fallback), false, {}, {}, b.getI64IntegerAttr(0)});
+}
 
 Knobs declareKnobs(PolicyBuilder &p) {
   Builder &b = p.b();
@@ -55,6 +64,13 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.prefixLook = p.intKnob("prefix_look", 0, 0, int64_t(1) << 30);
   k.afterLook = p.intKnob("after_look", 0, 0, int64_t(1) << 30);
   k.warmupSteps = p.intKnob("warmup_steps", 0, 0, 65536);
+  // dInfer's iteration smoothing (IterationSmooth): after global step j, a masked position's next
+  // input is E[mask] + w_j softmax(z_j) @ E with w_j = min(smoothing_init + smoothing_growth j,
+  // smoothing), and step j's threshold is max(1 - threshold_decay j, threshold). 0: off.
+  k.smoothing = nonNegativeReal(p, "smoothing", 0.0);
+  k.smoothingInit = nonNegativeReal(p, "smoothing_init", 0.15);
+  k.smoothingGrowth = nonNegativeReal(p, "smoothing_growth", 0.02);
+  k.thresholdDecay = nonNegativeReal(p, "threshold_decay", 0.02);
   return k;
 }
 
@@ -95,10 +111,20 @@ void checkVicinity(PolicyBuilder &p, const Knobs &k, Value dual) {
           "prefix_look, after_look and warmup_steps refine the dual cache; cache is '{}'", k.cache);
 }
 
+// Smoothing re-embeds every position from the last forward's logits: with a cache it would need
+// the embeddings of the positions the cache skips, which dlm does not keep.
+Value checkSmoothing(PolicyBuilder &p, const Knobs &k) {
+  Value smoothOn = p.gt("smoothOn", k.smoothing, p.real(0.0));
+  Value noCache = p.eq("noCache", k.cache, p.text("none"));
+  p.check(p.either("smoothingValid", p.negate("smoothOff", smoothOn), noCache),
+          "not supported yet: smoothing with a cache (cache is '{}')", k.cache);
+  return smoothOn;
+}
+
 // What the steps of every block share.
 struct Plan {
   Value blocks, stepsPerBlock, prefix, dual, capOn, hierarchical, confidenceDriven, highThreshold,
-      creditCapacity, cap, lastStep, total, warmupEnd;
+      creditCapacity, cap, lastStep, total, warmupEnd, smoothOn;
 };
 
 Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
@@ -108,6 +134,7 @@ Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
   plan.prefix = p.eq("prefix", k.cache, p.text("prefix"));
   plan.dual = p.eq("dual", k.cache, p.text("dual"));
   checkVicinity(p, k, plan.dual);
+  plan.smoothOn = checkSmoothing(p, k);
   // The steps before warmupEnd are full forwards: the warmup's and the one after it (none
   // without a warmup), bounded once so that a step tests one comparison.
   Value warmupOn = p.gt("warmupOn", k.warmupSteps, p.integer(0));
@@ -134,9 +161,23 @@ Plan plan(PolicyBuilder &p, const Knobs &k, Value blocks) {
   return plan;
 }
 
+// The high threshold of global step s: with smoothing, max(1 - threshold_decay s, the high
+// threshold), dInfer's iter_threshold.
+Value stepThreshold(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value s) {
+  return p.ifElse(
+      plan.smoothOn, p.f64(), {"stepThreshold"},
+      [&]() -> SmallVector<Value> {
+        Value decay = p.mul("decay", k.thresholdDecay, p.toReal("stepReal", s));
+        Value decayed = p.sub("decayed", p.real(1.0), decay);
+        Value higher = p.gt("decayedHigher", decayed, plan.highThreshold);
+        return {p.select("stepThreshold", higher, decayed, plan.highThreshold)};
+      },
+      [&]() -> SmallVector<Value> { return {plan.highThreshold}; })[0];
+}
+
 // The positions a step unmasks, by the rule the knobs choose.
-Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, Value schedule,
-               Value confidence) {
+Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, Value s,
+               Value schedule, Value confidence) {
   ImplicitLocOpBuilder &b = p.b();
   auto accept = [&](StringRef rule, Value count, Value threshold, Value low, Value depth) {
     return gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), rule, "masked", confidence,
@@ -159,11 +200,13 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
               return {p.ifElse(
                   plan.hierarchical, p.flags(), {"accepted"},
                   [&]() -> SmallVector<Value> {
-                    return {accept("hierarchical", Value(), plan.highThreshold, k.lowThreshold,
-                                   k.depth)};
+                    Value high = stepThreshold(p, k, plan, s);
+                    return {accept("hierarchical", Value(), high, k.lowThreshold, k.depth)};
                   },
                   [&]() -> SmallVector<Value> {
-                    return {accept("threshold", Value(), k.threshold, Value(), Value())};
+                    // Without hierarchy the threshold is defined: the high threshold is it.
+                    Value threshold = stepThreshold(p, k, plan, s);
+                    return {accept("threshold", Value(), threshold, Value(), Value())};
                   })[0]};
             })[0]};
       },
@@ -174,6 +217,28 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
       })[0];
 }
 
+// Iteration smoothing's step s (cache none): a full forward of the function `smooth` over the
+// last forward's logits `last` (none on the request's first step) at weight w_{s-1} =
+// min(smoothing_init + smoothing_growth (s - 1), smoothing), its logits of every row kept for
+// the next step, the block's rows [begin, end) for this one. Gives the kept logits.
+Value smoothedForward(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value s, Value begin,
+                      Value end, Value last) {
+  ImplicitLocOpBuilder &b = p.b();
+  Value previous = p.toReal("previousStep", p.sub("previousIndex", s, p.integer(1)));
+  Value growth = p.mul("growth", k.smoothingGrowth, previous);
+  Value grown = p.add("grown", k.smoothingInit, growth);
+  Value weight = p.select("weight", p.gt("weightCapped", grown, k.smoothing), k.smoothing, grown);
+  Value zero = p.integer(0);
+  PolicyBuilder::Forward forward{"full", plan.total, zero, zero, plan.total};
+  forward.function = "smooth";
+  forward.input = last;
+  forward.inputScale = weight;
+  p.forward(forward);
+  Value kept = p.value("smooth", gen::HoldLogitsOp::create(b, p.logits(), p.real(1.0)));
+  gen::NarrowLogitsOp::create(b, begin, end);
+  return kept;
+}
+
 } // namespace
 
 void buildLowConfidence(ModuleOp module) {
@@ -182,12 +247,16 @@ void buildLowConfidence(ModuleOp module) {
   const Knobs k = declareKnobs(p);
   const Plan plan = ::dlm::programs::plan(p, k, checkRequest(p, k));
   Value zero = p.integer(0), one = p.integer(1), mask = p.fact("mask");
-  gen::ReserveOp::create(b, plan.total, k.blockLength);
+  // Smoothing's forwards return every row; the others the block's.
+  Value logitRows = p.select("logitRows", plan.smoothOn, plan.total, k.blockLength);
+  gen::ReserveOp::create(b, plan.total, logitRows);
   gen::SeqExtendOp::create(b, k.genLength, p.text("token"), mask, Value(), Value());
   Value firstStep = p.set("step", zero);
+  // Iteration smoothing's input: the last forward's logits (none before the first).
+  Value noSmoothing = p.value("smooth", gen::DropLogitsOp::create(b, p.logits()));
 
-  ValueRange steps =
-      p.blockLoop("block", plan.blocks, firstStep, {"b"}, [&](Value block, ValueRange carried) {
+  ValueRange carriedOut = p.blockLoop(
+      "block", plan.blocks, {firstStep, noSmoothing}, {"b"}, [&](Value block, ValueRange carried) {
         Value step = carried[0];
         Value offset = p.mul("offset", block, k.blockLength);
         Value begin = p.add("begin", p.fact("prompt_len"), offset);
@@ -217,7 +286,7 @@ void buildLowConfidence(ModuleOp module) {
         Value credit =
             p.value("credit", gen::CreditResetOp::create(b, p.credit(), plan.creditCapacity));
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
-            "denoise_step", plan.cap, k.blockLength, step, credit, {"i", "s"}, "ran",
+            "denoise_step", plan.cap, k.blockLength, step, {credit, carried[1]}, {"i", "s"}, "ran",
             [&](Value i, Value s, ValueRange held) {
               // A block's first step is a full forward, and so are the request's first
               // warmup_steps steps and the one after them: dInfer's warmup forwards keep no
@@ -227,23 +296,32 @@ void buildLowConfidence(ModuleOp module) {
               Value later = p.negate("later", first);
               Value cached = p.both("cached", plan.prefix, later);
               Value windowed = p.both("windowed", plan.dual, later);
-              p.ifThen(
-                  cached,
-                  [&] {
-                    p.forward({"cached", plan.total, cacheKeep, begin, end});
+              Value smoothed = p.ifElse(
+                  plan.smoothOn, p.logits(), {"smooth"},
+                  [&]() -> SmallVector<Value> {
+                    return {smoothedForward(p, k, plan, s, begin, end, held[1])};
                   },
-                  [&] {
+                  [&]() -> SmallVector<Value> {
                     p.ifThen(
-                        windowed,
+                        cached,
                         [&] {
-                          p.forward({"window", plan.total, windowBegin, begin, end, windowEnd});
+                          p.forward({"cached", plan.total, cacheKeep, begin, end});
                         },
                         [&] {
-                          p.forward({"full", plan.total, firstKeep, begin, end});
+                          p.ifThen(
+                              windowed,
+                              [&] {
+                                p.forward(
+                                    {"window", plan.total, windowBegin, begin, end, windowEnd});
+                              },
+                              [&] {
+                                p.forward({"full", plan.total, firstKeep, begin, end});
+                              });
                         });
-                  });
+                    return {held[1]};
+                  })[0];
               Value updated = p.ifElse(
-                  k.credit, held.getTypes(), {"credit"},
+                  k.credit, held[0].getType(), {"credit"},
                   [&]() -> SmallVector<Value> {
                     return {gen::CreditOp::create(b, held[0].getType(), held[0], k.creditBeta,
                                                   k.creditGamma, k.creditAlpha, "masked")};
@@ -254,21 +332,21 @@ void buildLowConfidence(ModuleOp module) {
                           gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
                                                 "gumbel_max", k.temperature, mask, s, "masked",
                                                 StringAttr(), Value(), Value()));
-              Value keep = accepted(p, k, plan, i, schedule, sample.getConfidence());
+              Value keep = accepted(p, k, plan, i, s, schedule, sample.getConfidence());
               auto gate = p.named({"accepted", "done"},
                                   gen::GateOp::create(b, p.flags(), Type(), p.i1(), "no_mask_left",
                                                       keep, Value(), Value(), Value(), Value()));
               gen::RenoiseOp::create(b, p.text("mask"), "masked_only", gate.getKeepOut(),
                                      sample.getToken(), s);
-              return std::make_pair(gate.getDone(), SmallVector<Value>{updated});
+              return std::make_pair(gate.getDone(), SmallVector<Value>{updated, smoothed});
             });
         Value nextStep = p.add("step", step, loop.ran);
         Value lastBlock = p.eq("lastBlock", p.add("nextBlock", block, one), plan.blocks);
         Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), begin, end, block, lastBlock));
         gen::ExitIfOp::create(b, eos);
-        return SmallVector<Value>{nextStep};
+        return SmallVector<Value>{nextStep, loop.carried[1]};
       });
-  gen::FinishOp::create(b, steps[0]);
+  gen::FinishOp::create(b, carriedOut[0]);
   p.finish();
 }
 

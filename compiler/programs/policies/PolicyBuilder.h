@@ -115,6 +115,7 @@ public:
     llvm::StringRef function = {};
     mlir::Value input = {}, first = {};
     mlir::Type capture = {};
+    mlir::Value inputScale = {}; // with input: ForwardSpec::inputScale (a real)
   };
   generate::ForwardOp forward(const Forward &f);
 

@@ -51,6 +51,12 @@ StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in,
       spec.inputRows = input.rows() == fed ? -1 : input.rows();
     }
   }
+  if (in[kInputScale].given()) {
+    const double scale = state.real(in[kInputScale]);
+    if (!std::isfinite(scale))
+      return state.error(at, "input scale " + std::to_string(scale) + " is not finite");
+    spec.inputScale = static_cast<float>(scale);
+  }
   return spec;
 }
 
@@ -91,8 +97,8 @@ Status runForward(State &state, const Instruction &in, size_t at) {
                                ") cannot return rows [" + str(rowBegin) + ", " + str(rowEnd) +
                                ") of a sequence of " + str(static_cast<int64_t>(state.seq.size())));
   const sampling::LogitRows rows{rowBegin - feedBegin, rowEnd - feedBegin};
-  if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() ||
-      in[kInput].given() || in[kCapture].given()) {
+  if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() || in[kInput].given() ||
+      in[kInputScale].given() || in[kCapture].given()) {
     StatusOr<sampling::ForwardSpec> spec =
         forwardSpec(state, in, at, count, keep, feedEnd - feedBegin, rows);
     if (!spec)

@@ -693,6 +693,14 @@ func.func @soft_embedding_table(%l: tensor<8x512xf32>, %t: tensor<256x64xf32>) -
 
 // -----
 
+func.func @soft_embedding_mask_token(%l: tensor<8x512xf32>, %t: tensor<576x64xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{mask_token 576 is not a row of the table}}
+  %0 = dlm.soft_embedding %l, %t {mask_token = 576 : i64} : tensor<8x512xf32>, tensor<576x64xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
 func.func @moe_top_k(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>, %es: tensor<4xf32>,
                      %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
   // expected-error@+1 {{top_k must be in [1, 4], got 5}}

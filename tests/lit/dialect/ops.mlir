@@ -163,6 +163,8 @@ func.func @gemma_ops(%x: tensor<8x64xf32>, %v: tensor<8x2x16xf32>, %pos: tensor<
   %y = dlm.scale %x, %s : tensor<8x64xf32>, tensor<1xbf16>
   // CHECK: dlm.soft_embedding %{{.*}}, %{{.*}} {scale = 8.000000e+00 : f32}
   %e = dlm.soft_embedding %l, %wte {scale = 8.0 : f32} : tensor<8x512xf32>, tensor<576x64xbf16> -> tensor<8x64xf32>
+  // CHECK: dlm.soft_embedding %{{.*}}, %{{.*}} {mask_token = 511 : i64}
+  %smoothing = dlm.soft_embedding %l, %wte {mask_token = 511 : i64} : tensor<8x512xf32>, tensor<576x64xbf16> -> tensor<8x64xf32>
   // CHECK: dlm.moe {{.*}} {activation = #dlm.activation<gelu_tanh>, eps = {{.*}} : f64, router_input_scale = 1.250000e-01 : f64, top_k = 2 : i64}
   %m = dlm.moe %y, %e, %router, %rs, %es, %gu, %dn {top_k = 2 : i64, eps = 1.0e-6 : f64,
         router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}

@@ -4,9 +4,10 @@
 // with the table as the kernel reads it (bf16 tables: the same rounded values), times scale.
 // The configurations cover ragged widths (a partial column tile), one and two column tiles and
 // both table precisions; the trials one and two row tiles, input widths equal to the table's
-// rows, smaller than one input tile and ragged below them, -inf inputs (probability 0), and no
-// input (zero rows). Table rows past inputWidth, input columns past it and the output's padding
-// columns hold NaNs or sentinels: the kernel must neither read the first two nor write the last.
+// rows, smaller than one input tile and ragged below them, -inf inputs (probability 0), no
+// input (zero rows), and a mask token with a run-time factor (zero rows for the other tokens).
+// Table rows past inputWidth, input columns past it and the output's padding columns hold NaNs or
+// sentinels: the kernel must neither read the first two nor write the last.
 #include "tests/runtime/cuda/CudaTestSupport.h"
 #include "tests/runtime/cuda/EmuKernelConfigs.h"
 
@@ -38,7 +39,7 @@ std::vector<double> softEmbeddingRow(const float *input, int inputWidth, const f
   return out;
 }
 
-enum class Trial { twoRowTiles, narrowInput, raggedInputWithInfinities, noInput };
+enum class Trial { twoRowTiles, narrowInput, raggedInputWithInfinities, noInput, maskedRows };
 
 template <typename Element>
 void checkSoftEmbedding(const codegen::SoftEmbeddingParams &params, std::mt19937 &random,
@@ -65,7 +66,17 @@ void checkSoftEmbedding(const codegen::SoftEmbeddingParams &params, std::mt19937
     rows = randomInt(random, 1, 70);
     tableRows = inputWidth = 64;
     break;
+  case Trial::maskedRows: // only the rows of token 7 (iteration smoothing), a run-time factor
+    rows = randomInt(random, 65, 130);
+    tableRows = inputWidth = 150;
+    break;
   }
+  // Tokens 7 and 8 at random; with maskedRows only 7's rows are read.
+  std::vector<int> tokens(static_cast<size_t>(rows));
+  for (int &token : tokens)
+    token = randomInt(random, 7, 8);
+  const int maskToken = trial == Trial::maskedRows ? 7 : -1;
+  const float inputScale = trial == Trial::maskedRows ? 0.37f : 1.f;
   const long long inputStride = tableRows + 3;
   const long long outStride = width + 3;
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -99,24 +110,26 @@ void checkSoftEmbedding(const codegen::SoftEmbeddingParams &params, std::mt19937
   std::vector<Element> out(static_cast<size_t>(rows * outStride), sentinel);
   const float *inputArg = trial == Trial::noInput ? nullptr : input.data();
   const Element *tableArg = table.data();
+  const int *tokensArg = tokens.data();
+  const float *inputScaleArg = &inputScale;
   Element *outArg = out.data();
   const emu::Dim3 grid{static_cast<unsigned>((width + 127) / 128),
                        static_cast<unsigned>((rows + 63) / 64)};
   ASSERT_TRUE(launched(emulatedDevice().launchArgs(
       kernel.name, grid, emu::Dim3{kernel.blockThreads}, inputArg, inputStride, inputWidth, rows,
-      tableArg, scale, outArg, outStride)));
+      tableArg, scale, tokensArg, maskToken, inputScaleArg, outArg, outStride)));
 
   for (int row = 0; row < rows; ++row) {
     const std::string where = kernel.name + " row " + std::to_string(row) + " of " +
                               std::to_string(rows) + ", input width " +
                               std::to_string(inputWidth);
-    if (trial == Trial::noInput) {
+    if (trial == Trial::noInput || (maskToken >= 0 && tokens[row] != maskToken)) {
       for (int h = 0; h < width; ++h)
         ASSERT_EQ(loadFloat(out[row * outStride + h]), 0.f) << where << " column " << h;
     } else {
-      const std::vector<double> want = softEmbeddingRow(input.data() + row * inputStride,
-                                                        inputWidth, exactTable.data(), width,
-                                                        scale);
+      const std::vector<double> want =
+          softEmbeddingRow(input.data() + row * inputStride, inputWidth, exactTable.data(), width,
+                           scale * inputScale);
       for (int h = 0; h < width; ++h)
         ASSERT_TRUE(near(loadFloat(out[row * outStride + h]), want[h], 2e-5 * scale,
                          storageRounding<Element>() + 1e-4,
@@ -132,7 +145,7 @@ TEST(SoftEmbeddingKernel, MatchesDoubleReference) {
   std::mt19937 random(2024);
   for (const codegen::SoftEmbeddingParams &params : softEmbeddingConfigs()) {
     for (Trial trial : {Trial::twoRowTiles, Trial::narrowInput, Trial::raggedInputWithInfinities,
-                        Trial::noInput}) {
+                        Trial::noInput, Trial::maskedRows}) {
       SCOPED_TRACE(testing::Message() << "width " << params.width << " "
                                       << codegen::elementTypeName(params.element) << " trial "
                                       << static_cast<int>(trial));

@@ -8,7 +8,7 @@ generate exactly what the independent PyTorch reference (tests/reference/generat
 For each model of tests/models/make_tiny_models.py that dlm supports and each decoding setting
 below (low-confidence greedy / Gumbel / threshold / dInfer's hierarchical and credit decoding,
 entropy-bound; cache none, prefix and, for low-confidence, dual with and without dInfer's vicinity
-refresh):
+refresh, and dInfer's iteration smoothing, for which every artifact is compiled with --smoothing):
   * output_ids and forwards identical;
   * prompt_ids and text identical (text prompts go through both tokenizers);
   * first decoded forward's logits (--dump-logits) within 1e-3 of the reference, relative to the
@@ -61,6 +61,15 @@ SETTINGS = {
     "vicinity_warmup_threshold": ["--steps", "32", "--threshold", "0.5", "--cache", "dual",
                                   "--knob", "prefix_look=16", "--knob", "after_look=40",
                                   "--knob", "warmup_steps=3"],
+    # dInfer's iteration smoothing: masked positions' inputs add the expected embedding under the
+    # last forward's distribution, and the threshold decays from 1 with the step.
+    "smoothing_threshold": ["--steps", "32", "--threshold", "0.5", "--knob", "smoothing=0.3"],
+    "smoothing_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "10", "--knob",
+                         "smoothing=0.3", "--knob", "smoothing_init=0.2", "--knob",
+                         "smoothing_growth=0.05"],
+    "smoothing_hierarchical_credit": ["--steps", "32", "--low-threshold", "0.05", "--credit",
+                                      "on", "--knob", "smoothing=0.25", "--knob",
+                                      "threshold_decay=0.1"],
     # Fast-dLLM semantics: as many steps as the confidence needs, whatever --steps says; a cap
     # only when asked for.
     "threshold_any_steps": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],
@@ -254,7 +263,7 @@ def main(argv=None):
         for model in models:
             ckpt = os.path.join(work, "ckpt", model)
             artifact = os.path.join(work, model + ".dlm")
-            proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact],
+            proc = subprocess.run([args.dlmc, "compile", ckpt, "-o", artifact, "--smoothing"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 failures.append(f"{model}: dlmc compile failed: {proc.stderr.strip()}")

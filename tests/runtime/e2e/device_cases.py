@@ -14,7 +14,8 @@ GPU kit and scripts/gpu-check runs check from it on a real GPU (docs/gpu-check.m
 The cases (all at f32 device precision unless said otherwise):
   * SETTINGS on every model of MODELS (low-confidence greedy / Gumbel / threshold / hierarchical /
     credit, entropy-bound; cache none, prefix and, for low-confidence, dual and its vicinity
-    refresh): output_ids and
+    refresh, and iteration smoothing, for which these artifacts are compiled with --smoothing):
+    output_ids and
     forwards identical, first logits within LOGITS_TOLERANCE of the cpu's (relative to the
     largest cpu logit). GRAPH_SETTING also runs eagerly (DLM_CUDA_GRAPHS=0): graph replays and
     eager forwards must give identical ids and logits.
@@ -78,6 +79,12 @@ SETTINGS = {
     "vicinity_warmup_threshold": ["--steps", "32", "--threshold", "0.5", "--seed", "9", "--cache",
                                   "dual", "--knob", "prefix_look=16", "--knob", "after_look=40",
                                   "--knob", "warmup_steps=3"],
+    # dInfer's iteration smoothing: the function `smooth` reads the last forward's logits of every
+    # row (its soft embedding on the masked rows, at a weight the graph reads from the device).
+    "smoothing_threshold": ["--steps", "32", "--threshold", "0.5", "--knob", "smoothing=0.3"],
+    "smoothing_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "10", "--knob",
+                         "smoothing=0.3", "--knob", "smoothing_init=0.2", "--knob",
+                         "smoothing_growth=0.05"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
                              "--cache", "prefix"],
@@ -254,7 +261,7 @@ def plan(models, loop_models, diffusion_gemma_fixtures, labels=None):
 def _whole_plan(models, loop_models, diffusion_gemma_fixtures):
     artifacts, cases = {}, []
     for model in models:
-        artifacts[model] = {"checkpoint": ("tiny", model), "flags": F32}
+        artifacts[model] = {"checkpoint": ("tiny", model), "flags": [*F32, "--smoothing"]}
         for name, setting in SETTINGS.items():
             cases.append(_case(f"{model} {name}", model, [*COMMON, *setting],
                                eager=name == GRAPH_SETTING))
