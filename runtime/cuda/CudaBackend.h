@@ -298,8 +298,8 @@ private:
   // The capture record's rows ([operand][T, w] on the device) into captured_ ([T, n*w] floats).
   Status downloadCapture(const Function &function, int64_t count);
   // The int32 inputs of a forward in an input buffer of reservedParts_ parts: tokens [T],
-  // positions [T], queryStarts [parts + 1], kvLengths [parts], blockTables [parts, tablePages]
-  // (T = reservedTokens_; one part: the layout of a single-sequence forward).
+  // positions [T], queryStarts [parts + 1], kvLengths [parts], inputScales [parts], blockTables
+  // [parts, tablePages] (T = reservedTokens_; one part: the layout of a single-sequence forward).
   struct InputLayout {
     // inputScales: each part's ForwardInput::scale, a float in an int32 slot (a graph's soft
     // embeddings read it from there, so a replay takes the new forward's).

@@ -67,9 +67,9 @@ SETTINGS = {
     "smoothing_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "10", "--knob",
                          "smoothing=0.3", "--knob", "smoothing_init=0.2", "--knob",
                          "smoothing_growth=0.05"],
-    "smoothing_hierarchical_credit": ["--steps", "32", "--low-threshold", "0.05", "--credit",
-                                      "on", "--knob", "smoothing=0.25", "--knob",
-                                      "threshold_decay=0.1"],
+    "smoothing_hierarchical_credit": ["--steps", "32", "--threshold", "0.6", "--low-threshold",
+                                      "0.05", "--credit", "on", "--knob", "smoothing=0.25",
+                                      "--knob", "threshold_decay=0.1"],
     # Fast-dLLM semantics: as many steps as the confidence needs, whatever --steps says; a cap
     # only when asked for.
     "threshold_any_steps": ["--steps", "8", "--threshold", "0.95", "--temperature", "0.5"],
