@@ -92,6 +92,17 @@ chooseKernelTarget(const std::vector<artifact::KernelTarget> &targets, int archi
                        "); recompile with dlmc compile --target cuda");
 }
 
+Status checkKernelArguments(artifact::SchemaVersion version) {
+  if (version.minor >= artifact::kFirstMinorWithCurrentKernelArguments)
+    return Status::ok();
+  return Status::error("artifact schema " + std::to_string(version.major) + "." +
+                       std::to_string(version.minor) +
+                       ": its CUDA kernels take the arguments of an older dlmc (they changed in "
+                       "1." +
+                       std::to_string(artifact::kFirstMinorWithCurrentKernelArguments) +
+                       "); recompile it with this dlmc");
+}
+
 StatusOr<std::unique_ptr<KernelModules>>
 KernelModules::open(std::shared_ptr<const CudaDriver> driver,
                     const artifact::ArtifactReader &artifact, CUdevice device) {
@@ -108,6 +119,7 @@ KernelModules::open(std::shared_ptr<const CudaDriver> driver,
   }
   DLM_ASSIGN_OR_RETURN(KernelTargetChoice choice,
                        chooseKernelTarget(artifact.kernelTargets(), architecture));
+  DLM_RETURN_IF_ERROR(checkKernelArguments(artifact.schemaVersion()));
   std::unique_ptr<KernelModules> modules(new KernelModules(std::move(driver), choice));
   DLM_RETURN_IF_ERROR(modules->copyCode(artifact));
   return modules;

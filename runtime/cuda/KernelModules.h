@@ -48,6 +48,11 @@ inline constexpr int kEmulatedArchitecture = 0;
 StatusOr<KernelTargetChoice> chooseKernelTarget(const std::vector<artifact::KernelTarget> &targets,
                                                 int architecture);
 
+// Whether an artifact of schema `version` holds CUDA kernels that take the arguments this
+// backend launches them with (artifact::kFirstMinorWithCurrentKernelArguments); an older one's
+// must be recompiled, never launched.
+Status checkKernelArguments(artifact::SchemaVersion version);
+
 class KernelModules {
 public:
   // Chooses the target for `device` (chooseKernelTarget with its compute capability).

@@ -222,8 +222,8 @@ private:
     if (in[kDecoded].given() && !in[kDecoded].boolean)
       return whyNot(state_.program.where(pc) + " is not decoded");
     const int mode = in[kMode].choice;
-    if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() ||
-        in[kInput].given() || in[kCapture].given())
+    if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() || in[kInput].given() ||
+        in[kInputScale].given() || in[kCapture].given())
       return whyNot(state_.program.where(pc) + " runs a named function, an input, a capture, an "
                                                "append or an extend, which no device loop does");
     forward.mode = mode == kModeWindow   ? ForwardStep::Mode::window

@@ -79,7 +79,8 @@ const char *kUsage =
     "--knob NAME=VALUE: any knob the program declares (dlmc compile --emit=decode shows\n"
     "them), e.g. dInfer's\n"
     "vicinity refresh with --cache dual: prefix_look=16, after_look=16 (the window reaches that\n"
-    "far around the block), warmup_steps=4 (the first steps are full forwards).\n"
+    "far around the block), warmup_steps=4 (the first steps are full forwards); its iteration\n"
+    "smoothing without a cache: smoothing=0.3 (an artifact compiled with dlmc --smoothing).\n"
     "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n"
     "--chat TEXT: one user message (after --system TEXT, if given) in the artifact's chat\n"
     "template, with the generation prompt; special tokens in the messages stay text.\n";

@@ -25,8 +25,8 @@ StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in,
   using Mode = sampling::ForwardSpec::Mode;
   const int mode = in[kMode].choice;
   if (mode == kModeWindow)
-    return state.error(at, "not supported yet: a window forward with a function, an input or a "
-                           "capture");
+    return state.error(at, "not supported yet: a window forward with a function, an input, an "
+                           "input scale or a capture");
   sampling::ForwardSpec spec;
   spec.mode = mode == kModeFull     ? Mode::full
               : mode == kModeCached ? Mode::cached

@@ -1435,6 +1435,13 @@ TEST(KernelTargetChoice, CubinThenNearestLowerPtxThenANamedError) {
   ASSERT_FALSE(none.isOk());
   EXPECT_EQ(none.status().message(),
             "artifact has no CUDA kernels; compile it with --target cuda or all");
+
+  // Kernels generated before their arguments last changed are refused, not launched.
+  EXPECT_TRUE(checkKernelArguments({1, artifact::kSchemaMinor}).isOk());
+  Status older = checkKernelArguments({1, 6});
+  ASSERT_FALSE(older.isOk());
+  EXPECT_EQ(older.message(), "artifact schema 1.6: its CUDA kernels take the arguments of an "
+                             "older dlmc (they changed in 1.7); recompile it with this dlmc");
 }
 
 // At bf16 device precision (weights, activations and K/V pages rounded to bf16, fp32
