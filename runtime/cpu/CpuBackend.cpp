@@ -183,8 +183,10 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
     attentionScratch_.reserve(tokens, widest, pool_.threads());
     for (Rope &rope : ropes_)
       rope.table.build(tokens, rope.headDim, rope.theta, rope.rotatedPairs);
-    softEmbeddingScratch_.resize(
-        static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) * softEmbeddingRows_));
+    // A chunk's probabilities and, for a mask token's scattered rows, their products.
+    if (softEmbeddingRows_ > 0)
+      softEmbeddingScratch_.resize(static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) *
+                                                       (softEmbeddingRows_ + d.hidden)));
     if (moeExperts_ > 0)
       moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
     capture_.resize(size(captureWidth_));

@@ -156,8 +156,8 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
 // The forward's float input rows as a soft_embedding reads them: out[t, H] =
 // (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
 // float32 with a double sum); zeros when input is null, and on the rows whose token (`tokens`,
-// one per row) is not `maskToken` when that is >= 0. `scratch` holds kSoftEmbeddingChunk rows
-// of inputWidth probabilities (SoftEmbeddingScratch).
+// one per row) is not `maskToken` when that is >= 0. `scratch` holds min(rows,
+// kSoftEmbeddingChunk) rows of inputWidth probabilities and as many of the table's width.
 inline constexpr int64_t kSoftEmbeddingChunk = 32;
 Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
                      const model::HostTensor &table, float scale, const int32_t *tokens,

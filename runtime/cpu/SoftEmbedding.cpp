@@ -5,41 +5,60 @@
 
 namespace dlm::cpu {
 
+namespace {
+
+// p = softmax(in) over `width` values, in float32 with a double sum.
+void softmaxRow(const float *in, float *p, int64_t width) {
+  float maximum = -INFINITY;
+  for (int64_t j = 0; j < width; ++j)
+    maximum = std::max(maximum, in[j]);
+  for (int64_t j = 0; j < width; ++j)
+    p[j] = in[j] - maximum;
+  expInPlace(p, width);
+  double sum = 0;
+  for (int64_t j = 0; j < width; ++j)
+    sum += p[j];
+  const float inverse = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < width; ++j)
+    p[j] *= inverse;
+}
+
+} // namespace
+
+// Chunks of up to kSoftEmbeddingChunk rows that read input (all of them, or a mask token's):
+// their probabilities, then one GEMM, straight into `out` when the chunk's rows are contiguous,
+// else into the scratch and copied to their rows. Rows that read none stay zero, and cost no
+// softmax and no product (iteration smoothing's decoded positions).
 Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
                      const model::HostTensor &table, float scale, const int32_t *tokens,
                      int64_t maskToken, float *out, std::vector<float> &scratch, int threads) {
   const int64_t hidden = table.cols;
-  if (!input) {
+  if (!input || maskToken >= 0)
     std::memset(out, 0, static_cast<size_t>(rows * hidden) * sizeof(float));
+  if (!input)
     return Status::ok();
-  }
-  for (int64_t first = 0; first < rows; first += kSoftEmbeddingChunk) {
-    const int64_t chunk = std::min(kSoftEmbeddingChunk, rows - first);
-    for (int64_t r = 0; r < chunk; ++r) {
-      const float *in = input + (first + r) * inputWidth;
-      float *p = scratch.data() + r * inputWidth;
-      // A row of another token than maskToken has zero probabilities: a zero row out.
-      if (maskToken >= 0 && tokens[first + r] != maskToken) {
-        std::memset(p, 0, static_cast<size_t>(inputWidth) * sizeof(float));
-        continue;
+  const int64_t chunkRows = std::min(rows, kSoftEmbeddingChunk);
+  float *product = scratch.data() + chunkRows * inputWidth;
+  int64_t picked[kSoftEmbeddingChunk];
+  for (int64_t next = 0; next < rows;) {
+    int64_t chunk = 0;
+    for (; next < rows && chunk < kSoftEmbeddingChunk; ++next)
+      if (maskToken < 0 || tokens[next] == maskToken) {
+        softmaxRow(input + next * inputWidth, scratch.data() + chunk * inputWidth, inputWidth);
+        picked[chunk++] = next;
       }
-      float maximum = -INFINITY;
-      for (int64_t j = 0; j < inputWidth; ++j)
-        maximum = std::max(maximum, in[j]);
-      for (int64_t j = 0; j < inputWidth; ++j)
-        p[j] = in[j] - maximum;
-      expInPlace(p, inputWidth);
-      double sum = 0;
-      for (int64_t j = 0; j < inputWidth; ++j)
-        sum += p[j];
-      const float inverse = static_cast<float>(1.0 / sum);
-      for (int64_t j = 0; j < inputWidth; ++j)
-        p[j] *= inverse;
-    }
-    // out[chunk, H] = scale * P[chunk, V'] @ table[V', H]
+    if (chunk == 0)
+      break;
+    const bool contiguous = picked[chunk - 1] - picked[0] == chunk - 1;
+    float *into = contiguous ? out + picked[0] * hidden : product;
+    // into[chunk, H] = scale * P[chunk, V'] @ table[V', H]
     DLM_RETURN_IF_ERROR(matmul(/*transposeB=*/false, chunk, hidden, inputWidth, scale,
-                               scratch.data(), inputWidth, table.data, hidden, out + first * hidden,
-                               hidden, threads));
+                               scratch.data(), inputWidth, table.data, hidden, into, hidden,
+                               threads));
+    if (!contiguous)
+      for (int64_t i = 0; i < chunk; ++i)
+        std::memcpy(out + picked[i] * hidden, product + i * hidden,
+                    static_cast<size_t>(hidden) * sizeof(float));
   }
   return Status::ok();
 }

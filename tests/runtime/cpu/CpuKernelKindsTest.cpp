@@ -6,6 +6,7 @@
 // Each against a double-precision loop written here, on small artifacts built in the test whose
 // lm_head is an identity on the hidden state (so the logits are the values under test).
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/PackedLinear.h"
 
 #include "runtime/model/KernelProgram.h"
@@ -894,6 +895,44 @@ TEST_F(ExtendForward, ErrorsLeaveTheCacheConsistent) {
   EXPECT_EQ(forward(Mode::extend, "draft", seq, 6, 7).status().message(),
             "extend forward: the KV cache holds 6 tokens, the caller expected 6, feeding [7, 8)");
   EXPECT_EQ(cpu->kvCache().length(0), 6);
+}
+
+} // namespace
+} // namespace dlm::cpu
+
+namespace dlm::cpu {
+namespace {
+
+// softEmbedding with a mask token (iteration smoothing): the mask's rows equal what the plain
+// soft embedding gives them, times the factor, whatever rows lie between (scattered rows take
+// the copy path, a run of them the direct one); every other row is zero.
+TEST(CpuSoftEmbedding, MaskTokenRowsOnly) {
+  const int64_t rows = 70, width = 6, hidden = 5;
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> input(rows * width), table(width * hidden);
+  for (float &v : input)
+    v = normal(random);
+  for (float &v : table)
+    v = normal(random);
+  std::vector<int32_t> tokens(rows, 8);
+  for (int64_t r = 0; r < rows; ++r)
+    if (r % 3 == 0 || (r >= 40 && r < 60))
+      tokens[r] = 7;
+  const model::HostTensor tensor{table.data(), width, hidden};
+  std::vector<float> scratch(kSoftEmbeddingChunk * (width + hidden));
+  std::vector<float> all(rows * hidden), masked(rows * hidden, -1.f);
+  ASSERT_TRUE(softEmbedding(input.data(), rows, width, tensor, 1.f, tokens.data(), -1, all.data(),
+                            scratch, 1)
+                  .isOk());
+  ASSERT_TRUE(softEmbedding(input.data(), rows, width, tensor, 0.25f, tokens.data(), 7,
+                            masked.data(), scratch, 1)
+                  .isOk());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < hidden; ++h) {
+      const float want = tokens[r] == 7 ? 0.25f * all[r * hidden + h] : 0.f;
+      EXPECT_NEAR(masked[r * hidden + h], want, 1e-5f) << "row " << r << " column " << h;
+    }
 }
 
 } // namespace
