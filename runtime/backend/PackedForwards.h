@@ -20,6 +20,7 @@ struct ForwardInput {
   int64_t width = 0;
   int64_t count = 0;
   float scale = 1.0f; // ForwardSpec::inputScale
+  int64_t first = 0;  // ForwardSpec::inputFirst: the fed row of rows[0]
 };
 
 // One sequence's share of a packed forward: its fed tokens at positions span.first.. of its KV
@@ -68,7 +69,7 @@ inline StatusOr<PackedPart> preparePart(kv::PagedKvCache &cache,
                                         const program::KernelProgram &program,
                                         const SequenceForward &forward, bool sharePrefix) {
   const sampling::ForwardSpec &spec = forward.spec;
-  ForwardInput input{spec.input, spec.inputWidth, 0, spec.inputScale};
+  ForwardInput input{spec.input, spec.inputWidth, 0, spec.inputScale, spec.inputFirst};
   if (spec.input) {
     DLM_ASSIGN_OR_RETURN(input.count, forwardInputRows(spec));
     DLM_RETURN_IF_ERROR(checkForwardInput(program, spec, input.count));

@@ -88,14 +88,17 @@ inline int64_t fedTokens(const sampling::ForwardSpec &spec) {
                                                    : spec.keep);
 }
 
-// The input rows a ForwardSpec gives (ForwardSpec::inputRows, -1: every fed row), checked against
-// the fed tokens.
+// The input rows a ForwardSpec gives (ForwardSpec::inputRows, -1: every fed row from
+// inputFirst), checked against the fed tokens.
 inline StatusOr<int64_t> forwardInputRows(const sampling::ForwardSpec &spec) {
   const int64_t fed = fedTokens(spec);
-  const int64_t given = spec.inputRows < 0 ? fed : spec.inputRows;
-  if (spec.inputRows < -1 || given > fed)
-    return Status::error("forward: " + std::to_string(spec.inputRows) + " input rows for " +
-                         std::to_string(fed) + " fed tokens");
+  const int64_t given = spec.inputRows < 0 ? fed - spec.inputFirst : spec.inputRows;
+  if (spec.inputRows < -1 || spec.inputFirst < 0 || spec.inputFirst > fed ||
+      given > fed - spec.inputFirst)
+    return Status::error(
+        "forward: " + std::to_string(spec.inputRows) + " input rows" +
+        (spec.inputFirst ? " from fed row " + std::to_string(spec.inputFirst) : std::string()) +
+        " for " + std::to_string(fed) + " fed tokens");
   return given;
 }
 
@@ -109,6 +112,10 @@ inline Status checkForwardInput(const program::KernelProgram &program,
     return Status::error(
         "forward: function '" + program.function +
         "' reads no input rows (it has no soft_embedding or forward_input record)");
+  if (spec.inputFirst != 0 && program.forwardInputWidth > 0)
+    return Status::error("not supported yet: forward_input rows from a later fed row than the "
+                         "first (function '" +
+                         program.function + "')");
   for (const program::ProgramRecord &k : program.kernels) {
     if (k.kind == KernelKind::forwardInput && spec.inputWidth != program.forwardInputWidth)
       return Status::error("forward: input rows of " + str(spec.inputWidth) +
@@ -120,11 +127,11 @@ inline Status checkForwardInput(const program::KernelProgram &program,
       return Status::error("forward: input rows of " + str(spec.inputWidth) +
                            " values do not fit record '" + k.fullName + "', whose table has " +
                            str(k.weight->rows) + " rows");
-    // A soft embedding reads a row for every fed token.
-    if (inputRows != fedTokens(spec))
+    // A soft embedding reads a row for every fed token from inputFirst.
+    if (inputRows != fedTokens(spec) - spec.inputFirst)
       return Status::error("forward: record '" + k.fullName + "' reads an input row for each of " +
-                           str(fedTokens(spec)) + " fed tokens, the input holds " +
-                           str(inputRows));
+                           str(fedTokens(spec) - spec.inputFirst) +
+                           " fed tokens, the input holds " + str(inputRows));
   }
   return Status::ok();
 }

@@ -337,12 +337,16 @@ Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<Part> &parts = run.parts;
   return timedRecord(run, [&] {
-    for (const Part &part : parts)
-      DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count, part.input.width,
+    for (const Part &part : parts) {
+      // The fed rows before the input's first read none: zero rows.
+      const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
+      float *out = slot(k.result, count);
+      std::memset(out + part.offset * width, 0, static_cast<size_t>(first * width) * sizeof(float));
+      DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count - first, part.input.width,
                                         *k.weight, static_cast<float>(k.scale) * part.input.scale,
-                                        packedTokens_.data() + part.offset, k.maskToken,
-                                        slot(k.result, count) + part.offset * width,
+                                        packedTokens_.data() + row, k.maskToken, out + row * width,
                                         softEmbeddingScratch_, pool_.threads()));
+    }
     return Status::ok();
   });
 }

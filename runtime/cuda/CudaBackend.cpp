@@ -554,6 +554,7 @@ StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,
   shape.function = &function;
   shape.inputWidth = first.input.rows ? first.input.width : 0;
   shape.inputRows = first.input.rows ? std::min(first.input.count, count) : 0;
+  shape.inputFirst = first.input.rows ? first.input.first : 0;
   shape.parts = &parts;
   DLM_RETURN_IF_ERROR(uploadParts(parts, inputs_));
   DLM_RETURN_IF_ERROR(uploadInputRows(function, parts, count));

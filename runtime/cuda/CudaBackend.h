@@ -177,6 +177,8 @@ private:
     int64_t inputWidth = 0;
     // How many fed rows (from the first) the input gives: select_input_rows splits there.
     int64_t inputRows = 0;
+    // The fed row of the input's first row (ForwardInput::first): the soft embedding's launch.
+    int64_t inputFirst = 0;
     // A packed run's parts (null: one part, the session's sequence, as the fields above say).
     // Only one-part forwards are captured as graphs, so the key leaves them out.
     const std::vector<PackedPart> *parts = nullptr;
@@ -187,7 +189,7 @@ private:
     ForwardGraphs::Shape key() const {
       return std::tuple(count, first, keys, rowsBegin, rowsEnd,
                         static_cast<int64_t>(reinterpret_cast<uintptr_t>(function)), inputWidth,
-                        inputRows);
+                        inputRows, inputFirst);
     }
   };
   // One step of the device loop as its accept and gate kernels are launched: the step's
@@ -293,7 +295,7 @@ private:
   Status uploadInputRows(const Function &function, const std::vector<PackedPart> &parts,
                          int64_t count);
   static int64_t partInputFloats(const PackedPart &part) {
-    return part.input.rows ? part.span.count * part.input.width : 0;
+    return part.input.rows ? (part.span.count - part.input.first) * part.input.width : 0;
   }
   // The capture record's rows ([operand][T, w] on the device) into captured_ ([T, n*w] floats).
   Status downloadCapture(const Function &function, int64_t count);

@@ -331,20 +331,28 @@ Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
     const int64_t count = part.span.count;
     int tokens = static_cast<int>(count);
     if (k.kind == KernelKind::softEmbedding) {
-      // The part's input rows (uploaded before the graph), or none: zero rows.
+      // The part's input rows (uploaded before the graph), or none: zero rows; the fed rows
+      // before the input's first are zero rows too.
+      const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
       CUdeviceptr input = part.input.rows ? inputRows_ + inputAt : 0, table = bound.weight->data,
-                  out = rowOf(k.result, part.offset, width);
+                  out = rowOf(k.result, row, width);
+      if (first > 0)
+        DLM_RETURN_IF_ERROR(driver_->check(
+            driver_->cuMemsetD8Async(rowOf(k.result, part.offset, width), 0,
+                                     static_cast<size_t>(first * width) * e, stream_),
+            (k.fullName + ": cuMemsetD8Async").c_str()));
       long long inputStride = part.input.rows ? part.input.width : 0, outStride = width;
-      int inputWidth = static_cast<int>(inputStride);
+      int inputWidth = static_cast<int>(inputStride), rows = static_cast<int>(count - first);
       float scale = static_cast<float>(k.scale);
-      CUdeviceptr partTokens = shape.inputs + static_cast<size_t>(part.offset) * sizeof(int32_t),
+      CUdeviceptr partTokens = shape.inputs + static_cast<size_t>(row) * sizeof(int32_t),
                   inputScale = shape.inputs +
                                static_cast<size_t>(inputLayout().inputScales + p) * sizeof(int32_t);
       int maskToken = static_cast<int>(k.maskToken);
-      void *arguments[] = {&input,      &inputStride, &inputWidth, &tokens, &table,    &scale,
-                           &partTokens, &maskToken,   &inputScale, &out,    &outStride};
-      DLM_RETURN_IF_ERROR(launch(bound.kernel, ceilDiv(width, 128), ceilDiv(count, 64), 1,
-                                 arguments, what.c_str()));
+      void *arguments[] = {&input,      &inputStride, &inputWidth, &rows, &table,    &scale,
+                           &partTokens, &maskToken,   &inputScale, &out,  &outStride};
+      if (rows > 0)
+        DLM_RETURN_IF_ERROR(launch(bound.kernel, ceilDiv(width, 128), ceilDiv(rows, 64), 1,
+                                   arguments, what.c_str()));
       inputAt += static_cast<size_t>(partInputFloats(part)) * sizeof(float);
     } else if (k.kind == KernelKind::selectInputRows) {
       // Two whole-row copies; planned in place on a (or b), that part stays where it is.

@@ -48,9 +48,10 @@ StatusOr<std::unique_ptr<CapturedGraph>> captureGraph(std::shared_ptr<const Cuda
 class ForwardGraphs {
 public:
   // Token count, first position, key length, first and last logit row, the function (an
-  // identity), the input rows' width, how many fed rows the input gives (select_input_rows).
+  // identity), the input rows' width, how many fed rows the input gives (select_input_rows) and
+  // the fed row it starts at (soft_embedding).
   using Shape =
-      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
   // `enabled` false: every forward is enqueued eagerly. At most `capacity` graphs are kept, the
   // least recently used dropped first.

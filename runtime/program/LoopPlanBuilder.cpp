@@ -223,7 +223,7 @@ private:
       return whyNot(state_.program.where(pc) + " is not decoded");
     const int mode = in[kMode].choice;
     if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() || in[kInput].given() ||
-        in[kInputScale].given() || in[kCapture].given())
+        in[kInputScale].given() || in[kInputAt].given() || in[kCapture].given())
       return whyNot(state_.program.where(pc) + " runs a named function, an input, a capture, an "
                                                "append or an extend, which no device loop does");
     forward.mode = mode == kModeWindow   ? ForwardStep::Mode::window

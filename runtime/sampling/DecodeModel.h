@@ -57,9 +57,12 @@ struct ForwardSpec {
   // function's soft_embedding records read; null: the forward has no input.
   const float *input = nullptr;
   int64_t inputWidth = 0;
-  // How many fed rows (from the first) `input` holds; -1: every fed row. The records read zero
-  // rows past them (forward_input) or take another operand's (select_input_rows).
+  // How many fed rows (from inputFirst) `input` holds; -1: every fed row from there. The records
+  // read zero rows past them (forward_input) or take another operand's (select_input_rows).
   int64_t inputRows = -1;
+  // The fed row `input`'s row 0 belongs to; the soft_embedding records read no input (zero rows)
+  // for the fed rows before it.
+  int64_t inputFirst = 0;
   // The factor the soft_embedding records' rows take at run time, on top of their own scale.
   float inputScale = 1.0f;
 

@@ -449,9 +449,11 @@ def Decode_CreditResetOp : Decode_Op<"credit_reset"> {
 // function=name runs the artifact's forward function of that name (DiffusionGemma's encode and
 // decode; absent: the default one); input=%logits hands it a logits register's rows, one per
 // fed token (an empty register: no input) or one per fed token from the first, fewer than fed
-// (ForwardSpec::inputRows), in the register's width; input_scale=%r multiplies what the
-// function's soft embeddings make of them (ForwardSpec::inputScale, 1 when absent; iteration
-// smoothing's weight); capture=%c receives the forward's captured rows ([fed, width],
+// (ForwardSpec::inputRows), in the register's width; input_at=%p: the register's first row is
+// position p's, at or after the first fed one (ForwardSpec::inputFirst; its soft embeddings read
+// no input for the fed rows before it); input_scale=%r multiplies what the function's soft
+// embeddings make of them (ForwardSpec::inputScale, 1 when absent; iteration smoothing's
+// weight); capture=%c receives the forward's captured rows ([fed, width],
 // DecodeModel::capturedRows; an error when the function captures none).
 def Decode_ForwardOp : Decode_Op<"forward", [AttrSizedOperandSegments]> {
   let arguments = (ins
@@ -465,6 +467,7 @@ def Decode_ForwardOp : Decode_Op<"forward", [AttrSizedOperandSegments]> {
     OptionalParam<StrAttr, "text">:$function,  // default: the artifact's default forward
     OptionalIn<Decode_Logits>:$input,
     OptionalIn<Decode_Real>:$input_scale,  // with input
+    OptionalIn<Decode_Integer>:$input_at,  // with input
     OptionalIn<Decode_Integer>:$first,  // extend
     OptionalOut<Decode_Logits>:$capture  // the captured rows of every fed token
   );

@@ -197,7 +197,8 @@ def GeluMul : KernelKind<"gelu_mul", 2> {
 // (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale * the forward's input scale
 // for each fed token, where the input is the forward's float input rows ([T, V'], V' <= the
 // table's rows; DecodeModel's ForwardSpec::input and inputScale), and zero rows when the forward
-// has no input (self-conditioning's first step). With mask_token (>= 0), only the rows whose
+// has no input (self-conditioning's first step) and for the fed rows before the input's first
+// (ForwardSpec::inputFirst). With mask_token (>= 0), only the rows whose
 // token is that id; the others are zero rows (iteration smoothing's masked positions). weight
 // [E, H] (the embedding table).
 def SoftEmbedding : KernelKind<"soft_embedding", 0> {

@@ -49,11 +49,11 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     warmup_steps`) keep no cache, so the step after them builds it with a full forward.  dInfer
     may run a second full forward when the warmup ends inside a later block (its block-change
     test is skipped on the step that builds the cache); that is not reproduced.
-    Iteration smoothing (dInfer's IterationSmooth, appendix A.1; cache none only): step j's
-    forward takes as input embeddings E[x] and, at the positions still masked, E[mask] + w *
-    softmax(z) @ E with z the previous step's logits of that position (every row of the
-    sequence) and w = min(smoothing_init + smoothing_growth (j - 1), smoothing); step 0 has
-    E[x] alone. Step j's threshold (the threshold rule's, the hierarchical rule's high one) is
+    Iteration smoothing (dInfer's IterationSmooth, appendix A.1; cache none or prefix): the input
+    embeddings are kept across steps, E[x] at first; after step j decodes, every position the
+    forward fed (all, or x[keep:] for the prefix cache's later steps) gets E[x] and, where still
+    masked, E[mask] + w_j * softmax(z) @ E with z the step's logits of that position and w_j =
+    min(smoothing_init + smoothing_growth j, smoothing). Step j's threshold (the threshold rule's, the hierarchical rule's high one) is
     max(1 - threshold_decay j, threshold); the fixed count ignores it. j: the global step.
 
 entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
@@ -222,9 +222,9 @@ class _Runner:
         logits, kv = (out if return_kv else (out, None))
         return self._done(logits), kv
 
-    def cached(self, seq, keep, past):
+    def cached(self, seq, keep, past, embeds=None):
         logits = self.model.forward(torch.as_tensor(np.asarray(seq[keep:]), dtype=torch.long),
-                                    start=keep, past_kv=past)
+                                    start=keep, past_kv=past, embeds=embeds)
         return self._done(logits)
 
     def window(self, seq, keep, end, cache):
@@ -290,8 +290,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         raise GenerateError("prefix_look, after_look and warmup_steps must be >= 0")
     if (prefix_look or after_look or warmup_steps) and cache != "dual":
         raise GenerateError("prefix_look, after_look and warmup_steps refine the dual cache")
-    if smoothing and cache != "none":
-        raise GenerateError("not supported yet: smoothing with a cache")
+    if smoothing and cache == "dual":
+        raise GenerateError("not supported yet: smoothing with the dual cache")
     spb = steps // num_blocks
     eos = model.eos_token_id
     shift = 1 if model.logit_shift else 0
@@ -302,7 +302,8 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
     x = np.array(prompt + [mask_id] * gen_length, dtype=np.int64)
     runner = _Runner(model)
     step = 0
-    last_logits = None  # iteration smoothing's: the last forward's, every row
+    # iteration smoothing's input embeddings, kept across steps as dInfer keeps them
+    embeds = model.embed[torch.as_tensor(x, dtype=torch.long)] if smoothing else None
     for b in range(num_blocks):
         bs, be = P + b * block_length, P + (b + 1) * block_length
         schedule = num_transfer_tokens(int((x[bs:be] == mask_id).sum()), spb)
@@ -311,12 +312,14 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
         past = None
         keep = bs - shift
         while (x[bs:be] == mask_id).any():
-            if smoothing:
-                logits, _ = runner.full(x, embeds=smoothed_embeddings(
-                    model, x, mask_id, last_logits,
-                    min(smoothing_init + smoothing_growth * (step - 1), smoothing)))
-                last_logits = logits
-                rows = logits[bs:be]
+            if smoothing and (cache == "none" or i == 0):
+                logits, kv = runner.full(x, return_kv=(cache == "prefix"), embeds=embeds)
+                if cache == "prefix":
+                    past = _truncate_kv(kv, keep)
+                rows, fed_from = logits[bs:be], 0
+            elif smoothing:  # the prefix cache's later steps
+                logits = runner.cached(x, keep, past, embeds=embeds[keep:])
+                rows, fed_from = logits[bs - keep: be - keep], keep
             elif cache == "none" or i == 0 or (warmup_steps and step <= warmup_steps):
                 logits, kv = runner.full(x, return_kv=(cache != "none"))
                 rows = logits[bs:be]
@@ -351,6 +354,10 @@ def low_confidence(model, prompt, gen_length=32, block_length=8, steps=16, thres
                 # `conf >= high` is a prefix of `order` since order sorts conf descending
                 sel = order[:max(1, int((conf >= high).sum()))]
             x[pos[sel]] = x0[sel]
+            if smoothing:  # dInfer's h2e over the fed positions, at this step's weight
+                embeds[fed_from:] = smoothed_embeddings(
+                    model, x[fed_from:], mask_id, logits,
+                    min(smoothing_init + smoothing_growth * step, smoothing))
             i += 1
             step += 1
         if eos is not None and (x[bs:be] == eos).any():

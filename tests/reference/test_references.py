@@ -471,7 +471,7 @@ class FakeModel:
     def forward(self, ids, start=0, past_kv=None, return_kv=False, shift=None, embeds=None):
         ids = [int(i) for i in ids]
         self.calls.append((start, list(ids)))
-        self.embeds.append(embeds)
+        self.embeds.append(None if embeds is None else embeds.clone())
         rows = [self.fn(start + j, ids, start) for j in range(len(ids))]
         out = torch.tensor(np.array(rows, dtype=np.float32))
         if return_kv:
@@ -755,7 +755,15 @@ class TestLowConfidence(unittest.TestCase):
         self.assertEqual(int((ids == 15).sum()), 3)
         with self.assertRaises(samplers.GenerateError):
             samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
-                                    cache="prefix", smoothing=0.3)
+                                    cache="dual", smoothing=0.3)
+        # the prefix cache: a block's later steps feed x[keep:] with its kept embeddings, which
+        # its first (full) step's logits set
+        fm = FakeModel(lambda pos, ids, s: peaked(tokens.get(pos, 0), math.log(35.0)))
+        res = samplers.low_confidence(fm, [0], gen_length=4, block_length=4, steps=4,
+                                      threshold=0.5, smoothing=0.3, cache="prefix")
+        self.assertEqual(res["output_ids"], [3, 4, 5, 6])
+        self.assertEqual([c[0] for c in fm.calls], [0, 1, 1, 1])
+        self.assertTrue(torch.allclose(fm.embeds[1], want[1:]))
 
 
 class TestEntropyBound(unittest.TestCase):

@@ -80,7 +80,8 @@ const char *kUsage =
     "them), e.g. dInfer's\n"
     "vicinity refresh with --cache dual: prefix_look=16, after_look=16 (the window reaches that\n"
     "far around the block), warmup_steps=4 (the first steps are full forwards); its iteration\n"
-    "smoothing without a cache: smoothing=0.3 (an artifact compiled with dlmc --smoothing).\n"
+    "smoothing (cache none or prefix): smoothing=0.3 (an artifact compiled with dlmc\n"
+    "--smoothing).\n"
     "--decoder-input-ids: the first canvas's initial tokens instead of noise.\n"
     "--chat TEXT: one user message (after --system TEXT, if given) in the artifact's chat\n"
     "template, with the generation prompt; special tokens in the messages stay text.\n";

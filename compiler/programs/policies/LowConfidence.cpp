@@ -111,13 +111,14 @@ void checkVicinity(PolicyBuilder &p, const Knobs &k, Value dual) {
           "prefix_look, after_look and warmup_steps refine the dual cache; cache is '{}'", k.cache);
 }
 
-// Smoothing re-embeds every position from the last forward's logits: with a cache it would need
-// the embeddings of the positions the cache skips, which dlm does not keep.
+// Smoothing re-embeds the masked positions from the last forward's logits. The prefix cache feeds
+// every masked position at each step; the dual cache's windows would need the embeddings of the
+// positions they skip, which dlm does not keep.
 Value checkSmoothing(PolicyBuilder &p, const Knobs &k) {
   Value smoothOn = p.gt("smoothOn", k.smoothing, p.real(0.0));
-  Value noCache = p.eq("noCache", k.cache, p.text("none"));
-  p.check(p.either("smoothingValid", p.negate("smoothOff", smoothOn), noCache),
-          "not supported yet: smoothing with a cache (cache is '{}')", k.cache);
+  Value notDual = p.negate("notDual", p.eq("dualCache", k.cache, p.text("dual")));
+  p.check(p.either("smoothingValid", p.negate("smoothOff", smoothOn), notDual),
+          "not supported yet: smoothing with the dual cache");
   return smoothOn;
 }
 
@@ -217,26 +218,71 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
       })[0];
 }
 
-// Iteration smoothing's step s (cache none): a full forward of the function `smooth` over the
-// last forward's logits `last` (none on the request's first step) at weight w_{s-1} =
-// min(smoothing_init + smoothing_growth (s - 1), smoothing), its logits of every row kept for
-// the next step, the block's rows [begin, end) for this one. Gives the kept logits.
-Value smoothedForward(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value s, Value begin,
-                      Value end, Value last) {
+// Where a step's forwards start and keep: the block's begin and end, the prefix cache's keep
+// (cacheKeep), what a full forward keeps (fullKeep: cacheKeep with the prefix cache, else 0).
+struct BlockSpan {
+  Value begin, end, cacheKeep, fullKeep;
+};
+
+// Iteration smoothing's step s: a forward of the function `smooth` (full, or with the prefix
+// cache `cached` over [cacheKeep, total)) over the last step's kept logits `last`, whose first
+// row is position `lastAt` (none on the request's first step), at weight w_{s-1} =
+// min(smoothing_init + smoothing_growth (s - 1), smoothing). Its rows from fullKeep on (every
+// masked position's) are kept for the next step, the block's rows go to this one's sampler.
+// Gives the kept logits and the position of their first row.
+SmallVector<Value> smoothedForward(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value s,
+                                   Value cached, const BlockSpan &span, Value last, Value lastAt) {
   ImplicitLocOpBuilder &b = p.b();
   Value previous = p.toReal("previousStep", p.sub("previousIndex", s, p.integer(1)));
   Value growth = p.mul("growth", k.smoothingGrowth, previous);
   Value grown = p.add("grown", k.smoothingInit, growth);
   Value weight = p.select("weight", p.gt("weightCapped", grown, k.smoothing), k.smoothing, grown);
   Value zero = p.integer(0);
-  PolicyBuilder::Forward forward{"full", plan.total, zero, zero, plan.total};
-  forward.function = "smooth";
-  forward.input = last;
-  forward.inputScale = weight;
-  p.forward(forward);
-  Value kept = p.value("smooth", gen::HoldLogitsOp::create(b, p.logits(), p.real(1.0)));
-  gen::NarrowLogitsOp::create(b, begin, end);
-  return kept;
+  // The rows the forward returns start at `from`; the kept ones at fullKeep.
+  auto smoothForward = [&](StringRef mode, Value keep, Value from) {
+    PolicyBuilder::Forward forward{mode, plan.total, keep, from, plan.total};
+    forward.function = "smooth";
+    forward.input = last;
+    forward.inputScale = weight;
+    forward.inputAt = lastAt;
+    p.forward(forward);
+    Value keptFrom = p.sub("keptFrom", span.fullKeep, from);
+    gen::NarrowLogitsOp::create(b, keptFrom, p.sub("keptTo", plan.total, from));
+    Value kept = p.value("smooth", gen::HoldLogitsOp::create(b, p.logits(), p.real(1.0)));
+    Value blockFrom = p.sub("blockFrom", span.begin, from);
+    gen::NarrowLogitsOp::create(b, blockFrom, p.sub("blockTo", span.end, from));
+    return SmallVector<Value>{kept, p.set("smoothAt", span.fullKeep)};
+  };
+  return p.ifElse(
+      cached, {p.logits(), p.i64()}, {"smooth", "smoothAt"},
+      [&]() { return smoothForward("cached", span.cacheKeep, span.cacheKeep); },
+      [&]() { return smoothForward("full", span.fullKeep, zero); });
+}
+
+// The dual cache's window [begin, end) of a block's later steps, and what its first step keeps.
+struct Window {
+  Value begin, end, firstKeep;
+};
+
+// A step's forward without smoothing: cached (the prefix cache's later steps), a window (the dual
+// cache's), or full.
+void plainForward(PolicyBuilder &p, const Plan &plan, const BlockSpan &span, const Window &window,
+                  Value cached, Value windowed) {
+  p.ifThen(
+      cached,
+      [&] {
+        p.forward({"cached", plan.total, span.cacheKeep, span.begin, span.end});
+      },
+      [&] {
+        p.ifThen(
+            windowed,
+            [&] {
+              p.forward({"window", plan.total, window.begin, span.begin, span.end, window.end});
+            },
+            [&] {
+              p.forward({"full", plan.total, window.firstKeep, span.begin, span.end});
+            });
+      });
 }
 
 } // namespace
@@ -254,9 +300,11 @@ void buildLowConfidence(ModuleOp module) {
   Value firstStep = p.set("step", zero);
   // Iteration smoothing's input: the last forward's logits (none before the first).
   Value noSmoothing = p.value("smooth", gen::DropLogitsOp::create(b, p.logits()));
+  Value smoothAt = p.set("smoothAt", zero);
 
   ValueRange carriedOut = p.blockLoop(
-      "block", plan.blocks, {firstStep, noSmoothing}, {"b"}, [&](Value block, ValueRange carried) {
+      "block", plan.blocks, {firstStep, noSmoothing, smoothAt}, {"b"},
+      [&](Value block, ValueRange carried) {
         Value step = carried[0];
         Value offset = p.mul("offset", block, k.blockLength);
         Value begin = p.add("begin", p.fact("prompt_len"), offset);
@@ -279,6 +327,8 @@ void buildLowConfidence(ModuleOp module) {
         Value lookAhead = p.add("lookAhead", end, k.afterLook);
         Value windowEnd = p.select("windowEnd", p.le("lookAheadInside", lookAhead, plan.total),
                                    lookAhead, plan.total);
+        const BlockSpan span{begin, end, cacheKeep, fullKeep};
+        const Window window{windowBegin, windowEnd, firstKeep};
         gen::WindowOp::create(b, begin, end);
         Value masked = p.value("masked", gen::CountEqOp::create(b, p.i64(), mask));
         Value schedule = p.value(
@@ -286,8 +336,8 @@ void buildLowConfidence(ModuleOp module) {
         Value credit =
             p.value("credit", gen::CreditResetOp::create(b, p.credit(), plan.creditCapacity));
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
-            "denoise_step", plan.cap, k.blockLength, step, {credit, carried[1]}, {"i", "s"}, "ran",
-            [&](Value i, Value s, ValueRange held) {
+            "denoise_step", plan.cap, k.blockLength, step, {credit, carried[1], carried[2]},
+            {"i", "s"}, "ran", [&](Value i, Value s, ValueRange held) {
               // A block's first step is a full forward, and so are the request's first
               // warmup_steps steps and the one after them: dInfer's warmup forwards keep no
               // cache, so the step that ends the warmup builds it.
@@ -296,30 +346,13 @@ void buildLowConfidence(ModuleOp module) {
               Value later = p.negate("later", first);
               Value cached = p.both("cached", plan.prefix, later);
               Value windowed = p.both("windowed", plan.dual, later);
-              Value smoothed = p.ifElse(
-                  plan.smoothOn, p.logits(), {"smooth"},
+              ValueRange smoothed = p.ifElse(
+                  plan.smoothOn, {p.logits(), p.i64()}, {"smooth", "smoothAt"},
+                  [&]() { return smoothedForward(p, k, plan, s, cached, span, held[1], held[2]); },
                   [&]() -> SmallVector<Value> {
-                    return {smoothedForward(p, k, plan, s, begin, end, held[1])};
-                  },
-                  [&]() -> SmallVector<Value> {
-                    p.ifThen(
-                        cached,
-                        [&] {
-                          p.forward({"cached", plan.total, cacheKeep, begin, end});
-                        },
-                        [&] {
-                          p.ifThen(
-                              windowed,
-                              [&] {
-                                p.forward(
-                                    {"window", plan.total, windowBegin, begin, end, windowEnd});
-                              },
-                              [&] {
-                                p.forward({"full", plan.total, firstKeep, begin, end});
-                              });
-                        });
-                    return {held[1]};
-                  })[0];
+                    plainForward(p, plan, span, window, cached, windowed);
+                    return {held[1], held[2]};
+                  });
               Value updated = p.ifElse(
                   k.credit, held[0].getType(), {"credit"},
                   [&]() -> SmallVector<Value> {
@@ -338,13 +371,14 @@ void buildLowConfidence(ModuleOp module) {
                                                       keep, Value(), Value(), Value(), Value()));
               gen::RenoiseOp::create(b, p.text("mask"), "masked_only", gate.getKeepOut(),
                                      sample.getToken(), s);
-              return std::make_pair(gate.getDone(), SmallVector<Value>{updated, smoothed});
+              return std::make_pair(gate.getDone(),
+                                    SmallVector<Value>{updated, smoothed[0], smoothed[1]});
             });
         Value nextStep = p.add("step", step, loop.ran);
         Value lastBlock = p.eq("lastBlock", p.add("nextBlock", block, one), plan.blocks);
         Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), begin, end, block, lastBlock));
         gen::ExitIfOp::create(b, eos);
-        return SmallVector<Value>{nextStep, loop.carried[1]};
+        return SmallVector<Value>{nextStep, loop.carried[1], loop.carried[2]};
       });
   gen::FinishOp::create(b, carriedOut[0]);
   p.finish();

@@ -148,10 +148,10 @@ ValueRange PolicyBuilder::blockLoop(StringRef name, Value count, ValueRange init
 }
 
 generate::ForwardOp PolicyBuilder::forward(const Forward &f) {
-  return generate::ForwardOp::create(builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd,
-                                     f.rowBegin, f.rowEnd,
-                                     f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(),
-                                     optionalText(f.function), f.input, f.inputScale, f.first);
+  return generate::ForwardOp::create(
+      builder_, f.capture, f.mode, f.count, f.keep, f.feedEnd, f.rowBegin, f.rowEnd,
+      f.decoded ? builder_.getBoolAttr(*f.decoded) : BoolAttr(), optionalText(f.function), f.input,
+      f.inputScale, f.inputAt, f.first);
 }
 
 ValueRange PolicyBuilder::ifElse(Value cond, TypeRange types,

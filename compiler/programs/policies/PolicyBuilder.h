@@ -116,6 +116,7 @@ public:
     mlir::Value input = {}, first = {};
     mlir::Type capture = {};
     mlir::Value inputScale = {}; // with input: ForwardSpec::inputScale (a real)
+    mlir::Value inputAt = {}; // with input: the position of its first row (ForwardSpec::inputFirst)
   };
   generate::ForwardOp forward(const Forward &f);
 

@@ -17,10 +17,10 @@ namespace {
 std::string str(int64_t value) { return std::to_string(value); }
 
 // The DecodeModel::forward of a record with a function, an input, a capture or mode=append or
-// extend (a window forward has no such form yet). `fed` tokens start at the first fed position.
+// extend (a window forward has no such form yet). `fed` tokens start at position feedBegin.
 StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in, size_t at,
-                                            int64_t count, int64_t keep, int64_t fed,
-                                            sampling::LogitRows rows) {
+                                            int64_t count, int64_t keep, int64_t feedBegin,
+                                            int64_t fed, sampling::LogitRows rows) {
   using namespace dspec::forward_params;
   using Mode = sampling::ForwardSpec::Mode;
   const int mode = in[kMode].choice;
@@ -42,13 +42,18 @@ StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in,
   if (in[kInput].given()) {
     const Register &input = state.reg(in[kInput]);
     if (!input.logits.empty()) {
-      // One row per fed token from the first, or fewer (ForwardSpec::inputRows).
-      if (input.rows() > fed)
-        return state.error(at, "the input holds " + str(input.rows()) + " rows for " + str(fed) +
-                                   " fed tokens");
+      // One row per fed token from input_at (the first fed one when absent), or fewer
+      // (ForwardSpec::inputFirst, inputRows).
+      const int64_t first =
+          in[kInputAt].given() ? state.integer(in[kInputAt]) - feedBegin : int64_t{0};
+      if (first < 0 || first > fed || input.rows() > fed - first)
+        return state.error(at, "the input holds " + str(input.rows()) + " rows from position " +
+                                   str(feedBegin + first) + " for " + str(fed) +
+                                   " fed tokens from position " + str(feedBegin));
       spec.input = input.logits.data();
       spec.inputWidth = input.width;
-      spec.inputRows = input.rows() == fed ? -1 : input.rows();
+      spec.inputFirst = first;
+      spec.inputRows = input.rows() == fed - first ? -1 : input.rows();
     }
   }
   if (in[kInputScale].given()) {
@@ -98,9 +103,9 @@ Status runForward(State &state, const Instruction &in, size_t at) {
                                ") of a sequence of " + str(static_cast<int64_t>(state.seq.size())));
   const sampling::LogitRows rows{rowBegin - feedBegin, rowEnd - feedBegin};
   if (mode == kModeAppend || mode == kModeExtend || in[kFunction].given() || in[kInput].given() ||
-      in[kInputScale].given() || in[kCapture].given()) {
+      in[kInputScale].given() || in[kInputAt].given() || in[kCapture].given()) {
     StatusOr<sampling::ForwardSpec> spec =
-        forwardSpec(state, in, at, count, keep, feedEnd - feedBegin, rows);
+        forwardSpec(state, in, at, count, keep, feedBegin, feedEnd - feedBegin, rows);
     if (!spec)
       return spec.status();
     StatusOr<sampling::LogitsView> logits = state.runner.forward(*spec, decoded);

@@ -29,7 +29,7 @@ func.func @knob_without_type() {
 
 func.func @a_mode_forward_does_not_have(%n: i64) {
   // expected-error @+1 {{'mode' failed to satisfy constraint: string attribute one of full, cached, window, append, extend}}
-  "decode.forward"(%n, %n, %n, %n) <{mode = "sideways", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 0, 0>}>
+  "decode.forward"(%n, %n, %n, %n) <{mode = "sideways", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 0, 0, 0>}>
       : (i64, i64, i64, i64) -> ()
   return
 }

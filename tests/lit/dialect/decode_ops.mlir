@@ -33,7 +33,7 @@ func.func @low_confidence_records() {
   %b = decode.register "b" : !decode.reg<i64>
   "decode.block_loop"(%blocks, %b) ({
     "decode.forward"(%total, %zero, %prompt, %total)
-        <{mode = "full", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 0, 0>}>
+        <{mode = "full", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 0, 0, 0>}>
         : (!decode.reg<i64>, i64, i64, !decode.reg<i64>) -> ()
     %confidence = decode.register "confidence" : !decode.reg<!decode.reals>
     %accepted = decode.register "accepted" : !decode.reg<!decode.flags>

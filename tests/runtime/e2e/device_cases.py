@@ -85,6 +85,10 @@ SETTINGS = {
     "smoothing_gumbel": ["--steps", "16", "--temperature", "0.8", "--seed", "10", "--knob",
                          "smoothing=0.3", "--knob", "smoothing_init=0.2", "--knob",
                          "smoothing_growth=0.05"],
+    # With the prefix cache: the block's later steps read the kept rows from a later position
+    # than their first fed one's (input_at).
+    "smoothing_prefix_threshold": ["--steps", "32", "--threshold", "0.5", "--cache", "prefix",
+                                   "--knob", "smoothing=0.3"],
     "entropy_bound": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "3"],
     "entropy_bound_prefix": ["--policy", "entropy-bound", "--max-steps", "12", "--seed", "4",
                              "--cache", "prefix"],
