@@ -53,8 +53,11 @@ low_confidence  LLaDA / Fast-dLLM `generate` (SPECS §5): x = prompt ++ gen_leng
     embeddings are kept across steps, E[x] at first; after step j decodes, every position the
     forward fed (all, or x[keep:] for the prefix cache's later steps) gets E[x] and, where still
     masked, E[mask] + w_j * softmax(z) @ E with z the step's logits of that position and w_j =
-    min(smoothing_init + smoothing_growth j, smoothing). Step j's threshold (the threshold rule's, the hierarchical rule's high one) is
-    max(1 - threshold_decay j, threshold); the fixed count ignores it. j: the global step.
+    min(smoothing_init + smoothing_growth j, smoothing). Step j's threshold (the threshold
+    rule's, the hierarchical rule's high one) is max(1 - threshold_decay j, threshold); the
+    fixed count ignores it. j: the global step. One forward a step: dInfer's extra cached
+    forward right after a block's updating full forward (which re-embeds and advances its
+    step count) is not reproduced, as for the prefix cache without smoothing.
 
 entropy_bound   DiffusionGemma (SPECS §1.5) on a mask-absorbing model: per canvas of block_length
     positions (initialised to the mask token; uniform-noise models: random_token stream 2 with

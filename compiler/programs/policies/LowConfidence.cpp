@@ -293,7 +293,7 @@ void buildLowConfidence(ModuleOp module) {
   const Knobs k = declareKnobs(p);
   const Plan plan = ::dlm::programs::plan(p, k, checkRequest(p, k));
   Value zero = p.integer(0), one = p.integer(1), mask = p.fact("mask");
-  // Smoothing's forwards return every row; the others the block's.
+  // Smoothing's forwards return every fed row; the others the block's.
   Value logitRows = p.select("logitRows", plan.smoothOn, plan.total, k.blockLength);
   gen::ReserveOp::create(b, plan.total, logitRows);
   gen::SeqExtendOp::create(b, k.genLength, p.text("token"), mask, Value(), Value());
