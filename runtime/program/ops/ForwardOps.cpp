@@ -47,9 +47,12 @@ StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in,
       const int64_t first =
           in[kInputAt].given() ? state.integer(in[kInputAt]) - feedBegin : int64_t{0};
       if (first < 0 || first > fed || input.rows() > fed - first)
-        return state.error(at, "the input holds " + str(input.rows()) + " rows from position " +
-                                   str(feedBegin + first) + " for " + str(fed) +
-                                   " fed tokens from position " + str(feedBegin));
+        return state.error(
+            at, "the input holds " + str(input.rows()) + " rows" +
+                    (in[kInputAt].given() ? " from position " + str(feedBegin + first)
+                                          : std::string()) +
+                    " for " + str(fed) + " fed tokens" +
+                    (in[kInputAt].given() ? " from position " + str(feedBegin) : std::string()));
       spec.input = input.logits.data();
       spec.inputWidth = input.width;
       spec.inputFirst = first;
