@@ -43,21 +43,8 @@ void gatherKv(const HostKvPages &pages, const kv::PageIndex *blockTable, int64_t
 }
 
 // Softmax over the scores [begin, end) of a row of keyCount; the rest become 0.
-DLM_VECTOR_CLONES void softmaxRow(float *row, int64_t begin, int64_t end, int64_t keyCount) {
-  float *scores = row + begin;
-  const int64_t visible = end - begin;
-  float maximum = -INFINITY;
-  for (int64_t j = 0; j < visible; ++j)
-    maximum = std::max(maximum, scores[j]);
-  for (int64_t j = 0; j < visible; ++j)
-    scores[j] -= maximum;
-  expInPlace(scores, visible);
-  double sum = 0;
-  for (int64_t j = 0; j < visible; ++j)
-    sum += scores[j];
-  const float inverse = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < visible; ++j)
-    scores[j] *= inverse;
+void softmaxRow(float *row, int64_t begin, int64_t end, int64_t keyCount) {
+  softmaxInPlace(row + begin, end - begin);
   std::fill(row, row + begin, 0.0f);
   std::fill(row + end, row + keyCount, 0.0f);
 }

@@ -1,6 +1,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -37,6 +38,21 @@ inline float expPolynomial(float input) {
 DLM_VECTOR_CLONES void expInPlace(float *x, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     x[i] = expPolynomial(x[i]);
+}
+
+DLM_VECTOR_CLONES void softmaxInPlace(float *x, int64_t count) {
+  float maximum = -INFINITY;
+  for (int64_t i = 0; i < count; ++i)
+    maximum = std::max(maximum, x[i]);
+  for (int64_t i = 0; i < count; ++i)
+    x[i] -= maximum;
+  expInPlace(x, count);
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i)
+    sum += x[i];
+  const float inverse = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < count; ++i)
+    x[i] *= inverse;
 }
 
 DLM_VECTOR_CLONES void siluMultiply(float *gate, const float *up, int64_t count) {

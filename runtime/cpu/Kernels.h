@@ -74,6 +74,10 @@ void applyRope(float *x, int64_t rows, int64_t rowStride, int64_t heads, int64_t
 // vectorises (libm's expf does not).
 void expInPlace(float *x, int64_t count);
 
+// x = softmax(x) over `count` values, in float32 with a double sum (one order of summation, so
+// every caller agrees to the bit).
+void softmaxInPlace(float *x, int64_t count);
+
 // gate = silu(gate) * up, elementwise.
 void siluMultiply(float *gate, const float *up, int64_t count);
 

@@ -5,26 +5,6 @@
 
 namespace dlm::cpu {
 
-namespace {
-
-// p = softmax(in) over `width` values, in float32 with a double sum.
-void softmaxRow(const float *in, float *p, int64_t width) {
-  float maximum = -INFINITY;
-  for (int64_t j = 0; j < width; ++j)
-    maximum = std::max(maximum, in[j]);
-  for (int64_t j = 0; j < width; ++j)
-    p[j] = in[j] - maximum;
-  expInPlace(p, width);
-  double sum = 0;
-  for (int64_t j = 0; j < width; ++j)
-    sum += p[j];
-  const float inverse = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < width; ++j)
-    p[j] *= inverse;
-}
-
-} // namespace
-
 // Chunks of up to kSoftEmbeddingChunk rows that read input (all of them, or a mask token's):
 // their probabilities, then one GEMM, straight into `out` when the chunk's rows are contiguous,
 // else into the scratch and copied to their rows. Rows that read none stay zero, and cost no
@@ -44,7 +24,9 @@ Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
     int64_t chunk = 0;
     for (; next < rows && chunk < kSoftEmbeddingChunk; ++next)
       if (maskToken < 0 || tokens[next] == maskToken) {
-        softmaxRow(input + next * inputWidth, scratch.data() + chunk * inputWidth, inputWidth);
+        float *probabilities = scratch.data() + chunk * inputWidth;
+        std::memcpy(probabilities, input + next * inputWidth, inputWidth * sizeof(float));
+        softmaxInPlace(probabilities, inputWidth);
         picked[chunk++] = next;
       }
     if (chunk == 0)

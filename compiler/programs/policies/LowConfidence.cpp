@@ -198,16 +198,15 @@ Value accepted(PolicyBuilder &p, const Knobs &k, const Plan &plan, Value step, V
               return {accept("top_k", k.blockLength, Value(), Value(), Value())};
             },
             [&]() -> SmallVector<Value> {
+              // Step s's high threshold; without hierarchy the threshold is defined and is it.
+              Value high = stepThreshold(p, k, plan, s);
               return {p.ifElse(
                   plan.hierarchical, p.flags(), {"accepted"},
                   [&]() -> SmallVector<Value> {
-                    Value high = stepThreshold(p, k, plan, s);
                     return {accept("hierarchical", Value(), high, k.lowThreshold, k.depth)};
                   },
                   [&]() -> SmallVector<Value> {
-                    // Without hierarchy the threshold is defined: the high threshold is it.
-                    Value threshold = stepThreshold(p, k, plan, s);
-                    return {accept("threshold", Value(), threshold, Value(), Value())};
+                    return {accept("threshold", Value(), high, Value(), Value())};
                   })[0]};
             })[0]};
       },
@@ -237,26 +236,28 @@ SmallVector<Value> smoothedForward(PolicyBuilder &p, const Knobs &k, const Plan 
   Value growth = p.mul("growth", k.smoothingGrowth, previous);
   Value grown = p.add("grown", k.smoothingInit, growth);
   Value weight = p.select("weight", p.gt("weightCapped", grown, k.smoothing), k.smoothing, grown);
-  Value zero = p.integer(0);
-  // The rows the forward returns start at `from`; the kept ones at fullKeep.
+  // The rows the forward returns start at `from` (none: 0); the kept ones at fullKeep.
   auto smoothForward = [&](StringRef mode, Value keep, Value from) {
-    PolicyBuilder::Forward forward{mode, plan.total, keep, from, plan.total};
+    auto fromFirstRow = [&](StringRef name, Value position) {
+      return from ? p.sub(name, position, from) : position;
+    };
+    PolicyBuilder::Forward forward{mode, plan.total, keep, from ? from : p.integer(0), plan.total};
     forward.function = "smooth";
     forward.input = last;
     forward.inputScale = weight;
     forward.inputAt = lastAt;
     p.forward(forward);
-    Value keptFrom = p.sub("keptFrom", span.fullKeep, from);
-    gen::NarrowLogitsOp::create(b, keptFrom, p.sub("keptTo", plan.total, from));
+    Value keptFrom = fromFirstRow("keptFrom", span.fullKeep);
+    gen::NarrowLogitsOp::create(b, keptFrom, fromFirstRow("keptTo", plan.total));
     Value kept = p.value("smooth", gen::HoldLogitsOp::create(b, p.logits(), p.real(1.0)));
-    Value blockFrom = p.sub("blockFrom", span.begin, from);
-    gen::NarrowLogitsOp::create(b, blockFrom, p.sub("blockTo", span.end, from));
+    Value blockFrom = fromFirstRow("blockFrom", span.begin);
+    gen::NarrowLogitsOp::create(b, blockFrom, fromFirstRow("blockTo", span.end));
     return SmallVector<Value>{kept, p.set("smoothAt", span.fullKeep)};
   };
   return p.ifElse(
       cached, {p.logits(), p.i64()}, {"smooth", "smoothAt"},
       [&]() { return smoothForward("cached", span.cacheKeep, span.cacheKeep); },
-      [&]() { return smoothForward("full", span.fullKeep, zero); });
+      [&]() { return smoothForward("full", span.fullKeep, Value()); });
 }
 
 // The dual cache's window [begin, end) of a block's later steps, and what its first step keeps.
