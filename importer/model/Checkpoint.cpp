@@ -4,6 +4,7 @@
 
 #include "runtime/tokenizer/Tokenizer.h"
 #include "support/JsonText.h"
+#include "support/ShapeText.h"
 #include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
@@ -14,13 +15,6 @@
 
 namespace dlm::importer {
 namespace {
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 // The scales of FP8 weight `view` as compressed-tensors stores them beside it ("X.weight" ->
 // "X.weight_scale": [N, 1] or [N] per output channel, [1] or a scalar per tensor), one per row.

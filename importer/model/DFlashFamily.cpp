@@ -9,6 +9,7 @@
 #include "importer/model/Checkpoint.h"
 #include "importer/model/ConfigFields.h"
 #include "support/JsonText.h"
+#include "support/ShapeText.h"
 #include "support/TextFile.h"
 
 #include <nlohmann/json.hpp>
@@ -22,13 +23,6 @@ namespace {
 using nlohmann::json;
 
 std::string str(int64_t value) { return std::to_string(value); }
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + str(shape[i]);
-  return text + "]";
-}
 
 // _draft_value (model.py:127-132): dflash_config[name] when the key is there, else the
 // top-level field; null when neither has it. A null value counts as absent (the default

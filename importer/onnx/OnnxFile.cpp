@@ -2,6 +2,7 @@
 
 #include "onnx/onnx_pb.h" // ONNX_API, then onnx-ml.pb.h under ONNX_ML
 #include "onnx/shape_inference/implementation.h"
+#include "support/ShapeText.h"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
@@ -19,13 +20,6 @@
 namespace dlm::importer::onnx {
 namespace proto = ::onnx;
 namespace {
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 std::string tensorLabel(const proto::TensorProto &tensor) {
   return tensor.name().empty() ? std::string("a constant tensor")

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "support/ShapeText.h"
 
 #include <vector>
 
@@ -14,13 +15,6 @@ namespace {
 
 using namespace mlir;
 namespace ir = dlm::ir;
-
-std::string shapeText(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 // Walks the raised @forward backwards from its result, naming each weight by its role.
 class RoleWalk {

@@ -1,6 +1,7 @@
 #include "importer/safetensors/SafetensorsHeader.h"
 
 #include "support/JsonText.h"
+#include "support/ShapeText.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,13 +17,6 @@ constexpr size_t kLengthPrefixBytes = 8;
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
 std::string quoted(const std::string &name) { return "tensor '" + name + "'"; }
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 bool isNonNegativeInteger(const Json &value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0);

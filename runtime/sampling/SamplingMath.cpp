@@ -203,14 +203,20 @@ void confidenceOrder(const std::vector<double> &confidence, const std::vector<in
   });
 }
 
-void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
-                   std::vector<uint8_t> &accepted) {
+namespace {
+
+// The entropy-bound walk with the entropies, the budget and each prefix's subtraction in T; the
+// running sum in double, rounded to T at every prefix (exact for double; torch's CPU cumsum for
+// float). A NaN entropy ranks as +infinity: a strict weak order whatever the logits held.
+template <typename T>
+void entropyAcceptIn(const std::vector<double> &entropy, T bound, std::vector<int64_t> &order,
+                     std::vector<uint8_t> &accepted) {
   const size_t count = entropy.size();
   order.resize(count);
   std::iota(order.begin(), order.end(), 0);
-  // A NaN entropy ranks as +infinity: a strict weak order whatever the logits held.
   auto rank = [&](int64_t i) {
-    return std::isnan(entropy[i]) ? std::numeric_limits<double>::infinity() : entropy[i];
+    const T h = static_cast<T>(entropy[static_cast<size_t>(i)]);
+    return std::isnan(h) ? std::numeric_limits<T>::infinity() : h;
   };
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     if (rank(a) != rank(b))
@@ -218,40 +224,27 @@ void entropyAccept(const std::vector<double> &entropy, double bound, std::vector
     return a < b;
   });
   accepted.assign(count, 0);
-  // Same float operations as numpy's cumsum(hs) - hs, so the budget edge agrees bit for bit.
+  // The same operations as numpy's cumsum(hs) - hs (double) or torch's float32 tensors, so the
+  // budget edge agrees bit for bit.
   double running = 0;
   for (size_t k = 0; k < count; ++k) {
-    const double h = entropy[static_cast<size_t>(order[k])];
-    running += h;
-    const double before = running - h;
+    const T h = static_cast<T>(entropy[static_cast<size_t>(order[k])]);
+    running += static_cast<double>(h);
+    const T before = static_cast<T>(running) - h;
     accepted[static_cast<size_t>(order[k])] = (k == 0 || before <= bound) ? 1 : 0;
   }
 }
 
+} // namespace
+
+void entropyAccept(const std::vector<double> &entropy, double bound, std::vector<int64_t> &order,
+                   std::vector<uint8_t> &accepted) {
+  entropyAcceptIn<double>(entropy, bound, order, accepted);
+}
+
 void entropyAcceptF32(const std::vector<double> &entropy, float bound,
                       std::vector<int64_t> &order, std::vector<uint8_t> &accepted) {
-  const size_t count = entropy.size();
-  order.resize(count);
-  std::iota(order.begin(), order.end(), 0);
-  auto rank = [&](int64_t i) {
-    const float h = static_cast<float>(entropy[static_cast<size_t>(i)]);
-    return std::isnan(h) ? std::numeric_limits<float>::infinity() : h;
-  };
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (rank(a) != rank(b))
-      return rank(a) < rank(b);
-    return a < b;
-  });
-  accepted.assign(count, 0);
-  // torch's CPU cumsum of float32 accumulates in double and rounds every prefix to float32; the
-  // subtraction and the comparison are float32 tensor operations.
-  double running = 0;
-  for (size_t k = 0; k < count; ++k) {
-    const float h = static_cast<float>(entropy[static_cast<size_t>(order[k])]);
-    running += static_cast<double>(h);
-    const float before = static_cast<float>(running) - h;
-    accepted[static_cast<size_t>(order[k])] = (k == 0 || before <= bound) ? 1 : 0;
-  }
+  entropyAcceptIn<float>(entropy, bound, order, accepted);
 }
 
 namespace {

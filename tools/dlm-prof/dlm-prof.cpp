@@ -21,6 +21,7 @@
 #include "runtime/profile/Profiler.h"
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/OpenModel.h"
 #include "tools/dlm-run/RandomWeights.h"
 #include "tools/dlm-run/RequestLength.h"
 
@@ -390,13 +391,11 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact, options.open);
-  if (!model) {
-    std::cerr << "dlm-prof: " << model.status().message() << "\n";
+  std::shared_ptr<dlm::LoadedModel> model =
+      dlm::tools::openModel("dlm-prof", options.artifact, options.open);
+  if (!model)
     return kFailed;
-  }
-  dlm::tools::warnIfRandomWeights("dlm-prof", **model);
-  if (dlm::Status length = dlm::tools::applyRequestLength(**model, options.request);
+  if (dlm::Status length = dlm::tools::applyRequestLength(*model, options.request);
       !length.isOk()) {
     std::cerr << "dlm-prof: " << length.message() << "\n";
     return kBadArguments;
@@ -404,7 +403,7 @@ int main(int argc, char **argv) {
   profile::Profiler profiler(static_cast<size_t>(options.maxEvents));
   options.session.profiler = &profiler;
   dlm::StatusOr<std::unique_ptr<dlm::Session>> created =
-      dlm::Session::create(*model, options.session);
+      dlm::Session::create(model, options.session);
   if (!created) {
     std::cerr << "dlm-prof: " << created.status().message() << "\n";
     return kFailed;
@@ -415,9 +414,8 @@ int main(int argc, char **argv) {
   for (const Prompt &prompt : options.prompts) {
     dlm::GenerateRequest request = options.request;
     request.promptText = prompt.text;
-    request.promptIds = prompt.syntheticLength > 0
-                            ? syntheticPrompt(prompt.syntheticLength, **model)
-                            : prompt.ids;
+    request.promptIds =
+        prompt.syntheticLength > 0 ? syntheticPrompt(prompt.syntheticLength, *model) : prompt.ids;
     workload.push_back(std::move(request));
   }
 
@@ -480,7 +478,7 @@ int main(int argc, char **argv) {
 
   if (options.json) {
     Json out = reportJson(report);
-    dlm::tools::addRandomWeights(out, **model);
+    dlm::tools::addRandomWeights(out, *model);
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
     printReport(report);

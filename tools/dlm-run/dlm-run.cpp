@@ -29,6 +29,7 @@
 #include "runtime/model/ModelSpec.h"
 #include "runtime/session/Session.h"
 #include "tools/dlm-run/GenerationFlags.h"
+#include "tools/dlm-run/OpenModel.h"
 #include "tools/dlm-run/OutputText.h"
 #include "tools/dlm-run/RandomWeights.h"
 #include "tools/dlm-run/RequestLength.h"
@@ -247,19 +248,17 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model = dlm::LoadedModel::open(options.artifact, options.open);
-  if (!model) {
-    std::cerr << "dlm-run: " << model.status().message() << "\n";
+  std::shared_ptr<dlm::LoadedModel> model =
+      dlm::tools::openModel("dlm-run", options.artifact, options.open);
+  if (!model)
     return kFailed;
-  }
-  dlm::tools::warnIfRandomWeights("dlm-run", **model);
   if (options.chat) {
     dlm::ChatRequest chat;
     if (options.system)
       chat.messages.push_back({{"role", "system"}, {"content", *options.system}});
     chat.messages.push_back({{"role", "user"}, {"content", *options.chat}});
     chat.addGenerationPrompt = true;
-    dlm::StatusOr<std::vector<int32_t>> ids = (*model)->encodeChat(chat);
+    dlm::StatusOr<std::vector<int32_t>> ids = model->encodeChat(chat);
     if (!ids) {
       std::cerr << "dlm-run: --chat: " << ids.status().message() << "\n";
       return kBadArguments;
@@ -269,19 +268,19 @@ int main(int argc, char **argv) {
   // A block program generates whole blocks; the output keeps the first --max-new-tokens of them.
   const int64_t maxNewTokens =
       dlm::tools::integerKnob(options.request.knobs, dlm::spec::kKnobMaxNewTokens).value_or(-1);
-  if (dlm::Status length = dlm::tools::applyRequestLength(**model, options.request);
+  if (dlm::Status length = dlm::tools::applyRequestLength(*model, options.request);
       !length.isOk()) {
     std::cerr << "dlm-run: " << length.message() << "\n";
     return kBadArguments;
   }
   dlm::StatusOr<std::unique_ptr<dlm::Session>> session =
-      dlm::Session::create(*model, options.session);
+      dlm::Session::create(model, options.session);
   if (!session) {
     std::cerr << "dlm-run: " << session.status().message() << "\n";
     return kFailed;
   }
 
-  const dlm::LoadedModel &loaded = **model;
+  const dlm::LoadedModel &loaded = *model;
   dlm::tools::OutputText output(
       loaded.tokenizer(), [&loaded](int32_t id) { return loaded.tokenFacts().isEos(id); },
       maxNewTokens, {});
@@ -340,7 +339,7 @@ int main(int argc, char **argv) {
   if (options.json) {
     Json out = jsonReport(*result, output, blockLengths, score);
     out["backend"] = std::string((*session)->backend().name());
-    dlm::tools::addRandomWeights(out, **model);
+    dlm::tools::addRandomWeights(out, *model);
     // Invalid UTF-8 in generated text must not abort the dump.
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {

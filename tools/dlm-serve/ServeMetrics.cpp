@@ -37,8 +37,8 @@ void ServeMetrics::generated(int64_t tokens, int64_t forwards, Clock::time_point
 }
 
 void ServeMetrics::dropOldSamples(Clock::time_point now) const {
-  const auto horizon = now - std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(window_));
+  const auto horizon =
+      now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(window_));
   while (!recent_.empty() && recent_.front().first < horizon)
     recent_.pop_front();
 }
@@ -70,59 +70,72 @@ double ServeMetrics::tokensPerSecond(Clock::time_point now) const {
 
 namespace {
 
-void metric(std::ostringstream &out, const char *name, const char *type, const char *help,
-            double value) {
-  char number[64];
-  std::snprintf(number, sizeof number, "%.17g", value);
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-      << name << " " << number << "\n";
+constexpr const char *kGauge = "gauge";
+constexpr const char *kCounter = "counter";
+
+// One Prometheus sample with its HELP and TYPE lines.
+struct Metric {
+  const char *name;
+  const char *type;
+  const char *help;
+  double value;
+};
+
+void writeMetrics(std::ostringstream &out, std::initializer_list<Metric> metrics) {
+  for (const Metric &m : metrics) {
+    char number[64];
+    std::snprintf(number, sizeof number, "%.17g", m.value);
+    out << "# HELP " << m.name << " " << m.help << "\n# TYPE " << m.name << " " << m.type << "\n"
+        << m.name << " " << number << "\n";
+  }
+}
+
+double ratio(int64_t numerator, int64_t denominator) {
+  return denominator > 0 ? static_cast<double>(numerator) / static_cast<double>(denominator) : 0.0;
 }
 
 } // namespace
 
-std::string ServeMetrics::prometheus(const engine::SchedulerStats &stats, Clock::time_point now) const {
+std::string ServeMetrics::prometheus(const engine::SchedulerStats &stats,
+                                     Clock::time_point now) const {
   const double perSecond = tokensPerSecond(now);
   std::ostringstream out;
-  metric(out, "dlm_requests_waiting", "gauge", "Requests waiting for admission (queue depth).",
-         static_cast<double>(stats.waiting));
-  metric(out, "dlm_requests_running", "gauge", "Admitted requests running now.",
-         static_cast<double>(stats.running));
-  metric(out, "dlm_kv_pages_total", "gauge", "KV pages in the pool.",
-         static_cast<double>(stats.kvPages));
-  metric(out, "dlm_kv_pages_reserved", "gauge",
-         "KV pages reserved for the running requests' worst cases.",
-         static_cast<double>(stats.kvPagesReserved));
-  metric(out, "dlm_kv_pages_in_use", "gauge",
-         "KV pages holding K/V now, published prefix pages included.",
-         static_cast<double>(stats.kvPagesInUse));
-  metric(out, "dlm_kv_pages_cached", "gauge",
-         "Published prefix pages no request holds (free on demand).",
-         static_cast<double>(stats.kvPagesCached));
-  metric(out, "dlm_prefix_tokens_reused_total", "counter",
-         "Prefill tokens taken from published prefix pages instead of computed.",
-         static_cast<double>(stats.prefixTokensReused));
-  metric(out, "dlm_scheduler_runs_total", "counter", "Packed backend forwards.",
-         static_cast<double>(stats.runs));
-  metric(out, "dlm_scheduler_forwards_total", "counter", "Request forwards the packed runs served.",
-         static_cast<double>(stats.forwards));
-  metric(out, "dlm_scheduler_fed_tokens_total", "counter", "Tokens the packed runs fed.",
-         static_cast<double>(stats.fedTokens));
-  metric(out, "dlm_scheduler_tokens_per_forward", "gauge",
-         "Tokens fed per packed forward, all requests together, since start.",
-         stats.runs > 0 ? static_cast<double>(stats.fedTokens) / static_cast<double>(stats.runs)
-                        : 0.0);
-  metric(out, "dlm_scheduler_requests_per_forward", "gauge",
-         "Request forwards per packed forward since start.",
-         stats.runs > 0 ? static_cast<double>(stats.forwards) / static_cast<double>(stats.runs)
-                        : 0.0);
-  metric(out, "dlm_scheduler_admitted_total", "counter", "Requests admitted.",
-         static_cast<double>(stats.admitted));
-  metric(out, "dlm_scheduler_refused_total", "counter",
-         "Requests refused for a full queue or a request larger than the pool.",
-         static_cast<double>(stats.refused));
-  metric(out, "dlm_scheduler_cancelled_total", "counter",
-         "Forwards or admissions refused because the caller cancelled.",
-         static_cast<double>(stats.cancelled));
+  writeMetrics(
+      out,
+      {
+          {"dlm_requests_waiting", kGauge, "Requests waiting for admission (queue depth).",
+           double(stats.waiting)},
+          {"dlm_requests_running", kGauge, "Admitted requests running now.", double(stats.running)},
+          {"dlm_kv_pages_total", kGauge, "KV pages in the pool.", double(stats.kvPages)},
+          {"dlm_kv_pages_reserved", kGauge,
+           "KV pages reserved for the running requests' worst cases.",
+           double(stats.kvPagesReserved)},
+          {"dlm_kv_pages_in_use", kGauge,
+           "KV pages holding K/V now, published prefix pages included.",
+           double(stats.kvPagesInUse)},
+          {"dlm_kv_pages_cached", kGauge,
+           "Published prefix pages no request holds (free on demand).",
+           double(stats.kvPagesCached)},
+          {"dlm_prefix_tokens_reused_total", kCounter,
+           "Prefill tokens taken from published prefix pages instead of computed.",
+           double(stats.prefixTokensReused)},
+          {"dlm_scheduler_runs_total", kCounter, "Packed backend forwards.", double(stats.runs)},
+          {"dlm_scheduler_forwards_total", kCounter, "Request forwards the packed runs served.",
+           double(stats.forwards)},
+          {"dlm_scheduler_fed_tokens_total", kCounter, "Tokens the packed runs fed.",
+           double(stats.fedTokens)},
+          {"dlm_scheduler_tokens_per_forward", kGauge,
+           "Tokens fed per packed forward, all requests together, since start.",
+           ratio(stats.fedTokens, stats.runs)},
+          {"dlm_scheduler_requests_per_forward", kGauge,
+           "Request forwards per packed forward since start.", ratio(stats.forwards, stats.runs)},
+          {"dlm_scheduler_admitted_total", kCounter, "Requests admitted.", double(stats.admitted)},
+          {"dlm_scheduler_refused_total", kCounter,
+           "Requests refused for a full queue or a request larger than the pool.",
+           double(stats.refused)},
+          {"dlm_scheduler_cancelled_total", kCounter,
+           "Forwards or admissions refused because the caller cancelled.", double(stats.cancelled)},
+      });
   int64_t generated = 0, forwards = 0;
   std::map<Outcome, int64_t> requests;
   {
@@ -131,13 +144,15 @@ std::string ServeMetrics::prometheus(const engine::SchedulerStats &stats, Clock:
     forwards = forwards_;
     requests = requests_;
   }
-  metric(out, "dlm_generated_tokens_total", "counter", "Completion tokens generated.",
-         static_cast<double>(generated));
-  metric(out, "dlm_generated_tokens_per_second", "gauge",
-         "Completion tokens per second over the last 10 seconds.", perSecond);
-  metric(out, "dlm_generated_tokens_per_request_forward", "gauge",
-         "Completion tokens per request forward (parallel decoding) since start.",
-         forwards > 0 ? static_cast<double>(generated) / static_cast<double>(forwards) : 0.0);
+  writeMetrics(out, {
+                        {"dlm_generated_tokens_total", kCounter, "Completion tokens generated.",
+                         double(generated)},
+                        {"dlm_generated_tokens_per_second", kGauge,
+                         "Completion tokens per second over the last 10 seconds.", perSecond},
+                        {"dlm_generated_tokens_per_request_forward", kGauge,
+                         "Completion tokens per request forward (parallel decoding) since start.",
+                         ratio(generated, forwards)},
+                    });
   out << "# HELP dlm_requests_total Generation requests by how they ended.\n"
          "# TYPE dlm_requests_total counter\n";
   for (Outcome outcome : {Outcome::success, Outcome::cancelled, Outcome::invalidRequest,

@@ -14,7 +14,7 @@
 // start: exit 1.
 #include "runtime/engine/Engine.h"
 #include "tools/dlm-run/GenerationFlags.h"
-#include "tools/dlm-run/RandomWeights.h"
+#include "tools/dlm-run/OpenModel.h"
 #include "tools/dlm-serve/HttpServer.h"
 #include "tools/dlm-serve/ServedModel.h"
 
@@ -127,21 +127,18 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  dlm::StatusOr<std::shared_ptr<dlm::LoadedModel>> model =
-      dlm::LoadedModel::open(common.artifact, {common.verify});
-  if (!model) {
-    std::cerr << "dlm-serve: " << model.status().message() << "\n";
+  std::shared_ptr<dlm::LoadedModel> model =
+      dlm::tools::openModel("dlm-serve", common.artifact, {common.verify});
+  if (!model)
     return kFailed;
-  }
-  dlm::tools::warnIfRandomWeights("dlm-serve", **model);
   dlm::StatusOr<std::unique_ptr<dlm::engine::Engine>> engine =
-      dlm::engine::Engine::create(*model, options);
+      dlm::engine::Engine::create(model, options);
   if (!engine) {
     std::cerr << "dlm-serve: " << engine.status().message() << "\n";
     return kFailed;
   }
   const std::string id = dlm::serve::modelIdFromPath(common.artifact);
-  dlm::serve::HttpServer server(**engine, dlm::serve::describeModel(**model, id), base,
+  dlm::serve::HttpServer server(**engine, dlm::serve::describeModel(*model, id), base,
                                 serverOptions);
   std::string listenError;
   const int bound = server.bind(host, static_cast<int>(port), listenError);

@@ -9,7 +9,6 @@
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace dlm::codegen {
@@ -76,11 +75,8 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   if (!(params.scale > 0) || !std::isfinite(params.scale))
     return Status::error("embedding: scale must be a positive finite number");
   const bool scaled = params.scale != 1.0;
-  RowCopyShape copy = rowCopyShape(params.element, params.width);
-  if (scaled) {
-    copy.vector = vectorWidth(params.element, params.width);
-    copy.threads = std::clamp<int64_t>(roundUp(params.width / copy.vector, 32), 32, 256);
-  }
+  // The scaled lookup reads and writes in accesses of the same kVector elements.
+  const RowCopyShape copy = rowCopyShape(params.element, params.width);
 
   KernelSource kernel;
   kernel.kind = "embedding";
