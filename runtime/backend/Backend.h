@@ -24,7 +24,8 @@ namespace dlm {
 // denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
 // 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
 // 5: forwardWindow() (the dual cache; optional, "not supported yet" by default). 6: supports().
-inline constexpr int kBackendApiVersion = 6;
+// 7: forwardWindow() is gone: a window forward is ForwardSpec::Mode::window.
+inline constexpr int kBackendApiVersion = 7;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.

@@ -124,7 +124,7 @@ StatusOr<sampling::LogitsView> forwardPacked(kv::PagedKvCache &cache,
 inline int64_t packedFedTokens(const std::vector<SequenceForward> &forwards) {
   int64_t fed = 0;
   for (const SequenceForward &forward : forwards)
-    fed += fedTokens(forward.spec);
+    fed += forward.spec.fed();
   return fed;
 }
 

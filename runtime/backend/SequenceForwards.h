@@ -1,7 +1,7 @@
 // What every backend's DecodeModel forwards share, whatever device runs the layers: the
 // bookkeeping of the one paged-KV sequence a backend decodes (forwardFull forgets it and keeps
 // `keep` tokens; forwardCached adds the fed tokens past `keep` and trims them again, leaving the
-// cache as it was; an append forward adds them past `keep` and commits them; forwardWindow
+// cache as it was; an append forward adds them past `keep` and commits them; a window forward
 // rewrites the fed window's slots inside the sequence in place; an extend forward rewrites
 // [first, keep) and drops what it fed past `keep`)
 // and the checks of a forward's arguments against what reserve() sized.
@@ -55,43 +55,10 @@ inline Status checkForwardArguments(const int32_t *tokens, const ForwardSpan &sp
   return Status::ok();
 }
 
-template <typename Run>
-StatusOr<sampling::LogitsView>
-forwardWindowOnSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, const int32_t *tokens,
-                        int64_t count, int64_t feedBegin, int64_t feedEnd,
-                        sampling::LogitRows rows, Run &&run) {
-  auto str = [](int64_t value) { return std::to_string(value); };
-  if (cache.length(sequence) != count)
-    return Status::error("window forward: the KV cache holds " + str(cache.length(sequence)) +
-                         " tokens, the caller expected all " + str(count));
-  if (feedBegin < 0 || feedBegin > feedEnd || feedEnd > count)
-    return Status::error("window forward: the fed window [" + str(feedBegin) + ", " +
-                         str(feedEnd) + ") is outside the " + str(count) + " cached tokens");
-  // The fed tokens' K/V overwrite their slots in place: the slots become pending again (only the
-  // prefix before the window stays final) and a page a fork shares is copied first.
-  DLM_RETURN_IF_ERROR(cache.rewrite(sequence, feedBegin, feedEnd));
-  StatusOr<sampling::LogitsView> logits =
-      run(tokens + feedBegin, ForwardSpan{feedBegin, feedEnd - feedBegin, count}, rows);
-  // A failed window may have written part of its range: forget the sequence, as a failed full
-  // forward does, so that nothing runs on half-written K/V.
-  if (!logits)
-    (void)cache.trim(sequence, 0);
-  return logits;
-}
-
-// How many tokens a ForwardSpec feeds: [0, count) in full mode, [first, count) in extend mode,
-// else [keep, count).
-inline int64_t fedTokens(const sampling::ForwardSpec &spec) {
-  using Mode = sampling::ForwardSpec::Mode;
-  return spec.count - (spec.mode == Mode::full     ? 0
-                       : spec.mode == Mode::extend ? spec.first
-                                                   : spec.keep);
-}
-
 // The input rows a ForwardSpec gives (ForwardSpec::inputRows, -1: every fed row from
 // inputFirst), checked against the fed tokens.
 inline StatusOr<int64_t> forwardInputRows(const sampling::ForwardSpec &spec) {
-  const int64_t fed = fedTokens(spec);
+  const int64_t fed = spec.fed();
   const int64_t given = spec.inputRows < 0 ? fed - spec.inputFirst : spec.inputRows;
   if (spec.inputRows < -1 || spec.inputFirst < 0 || spec.inputFirst > fed ||
       given > fed - spec.inputFirst)
@@ -112,9 +79,14 @@ inline Status checkForwardInput(const program::KernelProgram &program,
     return Status::error(
         "forward: function '" + program.function +
         "' reads no input rows (it has no soft_embedding or forward_input record)");
-  if (spec.inputFirst != 0 && program.forwardInputWidth > 0)
-    return Status::error("not supported yet: forward_input rows from a later fed row than the "
-                         "first (function '" +
+  // forward_input and select_input_rows count input rows from the first fed row.
+  const bool countsFromFirstRow =
+      std::any_of(program.kernels.begin(), program.kernels.end(), [](const auto &k) {
+        return k.kind == KernelKind::forwardInput || k.kind == KernelKind::selectInputRows;
+      });
+  if (spec.inputFirst != 0 && countsFromFirstRow)
+    return Status::error("not supported yet: input rows from a later fed row than the first "
+                         "with forward_input or select_input_rows records (function '" +
                          program.function + "')");
   for (const program::ProgramRecord &k : program.kernels) {
     if (k.kind == KernelKind::forwardInput && spec.inputWidth != program.forwardInputWidth)
@@ -128,10 +100,10 @@ inline Status checkForwardInput(const program::KernelProgram &program,
                            " values do not fit record '" + k.fullName + "', whose table has " +
                            str(k.weight->rows) + " rows");
     // A soft embedding reads a row for every fed token from inputFirst.
-    if (inputRows != fedTokens(spec) - spec.inputFirst)
+    if (inputRows != spec.fed() - spec.inputFirst)
       return Status::error("forward: record '" + k.fullName + "' reads an input row for each of " +
-                           str(fedTokens(spec) - spec.inputFirst) +
-                           " fed tokens, the input holds " + str(inputRows));
+                           str(spec.fed() - spec.inputFirst) + " fed tokens, the input holds " +
+                           str(inputRows));
   }
   return Status::ok();
 }
@@ -192,8 +164,10 @@ inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int
 //   extend  feed [first, count) over exactly [0, keep), rewriting [first, keep) (only the
 //           function's layers: its kv_store records are all that write); afterwards [0, keep),
 //           committed
-// After a failed run: full and extend forget the sequence (half-written K/V), cached and append
-// are back to [0, keep).
+//   window  feed [first, end) over exactly [0, count), rewriting [first, end); afterwards
+//           [0, count), pending from first on
+// After a failed run: full, extend and window forget the sequence (half-written K/V), cached and
+// append are back to [0, keep).
 //
 // `sharePrefix` (the function's K/V of a slot depend on the tokens up to it alone, and the cache
 // shares prefixes): a full forward first adopts the published pages of its longest published
@@ -204,6 +178,25 @@ struct PreparedForward {
   ForwardSpan span;
   sampling::LogitRows rows;     // the requested rows among the fed tokens
 };
+
+// A window forward: the fed tokens' K/V overwrite their slots in place, so the slots become
+// pending again (only the prefix before the window stays final) and a page a fork shares is
+// copied first.
+inline StatusOr<PreparedForward> prepareWindowOnSequence(kv::PagedKvCache &cache,
+                                                         kv::SequenceId sequence,
+                                                         const sampling::ForwardSpec &spec) {
+  auto str = [](int64_t value) { return std::to_string(value); };
+  const int64_t count = spec.count;
+  if (cache.length(sequence) != count)
+    return Status::error("window forward: the KV cache holds " + str(cache.length(sequence)) +
+                         " tokens, the caller expected all " + str(count));
+  if (spec.first < 0 || spec.first > spec.end || spec.end > count)
+    return Status::error("window forward: the fed window [" + str(spec.first) + ", " +
+                         str(spec.end) + ") is outside the " + str(count) + " cached tokens");
+  DLM_RETURN_IF_ERROR(cache.rewrite(sequence, spec.first, spec.end));
+  return PreparedForward{spec.tokens + spec.first,
+                         ForwardSpan{spec.first, spec.end - spec.first, count}, spec.rows};
+}
 
 inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cache,
                                                           kv::SequenceId sequence,
@@ -228,6 +221,8 @@ inline StatusOr<PreparedForward> prepareForwardOnSequence(kv::PagedKvCache &cach
     return PreparedForward{spec.tokens + shared, ForwardSpan{shared, count - shared, count},
                            rows};
   }
+  if (spec.mode == Mode::window)
+    return prepareWindowOnSequence(cache, sequence, spec);
   const int64_t first = spec.mode == Mode::extend ? spec.first : keep;
   if (cache.length(sequence) != keep || keep < 0 || keep > count || first < 0 || first > keep) {
     const std::string holds =
@@ -264,6 +259,10 @@ inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId se
     if (!ran)
       return cache.trim(sequence, spec.keep);
     break;
+  case Mode::window:
+    // A failed window may have written part of its range: forget the sequence, as a failed full
+    // forward does, so that nothing runs on half-written K/V. Its slots stay pending.
+    return ran ? Status::ok() : cache.trim(sequence, 0);
   }
   DLM_RETURN_IF_ERROR(cache.commit(sequence));
   return sharePrefix && ran ? cache.publishPrefix(sequence, spec.tokens) : Status::ok();

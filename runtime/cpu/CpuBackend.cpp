@@ -109,8 +109,8 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
 CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
                        std::map<std::string, KernelProgram> functions, PackedWeights packed,
                        int64_t maxSequenceLength, int64_t kvPages, const BackendOptions &options)
-    : weights_(std::move(weights)), functions_(functions.begin(), functions.end()),
-      maxSequenceLength_(maxSequenceLength), pool_(options.threads),
+    : SequenceBackend(maxSequenceLength), weights_(std::move(weights)),
+      functions_(functions.begin(), functions.end()), pool_(options.threads),
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens,
              functions_.begin()->second.kvLayerWidths),
       profiler_(options.profiler) {
@@ -162,8 +162,6 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
   sequence_ = kv_->create();
 }
 
-KvPoolStats CpuBackend::kvPoolStats() const { return kv_ ? poolStatsOf(*kv_) : KvPoolStats{}; }
-
 Status CpuBackend::reserve(int64_t tokens, int64_t logitRows) {
   if (tokens > maxSequenceLength_)
     return Status::error("a sequence of " + str(tokens) +
@@ -204,44 +202,7 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
 }
 
 StatusOr<const KernelProgram *> CpuBackend::function(std::string_view name) const {
-  if (name.empty())
-    name = kp::kDefaultFunction;
-  auto it = functions_.find(name);
-  if (it != functions_.end())
-    return &it->second;
-  std::string names;
-  for (const auto &[known, program] : functions_)
-    names += (names.empty() ? "'" : ", '") + known + "'";
-  return Status::error("forward: the kernel program has no function '" + std::string(name) +
-                       "' (it has " + names + ")");
-}
-
-StatusOr<sampling::LogitsView> CpuBackend::forwardFull(const int32_t *tokens, int64_t count,
-                                                       int64_t keep, sampling::LogitRows rows) {
-  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::full, tokens, count, keep,
-                                           rows));
-}
-
-StatusOr<sampling::LogitsView> CpuBackend::forwardCached(const int32_t *tokens, int64_t count,
-                                                         int64_t keep, sampling::LogitRows rows) {
-  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::cached, tokens, count,
-                                           keep, rows));
-}
-
-StatusOr<sampling::LogitsView> CpuBackend::forwardWindow(const int32_t *tokens, int64_t count,
-                                                         int64_t feedBegin, int64_t feedEnd,
-                                                         sampling::LogitRows rows) {
-  const KernelProgram *program = nullptr;
-  DLM_ASSIGN_OR_RETURN(program, function({}));
-  return forwardWindowOnSequence(
-      *kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
-      [this, program](auto... arguments) { return run(*program, {}, arguments...); });
-}
-
-// The session's own sequence as a batch of one: one path for the input checks, the mode
-// bookkeeping and the captured rows.
-StatusOr<sampling::LogitsView> CpuBackend::forward(const sampling::ForwardSpec &spec) {
-  return forwardBatch(spec.function, {SequenceForward{sequence_, spec}});
+  return findFunction(functions_, name);
 }
 
 StatusOr<sampling::LogitsView>
@@ -259,14 +220,6 @@ CpuBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwar
     captured_ =
         sampling::LogitsView{capture_.data(), packedFedTokens(forwards), program->captureWidth};
   return logits;
-}
-
-StatusOr<sampling::LogitsView> CpuBackend::run(const KernelProgram &program,
-                                               const ForwardInput &input, const int32_t *tokens,
-                                               const ForwardSpan &span,
-                                               sampling::LogitRows rows) {
-  std::vector<Part> parts{Part{sequence_, tokens, span, rows, input}};
-  return runParts(program, parts);
 }
 
 StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program,

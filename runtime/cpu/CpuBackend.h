@@ -11,8 +11,8 @@
 // reserve(); forwards allocate nothing.
 #pragma once
 
-#include "runtime/backend/Backend.h"
 #include "runtime/backend/PackedForwards.h"
+#include "runtime/backend/SequenceBackend.h"
 #include "runtime/backend/SequenceForwards.h"
 #include "runtime/cpu/HostKvPages.h"
 #include "runtime/cpu/InvariantGemm.h"
@@ -33,7 +33,7 @@
 
 namespace dlm::cpu {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public SequenceBackend {
 public:
   // `records` are the artifact's "cpu" kernel records, one or several functions (validated here,
   // errors name the record);
@@ -44,43 +44,20 @@ public:
          const BackendOptions &options);
 
   std::string_view name() const override { return "cpu"; }
-  int64_t maxSequenceLength() const override { return maxSequenceLength_; }
   int64_t vocabSize() const override { return weights_->dims().vocabSize; }
 
   Status reserve(int64_t tokens, int64_t logitRows) override;
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                             sampling::LogitRows rows) override;
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                               sampling::LogitRows rows) override;
-  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
-                                               int64_t feedBegin, int64_t feedEnd,
-                                               sampling::LogitRows rows) override;
-  // Any function by name, in the full, cached, append or extend mode, with or without input rows.
-  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
-  sampling::LogitsView capturedRows() const override { return captured_; }
-  Status trimCache(int64_t length) override {
-    return dlm::trimSequence(*kv_, sequence_, length);
-  }
 
   // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
   // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
   // into one run. The logits are each forward's requested rows, in order. The sequences come
   // from createSequence; the session's own one is not among them.
-  bool batchesSequences() const override { return true; }
   Status reservePacked(int64_t tokens, int64_t logitRows) override;
-  StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
-                                              const std::vector<SequenceForward> &forwards) override;
-  StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }
-  Status removeSequence(kv::SequenceId sequence) override { return kv_->remove(sequence); }
-  KvPoolStats kvPoolStats() const override;
-  Status trimSequence(kv::SequenceId sequence, int64_t length) override {
-    return dlm::trimSequence(*kv_, sequence, length);
-  }
+  StatusOr<sampling::LogitsView>
+  forwardBatch(std::string_view function, const std::vector<SequenceForward> &forwards) override;
 
   MemoryUsage memoryUsage() const override;
 
-  // The KV cache, for inspection (tests, statistics).
-  const kv::PagedKvCache &kvCache() const { return *kv_; }
   int threads() const { return pool_.threads(); }
 
 private:
@@ -102,16 +79,11 @@ private:
   // One sequence's share of a packed forward (PackedForwards.h).
   using Part = PackedPart;
 
-  // Grows the sequence to span.keys slots, runs the function's records over the span's tokens
-  // (their K/V written to slots span.first.., attending to slots [0, span.keys)) and computes the
-  // requested logit rows (SequenceForwards.h).
-  StatusOr<sampling::LogitsView> run(const program::KernelProgram &program,
-                                     const ForwardInput &input, const int32_t *tokens,
-                                     const ForwardSpan &span, sampling::LogitRows rows);
-  // The same over several sequences at once: the records that act on every row (embeddings,
-  // norms, GEMMs, MLPs) run once over all parts' rows, the ones that depend on a sequence
-  // (rope positions, kv_store, attention, input rows, the LM head's rows) once per part. The
-  // logits are the parts' rows in order.
+  // A forward over several sequences at once (each part's sequence grown to span.keys slots,
+  // its tokens' K/V written to slots span.first.., attending to slots [0, span.keys)): the
+  // records that act on every row (embeddings, norms, GEMMs, MLPs) run once over all parts'
+  // rows, the ones that depend on a sequence (rope positions, kv_store, attention, input rows,
+  // the LM head's rows) once per part. The logits are the parts' rows in order.
   // `wroteKv` (optional) says whether the run got as far as its kernels.
   StatusOr<sampling::LogitsView> runParts(const program::KernelProgram &program,
                                           std::vector<Part> &parts, bool *wroteKv = nullptr);
@@ -179,13 +151,10 @@ private:
   std::map<std::string, program::KernelProgram, std::less<>> functions_;
   const program::KernelProgram *program_ = nullptr; // the function running
   int64_t rowElements_ = 0, normRowElements_ = 0;   // the largest function's
-  int64_t maxSequenceLength_;
   ThreadPool pool_;
   HostKvPages pages_;
-  std::unique_ptr<kv::PagedKvCache> kv_;
   // The functions whose prefills adopt and whose commits publish pages (sharePrefixes).
   std::set<std::string, std::less<>> sharingFunctions_;
-  kv::SequenceId sequence_;
   // One table per distinct (theta, head_dim, rotated_pairs) of the rope records.
   struct Rope {
     double theta = 0;
@@ -210,11 +179,10 @@ private:
   std::vector<AttentionPart> attentionParts_;
   std::vector<float> softEmbeddingScratch_;
   MoeScratch moeScratch_;
-  // The capture records' rows (the widest function's capture width per token), and the view of
-  // the last forward's (empty when its function captures nothing).
+  // The capture records' rows (the widest function's capture width per token; captured_ views
+  // the last forward's).
   int64_t captureWidth_ = 0;
   std::vector<float> capture_;
-  sampling::LogitsView captured_;
   std::vector<float> headInput_, logits_;
   // The parts' fed tokens, packed (the embedding records read them).
   std::vector<int32_t> packedTokens_;

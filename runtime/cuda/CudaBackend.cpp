@@ -216,8 +216,6 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   return Status::ok();
 }
 
-KvPoolStats CudaBackend::kvPoolStats() const { return kv_ ? poolStatsOf(*kv_) : KvPoolStats{}; }
-
 Status CudaBackend::supports(const program::ProgramRecord &record) const {
   using program::KernelKind;
   if (record.kind == KernelKind::rope && record.rotatedPairs <= 0)
@@ -454,46 +452,7 @@ Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
 }
 
 StatusOr<const CudaBackend::Function *> CudaBackend::function(std::string_view name) const {
-  if (name.empty())
-    name = spec::kernels::kDefaultFunction;
-  auto it = functions_.find(name);
-  if (it != functions_.end())
-    return &it->second;
-  std::string names;
-  for (const auto &[known, function] : functions_)
-    names += (names.empty() ? "'" : ", '") + known + "'";
-  return Status::error("forward: the kernel program has no function '" + std::string(name) +
-                       "' (it has " + names + ")");
-}
-
-StatusOr<sampling::LogitsView> CudaBackend::forwardFull(const int32_t *tokens, int64_t count,
-                                                        int64_t keep, sampling::LogitRows rows) {
-  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::full, tokens, count, keep,
-                                           rows));
-}
-
-StatusOr<sampling::LogitsView> CudaBackend::forwardCached(const int32_t *tokens, int64_t count,
-                                                          int64_t keep, sampling::LogitRows rows) {
-  return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::cached, tokens, count,
-                                           keep, rows));
-}
-
-StatusOr<sampling::LogitsView> CudaBackend::forwardWindow(const int32_t *tokens, int64_t count,
-                                                          int64_t feedBegin, int64_t feedEnd,
-                                                          sampling::LogitRows rows) {
-  const Function *program = nullptr;
-  DLM_ASSIGN_OR_RETURN(program, function({}));
-  DLM_RETURN_IF_ERROR(driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"));
-  return forwardWindowOnSequence(*kv_, sequence_, tokens, count, feedBegin, feedEnd, rows,
-                                 [this, program](auto... arguments) {
-                                   return run(*program, arguments...);
-                                 });
-}
-
-// The session's own sequence as a batch of one: one path for the input checks, the mode
-// bookkeeping, the graphs and the captured rows.
-StatusOr<sampling::LogitsView> CudaBackend::forward(const sampling::ForwardSpec &spec) {
-  return forwardBatch(spec.function, {SequenceForward{sequence_, spec}});
+  return findFunction(functions_, name);
 }
 
 StatusOr<sampling::LogitsView>
@@ -517,13 +476,6 @@ CudaBackend::forwardBatch(std::string_view name, const std::vector<SequenceForwa
   if (logits && captureWidth > 0)
     captured_ = sampling::LogitsView{capture_.data(), packedFedTokens(forwards), captureWidth};
   return logits;
-}
-
-StatusOr<sampling::LogitsView> CudaBackend::run(const Function &function, const int32_t *tokens,
-                                                const ForwardSpan &span,
-                                                sampling::LogitRows rows) {
-  std::vector<PackedPart> parts{PackedPart{sequence_, tokens, span, rows, ForwardInput{}}};
-  return runParts(function, parts);
 }
 
 StatusOr<sampling::LogitsView> CudaBackend::runParts(const Function &function,

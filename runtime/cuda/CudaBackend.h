@@ -38,6 +38,9 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactReader.h"
+#include "runtime/backend/PackedForwards.h"
+#include "runtime/backend/SequenceBackend.h"
+#include "runtime/backend/SequenceForwards.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceMemory.h"
@@ -50,9 +53,6 @@
 #include "runtime/model/ModelWeights.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
-#include "runtime/backend/Backend.h"
-#include "runtime/backend/PackedForwards.h"
-#include "runtime/backend/SequenceForwards.h"
 
 #include <list>
 #include <map>
@@ -100,7 +100,7 @@ struct BlockLoopStatistics {
   int64_t stepsUsed = 0;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public SequenceBackend {
 public:
   // `artifact` must outlive the backend (kernel records point into it). `maxPositions` is the
   // model's limit (0 = unknown).
@@ -112,23 +112,9 @@ public:
   ~CudaBackend() override;
 
   std::string_view name() const override { return driver_->emulated() ? "cuda-emu" : "cuda"; }
-  int64_t maxSequenceLength() const override { return maxSequenceLength_; }
   int64_t vocabSize() const override { return dims_.vocabSize; }
 
   Status reserve(int64_t tokens, int64_t logitRows) override;
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                             sampling::LogitRows rows) override;
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                               sampling::LogitRows rows) override;
-  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
-                                               int64_t feedBegin, int64_t feedEnd,
-                                               sampling::LogitRows rows) override;
-  // Any function by name, in the full, cached, append or extend mode, with or without input rows.
-  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override;
-  sampling::LogitsView capturedRows() const override { return captured_; }
-  Status trimCache(int64_t length) override {
-    return dlm::trimSequence(*kv_, sequence_, length);
-  }
 
   // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
   // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
@@ -139,23 +125,15 @@ public:
   // in order. A run of one part is the single-sequence forward, CUDA graphs included; a run of
   // several is enqueued eagerly. The sequences come from createSequence; the session's own one
   // is not among them.
-  bool batchesSequences() const override { return true; }
   Status reservePacked(int64_t tokens, int64_t logitRows) override;
-  StatusOr<sampling::LogitsView> forwardBatch(std::string_view function,
-                                              const std::vector<SequenceForward> &forwards) override;
-  StatusOr<kv::SequenceId> createSequence() override { return kv_->create(); }
-  KvPoolStats kvPoolStats() const override;
-  Status removeSequence(kv::SequenceId sequence) override { return kv_->remove(sequence); }
-  Status trimSequence(kv::SequenceId sequence, int64_t length) override {
-    return dlm::trimSequence(*kv_, sequence, length);
-  }
+  StatusOr<sampling::LogitsView>
+  forwardBatch(std::string_view function, const std::vector<SequenceForward> &forwards) override;
   MemoryUsage memoryUsage() const override;
   Status supports(const program::ProgramRecord &record) const override;
   bool denoisesBlock(const sampling::LoopPlan &plan) const override;
   StatusOr<sampling::BlockLoopResult> denoiseBlock(const sampling::LoopPlan &plan,
                                                    int32_t *canvas) override;
 
-  const kv::PagedKvCache &kvCache() const { return *kv_; }
   const GraphStatistics &graphStatistics() const { return graphs_->statistics(); }
   const BlockLoopStatistics &blockLoopStatistics() const { return loopStatistics_; }
   // Which kernel target runs ("sm_90 (cubin)", "sm_90 (emulated, from source)").
@@ -275,11 +253,6 @@ private:
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const Function *> function(std::string_view name) const;
 
-  // Grows the session's sequence to span.keys slots, runs the forward of the span's tokens and
-  // returns the requested logit rows (SequenceForwards.h): forwardWindow's run, a packed run of
-  // one part.
-  StatusOr<sampling::LogitsView> run(const Function &function, const int32_t *tokens,
-                                     const ForwardSpan &span, sampling::LogitRows rows);
   // The packed run over `parts` (PackedForwards.h): lays them out, grows their sequences, uploads
   // their inputs, enqueues the function once (a one-part run through the graphs) and copies the
   // logits and captured rows out. `wroteKv` (optional) says whether it got as far as its kernels.
@@ -464,7 +437,6 @@ private:
   std::shared_ptr<const model::ModelWeights> hostWeights_;
   CudaBackendSettings settings_;
   model::ModelDims dims_;
-  int64_t maxSequenceLength_ = 0;
   DeviceElement element_ = DeviceElement::f32;
   // Times each forward, and through timer_ each record on the device, when set (not owned).
   profile::Profiler *profiler_ = nullptr;
@@ -499,8 +471,6 @@ private:
   std::vector<size_t> kvOffsets_;
   int64_t pageTokens_ = 0;
   int64_t kvPageCount_ = 0;
-  std::unique_ptr<kv::PagedKvCache> kv_;
-  kv::SequenceId sequence_ = 0;
   int64_t peakKvPages_ = 0;
   Status pageCopyStatus_ = Status::ok();
 
@@ -534,7 +504,6 @@ private:
   std::vector<uint8_t> stagedInput_;
   PinnedHostAllocation hostCapture_;
   std::vector<float> capture_;
-  sampling::LogitsView captured_;
   CUdeviceptr moeChoice_ = 0, moeWeight_ = 0, moeLists_ = 0, moeCounts_ = 0, moeAct_ = 0,
               moeOut_ = 0;
   // FP8 GEMMs: the quantized input rows ([tokens, fp8InputWidth_] codes) and their scales.

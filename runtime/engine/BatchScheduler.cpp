@@ -59,8 +59,8 @@ public:
 
   // Waits until the scheduler has run this forward with the other requests'.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
-    if (fedTokens(spec) > scheduler_.limits_.tokensPerRun)
-      return Status::error("a forward of " + std::to_string(fedTokens(spec)) +
+    if (spec.fed() > scheduler_.limits_.tokensPerRun)
+      return Status::error("a forward of " + std::to_string(spec.fed()) +
                            " tokens exceeds the scheduler's " +
                            std::to_string(scheduler_.limits_.tokensPerRun) + " per forward");
     Waiting waiting{this, &spec};
@@ -71,7 +71,7 @@ public:
       return scheduler_.cancelledError();
     // Programs reserve before they forward; one that does not is admitted for what it feeds.
     if (!running_)
-      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, fedTokens(spec), lock));
+      DLM_RETURN_IF_ERROR(scheduler_.admit(*this, spec.fed(), lock));
     scheduler_.waiting_.push_back(&waiting);
     scheduler_.changed_.notify_all();
     scheduler_.changed_.wait(lock, [&] { return waiting.done; });
@@ -276,7 +276,7 @@ void BatchScheduler::runWaiting() {
     std::vector<Waiting *> group;
     int64_t tokens = 0, rows = 0;
     for (Waiting *w : forwards) {
-      const int64_t fed = fedTokens(*w->spec), wanted = w->spec->rows.count();
+      const int64_t fed = w->spec->fed(), wanted = w->spec->rows.count();
       if (!group.empty() &&
           (tokens + fed > limits_.tokensPerRun || rows + wanted > limits_.tokensPerRun)) {
         runGroup(group);
@@ -306,7 +306,7 @@ void BatchScheduler::runGroup(const std::vector<Waiting *> &group) {
   ++stats_.runs;
   stats_.forwards += static_cast<int64_t>(group.size());
   for (const SequenceForward &forward : forwards)
-    stats_.fedTokens += fedTokens(forward.spec);
+    stats_.fedTokens += forward.spec.fed();
   stats_.mostPerRun = std::max<int64_t>(stats_.mostPerRun, static_cast<int64_t>(group.size()));
   const sampling::LogitsView captured = backend_.capturedRows();
   int64_t row = 0, fedRow = 0;
@@ -321,7 +321,7 @@ void BatchScheduler::runGroup(const std::vector<Waiting *> &group) {
     const float *first = logits->row(row);
     w->model->logits().assign(first, first + w->rows * logits->vocab);
     row += w->rows;
-    const int64_t fed = fedTokens(*w->spec);
+    const int64_t fed = w->spec->fed();
     w->model->setCaptured(captured.data ? captured.row(fedRow) : nullptr, fed, captured.vocab);
     fedRow += fed;
   }

@@ -45,13 +45,22 @@ struct ForwardSpec {
     // function's layers (a DFlash drafter's K/V of the context the target accepted), [keep,
     // count) attend but are dropped again; afterwards the cache holds [0, keep), final.
     extend,
+    // The dual cache: feed [first, end) at positions first.. over a cache that holds the K/V of
+    // every position [0, count) (0 <= first <= end <= count). The fed tokens attend, with the
+    // function's masks over absolute positions, to the cached K/V of [0, first) and [end, count)
+    // and to their own fresh K/V, which replace [first, end) in the cache: it still holds
+    // [0, count) afterwards, pending from `first` on, and a later window over the same range
+    // overwrites what this one wrote before reading it. `keep` is not read. After a failure the
+    // cache is empty, as after a failed full forward.
+    window,
   };
   Mode mode = Mode::full;
   std::string_view function; // empty: the default function ("forward")
   const int32_t *tokens = nullptr;
   int64_t count = 0;
   int64_t keep = 0;
-  int64_t first = 0; // Mode::extend only
+  int64_t first = 0; // Mode::extend and Mode::window
+  int64_t end = 0;   // Mode::window only
   LogitRows rows; // as in forwardFull / forwardCached: they index the fed tokens
   // Float rows for the fed tokens, [fed, inputWidth] with row 0 the first fed token, which the
   // function's soft_embedding records read; null: the forward has no input.
@@ -65,6 +74,22 @@ struct ForwardSpec {
   int64_t inputFirst = 0;
   // The factor the soft_embedding records' rows take at run time, on top of their own scale.
   float inputScale = 1.0f;
+
+  // The first fed token: 0 in full mode, `first` in extend and window mode, else `keep`.
+  int64_t fedBegin() const {
+    return mode == Mode::full ? 0 : mode == Mode::extend || mode == Mode::window ? first : keep;
+  }
+  // How many tokens it feeds: up to `end` in window mode, else up to `count`.
+  int64_t fed() const { return (mode == Mode::window ? end : count) - fedBegin(); }
+
+  // A window forward of the default function without input.
+  static ForwardSpec window(const int32_t *tokens, int64_t count, int64_t first, int64_t end,
+                            LogitRows rows) {
+    ForwardSpec spec = of(Mode::window, tokens, count, 0, rows);
+    spec.first = first;
+    spec.end = end;
+    return spec;
+  }
 
   // A forward of the default function without input.
   static ForwardSpec of(Mode mode, const int32_t *tokens, int64_t count, int64_t keep,
@@ -109,25 +134,12 @@ public:
   virtual StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
                                              LogitRows rows) = 0;
 
-  // Optional (the dual cache): runs tokens[feedBegin, feedEnd) at positions feedBegin.. over a
-  // cache that holds the K/V of every position [0, count) (0 <= feedBegin <= feedEnd <= count),
-  // as a full forward keeping `count` leaves it. The fed tokens attend, with the model's mask
-  // over absolute positions, to the cached K/V of [0, feedBegin) and [feedEnd, count) and to
-  // their own fresh K/V, which replace [feedBegin, feedEnd) in the cache: it still holds
-  // [0, count) afterwards, and a later window over the same range overwrites what this one
-  // wrote before reading it. After a failure the cache is empty, as after a failed forwardFull.
-  // `rows` index the fed tokens, i.e. row 0 is position feedBegin, the logit shift applied
-  // inside them as in forwardCached.
-  virtual StatusOr<LogitsView> forwardWindow(const int32_t * /*tokens*/, int64_t /*count*/,
-                                             int64_t /*feedBegin*/, int64_t /*feedEnd*/,
-                                             LogitRows /*rows*/) {
-    return Status::error("not supported yet: window forwards (the dual cache) on this model");
-  }
-
-  // A forward of a named function, with an input, or in append mode. The default serves the
-  // default function without input in the full and cached modes through the two methods above;
-  // anything else is "not supported yet" unless the model overrides it.
+  // A forward of a named function, with an input, or in append, extend or window mode. The
+  // default serves the default function without input in the full and cached modes through the
+  // two methods above; anything else is "not supported yet" unless the model overrides it.
   virtual StatusOr<LogitsView> forward(const ForwardSpec &spec) {
+    if (spec.mode == ForwardSpec::Mode::window)
+      return Status::error("not supported yet: window forwards (the dual cache) on this model");
     if (spec.function.empty() && !spec.input) {
       if (spec.mode == ForwardSpec::Mode::full)
         return forwardFull(spec.tokens, spec.count, spec.keep, spec.rows);
@@ -135,7 +147,7 @@ public:
         return forwardCached(spec.tokens, spec.count, spec.keep, spec.rows);
     }
     return Status::error("not supported yet: forwards of named functions, with inputs or in "
-                         "append mode on this model");
+                         "append or extend mode on this model");
   }
 
   // The last forward's captured rows ([fed tokens, width], `vocab` holding the width), written by

@@ -33,18 +33,16 @@ StatusOr<LogitsView> ForwardRunner::window(const std::vector<int32_t> &tokens, i
                                            int64_t feedBegin, int64_t feedEnd, LogitRows rows) {
   LogitRows asked = capture_ ? LogitRows{0, feedEnd - feedBegin} : rows;
   profile::Scope timer = scope(profile::Category::forward, "window_forward");
-  return finish(model_.forwardWindow(tokens.data(), count, feedBegin, feedEnd, asked), rows,
-                capture_);
+  return finish(
+      model_.forward(ForwardSpec::window(tokens.data(), count, feedBegin, feedEnd, asked)), rows,
+      capture_);
 }
 
 StatusOr<LogitsView> ForwardRunner::forward(const ForwardSpec &spec, bool decoded) {
   const bool captureNow = decoded && capture_;
-  const int64_t fed = spec.count - (spec.mode == ForwardSpec::Mode::full     ? 0
-                                    : spec.mode == ForwardSpec::Mode::extend ? spec.first
-                                                                             : spec.keep);
   ForwardSpec asked = spec;
   if (captureNow)
-    asked.rows = LogitRows{0, fed};
+    asked.rows = LogitRows{0, spec.fed()};
   profile::Scope timer = scope(profile::Category::forward, decoded ? "forward" : "prefix_forward");
   return finish(model_.forward(asked), spec.rows, captureNow);
 }

@@ -70,7 +70,7 @@ public:
                             LogitRows rows, bool decoded = true);
   StatusOr<LogitsView> cached(const std::vector<int32_t> &tokens, int64_t count, int64_t keep,
                               LogitRows rows);
-  // A window forward (see DecodeModel::forwardWindow): `rows` index the fed tokens
+  // A window forward (ForwardSpec::Mode::window): `rows` index the fed tokens
   // [feedBegin, feedEnd).
   StatusOr<LogitsView> window(const std::vector<int32_t> &tokens, int64_t count, int64_t feedBegin,
                               int64_t feedEnd, LogitRows rows);

@@ -16,7 +16,7 @@ namespace dlm::sampling {
 // The forward record: full (the K/V cache is rebuilt, then [0, keep) is kept), cached (fed
 // [keep, count) over the cached K/V of [0, keep), which stays as it was) or window (fed
 // [keep, feedEnd) over the cached K/V of all [0, count), its own replacing [keep, feedEnd):
-// DecodeModel::forwardWindow), over sequence[0, count), returning the absolute logit rows
+// ForwardSpec::Mode::window), over sequence[0, count), returning the absolute logit rows
 // [rowBegin, rowEnd).
 struct ForwardStep {
   enum class Mode : uint8_t { full, cached, window };

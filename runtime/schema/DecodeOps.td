@@ -440,7 +440,7 @@ def Decode_CreditResetOp : Decode_Op<"credit_reset"> {
 // A forward over seq[0, count) (runtime/sampling/DecodeModel.h). mode=full keeps the K/V of
 // [0, keep) afterwards; mode=cached feeds [keep, count) over that cache; mode=window (the dual
 // cache) feeds [keep, feed_end) over a cache of all [0, count), its K/V replacing that range in
-// the cache (DecodeModel::forwardWindow); mode=append feeds [keep, count) over that cache and
+// the cache (ForwardSpec::Mode::window); mode=append feeds [keep, count) over that cache and
 // keeps all of [0, count) (a commit); mode=extend feeds [first, count) over the cached [0, keep),
 // rewriting [first, keep) for the function's layers and dropping [keep, count) again
 // (ForwardSpec::Mode::extend, a DFlash draft). row_begin/row_end are

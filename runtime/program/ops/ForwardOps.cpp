@@ -16,28 +16,27 @@ namespace {
 
 std::string str(int64_t value) { return std::to_string(value); }
 
-// The DecodeModel::forward of a record with a function, an input, a capture or mode=append or
-// extend (a window forward has no such form yet). `fed` tokens start at position feedBegin.
+// The DecodeModel::forward of a record with a function, an input, a capture or mode=append,
+// extend or window. `fed` tokens start at position feedBegin.
 StatusOr<sampling::ForwardSpec> forwardSpec(State &state, const Instruction &in, size_t at,
                                             int64_t count, int64_t keep, int64_t feedBegin,
                                             int64_t fed, sampling::LogitRows rows) {
   using namespace dspec::forward_params;
   using Mode = sampling::ForwardSpec::Mode;
   const int mode = in[kMode].choice;
-  if (mode == kModeWindow)
-    return state.error(at, "not supported yet: a window forward with a function, an input, an "
-                           "input scale or a capture");
   sampling::ForwardSpec spec;
   spec.mode = mode == kModeFull     ? Mode::full
               : mode == kModeCached ? Mode::cached
               : mode == kModeExtend ? Mode::extend
+              : mode == kModeWindow ? Mode::window
                                     : Mode::append;
   if (in[kFunction].given())
     spec.function = state.text(in[kFunction]);
   spec.tokens = state.seq.data();
   spec.count = count;
   spec.keep = keep;
-  spec.first = mode == kModeExtend ? state.integer(in[kFirst]) : 0;
+  spec.first = mode == kModeExtend || mode == kModeWindow ? feedBegin : 0;
+  spec.end = mode == kModeWindow ? feedBegin + fed : 0;
   spec.rows = rows;
   if (in[kInput].given()) {
     const Register &input = state.reg(in[kInput]);

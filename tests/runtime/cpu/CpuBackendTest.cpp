@@ -209,8 +209,8 @@ TEST_P(CpuBackendTest, WindowForwardOverAFreshCacheReproducesTheFullForward) {
   const int32_t pages = cpu->kvCache().pageCount() - cpu->kvCache().freePages();
   EXPECT_EQ(cpu->kvCache().length(0), n);
 
-  StatusOr<sampling::LogitsView> window =
-      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, {0, feedEnd - feedBegin});
+  StatusOr<sampling::LogitsView> window = cpu->forward(sampling::ForwardSpec::window(
+      tokens.data(), n, feedBegin, feedEnd, {0, feedEnd - feedBegin}));
   ASSERT_TRUE(window.isOk()) << window.status().message();
   ASSERT_EQ(window->rows, feedEnd - feedBegin);
   const std::vector<double> expected = tiny->referenceLogits(tokens);
@@ -241,15 +241,15 @@ TEST_P(CpuBackendTest, WindowForwardOverwritesItsRangeInPlace) {
     other[i] = static_cast<int32_t>((other[i] + 5) % tiny->options().vocab);
   ASSERT_TRUE(cpu->forwardFull(tokens.data(), n, n, {0, 0}).isOk());
   StatusOr<sampling::LogitsView> first =
-      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+      cpu->forward(sampling::ForwardSpec::window(tokens.data(), n, feedBegin, feedEnd, rows));
   ASSERT_TRUE(first.isOk()) << first.status().message();
   const std::vector<float> expected(first->data, first->data + rows.count() * first->vocab);
   StatusOr<sampling::LogitsView> changed =
-      cpu->forwardWindow(other.data(), n, feedBegin, feedEnd, rows);
+      cpu->forward(sampling::ForwardSpec::window(other.data(), n, feedBegin, feedEnd, rows));
   ASSERT_TRUE(changed.isOk()) << changed.status().message();
   EXPECT_FALSE(std::equal(expected.begin(), expected.end(), changed->data));
   StatusOr<sampling::LogitsView> again =
-      cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+      cpu->forward(sampling::ForwardSpec::window(tokens.data(), n, feedBegin, feedEnd, rows));
   ASSERT_TRUE(again.isOk()) << again.status().message();
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), again->data));
 }
@@ -268,7 +268,7 @@ TEST_P(CpuBackendTest, WindowForwardReadsTheCachedSuffix) {
   auto window = [&](const std::vector<int32_t> &cached) {
     EXPECT_TRUE(cpu->forwardFull(cached.data(), n, n, {0, 0}).isOk());
     StatusOr<sampling::LogitsView> logits =
-        cpu->forwardWindow(tokens.data(), n, feedBegin, feedEnd, rows);
+        cpu->forward(sampling::ForwardSpec::window(tokens.data(), n, feedBegin, feedEnd, rows));
     EXPECT_TRUE(logits.isOk()) << logits.status().message();
     return logits ? std::vector<float>(logits->data, logits->data + rows.count() * logits->vocab)
                   : std::vector<float>{};
@@ -402,19 +402,27 @@ TEST_P(CpuBackendErrorTest, BadInputsAreNamed) {
             "forward: token id 48 is outside [0, 48)");
   EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
             "cached forward: the KV cache holds 0 tokens, the caller expected 3 of 8");
-  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 3, 5, {0, 1}).status().message(),
+  EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 3, 5, {0, 1}))
+                .status()
+                .message(),
             "window forward: the KV cache holds 0 tokens, the caller expected all 8");
   tokens[3] = 1;
   ASSERT_TRUE(cpu->forwardFull(tokens.data(), 8, 8, {0, 0}).isOk());
-  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 6, 9, {0, 1}).status().message(),
+  EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 6, 9, {0, 1}))
+                .status()
+                .message(),
             "window forward: the fed window [6, 9) is outside the 8 cached tokens");
   EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
             "cached forward: the KV cache holds 8 tokens, the caller expected 3 of 8");
   // A window that fails after its checks of the cache forgets the sequence, as a failed full
   // forward does: nothing may run on K/V it half wrote.
-  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 3}).status().message(),
+  EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 5, 7, {0, 3}))
+                .status()
+                .message(),
             "forward: logit rows [0, 3) are outside the 2 tokens fed");
-  EXPECT_EQ(cpu->forwardWindow(tokens.data(), 8, 5, 7, {0, 1}).status().message(),
+  EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 5, 7, {0, 1}))
+                .status()
+                .message(),
             "window forward: the KV cache holds 0 tokens, the caller expected all 8");
   EXPECT_EQ(cpu->reserve(1000, 1).message(),
             "a sequence of 1000 tokens exceeds the session's maximum of 128");

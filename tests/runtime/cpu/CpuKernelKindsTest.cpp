@@ -654,6 +654,62 @@ TEST_F(TwoFunctions, AppendKeepsAndCommitsTheKvAndLaterCachedForwardsSeeIt) {
   EXPECT_EQ(cpu->kvCache().length(0), 9);
 }
 
+// Input rows from a later fed row (ForwardSpec::inputFirst, iteration smoothing with the prefix
+// cache): the fed rows before it read no input (their soft embedding is zero, not the softmax of
+// zeros), the others read the input's rows in order, times the run-time input scale.
+TEST_F(TwoFunctions, InputRowsFromALaterFedRowLeaveTheEarlierOnesWithout) {
+  using Mode = sampling::ForwardSpec::Mode;
+  const std::vector<int32_t> prompt = ids(5), all = ids(9);
+  ASSERT_TRUE(forward(Mode::append, "encode", prompt, 0).isOk());
+  const std::vector<int32_t> canvas(all.begin() + 5, all.end());
+  const int64_t width = 20, first = 2, rows = 2;
+  std::vector<float> input(rows * width);
+  for (size_t i = 0; i < input.size(); ++i)
+    input[i] = static_cast<float>(std::cos(0.29 * i) * 2);
+  std::vector<double> fed = embedded(m, canvas);
+  for (int64_t t = 0; t < rows; ++t) {
+    double maximum = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < width; ++j)
+      maximum = std::max<double>(maximum, input[t * width + j]);
+    std::vector<double> p(width);
+    for (int64_t j = 0; j < width; ++j)
+      sum += (p[j] = std::exp(input[t * width + j] - maximum));
+    for (int64_t c = 0; c < kHidden; ++c)
+      for (int64_t j = 0; j < width; ++j)
+        fed[(first + t) * kHidden + c] += 0.5 * 1.5 * p[j] / sum * m.w("embed")[j * kHidden + c];
+  }
+  sampling::ForwardSpec spec;
+  spec.mode = Mode::cached;
+  spec.function = "decode";
+  spec.tokens = all.data();
+  spec.count = 9;
+  spec.keep = 5;
+  spec.rows = {0, 4};
+  spec.input = input.data();
+  spec.inputWidth = width;
+  spec.inputFirst = first;
+  spec.inputScale = 0.5f;
+  StatusOr<sampling::LogitsView> decoded = cpu->forward(spec);
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().message();
+  expectHidden(*decoded, reference(embedded(m, prompt), fed, 5, false), 1e-5, "input from row 2");
+
+  // Fewer rows than a soft embedding reads, more than the fed ones from `first`, or a first row
+  // past the fed ones fail by name.
+  spec.inputRows = 1;
+  EXPECT_EQ(
+      cpu->forward(spec).status().message(),
+      "forward: record 'soft' reads an input row for each of 2 fed tokens, the input holds 1");
+  spec.inputRows = 2;
+  spec.inputFirst = 3;
+  EXPECT_EQ(cpu->forward(spec).status().message(),
+            "forward: 2 input rows from fed row 3 for 4 fed tokens");
+  spec.inputRows = -1;
+  spec.inputFirst = 5;
+  EXPECT_EQ(cpu->forward(spec).status().message(),
+            "forward: -1 input rows from fed row 5 for 4 fed tokens");
+  EXPECT_EQ(cpu->kvCache().length(0), 5);
+}
+
 TEST_F(TwoFunctions, ErrorsNameTheFunctionAndTheInput) {
   using Mode = sampling::ForwardSpec::Mode;
   const std::vector<int32_t> tokens = ids(6);

@@ -1,5 +1,5 @@
 // The cuda backend on the emulated driver and cuBLASLt, on tiny artifacts carrying generated f32
-// kernels: forwardFull, forwardCached and forwardWindow logits within 1e-4 (relative to the
+// kernels: full, cached and window forwards' logits within 1e-4 (relative to the
 // largest logit) of the double-precision reference forward (tests/runtime/model/TinyModel.h) for
 // each architectural variant; CUDA graph replays bit-identical to eager forwards; the KV cache
 // left as the contract says; named errors for artifacts it cannot run. Cached and window
@@ -487,7 +487,7 @@ TEST_P(CudaBackendTest, WindowForwardsMatchTheReferenceAndTheCpuBackend) {
     ASSERT_TRUE(backend->forwardFull(ids.data(), count, count, {0, 0}).isOk());
   }
   StatusOr<sampling::LogitsView> same =
-      gpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+      gpu->forward(sampling::ForwardSpec::window(ids.data(), count, feedBegin, feedEnd, rows));
   ASSERT_TRUE(same.isOk()) << same.status().message();
   // With the shift, row 0 of a window predicts from its own position, unlike the full forward.
   const int64_t first = tiny->options().logitShift ? 1 : 0;
@@ -502,11 +502,11 @@ TEST_P(CudaBackendTest, WindowForwardsMatchTheReferenceAndTheCpuBackend) {
     for (int64_t i = feedBegin + step; i < feedEnd; i += 2)
       ids[i] = static_cast<int32_t>(tiny->options().maskTokenId);
     StatusOr<sampling::LogitsView> expected =
-        cpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+        cpu->forward(sampling::ForwardSpec::window(ids.data(), count, feedBegin, feedEnd, rows));
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     const std::vector<float> cpuLogits = copy(*expected);
     StatusOr<sampling::LogitsView> window =
-        gpu->forwardWindow(ids.data(), count, feedBegin, feedEnd, rows);
+        gpu->forward(sampling::ForwardSpec::window(ids.data(), count, feedBegin, feedEnd, rows));
     ASSERT_TRUE(window.isOk()) << window.status().message();
     EXPECT_LE(relativeError(copy(*window), cpuLogits), 1e-4) << "step " << step;
   }

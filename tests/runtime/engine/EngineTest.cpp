@@ -24,8 +24,9 @@ GenerateRequest request(int i) {
   r.knobs["gen_length"] = int64_t(8);
   r.knobs["block_length"] = int64_t(4);
   r.knobs["steps"] = int64_t(i % 3 == 0 ? 4 : 8);
+  // The prefix and the dual cache: cached and window forwards packed with full ones.
   if (i % 2)
-    r.knobs["cache"] = std::string("prefix");
+    r.knobs["cache"] = std::string(i % 4 == 1 ? "prefix" : "dual");
   r.seed = static_cast<uint64_t>(i);
   return r;
 }

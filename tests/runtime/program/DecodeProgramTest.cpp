@@ -566,11 +566,11 @@ public:
     int64_t count, feedBegin, feedEnd, rowBegin, rowEnd;
   };
   std::vector<Window> windows;
-  StatusOr<sampling::LogitsView> forwardWindow(const int32_t *tokens, int64_t count,
-                                               int64_t feedBegin, int64_t feedEnd,
-                                               sampling::LogitRows rows) override {
-    windows.push_back({count, feedBegin, feedEnd, rows.begin, rows.end});
-    return forwardFull(tokens, count, count, rows);
+  StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
+    if (spec.mode != sampling::ForwardSpec::Mode::window)
+      return ConstantModel::forward(spec);
+    windows.push_back({spec.count, spec.first, spec.end, spec.rows.begin, spec.rows.end});
+    return forwardFull(spec.tokens, spec.count, spec.count, spec.rows);
   }
 };
 

@@ -51,12 +51,18 @@ public:
     calls.push_back({true, count, keep, rows, {tokens, tokens + count}});
     return fill(rows, keep);
   }
-  StatusOr<LogitsView> forwardWindow(const int32_t *tokens, int64_t count, int64_t feedBegin,
-                                     int64_t feedEnd, LogitRows rows) override {
-    if (cached != count)
+  StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
+    if (spec.mode != ForwardSpec::Mode::window)
+      return DecodeModel::forward(spec);
+    if (cached != spec.count)
       return Status::error("fake: the window needs the whole sequence cached");
-    calls.push_back({true, count, feedBegin, rows, {tokens, tokens + count}, feedEnd});
-    return fill(rows, feedBegin);
+    calls.push_back({true,
+                     spec.count,
+                     spec.first,
+                     spec.rows,
+                     {spec.tokens, spec.tokens + spec.count},
+                     spec.end});
+    return fill(spec.rows, spec.first);
   }
 
 private:

@@ -24,7 +24,7 @@ enum class CacheMode {
   // Fast-dLLM prefix cache: K/V of the committed prefix is kept between the steps of a block.
   prefix,
   // Fast-dLLM / dInfer dual cache: the K/V of the whole sequence (prefix and suffix) from a
-  // block's first forward; later steps feed only the block (DecodeModel::forwardWindow).
+  // block's first forward; later steps feed only the block (ForwardSpec::Mode::window).
   dual,
 };
 
