@@ -257,7 +257,8 @@ def check_errors(ctx):
 def concurrent_matches_dlm_run(ctx, server, label):
     cases = []
     for i, prompt in enumerate(PROMPTS):
-        knobs = {"threshold": 0.9} if i % 2 else {}
+        # The prefix and dual caches too: cached and window forwards packed with full ones.
+        knobs = ({"threshold": 0.9, "cache": ["prefix", "dual"][i // 2 % 2]} if i % 2 else {})
         cases.append((prompt, knobs, i))
     expected = [dlm_run(ctx.args, ctx.demo_artifact, prompt, knobs, seed)
                 for prompt, knobs, seed in cases]
@@ -290,7 +291,7 @@ def concurrent_matches_dlm_run(ctx, server, label):
         assert got.choices[0].text == want["text"], (prompt, got.choices[0].text, want["text"])
         assert got.usage.prompt_tokens == len(want["prompt_ids"])
     metrics = server.metrics()
-    print(f"  {label}: 16 concurrent requests equal dlm-run in {seconds:.2f} s; "
+    print(f"  {label}: 16 concurrent requests (no cache, prefix, dual) equal dlm-run in {seconds:.2f} s; "
           f"{metrics['dlm_scheduler_requests_per_forward']:.2f} requests per packed forward, "
           f"peaks: {peak['dlm_requests_running']:.0f} running, "
           f"{peak['dlm_requests_waiting']:.0f} waiting")
