@@ -291,7 +291,8 @@ def concurrent_matches_dlm_run(ctx, server, label):
         assert got.choices[0].text == want["text"], (prompt, got.choices[0].text, want["text"])
         assert got.usage.prompt_tokens == len(want["prompt_ids"])
     metrics = server.metrics()
-    print(f"  {label}: 16 concurrent requests (no cache, prefix, dual) equal dlm-run in {seconds:.2f} s; "
+    print(f"  {label}: 16 concurrent requests (no cache, prefix, dual) equal dlm-run in "
+          f"{seconds:.2f} s; "
           f"{metrics['dlm_scheduler_requests_per_forward']:.2f} requests per packed forward, "
           f"peaks: {peak['dlm_requests_running']:.0f} running, "
           f"{peak['dlm_requests_waiting']:.0f} waiting")
