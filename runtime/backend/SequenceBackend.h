@@ -2,8 +2,8 @@
 // the pool of sequences, the session's own sequence among them, every single-sequence forward
 // run as a packed batch of one (so the input checks, the mode bookkeeping of
 // SequenceForwards.h and the captured rows have one path), and the sequence operations the
-// serving scheduler calls. A backend adds the device: reserve, the packed run (forwardBatch),
-// the dual cache's window and what it holds.
+// serving scheduler calls. A backend adds the device: reserve, the packed run (forwardBatch)
+// and what it holds.
 #pragma once
 
 #include "runtime/backend/Backend.h"
@@ -30,8 +30,8 @@ public:
     using Mode = sampling::ForwardSpec::Mode;
     return forward(sampling::ForwardSpec::of(Mode::cached, tokens, count, keep, rows));
   }
-  // Any function by name, in the full, cached, append or extend mode, with or without input
-  // rows: the session's own sequence as a batch of one.
+  // Any function by name, in any ForwardSpec mode (full, cached, append, extend, window), with
+  // or without input rows: the session's own sequence as a batch of one.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) final {
     return forwardBatch(spec.function, {SequenceForward{sequence_, spec}});
   }

@@ -166,8 +166,9 @@ inline Status trimSequence(kv::PagedKvCache &cache, kv::SequenceId sequence, int
 //           committed
 //   window  feed [first, end) over exactly [0, count), rewriting [first, end); afterwards
 //           [0, count), pending from first on
-// After a failed run: full, extend and window forget the sequence (half-written K/V), cached and
-// append are back to [0, keep).
+// After a failed run: full, and extend and window once it wrote K/V, forget the sequence
+// (half-written K/V); cached and append are back to [0, keep), a window refused before its
+// kernels to [0, count).
 //
 // `sharePrefix` (the function's K/V of a slot depend on the tokens up to it alone, and the cache
 // shares prefixes): a full forward first adopts the published pages of its longest published
@@ -260,9 +261,11 @@ inline Status finishForwardOnSequence(kv::PagedKvCache &cache, kv::SequenceId se
       return cache.trim(sequence, spec.keep);
     break;
   case Mode::window:
-    // A failed window may have written part of its range: forget the sequence, as a failed full
-    // forward does, so that nothing runs on half-written K/V. Its slots stay pending.
-    return ran ? Status::ok() : cache.trim(sequence, 0);
+    // A failed window that got as far as its kernels may have written part of its range: forget
+    // the sequence, as a failed full forward does, so that nothing runs on half-written K/V. One
+    // refused before (another part of its packed run failed) keeps [0, count). The slots from
+    // `first` on stay pending.
+    return !ran && wrote ? cache.trim(sequence, 0) : Status::ok();
   }
   DLM_RETURN_IF_ERROR(cache.commit(sequence));
   return sharePrefix && ran ? cache.publishPrefix(sequence, spec.tokens) : Status::ok();

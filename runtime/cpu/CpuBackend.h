@@ -49,7 +49,7 @@ public:
   Status reserve(int64_t tokens, int64_t logitRows) override;
 
   // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
-  // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
+  // a ForwardSpec (any mode) of `function` on its own KV sequence, packed
   // into one run. The logits are each forward's requested rows, in order. The sequences come
   // from createSequence; the session's own one is not among them.
   Status reservePacked(int64_t tokens, int64_t logitRows) override;

@@ -117,7 +117,7 @@ public:
   Status reserve(int64_t tokens, int64_t logitRows) override;
 
   // Several sequences at once (docs/design/serving.md §2; the serving scheduler's forward): each
-  // a ForwardSpec (full, cached, append or extend) of `function` on its own KV sequence, packed
+  // a ForwardSpec (any mode) of `function` on its own KV sequence, packed
   // into one run. Row-wise records and the cuBLASLt GEMMs run once over every part's rows, rope
   // reads a position per row, attention runs every part in one launch (a request per grid z,
   // each with its own block table, key length and query rows), kv_store, soft embeddings, input

@@ -59,6 +59,8 @@ public:
 
   // Waits until the scheduler has run this forward with the other requests'.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
+    if (spec.fed() < 0)
+      return Status::error("a forward feeding " + std::to_string(spec.fed()) + " tokens");
     if (spec.fed() > scheduler_.limits_.tokensPerRun)
       return Status::error("a forward of " + std::to_string(spec.fed()) +
                            " tokens exceeds the scheduler's " +

@@ -129,7 +129,8 @@ TEST_P(CpuBackendTest, BatchInvariantForwardMatchesTheDoubleReference) {
 }
 
 // A packed run refused before its kernels (here a token outside the vocabulary in another part)
-// leaves every other part's sequence as it was, an extend's rewritten slots included.
+// leaves every other part's sequence as it was, an extend's rewritten slots and a window's whole
+// sequence included.
 TEST_P(CpuBackendTest, ARefusedPackedRunRestoresTheOtherSequences) {
   using Mode = sampling::ForwardSpec::Mode;
   std::unique_ptr<CpuBackend> cpu = backend(2, 4, 64);
@@ -155,6 +156,14 @@ TEST_P(CpuBackendTest, ARefusedPackedRunRestoresTheOtherSequences) {
   ASSERT_TRUE(again.isOk()) << again.status().message();
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_EQ(again->data[i], want[i]) << i;
+
+  // A window (the dual cache) keeps the whole sequence it was refused over, and runs after.
+  const sampling::ForwardSpec window = sampling::ForwardSpec::window(a.data(), 8, 3, 6, {0, 3});
+  refused = cpu->forwardBatch(
+      "", {{sa, window}, {sb, sampling::ForwardSpec::of(Mode::full, bad.data(), 4, 4, {0, 1})}});
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(cpu->kvCache().length(sa), 8);
+  EXPECT_TRUE(cpu->forwardBatch("", {{sa, window}}).isOk());
 }
 
 TEST_P(CpuBackendTest, RowSubsetsAreTheSameRows) {
@@ -414,16 +423,15 @@ TEST_P(CpuBackendErrorTest, BadInputsAreNamed) {
             "window forward: the fed window [6, 9) is outside the 8 cached tokens");
   EXPECT_EQ(cpu->forwardCached(tokens.data(), 8, 3, {0, 1}).status().message(),
             "cached forward: the KV cache holds 8 tokens, the caller expected 3 of 8");
-  // A window that fails after its checks of the cache forgets the sequence, as a failed full
-  // forward does: nothing may run on K/V it half wrote.
+  // A window refused before its kernels ran (here for its rows; in a packed run, for another
+  // part's error) keeps the cache, which it did not write: the next window runs over it. (One
+  // that fails once its kernels wrote forgets the sequence, as a failed full forward does.)
   EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 5, 7, {0, 3}))
                 .status()
                 .message(),
             "forward: logit rows [0, 3) are outside the 2 tokens fed");
-  EXPECT_EQ(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 5, 7, {0, 1}))
-                .status()
-                .message(),
-            "window forward: the KV cache holds 0 tokens, the caller expected all 8");
+  EXPECT_EQ(cpu->kvCache().length(0), 8);
+  EXPECT_TRUE(cpu->forward(sampling::ForwardSpec::window(tokens.data(), 8, 5, 7, {0, 1})).isOk());
   EXPECT_EQ(cpu->reserve(1000, 1).message(),
             "a sequence of 1000 tokens exceeds the session's maximum of 128");
 }
