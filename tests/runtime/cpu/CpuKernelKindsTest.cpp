@@ -576,6 +576,24 @@ protected:
     return out;
   }
 
+  // Adds to rows [first, first + input rows) of `fed` factor * softmax(input row) @ embed, the
+  // decoder's soft embedding in double.
+  void addSoftEmbedding(std::vector<double> &fed, const std::vector<float> &input, int64_t width,
+                        int64_t first, double factor) const {
+    const int64_t rows = static_cast<int64_t>(input.size()) / width;
+    for (int64_t t = 0; t < rows; ++t) {
+      double maximum = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < width; ++j)
+        maximum = std::max<double>(maximum, input[t * width + j]);
+      std::vector<double> p(width);
+      for (int64_t j = 0; j < width; ++j)
+        sum += (p[j] = std::exp(input[t * width + j] - maximum));
+      for (int64_t c = 0; c < kHidden; ++c)
+        for (int64_t j = 0; j < width; ++j)
+          fed[(first + t) * kHidden + c] += factor * p[j] / sum * m.w("embed")[j * kHidden + c];
+    }
+  }
+
   StatusOr<sampling::LogitsView> forward(sampling::ForwardSpec::Mode mode, std::string_view f,
                                          const std::vector<int32_t> &tokens, int64_t keep,
                                          const std::vector<float> *input = nullptr,
@@ -620,17 +638,7 @@ TEST_F(TwoFunctions, AppendKeepsAndCommitsTheKvAndLaterCachedForwardsSeeIt) {
   for (size_t i = 0; i < input.size(); ++i)
     input[i] = static_cast<float>(std::sin(0.37 * i) * 3);
   std::vector<double> fed = embedded(m, canvas);
-  for (int64_t t = 0; t < 4; ++t) {
-    double maximum = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < width; ++j)
-      maximum = std::max<double>(maximum, input[t * width + j]);
-    std::vector<double> p(width);
-    for (int64_t j = 0; j < width; ++j)
-      sum += (p[j] = std::exp(input[t * width + j] - maximum));
-    for (int64_t c = 0; c < kHidden; ++c)
-      for (int64_t j = 0; j < width; ++j)
-        fed[t * kHidden + c] += 1.5 * p[j] / sum * m.w("embed")[j * kHidden + c];
-  }
+  addSoftEmbedding(fed, input, width, 0, 1.5);
   decoded = forward(Mode::cached, "decode", all, 5, &input, width);
   ASSERT_TRUE(decoded.isOk()) << decoded.status().message();
   expectHidden(*decoded, reference(embedded(m, prompt), fed, 5, false), 1e-5, "decode with input");
@@ -667,17 +675,7 @@ TEST_F(TwoFunctions, InputRowsFromALaterFedRowLeaveTheEarlierOnesWithout) {
   for (size_t i = 0; i < input.size(); ++i)
     input[i] = static_cast<float>(std::cos(0.29 * i) * 2);
   std::vector<double> fed = embedded(m, canvas);
-  for (int64_t t = 0; t < rows; ++t) {
-    double maximum = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < width; ++j)
-      maximum = std::max<double>(maximum, input[t * width + j]);
-    std::vector<double> p(width);
-    for (int64_t j = 0; j < width; ++j)
-      sum += (p[j] = std::exp(input[t * width + j] - maximum));
-    for (int64_t c = 0; c < kHidden; ++c)
-      for (int64_t j = 0; j < width; ++j)
-        fed[(first + t) * kHidden + c] += 0.5 * 1.5 * p[j] / sum * m.w("embed")[j * kHidden + c];
-  }
+  addSoftEmbedding(fed, input, width, first, 0.5 * 1.5);
   sampling::ForwardSpec spec;
   spec.mode = Mode::cached;
   spec.function = "decode";
