@@ -4,12 +4,10 @@
 // cache as it was; an append forward adds them past `keep` and commits them; a window forward
 // rewrites the fed window's slots inside the sequence in place; an extend forward rewrites
 // [first, keep) and drops what it fed past `keep`)
-// and the checks of a forward's arguments against what reserve() sized.
-//
-// `run(tokens, span, rows)` is the backend's forward over span.count tokens at positions
-// span.first..: it grows the sequence to span.keys slots (appending when the span ends past it),
-// writes the tokens' K/V to slots span.first.., lets them attend to slots [0, span.keys) and
-// returns the requested logit rows.
+// and the checks of a forward's arguments against what reserve() sized. A backend's packed run
+// (PackedForwards.h) sits between a sequence's prepare and finish: it grows the sequence to
+// span.keys slots, writes the fed tokens' K/V to slots span.first.. and lets them attend to
+// slots [0, span.keys).
 #pragma once
 
 #include "runtime/kv/PagedKvCache.h"
@@ -276,22 +274,5 @@ struct SequenceForward {
   kv::SequenceId sequence = 0;
   sampling::ForwardSpec spec;
 };
-
-// One ForwardSpec on one sequence: prepare, run(fed tokens, span, rows), finish.
-template <typename Run>
-StatusOr<sampling::LogitsView> forwardSpecOnSequence(kv::PagedKvCache &cache,
-                                                     kv::SequenceId sequence,
-                                                     const sampling::ForwardSpec &spec, Run &&run) {
-  StatusOr<PreparedForward> prepared = prepareForwardOnSequence(cache, sequence, spec);
-  if (!prepared)
-    return prepared.status();
-  StatusOr<sampling::LogitsView> logits = run(prepared->fed, prepared->span, prepared->rows);
-  Status finished = finishForwardOnSequence(cache, sequence, spec, logits.isOk());
-  if (!logits)
-    return logits.status();
-  if (!finished)
-    return finished;
-  return logits;
-}
 
 } // namespace dlm
