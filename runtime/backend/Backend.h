@@ -24,7 +24,8 @@ namespace dlm {
 // denoiseBlock() (DecodeModel's optional device block loop; the cuda backend implements it).
 // 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
 // 5: forwardWindow() (the dual cache; optional, "not supported yet" by default). 6: supports().
-// 7: forwardWindow() is gone: a window forward is ForwardSpec::Mode::window.
+// 7: forwardWindow() is gone: a window forward is ForwardSpec::Mode::window; forward(spec) is
+// DecodeModel's one forward (forwardFull and forwardCached call it).
 inline constexpr int kBackendApiVersion = 7;
 
 struct BackendOptions {

@@ -20,16 +20,6 @@ class SequenceBackend : public Backend {
 public:
   int64_t maxSequenceLength() const override { return maxSequenceLength_; }
 
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                             sampling::LogitRows rows) final {
-    using Mode = sampling::ForwardSpec::Mode;
-    return forward(sampling::ForwardSpec::of(Mode::full, tokens, count, keep, rows));
-  }
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                               sampling::LogitRows rows) final {
-    using Mode = sampling::ForwardSpec::Mode;
-    return forward(sampling::ForwardSpec::of(Mode::cached, tokens, count, keep, rows));
-  }
   // Any function by name, in any ForwardSpec mode (full, cached, append, extend, window), with
   // or without input rows: the session's own sequence as a batch of one.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) final {

@@ -46,17 +46,6 @@ public:
     return Status::ok();
   }
 
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                             sampling::LogitRows rows) override {
-    return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::full, tokens, count,
-                                             keep, rows));
-  }
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                               sampling::LogitRows rows) override {
-    return forward(sampling::ForwardSpec::of(sampling::ForwardSpec::Mode::cached, tokens, count,
-                                             keep, rows));
-  }
-
   // Waits until the scheduler has run this forward with the other requests'.
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
     if (spec.fed() < 0)

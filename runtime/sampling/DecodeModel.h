@@ -123,31 +123,24 @@ public:
   // called before a request's first forward so that no forward allocates.
   virtual Status reserve(int64_t tokens, int64_t logitRows) = 0;
 
-  // Forgets every cached K/V, runs tokens[0, count) at positions 0..count-1, then keeps the K/V
-  // of [0, keep) (0 <= keep <= count) for later forwardCached calls.
-  virtual StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                           LogitRows rows) = 0;
+  // The forward: one of the artifact's forward functions over the sequence in one of the
+  // ForwardSpec modes (full, cached, append, extend, window), with or without input rows. A
+  // model serves the modes it can and refuses the others by name ("not supported yet: ...").
+  virtual StatusOr<LogitsView> forward(const ForwardSpec &spec) = 0;
 
-  // Runs tokens[keep, count) at positions keep..count-1, attending to the cached K/V of
-  // [0, keep) (which must be exactly what the cache holds) and to each other; the cache is left
-  // as it was. `rows` index the fed tokens, i.e. row 0 is position keep.
-  virtual StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                             LogitRows rows) = 0;
-
-  // A forward of a named function, with an input, or in append, extend or window mode. The
-  // default serves the default function without input in the full and cached modes through the
-  // two methods above; anything else is "not supported yet" unless the model overrides it.
-  virtual StatusOr<LogitsView> forward(const ForwardSpec &spec) {
-    if (spec.mode == ForwardSpec::Mode::window)
-      return Status::error("not supported yet: window forwards (the dual cache) on this model");
-    if (spec.function.empty() && !spec.input) {
-      if (spec.mode == ForwardSpec::Mode::full)
-        return forwardFull(spec.tokens, spec.count, spec.keep, spec.rows);
-      if (spec.mode == ForwardSpec::Mode::cached)
-        return forwardCached(spec.tokens, spec.count, spec.keep, spec.rows);
-    }
-    return Status::error("not supported yet: forwards of named functions, with inputs or in "
-                         "append or extend mode on this model");
+  // The default function without input, in full mode: forgets every cached K/V, runs
+  // tokens[0, count) at positions 0..count-1, then keeps the K/V of [0, keep) (0 <= keep <= count)
+  // for later cached forwards.
+  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
+                                   LogitRows rows) {
+    return forward(ForwardSpec::of(ForwardSpec::Mode::full, tokens, count, keep, rows));
+  }
+  // The same in cached mode: runs tokens[keep, count) at positions keep..count-1, attending to the
+  // cached K/V of [0, keep) (which must be exactly what the cache holds) and to each other; the
+  // cache is left as it was. `rows` index the fed tokens, i.e. row 0 is position keep.
+  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                     LogitRows rows) {
+    return forward(ForwardSpec::of(ForwardSpec::Mode::cached, tokens, count, keep, rows));
   }
 
   // The last forward's captured rows ([fed tokens, width], `vocab` holding the width), written by

@@ -4,8 +4,9 @@
 // CUDA program chains on the device (sampler -> accept -> renoise). This checks the parts of the
 // policies that are not free functions (the convergence test, renoising, the temperature schedule,
 // the threshold rule's step cap) against the same definitions the CUDA kernels are held to.
-#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 #include "tests/runtime/conformance/KernelReferences.h"
+#include "tests/runtime/sampling/FullCachedModel.h"
+#include "tests/runtime/sampling/legacy/LegacyDecoding.h"
 
 #include <gtest/gtest.h>
 
@@ -35,14 +36,13 @@ double logitOf(int64_t call, int64_t position, int64_t v) {
   return v == kEos ? -30.0 : sharpness * base + jitterScale * jitter;
 }
 
-class RandomLogitsModel : public DecodeModel {
+class RandomLogitsModel : public dlm::sampling::testing::FullCachedModel {
 public:
   std::vector<std::vector<int32_t>> fedCanvases; // tokens of the decoded rows, per forward
 
   int64_t vocabSize() const override { return kVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t, int64_t,
-                                   LogitRows rows) override {
+  StatusOr<LogitsView> runFull(const int32_t *tokens, int64_t, int64_t, LogitRows rows) override {
     fedCanvases.emplace_back(tokens + rows.begin, tokens + rows.end);
     buffer_.resize(static_cast<size_t>(rows.count() * kVocab));
     const int64_t call = static_cast<int64_t>(fedCanvases.size()) - 1;
@@ -51,7 +51,7 @@ public:
         buffer_[r * kVocab + v] = static_cast<float>(logitOf(call, rows.begin + r, v));
     return LogitsView{buffer_.data(), rows.count(), kVocab};
   }
-  StatusOr<LogitsView> forwardCached(const int32_t *, int64_t, int64_t, LogitRows) override {
+  StatusOr<LogitsView> runCached(const int32_t *, int64_t, int64_t, LogitRows) override {
     return Status::error("not supported yet: this test model has no cache");
   }
 

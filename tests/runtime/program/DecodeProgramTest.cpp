@@ -5,6 +5,7 @@
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/ProgramKnobs.h"
 #include "tests/runtime/program/DecodeTestSupport.h"
+#include "tests/runtime/sampling/FullCachedModel.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -420,18 +421,18 @@ TEST(ProgramKnobsTest, DefaultsThenStoredKnobsThenOverrides) {
 
 // ---- Running ----------------------------------------------------------------------------------
 
-class ConstantModel : public sampling::DecodeModel {
+class ConstantModel : public dlm::sampling::testing::FullCachedModel {
 public:
   int64_t vocabSize() const override { return 4; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *, int64_t, int64_t,
-                                             sampling::LogitRows rows) override {
+  StatusOr<sampling::LogitsView> runFull(const int32_t *, int64_t, int64_t,
+                                         sampling::LogitRows rows) override {
     buffer_.assign(static_cast<size_t>(rows.count() * 4), 1.0f);
     return sampling::LogitsView{buffer_.data(), rows.count(), 4};
   }
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                               sampling::LogitRows rows) override {
-    return forwardFull(tokens, count, keep, rows);
+  StatusOr<sampling::LogitsView> runCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                           sampling::LogitRows rows) override {
+    return runFull(tokens, count, keep, rows);
   }
 
 private:

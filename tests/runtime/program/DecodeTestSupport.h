@@ -6,6 +6,7 @@
 
 #include "runtime/sampling/CounterRng.h"
 #include "runtime/sampling/DecodeModel.h"
+#include "tests/runtime/sampling/FullCachedModel.h"
 
 #include <fstream>
 #include <iterator>
@@ -31,7 +32,7 @@ inline constexpr int64_t kEos = 3;
 // Logits that depend on the position (a peak token and height, so that some rows are confident
 // and others are not) and, through small noise, on every token fed, so that any difference in
 // what a forward sees changes what it returns. Logs every call.
-class RandomModel : public sampling::DecodeModel {
+class RandomModel : public dlm::sampling::testing::FullCachedModel {
 public:
   struct Call {
     bool cached;
@@ -56,14 +57,14 @@ public:
     reserves.emplace_back(tokens, rows);
     return Status::ok();
   }
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                   LogitRows rows) override {
+  StatusOr<LogitsView> runFull(const int32_t *tokens, int64_t count, int64_t keep,
+                               LogitRows rows) override {
     calls.push_back({false, count, keep, rows.begin, rows.end, {tokens, tokens + count}});
     cached_ = keep;
     return fill(tokens, count, rows, 0);
   }
-  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                     LogitRows rows) override {
+  StatusOr<LogitsView> runCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                 LogitRows rows) override {
     if (keep != cached_)
       return Status::error("fake: cache mismatch");
     calls.push_back({true, count, keep, rows.begin, rows.end, {tokens, tokens + count}});

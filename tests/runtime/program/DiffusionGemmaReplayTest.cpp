@@ -105,14 +105,6 @@ public:
 
   int64_t vocabSize() const override { return trace_.vocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<sampling::LogitsView> forwardFull(const int32_t *, int64_t, int64_t,
-                                             sampling::LogitRows) override {
-    return Status::error("replay: a forward of the default function");
-  }
-  StatusOr<sampling::LogitsView> forwardCached(const int32_t *, int64_t, int64_t,
-                                               sampling::LogitRows) override {
-    return Status::error("replay: a forward of the default function");
-  }
   StatusOr<sampling::LogitsView> forward(const sampling::ForwardSpec &spec) override {
     using Mode = sampling::ForwardSpec::Mode;
     if (spec.function == "encode") {

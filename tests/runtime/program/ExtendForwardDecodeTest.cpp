@@ -32,14 +32,6 @@ public:
 
   int64_t vocabSize() const override { return kVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                   LogitRows rows) override {
-    return forward(ForwardSpec::of(ForwardSpec::Mode::full, tokens, count, keep, rows));
-  }
-  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                     LogitRows rows) override {
-    return forward(ForwardSpec::of(ForwardSpec::Mode::cached, tokens, count, keep, rows));
-  }
   StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
     const int64_t first = spec.mode == ForwardSpec::Mode::full     ? 0
                           : spec.mode == ForwardSpec::Mode::extend ? spec.first

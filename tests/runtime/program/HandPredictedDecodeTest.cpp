@@ -4,6 +4,7 @@
 #include "runtime/program/DecodeProgram.h"
 #include "runtime/sampling/SamplingMath.h"
 #include "tests/runtime/program/DecodeTestSupport.h"
+#include "tests/runtime/sampling/FullCachedModel.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,7 +20,7 @@ constexpr int64_t kVocab = 10;
 constexpr int32_t kMask = 9;
 
 // Row for absolute position p: logit `score(p)` at token `target(p)`, 0 elsewhere.
-class FakeModel : public DecodeModel {
+class FakeModel : public dlm::sampling::testing::FullCachedModel {
 public:
   struct Call {
     bool cached;
@@ -38,14 +39,14 @@ public:
   int64_t vocabSize() const override { return kVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
 
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                   LogitRows rows) override {
+  StatusOr<LogitsView> runFull(const int32_t *tokens, int64_t count, int64_t keep,
+                               LogitRows rows) override {
     calls.push_back({false, count, keep, rows, {tokens, tokens + count}});
     cached = keep;
     return fill(rows, 0);
   }
-  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                     LogitRows rows) override {
+  StatusOr<LogitsView> runCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                 LogitRows rows) override {
     if (keep != cached)
       return Status::error("fake: cache mismatch");
     calls.push_back({true, count, keep, rows, {tokens, tokens + count}});
@@ -53,7 +54,7 @@ public:
   }
   StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
     if (spec.mode != ForwardSpec::Mode::window)
-      return DecodeModel::forward(spec);
+      return FullCachedModel::forward(spec);
     if (cached != spec.count)
       return Status::error("fake: the window needs the whole sequence cached");
     calls.push_back({true,

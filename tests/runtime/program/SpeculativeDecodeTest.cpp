@@ -7,6 +7,7 @@
 #include "runtime/program/DecodeProgram.h"
 #include "runtime/sampling/CounterRng.h"
 #include "tests/runtime/program/DecodeTestSupport.h"
+#include "tests/runtime/sampling/FullCachedModel.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +28,7 @@ int32_t chainNext(int32_t token) { return static_cast<int32_t>((token + 5) % 13)
 // A causal model over a K/V cache it checks: the row of position i depends on tokens [0, i] only.
 // A real token predicts chainNext of itself; a mask at distance d past the last real token x
 // guesses chainNext^(d+1)(x), or something else where `wrong(position, d)` says so.
-class ChainModel : public DecodeModel {
+class ChainModel : public dlm::sampling::testing::FullCachedModel {
 public:
   std::function<bool(int64_t, int64_t)> wrong = [](int64_t, int64_t) { return false; };
   float height = 6.0f;
@@ -35,19 +36,19 @@ public:
 
   int64_t vocabSize() const override { return kVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<LogitsView> forwardFull(const int32_t *tokens, int64_t count, int64_t keep,
-                                   LogitRows rows) override {
+  StatusOr<LogitsView> runFull(const int32_t *tokens, int64_t count, int64_t keep,
+                               LogitRows rows) override {
     cache_.assign(tokens, tokens + keep);
     return fill(tokens, 0, count, rows);
   }
-  StatusOr<LogitsView> forwardCached(const int32_t *tokens, int64_t count, int64_t keep,
-                                     LogitRows rows) override {
+  StatusOr<LogitsView> runCached(const int32_t *tokens, int64_t count, int64_t keep,
+                                 LogitRows rows) override {
     DLM_RETURN_IF_ERROR(checkCache(tokens, keep));
     return fill(tokens, keep, count, rows);
   }
   StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
     if (spec.mode != ForwardSpec::Mode::append || !spec.function.empty() || spec.input)
-      return DecodeModel::forward(spec);
+      return FullCachedModel::forward(spec);
     DLM_RETURN_IF_ERROR(checkCache(spec.tokens, spec.keep));
     cache_.assign(spec.tokens, spec.tokens + spec.count);
     return fill(spec.tokens, spec.keep, spec.count, spec.rows);
@@ -271,23 +272,23 @@ constexpr int64_t kSmallVocab = 5;
 
 // Fixed distributions: the default function (the target) and `draft` give rows whose logits do
 // not depend on the tokens, so p and q are known.
-class FixedModel : public DecodeModel {
+class FixedModel : public dlm::sampling::testing::FullCachedModel {
 public:
   std::array<float, kSmallVocab> target = {2.0f, 1.0f, 0.5f, -1.0f, 0.0f};
   std::array<float, kSmallVocab> draft = {0.0f, 2.5f, -0.5f, 1.0f, 0.0f};
 
   int64_t vocabSize() const override { return kSmallVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
-  StatusOr<LogitsView> forwardFull(const int32_t *, int64_t, int64_t, LogitRows rows) override {
+  StatusOr<LogitsView> runFull(const int32_t *, int64_t, int64_t, LogitRows rows) override {
     return fill(target, rows.count());
   }
-  StatusOr<LogitsView> forwardCached(const int32_t *, int64_t, int64_t, LogitRows) override {
+  StatusOr<LogitsView> runCached(const int32_t *, int64_t, int64_t, LogitRows) override {
     return Status::error("fake: no cached forwards");
   }
   StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
     if (spec.function == "draft")
       return fill(draft, spec.rows.count());
-    return DecodeModel::forward(spec);
+    return FullCachedModel::forward(spec);
   }
 
 private:
