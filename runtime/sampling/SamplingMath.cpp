@@ -102,14 +102,18 @@ void topKTopPFilter(const float *logits, int64_t vocab, double temperature, int6
     allowed[static_cast<size_t>(order[i])] = 0;
 }
 
-TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
-                        int64_t excluded) {
-  TemperedRow row;
-  double maximum = -std::numeric_limits<double>::infinity();
+namespace {
+
+// The row's argmax and Gumbel-max sample over the tempered logits z = logits / temperature in T
+// (the Gumbel noise added in double), `excluded` never picked; returns max z over every token.
+template <typename T>
+T pickTokens(const float *logits, int64_t vocab, T temperature, uint64_t gumbelKey,
+             int64_t excluded, TemperedRow &row) {
+  T maximum = -std::numeric_limits<T>::infinity();
+  T bestArgmax = -std::numeric_limits<T>::infinity();
   double bestSample = -std::numeric_limits<double>::infinity();
-  double bestArgmax = -std::numeric_limits<double>::infinity();
   for (int64_t v = 0; v < vocab; ++v) {
-    const double z = static_cast<double>(logits[v]) / temperature;
+    const T z = static_cast<T>(logits[v]) / temperature;
     maximum = std::max(maximum, z);
     if (v == excluded)
       continue;
@@ -117,12 +121,21 @@ TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, 
       bestArgmax = z;
       row.argmax = static_cast<int32_t>(v);
     }
-    const double noisy = z + rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
+    const double noisy = static_cast<double>(z) + rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
     if (noisy > bestSample || row.sample < 0) {
       bestSample = noisy;
       row.sample = static_cast<int32_t>(v);
     }
   }
+  return maximum;
+}
+
+} // namespace
+
+TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, uint64_t gumbelKey,
+                        int64_t excluded) {
+  TemperedRow row;
+  const double maximum = pickTokens(logits, vocab, temperature, gumbelKey, excluded, row);
   // Entropy from log-softmax, as the reference: lp = s - log(sum exp(s)), H = -sum exp(lp) lp.
   double sum = 0;
   for (int64_t v = 0; v < vocab; ++v)
@@ -142,24 +155,7 @@ TemperedRow temperedRow(const float *logits, int64_t vocab, double temperature, 
 TemperedRow temperedRowF32(const float *logits, int64_t vocab, float temperature,
                            uint64_t gumbelKey, int64_t excluded) {
   TemperedRow row;
-  float maximum = -std::numeric_limits<float>::infinity();
-  float bestArgmax = -std::numeric_limits<float>::infinity();
-  double bestSample = -std::numeric_limits<double>::infinity();
-  for (int64_t v = 0; v < vocab; ++v) {
-    const float z = logits[v] / temperature;
-    maximum = std::max(maximum, z);
-    if (v == excluded)
-      continue;
-    if (z > bestArgmax || row.argmax < 0) {
-      bestArgmax = z;
-      row.argmax = static_cast<int32_t>(v);
-    }
-    const double noisy = static_cast<double>(z) + rng::gumbel(gumbelKey, static_cast<uint64_t>(v));
-    if (noisy > bestSample || row.sample < 0) {
-      bestSample = noisy;
-      row.sample = static_cast<int32_t>(v);
-    }
-  }
+  const float maximum = pickTokens(logits, vocab, temperature, gumbelKey, excluded, row);
   // torch's Categorical(logits=z).entropy(): lz = z - logsumexp(z), H = -sum softmax(lz) * lz.
   // logsumexp is max + log(sum exp(z - max)) in float32 tensor ops: its final rounding to float32
   // shifts every lz by up to half an ulp of the max (2e-6 at |z| ~ 40), and H by as much, which
