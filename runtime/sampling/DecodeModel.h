@@ -50,8 +50,9 @@ struct ForwardSpec {
     // function's masks over absolute positions, to the cached K/V of [0, first) and [end, count)
     // and to their own fresh K/V, which replace [first, end) in the cache: it still holds
     // [0, count) afterwards, pending from `first` on, and a later window over the same range
-    // overwrites what this one wrote before reading it. `keep` is not read. After a failure the
-    // cache is empty, as after a failed full forward.
+    // overwrites what this one wrote before reading it. `keep` is not read. After a failure that
+    // may have written K/V the cache is empty, as after a failed full forward; a window refused
+    // before (its arguments, or another part of its packed run) leaves it as it was.
     window,
   };
   Mode mode = Mode::full;
