@@ -33,10 +33,7 @@ public:
   int64_t vocabSize() const override { return kVocab; }
   Status reserve(int64_t, int64_t) override { return Status::ok(); }
   StatusOr<LogitsView> forward(const ForwardSpec &spec) override {
-    const int64_t first = spec.mode == ForwardSpec::Mode::full     ? 0
-                          : spec.mode == ForwardSpec::Mode::extend ? spec.first
-                                                                   : spec.keep;
-    const int64_t fed = spec.count - first;
+    const int64_t first = spec.fedBegin(), fed = spec.fed();
     Call call{spec, {}, std::string(spec.function)};
     if (spec.input) {
       const int64_t rows = spec.inputRows < 0 ? fed : spec.inputRows;
