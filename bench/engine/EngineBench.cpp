@@ -87,13 +87,14 @@ StatusOr<GemmCeiling> measureGemms(const LoadedModel &model, int64_t rows, int64
     return Status::error("the GEMM ceiling needs the default forward function ('" +
                          std::string(spec::kernels::kDefaultFunction) + "')");
   for (const program::ProgramRecord &k : forward->second.kernels) {
-    const bool head = k.kind == KernelKind::lmHead;
-    if (!head && k.kind != KernelKind::linear && k.kind != KernelKind::normLinear)
+    const bool head = k.kind() == KernelKind::lmHead;
+    if (!head && k.kind() != KernelKind::linear && k.kind() != KernelKind::normLinear)
       continue;
-    const int64_t outputs = head ? std::min(k.weight->rows, model.dims().vocabSize) : k.weight->rows;
-    products.push_back({k.weight, outputs, head ? logitRows : rows});
-    (head ? ceiling.logitRowFlops : ceiling.rowFlops) += 2.0 * outputs * k.weight->cols;
-    widest = std::max({widest, outputs, k.weight->cols});
+    const model::HostTensor *weight = k.weight();
+    const int64_t outputs = head ? std::min(weight->rows, model.dims().vocabSize) : weight->rows;
+    products.push_back({weight, outputs, head ? logitRows : rows});
+    (head ? ceiling.logitRowFlops : ceiling.rowFlops) += 2.0 * outputs * weight->cols;
+    widest = std::max({widest, outputs, weight->cols});
   }
   cpu::ThreadPool pool(threads);
   std::vector<cpu::InvariantGemm> invariant;

@@ -1,5 +1,6 @@
 #include "compiler/codegen/ModelKernels.h"
 
+#include "runtime/model/KernelParams.h"
 #include "runtime/model/KernelProgram.h"
 
 #include <iterator>
@@ -71,71 +72,17 @@ using SlotWidths = std::map<std::pair<std::string, int64_t>, int64_t>;
 // copy in runtime/cuda/CudaBackend.cpp).
 class RecordKernels {
 public:
-  RecordKernels(const RecordView &r, std::string function, int64_t width,
-                const SlotWidths &slotWidths, const WeightShapes &weightShapes,
+  RecordKernels(const RecordView &r, const kp::KernelParams &params, std::string function,
+                int64_t width, const SlotWidths &slotWidths, const WeightShapes &weightShapes,
                 const ModelKernelOptions &options)
-      : r(r), function(std::move(function)), width(width), element(options.element),
+      : r(r), params(params), function(std::move(function)), width(width), element(options.element),
         slotWidths(slotWidths), weightShapes(weightShapes), options(options) {}
 
-  Status embedding() {
-    DLM_ASSIGN_OR_RETURN(double scale, real(kp::kScaleParameter, 1.0));
-    launched.push_back(generateEmbedding({width, element, scale}));
-    return Status::ok();
-  }
-  Status rmsNorm() {
-    if (r.has(kp::kWeight)) {
-      launched.push_back(normOf(kp::kWeight));
-      return Status::ok();
-    }
-    int64_t group = width;
-    if (r.has(kp::kNormWidth)) {
-      DLM_ASSIGN_OR_RETURN(group, r.get<int64_t>(kp::kNormWidth));
-    }
-    launched.push_back(generateRmsNorm({group, false, element}));
-    return Status::ok();
-  }
-  Status normLinear() {
-    launched.push_back(normOf(kp::kNormWeight));
-    return widenIfNarrow();
-  }
-  Status linear() { return widenIfNarrow(); }
-  Status lmHead() {
-    if (r.has(kp::kNormWeight))
-      launched.push_back(normOf(kp::kNormWeight));
-    DLM_ASSIGN_OR_RETURN(double softcap, real(kp::kSoftcap, 0.0));
-    if (softcap > 0)
-      launched.push_back(generateSoftcap({softcap}));
-    return Status::ok();
-  }
-  Status rope();
-  Status kvStore() {
-    DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
-    launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
-    return Status::ok();
-  }
-  Status attention();
-  Status gatedActivation() {
-    const bool silu = r.kind() == kp::kSiluMul;
-    launched.push_back(
-        generateGatedActivation({width, silu ? Activation::silu : Activation::geluTanh, element}));
-    return Status::ok();
-  }
-  // An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
-  // before it when it can).
-  Status add() {
-    launched.push_back(generateAdd({width, element}));
-    return Status::ok();
-  }
-  Status scale() {
-    launched.push_back(generateScale({width, element}));
-    return Status::ok();
-  }
-  Status softEmbedding() {
-    launched.push_back(generateSoftEmbedding({width, element}));
-    return Status::ok();
-  }
-  Status moe();
-  Status deviceCopy() { return Status::ok(); }
+  // Each kind's generator, named by runtime/schema/KernelOps.td (rope for rope; gatedActivation
+  // for silu_mul and gelu_mul, deviceCopy for the records the runtime runs as device copies).
+#define DLM_KERNEL_CUDA_KERNELS_MEMBERS
+#define DLM_KERNEL_MEMBER(member) Status member();
+#include "runtime/schema/KernelRecordSpec.inc"
 
   std::vector<StatusOr<KernelSource>> launched;
 
@@ -148,37 +95,34 @@ private:
       return r.error("operand slot " + std::to_string(operand) + " is no earlier result");
     return it->second;
   }
-  StatusOr<std::vector<int64_t>> shapeOf(std::string_view key) const {
-    DLM_ASSIGN_OR_RETURN(std::string name, r.get<std::string>(key));
-    auto shape = weightShapes.find(name);
+  template <typename P> const P &as() const { return std::get<P>(params); }
+  StatusOr<std::vector<int64_t>> shapeOf(const kp::WeightRef &weight) const {
+    auto shape = weightShapes.find(weight.name);
     if (shape == weightShapes.end() || shape->second.empty())
-      return r.error("no weight '" + name + "'");
+      return r.error("no weight '" + weight.name + "'");
     return shape->second;
   }
   // A norm over rows of the norm weight's length (a per-head norm has one row per head).
-  StatusOr<KernelSource> normOf(std::string_view key) const {
-    DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(key));
+  StatusOr<KernelSource> normOf(const kp::WeightRef &weight) const {
+    DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(weight));
     return generateRmsNorm({shape.back(), true, element});
-  }
-  StatusOr<double> real(std::string_view key, double fallback) const {
-    return r.has(key) ? r.get<double>(key) : StatusOr<double>(fallback);
   }
   // A narrow projection weight is widened before its cuBLASLt GEMM; an FP8 one may instead
   // meet FP8 activations in an FP8 GEMM where the GPU has one (the runtime chooses).
-  Status widenIfNarrow() {
-    DLM_ASSIGN_OR_RETURN(std::string weight, r.get<std::string>(kp::kWeight));
-    auto narrow = options.narrowWeights.find(weight);
+  Status widenIfNarrow(const kp::WeightRef &weight) {
+    auto narrow = options.narrowWeights.find(weight.name);
     if (narrow == options.narrowWeights.end())
       return Status::ok();
     launched.push_back(generateWidenWeight({narrow->second, element}));
     if (narrow->second == StoredWeight::fp8E4m3) {
-      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(kp::kWeight));
+      DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(weight));
       launched.push_back(generateQuantizeRows({shape.back(), element}));
     }
     return Status::ok();
   }
 
   const RecordView &r;
+  const kp::KernelParams &params;
   const std::string function;
   const int64_t width; // the result's (0: none)
   const ElementType element;
@@ -187,19 +131,78 @@ private:
   const ModelKernelOptions &options;
 };
 
+Status RecordKernels::embedding() {
+  launched.push_back(generateEmbedding({width, element, as<kp::EmbeddingParams>().scale}));
+  return Status::ok();
+}
+
+Status RecordKernels::rmsNorm() {
+  const auto &p = as<kp::RmsNormParams>();
+  launched.push_back(p.weight ? normOf(p.weight)
+                              : generateRmsNorm({p.normWidth.value_or(width), false, element}));
+  return Status::ok();
+}
+
+Status RecordKernels::normLinear() {
+  const auto &p = as<kp::NormLinearParams>();
+  launched.push_back(normOf(p.normWeight));
+  return widenIfNarrow(p.weight);
+}
+
+Status RecordKernels::linear() { return widenIfNarrow(as<kp::LinearParams>().weight); }
+
+Status RecordKernels::lmHead() {
+  const auto &p = as<kp::LmHeadParams>();
+  if (p.normWeight)
+    launched.push_back(normOf(p.normWeight));
+  if (p.softcap && *p.softcap > 0)
+    launched.push_back(generateSoftcap({*p.softcap}));
+  return Status::ok();
+}
+
+Status RecordKernels::kvStore() {
+  DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
+  launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
+  return Status::ok();
+}
+
+Status RecordKernels::gatedActivation() {
+  const bool silu = std::holds_alternative<kp::SiluMulParams>(params);
+  launched.push_back(
+      generateGatedActivation({width, silu ? Activation::silu : Activation::geluTanh, element}));
+  return Status::ok();
+}
+
+// An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
+// before it when it can).
+Status RecordKernels::add() {
+  launched.push_back(generateAdd({width, element}));
+  return Status::ok();
+}
+
+Status RecordKernels::scale() {
+  launched.push_back(generateScale({width, element}));
+  return Status::ok();
+}
+
+Status RecordKernels::softEmbedding() {
+  launched.push_back(generateSoftEmbedding({width, element}));
+  return Status::ok();
+}
+
+Status RecordKernels::deviceCopy() { return Status::ok(); }
+
 Status RecordKernels::rope() {
+  const auto &p = as<kp::RopeParams>();
   RopeParams rope;
-  DLM_ASSIGN_OR_RETURN(rope.headDim, r.get<int64_t>(kp::kHeadDim));
-  DLM_ASSIGN_OR_RETURN(rope.theta, r.get<double>(kp::kTheta));
-  if (r.has(kp::kRotatedPairs)) {
+  rope.headDim = p.headDim;
+  rope.theta = p.theta;
+  if (p.rotatedPairs < p.headDim / 2) {
     // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
-    DLM_ASSIGN_OR_RETURN(int64_t pairs, r.get<int64_t>(kp::kRotatedPairs));
-    if (pairs < rope.headDim / 2) {
-      if (pairs <= 0)
-        return r.error("not supported yet: a rope record that rotates no pair");
-      rope.frequencyPairs = pairs;
-      rope.frequencyDim = rope.headDim;
-    }
+    if (p.rotatedPairs <= 0)
+      return r.error("not supported yet: a rope record that rotates no pair");
+    rope.frequencyPairs = p.rotatedPairs;
+    rope.frequencyDim = p.headDim;
   }
   rope.element = element;
   launched.push_back(generateRope(rope));
@@ -207,21 +210,16 @@ Status RecordKernels::rope() {
 }
 
 Status RecordKernels::attention() {
+  const auto &p = as<kp::AttentionParams>();
   AttentionParams attention;
-  DLM_ASSIGN_OR_RETURN(attention.headDim, r.get<int64_t>(kp::kHeadDim));
-  DLM_ASSIGN_OR_RETURN(attention.heads, r.get<int64_t>(kp::kHeads));
-  DLM_ASSIGN_OR_RETURN(attention.kvHeads, r.get<int64_t>(kp::kKvHeads));
-  DLM_ASSIGN_OR_RETURN(std::string mask, r.get<std::string>(kp::kMask));
-  int64_t window = 0;
-  if (r.has(kp::kWindow)) {
-    DLM_ASSIGN_OR_RETURN(window, r.get<int64_t>(kp::kWindow));
-  }
-  if (mask == kp::kMaskCausal)
-    attention.mask = window > 0 ? MaskKind::slidingWindow : MaskKind::causal;
-  else if (mask == kp::kMaskBidirectional)
-    attention.mask = window > 0 ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
+  attention.headDim = p.headDim;
+  attention.heads = p.heads;
+  attention.kvHeads = p.kvHeads;
+  const bool windowed = p.window.value_or(0) > 0;
+  if (p.mask == kp::AttentionMask::causal)
+    attention.mask = windowed ? MaskKind::slidingWindow : MaskKind::causal;
   else
-    return r.error("not supported yet: attention mask '" + mask + "'");
+    attention.mask = windowed ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
   attention.pageSize = options.pageSize;
   attention.element = element;
   launched.push_back(generateAttention(attention));
@@ -229,16 +227,17 @@ Status RecordKernels::attention() {
 }
 
 Status RecordKernels::moe() {
+  const auto &p = as<kp::MoeParams>();
   MoeParams moe;
   moe.element = element;
-  DLM_ASSIGN_OR_RETURN(moe.experts, r.get<int64_t>(kp::kExperts));
-  DLM_ASSIGN_OR_RETURN(moe.topK, r.get<int64_t>(kp::kTopK));
-  DLM_ASSIGN_OR_RETURN(std::string activation, r.get<std::string>(kp::kActivation));
+  moe.experts = p.experts;
+  moe.topK = p.topK;
   // The generated experts kernel fuses GELU's tanh approximation.
-  if (activation != kp::kActivationGeluTanh)
-    return r.error("not supported yet: expert activation '" + activation + "' on CUDA");
-  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(kp::kRouter));
-  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(kp::kGateUp));
+  if (p.activation != kp::MoeActivation::geluTanh)
+    return r.error("not supported yet: expert activation '" + std::string(nameOf(p.activation)) +
+                   "' on CUDA");
+  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(p.router));
+  DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(p.gateUp));
   if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)
     return r.error("moe weights of unexpected ranks (router [E, H], gate_up [E, 2I, H])");
   moe.hidden = router[1];
@@ -293,7 +292,11 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
       return r.error("not supported yet: a CUDA kernel for a '" + record.kind + "' record");
     // The kernels the record launches: none, one, or (lm_head with a norm and a soft-cap, moe)
     // several, named in the record's cuda_kernel as a comma-separated list.
-    RecordKernels launch(r, function, width, slotWidths, weightShapes, options);
+    StatusOr<kp::KernelParams> params =
+        kp::readKernelParams(static_cast<kp::KernelKind>(contract->kind), record.parameters);
+    if (!params)
+      return r.error(params.status().message());
+    RecordKernels launch(r, *params, function, width, slotWidths, weightShapes, options);
     DLM_RETURN_IF_ERROR((launch.*kGenerators[contract->kind])());
     if (launch.launched.empty())
       continue;

@@ -80,23 +80,23 @@ inline Status checkForwardInput(const program::KernelProgram &program,
   // forward_input and select_input_rows count input rows from the first fed row.
   const bool countsFromFirstRow =
       std::any_of(program.kernels.begin(), program.kernels.end(), [](const auto &k) {
-        return k.kind == KernelKind::forwardInput || k.kind == KernelKind::selectInputRows;
+        return k.kind() == KernelKind::forwardInput || k.kind() == KernelKind::selectInputRows;
       });
   if (spec.inputFirst != 0 && countsFromFirstRow)
     return Status::error("not supported yet: input rows from a later fed row than the first "
                          "with forward_input or select_input_rows records (function '" +
                          program.function + "')");
   for (const program::ProgramRecord &k : program.kernels) {
-    if (k.kind == KernelKind::forwardInput && spec.inputWidth != program.forwardInputWidth)
+    if (k.kind() == KernelKind::forwardInput && spec.inputWidth != program.forwardInputWidth)
       return Status::error("forward: input rows of " + str(spec.inputWidth) +
                            " values do not fit record '" + k.fullName + "', which reads " +
                            str(program.forwardInputWidth));
-    if (k.kind != KernelKind::softEmbedding)
+    if (k.kind() != KernelKind::softEmbedding)
       continue;
-    if (spec.inputWidth < 1 || spec.inputWidth > k.weight->rows)
+    if (spec.inputWidth < 1 || spec.inputWidth > k.weight()->rows)
       return Status::error("forward: input rows of " + str(spec.inputWidth) +
                            " values do not fit record '" + k.fullName + "', whose table has " +
-                           str(k.weight->rows) + " rows");
+                           str(k.weight()->rows) + " rows");
     // A soft embedding reads a row for every fed token from inputFirst.
     if (inputRows != spec.fed() - spec.inputFirst)
       return Status::error("forward: record '" + k.fullName + "' reads an input row for each of " +
@@ -115,12 +115,13 @@ inline bool kvDependsOnPrefixOnly(const program::KernelProgram &program,
   using program::KernelKind;
   auto writesKv = [](const program::KernelProgram &p) {
     return std::any_of(p.kernels.begin(), p.kernels.end(),
-                       [](const auto &k) { return k.kind == KernelKind::kvStore; });
+                       [](const auto &k) { return k.kind() == KernelKind::kvStore; });
   };
   if (program.readsInput() || program.captureWidth > 0 || !writesKv(program))
     return false;
   for (const program::ProgramRecord &k : program.kernels)
-    if (k.kind == KernelKind::attention && !k.causal)
+    if (k.kind() == KernelKind::attention &&
+        k.as<spec::kernels::AttentionParams>().mask != spec::kernels::AttentionMask::causal)
       return false;
   return std::none_of(all.begin(), all.end(), [&](const program::KernelProgram *other) {
     return other != &program && writesKv(*other);

@@ -58,7 +58,7 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
   if (options.batchInvariant)
     for (const auto &[name, program] : *functions)
       for (const ProgramRecord &k : program.kernels)
-        if (k.kind == KernelKind::moe)
+        if (k.kind() == KernelKind::moe)
           return Status::error("cpu backend: not supported yet: batch-invariant forwards of "
                                "mixture-of-experts records ('" + k.fullName + "')");
   StatusOr<PackedWeights> packed = packProjections(*weights, *functions, options);
@@ -79,29 +79,29 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   // reads it, widened, rather than held a second time packed.
   std::set<const model::HostTensor *> readOtherwise;
   auto projects = [](const ProgramRecord &k) {
-    return k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
-           k.kind == KernelKind::lmHead;
+    return k.kind() == KernelKind::linear || k.kind() == KernelKind::normLinear ||
+           k.kind() == KernelKind::lmHead;
   };
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels)
       if (!projects(k))
-        for (const model::HostTensor *t : k.tensors())
-          readOtherwise.insert(t);
+        for (const spec::kernels::WeightRef *w : k.weights())
+          readOtherwise.insert(w->tensor);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
-      if (!projects(k) || readOtherwise.count(k.weight) || packed.count(k.weight))
+      if (!projects(k) || readOtherwise.count(k.weight()) || packed.count(k.weight()))
         continue;
       // An LM head packs the vocabulary's rows of a padded table, a projection all of them.
-      const int64_t outputs = k.kind == KernelKind::lmHead
+      const int64_t outputs = k.kind() == KernelKind::lmHead
                                   ? program.slots[static_cast<size_t>(k.result)].width
-                                  : k.weight->rows;
+                                  : k.weight()->rows;
       StatusOr<std::shared_ptr<const PackedLinear>> weight =
-          PackedLinear::of(weights, k.weightName, outputs,
+          PackedLinear::of(weights, k.weightParameter()->name, outputs,
                            options.bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16Arithmetic
                                                   : PackedLinear::Bf16Gemm::weightOnly);
       if (!weight)
         return weight.status();
-      packed.emplace(k.weight, std::move(*weight));
+      packed.emplace(k.weight(), std::move(*weight));
     }
   return packed;
 }
@@ -121,27 +121,22 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
     normRowElements_ = std::max(normRowElements_, program.normRowElements);
     captureWidth_ = std::max(captureWidth_, program.captureWidth);
     for (const ProgramRecord &k : program.kernels) {
-      if (k.kind == KernelKind::rope &&
+      if (k.kind() == KernelKind::rope &&
           std::none_of(ropes_.begin(), ropes_.end(), [&](const Rope &r) {
-            return r.theta == k.theta && r.headDim == k.headDim &&
-                   r.rotatedPairs == k.rotatedPairs;
-          })) {
-        Rope rope;
-        rope.theta = k.theta;
-        rope.headDim = k.headDim;
-        rope.rotatedPairs = k.rotatedPairs;
-        ropes_.push_back(std::move(rope));
-      }
-      if (k.kind == KernelKind::softEmbedding)
-        softEmbeddingRows_ = std::max(softEmbeddingRows_, k.weight->rows);
-      const bool projects = k.kind == KernelKind::linear || k.kind == KernelKind::normLinear ||
-                            k.kind == KernelKind::lmHead;
-      if (options.batchInvariant && projects && !invariantGemms_.count(k.weight->data))
-        invariantGemms_.emplace(k.weight->data, InvariantGemm(*k.weight));
-      if (k.kind == KernelKind::moe) {
+            return sameRope(r.params, k.as<spec::kernels::RopeParams>());
+          }))
+        ropes_.push_back(Rope{k.as<spec::kernels::RopeParams>(), {}});
+      if (k.kind() == KernelKind::softEmbedding)
+        softEmbeddingRows_ = std::max(softEmbeddingRows_, k.weight()->rows);
+      const bool projects = k.kind() == KernelKind::linear || k.kind() == KernelKind::normLinear ||
+                            k.kind() == KernelKind::lmHead;
+      if (options.batchInvariant && projects && !invariantGemms_.count(k.weight()->data))
+        invariantGemms_.emplace(k.weight()->data, InvariantGemm(*k.weight()));
+      if (k.kind() == KernelKind::moe) {
+        const auto &moe = k.as<spec::kernels::MoeParams>();
         moeHidden_ = std::max(moeHidden_, program.slots[static_cast<size_t>(k.result)].width);
-        moeExperts_ = std::max(moeExperts_, k.experts);
-        moeTopK_ = std::max(moeTopK_, k.topK);
+        moeExperts_ = std::max(moeExperts_, moe.experts);
+        moeTopK_ = std::max(moeTopK_, moe.topK);
         moeWidth_ = std::max(moeWidth_, k.expertWidth);
       }
     }
@@ -180,7 +175,7 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
         kvWidths.empty() ? 0 : *std::max_element(kvWidths.begin(), kvWidths.end());
     attentionScratch_.reserve(tokens, widest, pool_.threads());
     for (Rope &rope : ropes_)
-      rope.table.build(tokens, rope.headDim, rope.theta, rope.rotatedPairs);
+      rope.table.build(tokens, rope.params.headDim, rope.params.theta, rope.params.rotatedPairs);
     // A chunk's probabilities and, for a mask token's scattered rows, their products.
     if (softEmbeddingRows_ > 0)
       softEmbeddingScratch_.resize(static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) *
@@ -249,7 +244,7 @@ StatusOr<sampling::LogitsView> CpuBackend::runParts(const KernelProgram &program
 
 const RopeTable &CpuBackend::ropeTable(const ProgramRecord &k) const {
   for (const Rope &rope : ropes_)
-    if (rope.theta == k.theta && rope.headDim == k.headDim && rope.rotatedPairs == k.rotatedPairs)
+    if (sameRope(rope.params, k.as<spec::kernels::RopeParams>()))
       return rope.table;
   return ropes_.front().table; // unreachable: the constructor made one per distinct record
 }
@@ -268,19 +263,20 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   const int64_t width = k.result >= 0 ? slotWidth(k.result) : 0;
   const RecordRun run{k, parts, count, width, event, event.category, event.layer};
   static_assert(std::size(kRunners) == std::size(spec::kernels::kKindContracts));
-  return (this->*kRunners[static_cast<size_t>(k.kind)])(run);
+  return (this->*kRunners[static_cast<size_t>(k.kind())])(run);
 }
 
 Status CpuBackend::runEmbedding(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
+  const auto &p = k.as<spec::kernels::EmbeddingParams>();
   timedRecord(run, [&] {
-    const float *table = k.weight->data;
+    const float *table = p.weight.tensor->data;
     float *out = slot(k.result, count);
     for (int64_t i = 0; i < count; ++i)
       std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
-    if (k.scale != 1.0)
-      scaleInPlace(out, static_cast<float>(k.scale), count * width);
+    if (p.scale != 1.0)
+      scaleInPlace(out, static_cast<float>(p.scale), count * width);
   });
   return Status::ok();
 }
@@ -289,16 +285,17 @@ Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
   const std::vector<Part> &parts = run.parts;
+  const auto &p = k.as<spec::kernels::SoftEmbeddingParams>();
   return timedRecord(run, [&] {
     for (const Part &part : parts) {
       // The fed rows before the input's first read none: zero rows.
       const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
       float *out = slot(k.result, count);
       std::memset(out + part.offset * width, 0, static_cast<size_t>(first * width) * sizeof(float));
-      DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count - first, part.input.width,
-                                        *k.weight, static_cast<float>(k.scale) * part.input.scale,
-                                        packedTokens_.data() + row, k.maskToken, out + row * width,
-                                        softEmbeddingScratch_, pool_.threads()));
+      DLM_RETURN_IF_ERROR(softEmbedding(
+          part.input.rows, part.span.count - first, part.input.width, *p.weight.tensor,
+          static_cast<float>(p.scale) * part.input.scale, packedTokens_.data() + row,
+          p.maskToken.value_or(-1), out + row * width, softEmbeddingScratch_, pool_.threads()));
     }
     return Status::ok();
   });
@@ -350,8 +347,8 @@ Status CpuBackend::runRmsNorm(const RecordRun &run) {
   // A group shorter than the row normalises each head of the row (q/k norm).
   timedRecord(run, [&] {
     const int64_t n = k.normWidth;
-    rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight ? k.weight->data : nullptr,
-            k.eps, slot(k.result, count));
+    rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight() ? k.weight()->data : nullptr,
+            k.as<spec::kernels::RmsNormParams>().eps, slot(k.result, count));
   });
   return Status::ok();
 }
@@ -362,17 +359,19 @@ Status CpuBackend::runLinear(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   const float *x = slot(in[0], count);
-  if (k.kind == KernelKind::normLinear) {
+  if (k.kind() == KernelKind::normLinear) {
     // oneDNN's GEMM has no prologue to normalise in, so the normalised rows go to a scratch,
     // once for the q, k and v projections that share them.
     const int64_t n = slotWidth(in[0]);
+    const double eps = k.as<spec::kernels::NormLinearParams>().eps;
     if (!k.reusesNorm)
       timed(profile::Category::rmsnorm, k.normName.c_str(), run.layer, count,
-            [&] { rmsNorm(x, count, n, n, k.norm->data, k.eps, normed_.data()); });
+            [&] { rmsNorm(x, count, n, n, k.norm()->data, eps, normed_.data()); });
     x = normed_.data();
   }
   float *y = slot(k.result, count);
-  if (k.accumulate) {
+  const bool accumulate = k.accumulates();
+  if (accumulate) {
     // The residual add folded into the GEMM: y = residual + x W^T, in place on the residual
     // as the compiler plans it (else the residual is copied to the result first).
     const float *residual = slot(in[1], count);
@@ -381,8 +380,8 @@ Status CpuBackend::runLinear(const RecordRun &run) {
   }
   return timedGemm(run.category, k.name.c_str(), run.layer, count, run.event.outputs,
                    run.event.inputs, [&] {
-                     return project(x, count, *k.weight, k.weight->rows,
-                                    k.bias ? k.bias->data : nullptr, y, k.accumulate);
+                     return project(x, count, *k.weight(), k.weight()->rows,
+                                    k.bias() ? k.bias()->data : nullptr, y, accumulate);
                    });
 }
 
@@ -391,13 +390,14 @@ Status CpuBackend::runRope(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   const std::vector<Part> &parts = run.parts;
+  const int64_t headDim = k.as<spec::kernels::RopeParams>().headDim;
   timedRecord(run, [&] {
     float *out = slot(k.result, count);
     const float *x = slot(in[0], count);
     if (out != x)
       std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
     for (const Part &part : parts)
-      applyRope(out + part.offset * width, part.span.count, width, width / k.headDim, k.headDim,
+      applyRope(out + part.offset * width, part.span.count, width, width / headDim, headDim,
                 ropeTable(k), part.span.first);
   });
   return Status::ok();
@@ -423,7 +423,10 @@ Status CpuBackend::runAttention(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   const std::vector<Part> &parts = run.parts;
-  AttentionShape shape{k.heads, k.kvHeads, k.headDim, k.causal, k.scale, k.window};
+  const auto &p = k.as<spec::kernels::AttentionParams>();
+  AttentionShape shape{p.heads,   p.kvHeads,
+                       p.headDim, p.mask == spec::kernels::AttentionMask::causal,
+                       p.scale,   p.window.value_or(0)};
   const int64_t qWidth = slotWidth(in[0]);
   return timedRecord(run, [&] {
     // A member, so that a forward does not allocate per record.
@@ -442,18 +445,19 @@ Status CpuBackend::runMoe(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   return timedRecord(run, [&] {
+    const auto &p = k.as<spec::kernels::MoeParams>();
     MoeParameters moe;
-    moe.router = k.moeWeights.router;
-    moe.routerScale = k.moeWeights.routerScale;
-    moe.expertScale = k.moeWeights.expertScale;
-    moe.gateUp = k.moeWeights.gateUp;
-    moe.down = k.moeWeights.down;
-    moe.experts = k.experts;
-    moe.topK = k.topK;
+    moe.router = p.router.tensor;
+    moe.routerScale = p.routerScale.tensor;
+    moe.expertScale = p.expertScale.tensor;
+    moe.gateUp = p.gateUp.tensor;
+    moe.down = p.down.tensor;
+    moe.experts = p.experts;
+    moe.topK = p.topK;
     moe.expertWidth = k.expertWidth;
-    moe.eps = k.eps;
-    moe.routerInputScale = k.routerInputScale;
-    moe.geluActivation = k.geluActivation;
+    moe.eps = p.eps;
+    moe.routerInputScale = p.routerInputScale;
+    moe.geluActivation = p.activation == spec::kernels::MoeActivation::geluTanh;
     return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
                       slot(k.result, count), moeScratch_, pool_.threads());
   });
@@ -468,7 +472,7 @@ Status CpuBackend::runScale(const RecordRun &run) {
     const float *x = slot(in[0], count);
     if (out != x)
       std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-    scaleInPlace(out, k.weight->data[0], count * width);
+    scaleInPlace(out, k.weight()->data[0], count * width);
   });
   return Status::ok();
 }
@@ -484,15 +488,15 @@ Status CpuBackend::runElementwise(const RecordRun &run) {
     const int64_t n = count * width;
     // Planned in place on the first operand (an add also on its second), as the compiler
     // does; otherwise the first operand is copied to the result first.
-    if (k.kind == KernelKind::add && out == b && out != a) {
+    if (k.kind() == KernelKind::add && out == b && out != a) {
       addInPlace(out, a, n);
       return;
     }
     if (out != a)
       std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
-    if (k.kind == KernelKind::add)
+    if (k.kind() == KernelKind::add)
       addInPlace(out, b, n);
-    else if (k.kind == KernelKind::siluMul)
+    else if (k.kind() == KernelKind::siluMul)
       siluMultiply(out, b, n);
     else
       geluTanhMultiply(out, b, n);
@@ -505,6 +509,7 @@ Status CpuBackend::runLmHead(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   const std::vector<Part> &parts = run.parts;
+  const auto &p = k.as<spec::kernels::LmHeadParams>();
   // Only the rows a policy decodes go through the final norm and the LM head: for a real
   // vocabulary the head is the largest GEMM of the forward.
   const int64_t hidden = slotWidth(in[0]);
@@ -512,22 +517,23 @@ Status CpuBackend::runLmHead(const RecordRun &run) {
   int64_t headRows = 0;
   for (const Part &part : parts)
     for (int64_t r = part.rows.begin; r < part.rows.end; ++r) {
-      const int64_t source = k.logitShift ? std::max<int64_t>(r - 1, 0) : r;
+      const int64_t source = p.logitShift ? std::max<int64_t>(r - 1, 0) : r;
       std::memcpy(&headInput_[headRows++ * hidden], x + (part.offset + source) * hidden,
                   hidden * sizeof(float));
     }
   if (headRows == 0)
     return Status::ok();
-  if (k.norm)
+  if (p.normWeight)
     timed(profile::Category::rmsnorm, k.normName.c_str(), run.layer, headRows, [&] {
-      rmsNorm(headInput_.data(), headRows, hidden, hidden, k.norm->data, k.eps, headInput_.data());
+      rmsNorm(headInput_.data(), headRows, hidden, hidden, p.normWeight.tensor->data, *p.eps,
+              headInput_.data());
     });
   return timedGemm(
       run.category, k.name.c_str(), run.layer, headRows, run.event.outputs, run.event.inputs, [&] {
-        DLM_RETURN_IF_ERROR(
-            project(headInput_.data(), headRows, *k.weight, width, nullptr, logits_.data(), false));
-        if (k.softcap > 0)
-          softcapInPlace(logits_.data(), static_cast<float>(k.softcap), headRows * width);
+        DLM_RETURN_IF_ERROR(project(headInput_.data(), headRows, *p.weight.tensor, width, nullptr,
+                                    logits_.data(), false));
+        if (p.softcap)
+          softcapInPlace(logits_.data(), static_cast<float>(*p.softcap), headRows * width);
         return Status::ok();
       });
 }
@@ -569,8 +575,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
   std::set<const model::HostTensor *> seen;
   for (const auto &[name, program] : functions_)
     for (const ProgramRecord &k : program.kernels)
-      for (const model::HostTensor *t : k.tensors())
-        if (seen.insert(t).second) {
+      for (const spec::kernels::WeightRef *w : k.weights())
+        if (const model::HostTensor *t = w->tensor; seen.insert(t).second) {
           auto packed = packed_.find(t);
           usage.weightBytes += packed != packed_.end()
                                    ? packed->second->bytes()

@@ -100,20 +100,11 @@ private:
     profile::Category category;
     int64_t layer;
   };
-  Status runEmbedding(const RecordRun &run);
-  Status runSoftEmbedding(const RecordRun &run);
-  Status runForwardInput(const RecordRun &run);
-  Status runSelectInputRows(const RecordRun &run);
-  Status runCapture(const RecordRun &run);
-  Status runRmsNorm(const RecordRun &run);
-  Status runLinear(const RecordRun &run);
-  Status runRope(const RecordRun &run);
-  Status runKvStore(const RecordRun &run);
-  Status runAttention(const RecordRun &run);
-  Status runMoe(const RecordRun &run);
-  Status runScale(const RecordRun &run);
-  Status runElementwise(const RecordRun &run);
-  Status runLmHead(const RecordRun &run);
+  // Each kind's runner, named by runtime/schema/KernelOps.td (runRope for rope; runLinear for
+  // linear and norm_linear, runElementwise for add, silu_mul and gelu_mul).
+#define DLM_KERNEL_CPU_RUNNERS_MEMBERS
+#define DLM_KERNEL_MEMBER(member) Status member(const RecordRun &run);
+#include "runtime/schema/KernelRecordSpec.inc"
   // Each kind's runner above, by KernelKind (the table runtime/schema/KernelOps.td writes).
   static Status (CpuBackend::*const kRunners[])(const RecordRun &);
   // The width of `slot` of the running function.
@@ -157,10 +148,12 @@ private:
   std::set<std::string, std::less<>> sharingFunctions_;
   // One table per distinct (theta, head_dim, rotated_pairs) of the rope records.
   struct Rope {
-    double theta = 0;
-    int64_t headDim = 0, rotatedPairs = 0;
+    spec::kernels::RopeParams params;
     RopeTable table;
   };
+  static bool sameRope(const spec::kernels::RopeParams &a, const spec::kernels::RopeParams &b) {
+    return a.theta == b.theta && a.headDim == b.headDim && a.rotatedPairs == b.rotatedPairs;
+  }
   std::vector<Rope> ropes_;
   // The widest soft_embedding table (its rows: the most input columns a forward may give).
   int64_t softEmbeddingRows_ = 0;

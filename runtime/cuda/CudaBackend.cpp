@@ -21,14 +21,14 @@ constexpr int64_t kDefaultMaxSequence = 4096;
 
 // A linear record, and an lm_head without a fused norm, run as cuBLASLt GEMMs alone.
 bool runsAsGemmOnly(const program::ProgramRecord &record) {
-  return record.kind == program::KernelKind::linear ||
-         (record.kind == program::KernelKind::lmHead && !record.norm);
+  return record.kind() == program::KernelKind::linear ||
+         (record.kind() == program::KernelKind::lmHead && !record.norm());
 }
 // Speculative decoding's row moves are whole-row device copies: no generated kernel.
 bool runsAsCopies(const program::ProgramRecord &record) {
-  return record.kind == program::KernelKind::forwardInput ||
-         record.kind == program::KernelKind::selectInputRows ||
-         record.kind == program::KernelKind::capture;
+  return record.kind() == program::KernelKind::forwardInput ||
+         record.kind() == program::KernelKind::selectInputRows ||
+         record.kind() == program::KernelKind::capture;
 }
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
@@ -153,8 +153,8 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
   for (const auto &[name, function] : functions_) {
     for (size_t i = 0; i < function.bound.size(); ++i) {
       const program::ProgramRecord &record = function.program.kernels[i];
-      if (record.kind != program::KernelKind::attention &&
-          record.kind != program::KernelKind::kvStore)
+      if (record.kind() != program::KernelKind::attention &&
+          record.kind() != program::KernelKind::kvStore)
         continue;
       const int64_t page = function.bound[i].kernel.integer("page_size");
       if (page <= 0 || (pageTokens_ != 0 && page != pageTokens_))
@@ -218,7 +218,7 @@ Status CudaBackend::initialise(const artifact::ArtifactReader &artifact, int64_t
 
 Status CudaBackend::supports(const program::ProgramRecord &record) const {
   using program::KernelKind;
-  if (record.kind == KernelKind::rope && record.rotatedPairs <= 0)
+  if (record.kind() == KernelKind::rope && record.as<spec::kernels::RopeParams>().rotatedPairs <= 0)
     return Status::error("not supported yet: a rope record that rotates no pair (record '" +
                          record.fullName + "') on cuda");
   if (!runsAsGemmOnly(record) && !runsAsCopies(record) && record.cudaKernel.empty())
@@ -268,21 +268,22 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
       bound.kernel = kernel;
   }
   // Kernels of an older dlmc would compute something else than the record asks: refuse by name.
-  switch (record.kind) {
+  switch (record.kind()) {
   case KernelKind::moe:
     if (!bound.moeRoute.function || !bound.moePlan.function || !bound.moeGateUp.function ||
         !bound.moeDown.function || !bound.moeCombine.function)
       return mismatch("a moe record needs its route, plan, gate_up, down and combine kernels");
     break;
-  case KernelKind::lmHead:
-    if (record.softcap > 0 && (!bound.softcap.function ||
-                               bound.softcap.record->parameters.count("softcap") == 0 ||
-                               std::get<double>(bound.softcap.record->parameters.at("softcap")) !=
-                                   record.softcap))
-      return mismatch("no soft-cap kernel of cap " + std::to_string(record.softcap));
-    if (record.norm && !bound.kernel.function)
+  case KernelKind::lmHead: {
+    const std::optional<double> softcap = record.as<spec::kernels::LmHeadParams>().softcap;
+    if (softcap &&
+        (!bound.softcap.function || bound.softcap.record->parameters.count("softcap") == 0 ||
+         std::get<double>(bound.softcap.record->parameters.at("softcap")) != *softcap))
+      return mismatch("no soft-cap kernel of cap " + std::to_string(*softcap));
+    if (record.norm() && !bound.kernel.function)
       return mismatch("no norm kernel");
     break;
+  }
   case KernelKind::attention: {
     auto mask = bound.kernel.record->parameters.find("mask");
     const std::string name = mask != bound.kernel.record->parameters.end() &&
@@ -290,17 +291,18 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
                                  ? std::get<std::string>(mask->second)
                                  : std::string();
     const bool windowed = name == "sliding_window" || name == "bidirectional_window";
-    if (windowed != (record.window > 0))
-      return mismatch(record.window > 0 ? "a window of " + str(record.window) +
-                                              " but an unwindowed '" + name + "' kernel"
-                                        : "a windowed kernel for an unwindowed record");
+    const int64_t window = record.as<spec::kernels::AttentionParams>().window.value_or(0);
+    if (windowed != (window > 0))
+      return mismatch(window > 0 ? "a window of " + str(window) + " but an unwindowed '" + name +
+                                       "' kernel"
+                                 : "a windowed kernel for an unwindowed record");
     break;
   }
   case KernelKind::embedding: {
     const double scale = bound.kernel.record->parameters.count("scale")
                              ? std::get<double>(bound.kernel.record->parameters.at("scale"))
                              : 1.0;
-    if (scale != record.scale)
+    if (scale != record.as<spec::kernels::EmbeddingParams>().scale)
       return mismatch("an embedding kernel of another scale");
     break;
   }
@@ -343,16 +345,17 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       const program::ProgramRecord &record = program.kernels[i];
       DLM_RETURN_IF_ERROR(bindRecord(record, function.bound[i], kernels));
-      for (const std::string &weight : record.tensorNames())
-        weightNames.push_back(weight);
-      if (function.bound[i].widen.function)
-        narrowWeights.insert(record.weightName);
-      if (record.kind == program::KernelKind::softEmbedding)
-        softEmbeddingRows_ = std::max(softEmbeddingRows_, record.weight->rows);
-      if (record.kind == program::KernelKind::moe) {
+      for (const spec::kernels::WeightRef *weight : record.weights())
+        weightNames.push_back(weight->name);
+      if (function.bound[i].widen.function && record.weightParameter())
+        narrowWeights.insert(record.weightParameter()->name);
+      if (record.kind() == program::KernelKind::softEmbedding)
+        softEmbeddingRows_ = std::max(softEmbeddingRows_, record.weight()->rows);
+      if (record.kind() == program::KernelKind::moe) {
+        const auto &moe = record.as<spec::kernels::MoeParams>();
         moeHidden_ = std::max(moeHidden_, program.slots[static_cast<size_t>(record.result)].width);
-        moeExperts_ = std::max(moeExperts_, record.experts);
-        moeTopK_ = std::max(moeTopK_, record.topK);
+        moeExperts_ = std::max(moeExperts_, moe.experts);
+        moeTopK_ = std::max(moeTopK_, moe.topK);
         moeWidth_ = std::max(moeWidth_, record.expertWidth);
       }
     }
@@ -362,19 +365,24 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
   DLM_ASSIGN_OR_RETURN(element_, kernelPrecision(kernels));
   DLM_ASSIGN_OR_RETURN(weights_, DeviceWeights::upload(driver_, *hostWeights_, weightNames,
                                                        element_, narrowWeights));
-  auto device = [&](const std::string &name) {
-    return name.empty() ? nullptr : weights_->find(name);
+  auto device = [&](const spec::kernels::WeightRef *weight) {
+    return weight ? weights_->find(weight->name) : nullptr;
   };
   for (auto &[name, function] : functions_) {
     for (size_t i = 0; i < function.program.kernels.size(); ++i) {
       const program::ProgramRecord &record = function.program.kernels[i];
       BoundRecord &bound = function.bound[i];
-      bound.weight = device(record.weightName);
-      bound.bias = device(record.biasName);
-      bound.norm = device(record.normWeightName);
+      bound.weight = device(record.weightParameter());
+      bound.bias = device(record.biasParameter());
+      bound.norm = device(record.normParameter());
       bound.launchName = record.fullName + ": cuLaunchKernel";
-      for (size_t w = 0; w < record.moeWeightNames.size() && w < 5; ++w)
-        bound.moe[w] = device(record.moeWeightNames[w]);
+      if (record.kind() == program::KernelKind::moe) {
+        const auto &moe = record.as<spec::kernels::MoeParams>();
+        size_t w = 0;
+        for (const spec::kernels::WeightRef *weight :
+             {&moe.router, &moe.routerScale, &moe.expertScale, &moe.gateUp, &moe.down})
+          bound.moe[w++] = device(weight);
+      }
       DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
     }
   }
@@ -419,10 +427,12 @@ Status CudaBackend::chooseFp8Gemms() {
 Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
                                       const BoundRecord &bound) const {
   const bool narrow = bound.weight && bound.weight->narrow != artifact::DType::invalid;
+  const std::string weightName =
+      record.weightParameter() ? record.weightParameter()->name : std::string();
   if (!bound.widen.function) {
     if (narrow)
       return Status::error("kernel record '" + record.fullName + "' reads 8-bit weight '" +
-                           record.weightName +
+                           weightName +
                            "', which another record widens, at the device "
                            "precision; recompile with dlmc compile --target cuda");
     return Status::ok();
@@ -436,7 +446,7 @@ Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
       narrow ? std::string(artifact::fb::EnumNameDType(bound.weight->narrow)) : "";
   if (kernelStored != weightStored)
     return Status::error("kernel record '" + record.fullName + "' widens a '" + kernelStored +
-                         "' weight but '" + record.weightName + "' is stored as '" + weightStored +
+                         "' weight but '" + weightName + "' is stored as '" + weightStored +
                          "'; recompile with dlmc compile --target cuda");
   if (bound.quantize.function) {
     auto width = bound.quantize.record->parameters.find("width");
@@ -566,7 +576,7 @@ Status CudaBackend::uploadInputRows(const Function &function,
   if (function.program.kernels.end() !=
       std::find_if(function.program.kernels.begin(), function.program.kernels.end(),
                    [](const program::ProgramRecord &k) {
-                     return k.kind == program::KernelKind::softEmbedding;
+                     return k.kind() == program::KernelKind::softEmbedding;
                    }))
     return Status::error("not supported yet: a function with both soft_embedding and "
                          "forward_input records on cuda");
@@ -596,7 +606,7 @@ Status CudaBackend::downloadCapture(const Function &function, int64_t count) {
   const program::KernelProgram &program = function.program;
   const program::ProgramRecord *capture = nullptr;
   for (const program::ProgramRecord &k : program.kernels)
-    if (k.kind == program::KernelKind::capture)
+    if (k.kind() == program::KernelKind::capture)
       capture = &k;
   if (!capture)
     return Status::error("cuda backend: internal error: a capture width without a record");

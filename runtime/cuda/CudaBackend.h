@@ -319,32 +319,16 @@ private:
   // `elements` elements from `from` to `to` on the stream (nothing when they are the same rows).
   Status copyRows(const program::ProgramRecord &record, CUdeviceptr to, CUdeviceptr from,
                   int64_t elements);
-  Status enqueueEmbedding(const program::KernelProgram &program,
-                          const program::ProgramRecord &record, const BoundRecord &bound,
-                          const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueForwardInput(const program::KernelProgram &program,
-                             const program::ProgramRecord &record, const BoundRecord &bound,
-                             const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueCapture(const program::KernelProgram &program, const program::ProgramRecord &record,
-                        const BoundRecord &bound, const Shape &shape,
-                        const std::vector<PackedPart> &parts);
-  Status enqueueRmsNorm(const program::KernelProgram &program, const program::ProgramRecord &record,
-                        const BoundRecord &bound, const Shape &shape,
-                        const std::vector<PackedPart> &parts);
-  // linear, norm_linear, lm_head: enqueueProjectionInput, then enqueueProjectionGemm.
-  Status enqueueProjection(const program::KernelProgram &program,
-                           const program::ProgramRecord &record, const BoundRecord &bound,
-                           const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueRope(const program::KernelProgram &program, const program::ProgramRecord &record,
-                     const BoundRecord &bound, const Shape &shape,
-                     const std::vector<PackedPart> &parts);
-  // add, silu_mul, gelu_mul.
-  Status enqueueElementwise(const program::KernelProgram &program,
-                            const program::ProgramRecord &record, const BoundRecord &bound,
-                            const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueScale(const program::KernelProgram &program, const program::ProgramRecord &record,
-                      const BoundRecord &bound, const Shape &shape,
-                      const std::vector<PackedPart> &parts);
+  // Each kind's launcher, named by runtime/schema/KernelOps.td (enqueueRope for rope;
+  // enqueueProjection for linear, norm_linear and lm_head, enqueueElementwise for add, silu_mul
+  // and gelu_mul, enqueuePerPart for the records that go part by part: kv_store, soft_embedding,
+  // select_input_rows).
+#define DLM_KERNEL_CUDA_LAUNCHES_MEMBERS
+#define DLM_KERNEL_MEMBER(member)                                                                  \
+  Status member(const program::KernelProgram &program, const program::ProgramRecord &record,       \
+                const BoundRecord &bound, const Shape &shape,                                      \
+                const std::vector<PackedPart> &parts);
+#include "runtime/schema/KernelRecordSpec.inc"
   // enqueueRecord between CUDA events, in the parts the CPU backend times (a record that
   // normalises its input first: the norm, then the rest).
   Status enqueueTimedRecord(const program::KernelProgram &program,
@@ -359,13 +343,6 @@ private:
   Status enqueueProjectionGemm(const program::KernelProgram &program,
                                const program::ProgramRecord &record, const BoundRecord &bound,
                                const Shape &shape, const std::vector<PackedPart> &parts);
-  // The records that go part by part: kv_store, the soft embedding, select_input_rows.
-  Status enqueuePerPart(const program::KernelProgram &program,
-                        const program::ProgramRecord &record, const BoundRecord &bound,
-                        const Shape &shape, const std::vector<PackedPart> &parts);
-  Status enqueueAttention(const program::KernelProgram &program,
-                          const program::ProgramRecord &record, const BoundRecord &bound,
-                          const Shape &shape, const std::vector<PackedPart> &parts);
   // The LM head's parts (enqueueProjectionInput, enqueueProjectionGemm).
   Status enqueueHeadInput(const program::KernelProgram &program,
                           const program::ProgramRecord &record, const BoundRecord &bound,
@@ -375,9 +352,6 @@ private:
                          const Shape &shape, const std::vector<PackedPart> &parts);
   // The logit rows a run computes: every part's requested rows.
   static int64_t logitRowCount(const std::vector<PackedPart> &parts);
-  Status enqueueMoe(const program::KernelProgram &program, const program::ProgramRecord &record,
-                    const BoundRecord &bound, const Shape &shape,
-                    const std::vector<PackedPart> &parts);
   // Layer `layer`'s K and V pages in the pool, and their strides (elements).
   struct LayerPages {
     CUdeviceptr k = 0, v = 0;

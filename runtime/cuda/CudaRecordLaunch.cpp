@@ -12,6 +12,8 @@
 
 namespace dlm::cuda {
 
+namespace kp = spec::kernels;
+
 namespace {
 
 std::string str(int64_t value) { return std::to_string(value); }
@@ -112,7 +114,7 @@ Status CudaBackend::enqueueTimedRecord(const program::KernelProgram &program,
   const program::RecordProfile profile = program::recordProfile(program, k);
   // The LM head runs over the requested rows only; over none it enqueues nothing, and (as on the
   // CPU) no event is recorded.
-  const int64_t rows = k.kind == program::KernelKind::lmHead ? logitRowCount(parts) : shape.count;
+  const int64_t rows = k.kind() == program::KernelKind::lmHead ? logitRowCount(parts) : shape.count;
   if (rows == 0)
     return enqueueRecord(program, k, bound, shape, parts);
   if (profile.normFirst) {
@@ -151,7 +153,7 @@ Status CudaBackend::enqueueRecord(const program::KernelProgram &program,
                                   const program::ProgramRecord &k, const BoundRecord &bound,
                                   const Shape &shape, const std::vector<PackedPart> &parts) {
   static_assert(std::size(kLaunchers) == std::size(spec::kernels::kKindContracts));
-  return (this->*kLaunchers[static_cast<size_t>(k.kind)])(program, k, bound, shape, parts);
+  return (this->*kLaunchers[static_cast<size_t>(k.kind())])(program, k, bound, shape, parts);
 }
 
 CudaBackend::RecordRows CudaBackend::rowsOf(const program::KernelProgram &program,
@@ -219,10 +221,11 @@ Status CudaBackend::enqueueRmsNorm(const program::KernelProgram &program,
   const RecordRows rows = rowsOf(program, k, bound, shape);
   const int64_t width = rows.width, n = k.normWidth;
   return rmsNorm(bound.kernel, rows.operands[0], width, rows.result, width,
-                 bound.weight ? bound.weight->data : 0, rows.count * (width / n), width / n, k.eps,
-                 rows.what);
+                 bound.weight ? bound.weight->data : 0, rows.count * (width / n), width / n,
+                 k.as<kp::RmsNormParams>().eps, rows.what);
 }
 
+// linear, norm_linear, lm_head: enqueueProjectionInput, then enqueueProjectionGemm.
 Status CudaBackend::enqueueProjection(const program::KernelProgram &program,
                                       const program::ProgramRecord &k, const BoundRecord &bound,
                                       const Shape &shape, const std::vector<PackedPart> &parts) {
@@ -237,7 +240,7 @@ Status CudaBackend::enqueueRope(const program::KernelProgram &program,
   CUdeviceptr x = rows.result;
   DLM_RETURN_IF_ERROR(copyRows(k, x, rows.operands[0], rows.count * rows.width));
   long long tokenStride = rows.width;
-  int headCount = static_cast<int>(rows.width / k.headDim);
+  int headCount = static_cast<int>(rows.width / k.as<kp::RopeParams>().headDim);
   CUdeviceptr positions =
       shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
   void *arguments[] = {&x, &tokenStride, &headCount, &rows.tokens, &positions};
@@ -273,29 +276,29 @@ Status CudaBackend::enqueueProjectionInput(const program::KernelProgram &program
                                            const program::ProgramRecord &k,
                                            const BoundRecord &bound, const Shape &shape,
                                            const std::vector<PackedPart> &parts) {
-  if (k.kind == program::KernelKind::lmHead)
+  if (k.kind() == program::KernelKind::lmHead)
     return enqueueHeadInput(program, k, bound, shape, parts);
-  if (k.kind != program::KernelKind::normLinear || k.reusesNorm)
+  if (k.kind() != program::KernelKind::normLinear || k.reusesNorm)
     return Status::ok();
   const int64_t n = program.slots[static_cast<size_t>(k.operands[0])].width;
   const std::string what = k.fullName + ": cuLaunchKernel";
   return rmsNorm(bound.kernel, slot(program, k.operands[0], shape.count), n, normed_, n,
-                 bound.norm->data, shape.count, 1, k.eps, what.c_str());
+                 bound.norm->data, shape.count, 1, k.as<kp::NormLinearParams>().eps, what.c_str());
 }
 
 Status CudaBackend::enqueueProjectionGemm(const program::KernelProgram &program,
                                           const program::ProgramRecord &k, const BoundRecord &bound,
                                           const Shape &shape,
                                           const std::vector<PackedPart> &parts) {
-  if (k.kind == program::KernelKind::lmHead)
+  if (k.kind() == program::KernelKind::lmHead)
     return enqueueHeadGemm(program, k, bound, shape, parts);
   const int64_t count = shape.count;
   const CUdeviceptr x =
-      k.kind == program::KernelKind::normLinear ? normed_ : slot(program, k.operands[0], count);
+      k.kind() == program::KernelKind::normLinear ? normed_ : slot(program, k.operands[0], count);
   const CUdeviceptr y = slot(program, k.result, count);
   // The folded residual add: cuBLASLt's C == D with beta = 1, in place on the residual (an
   // out-of-place result starts as a copy of it).
-  const CUdeviceptr residual = k.accumulate ? slot(program, k.operands[1], count) : y;
+  const CUdeviceptr residual = k.accumulates() ? slot(program, k.operands[1], count) : y;
   if (residual != y) {
     const int64_t width = program.slots[static_cast<size_t>(k.result)].width;
     DLM_RETURN_IF_ERROR(driver_->check(
@@ -303,7 +306,7 @@ Status CudaBackend::enqueueProjectionGemm(const program::KernelProgram &program,
             y, residual, static_cast<size_t>(count * width) * elementBytes(element_), stream_),
         (k.fullName + ": cuMemcpyDtoDAsync").c_str()));
   }
-  return linear(k.fullName.c_str(), x, count, bound, y, k.accumulate);
+  return linear(k.fullName.c_str(), x, count, bound, y, k.accumulates());
 }
 
 // Records that read a part's own input rows or block table, launched once per part over its
@@ -330,7 +333,7 @@ Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
     const PackedPart &part = parts[p];
     const int64_t count = part.span.count;
     int tokens = static_cast<int>(count);
-    if (k.kind == KernelKind::softEmbedding) {
+    if (k.kind() == KernelKind::softEmbedding) {
       // The part's input rows (uploaded before the graph), or none: zero rows; the fed rows
       // before the input's first are zero rows too.
       const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
@@ -343,18 +346,19 @@ Status CudaBackend::enqueuePerPart(const program::KernelProgram &program,
             (k.fullName + ": cuMemsetD8Async").c_str()));
       long long inputStride = part.input.rows ? part.input.width : 0, outStride = width;
       int inputWidth = static_cast<int>(inputStride), rows = static_cast<int>(count - first);
-      float scale = static_cast<float>(k.scale);
+      const auto &params = k.as<kp::SoftEmbeddingParams>();
+      float scale = static_cast<float>(params.scale);
       CUdeviceptr partTokens = shape.inputs + static_cast<size_t>(row) * sizeof(int32_t),
                   inputScale = shape.inputs +
                                static_cast<size_t>(inputLayout().inputScales + p) * sizeof(int32_t);
-      int maskToken = static_cast<int>(k.maskToken);
+      int maskToken = static_cast<int>(params.maskToken.value_or(-1));
       void *arguments[] = {&input,      &inputStride, &inputWidth, &rows, &table,    &scale,
                            &partTokens, &maskToken,   &inputScale, &out,  &outStride};
       if (rows > 0)
         DLM_RETURN_IF_ERROR(launch(bound.kernel, ceilDiv(width, 128), ceilDiv(rows, 64), 1,
                                    arguments, what.c_str()));
       inputAt += static_cast<size_t>(partInputFloats(part)) * sizeof(float);
-    } else if (k.kind == KernelKind::selectInputRows) {
+    } else if (k.kind() == KernelKind::selectInputRows) {
       // Two whole-row copies; planned in place on a (or b), that part stays where it is.
       const int64_t split = std::min(part.input.rows ? part.input.count : 0, count);
       const size_t rowBytes = static_cast<size_t>(width) * e;
@@ -407,20 +411,21 @@ Status CudaBackend::enqueueAttention(const program::KernelProgram &program,
   long long qStride = widthOf(k.operands[0]), outStride = widthOf(k.result),
             pageStride = pages.pageStride, slotStride = pages.slotStride;
   int maxPages = static_cast<int>(tablePages_);
-  int window = static_cast<int>(k.window), blockSize = 1;
-  float scale = static_cast<float>(k.scale);
+  const auto &params = k.as<kp::AttentionParams>();
+  int window = static_cast<int>(params.window.value_or(0)), blockSize = 1;
+  float scale = static_cast<float>(params.scale);
   void *arguments[] = {&qArg,     &qStride,   &kPages,    &vPages,      &pageStride, &slotStride,
                        &tableArg, &maxPages,  &startsArg, &positionArg, &lengthArg,  &causalFlags,
                        &window,   &blockSize, &scale,     &outArg,      &outStride};
   int64_t longest = 0;
   for (const PackedPart &part : parts)
     longest = std::max(longest, part.span.count);
-  const int64_t group = k.heads / k.kvHeads;
+  const int64_t group = params.heads / params.kvHeads;
   const int64_t rowsPerBlock =
       (bound.kernel.blockThreads / 32) * bound.kernel.integer("rows_per_warp", 1);
   return launch(bound.kernel, ceilDiv(longest * group, rowsPerBlock),
-                static_cast<unsigned>(k.kvHeads), static_cast<unsigned>(parts.size()), arguments,
-                (k.fullName + ": cuLaunchKernel").c_str());
+                static_cast<unsigned>(params.kvHeads), static_cast<unsigned>(parts.size()),
+                arguments, (k.fullName + ": cuLaunchKernel").c_str());
 }
 
 Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
@@ -438,7 +443,9 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
   CUdeviceptr choice = moeChoice_, weight = moeWeight_, lists = moeLists_, counts = moeCounts_,
               act = moeAct_, out = moeOut_;
   long long rowStride = hidden;
-  float eps = static_cast<float>(k.eps), inputScale = static_cast<float>(k.routerInputScale);
+  const auto &params = k.as<kp::MoeParams>();
+  float eps = static_cast<float>(params.eps),
+        inputScale = static_cast<float>(params.routerInputScale);
   // Routing: each token's experts and weights; then each expert's slots.
   void *route[] = {&r,           &rowStride, &tokens,     &router, &routerScale,
                    &expertScale, &eps,       &inputScale, &choice, &weight};
@@ -447,7 +454,8 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
   void *plan[] = {&choice, &tokens, &lists, &counts};
   DLM_RETURN_IF_ERROR(launch(bound.moePlan, 1, 1, 1, plan, what.c_str()));
   // The grouped expert products, sized for an expert that every token chose.
-  const unsigned rowBlocks = ceilDiv(shape.count, 64), experts = static_cast<unsigned>(k.experts);
+  const unsigned rowBlocks = ceilDiv(shape.count, 64),
+                 experts = static_cast<unsigned>(params.experts);
   void *gated[] = {&x, &rowStride, &gateUp, &tokens, &lists, &counts, &act};
   DLM_RETURN_IF_ERROR(
       launch(bound.moeGateUp, ceilDiv(k.expertWidth, 64), rowBlocks, experts, gated, what.c_str()));
@@ -483,7 +491,8 @@ Status CudaBackend::enqueueHeadInput(const program::KernelProgram &program,
       return Status::ok();
     if (bound.norm)
       return rmsNorm(bound.kernel, row(x, from), hidden, row(headInput_, to), hidden,
-                     bound.norm->data, rows, 1, k.eps, (k.fullName + ": norm").c_str());
+                     bound.norm->data, rows, 1, *k.as<kp::LmHeadParams>().eps,
+                     (k.fullName + ": norm").c_str());
     return driver_->check(driver_->cuMemcpyDtoDAsync(row(headInput_, to), row(x, from),
                                                      static_cast<size_t>(rows) * rowBytes, stream_),
                           (k.fullName + ": cuMemcpyDtoDAsync").c_str());
@@ -492,7 +501,7 @@ Status CudaBackend::enqueueHeadInput(const program::KernelProgram &program,
     const int64_t rows = part.rows.count(), at = part.logitOffset, first = part.offset;
     if (rows == 0)
       continue;
-    if (!k.logitShift) {
+    if (!k.as<kp::LmHeadParams>().logitShift) {
       DLM_RETURN_IF_ERROR(stage(first + part.rows.begin, at, rows));
     } else if (part.rows.begin > 0) {
       DLM_RETURN_IF_ERROR(stage(first + part.rows.begin - 1, at, rows));
@@ -523,7 +532,7 @@ Status CudaBackend::enqueueHeadGemm(const program::KernelProgram &program,
   call.in = hidden;
   call.out = program.slots[static_cast<size_t>(k.result)].width;
   DLM_RETURN_IF_ERROR(gemm_->run(stream_, call, k.fullName.c_str()));
-  if (k.softcap <= 0)
+  if (!k.as<kp::LmHeadParams>().softcap)
     return Status::ok();
   CUdeviceptr logits = logits_;
   long long values = n * call.out;

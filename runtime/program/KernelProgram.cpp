@@ -74,7 +74,7 @@ public:
       return Status::error("the kernel program is empty");
     for (size_t position = 0; position < indices_.size(); ++position)
       DLM_RETURN_IF_ERROR(add(position));
-    if (program_.kernels.back().kind != KernelKind::lmHead)
+    if (program_.kernels.back().kind() != KernelKind::lmHead)
       return Status::error(
           std::string(function_ == kp::kDefaultFunction ? "" : "function '" + function_ + "': ") +
           "the kernel program does not end with an lm_head record");
@@ -93,7 +93,10 @@ private:
                            ")");
     DLM_RETURN_IF_ERROR(checkDeclaredParameters(r, *spec));
     ProgramRecord kernel;
-    kernel.kind = spec->kind();
+    StatusOr<kp::KernelParams> params = kp::readKernelParams(spec->kind(), record.parameters);
+    if (!params)
+      return r.error(params.status().message());
+    kernel.params = std::move(*params);
     kernel.function = function_;
     kernel.fullName = record.name.empty() ? record.kind : record.name;
     kernel.name = labelOf(kernel.fullName, function_ == kp::kDefaultFunction ? "" : function_);
@@ -106,11 +109,12 @@ private:
     RecordChecker checker(r, kernel, program_, widths, place.width, weights_, widenProjections_,
                           kv_, position + 1 == indices_.size());
     DLM_RETURN_IF_ERROR((checker.*(spec->check))());
-    if (kernel.kind == KernelKind::normLinear && !program_.kernels.empty()) {
+    if (kernel.kind() == KernelKind::normLinear && !program_.kernels.empty()) {
       const ProgramRecord &previous = program_.kernels.back();
-      kernel.reusesNorm = previous.kind == KernelKind::normLinear &&
-                          previous.operands[0] == kernel.operands[0] &&
-                          previous.norm == kernel.norm && previous.eps == kernel.eps;
+      kernel.reusesNorm =
+          previous.kind() == KernelKind::normLinear && previous.operands[0] == kernel.operands[0] &&
+          previous.norm() == kernel.norm() &&
+          previous.as<kp::NormLinearParams>().eps == kernel.as<kp::NormLinearParams>().eps;
     }
     if (spec->contract.hasResult)
       define(kernel.result, place);
@@ -119,7 +123,7 @@ private:
   }
 
   // The operand slots (defined by earlier records; the forward's inputs only where they mean
-  // something), the accumulate flag and the CUDA kernel; `widths` gets the operands' widths.
+  // something) and the CUDA kernel; `widths` gets the operands' widths.
   Status readOperands(const RecordReader &r, const KernelKindSpec &spec, ProgramRecord &kernel,
                       std::vector<int64_t> &widths) const {
     StatusOr<std::string> operandList =
@@ -128,14 +132,13 @@ private:
       kernel.operands.clear(); // a record without operands may leave the list out
     else
       DLM_ASSIGN(kernel.operands, r.slots(kp::kOperands));
-    if (r.has(kp::kAccumulate)) // declared by linear and norm_linear only
-      DLM_ASSIGN(kernel.accumulate, r.flag(kp::kAccumulate));
     if (r.has(kp::kCudaKernel))
       DLM_ASSIGN(kernel.cudaKernel, r.text(kp::kCudaKernel));
     const int operands = spec.contract.operands;
-    const size_t operandCount = operands == kp::kAnyOperandCount
-                                    ? std::max<size_t>(kernel.operands.size(), 1)
-                                    : static_cast<size_t>(operands) + (kernel.accumulate ? 1 : 0);
+    const size_t operandCount =
+        operands == kp::kAnyOperandCount
+            ? std::max<size_t>(kernel.operands.size(), 1)
+            : static_cast<size_t>(operands) + (kernel.accumulates() ? 1 : 0);
     if (kernel.operands.size() != operandCount)
       return r.error(std::string(spec.contract.name) + " takes " +
                      str(static_cast<int64_t>(operandCount)) + " operands, got " +
@@ -169,7 +172,7 @@ private:
       return r.error("result slot " + str(kernel.result) + " is already defined");
     if (place.width <= 0)
       return r.error("result width " + str(place.width) + " is not positive");
-    if (kernel.kind == KernelKind::lmHead)
+    if (kernel.kind() == KernelKind::lmHead)
       return Status::ok();
     DLM_ASSIGN(place.offset, r.integer(kp::kOffset));
     if (place.offset < 0)
@@ -216,11 +219,11 @@ private:
           // selection reads each row of either operand before writing it; an accumulating GEMM
           // adds its product to the residual it sits on.
           const bool eitherOperand =
-              k.kind == KernelKind::add || k.kind == KernelKind::selectInputRows;
+              k.kind() == KernelKind::add || k.kind() == KernelKind::selectInputRows;
           const bool inPlaceOperand =
               operand &&
-              (k.accumulate ? slot == k.operands[1]
-                            : elementwise(k.kind) && (slot == k.operands[0] || eitherOperand));
+              (k.accumulates() ? slot == k.operands[1]
+                               : elementwise(k.kind()) && (slot == k.operands[0] || eitherOperand));
           const bool inPlace = inPlaceOperand && other.offset == out.offset &&
                                other.width == out.width &&
                                lastRead[slot] == static_cast<int64_t>(i);
@@ -294,27 +297,67 @@ StatusOr<KernelProgram> KernelProgram::build(const std::vector<artifact::Kernel>
 
 bool KernelProgram::readsInput() const {
   return std::any_of(kernels.begin(), kernels.end(), [](const ProgramRecord &k) {
-    return k.kind == KernelKind::softEmbedding || k.kind == KernelKind::forwardInput;
+    return k.kind() == KernelKind::softEmbedding || k.kind() == KernelKind::forwardInput;
   });
 }
 
-std::vector<const model::HostTensor *> ProgramRecord::tensors() const {
-  std::vector<const model::HostTensor *> all;
-  for (const model::HostTensor *t : {weight, bias, norm, moeWeights.router, moeWeights.routerScale,
-                                     moeWeights.expertScale, moeWeights.gateUp, moeWeights.down})
-    if (t)
-      all.push_back(t);
-  return all;
+namespace {
+
+// What `member` reads from the record's parameters (a lambda whose return type names the
+// member, so that it is invocable only on the kinds that declare it); `absent` for the others.
+template <typename Value, typename Member>
+Value memberOf(const kp::KernelParams &params, Member member, Value absent) {
+  return std::visit(
+      [&](const auto &p) -> Value {
+        if constexpr (std::is_invocable_v<Member, decltype(p)>)
+          return member(p);
+        return absent;
+      },
+      params);
 }
 
-std::vector<std::string> ProgramRecord::tensorNames() const {
-  std::vector<std::string> all;
-  for (const std::string *name : {&weightName, &biasName, &normWeightName})
-    if (!name->empty())
-      all.push_back(*name);
-  for (const std::string &name : moeWeightNames)
-    if (!name.empty())
-      all.push_back(name);
+const kp::WeightRef *present(const kp::WeightRef &w) { return w ? &w : nullptr; }
+const model::HostTensor *tensorOf(const kp::WeightRef *w) { return w ? w->tensor : nullptr; }
+
+} // namespace
+
+const kp::WeightRef *ProgramRecord::weightParameter() const {
+  return memberOf<const kp::WeightRef *>(
+      params, [](const auto &p) -> decltype(present(p.weight)) { return present(p.weight); },
+      nullptr);
+}
+
+const kp::WeightRef *ProgramRecord::biasParameter() const {
+  return memberOf<const kp::WeightRef *>(
+      params, [](const auto &p) -> decltype(present(p.bias)) { return present(p.bias); }, nullptr);
+}
+
+const kp::WeightRef *ProgramRecord::normParameter() const {
+  return memberOf<const kp::WeightRef *>(
+      params,
+      [](const auto &p) -> decltype(present(p.normWeight)) { return present(p.normWeight); },
+      nullptr);
+}
+
+const model::HostTensor *ProgramRecord::weight() const { return tensorOf(weightParameter()); }
+const model::HostTensor *ProgramRecord::bias() const { return tensorOf(biasParameter()); }
+const model::HostTensor *ProgramRecord::norm() const { return tensorOf(normParameter()); }
+
+bool ProgramRecord::accumulates() const {
+  return memberOf<bool>(
+      params, [](const auto &p) -> decltype(bool(p.accumulate)) { return p.accumulate; }, false);
+}
+
+std::vector<const kp::WeightRef *> ProgramRecord::weights() const {
+  std::vector<const kp::WeightRef *> all;
+  std::visit(
+      [&](const auto &p) {
+        p.forEachWeight([&](const kp::WeightRef &w) {
+          if (w)
+            all.push_back(&w);
+        });
+      },
+      params);
   return all;
 }
 

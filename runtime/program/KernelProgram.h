@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
+#include "runtime/model/KernelParams.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
@@ -19,18 +20,7 @@ namespace dlm::program {
 // The kinds, declared in runtime/schema/KernelOps.td.
 using spec::kernels::KernelKind;
 
-// The weights of a moe record (their shapes checked: router [E, H], router_scale [H],
-// expert_scale [E], gate_up [E * 2I, H], down [E * H, I]).
-struct MoeTensors {
-  const model::HostTensor *router = nullptr;
-  const model::HostTensor *routerScale = nullptr;
-  const model::HostTensor *expertScale = nullptr;
-  const model::HostTensor *gateUp = nullptr;
-  const model::HostTensor *down = nullptr;
-};
-
 struct ProgramRecord {
-  KernelKind kind = KernelKind::embedding;
   std::string function; // the forward function the record belongs to (kDefaultFunction if unnamed)
   std::string name;     // profile label ("q_proj")
   std::string fullName; // the record's name ("layers.0.q_proj")
@@ -38,52 +28,44 @@ struct ProgramRecord {
   int64_t layer = -1;
   std::vector<int64_t> operands;
   int64_t result = -1;
-  // Canonical weight names as the records give them, and the host tensors they name.
-  std::string weightName, biasName, normWeightName;
-  const model::HostTensor *weight = nullptr;
-  const model::HostTensor *bias = nullptr;
-  const model::HostTensor *norm = nullptr;
-  double eps = 0;
-  double theta = 0;
-  int64_t heads = 0, kvHeads = 0, headDim = 0;
-  bool causal = false;
-  bool logitShift = false;
-  // embedding, soft_embedding: the rows' factor (1 = none). attention: the scores' factor
-  // (1 / sqrt(head_dim) unless the record gives one).
-  double scale = 1.0;
-  // rms_norm: the normalised group of each row (the weight's size; the row, or the record's
-  // norm_width, when the norm has no weight).
-  int64_t normWidth = 0;
-  // rope: pairs j < rotatedPairs rotate (head_dim / 2 unless the record gives fewer).
-  int64_t rotatedPairs = 0;
-  // attention: the window (0 = none), as the contract defines it for each mask.
-  int64_t window = 0;
-  // soft_embedding: only the rows whose token is this id (-1: every row); the others are zero.
-  int64_t maskToken = -1;
-  // lm_head: logits = softcap * tanh(logits / softcap) (0 = none).
-  double softcap = 0;
-  // moe: the weights, the expert count, the experts per token, each expert's intermediate width
-  // (I), and the router input's factor; eps is the router norm's.
-  MoeTensors moeWeights;
-  std::vector<std::string> moeWeightNames; // router, router_scale, expert_scale, gate_up, down
-  int64_t experts = 0, topK = 0, expertWidth = 0;
-  double routerInputScale = 1.0;
-  // moe: the experts' gate activation, GELU's tanh approximation, else SiLU.
-  bool geluActivation = true;
-  // linear / norm_linear: result = operands[1] + x W^T (+ bias), the residual add the compiler
-  // folded into the GEMM's epilogue (planned in place on operands[1] when it can be).
-  bool accumulate = false;
+  // The kind's parameters as runtime/schema/KernelOps.td declares them (rope: RopeParams), the
+  // defaults applied and every weight resolved to its host tensor.
+  spec::kernels::KernelParams params;
   // The generated CUDA kernel this record launches (its entry point name; the GEMM of a
   // linear record is cuBLASLt's); empty when the artifact has no CUDA kernels.
   std::string cudaKernel;
+  // What the kind's check derives from the parameters and the shapes:
+  // rms_norm: the normalised group of each row (the weight's size; the row, or norm_width, when
+  // the norm has no weight).
+  int64_t normWidth = 0;
+  // moe: each expert's intermediate width (I).
+  int64_t expertWidth = 0;
   // norm_linear: the previous record normalised the same input with the same norm (q, k, v), so
   // its normalised rows are still in the scratch.
   bool reusesNorm = false;
 
-  // Every host tensor the record reads (weight, bias, norm, the moe weights), non-null ones only.
-  std::vector<const model::HostTensor *> tensors() const;
-  // Their canonical names, in the same order.
-  std::vector<std::string> tensorNames() const;
+  // The record's kind: its parameters' (one declaration, so the two cannot disagree).
+  KernelKind kind() const { return static_cast<KernelKind>(params.index()); }
+  // The parameters of kind P (the record's kind's).
+  template <typename P> const P &as() const { return std::get<P>(params); }
+
+  // The record's `weight`, `bias` and `norm_weight` parameters, whichever its kind declares and
+  // the record gives; null otherwise. The projections (linear, norm_linear, lm_head) and the
+  // tables read them alike.
+  const spec::kernels::WeightRef *weightParameter() const;
+  const spec::kernels::WeightRef *biasParameter() const;
+  const spec::kernels::WeightRef *normParameter() const;
+  // Their host tensors (null when absent).
+  const model::HostTensor *weight() const;
+  const model::HostTensor *bias() const;
+  const model::HostTensor *norm() const;
+  // linear / norm_linear: result = operands[1] + x W^T (+ bias), the residual add the compiler
+  // folded into the GEMM's epilogue (planned in place on operands[1] when it can be).
+  bool accumulates() const;
+
+  // Every weight the record reads, in declaration order, present ones only (pointers into
+  // `params`: valid while the record is neither moved nor changed).
+  std::vector<const spec::kernels::WeightRef *> weights() const;
 };
 
 // Where a value slot lives: elements [offset * T, (offset + width) * T) of the workspace for T

@@ -113,47 +113,57 @@ Status checkDeclaredParameters(const RecordReader &r, const KernelKindSpec &kind
   return checkRequired(r, kp::kCommonParameters, std::size(kp::kCommonParameters));
 }
 
+Status RecordChecker::resolve(kp::WeightRef &weight, bool widen) const {
+  if (!weight)
+    return Status::ok(); // an optional weight left out (the reader requires the others)
+  weight.tensor = weights.find(weight.name);
+  if (!weight.tensor)
+    return r.error("missing weight '" + weight.name + "'");
+  if (widen) {
+    StatusOr<const model::HostTensor *> widened = weights.widened(weight.name);
+    if (!widened)
+      return r.error(widened.status().message());
+  }
+  return Status::ok();
+}
+
 Status RecordChecker::embedding() {
-  DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
-  DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
-  if (kernel.weight->rows < d.embeddingSize)
-    return r.error("the table has " + str(kernel.weight->rows) + " rows for " +
+  auto &p = params<kp::EmbeddingParams>();
+  DLM_RETURN_IF_ERROR(resolve(p.weight));
+  DLM_RETURN_IF_ERROR(expectWidth(p.weight.tensor->cols, width, "the table's row width"));
+  if (p.weight.tensor->rows < d.embeddingSize)
+    return r.error("the table has " + str(p.weight.tensor->rows) + " rows for " +
                    str(d.embeddingSize) + " token ids");
-  DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
-  if (!std::isfinite(kernel.scale))
+  if (!std::isfinite(p.scale))
     return r.error("the embedding scale is not finite");
   return Status::ok();
 }
 
 Status RecordChecker::softEmbedding() {
-  DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
-  DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, width, "the table's row width"));
-  DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real", 1.0));
-  if (!std::isfinite(kernel.scale))
+  auto &p = params<kp::SoftEmbeddingParams>();
+  DLM_RETURN_IF_ERROR(resolve(p.weight));
+  DLM_RETURN_IF_ERROR(expectWidth(p.weight.tensor->cols, width, "the table's row width"));
+  if (!std::isfinite(p.scale))
     return r.error("the embedding scale is not finite");
-  DLM_ASSIGN(kernel.maskToken, optional<int64_t>(r, kp::kMaskToken, "an integer", -1));
-  if (r.has(kp::kMaskToken) && (kernel.maskToken < 0 || kernel.maskToken >= d.embeddingSize))
-    return r.error("mask_token " + str(kernel.maskToken) + " is not a token id of the " +
+  if (p.maskToken && (*p.maskToken < 0 || *p.maskToken >= d.embeddingSize))
+    return r.error("mask_token " + str(*p.maskToken) + " is not a token id of the " +
                    str(d.embeddingSize) + "-row embedding");
   return Status::ok();
 }
 
 Status RecordChecker::rmsNorm() {
-  DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName, true));
-  DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
+  auto &p = params<kp::RmsNormParams>();
+  DLM_RETURN_IF_ERROR(resolve(p.weight));
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
-  if (kernel.weight) {
-    if (kernel.weight->rows != 1 || width % kernel.weight->cols != 0)
-      return r.error("norm weight of " + str(kernel.weight->cols) +
-                     " values does not divide rows of " + str(width));
-    kernel.normWidth = kernel.weight->cols;
-    if (r.has(kp::kNormWidth)) {
-      int64_t given = 0;
-      DLM_ASSIGN(given, r.integer(kp::kNormWidth));
-      DLM_RETURN_IF_ERROR(expectWidth(given, kernel.normWidth, "norm_width"));
-    }
+  if (const model::HostTensor *w = p.weight.tensor) {
+    if (w->rows != 1 || width % w->cols != 0)
+      return r.error("norm weight of " + str(w->cols) + " values does not divide rows of " +
+                     str(width));
+    kernel.normWidth = w->cols;
+    if (p.normWidth)
+      DLM_RETURN_IF_ERROR(expectWidth(*p.normWidth, kernel.normWidth, "norm_width"));
   } else {
-    DLM_ASSIGN(kernel.normWidth, optional<int64_t>(r, kp::kNormWidth, "an integer", width));
+    kernel.normWidth = p.normWidth.value_or(width);
     if (kernel.normWidth <= 0 || width % kernel.normWidth != 0)
       return r.error("norm_width " + str(kernel.normWidth) + " does not divide rows of " +
                      str(width));
@@ -162,34 +172,46 @@ Status RecordChecker::rmsNorm() {
 }
 
 Status RecordChecker::scale() {
-  DLM_ASSIGN(kernel.weight, r.weight(kp::kWeight, weights, kernel.weightName));
+  auto &p = params<kp::ScaleParams>();
+  DLM_RETURN_IF_ERROR(resolve(p.weight));
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
-  if (kernel.weight->rows * kernel.weight->cols != 1)
-    return r.error("the scale weight has " + str(kernel.weight->rows * kernel.weight->cols) +
-                   " values, expected 1");
+  const int64_t values = p.weight.tensor->rows * p.weight.tensor->cols;
+  if (values != 1)
+    return r.error("the scale weight has " + str(values) + " values, expected 1");
+  return Status::ok();
+}
+
+// A fused norm's weight (norm_linear, lm_head): the input's size; its label names the profile's
+// norm events.
+Status RecordChecker::fusedNorm(kp::WeightRef &norm) {
+  DLM_RETURN_IF_ERROR(resolve(norm));
+  DLM_RETURN_IF_ERROR(expectWidth(norm.tensor->cols, widths[0], "the norm weight's size"));
+  kernel.normName = std::string(kp::weightRole(norm.name));
   return Status::ok();
 }
 
 // linear and norm_linear (which normalises its input first).
 Status RecordChecker::linear() {
-  if (kernel.kind == KernelKind::normLinear) {
-    DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, kernel.normWeightName));
-    DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-    DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
-    kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
+  if (kernel.kind() == KernelKind::normLinear) {
+    DLM_RETURN_IF_ERROR(fusedNorm(params<kp::NormLinearParams>().normWeight));
     program.normRowElements = std::max(program.normRowElements, widths[0]);
   }
-  DLM_ASSIGN(kernel.weight,
-             r.weight(kp::kWeight, weights, kernel.weightName, false, widenProjections));
-  DLM_ASSIGN(kernel.bias, r.weight(kp::kBias, weights, kernel.biasName, true));
-  DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
-  DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->rows, width, "the weight's output width"));
-  if (kernel.bias)
-    DLM_RETURN_IF_ERROR(expectWidth(kernel.bias->cols, width, "the bias's size"));
-  if (kernel.accumulate) {
+  kp::WeightRef &weight = kernel.kind() == KernelKind::normLinear
+                              ? params<kp::NormLinearParams>().weight
+                              : params<kp::LinearParams>().weight;
+  kp::WeightRef &bias = kernel.kind() == KernelKind::normLinear
+                            ? params<kp::NormLinearParams>().bias
+                            : params<kp::LinearParams>().bias;
+  DLM_RETURN_IF_ERROR(resolve(weight, widenProjections));
+  DLM_RETURN_IF_ERROR(resolve(bias));
+  DLM_RETURN_IF_ERROR(expectWidth(weight.tensor->cols, widths[0], "the weight's input width"));
+  DLM_RETURN_IF_ERROR(expectWidth(weight.tensor->rows, width, "the weight's output width"));
+  if (bias)
+    DLM_RETURN_IF_ERROR(expectWidth(bias.tensor->cols, width, "the bias's size"));
+  if (kernel.accumulates()) {
     // Planned in place on its residual, a GEMM reading the same rows would overwrite its
     // own input (norm_linear reads a normalised copy).
-    if (kernel.kind == KernelKind::linear && kernel.operands[0] == kernel.operands[1])
+    if (kernel.kind() == KernelKind::linear && kernel.operands[0] == kernel.operands[1])
       return r.error("an accumulating linear reads its residual as its input");
     DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the residual's width"));
   }
@@ -197,19 +219,15 @@ Status RecordChecker::linear() {
 }
 
 Status RecordChecker::rope() {
-  DLM_ASSIGN(kernel.theta, r.real(kp::kTheta));
-  DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
+  const auto &p = params<kp::RopeParams>();
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
-  if (kernel.headDim <= 0 || kernel.headDim % 2 != 0 || width % kernel.headDim != 0)
-    return r.error("head_dim " + str(kernel.headDim) + " does not split rows of " + str(width) +
+  if (p.headDim <= 0 || p.headDim % 2 != 0 || width % p.headDim != 0)
+    return r.error("head_dim " + str(p.headDim) + " does not split rows of " + str(width) +
                    " into heads of pairs");
-  kernel.heads = width / kernel.headDim;
-  DLM_ASSIGN(kernel.rotatedPairs,
-             optional<int64_t>(r, kp::kRotatedPairs, "an integer", kernel.headDim / 2));
-  if (kernel.rotatedPairs < 0 || kernel.rotatedPairs > kernel.headDim / 2)
-    return r.error("rotated_pairs " + str(kernel.rotatedPairs) + " is outside [0, " +
-                   str(kernel.headDim / 2) + "] (head_dim " + str(kernel.headDim) + ")");
-  if (!(kernel.theta > 0))
+  if (p.rotatedPairs < 0 || p.rotatedPairs > p.headDim / 2)
+    return r.error("rotated_pairs " + str(p.rotatedPairs) + " is outside [0, " +
+                   str(p.headDim / 2) + "] (head_dim " + str(p.headDim) + ")");
+  if (!(p.theta > 0))
     return r.error("theta must be positive");
   return Status::ok();
 }
@@ -248,76 +266,57 @@ Status RecordChecker::attention() {
     return r.error("attention reads keys and values that no kv_store of layer " +
                    str(kernel.layer) + " stored");
   const int64_t kvWidth = kvWidths[layer];
-  std::string mask; // one of its choices (checkDeclaredParameters)
-  DLM_ASSIGN(mask, r.text(kp::kMask));
-  kernel.causal = mask == kp::kMaskCausal;
-  DLM_ASSIGN(kernel.heads, r.integer(kp::kHeads));
-  DLM_ASSIGN(kernel.kvHeads, r.integer(kp::kKvHeads));
-  DLM_ASSIGN(kernel.headDim, r.integer(kp::kHeadDim));
-  const std::optional<int64_t> queryWidth = product(kernel.heads, kernel.headDim);
-  if (kernel.kvHeads <= 0 || kernel.headDim <= 0 || kernel.heads % kernel.kvHeads != 0 ||
-      product(kernel.kvHeads, kernel.headDim) != kvWidth || !queryWidth)
-    return r.error(str(kernel.heads) + " heads over " + str(kernel.kvHeads) + " KV heads of " +
-                   str(kernel.headDim) + " do not fit the KV cache's " + str(kvWidth) +
+  const auto &p = params<kp::AttentionParams>();
+  const std::optional<int64_t> queryWidth = product(p.heads, p.headDim);
+  if (p.kvHeads <= 0 || p.headDim <= 0 || p.heads % p.kvHeads != 0 ||
+      product(p.kvHeads, p.headDim) != kvWidth || !queryWidth)
+    return r.error(str(p.heads) + " heads over " + str(p.kvHeads) + " KV heads of " +
+                   str(p.headDim) + " do not fit the KV cache's " + str(kvWidth) +
                    " values per token");
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], *queryWidth, "the queries' width"));
   DLM_RETURN_IF_ERROR(expectWidth(width, widths[0], "the result width"));
-  DLM_ASSIGN(kernel.scale, optional<double>(r, kp::kScaleParameter, "a real",
-                                            1.0 / std::sqrt(static_cast<double>(kernel.headDim))));
   // Positive: a kernel reads 0 as "1 / sqrt(head_dim)" (AttentionShape).
-  if (!(kernel.scale > 0) || !std::isfinite(kernel.scale))
-    return r.error("the attention scale " + std::to_string(kernel.scale) +
+  if (!(p.scale > 0) || !std::isfinite(p.scale))
+    return r.error("the attention scale " + std::to_string(p.scale) +
                    " is not positive and finite");
-  DLM_ASSIGN(kernel.window, optional<int64_t>(r, kp::kWindow, "an integer", 0));
-  if (r.has(kp::kWindow) && kernel.window <= 0)
-    return r.error("window " + str(kernel.window) + " is not positive");
+  if (p.window && *p.window <= 0)
+    return r.error("window " + str(*p.window) + " is not positive");
   return Status::ok();
 }
 
 Status RecordChecker::moe() {
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the router input's width"));
   DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the expert input's width"));
-  DLM_ASSIGN(kernel.experts, r.integer(kp::kExperts));
-  DLM_ASSIGN(kernel.topK, r.integer(kp::kTopK));
-  DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-  DLM_ASSIGN(kernel.routerInputScale, r.real(kp::kRouterInputScale));
-  std::string activation; // one of its choices (checkDeclaredParameters)
-  DLM_ASSIGN(activation, r.text(kp::kActivation));
-  kernel.geluActivation = activation == kp::kActivationGeluTanh;
-  if (!(kernel.eps > 0 && kernel.eps < 1))
-    return r.error("eps " + std::to_string(kernel.eps) + " is not in (0, 1)");
-  if (!(kernel.routerInputScale > 0) || !std::isfinite(kernel.routerInputScale))
-    return r.error("router_input_scale " + std::to_string(kernel.routerInputScale) +
+  auto &p = params<kp::MoeParams>();
+  if (!(p.eps > 0 && p.eps < 1))
+    return r.error("eps " + std::to_string(p.eps) + " is not in (0, 1)");
+  if (!(p.routerInputScale > 0) || !std::isfinite(p.routerInputScale))
+    return r.error("router_input_scale " + std::to_string(p.routerInputScale) +
                    " is not positive and finite");
-  const int64_t e = kernel.experts;
+  const int64_t e = p.experts;
   if (e <= 0)
     return r.error("experts " + str(e) + " is not positive");
-  if (kernel.topK < 1 || kernel.topK > e)
-    return r.error("top_k " + str(kernel.topK) + " is outside [1, " + str(e) + "]");
-  MoeTensors &m = kernel.moeWeights;
-  kernel.moeWeightNames.resize(5);
-  DLM_ASSIGN(m.router, r.weight(kp::kRouter, weights, kernel.moeWeightNames[0]));
-  DLM_ASSIGN(m.routerScale, r.weight(kp::kRouterScale, weights, kernel.moeWeightNames[1]));
-  DLM_ASSIGN(m.expertScale, r.weight(kp::kExpertScale, weights, kernel.moeWeightNames[2]));
-  DLM_ASSIGN(m.gateUp, r.weight(kp::kGateUp, weights, kernel.moeWeightNames[3]));
-  DLM_ASSIGN(m.down, r.weight(kp::kDownWeight, weights, kernel.moeWeightNames[4]));
+  if (p.topK < 1 || p.topK > e)
+    return r.error("top_k " + str(p.topK) + " is outside [1, " + str(e) + "]");
+  for (kp::WeightRef *w : {&p.router, &p.routerScale, &p.expertScale, &p.gateUp, &p.down})
+    DLM_RETURN_IF_ERROR(resolve(*w));
   auto shape = [&](const model::HostTensor *t, int64_t rows, int64_t cols, std::string_view what) {
     return t->rows == rows && t->cols == cols
                ? Status::ok()
                : r.error("the " + std::string(what) + " weight is [" + str(t->rows) + ", " +
                          str(t->cols) + "], expected [" + str(rows) + ", " + str(cols) + "]");
   };
-  DLM_RETURN_IF_ERROR(shape(m.router, e, width, kp::kRouter));
-  DLM_RETURN_IF_ERROR(shape(m.routerScale, 1, width, kp::kRouterScale));
-  DLM_RETURN_IF_ERROR(shape(m.expertScale, 1, e, kp::kExpertScale));
+  DLM_RETURN_IF_ERROR(shape(p.router.tensor, e, width, kp::kRouter));
+  DLM_RETURN_IF_ERROR(shape(p.routerScale.tensor, 1, width, kp::kRouterScale));
+  DLM_RETURN_IF_ERROR(shape(p.expertScale.tensor, 1, e, kp::kExpertScale));
+  const model::HostTensor &gateUp = *p.gateUp.tensor;
   const std::optional<int64_t> downRows = product(e, width);
-  if (m.gateUp->cols != width || !downRows || e > m.gateUp->rows || m.gateUp->rows % (2 * e) != 0 ||
-      m.gateUp->rows == 0)
-    return r.error("the gate_up weight of " + str(m.gateUp->rows) + " rows of " +
-                   str(m.gateUp->cols) + " is not " + str(e) + " experts of [2I, " + str(width) +
-                   "]");
-  kernel.expertWidth = m.gateUp->rows / (2 * e);
-  DLM_RETURN_IF_ERROR(shape(m.down, *downRows, kernel.expertWidth, kp::kDownWeight));
+  if (gateUp.cols != width || !downRows || e > gateUp.rows || gateUp.rows % (2 * e) != 0 ||
+      gateUp.rows == 0)
+    return r.error("the gate_up weight of " + str(gateUp.rows) + " rows of " + str(gateUp.cols) +
+                   " is not " + str(e) + " experts of [2I, " + str(width) + "]");
+  kernel.expertWidth = gateUp.rows / (2 * e);
+  DLM_RETURN_IF_ERROR(shape(p.down.tensor, *downRows, kernel.expertWidth, kp::kDownWeight));
   return Status::ok();
 }
 
@@ -354,23 +353,20 @@ Status RecordChecker::binary() {
 Status RecordChecker::lmHead() {
   if (!last)
     return r.error("lm_head must be the last record");
-  DLM_ASSIGN(kernel.norm, r.weight(kp::kNormWeight, weights, kernel.normWeightName, true));
-  if (kernel.norm) {
-    DLM_ASSIGN(kernel.eps, r.real(kp::kEps));
-    DLM_RETURN_IF_ERROR(expectWidth(kernel.norm->cols, widths[0], "the norm weight's size"));
-    kernel.normName = std::string(kp::weightRole(*r.text(kp::kNormWeight)));
+  auto &p = params<kp::LmHeadParams>();
+  if (p.normWeight) {
+    if (!p.eps)
+      return r.error("parameter 'eps' is missing or not a real");
+    DLM_RETURN_IF_ERROR(fusedNorm(p.normWeight));
   }
-  DLM_ASSIGN(kernel.weight,
-             r.weight(kp::kWeight, weights, kernel.weightName, false, widenProjections));
-  DLM_ASSIGN(kernel.logitShift, r.flag(kp::kLogitShift));
-  DLM_RETURN_IF_ERROR(expectWidth(kernel.weight->cols, widths[0], "the weight's input width"));
+  DLM_RETURN_IF_ERROR(resolve(p.weight, widenProjections));
+  const model::HostTensor &weight = *p.weight.tensor;
+  DLM_RETURN_IF_ERROR(expectWidth(weight.cols, widths[0], "the weight's input width"));
   DLM_RETURN_IF_ERROR(expectWidth(width, d.vocabSize, "the logits' width"));
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], d.hidden, "the input width"));
-  if (kernel.weight->rows < width)
-    return r.error("the weight has " + str(kernel.weight->rows) + " rows for " + str(width) +
-                   " logits");
-  DLM_ASSIGN(kernel.softcap, optional<double>(r, kp::kSoftcap, "a real", 0.0));
-  if (r.has(kp::kSoftcap) && !(kernel.softcap > 0 && std::isfinite(kernel.softcap)))
+  if (weight.rows < width)
+    return r.error("the weight has " + str(weight.rows) + " rows for " + str(width) + " logits");
+  if (p.softcap && !(*p.softcap > 0 && std::isfinite(*p.softcap)))
     return r.error("softcap must be positive");
   return Status::ok();
 }

@@ -32,21 +32,19 @@ public:
         d(weights.dims()), widenProjections(widenProjections), kvWidths(kv.widths),
         storedK(kv.storedK), storedV(kv.storedV), last(last) {}
 
-  Status embedding();
-  Status softEmbedding();
-  Status rmsNorm();
-  Status scale();
-  Status linear();
-  Status rope();
-  Status kvStore();
-  Status attention();
-  Status moe();
-  Status forwardInput();
-  Status capture();
-  Status binary();
-  Status lmHead();
+  // Each kind's check, named by runtime/schema/KernelOps.td (rope for rope; linear for linear and
+  // norm_linear, binary for add, silu_mul, gelu_mul and select_input_rows).
+#define DLM_KERNEL_RECORD_CHECKS_MEMBERS
+#define DLM_KERNEL_MEMBER(member) Status member();
+#include "runtime/schema/KernelRecordSpec.inc"
 
 private:
+  // The record's parameters, as its kind declares them.
+  template <typename P> P &params() { return std::get<P>(kernel.params); }
+  // The tensor `weight` names (widened to float32 unless `widen` is false); an absent optional
+  // weight stays absent.
+  Status resolve(spec::kernels::WeightRef &weight, bool widen = true) const;
+  Status fusedNorm(spec::kernels::WeightRef &norm);
   Status expectWidth(int64_t actual, int64_t expected, const std::string &what) const {
     return actual == expected
                ? Status::ok()

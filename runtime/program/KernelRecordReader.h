@@ -1,10 +1,11 @@
 // What reading a kernel record (runtime/model/KernelProgram.h) takes, shared by the program's
-// builder (KernelProgram.cpp) and the checks of each kind (KernelRecordChecks.cpp): typed
-// parameter access whose errors name the record, and overflow-checked products.
+// builder (KernelProgram.cpp) and the checks of each kind (KernelRecordChecks.cpp): access to
+// the parameters every record has, errors that name the record, and overflow-checked products.
+// A kind's own parameters are read by its generated reader (runtime/model/KernelParams.h).
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"
-#include "runtime/model/ModelWeights.h"
+#include "runtime/model/KernelParams.h"
 #include "support/Status.h"
 
 #include <algorithm>
@@ -46,63 +47,22 @@ public:
     return std::get<T>(it->second);
   }
   StatusOr<int64_t> integer(std::string_view key) const { return get<int64_t>(key, "an integer"); }
-  StatusOr<double> real(std::string_view key) const { return get<double>(key, "a real"); }
   StatusOr<std::string> text(std::string_view key) const { return get<std::string>(key, "text"); }
-  StatusOr<bool> flag(std::string_view key) const { return get<bool>(key, "a boolean"); }
 
   StatusOr<std::vector<int64_t>> slots(std::string_view key) const {
     StatusOr<std::string> list = text(key);
     if (!list)
       return list.status();
-    std::vector<int64_t> slots;
-    size_t start = 0;
-    while (start <= list->size()) {
-      size_t end = list->find(',', start);
-      if (end == std::string::npos)
-        end = list->size();
-      std::string item = list->substr(start, end - start);
-      if (item.empty() || item.size() > 9 ||
-          !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return error("operands '" + *list + "' is not a comma-separated list of slot numbers");
-      slots.push_back(std::stoll(item));
-      start = end + 1;
-    }
-    return slots;
-  }
-
-  // The tensor named by parameter `key`, its name kept in `name`.
-  StatusOr<const model::HostTensor *> weight(std::string_view key,
-                                             const model::ModelWeights &weights, std::string &name,
-                                             bool optional = false, bool widen = true) const {
-    if (optional && !has(key))
-      return static_cast<const model::HostTensor *>(nullptr);
-    StatusOr<std::string> given = text(key);
-    if (!given)
-      return given.status();
-    const model::HostTensor *tensor = weights.find(*given);
-    if (!tensor)
-      return error("missing weight '" + *given + "'");
-    if (widen) {
-      StatusOr<const model::HostTensor *> widened = weights.widened(*given);
-      if (!widened)
-        return error(widened.status().message());
-    }
-    name = *given;
-    return tensor;
+    std::optional<std::vector<int64_t>> slots = spec::kernels::parseSlots(*list);
+    if (!slots)
+      return error("operands '" + *list + "' is not a comma-separated list of slot numbers");
+    return std::move(*slots);
   }
 
 private:
   const artifact::Kernel &record_;
   std::string where_;
 };
-
-// An optional parameter: `fallback` when absent, else it must have the type.
-template <typename T>
-StatusOr<T> optional(const RecordReader &r, std::string_view key, const char *type, T fallback) {
-  if (!r.has(key))
-    return fallback;
-  return r.get<T>(key, type);
-}
 
 } // namespace dlm::program::detail
 

@@ -43,19 +43,19 @@ Category categoryOf(KernelKind kind) {
 
 RecordProfile recordProfile(const KernelProgram &program, const ProgramRecord &record) {
   RecordProfile profile;
-  profile.category = categoryOf(record.kind);
-  profile.layer = record.kind == KernelKind::lmHead ? -1 : record.layer;
-  switch (record.kind) {
+  profile.category = categoryOf(record.kind());
+  profile.layer = record.kind() == KernelKind::lmHead ? -1 : record.layer;
+  switch (record.kind()) {
   case KernelKind::normLinear:
     profile.normFirst = !record.reusesNorm;
     [[fallthrough]];
   case KernelKind::linear:
-    profile.outputs = record.weight->rows;
-    profile.inputs = record.weight->cols;
+    profile.outputs = record.weight()->rows;
+    profile.inputs = record.weight()->cols;
     break;
   case KernelKind::lmHead:
     // Only the vocabulary's rows of a padded embedding are logits: the result's width.
-    profile.normFirst = record.norm != nullptr;
+    profile.normFirst = record.norm() != nullptr;
     profile.outputs = program.slots[static_cast<size_t>(record.result)].width;
     profile.inputs = program.slots[static_cast<size_t>(record.operands[0])].width;
     break;

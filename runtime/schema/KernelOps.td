@@ -4,12 +4,14 @@
 // list of kernel launches {kind, name, parameters} that dlmc writes (dlm-lower-to-kernel-program)
 // and every backend executes (runtime/program/KernelProgram.h parses them) without knowing what a
 // layer is. Each kind below gives its name, its operand count, whether it writes a result slot,
-// its parameters (name, type, required or optional; an optional one's default is in its
-// description) and the check of its shapes (a KernelRecordChecks.h member).
+// its parameters (name, type, required or optional, and an optional one's default) and the
+// check of its shapes (a KernelRecordChecks.h member).
 //
 // From this file dlm-tblgen -gen-kernel-record-spec writes the kinds' enum, the kind and
 // parameter names, each kind's parameter table (runtime/model/KernelProgram.h includes them) and
-// the dispatch tables of the checks, the CPU backend, CUDA codegen and the CUDA backend. The
+// the dispatch tables of the checks, the CPU backend, CUDA codegen and the CUDA backend with
+// their handlers' declarations; -gen-kernel-params writes each kind's typed parameter struct and
+// its reader (runtime/model/KernelParams.h). The
 // loader rejects, from the tables, a parameter its kind does not declare, of another type or
 // outside its choices, and a missing required one.
 //
@@ -47,12 +49,17 @@ class Choice<list<string> values> : KernelValue<"text", "one of its choices"> {
 // The operator of a kind's parameter list, as ODS spells its arguments: (ins Required<Real>:$eps).
 def ins;
 
-class KernelParameter<KernelValue value, bit isRequired> {
+// An optional parameter's default is a C++ expression in which $name stands for another
+// parameter of the kind declared before it ("$head_dim / 2"); without one, the typed struct holds
+// a std::optional (absent and given are told apart).
+class KernelParameter<KernelValue value, bit isRequired, string defaultValue> {
   KernelValue parameterValue = value;
   bit required = isRequired;
+  string defaultExpression = defaultValue;
 }
-class Required<KernelValue value> : KernelParameter<value, 1>;
-class Optional<KernelValue value> : KernelParameter<value, 0>;
+class Required<KernelValue value> : KernelParameter<value, 1, "">;
+class Optional<KernelValue value, string defaultValue = "">
+    : KernelParameter<value, 0, defaultValue>;
 
 // The C++ constant of a parameter whose name is also a kind's: kScaleParameter, not kScale.
 class ParameterConstant<string parameterName, string cppName> {
@@ -114,7 +121,7 @@ class KernelKind<string kindName, int operandCount> {
 
 // tokens → x: the rows of `weight` [E, W] for the token ids, times scale (1.0: none), in float32.
 def Embedding : KernelKind<"embedding", 1> {
-  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale);
+  let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale);
 }
 // x → y: x * rsqrt(mean x^2 + eps) * weight over groups of the weight's size; without a weight,
 // over groups of norm_width (a divisor of the row width; the row when absent).
@@ -129,21 +136,21 @@ def NormLinear : KernelKind<"norm_linear", 1> {
   let cudaLaunch = "enqueueProjection";
   let parameters = (ins Required<Weight>:$norm_weight, Required<Real>:$eps,
                         Required<Weight>:$weight, Optional<Weight>:$bias,
-                        Optional<Flag>:$accumulate);
+                        Optional<Flag, "false">:$accumulate);
 }
 // x [, residual] → y: x W^T for weight [N, K] (+ bias) (+ residual when accumulate: the residual
 // add the compiler folded into the GEMM's epilogue).
 def Linear : KernelKind<"linear", 1> {
   let cudaLaunch = "enqueueProjection";
   let parameters = (ins Required<Weight>:$weight, Optional<Weight>:$bias,
-                        Optional<Flag>:$accumulate);
+                        Optional<Flag, "false">:$accumulate);
 }
 // x, positions → y: pairs j < rotated_pairs (head_dim / 2 when absent) of (j, j + hd/2) rotate by
 // position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
 // "proportional" RoPE); the other pairs pass through.
 def Rope : KernelKind<"rope", 2> {
   let parameters = (ins Required<Real>:$theta, Required<Integer>:$head_dim,
-                        Optional<Integer>:$rotated_pairs);
+                        Optional<Integer, "$head_dim / 2">:$rotated_pairs);
 }
 // k, v → the KV cache of `layer`.
 def KvStore : KernelKind<"kv_store", 2> {
@@ -158,7 +165,8 @@ def KvStore : KernelKind<"kv_store", 2> {
 def Attention : KernelKind<"attention", 3> {
   let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
                         Required<Integer>:$heads, Required<Integer>:$kv_heads,
-                        Required<Integer>:$head_dim, Optional<Real>:$scale,
+                        Required<Integer>:$head_dim,
+                        Optional<Real, "1.0 / std::sqrt(static_cast<double>($head_dim))">:$scale,
                         Optional<Integer>:$window);
 }
 // a, b → a + b.
@@ -203,7 +211,7 @@ def GeluMul : KernelKind<"gelu_mul", 2> {
 // [E, H] (the embedding table).
 def SoftEmbedding : KernelKind<"soft_embedding", 0> {
   let cudaLaunch = "enqueuePerPart";
-  let parameters = (ins Required<Weight>:$weight, Optional<Real>:$scale,
+  let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale,
                         Optional<Integer>:$mask_token);
 }
 // Mixture of experts, as DiffusionGemma computes it: operands (router input r, expert input x),

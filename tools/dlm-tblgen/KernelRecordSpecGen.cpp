@@ -3,10 +3,11 @@
 // the KernelKind enum and the kinds' names in declaration order, every parameter's name and its
 // choices' names, each kind's parameter table and the table of kinds. Included with one of
 // DLM_KERNEL_RECORD_CHECKS, DLM_KERNEL_CPU_RUNNERS, DLM_KERNEL_CUDA_KERNELS or
-// DLM_KERNEL_CUDA_LAUNCHES defined, it gives
-// instead the rows of that dispatch table, in kind order, as DLM_KERNEL_HANDLER(kind, member)
-// calls the includer defines (the kind's enumerator, the handler the .td names).
-#include "tools/dlm-tblgen/DecodeRecords.h"
+// DLM_KERNEL_CUDA_LAUNCHES defined, it gives instead the rows of that dispatch table, in kind
+// order, as DLM_KERNEL_HANDLER(kind, member) calls the includer defines (the kind's enumerator,
+// the handler the .td names); with the same name and _MEMBERS, each handler once as
+// DLM_KERNEL_MEMBER(member), which the handling class expands into its declarations.
+#include "tools/dlm-tblgen/KernelRecords.h"
 
 #include "mlir/TableGen/GenInfo.h"
 
@@ -26,57 +27,6 @@ namespace {
 using llvm::Record;
 using llvm::StringRef;
 using namespace dlm::tblgen;
-
-struct KernelParameter {
-  std::string name;
-  const Record *value; // a KernelValue
-  bool required;
-};
-
-std::vector<KernelParameter> parametersOf(const Record &kind) {
-  std::vector<KernelParameter> parameters;
-  const llvm::DagInit *dag = kind.getValueAsDag("parameters");
-  for (unsigned i = 0; i < dag->getNumArgs(); ++i) {
-    const auto *def = llvm::dyn_cast<llvm::DefInit>(dag->getArg(i));
-    if (!def || !def->getDef()->isSubClassOf("KernelParameter") || dag->getArgNameStr(i).empty())
-      llvm::PrintFatalError(&kind, "parameter " + std::to_string(i) +
-                                       " is not a named Required<...> or Optional<...>");
-    const Record *parameter = def->getDef();
-    parameters.push_back({dag->getArgNameStr(i).str(),
-                          parameter->getValueAsDef("parameterValue"),
-                          parameter->getValueAsBit("required")});
-  }
-  return parameters;
-}
-
-std::vector<const Record *> kindsOf(const llvm::RecordKeeper &records) {
-  std::vector<const Record *> kinds = records.getAllDerivedDefinitions("KernelKind");
-  llvm::sort(kinds, [](const Record *a, const Record *b) { return a->getID() < b->getID(); });
-  return kinds;
-}
-
-std::string enumeratorOf(const Record &kind) {
-  StringRef cpp = kind.getValueAsString("cppKind");
-  return cpp.empty() ? llvm::convertToCamelFromSnakeCase(kind.getValueAsString("name")) : cpp.str();
-}
-
-// Each parameter name's C++ constant ("top_k" → "TopK"; ParameterConstant where it would
-// collide with a kind's).
-class Constants {
-public:
-  explicit Constants(const llvm::RecordKeeper &records) {
-    for (const Record *rename : records.getAllDerivedDefinitions("ParameterConstant"))
-      renamed_[rename->getValueAsString("name").str()] =
-          rename->getValueAsString("constant").str();
-  }
-  std::string of(const std::string &parameter) const {
-    auto it = renamed_.find(parameter);
-    return "k" + (it == renamed_.end() ? camel(parameter) : it->second);
-  }
-
-private:
-  std::map<std::string, std::string> renamed_;
-};
 
 void emitTable(const std::string &table, const std::vector<KernelParameter> &parameters,
                const Constants &constants, llvm::raw_ostream &os) {
@@ -105,9 +55,13 @@ void emitNames(const llvm::RecordKeeper &records, const Constants &constants,
       parametersOf(*records.getDef("KernelRecordCommon"));
   for (const Record *kind : kinds)
     llvm::append_range(all, parametersOf(*kind));
-  std::set<std::string> seen;
+  std::map<std::string, std::vector<StringRef>> seen; // name → its choices
   for (const KernelParameter &p : all) {
-    if (!seen.insert(p.name).second)
+    auto [it, first] = seen.emplace(p.name, p.value->getValueAsListOfStrings("choices"));
+    if (!first && it->second != p.value->getValueAsListOfStrings("choices"))
+      llvm::PrintFatalError("parameter '" + p.name +
+                            "' has other choices in another kind; one name, one set of choices");
+    if (!first)
       continue;
     os << "inline constexpr std::string_view " << constants.of(p.name) << " = \"" << p.name
        << "\";\n";
@@ -174,6 +128,17 @@ void emitHandlers(const llvm::RecordKeeper &records, StringRef field, StringRef 
        << ")\n";
 }
 
+// Each handler once, in the order of its first kind: the declarations a class makes.
+void emitMembers(const llvm::RecordKeeper &records, StringRef field, StringRef prefix,
+                 llvm::raw_ostream &os) {
+  std::set<std::string> declared;
+  for (const Record *kind : kindsOf(records)) {
+    const std::string member = handlerOf(*kind, field, prefix);
+    if (declared.insert(member).second)
+      os << "DLM_KERNEL_MEMBER(" << member << ")\n";
+  }
+}
+
 bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
   llvm::emitSourceFileHeader("The kernel records' contract (runtime/schema/KernelOps.td)", os,
                              records);
@@ -188,6 +153,9 @@ bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &
     os << (guard == tables[0].guard ? "#if" : "#elif") << " defined(" << guard << ")\n";
     emitHandlers(records, field, prefix, os);
     os << "#undef " << guard << "\n#undef DLM_KERNEL_HANDLER\n";
+    os << "#elif defined(" << guard << "_MEMBERS)\n";
+    emitMembers(records, field, prefix, os);
+    os << "#undef " << guard << "_MEMBERS\n#undef DLM_KERNEL_MEMBER\n";
   }
   os << "#else\n\n";
   emitContract(records, os);

@@ -1515,27 +1515,31 @@ TEST(CudaBackendErrors, SupportsNamesTheRecordsItCannotRun) {
   ASSERT_TRUE(created->backend.isOk()) << created->backend.status().message();
   const CudaBackend &backend = **created->backend;
   program::ProgramRecord norm;
-  norm.kind = program::KernelKind::rmsNorm;
   norm.fullName = "layers.0.attn_norm";
-  norm.weightName = "layers.0.attn_norm";
+  spec::kernels::RmsNormParams normParams;
+  normParams.weight.name = "layers.0.attn_norm";
+  norm.params = normParams;
   EXPECT_EQ(backend.supports(norm).message(),
             "kernel record 'layers.0.attn_norm' names no CUDA kernel; recompile with dlmc "
             "compile --target cuda");
   norm.cudaKernel = "dlm_rms_norm_w32_f32";
   EXPECT_TRUE(backend.supports(norm).isOk());
   program::ProgramRecord linear;
-  linear.kind = program::KernelKind::linear; // a cuBLASLt GEMM: no kernel of its own
+  linear.params = spec::kernels::LinearParams{}; // a cuBLASLt GEMM: no kernel of its own
   EXPECT_TRUE(backend.supports(linear).isOk());
   // DiffusionGemma's functions, kinds and parameters run (their kernels are checked against the
   // record when the program is bound); a record without a kernel is still named.
   linear.function = "decode";
   linear.fullName = "layers.0.q_proj";
   EXPECT_TRUE(backend.supports(linear).isOk());
-  for (program::KernelKind kind :
-       {program::KernelKind::add, program::KernelKind::moe, program::KernelKind::scale,
-        program::KernelKind::geluMul, program::KernelKind::softEmbedding}) {
+  for (const spec::kernels::KernelParams &params :
+       {spec::kernels::KernelParams{spec::kernels::AddParams{}},
+        {spec::kernels::MoeParams{}},
+        {spec::kernels::ScaleParams{}},
+        {spec::kernels::GeluMulParams{}},
+        {spec::kernels::SoftEmbeddingParams{}}}) {
     program::ProgramRecord record;
-    record.kind = kind;
+    record.params = params;
     record.fullName = "layers.0.x";
     EXPECT_EQ(backend.supports(record).message(),
               "kernel record 'layers.0.x' names no CUDA kernel; recompile with dlmc compile "
@@ -1543,21 +1547,23 @@ TEST(CudaBackendErrors, SupportsNamesTheRecordsItCannotRun) {
     record.cudaKernel = "k";
     EXPECT_TRUE(backend.supports(record).isOk());
   }
-  norm.weightName.clear();
+  norm.params = spec::kernels::RmsNormParams{};
   EXPECT_TRUE(backend.supports(norm).isOk());
   program::ProgramRecord rope;
-  rope.kind = program::KernelKind::rope;
   rope.fullName = "layers.0.rope";
   rope.cudaKernel = "k";
-  rope.headDim = 16;
-  rope.rotatedPairs = 0;
+  spec::kernels::RopeParams ropeParams;
+  ropeParams.headDim = 16;
+  ropeParams.rotatedPairs = 0;
+  rope.params = ropeParams;
   EXPECT_EQ(backend.supports(rope).message(),
             "not supported yet: a rope record that rotates no pair (record 'layers.0.rope') on "
             "cuda");
   program::ProgramRecord head;
-  head.kind = program::KernelKind::lmHead;
   head.fullName = "lm_head";
-  head.softcap = 30;
+  spec::kernels::LmHeadParams headParams;
+  headParams.softcap = 30;
+  head.params = headParams;
   head.cudaKernel = "dlm_softcap_30";
   EXPECT_TRUE(backend.supports(head).isOk());
 }

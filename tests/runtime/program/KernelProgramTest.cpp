@@ -56,8 +56,8 @@ TEST_F(KernelProgramTest, TheTinyModelsRecordsBuild) {
   StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
   ASSERT_TRUE(program.isOk()) << program.status().message();
   EXPECT_EQ(program->kernels.size(), records.size());
-  EXPECT_EQ(program->kernels.front().kind, KernelKind::embedding);
-  EXPECT_EQ(program->kernels.back().kind, KernelKind::lmHead);
+  EXPECT_EQ(program->kernels.front().kind(), KernelKind::embedding);
+  EXPECT_EQ(program->kernels.back().kind(), KernelKind::lmHead);
   // k and v reuse the norm q computed; labels drop the layer prefix.
   const ProgramRecord &k = program->kernels[find("layers.0.k_proj")];
   EXPECT_TRUE(k.reusesNorm);
@@ -396,9 +396,11 @@ TEST_F(KernelProgramTest, BadOptionalParametersNameTheRecord) {
   StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
   ASSERT_TRUE(program.isOk());
   const ProgramRecord &attention = program->kernels[find("layers.0.attention")];
-  EXPECT_DOUBLE_EQ(attention.scale, 1.0 / std::sqrt(6.0));
-  EXPECT_EQ(attention.window, 0);
-  EXPECT_EQ(program->kernels[find("layers.1.rope#2")].rotatedPairs, 3);
+  // The .td's defaults: 1 / sqrt(head_dim), no window, head_dim / 2 pairs.
+  EXPECT_DOUBLE_EQ(attention.as<spec::kernels::AttentionParams>().scale, 1.0 / std::sqrt(6.0));
+  EXPECT_FALSE(attention.as<spec::kernels::AttentionParams>().window.has_value());
+  EXPECT_EQ(program->kernels[find("layers.1.rope#2")].as<spec::kernels::RopeParams>().rotatedPairs,
+            3);
 }
 
 TEST_F(KernelProgramTest, MoeRecordsNameTheirMissingWeights) {
