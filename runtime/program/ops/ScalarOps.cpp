@@ -13,26 +13,42 @@ namespace dspec = spec::decode;
 
 namespace {
 
-Status integerArithmetic(State &state, OpKind op, int64_t a, int64_t b, int64_t &out, size_t at) {
+// T is int64_t (an overflow fails the request), double, or float for precision=f32 (one float32
+// operation on float32 operands). rem is integer only (the loader refuses a real one).
+template <typename T> Status arithmetic(State &state, OpKind op, T a, T b, T &out, size_t at) {
+  constexpr bool integer = std::is_integral_v<T>;
   bool overflow = false;
   switch (op) {
   case OpKind::add:
-    overflow = __builtin_add_overflow(a, b, &out);
+    if constexpr (integer)
+      overflow = __builtin_add_overflow(a, b, &out);
+    else
+      out = a + b;
     break;
   case OpKind::sub:
-    overflow = __builtin_sub_overflow(a, b, &out);
+    if constexpr (integer)
+      overflow = __builtin_sub_overflow(a, b, &out);
+    else
+      out = a - b;
     break;
   case OpKind::mul:
-    overflow = __builtin_mul_overflow(a, b, &out);
+    if constexpr (integer)
+      overflow = __builtin_mul_overflow(a, b, &out);
+    else
+      out = a * b;
     break;
   case OpKind::div:
   case OpKind::rem:
     if (b == 0)
       return state.error(at, "division by zero");
-    if (a == INT64_MIN && b == -1)
-      overflow = true;
-    else
-      out = op == OpKind::div ? a / b : a % b;
+    if constexpr (integer) {
+      if (a == INT64_MIN && b == -1)
+        overflow = true;
+      else
+        out = op == OpKind::div ? a / b : a % b;
+    } else {
+      out = a / b;
+    }
     break;
   case OpKind::min:
     out = std::min(a, b);
@@ -42,34 +58,6 @@ Status integerArithmetic(State &state, OpKind op, int64_t a, int64_t b, int64_t 
     break;
   }
   return overflow ? state.error(at, "integer overflow") : Status::ok();
-}
-
-// T is double, or float for precision=f32 (one float32 operation on float32 operands).
-template <typename T>
-Status realArithmetic(State &state, OpKind op, T a, T b, T &out, size_t at) {
-  switch (op) {
-  case OpKind::add:
-    out = a + b;
-    break;
-  case OpKind::sub:
-    out = a - b;
-    break;
-  case OpKind::mul:
-    out = a * b;
-    break;
-  case OpKind::div:
-    if (b == 0)
-      return state.error(at, "division by zero");
-    out = a / b;
-    break;
-  case OpKind::min:
-    out = std::min(a, b);
-    break;
-  default:
-    out = std::max(a, b);
-    break;
-  }
-  return Status::ok();
 }
 
 template <typename V> bool compare(OpKind op, const V &a, const V &b) {
@@ -132,16 +120,15 @@ Status runScalarOp(State &state, const Instruction &in, size_t at) {
   case OpKind::min:
   case OpKind::max:
     if (in[0].type == ValueType::integer)
-      return integerArithmetic(state, in.op, state.integer(in[0]), state.integer(in[1]),
-                               out.integer, at);
+      return arithmetic(state, in.op, state.integer(in[0]), state.integer(in[1]), out.integer, at);
     if (isF32(in[dspec::arithmetic_params::kPrecision])) {
       float result = 0;
-      DLM_RETURN_IF_ERROR(realArithmetic(state, in.op, static_cast<float>(state.real(in[0])),
-                                         static_cast<float>(state.real(in[1])), result, at));
+      DLM_RETURN_IF_ERROR(arithmetic(state, in.op, static_cast<float>(state.real(in[0])),
+                                     static_cast<float>(state.real(in[1])), result, at));
       out.real = result;
       return Status::ok();
     }
-    return realArithmetic(state, in.op, state.real(in[0]), state.real(in[1]), out.real, at);
+    return arithmetic(state, in.op, state.real(in[0]), state.real(in[1]), out.real, at);
   case OpKind::lt:
   case OpKind::le:
   case OpKind::gt:

@@ -478,6 +478,12 @@ TEST(DecodeInterpreterTest, ChecksFailWithTheirMessageAndArithmeticFailsLoudly) 
             "n 2 is not above 3 (0.25)");
   EXPECT_EQ(runText(program("div a=$n b=0 -> out=%x\n")).status().message(),
             "decode record 3 ('div'): division by zero");
+  EXPECT_EQ(runText(program("div a=1.5 b=0.0 -> out=%x\n")).status().message(),
+            "decode record 3 ('div'): division by zero");
+  EXPECT_EQ(runText(program("mul a=$n b=9223372036854775807 -> out=%x\n")).status().message(),
+            "decode record 3 ('mul'): integer overflow");
+  EXPECT_EQ(runText(program("sub a=-9223372036854775807 b=$n -> out=%x\n")).status().message(),
+            "decode record 3 ('sub'): integer overflow");
   EXPECT_EQ(runText(program("window begin=0 end=1\n")).status().message(),
             "decode record 3 ('window'): a window of 1 rows passes the 0 reserved");
   EXPECT_EQ(runText(program("seq_extend count=1 fill=token token=0\n")).status().message(),
