@@ -33,24 +33,29 @@ struct ParameterSpec {
 
 inline constexpr int kAnyOperandCount = -1; // one or more
 
+// Where the memory plan may place a kind's result on a slot it reads last (KernelOps.td's
+// inPlace): nowhere, on its first operand, or on any operand.
+enum class InPlace : uint8_t { none, firstOperand, anyOperand };
+
 struct KindContract {
   std::string_view name;
   uint8_t kind; // its KernelKind
   int operands; // without the residual of an accumulating linear; kAnyOperandCount: one or more
   bool hasResult;
+  InPlace inPlace;
   const ParameterSpec *parameters = nullptr; // beyond kCommonParameters
   size_t parameterCount = 0;
 };
 
 template <typename Kind, size_t N>
 constexpr KindContract kindContract(std::string_view name, Kind kind, int operands, bool hasResult,
-                                    const ParameterSpec (&parameters)[N]) {
-  return {name, static_cast<uint8_t>(kind), operands, hasResult, parameters, N};
+                                    InPlace inPlace, const ParameterSpec (&parameters)[N]) {
+  return {name, static_cast<uint8_t>(kind), operands, hasResult, inPlace, parameters, N};
 }
 template <typename Kind>
-constexpr KindContract kindContract(std::string_view name, Kind kind, int operands,
-                                    bool hasResult) {
-  return {name, static_cast<uint8_t>(kind), operands, hasResult};
+constexpr KindContract kindContract(std::string_view name, Kind kind, int operands, bool hasResult,
+                                    InPlace inPlace) {
+  return {name, static_cast<uint8_t>(kind), operands, hasResult, inPlace};
 }
 
 #include "runtime/schema/KernelRecordSpec.inc"

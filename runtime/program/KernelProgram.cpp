@@ -17,12 +17,20 @@ namespace {
 
 using namespace detail;
 
-// Elementwise kernels read each element before writing it, so their result may sit exactly on an
-// operand (planned in place).
-bool elementwise(KernelKind kind) {
-  return kind == KernelKind::rmsNorm || kind == KernelKind::rope || kind == KernelKind::add ||
-         kind == KernelKind::siluMul || kind == KernelKind::scale || kind == KernelKind::geluMul ||
-         kind == KernelKind::selectInputRows;
+// Whether the result of `k` may sit exactly on operand `slot`, which it reads last: its kind's
+// in-place rule (KernelOps.td); an accumulating GEMM adds its product to the residual it sits on.
+bool mayPlaceOn(const ProgramRecord &k, int64_t slot) {
+  if (k.accumulates())
+    return slot == k.operands[1];
+  switch (kp::kKindContracts[static_cast<size_t>(k.kind())].inPlace) {
+  case kp::InPlace::none:
+    return false;
+  case kp::InPlace::firstOperand:
+    return slot == k.operands[0];
+  case kp::InPlace::anyOperand:
+    return true;
+  }
+  return false;
 }
 
 // The profile label of a record name: "layers.0.rope#2" → "rope"; a function's prefix goes too
@@ -215,16 +223,7 @@ private:
             continue;
           const bool operand =
               std::find(k.operands.begin(), k.operands.end(), slot) != k.operands.end();
-          // silu_mul and rope overwrite their first operand only; an add commutes, and a row
-          // selection reads each row of either operand before writing it; an accumulating GEMM
-          // adds its product to the residual it sits on.
-          const bool eitherOperand =
-              k.kind() == KernelKind::add || k.kind() == KernelKind::selectInputRows;
-          const bool inPlaceOperand =
-              operand &&
-              (k.accumulates() ? slot == k.operands[1]
-                               : elementwise(k.kind()) && (slot == k.operands[0] || eitherOperand));
-          const bool inPlace = inPlaceOperand && other.offset == out.offset &&
+          const bool inPlace = operand && mayPlaceOn(k, slot) && other.offset == out.offset &&
                                other.width == out.width &&
                                lastRead[slot] == static_cast<int64_t>(i);
           if (!inPlace)

@@ -1,43 +1,22 @@
 #include "runtime/program/RecordProfile.h"
 
+#include <iterator>
+
 namespace dlm::program {
 
 namespace {
 
 using profile::Category;
 
-Category categoryOf(KernelKind kind) {
-  switch (kind) {
-  case KernelKind::embedding:
-  case KernelKind::softEmbedding:
-  case KernelKind::forwardInput:
-    return Category::embedding;
-  case KernelKind::rmsNorm:
-    return Category::rmsnorm;
-  case KernelKind::normLinear:
-  case KernelKind::linear:
-    return Category::gemm;
-  case KernelKind::rope:
-    return Category::rope;
-  case KernelKind::kvStore:
-    return Category::kvStore;
-  case KernelKind::attention:
-    return Category::attention;
-  case KernelKind::moe:
-    return Category::moe;
-  case KernelKind::lmHead:
-    return Category::lmHead;
-  // Row copies and element-by-element arithmetic.
-  case KernelKind::selectInputRows:
-  case KernelKind::capture:
-  case KernelKind::scale:
-  case KernelKind::add:
-  case KernelKind::siluMul:
-  case KernelKind::geluMul:
-    return Category::elementwise;
-  }
-  return Category::elementwise;
-}
+// Each kind's category, in kind order (the table runtime/schema/KernelOps.td writes).
+constexpr Category kCategories[] = {
+#define DLM_KERNEL_PROFILE_CATEGORIES
+#define DLM_KERNEL_HANDLER(kind, category) Category::category,
+#include "runtime/schema/KernelRecordSpec.inc"
+};
+static_assert(std::size(kCategories) == std::size(spec::kernels::kKindContracts));
+
+Category categoryOf(KernelKind kind) { return kCategories[static_cast<size_t>(kind)]; }
 
 } // namespace
 

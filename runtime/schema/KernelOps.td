@@ -117,20 +117,31 @@ class KernelKind<string kindName, int operandCount> {
   string cpuRunner = "";
   string cudaKernels = "";
   string cudaLaunch = "";
+  // The category of its profile events (profile::Category's enumerator).
+  string profileCategory = "elementwise";
+  // Where the memory plan may place its result on a slot it reads (the last read of that slot):
+  // "none"; "first", on its first operand (it reads each element before writing it); "any", on
+  // any operand (an add commutes; a row selection reads each row of either operand first). An
+  // accumulating linear sits on its residual whatever this says.
+  string inPlace = "none";
 }
 
 // tokens → x: the rows of `weight` [E, W] for the token ids, times scale (1.0: none), in float32.
 def Embedding : KernelKind<"embedding", 1> {
+  let profileCategory = "embedding";
   let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale);
 }
 // x → y: x * rsqrt(mean x^2 + eps) * weight over groups of the weight's size; without a weight,
 // over groups of norm_width (a divisor of the row width; the row when absent).
 def RmsNorm : KernelKind<"rms_norm", 1> {
+  let profileCategory = "rmsnorm";
+  let inPlace = "first";
   let parameters = (ins Optional<Weight>:$weight, Required<Real>:$eps,
                         Optional<Integer>:$norm_width);
 }
 // x [, residual] → y: rms_norm(x, norm_weight) W^T (+ bias) (+ residual when accumulate).
 def NormLinear : KernelKind<"norm_linear", 1> {
+  let profileCategory = "gemm";
   let check = "linear";
   let cpuRunner = "runLinear";
   let cudaLaunch = "enqueueProjection";
@@ -141,6 +152,7 @@ def NormLinear : KernelKind<"norm_linear", 1> {
 // x [, residual] → y: x W^T for weight [N, K] (+ bias) (+ residual when accumulate: the residual
 // add the compiler folded into the GEMM's epilogue).
 def Linear : KernelKind<"linear", 1> {
+  let profileCategory = "gemm";
   let cudaLaunch = "enqueueProjection";
   let parameters = (ins Required<Weight>:$weight, Optional<Weight>:$bias,
                         Optional<Flag, "false">:$accumulate);
@@ -149,11 +161,14 @@ def Linear : KernelKind<"linear", 1> {
 // position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
 // "proportional" RoPE); the other pairs pass through.
 def Rope : KernelKind<"rope", 2> {
+  let profileCategory = "rope";
+  let inPlace = "first";
   let parameters = (ins Required<Real>:$theta, Required<Integer>:$head_dim,
                         Optional<Integer, "$head_dim / 2">:$rotated_pairs);
 }
 // k, v → the KV cache of `layer`.
 def KvStore : KernelKind<"kv_store", 2> {
+  let profileCategory = "kvStore";
   let cudaLaunch = "enqueuePerPart";
   let hasResult = 0;
 }
@@ -163,6 +178,7 @@ def KvStore : KernelKind<"kv_store", 2> {
 // forward's first fed position, and the keys j before it with first - j < W (DiffusionGemma's
 // decoder on sliding layers: the last W - 1 cached positions).
 def Attention : KernelKind<"attention", 3> {
+  let profileCategory = "attention";
   let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
                         Required<Integer>:$heads, Required<Integer>:$kv_heads,
                         Required<Integer>:$head_dim,
@@ -171,12 +187,14 @@ def Attention : KernelKind<"attention", 3> {
 }
 // a, b → a + b.
 def Add : KernelKind<"add", 2> {
+  let inPlace = "any";
   let check = "binary";
   let cpuRunner = "runElementwise";
   let cudaLaunch = "enqueueElementwise";
 }
 // gate, up → silu(gate) * up.
 def SiluMul : KernelKind<"silu_mul", 2> {
+  let inPlace = "first";
   let check = "binary";
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
@@ -186,6 +204,7 @@ def SiluMul : KernelKind<"silu_mul", 2> {
 // softcap (none when absent): logits = softcap * tanh(logits / softcap), in float32. The last
 // record of its function.
 def LmHead : KernelKind<"lm_head", 1> {
+  let profileCategory = "lmHead";
   let cudaLaunch = "enqueueProjection";
   let parameters = (ins Optional<Weight>:$norm_weight, Optional<Real>:$eps,
                         Required<Weight>:$weight, Required<Flag>:$logit_shift,
@@ -193,10 +212,12 @@ def LmHead : KernelKind<"lm_head", 1> {
 }
 // x → x * weight[0]; weight [1].
 def Scale : KernelKind<"scale", 1> {
+  let inPlace = "first";
   let parameters = (ins Required<Weight>:$weight);
 }
 // gate, up → gelu_tanh(gate) * up.
 def GeluMul : KernelKind<"gelu_mul", 2> {
+  let inPlace = "first";
   let check = "binary";
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
@@ -210,6 +231,7 @@ def GeluMul : KernelKind<"gelu_mul", 2> {
 // token is that id; the others are zero rows (iteration smoothing's masked positions). weight
 // [E, H] (the embedding table).
 def SoftEmbedding : KernelKind<"soft_embedding", 0> {
+  let profileCategory = "embedding";
   let cudaLaunch = "enqueuePerPart";
   let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale,
                         Optional<Integer>:$mask_token);
@@ -226,6 +248,7 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
 // activation: "gelu_tanh" (GELU's tanh approximation, DiffusionGemma's) or "silu".
 def Moe : KernelKind<"moe", 2> {
+  let profileCategory = "moe";
   let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,
                         Required<Real>:$eps, Required<Real>:$router_input_scale,
                         Required<Choice<["gelu_tanh", "silu"]>>:$activation,
@@ -237,11 +260,13 @@ def Moe : KernelKind<"moe", 2> {
 // (no operands) → [T, width]: the forward's input rows (ForwardSpec::input; `width` must equal
 // its inputWidth), rows past ForwardSpec::inputRows zero. The drafter's context features.
 def ForwardInput : KernelKind<"forward_input", 0> {
+  let profileCategory = "embedding";
   let cudaKernels = "deviceCopy";
 }
 // a, b → y (all one width): rows r < ForwardSpec::inputRows take a's row r, the others b's. The
 // drafter's K/V input: the context rows' projected features, then the block rows' normed states.
 def SelectInputRows : KernelKind<"select_input_rows", 2> {
+  let inPlace = "any";
   let check = "binary";
   let cudaKernels = "deviceCopy";
   let cudaLaunch = "enqueuePerPart";

@@ -1,12 +1,13 @@
 // dlm-tblgen -gen-kernel-record-spec: the kernel records' contract
 // (runtime/model/KernelProgram.h includes it) from its declaration, runtime/schema/KernelOps.td:
 // the KernelKind enum and the kinds' names in declaration order, every parameter's name and its
-// choices' names, each kind's parameter table and the table of kinds. Included with one of
-// DLM_KERNEL_RECORD_CHECKS, DLM_KERNEL_CPU_RUNNERS, DLM_KERNEL_CUDA_KERNELS or
-// DLM_KERNEL_CUDA_LAUNCHES defined, it gives instead the rows of that dispatch table, in kind
-// order, as DLM_KERNEL_HANDLER(kind, member) calls the includer defines (the kind's enumerator,
-// the handler the .td names); with the same name and _MEMBERS, each handler once as
-// DLM_KERNEL_MEMBER(member), which the handling class expands into its declarations.
+// choices' names, each kind's parameter table and the table of kinds (with each kind's in-place
+// rule). Included with one of DLM_KERNEL_RECORD_CHECKS, DLM_KERNEL_CPU_RUNNERS,
+// DLM_KERNEL_CUDA_KERNELS, DLM_KERNEL_CUDA_LAUNCHES or DLM_KERNEL_PROFILE_CATEGORIES defined, it
+// gives instead the rows of that table, in kind order, as DLM_KERNEL_HANDLER(kind, member) calls
+// the includer defines (the kind's enumerator, the handler or category the .td names); with the
+// same name and _MEMBERS, each handler once as DLM_KERNEL_MEMBER(member), which the handling
+// class expands into its declarations.
 #include "tools/dlm-tblgen/KernelRecords.h"
 
 #include "mlir/TableGen/GenInfo.h"
@@ -102,9 +103,15 @@ void emitContract(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
   os << "inline constexpr KindContract kKindContracts[] = {\n";
   for (const Record *kind : kinds) {
     const std::string stem = camel(kind->getValueAsString("name"));
-    os << llvm::formatv("    kindContract(k{0}, KernelKind::{1}, {2}, {3}", stem,
+    const StringRef inPlace = kind->getValueAsString("inPlace");
+    if (inPlace != "none" && inPlace != "first" && inPlace != "any")
+      llvm::PrintFatalError(kind, "inPlace is none, first or any, not '" + inPlace + "'");
+    os << llvm::formatv("    kindContract(k{0}, KernelKind::{1}, {2}, {3}, InPlace::{4}", stem,
                         enumeratorOf(*kind), kind->getValueAsInt("operands"),
-                        kind->getValueAsBit("hasResult") ? "true" : "false");
+                        kind->getValueAsBit("hasResult") ? "true" : "false",
+                        inPlace == "none"    ? "none"
+                        : inPlace == "first" ? "firstOperand"
+                                             : "anyOperand");
     if (!parametersOf(*kind).empty())
       os << ", k" << stem << "Parameters";
     os << "),\n";
@@ -148,7 +155,8 @@ bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &
   const Table tables[] = {{"DLM_KERNEL_RECORD_CHECKS", "check", ""},
                           {"DLM_KERNEL_CPU_RUNNERS", "cpuRunner", "run"},
                           {"DLM_KERNEL_CUDA_KERNELS", "cudaKernels", ""},
-                          {"DLM_KERNEL_CUDA_LAUNCHES", "cudaLaunch", "enqueue"}};
+                          {"DLM_KERNEL_CUDA_LAUNCHES", "cudaLaunch", "enqueue"},
+                          {"DLM_KERNEL_PROFILE_CATEGORIES", "profileCategory", ""}};
   for (const auto &[guard, field, prefix] : tables) {
     os << (guard == tables[0].guard ? "#if" : "#elif") << " defined(" << guard << ")\n";
     emitHandlers(records, field, prefix, os);

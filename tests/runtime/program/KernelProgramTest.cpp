@@ -39,6 +39,25 @@ protected:
     return 0;
   }
   artifact::Kernel &record(const std::string &name) { return records[find(name)]; }
+  // The operand slots of record `name`.
+  std::vector<int64_t> operandsOf(const std::string &name) {
+    const std::string list = std::get<std::string>(record(name).parameters.at("operands"));
+    std::vector<int64_t> slots;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      slots.push_back(std::stoll(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    return slots;
+  }
+  // The result offset of the record that defines `slot`.
+  artifact::AttributeValue offsetOfSlot(int64_t slot) const {
+    for (const artifact::Kernel &k : records)
+      if (k.parameters.count("result") && std::get<int64_t>(k.parameters.at("result")) == slot)
+        return k.parameters.at("offset");
+    ADD_FAILURE() << "no record defines slot " << slot;
+    return artifact::AttributeValue(int64_t(0));
+  }
 
   std::string error() const {
     StatusOr<KernelProgram> program = KernelProgram::build(records, *weights);
@@ -169,20 +188,23 @@ TEST_F(KernelProgramTest, MissingParameter) {
 // on nothing else that is read later: its input, say.
 TEST_F(KernelProgramTest, AccumulatingGemmsArePlannedInPlaceOnTheirResidualOnly) {
   artifact::Kernel &o = record("layers.0.o_proj");
-  const std::string list = std::get<std::string>(o.parameters.at("operands"));
-  const int64_t input = std::stoll(list.substr(0, list.find(',')));
-  const int64_t residual = std::stoll(list.substr(list.find(',') + 1));
-  auto offsetOfSlot = [&](int64_t slot) {
-    for (const artifact::Kernel &k : records)
-      if (k.parameters.count("result") && std::get<int64_t>(k.parameters.at("result")) == slot)
-        return k.parameters.at("offset");
-    ADD_FAILURE() << "no record defines slot " << slot;
-    return artifact::AttributeValue(int64_t(0));
-  };
+  const int64_t input = operandsOf("layers.0.o_proj")[0],
+                residual = operandsOf("layers.0.o_proj")[1];
   o.parameters["offset"] = offsetOfSlot(residual);
   EXPECT_EQ(error(), "(built)");
   o.parameters["offset"] = offsetOfSlot(input);
   EXPECT_NE(error().find("('o_proj'): result slot"), std::string::npos) << error();
+}
+
+// A kind's in-place rule comes from KernelOps.td: silu_mul may overwrite its first operand (the
+// gate, read last by it), not its second.
+TEST_F(KernelProgramTest, ElementwiseResultsSitOnTheOperandTheirKindAllows) {
+  artifact::Kernel &act = record("layers.0.silu_mul");
+  const int64_t gate = operandsOf("layers.0.silu_mul")[0], up = operandsOf("layers.0.silu_mul")[1];
+  act.parameters["offset"] = offsetOfSlot(gate);
+  EXPECT_EQ(error(), "(built)");
+  act.parameters["offset"] = offsetOfSlot(up);
+  EXPECT_NE(error().find("('silu_mul'): result slot"), std::string::npos) << error();
 }
 
 TEST_F(KernelProgramTest, ResultOverlappingALiveValue) {
