@@ -88,7 +88,7 @@ StatusOr<GemmCeiling> measureGemms(const LoadedModel &model, int64_t rows, int64
                          std::string(spec::kernels::kDefaultFunction) + "')");
   for (const program::ProgramRecord &k : forward->second.kernels) {
     const bool head = k.kind() == KernelKind::lmHead;
-    if (!head && k.kind() != KernelKind::linear && k.kind() != KernelKind::normLinear)
+    if (!k.projects())
       continue;
     const model::HostTensor *weight = k.weight();
     const int64_t outputs = head ? std::min(weight->rows, model.dims().vocabSize) : weight->rows;

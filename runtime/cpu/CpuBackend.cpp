@@ -78,18 +78,14 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   // A weight another kind of record reads too (a tied embedding table) is used as that record
   // reads it, widened, rather than held a second time packed.
   std::set<const model::HostTensor *> readOtherwise;
-  auto projects = [](const ProgramRecord &k) {
-    return k.kind() == KernelKind::linear || k.kind() == KernelKind::normLinear ||
-           k.kind() == KernelKind::lmHead;
-  };
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels)
-      if (!projects(k))
+      if (!k.projects())
         for (const spec::kernels::WeightRef *w : k.weights())
           readOtherwise.insert(w->tensor);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
-      if (!projects(k) || readOtherwise.count(k.weight()) || packed.count(k.weight()))
+      if (!k.projects() || readOtherwise.count(k.weight()) || packed.count(k.weight()))
         continue;
       // An LM head packs the vocabulary's rows of a padded table, a projection all of them.
       const int64_t outputs = k.kind() == KernelKind::lmHead
@@ -128,9 +124,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
         ropes_.push_back(Rope{k.as<spec::kernels::RopeParams>(), {}});
       if (k.kind() == KernelKind::softEmbedding)
         softEmbeddingRows_ = std::max(softEmbeddingRows_, k.weight()->rows);
-      const bool projects = k.kind() == KernelKind::linear || k.kind() == KernelKind::normLinear ||
-                            k.kind() == KernelKind::lmHead;
-      if (options.batchInvariant && projects && !invariantGemms_.count(k.weight()->data))
+      if (options.batchInvariant && k.projects() && !invariantGemms_.count(k.weight()->data))
         invariantGemms_.emplace(k.weight()->data, InvariantGemm(*k.weight()));
       if (k.kind() == KernelKind::moe) {
         const auto &moe = k.as<spec::kernels::MoeParams>();
@@ -346,9 +340,10 @@ Status CpuBackend::runRmsNorm(const RecordRun &run) {
   const std::vector<int64_t> &in = run.k.operands;
   // A group shorter than the row normalises each head of the row (q/k norm).
   timedRecord(run, [&] {
+    const auto &p = k.as<spec::kernels::RmsNormParams>();
     const int64_t n = k.normWidth;
-    rmsNorm(slot(in[0], count), count * (width / n), n, n, k.weight() ? k.weight()->data : nullptr,
-            k.as<spec::kernels::RmsNormParams>().eps, slot(k.result, count));
+    rmsNorm(slot(in[0], count), count * (width / n), n, n,
+            p.weight ? p.weight.tensor->data : nullptr, p.eps, slot(k.result, count));
   });
   return Status::ok();
 }

@@ -377,11 +377,13 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       bound.norm = device(record.normParameter());
       bound.launchName = record.fullName + ": cuLaunchKernel";
       if (record.kind() == program::KernelKind::moe) {
-        const auto &moe = record.as<spec::kernels::MoeParams>();
+        // In declaration order: router, router_scale, expert_scale, gate_up, down.
         size_t w = 0;
-        for (const spec::kernels::WeightRef *weight :
-             {&moe.router, &moe.routerScale, &moe.expertScale, &moe.gateUp, &moe.down})
-          bound.moe[w++] = device(weight);
+        record.as<spec::kernels::MoeParams>().forEachWeight(
+            [&](const spec::kernels::WeightRef &weight) {
+              if (w < std::size(bound.moe))
+                bound.moe[w++] = device(&weight);
+            });
       }
       DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
     }

@@ -342,6 +342,11 @@ const model::HostTensor *ProgramRecord::weight() const { return tensorOf(weightP
 const model::HostTensor *ProgramRecord::bias() const { return tensorOf(biasParameter()); }
 const model::HostTensor *ProgramRecord::norm() const { return tensorOf(normParameter()); }
 
+bool ProgramRecord::projects() const {
+  return kind() == KernelKind::linear || kind() == KernelKind::normLinear ||
+         kind() == KernelKind::lmHead;
+}
+
 bool ProgramRecord::accumulates() const {
   return memberOf<bool>(
       params, [](const auto &p) -> decltype(bool(p.accumulate)) { return p.accumulate; }, false);

@@ -59,6 +59,8 @@ struct ProgramRecord {
   const model::HostTensor *weight() const;
   const model::HostTensor *bias() const;
   const model::HostTensor *norm() const;
+  // A GEMM of the record's `weight`: linear, norm_linear, lm_head.
+  bool projects() const;
   // linear / norm_linear: result = operands[1] + x W^T (+ bias), the residual add the compiler
   // folded into the GEMM's epilogue (planned in place on operands[1] when it can be).
   bool accumulates() const;
