@@ -1,6 +1,7 @@
 #include "compiler/codegen/KernelText.h"
 
 #include "compiler/codegen/DeviceCommon.h"
+#include "runtime/model/DeclaredLaunch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -153,6 +154,33 @@ std::string assembleTranslationUnit(const KernelSource &kernel, std::string_view
   text += body;
   text += "\n} // namespace " + kernel.name + "_detail\n";
   return text;
+}
+
+Status declareLaunch(KernelSource &kernel, const std::vector<std::string> &arguments,
+                     const std::string &grid) {
+  std::string text;
+  for (const std::string &argument : arguments)
+    text += (text.empty() ? "" : ",") + argument;
+  auto fail = [&](const std::string &what) {
+    return Status::error(kernel.kind + " kernel " + kernel.name + ": " + what);
+  };
+  StatusOr<spec::kernels::DeclaredLaunch> launch = spec::kernels::parseDeclaredLaunch(text, grid);
+  if (!launch)
+    return fail(launch.status().message());
+  if (launch->arguments.size() != kernel.parameters.size())
+    return fail(std::to_string(arguments.size()) + " launch arguments for " +
+                std::to_string(kernel.parameters.size()) + " parameters");
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const std::string_view type = spec::kernels::argumentType(launch->arguments[i].source);
+    const std::string &declared = kernel.parameters[i].type;
+    const bool pointer = declared.find('*') != std::string::npos;
+    if (type == "*" ? !pointer : pointer || declared != type)
+      return fail("launch argument '" + arguments[i] + "' is not of parameter '" +
+                  kernel.parameters[i].name + "''s type " + declared);
+  }
+  kernel.specialisation[std::string(spec::kernels::kLaunchArguments)] = text;
+  kernel.specialisation[std::string(spec::kernels::kLaunchGrid)] = grid;
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -48,6 +48,13 @@ inline int64_t roundUp(int64_t value, int64_t multiple) {
 // The parameter list of an entry point, one parameter per line, for ${signature}.
 std::string renderSignature(const std::vector<KernelParameter> &parameters);
 
+// Declares how the kernel is launched (runtime/model/DeclaredLaunch.h): one binding per
+// parameter, in signature order, and the grid ("X,Y"), written into its specialisation for the
+// CUDA backend's declared launcher. An error names a binding that is not in the vocabulary, a
+// count that differs from the parameters' or a binding whose C type is not the parameter's.
+Status declareLaunch(KernelSource &kernel, const std::vector<std::string> &arguments,
+                     const std::string &grid);
+
 // The translation unit around a kernel: a header comment, <cuda_bf16.h>, the shared device
 // helpers and `body` inside namespace <name>_detail (so that several kernels can share one
 // translation unit in the emulated device's build).

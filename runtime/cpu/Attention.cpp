@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
@@ -163,6 +164,43 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
   for (const Status &failure : failures)
     DLM_RETURN_IF_ERROR(failure);
   return Status::ok();
+}
+
+Status CpuBackend::runKvStore(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  const int64_t kWidth = slotWidth(in[0]), vWidth = slotWidth(in[1]);
+  timedRecord(run, [&] {
+    for (const Part &part : parts)
+      storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
+              part.span.count, slot(in[0], count) + part.offset * kWidth,
+              slot(in[1], count) + part.offset * vWidth);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runAttention(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  const auto &p = k.as<spec::kernels::AttentionParams>();
+  AttentionShape shape{p.heads,   p.kvHeads,
+                       p.headDim, p.mask == spec::kernels::AttentionMask::causal,
+                       p.scale,   p.window.value_or(0)};
+  const int64_t qWidth = slotWidth(in[0]);
+  return timedRecord(run, [&] {
+    // A member, so that a forward does not allocate per record.
+    std::vector<AttentionPart> &attended = attentionParts_;
+    attended.clear();
+    for (const Part &part : parts)
+      attended.push_back({slot(in[0], count) + part.offset * qWidth, part.span.count,
+                          part.span.first, part.span.keys, kv_->blockTable(part.sequence).data(),
+                          slot(k.result, count) + part.offset * width});
+    return pagedAttentionParts(attended, shape, pages_, k.layer, attentionScratch_, pool_);
+  });
 }
 
 } // namespace dlm::cpu

@@ -101,7 +101,8 @@ private:
     int64_t layer;
   };
   // Each kind's runner, named by runtime/schema/KernelOps.td (runRope for rope; runLinear for
-  // linear and norm_linear, runElementwise for add, silu_mul and gelu_mul).
+  // linear and norm_linear, runElementwise for add, silu_mul and gelu_mul), defined in the file of
+  // the kernel it runs (Rope.cpp; Projection.cpp for the projections).
 #define DLM_KERNEL_CPU_RUNNERS_MEMBERS
 #define DLM_KERNEL_MEMBER(member) Status member(const RecordRun &run);
 #include "runtime/schema/KernelRecordSpec.inc"

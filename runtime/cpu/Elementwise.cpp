@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
@@ -6,6 +7,8 @@
 #include <cstring>
 
 namespace dlm::cpu {
+
+using program::KernelKind;
 
 namespace {
 
@@ -83,6 +86,62 @@ void softcapInPlace(float *x, float cap, int64_t count) {
 DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     h[i] += delta[i];
+}
+
+Status CpuBackend::runEmbedding(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const auto &p = k.as<spec::kernels::EmbeddingParams>();
+  timedRecord(run, [&] {
+    const float *table = p.weight.tensor->data;
+    float *out = slot(k.result, count);
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
+    if (p.scale != 1.0)
+      scaleInPlace(out, static_cast<float>(p.scale), count * width);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runScale(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *x = slot(in[0], count);
+    if (out != x)
+      std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+    scaleInPlace(out, k.weight()->data[0], count * width);
+  });
+  return Status::ok();
+}
+
+// add, silu_mul and gelu_mul
+Status CpuBackend::runElementwise(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *a = slot(in[0], count), *b = slot(in[1], count);
+    const int64_t n = count * width;
+    // Planned in place on the first operand (an add also on its second), as the compiler
+    // does; otherwise the first operand is copied to the result first.
+    if (k.kind() == KernelKind::add && out == b && out != a) {
+      addInPlace(out, a, n);
+      return;
+    }
+    if (out != a)
+      std::memcpy(out, a, static_cast<size_t>(n) * sizeof(float));
+    if (k.kind() == KernelKind::add)
+      addInPlace(out, b, n);
+    else if (k.kind() == KernelKind::siluMul)
+      siluMultiply(out, b, n);
+    else
+      geluTanhMultiply(out, b, n);
+  });
+  return Status::ok();
 }
 
 } // namespace dlm::cpu

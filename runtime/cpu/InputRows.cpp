@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <cstring>
@@ -25,6 +26,45 @@ void selectRows(const float *a, const float *b, int64_t split, int64_t rows, int
 void copyColumns(const float *x, int64_t rows, int64_t width, float *out, int64_t outStride) {
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out + r * outStride, x + r * width, static_cast<size_t>(width) * sizeof(float));
+}
+
+Status CpuBackend::runForwardInput(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<Part> &parts = run.parts;
+  timedRecord(run, [&] {
+    for (const Part &part : parts)
+      copyInputRows(part.input.rows, part.input.count, part.span.count, width,
+                    slot(k.result, count) + part.offset * width);
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runSelectInputRows(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  timedRecord(run, [&] {
+    for (const Part &part : parts) {
+      const int64_t at = part.offset * width;
+      selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
+                 std::min(part.input.count, part.span.count), part.span.count, width,
+                 slot(k.result, count) + at);
+    }
+  });
+  return Status::ok();
+}
+
+Status CpuBackend::runCapture(const RecordRun &run) {
+  const int64_t count = run.count;
+  const std::vector<int64_t> &in = run.k.operands;
+  timedRecord(run, [&] {
+    const int64_t w = slotWidth(in[0]), total = w * static_cast<int64_t>(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
+  });
+  return Status::ok();
 }
 
 } // namespace dlm::cpu

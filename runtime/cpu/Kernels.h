@@ -1,6 +1,8 @@
 // The CPU backend's kernels, one per file: Gemm.cpp (oneDNN), RmsNorm.cpp, Rope.cpp,
-// Elementwise.cpp, Attention.cpp, SoftEmbedding.cpp, Moe.cpp, InputRows.cpp. Row-major float32
-// throughout; `rows` is the token count.
+// Elementwise.cpp, Attention.cpp, SoftEmbedding.cpp, Moe.cpp, InputRows.cpp. Each file also holds
+// the runners (CpuBackend members) of the kinds its kernel serves; Projection.cpp holds the
+// projections' runners over Gemm.cpp and InvariantGemm. Row-major float32 throughout; `rows` is
+// the token count.
 #pragma once
 
 #include "runtime/cpu/HostKvPages.h"

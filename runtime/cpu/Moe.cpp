@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
@@ -116,6 +117,29 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
     }
   }
   return Status::ok();
+}
+
+Status CpuBackend::runMoe(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  return timedRecord(run, [&] {
+    const auto &p = k.as<spec::kernels::MoeParams>();
+    MoeParameters moe;
+    moe.router = p.router.tensor;
+    moe.routerScale = p.routerScale.tensor;
+    moe.expertScale = p.expertScale.tensor;
+    moe.gateUp = p.gateUp.tensor;
+    moe.down = p.down.tensor;
+    moe.experts = p.experts;
+    moe.topK = p.topK;
+    moe.expertWidth = k.expertWidth;
+    moe.eps = p.eps;
+    moe.routerInputScale = p.routerInputScale;
+    moe.geluActivation = p.activation == spec::kernels::MoeActivation::geluTanh;
+    return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
+                      slot(k.result, count), moeScratch_, pool_.threads());
+  });
 }
 
 } // namespace dlm::cpu

@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
@@ -37,6 +38,20 @@ DLM_VECTOR_CLONES void rmsNorm(const float *x, int64_t rows, int64_t width, int6
       for (int64_t i = 0; i < width; ++i)
         out[i] = in[i] * scale;
   }
+}
+
+Status CpuBackend::runRmsNorm(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  // A group shorter than the row normalises each head of the row (q/k norm).
+  timedRecord(run, [&] {
+    const auto &p = k.as<spec::kernels::RmsNormParams>();
+    const int64_t n = k.normWidth;
+    rmsNorm(slot(in[0], count), count * (width / n), n, n,
+            p.weight ? p.weight.tensor->data : nullptr, p.eps, slot(k.result, count));
+  });
+  return Status::ok();
 }
 
 } // namespace dlm::cpu

@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 
@@ -45,6 +46,31 @@ DLM_VECTOR_CLONES void applyRope(float *x, int64_t rows, int64_t rowStride, int6
       }
     }
   }
+}
+
+Status CpuBackend::runRope(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<int64_t> &in = run.k.operands;
+  const std::vector<Part> &parts = run.parts;
+  const int64_t headDim = k.as<spec::kernels::RopeParams>().headDim;
+  timedRecord(run, [&] {
+    float *out = slot(k.result, count);
+    const float *x = slot(in[0], count);
+    if (out != x)
+      std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
+    for (const Part &part : parts)
+      applyRope(out + part.offset * width, part.span.count, width, width / headDim, headDim,
+                ropeTable(k), part.span.first);
+  });
+  return Status::ok();
+}
+
+const RopeTable &CpuBackend::ropeTable(const program::ProgramRecord &k) const {
+  for (const Rope &rope : ropes_)
+    if (sameRope(rope.params, k.as<spec::kernels::RopeParams>()))
+      return rope.table;
+  return ropes_.front().table; // unreachable: the constructor made one per distinct record
 }
 
 } // namespace dlm::cpu

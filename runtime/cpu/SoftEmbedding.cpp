@@ -1,3 +1,4 @@
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <cmath>
@@ -43,6 +44,26 @@ Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
                     static_cast<size_t>(hidden) * sizeof(float));
   }
   return Status::ok();
+}
+
+Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
+  const program::ProgramRecord &k = run.k;
+  const int64_t count = run.count, width = run.width;
+  const std::vector<Part> &parts = run.parts;
+  const auto &p = k.as<spec::kernels::SoftEmbeddingParams>();
+  return timedRecord(run, [&] {
+    for (const Part &part : parts) {
+      // The fed rows before the input's first read none: zero rows.
+      const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
+      float *out = slot(k.result, count);
+      std::memset(out + part.offset * width, 0, static_cast<size_t>(first * width) * sizeof(float));
+      DLM_RETURN_IF_ERROR(softEmbedding(
+          part.input.rows, part.span.count - first, part.input.width, *p.weight.tensor,
+          static_cast<float>(p.scale) * part.input.scale, packedTokens_.data() + row,
+          p.maskToken.value_or(-1), out + row * width, softEmbeddingScratch_, pool_.threads()));
+    }
+    return Status::ok();
+  });
 }
 
 } // namespace dlm::cpu

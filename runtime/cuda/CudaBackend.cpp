@@ -311,7 +311,12 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
       return mismatch("no kernel for the record");
     break;
   }
-  return Status::ok();
+  if (kLaunchers[static_cast<size_t>(record.kind())] != &CudaBackend::enqueueDeclared)
+    return Status::ok();
+  if (!bound.kernel.function)
+    return mismatch("no kernel for the record");
+  Status declared = bindDeclaredLaunch(record, bound);
+  return declared.isOk() ? declared : mismatch(declared.message());
 }
 
 Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
@@ -376,6 +381,11 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
       bound.bias = device(record.biasParameter());
       bound.norm = device(record.normParameter());
       bound.launchName = record.fullName + ": cuLaunchKernel";
+      for (BoundRecord::DeclaredArgument &argument : bound.declared)
+        if (!argument.weightName.empty() &&
+            !(argument.weight = weights_->find(argument.weightName)))
+          return Status::error("kernel record '" + record.fullName + "': weight '" +
+                               argument.weightName + "' is not on the device");
       if (record.kind() == program::KernelKind::moe) {
         // In declaration order: router, router_scale, expert_scale, gate_up, down.
         size_t w = 0;

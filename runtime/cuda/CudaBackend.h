@@ -50,6 +50,7 @@
 #include "runtime/cuda/KernelTimer.h"
 #include "runtime/cuda/LinearGemm.h"
 #include "runtime/kv/PagedKvCache.h"
+#include "runtime/model/DeclaredLaunch.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/profile/Profiler.h"
 #include "runtime/program/KernelProgram.h"
@@ -230,6 +231,18 @@ private:
     const DeviceTensor *moe[5] = {};
     // "<record>: cuLaunchKernel", what a failed launch names (made once, not per launch).
     std::string launchName;
+    // A kind the declared launcher runs: its kernel's arguments (runtime/model/DeclaredLaunch.h),
+    // each with the record's value it binds (a weight's device tensor once the weights are up, a
+    // scalar parameter), and the grid.
+    struct DeclaredArgument {
+      spec::kernels::LaunchArgument argument;
+      std::string weightName; // weight, weightRows: the record's weight
+      const DeviceTensor *weight = nullptr;
+      double real = 0;
+      int64_t integer = 0;
+    };
+    std::vector<DeclaredArgument> declared;
+    spec::kernels::GridDimension gridX, gridY;
   };
   // One forward function: its records and what each launches.
   struct Function {
@@ -250,6 +263,11 @@ private:
   // compute what the record asks.
   Status bindRecord(const program::ProgramRecord &record, BoundRecord &bound,
                     std::vector<DeviceKernel> &kernels);
+  // The declared launch of the record's kernel, its parameters bound (not its weights: they are
+  // found once uploaded).
+  static Status bindDeclaredLaunch(const program::ProgramRecord &record, BoundRecord &bound);
+  static Status bindParameter(const program::ProgramRecord &record,
+                              BoundRecord::DeclaredArgument &declared);
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const Function *> function(std::string_view name) const;
 
@@ -319,9 +337,10 @@ private:
   // `elements` elements from `from` to `to` on the stream (nothing when they are the same rows).
   Status copyRows(const program::ProgramRecord &record, CUdeviceptr to, CUdeviceptr from,
                   int64_t elements);
-  // Each kind's launcher, named by runtime/schema/KernelOps.td (enqueueRope for rope;
-  // enqueueProjection for linear, norm_linear and lm_head, enqueueElementwise for add, silu_mul
-  // and gelu_mul, enqueuePerPart for the records that go part by part: kv_store, soft_embedding,
+  // Each kind's launcher, named by runtime/schema/KernelOps.td: enqueueDeclared, the launch its
+  // kernel declares (embedding, add, silu_mul, gelu_mul, scale, and any kind that names none), or
+  // its own (enqueueRope for rope; enqueueProjection for linear, norm_linear and lm_head,
+  // enqueuePerPart for the records that go part by part: kv_store, soft_embedding,
   // select_input_rows).
 #define DLM_KERNEL_CUDA_LAUNCHES_MEMBERS
 #define DLM_KERNEL_MEMBER(member)                                                                  \

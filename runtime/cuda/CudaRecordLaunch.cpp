@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <variant>
 
 namespace dlm::cuda {
 
@@ -181,14 +183,135 @@ Status CudaBackend::copyRows(const program::ProgramRecord &k, CUdeviceptr to, CU
       (k.fullName + ": cuMemcpyDtoDAsync").c_str());
 }
 
-Status CudaBackend::enqueueEmbedding(const program::KernelProgram &program,
-                                     const program::ProgramRecord &k, const BoundRecord &bound,
-                                     const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, bound, shape);
-  CUdeviceptr tokenIds = shape.inputs, table = bound.weight->data, out = rows.result;
-  long long tableRows = bound.weight->rows, outStride = rows.width;
-  void *arguments[] = {&tokenIds, &rows.tokens, &table, &tableRows, &out, &outStride};
-  return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments, rows.what);
+Status CudaBackend::bindDeclaredLaunch(const program::ProgramRecord &record, BoundRecord &bound) {
+  const artifact::Attributes &specialisation = bound.kernel.record->parameters;
+  auto text = [&](std::string_view key) -> const std::string * {
+    auto it = specialisation.find(key);
+    return it != specialisation.end() && std::holds_alternative<std::string>(it->second)
+               ? &std::get<std::string>(it->second)
+               : nullptr;
+  };
+  const std::string *arguments = text(kp::kLaunchArguments), *grid = text(kp::kLaunchGrid);
+  if (!arguments || !grid)
+    return Status::error("its kernel declares no launch");
+  DLM_ASSIGN_OR_RETURN(kp::DeclaredLaunch launch, kp::parseDeclaredLaunch(*arguments, *grid));
+  bound.gridX = launch.x;
+  bound.gridY = launch.y;
+  for (kp::LaunchArgument &argument : launch.arguments) {
+    BoundRecord::DeclaredArgument declared{argument};
+    if (argument.source == kp::ArgumentSource::operand ||
+        argument.source == kp::ArgumentSource::operandStride) {
+      if (argument.operand >= static_cast<int64_t>(record.operands.size()))
+        return Status::error("its kernel reads operand " + str(argument.operand) + " of " +
+                             str(static_cast<int64_t>(record.operands.size())));
+    } else if (!argument.parameter.empty()) {
+      DLM_RETURN_IF_ERROR(bindParameter(record, declared));
+    }
+    bound.declared.push_back(std::move(declared));
+  }
+  return Status::ok();
+}
+
+// The record's parameter a declared argument names: a weight (its name, for the upload), a real
+// or an integer.
+Status CudaBackend::bindParameter(const program::ProgramRecord &record,
+                                  BoundRecord::DeclaredArgument &declared) {
+  const kp::LaunchArgument &argument = declared.argument;
+  const bool wantsWeight = argument.source == kp::ArgumentSource::weight ||
+                           argument.source == kp::ArgumentSource::weightRows;
+  bool bound = false;
+  std::visit(
+      [&](const auto &params) {
+        params.forEachField([&](std::string_view name, const auto &value) {
+          using Value = std::decay_t<decltype(value)>;
+          if (name != argument.parameter)
+            return;
+          if constexpr (std::is_same_v<Value, kp::WeightRef>) {
+            bound = wantsWeight && value;
+            declared.weightName = value.name;
+          } else if constexpr (std::is_same_v<Value, double>) {
+            bound = argument.source == kp::ArgumentSource::real;
+            declared.real = value;
+          } else if constexpr (std::is_same_v<Value, int64_t>) {
+            bound = argument.source == kp::ArgumentSource::integer;
+            declared.integer = value;
+          }
+        });
+      },
+      record.params);
+  if (!bound)
+    return Status::error("its kernel reads parameter '" + argument.parameter +
+                         "', which the record has not as a " +
+                         (wantsWeight                                   ? "weight"
+                          : argument.source == kp::ArgumentSource::real ? "real"
+                                                                        : "integer"));
+  return Status::ok();
+}
+
+// The launch the record's kernel declares: each argument from the record's slots, weights and
+// parameters and the forward's rows, over the declared grid.
+Status CudaBackend::enqueueDeclared(const program::KernelProgram &program,
+                                    const program::ProgramRecord &k, const BoundRecord &bound,
+                                    const Shape &shape, const std::vector<PackedPart> &) {
+  union Value {
+    CUdeviceptr pointer;
+    long long wide;
+    int narrow;
+    float real;
+  };
+  constexpr size_t kMaxArguments = 24;
+  Value values[kMaxArguments];
+  void *arguments[kMaxArguments];
+  if (bound.declared.size() > kMaxArguments)
+    return Status::error(k.fullName + ": a kernel of more than " + str(kMaxArguments) +
+                         " arguments");
+  auto widthOf = [&](int64_t s) { return program.slots[static_cast<size_t>(s)].width; };
+  for (size_t i = 0; i < bound.declared.size(); ++i) {
+    const BoundRecord::DeclaredArgument &declared = bound.declared[i];
+    const kp::LaunchArgument &argument = declared.argument;
+    Value &value = values[i];
+    switch (argument.source) {
+    case kp::ArgumentSource::operand:
+      value.pointer = slot(program, k.operands[static_cast<size_t>(argument.operand)], shape.count);
+      break;
+    case kp::ArgumentSource::operandStride:
+      value.wide = widthOf(k.operands[static_cast<size_t>(argument.operand)]);
+      break;
+    case kp::ArgumentSource::result:
+      value.pointer = slot(program, k.result, shape.count);
+      break;
+    case kp::ArgumentSource::resultStride:
+      value.wide = widthOf(k.result);
+      break;
+    case kp::ArgumentSource::rows:
+      value.narrow = static_cast<int>(shape.count);
+      break;
+    case kp::ArgumentSource::tokens:
+      value.pointer = shape.inputs;
+      break;
+    case kp::ArgumentSource::positions:
+      value.pointer = shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
+      break;
+    case kp::ArgumentSource::weight:
+      value.pointer = declared.weight->data;
+      break;
+    case kp::ArgumentSource::weightRows:
+      value.wide = declared.weight->rows;
+      break;
+    case kp::ArgumentSource::real:
+      value.real = static_cast<float>(declared.real);
+      break;
+    case kp::ArgumentSource::integer:
+      value.narrow = static_cast<int>(declared.integer);
+      break;
+    }
+    arguments[i] = &value;
+  }
+  auto extent = [&](const kp::GridDimension &d) {
+    return static_cast<unsigned>(d.rows ? shape.count : d.count);
+  };
+  return launch(bound.kernel, extent(bound.gridX), extent(bound.gridY), 1, arguments,
+                bound.launchName.c_str());
 }
 
 // Staged on the host at the device precision, zero rows included (uploadInputRows).
@@ -245,31 +368,6 @@ Status CudaBackend::enqueueRope(const program::KernelProgram &program,
       shape.inputs + static_cast<size_t>(inputLayout().positions) * sizeof(int32_t);
   void *arguments[] = {&x, &tokenStride, &headCount, &rows.tokens, &positions};
   return launch(bound.kernel, static_cast<unsigned>(rows.count), 1, 1, arguments, rows.what);
-}
-
-// silu_mul, gelu_mul and add: out = f(a, b) row by row. Planned in place on either operand, or
-// out of place: elementwise, so any aliasing is safe. Over-covering the row is harmless: the
-// kernels drop chunks past their width.
-Status CudaBackend::enqueueElementwise(const program::KernelProgram &program,
-                                       const program::ProgramRecord &k, const BoundRecord &bound,
-                                       const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, bound, shape);
-  CUdeviceptr aArg = rows.operands[0], bArg = rows.operands[1], outArg = rows.result;
-  long long aStride = rows.width, bStride = rows.width, outStride = rows.width;
-  void *arguments[] = {&aArg, &aStride, &bArg, &bStride, &outArg, &outStride, &rows.tokens};
-  return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
-                static_cast<unsigned>(rows.count), 1, arguments, rows.what);
-}
-
-Status CudaBackend::enqueueScale(const program::KernelProgram &program,
-                                 const program::ProgramRecord &k, const BoundRecord &bound,
-                                 const Shape &shape, const std::vector<PackedPart> &) {
-  RecordRows rows = rowsOf(program, k, bound, shape);
-  CUdeviceptr xArg = rows.operands[0], factor = bound.weight->data, outArg = rows.result;
-  long long xStride = rows.width, outStride = rows.width;
-  void *arguments[] = {&xArg, &xStride, &factor, &outArg, &outStride, &rows.tokens};
-  return launch(bound.kernel, ceilDiv(rows.width, bound.kernel.blockThreads),
-                static_cast<unsigned>(rows.count), 1, arguments, rows.what);
 }
 
 Status CudaBackend::enqueueProjectionInput(const program::KernelProgram &program,

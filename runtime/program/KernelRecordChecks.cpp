@@ -343,10 +343,15 @@ Status RecordChecker::capture() {
   return Status::ok();
 }
 
-// add, silu_mul, gelu_mul and select_input_rows: two operands of the result's width.
-Status RecordChecker::binary() {
-  DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the first operand's width"));
-  DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the second operand's width"));
+// Every operand of the result's width: add, silu_mul, gelu_mul, select_input_rows, and any kind
+// whose shapes ask no more (the check a new kind may name in its .td entry).
+Status RecordChecker::sameWidths() {
+  for (size_t i = 0; i < widths.size(); ++i) {
+    const std::string operand = i == 0   ? "the first operand"
+                                : i == 1 ? "the second operand"
+                                         : "operand " + str(static_cast<int64_t>(i));
+    DLM_RETURN_IF_ERROR(expectWidth(widths[i], width, operand + "'s width"));
+  }
   return Status::ok();
 }
 

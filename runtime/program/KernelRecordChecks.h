@@ -33,7 +33,7 @@ public:
         storedK(kv.storedK), storedV(kv.storedV), last(last) {}
 
   // Each kind's check, named by runtime/schema/KernelOps.td (rope for rope; linear for linear and
-  // norm_linear, binary for add, silu_mul, gelu_mul and select_input_rows).
+  // norm_linear, sameWidths for add, silu_mul, gelu_mul and select_input_rows).
 #define DLM_KERNEL_RECORD_CHECKS_MEMBERS
 #define DLM_KERNEL_MEMBER(member) Status member();
 #include "runtime/schema/KernelRecordSpec.inc"

@@ -100,13 +100,17 @@ def KernelRecordCommon {
 
 // operands: the count (without the residual of an accumulating linear); -1: one or more.
 // The handlers of the kind are member functions that dlm-tblgen's dispatch tables name; each
-// defaults to the kind's name (`rms_norm`: rmsNorm, runRmsNorm, rmsNorm, enqueueRmsNorm), and
-// kinds that share one say which:
-//   check        the check of its shapes (RecordChecker, runtime/program/KernelRecordChecks.h)
+// defaults to the kind's name (`rms_norm`: rmsNorm, runRmsNorm, rmsNorm), and kinds that share
+// one say which:
+//   check        the check of its shapes (RecordChecker, runtime/program/KernelRecordChecks.h);
+//                "sameWidths" when every operand has the result's width and nothing more holds
 //   cpuRunner    its CPU runner (CpuBackend)
 //   cudaKernels  the generator of the CUDA kernels it launches (RecordKernels,
 //                compiler/codegen/ModelKernels.cpp; a kind that launches none has one too)
-//   cudaLaunch   its launch on the CUDA backend (CudaBackend)
+//   cudaLaunch   its launch on the CUDA backend (CudaBackend): by default enqueueDeclared, which
+//                launches its kernel as the generator declared (runtime/model/DeclaredLaunch.h:
+//                each argument's binding and the grid); a kind whose launch is more (several
+//                kernels, a GEMM, part by part, device copies) names its own
 class KernelKind<string kindName, int operandCount> {
   string name = kindName;
   string cppKind = "";          // the enumerator; the name in lower camel case when empty
@@ -116,7 +120,7 @@ class KernelKind<string kindName, int operandCount> {
   string check = "";
   string cpuRunner = "";
   string cudaKernels = "";
-  string cudaLaunch = "";
+  string cudaLaunch = "enqueueDeclared";
   // The category of its profile events (profile::Category's enumerator).
   string profileCategory = "elementwise";
   // Where the memory plan may place its result on a slot it reads (the last read of that slot):
@@ -134,6 +138,7 @@ def Embedding : KernelKind<"embedding", 1> {
 // x → y: x * rsqrt(mean x^2 + eps) * weight over groups of the weight's size; without a weight,
 // over groups of norm_width (a divisor of the row width; the row when absent).
 def RmsNorm : KernelKind<"rms_norm", 1> {
+  let cudaLaunch = "enqueueRmsNorm";
   let profileCategory = "rmsnorm";
   let inPlace = "first";
   let parameters = (ins Optional<Weight>:$weight, Required<Real>:$eps,
@@ -161,6 +166,7 @@ def Linear : KernelKind<"linear", 1> {
 // position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
 // "proportional" RoPE); the other pairs pass through.
 def Rope : KernelKind<"rope", 2> {
+  let cudaLaunch = "enqueueRope";
   let profileCategory = "rope";
   let inPlace = "first";
   let parameters = (ins Required<Real>:$theta, Required<Integer>:$head_dim,
@@ -178,6 +184,7 @@ def KvStore : KernelKind<"kv_store", 2> {
 // forward's first fed position, and the keys j before it with first - j < W (DiffusionGemma's
 // decoder on sliding layers: the last W - 1 cached positions).
 def Attention : KernelKind<"attention", 3> {
+  let cudaLaunch = "enqueueAttention";
   let profileCategory = "attention";
   let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
                         Required<Integer>:$heads, Required<Integer>:$kv_heads,
@@ -188,17 +195,15 @@ def Attention : KernelKind<"attention", 3> {
 // a, b → a + b.
 def Add : KernelKind<"add", 2> {
   let inPlace = "any";
-  let check = "binary";
+  let check = "sameWidths";
   let cpuRunner = "runElementwise";
-  let cudaLaunch = "enqueueElementwise";
 }
 // gate, up → silu(gate) * up.
 def SiluMul : KernelKind<"silu_mul", 2> {
   let inPlace = "first";
-  let check = "binary";
+  let check = "sameWidths";
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
-  let cudaLaunch = "enqueueElementwise";
 }
 // x → logits of the requested rows: norm_weight (the final norm, optional), weight, logit_shift;
 // softcap (none when absent): logits = softcap * tanh(logits / softcap), in float32. The last
@@ -218,10 +223,9 @@ def Scale : KernelKind<"scale", 1> {
 // gate, up → gelu_tanh(gate) * up.
 def GeluMul : KernelKind<"gelu_mul", 2> {
   let inPlace = "first";
-  let check = "binary";
+  let check = "sameWidths";
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
-  let cudaLaunch = "enqueueElementwise";
 }
 // (no operands) → [T, H]: softmax(input row) @ weight[:V'] * scale * the forward's input scale
 // for each fed token, where the input is the forward's float input rows ([T, V'], V' <= the
@@ -248,6 +252,7 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
 // activation: "gelu_tanh" (GELU's tanh approximation, DiffusionGemma's) or "silu".
 def Moe : KernelKind<"moe", 2> {
+  let cudaLaunch = "enqueueMoe";
   let profileCategory = "moe";
   let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,
                         Required<Real>:$eps, Required<Real>:$router_input_scale,
@@ -260,6 +265,7 @@ def Moe : KernelKind<"moe", 2> {
 // (no operands) → [T, width]: the forward's input rows (ForwardSpec::input; `width` must equal
 // its inputWidth), rows past ForwardSpec::inputRows zero. The drafter's context features.
 def ForwardInput : KernelKind<"forward_input", 0> {
+  let cudaLaunch = "enqueueForwardInput";
   let profileCategory = "embedding";
   let cudaKernels = "deviceCopy";
 }
@@ -267,7 +273,7 @@ def ForwardInput : KernelKind<"forward_input", 0> {
 // drafter's K/V input: the context rows' projected features, then the block rows' normed states.
 def SelectInputRows : KernelKind<"select_input_rows", 2> {
   let inPlace = "any";
-  let check = "binary";
+  let check = "sameWidths";
   let cudaKernels = "deviceCopy";
   let cudaLaunch = "enqueuePerPart";
 }
@@ -275,6 +281,7 @@ def SelectInputRows : KernelKind<"select_input_rows", 2> {
 // columns [i*w, (i+1)*w) (DecodeModel::capturedRows). The target's hidden states after the
 // layers a drafter reads. At most one per function.
 def Capture : KernelKind<"capture", -1> {
+  let cudaLaunch = "enqueueCapture";
   let cudaKernels = "deviceCopy";
   let hasResult = 0;
 }

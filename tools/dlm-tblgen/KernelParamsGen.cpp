@@ -3,9 +3,9 @@
 // in declaration order: a struct <Kind>Params with one member per parameter (integer int64_t,
 // real double, flag bool, text std::string, weight WeightRef, slots std::vector<int64_t>, a
 // choice an enum class with its nameOf), an optional parameter's default applied, or a
-// std::optional where the .td gives none; its forEachWeight; and readParams, which parses a
-// record's parameters into it. Then KernelParams, a std::variant of the structs in kind order,
-// and kParamsReaders, the reader of each kind.
+// std::optional where the .td gives none; its forEachWeight and forEachField (name, value); and
+// readParams, which parses a record's parameters into it. Then KernelParams, a std::variant of
+// the structs in kind order, and kParamsReaders, the reader of each kind.
 #include "tools/dlm-tblgen/KernelRecords.h"
 
 #include "mlir/TableGen/GenInfo.h"
@@ -136,8 +136,19 @@ void emitWeightVisitor(const std::vector<KernelParameter> &parameters, const cha
   os << (weights.empty() ? "}\n" : " }\n");
 }
 
+// Every parameter with its name, in declaration order: what reads a record's parameters by the
+// names an artifact gives (the CUDA backend's declared launches).
+void emitFieldVisitor(const std::vector<KernelParameter> &parameters, const Constants &constants,
+                      llvm::raw_ostream &os) {
+  os << "  template <typename Visit> void forEachField(Visit &&"
+     << (parameters.empty() ? "" : "visit") << ") const {";
+  for (const KernelParameter &p : parameters)
+    os << " visit(std::string_view(" << constants.of(p.name) << "), " << memberOf(p.name) << ");";
+  os << (parameters.empty() ? "}\n" : " }\n");
+}
+
 void emitStruct(const Record &kind, const std::vector<KernelParameter> &parameters,
-                llvm::raw_ostream &os) {
+                const Constants &constants, llvm::raw_ostream &os) {
   os << "struct " << structOf(kind)
      << " {\n  static constexpr KernelKind kind = KernelKind::" << enumeratorOf(kind) << ";\n";
   for (const KernelParameter &p : parameters) {
@@ -150,6 +161,7 @@ void emitStruct(const Record &kind, const std::vector<KernelParameter> &paramete
   }
   emitWeightVisitor(parameters, "", os);
   emitWeightVisitor(parameters, " const", os);
+  emitFieldVisitor(parameters, constants, os);
   os << "};\n";
 }
 
@@ -185,7 +197,7 @@ bool emitKernelParams(const llvm::RecordKeeper &records, llvm::raw_ostream &os) 
       checkDeclaration(*kind, p);
     os << "\n// ---- " << kind->getValueAsString("name") << " ----\n";
     emitChoiceEnums(*kind, parameters, constants, os);
-    emitStruct(*kind, parameters, os);
+    emitStruct(*kind, parameters, constants, os);
     emitReader(*kind, parameters, constants, os);
   }
   os << "\n// Every kind's parameters, in the order of KernelKind.\nusing KernelParams = "

@@ -4,6 +4,7 @@
 //
 // Arguments: a, aStride, b, bStride, out, outStride (elements; multiples of the vector width),
 // rows. Grid: x = ceil(width / vector / 256), y = rows; 256 threads.
+#include "compiler/codegen/RecordKernels.h"
 #include "compiler/codegen/kernels/RowChunkKernel.h"
 
 namespace dlm::codegen {
@@ -17,6 +18,8 @@ StatusOr<KernelSource> generateAdd(const AddParams &params) {
   spec.parameters = {{"const ${element} *", "a"}, {"long long", "aStride"},
                      {"const ${element} *", "b"}, {"long long", "bStride"},
                      {"${element} *", "out"},     {"long long", "outStride"}};
+  spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
+                          "operand1_stride", "result",          "result_stride"};
   spec.chunk = R"cuda(  float x[kVector], y[kVector];
   dlm_device::loadFloats<kVector>(a + (long long)row * aStride + chunk * kVector, x);
   dlm_device::loadFloats<kVector>(b + (long long)row * bStride + chunk * kVector, y);
@@ -27,6 +30,13 @@ StatusOr<KernelSource> generateAdd(const AddParams &params) {
 )cuda";
   spec.summary = "a + b";
   return generateRowChunkKernel(spec);
+}
+
+// An add no GEMM absorbed (dlm-lower-to-kernel-program folds a residual add into the GEMM
+// before it when it can).
+Status RecordKernels::add() {
+  launched.push_back(generateAdd({width, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -33,6 +33,7 @@
 // Strides must be multiples of 16 bytes (8 bf16 / 4 f32 elements).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 #include <algorithm>
 
@@ -467,6 +468,23 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
                                               " storage.",
                                           body);
   return kernel;
+}
+
+Status RecordKernels::attention() {
+  const auto &p = as<kp::AttentionParams>();
+  AttentionParams attention;
+  attention.headDim = p.headDim;
+  attention.heads = p.heads;
+  attention.kvHeads = p.kvHeads;
+  const bool windowed = p.window.value_or(0) > 0;
+  if (p.mask == kp::AttentionMask::causal)
+    attention.mask = windowed ? MaskKind::slidingWindow : MaskKind::causal;
+  else
+    attention.mask = windowed ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
+  attention.pageSize = options.pageSize;
+  attention.element = element;
+  launched.push_back(generateAttention(attention));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -8,6 +8,7 @@
 // outStride (elements between output rows; a multiple of the access width).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 #include <cmath>
 
@@ -100,6 +101,9 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
                            {"element", std::string(elementTypeName(params.element))}};
   if (scaled)
     kernel.specialisation["scale"] = params.scale;
+  DLM_RETURN_IF_ERROR(declareLaunch(
+      kernel, {"tokens", "rows", "weight:weight", "weight_rows:weight", "result", "result_stride"},
+      "rows,1"));
   const std::string body =
       scaled ? expandTemplate(kScaledBody, {{"element", element},
                                             {"width", std::to_string(params.width)},
@@ -122,6 +126,11 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
           std::string(elementTypeName(params.element)) + ", a zero row for an out-of-range token.",
       body);
   return kernel;
+}
+
+Status RecordKernels::embedding() {
+  launched.push_back(generateEmbedding({width, element, as<kp::EmbeddingParams>().scale}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -4,6 +4,7 @@
 //
 // Arguments: gate, gateStride, up, upStride, out, outStride (elements; multiples of the vector
 // width), rows.
+#include "compiler/codegen/RecordKernels.h"
 #include "compiler/codegen/kernels/RowChunkKernel.h"
 
 namespace dlm::codegen {
@@ -32,6 +33,8 @@ StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &para
                      {"long long", "upStride"},
                      {"${element} *", "out"},
                      {"long long", "outStride"}};
+  spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
+                          "operand1_stride", "result",          "result_stride"};
   spec.helpers = "__device__ __forceinline__ float activate(float x) {\n" +
                  std::string(params.activation == Activation::silu ? kSilu : kGeluTanh) + "\n}";
   spec.chunk = R"cuda(  float g[kVector], u[kVector], result[kVector];
@@ -45,6 +48,13 @@ StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &para
   spec.summary = activation + "(gate) * up";
   spec.specialisation = {{"activation", activation}};
   return generateRowChunkKernel(spec);
+}
+
+Status RecordKernels::gatedActivation() {
+  const bool silu = std::holds_alternative<kp::SiluMulParams>(params);
+  launched.push_back(
+      generateGatedActivation({width, silu ? Activation::silu : Activation::geluTanh, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -10,6 +10,7 @@
 // multiples of the access width).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 namespace dlm::codegen {
 
@@ -96,6 +97,12 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
           std::to_string(params.pageSize) + "-slot pages.",
       body);
   return kernel;
+}
+
+Status RecordKernels::kvStore() {
+  DLM_ASSIGN_OR_RETURN(int64_t kvWidth, inputWidth());
+  launched.push_back(generateKvStore({kvWidth, options.pageSize, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -10,6 +10,7 @@
 // width (8 bf16 / 4 f32 when width allows it).
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 #include <algorithm>
 
@@ -126,6 +127,13 @@ StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
       kernel, "RMSNorm over rows of " + std::to_string(params.width) + ", fp32 accumulation.",
       body);
   return kernel;
+}
+
+Status RecordKernels::rmsNorm() {
+  const auto &p = as<kp::RmsNormParams>();
+  launched.push_back(p.weight ? normOf(p.weight)
+                              : generateRmsNorm({p.normWidth.value_or(width), false, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

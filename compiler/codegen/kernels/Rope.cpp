@@ -9,6 +9,7 @@
 // within a token), heads, tokens, positions [tokens].
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 #include <cmath>
 
@@ -116,6 +117,23 @@ StatusOr<KernelSource> generateRope(const RopeParams &params) {
           std::to_string(frequencyPairs) + " rotating pairs per head.",
       body);
   return kernel;
+}
+
+Status RecordKernels::rope() {
+  const auto &p = as<kp::RopeParams>();
+  RopeParams rope;
+  rope.headDim = p.headDim;
+  rope.theta = p.theta;
+  if (p.rotatedPairs < p.headDim / 2) {
+    // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
+    if (p.rotatedPairs <= 0)
+      return r.error("not supported yet: a rope record that rotates no pair");
+    rope.frequencyPairs = p.rotatedPairs;
+    rope.frequencyDim = p.headDim;
+  }
+  rope.element = element;
+  launched.push_back(generateRope(rope));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

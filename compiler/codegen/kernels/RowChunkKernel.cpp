@@ -48,6 +48,11 @@ StatusOr<KernelSource> generateRowChunkKernel(const RowChunkKernel &spec) {
   kernel.specialisation = spec.specialisation;
   kernel.specialisation["width"] = spec.width;
   kernel.specialisation["element"] = elementName;
+  std::vector<std::string> arguments = spec.launchArguments;
+  arguments.push_back("rows");
+  DLM_RETURN_IF_ERROR(
+      declareLaunch(kernel, arguments,
+                    std::to_string((spec.width / vector + kThreads - 1) / kThreads) + ",rows"));
   const std::string body =
       expandTemplate(kBody, {{"element", element},
                              {"width", std::to_string(spec.width)},

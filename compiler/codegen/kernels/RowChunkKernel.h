@@ -1,7 +1,7 @@
 // What the elementwise row kernels (add, scale, gated_activation) share: 256 threads per block,
 // each thread one vector of a row (grid x = ceil(width / vector / 256), y = rows), the guard, the
-// launch fields, the specialisation {width, element} and the translation unit. A kernel gives
-// only its parameters and the code for one in-range (row, chunk).
+// launch fields and the declared launch, the specialisation {width, element} and the translation
+// unit. A kernel gives only its parameters, their bindings and the code for one (row, chunk).
 #pragma once
 
 #include "compiler/codegen/KernelSource.h"
@@ -20,6 +20,9 @@ struct RowChunkKernel {
   int64_t width = 0;
   // Before the trailing `int rows` the helper adds; ${element} stands for the CUDA element type.
   std::vector<KernelParameter> parameters;
+  // What the CUDA backend binds each of them to (runtime/model/DeclaredLaunch.h), in order; the
+  // helper adds `rows` and the grid.
+  std::vector<std::string> launchArguments;
   // Device functions before the kernel (may be empty).
   std::string helpers;
   // The body for one (row, chunk): Element, kWidth, kVector and kChunks are defined.

@@ -4,6 +4,7 @@
 //
 // Arguments: x, xStride, factor, out, outStride (elements; multiples of the vector width), rows.
 // Grid: x = ceil(width / vector / 256), y = rows; 256 threads.
+#include "compiler/codegen/RecordKernels.h"
 #include "compiler/codegen/kernels/RowChunkKernel.h"
 
 namespace dlm::codegen {
@@ -19,6 +20,8 @@ StatusOr<KernelSource> generateScale(const ScaleParams &params) {
                      {"const ${element} *__restrict__", "factor"},
                      {"${element} *", "out"},
                      {"long long", "outStride"}};
+  spec.launchArguments = {"operand0", "operand0_stride", "weight:weight", "result",
+                          "result_stride"};
   spec.chunk = R"cuda(  const float f = dlm_device::toFloat(factor[0]);
   float values[kVector];
   dlm_device::loadFloats<kVector>(x + (long long)row * xStride + chunk * kVector, values);
@@ -29,6 +32,11 @@ StatusOr<KernelSource> generateScale(const ScaleParams &params) {
 )cuda";
   spec.summary = "x * factor[0]";
   return generateRowChunkKernel(spec);
+}
+
+Status RecordKernels::scale() {
+  launched.push_back(generateScale({width, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -21,6 +21,7 @@
 // Grid: x = ceil(width / 128), y = ceil(rows / 64); 256 threads.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
+#include "compiler/codegen/RecordKernels.h"
 
 namespace dlm::codegen {
 
@@ -199,6 +200,11 @@ StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params) 
           ", probabilities never stored.",
       body);
   return kernel;
+}
+
+Status RecordKernels::softEmbedding() {
+  launched.push_back(generateSoftEmbedding({width, element}));
+  return Status::ok();
 }
 
 } // namespace dlm::codegen

@@ -1587,5 +1587,39 @@ TEST(CudaBackendErrors, MissingKernelNamesWhatTheArtifactHas) {
       << backend.status().message();
 }
 
+// The declared launcher runs a kernel only as its generator declared it: a kernel whose declared
+// launch is gone, or names a parameter the record does not have, is refused at load by name.
+TEST(CudaBackendErrors, AKernelsDeclaredLaunchMustFitItsRecord) {
+  auto loadWith = [](const std::function<void(artifact::Attributes &)> &edit) {
+    TempDir dir;
+    TinyModelOptions options = baseOptions();
+    std::unique_ptr<GeneratedKernels> kernels = generateKernels(options, codegen::ElementType::f32);
+    for (artifact::Kernel &k : kernels->target.kernels)
+      if (k.kind == "embedding")
+        edit(k.parameters);
+    options.kernelTargets = {kernels->program, kernels->target};
+    TinyModel tiny(options);
+    BackendOptions backendOptions;
+    backendOptions.kvPageTokens = kPageSize;
+    std::unique_ptr<StandaloneBackend> created =
+        createStandalone(tiny, dir, "declared.dlm", backendOptions);
+    return created->backend.isOk() ? std::string() : created->backend.status().message();
+  };
+  EXPECT_EQ(loadWith([](artifact::Attributes &) {}), "");
+  const std::string none =
+      loadWith([](artifact::Attributes &a) { a.erase(std::string(spec::kernels::kLaunchGrid)); });
+  EXPECT_NE(none.find("its kernel declares no launch; recompile with dlmc compile --target cuda"),
+            std::string::npos)
+      << none;
+  const std::string parameter = loadWith([](artifact::Attributes &a) {
+    a[std::string(spec::kernels::kLaunchArguments)] =
+        std::string("tokens,rows,weight:table,weight_rows:weight,result,result_stride");
+  });
+  EXPECT_NE(parameter.find("its kernel reads parameter 'table', which the record has not as a "
+                           "weight"),
+            std::string::npos)
+      << parameter;
+}
+
 } // namespace
 } // namespace dlm::cuda
