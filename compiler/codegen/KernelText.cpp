@@ -168,15 +168,15 @@ Status declareLaunch(KernelSource &kernel, const std::vector<std::string> &argum
   if (!launch)
     return fail(launch.status().message());
   if (launch->arguments.size() != kernel.parameters.size())
-    return fail(std::to_string(arguments.size()) + " launch arguments for " +
+    return fail(std::to_string(launch->arguments.size()) + " launch arguments for " +
                 std::to_string(kernel.parameters.size()) + " parameters");
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string_view type = spec::kernels::argumentType(launch->arguments[i].source);
     const std::string &declared = kernel.parameters[i].type;
     const bool pointer = declared.find('*') != std::string::npos;
     if (type == "*" ? !pointer : pointer || declared != type)
-      return fail("launch argument '" + arguments[i] + "' is not of parameter '" +
-                  kernel.parameters[i].name + "''s type " + declared);
+      return fail("launch argument '" + arguments[i] + "' does not fit parameter '" +
+                  kernel.parameters[i].name + "' of type " + declared);
   }
   kernel.specialisation[std::string(spec::kernels::kLaunchArguments)] = text;
   kernel.specialisation[std::string(spec::kernels::kLaunchGrid)] = grid;

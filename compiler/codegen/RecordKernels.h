@@ -17,9 +17,9 @@
 
 namespace dlm::codegen {
 
-// One record's parameters, with errors that name it.
 namespace kp = spec::kernels;
 
+// One record's parameters, with errors that name it.
 class RecordView {
 public:
   RecordView(const artifact::Kernel &record, size_t index)

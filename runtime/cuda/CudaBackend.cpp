@@ -227,7 +227,8 @@ Status CudaBackend::supports(const program::ProgramRecord &record) const {
   return Status::ok();
 }
 
-Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord &bound,
+Status CudaBackend::bindRecord(const program::KernelProgram &program,
+                               const program::ProgramRecord &record, BoundRecord &bound,
                                std::vector<DeviceKernel> &kernels) {
   using program::KernelKind;
   auto mismatch = [&](const std::string &what) {
@@ -315,7 +316,7 @@ Status CudaBackend::bindRecord(const program::ProgramRecord &record, BoundRecord
     return Status::ok();
   if (!bound.kernel.function)
     return mismatch("no kernel for the record");
-  Status declared = bindDeclaredLaunch(record, bound);
+  Status declared = bindDeclaredLaunch(program, record, bound);
   return declared.isOk() ? declared : mismatch(declared.message());
 }
 
@@ -349,7 +350,7 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
     function.bound.assign(program.kernels.size(), BoundRecord{});
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       const program::ProgramRecord &record = program.kernels[i];
-      DLM_RETURN_IF_ERROR(bindRecord(record, function.bound[i], kernels));
+      DLM_RETURN_IF_ERROR(bindRecord(program, record, function.bound[i], kernels));
       for (const spec::kernels::WeightRef *weight : record.weights())
         weightNames.push_back(weight->name);
       if (function.bound[i].widen.function && record.weightParameter())

@@ -261,11 +261,12 @@ private:
   Status bindProgram(const artifact::ArtifactReader &artifact);
   // Binds one record to its kernels (the comma-separated cuda_kernel list) and checks that they
   // compute what the record asks.
-  Status bindRecord(const program::ProgramRecord &record, BoundRecord &bound,
-                    std::vector<DeviceKernel> &kernels);
+  Status bindRecord(const program::KernelProgram &program, const program::ProgramRecord &record,
+                    BoundRecord &bound, std::vector<DeviceKernel> &kernels);
   // The declared launch of the record's kernel, its parameters bound (not its weights: they are
   // found once uploaded).
-  static Status bindDeclaredLaunch(const program::ProgramRecord &record, BoundRecord &bound);
+  static Status bindDeclaredLaunch(const program::KernelProgram &program,
+                                   const program::ProgramRecord &record, BoundRecord &bound);
   static Status bindParameter(const program::ProgramRecord &record,
                               BoundRecord::DeclaredArgument &declared);
   // The function called `name` (empty: the default), else an error listing them.

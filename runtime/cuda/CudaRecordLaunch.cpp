@@ -183,7 +183,8 @@ Status CudaBackend::copyRows(const program::ProgramRecord &k, CUdeviceptr to, CU
       (k.fullName + ": cuMemcpyDtoDAsync").c_str());
 }
 
-Status CudaBackend::bindDeclaredLaunch(const program::ProgramRecord &record, BoundRecord &bound) {
+Status CudaBackend::bindDeclaredLaunch(const program::KernelProgram &program,
+                                       const program::ProgramRecord &record, BoundRecord &bound) {
   const artifact::Attributes &specialisation = bound.kernel.record->parameters;
   auto text = [&](std::string_view key) -> const std::string * {
     auto it = specialisation.find(key);
@@ -197,16 +198,26 @@ Status CudaBackend::bindDeclaredLaunch(const program::ProgramRecord &record, Bou
   DLM_ASSIGN_OR_RETURN(kp::DeclaredLaunch launch, kp::parseDeclaredLaunch(*arguments, *grid));
   bound.gridX = launch.x;
   bound.gridY = launch.y;
+  // A slot the launch reads lives in the workspace (the token ids and positions are `tokens`
+  // and `positions`, not operands).
+  auto inWorkspace = [&](int64_t slot) {
+    return slot >= 0 && program.slots[static_cast<size_t>(slot)].offset >= 0;
+  };
   for (kp::LaunchArgument &argument : launch.arguments) {
-    BoundRecord::DeclaredArgument declared{argument};
-    if (argument.source == kp::ArgumentSource::operand ||
-        argument.source == kp::ArgumentSource::operandStride) {
-      if (argument.operand >= static_cast<int64_t>(record.operands.size()))
-        return Status::error("its kernel reads operand " + str(argument.operand) + " of " +
-                             str(static_cast<int64_t>(record.operands.size())));
-    } else if (!argument.parameter.empty()) {
+    BoundRecord::DeclaredArgument declared;
+    declared.argument = argument;
+    const bool operand = argument.source == kp::ArgumentSource::operand ||
+                         argument.source == kp::ArgumentSource::operandStride;
+    const bool result = argument.source == kp::ArgumentSource::result ||
+                        argument.source == kp::ArgumentSource::resultStride;
+    if (operand && (argument.operand >= static_cast<int64_t>(record.operands.size()) ||
+                    !inWorkspace(record.operands[static_cast<size_t>(argument.operand)])))
+      return Status::error("its kernel reads operand " + str(argument.operand) +
+                           ", which is not one of the record's rows");
+    if (result && !inWorkspace(record.result))
+      return Status::error("its kernel writes a result the record has not");
+    if (!argument.parameter.empty())
       DLM_RETURN_IF_ERROR(bindParameter(record, declared));
-    }
     bound.declared.push_back(std::move(declared));
   }
   return Status::ok();

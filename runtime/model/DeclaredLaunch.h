@@ -17,6 +17,7 @@
 
 #include "support/Status.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -145,12 +146,13 @@ inline StatusOr<GridDimension> parseGridDimension(std::string_view text) {
 inline StatusOr<DeclaredLaunch> parseDeclaredLaunch(std::string_view arguments,
                                                     std::string_view grid) {
   DeclaredLaunch launch;
-  while (!arguments.empty()) {
-    const size_t comma = arguments.find(',');
+  // Split at every comma: "a,,b" and "a," hold an empty argument, which is refused.
+  for (size_t begin = 0; !arguments.empty() && begin <= arguments.size();) {
+    const size_t comma = std::min(arguments.find(',', begin), arguments.size());
     DLM_ASSIGN_OR_RETURN(LaunchArgument argument,
-                         detail::parseLaunchArgument(arguments.substr(0, comma)));
+                         detail::parseLaunchArgument(arguments.substr(begin, comma - begin)));
     launch.arguments.push_back(std::move(argument));
-    arguments = comma == arguments.npos ? std::string_view() : arguments.substr(comma + 1);
+    begin = comma + 1;
   }
   const size_t comma = grid.find(',');
   if (comma == grid.npos)

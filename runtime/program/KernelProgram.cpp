@@ -117,6 +117,7 @@ private:
     RecordChecker checker(r, kernel, program_, widths, place.width, weights_, widenProjections_,
                           kv_, position + 1 == indices_.size());
     DLM_RETURN_IF_ERROR((checker.*(spec->check))());
+    DLM_RETURN_IF_ERROR(checker.declaredConstraints());
     if (kernel.kind() == KernelKind::normLinear && !program_.kernels.empty()) {
       const ProgramRecord &previous = program_.kernels.back();
       kernel.reusesNorm =

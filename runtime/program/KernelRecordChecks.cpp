@@ -36,6 +36,15 @@ constexpr bool checksInKindOrder() {
 }
 static_assert(checksInKindOrder());
 
+// A value in a declared constraint's message.
+[[maybe_unused]] std::string valueText(int64_t value) { return std::to_string(value); }
+[[maybe_unused]] std::string valueText(double value) { return std::to_string(value); }
+[[maybe_unused]] std::string valueText(bool value) { return value ? "true" : "false"; }
+[[maybe_unused]] std::string valueText(const std::string &value) { return "'" + value + "'"; }
+template <typename T> std::string valueText(const std::optional<T> &value) {
+  return value ? valueText(*value) : std::string("absent");
+}
+
 // What a parameter of `type` is in an error: "... is missing or not a real".
 const char *typeName(kp::ParameterType type) {
   switch (type) {
@@ -134,8 +143,6 @@ Status RecordChecker::embedding() {
   if (p.weight.tensor->rows < d.embeddingSize)
     return r.error("the table has " + str(p.weight.tensor->rows) + " rows for " +
                    str(d.embeddingSize) + " token ids");
-  if (!std::isfinite(p.scale))
-    return r.error("the embedding scale is not finite");
   return Status::ok();
 }
 
@@ -143,8 +150,6 @@ Status RecordChecker::softEmbedding() {
   auto &p = params<kp::SoftEmbeddingParams>();
   DLM_RETURN_IF_ERROR(resolve(p.weight));
   DLM_RETURN_IF_ERROR(expectWidth(p.weight.tensor->cols, width, "the table's row width"));
-  if (!std::isfinite(p.scale))
-    return r.error("the embedding scale is not finite");
   if (p.maskToken && (*p.maskToken < 0 || *p.maskToken >= d.embeddingSize))
     return r.error("mask_token " + str(*p.maskToken) + " is not a token id of the " +
                    str(d.embeddingSize) + "-row embedding");
@@ -218,20 +223,6 @@ Status RecordChecker::linear() {
   return Status::ok();
 }
 
-Status RecordChecker::rope() {
-  const auto &p = params<kp::RopeParams>();
-  DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the input width"));
-  if (p.headDim <= 0 || p.headDim % 2 != 0 || width % p.headDim != 0)
-    return r.error("head_dim " + str(p.headDim) + " does not split rows of " + str(width) +
-                   " into heads of pairs");
-  if (p.rotatedPairs < 0 || p.rotatedPairs > p.headDim / 2)
-    return r.error("rotated_pairs " + str(p.rotatedPairs) + " is outside [0, " +
-                   str(p.headDim / 2) + "] (head_dim " + str(p.headDim) + ")");
-  if (!(p.theta > 0))
-    return r.error("theta must be positive");
-  return Status::ok();
-}
-
 Status RecordChecker::kvStore() {
   // A kv_store past the model's layers adds a KV layer (a drafter's, after its target's).
   if (kernel.layer < 0 || kernel.layer >= kMaxKvLayers)
@@ -275,12 +266,6 @@ Status RecordChecker::attention() {
                    " values per token");
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], *queryWidth, "the queries' width"));
   DLM_RETURN_IF_ERROR(expectWidth(width, widths[0], "the result width"));
-  // Positive: a kernel reads 0 as "1 / sqrt(head_dim)" (AttentionShape).
-  if (!(p.scale > 0) || !std::isfinite(p.scale))
-    return r.error("the attention scale " + std::to_string(p.scale) +
-                   " is not positive and finite");
-  if (p.window && *p.window <= 0)
-    return r.error("window " + str(*p.window) + " is not positive");
   return Status::ok();
 }
 
@@ -343,15 +328,29 @@ Status RecordChecker::capture() {
   return Status::ok();
 }
 
-// Every operand of the result's width: add, silu_mul, gelu_mul, select_input_rows, and any kind
-// whose shapes ask no more (the check a new kind may name in its .td entry).
-Status RecordChecker::sameWidths() {
-  for (size_t i = 0; i < widths.size(); ++i) {
-    const std::string operand = i == 0   ? "the first operand"
-                                : i == 1 ? "the second operand"
-                                         : "operand " + str(static_cast<int64_t>(i));
-    DLM_RETURN_IF_ERROR(expectWidth(widths[i], width, operand + "'s width"));
+// A kind whose constraints (KernelOps.td) say all: its weights resolved, in declaration order.
+Status RecordChecker::constraintsOnly() {
+  Status status = Status::ok();
+  std::visit(
+      [&](auto &params) {
+        params.forEachWeight([&](kp::WeightRef &weight) {
+          if (status.isOk())
+            status = resolve(weight);
+        });
+      },
+      kernel.params);
+  return status;
+}
+
+Status RecordChecker::declaredConstraints() {
+#define DLM_KERNEL_CONSTRAINTS
+#define DLM_KERNEL_CONSTRAINT(Kind, Params, condition, message)                                    \
+  if (kernel.kind() == KernelKind::Kind) {                                                         \
+    [[maybe_unused]] const auto &p = kernel.as<kp::Params>();                                      \
+    if (!condition)                                                                                \
+      return r.error(message);                                                                     \
   }
+#include "runtime/schema/KernelRecordSpec.inc"
   return Status::ok();
 }
 
@@ -371,8 +370,6 @@ Status RecordChecker::lmHead() {
   DLM_RETURN_IF_ERROR(expectWidth(widths[0], d.hidden, "the input width"));
   if (weight.rows < width)
     return r.error("the weight has " + str(weight.rows) + " rows for " + str(width) + " logits");
-  if (p.softcap && !(*p.softcap > 0 && std::isfinite(*p.softcap)))
-    return r.error("softcap must be positive");
   return Status::ok();
 }
 

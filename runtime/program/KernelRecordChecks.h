@@ -32,11 +32,14 @@ public:
         d(weights.dims()), widenProjections(widenProjections), kvWidths(kv.widths),
         storedK(kv.storedK), storedV(kv.storedV), last(last) {}
 
-  // Each kind's check, named by runtime/schema/KernelOps.td (rope for rope; linear for linear and
-  // norm_linear, sameWidths for add, silu_mul, gelu_mul and select_input_rows).
+  // Each kind's check, named by runtime/schema/KernelOps.td (kvStore for kv_store; linear for
+  // linear and norm_linear, constraintsOnly for the kinds its constraints describe whole: rope,
+  // add, silu_mul, gelu_mul, select_input_rows).
 #define DLM_KERNEL_RECORD_CHECKS_MEMBERS
 #define DLM_KERNEL_MEMBER(member) Status member();
 #include "runtime/schema/KernelRecordSpec.inc"
+  // The constraints runtime/schema/KernelOps.td declares for the record's kind (after its check).
+  Status declaredConstraints();
 
 private:
   // The record's parameters, as its kind declares them.

@@ -69,6 +69,23 @@ class ParameterConstant<string parameterName, string cppName> {
 def : ParameterConstant<"scale", "ScaleParameter">;
 def : ParameterConstant<"down", "DownWeight">;
 
+// A condition every record of a kind meets, as ODS's CPred: a C++ condition in which $name is a
+// parameter of the kind (its typed value; a weight's WeightRef, resolved to its host tensor),
+// $width the result's width (kinds with a result) and $operandN operand N's width. `message`
+// says what is wrong, with the same $names standing for their values, and $(expression) for an
+// expression's (evaluated only when the condition fails: guard what it divides by). The loader
+// checks them in order, after the kind's check.
+class Constraint<string condition, string text> {
+  string predicate = condition;
+  string message = text;
+}
+// Operand `index` has the result's width ("the first operand's width is 8, expected 16").
+class OperandWidth<int index, string what>
+    : Constraint<"$operand" # index # " == $width",
+                 what # " is $operand" # index # ", expected $width">;
+defvar TwoOperandsOfTheResultWidth = [OperandWidth<0, "the first operand's width">,
+                                      OperandWidth<1, "the second operand's width">];
+
 //===----------------------------------------------------------------------===//
 // What every record has, whatever its kind
 //===----------------------------------------------------------------------===//
@@ -103,10 +120,11 @@ def KernelRecordCommon {
 // defaults to the kind's name (`rms_norm`: rmsNorm, runRmsNorm, rmsNorm), and kinds that share
 // one say which:
 //   check        the check of its shapes (RecordChecker, runtime/program/KernelRecordChecks.h);
-//                "sameWidths" when every operand has the result's width and nothing more holds
+//                "constraintsOnly" when its `constraints` say all (it resolves the weights)
 //   cpuRunner    its CPU runner (CpuBackend)
-//   cudaKernels  the generator of the CUDA kernels it launches (RecordKernels,
-//                compiler/codegen/ModelKernels.cpp; a kind that launches none has one too)
+//   cudaKernels  the generator of the CUDA kernels it launches (a RecordKernels member,
+//                compiler/codegen/RecordKernels.h, defined beside its generator in
+//                compiler/codegen/kernels/; a kind that launches none has one too)
 //   cudaLaunch   its launch on the CUDA backend (CudaBackend): by default enqueueDeclared, which
 //                launches its kernel as the generator declared (runtime/model/DeclaredLaunch.h:
 //                each argument's binding and the grid); a kind whose launch is more (several
@@ -128,10 +146,13 @@ class KernelKind<string kindName, int operandCount> {
   // any operand (an add commutes; a row selection reads each row of either operand first). An
   // accumulating linear sits on its residual whatever this says.
   string inPlace = "none";
+  // Conditions on its shapes and parameters, checked after `check` (Constraint above).
+  list<Constraint> constraints = [];
 }
 
 // tokens → x: the rows of `weight` [E, W] for the token ids, times scale (1.0: none), in float32.
 def Embedding : KernelKind<"embedding", 1> {
+  let constraints = [Constraint<"std::isfinite($scale)", "the embedding scale is not finite">];
   let profileCategory = "embedding";
   let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale);
 }
@@ -166,6 +187,15 @@ def Linear : KernelKind<"linear", 1> {
 // position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
 // "proportional" RoPE); the other pairs pass through.
 def Rope : KernelKind<"rope", 2> {
+  let check = "constraintsOnly";
+  let constraints = [OperandWidth<0, "the input width">,
+                     Constraint<"$head_dim > 0 && $head_dim % 2 == 0 && $width % $head_dim == 0",
+                                "head_dim $head_dim does not split rows of $width into heads of " #
+                                "pairs">,
+                     Constraint<"$rotated_pairs >= 0 && $rotated_pairs <= $head_dim / 2",
+                                "rotated_pairs $rotated_pairs is outside [0, $($head_dim / 2)] " #
+                                "(head_dim $head_dim)">,
+                     Constraint<"$theta > 0", "theta must be positive">];
   let cudaLaunch = "enqueueRope";
   let profileCategory = "rope";
   let inPlace = "first";
@@ -184,6 +214,10 @@ def KvStore : KernelKind<"kv_store", 2> {
 // forward's first fed position, and the keys j before it with first - j < W (DiffusionGemma's
 // decoder on sliding layers: the last W - 1 cached positions).
 def Attention : KernelKind<"attention", 3> {
+  // A positive scale: a kernel reads 0 as "1 / sqrt(head_dim)" (AttentionShape).
+  let constraints = [Constraint<"$scale > 0 && std::isfinite($scale)",
+                                "the attention scale $scale is not positive and finite">,
+                     Constraint<"!$window || *$window > 0", "window $window is not positive">];
   let cudaLaunch = "enqueueAttention";
   let profileCategory = "attention";
   let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
@@ -195,13 +229,15 @@ def Attention : KernelKind<"attention", 3> {
 // a, b → a + b.
 def Add : KernelKind<"add", 2> {
   let inPlace = "any";
-  let check = "sameWidths";
+  let check = "constraintsOnly";
+  let constraints = TwoOperandsOfTheResultWidth;
   let cpuRunner = "runElementwise";
 }
 // gate, up → silu(gate) * up.
 def SiluMul : KernelKind<"silu_mul", 2> {
   let inPlace = "first";
-  let check = "sameWidths";
+  let check = "constraintsOnly";
+  let constraints = TwoOperandsOfTheResultWidth;
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
 }
@@ -209,6 +245,8 @@ def SiluMul : KernelKind<"silu_mul", 2> {
 // softcap (none when absent): logits = softcap * tanh(logits / softcap), in float32. The last
 // record of its function.
 def LmHead : KernelKind<"lm_head", 1> {
+  let constraints = [Constraint<"!$softcap || (*$softcap > 0 && std::isfinite(*$softcap))",
+                                "softcap must be positive">];
   let profileCategory = "lmHead";
   let cudaLaunch = "enqueueProjection";
   let parameters = (ins Optional<Weight>:$norm_weight, Optional<Real>:$eps,
@@ -223,7 +261,8 @@ def Scale : KernelKind<"scale", 1> {
 // gate, up → gelu_tanh(gate) * up.
 def GeluMul : KernelKind<"gelu_mul", 2> {
   let inPlace = "first";
-  let check = "sameWidths";
+  let check = "constraintsOnly";
+  let constraints = TwoOperandsOfTheResultWidth;
   let cpuRunner = "runElementwise";
   let cudaKernels = "gatedActivation";
 }
@@ -235,6 +274,7 @@ def GeluMul : KernelKind<"gelu_mul", 2> {
 // token is that id; the others are zero rows (iteration smoothing's masked positions). weight
 // [E, H] (the embedding table).
 def SoftEmbedding : KernelKind<"soft_embedding", 0> {
+  let constraints = [Constraint<"std::isfinite($scale)", "the embedding scale is not finite">];
   let profileCategory = "embedding";
   let cudaLaunch = "enqueuePerPart";
   let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale,
@@ -273,7 +313,8 @@ def ForwardInput : KernelKind<"forward_input", 0> {
 // drafter's K/V input: the context rows' projected features, then the block rows' normed states.
 def SelectInputRows : KernelKind<"select_input_rows", 2> {
   let inPlace = "any";
-  let check = "sameWidths";
+  let check = "constraintsOnly";
+  let constraints = TwoOperandsOfTheResultWidth;
   let cudaKernels = "deviceCopy";
   let cudaLaunch = "enqueuePerPart";
 }

@@ -7,7 +7,8 @@
 // gives instead the rows of that table, in kind order, as DLM_KERNEL_HANDLER(kind, member) calls
 // the includer defines (the kind's enumerator, the handler or category the .td names); with the
 // same name and _MEMBERS, each handler once as DLM_KERNEL_MEMBER(member), which the handling
-// class expands into its declarations.
+// class expands into its declarations. With DLM_KERNEL_CONSTRAINTS, each kind's declared
+// constraints as DLM_KERNEL_CONSTRAINT(kind, Params, condition, message).
 #include "tools/dlm-tblgen/KernelRecords.h"
 
 #include "mlir/TableGen/GenInfo.h"
@@ -146,6 +147,69 @@ void emitMembers(const llvm::RecordKeeper &records, StringRef field, StringRef p
   }
 }
 
+// A constraint's text with each $name replaced: $width (the result's width), $operandN (operand
+// N's), or a parameter of the kind (p.<member>). `quoted`: the text is a message, so each value,
+// and each $(expression) of them (no nested parentheses), becomes `" + valueText(...) + "` inside
+// a string literal.
+std::string substitute(const Record &kind, StringRef text, bool quoted) {
+  std::set<std::string> names;
+  for (const KernelParameter &p : parametersOf(kind))
+    names.insert(p.name);
+  std::string result;
+  StringRef rest = text;
+  while (true) {
+    const size_t dollar = rest.find('$');
+    const StringRef plain = rest.substr(0, dollar);
+    if (quoted && plain.contains('\\'))
+      llvm::PrintFatalError(&kind, "a constraint's message has a backslash");
+    result += quoted ? llvm::join(llvm::split(plain, '"'), "\\\"") : plain.str();
+    if (dollar == StringRef::npos)
+      break;
+    rest = rest.substr(dollar + 1);
+    if (quoted && rest.consume_front("(")) {
+      // $(expression) in a message: the value of a C++ expression over $names.
+      const size_t close = rest.find(')');
+      if (close == StringRef::npos)
+        llvm::PrintFatalError(&kind, "a constraint's message opens '$(' without a ')'");
+      result += "\" + valueText(" + substitute(kind, rest.substr(0, close), false) + ") + \"";
+      rest = rest.substr(close + 1);
+      continue;
+    }
+    const size_t end = rest.find_if_not([](char c) { return llvm::isAlnum(c) || c == '_'; });
+    const StringRef name = rest.substr(0, end);
+    StringRef index = name;
+    std::string value;
+    unsigned operand = 0;
+    if (name == "width" && kind.getValueAsBit("hasResult"))
+      value = "width";
+    else if (index.consume_front("operand") && !index.getAsInteger(10, operand) &&
+             static_cast<int64_t>(operand) < kind.getValueAsInt("operands"))
+      value = "widths[" + std::to_string(operand) + "]";
+    else if (names.count(name.str()))
+      value = "p." + llvm::convertToCamelFromSnakeCase(name);
+    else
+      llvm::PrintFatalError(
+          &kind, "a constraint reads '$" + name +
+                     "', which is not $width of a kind with a result, $operandN of one of its "
+                     "operands or a parameter");
+    result += quoted ? "\" + valueText(" + value + ") + \"" : value;
+    rest = end == StringRef::npos ? StringRef() : rest.substr(end);
+  }
+  return result;
+}
+
+// Each constraint as DLM_KERNEL_CONSTRAINT(kind, Params, condition, message), the message a C++
+// string expression.
+void emitConstraints(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
+  for (const Record *kind : kindsOf(records))
+    for (const Record *constraint : kind->getValueAsListOfDefs("constraints"))
+      os << "DLM_KERNEL_CONSTRAINT(" << enumeratorOf(*kind) << ", "
+         << camel(kind->getValueAsString("name")) << "Params, ("
+         << substitute(*kind, constraint->getValueAsString("predicate"), false)
+         << "), std::string(\"" << substitute(*kind, constraint->getValueAsString("message"), true)
+         << "\"))\n";
+}
+
 bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
   llvm::emitSourceFileHeader("The kernel records' contract (runtime/schema/KernelOps.td)", os,
                              records);
@@ -165,6 +229,9 @@ bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &
     emitMembers(records, field, prefix, os);
     os << "#undef " << guard << "_MEMBERS\n#undef DLM_KERNEL_MEMBER\n";
   }
+  os << "#elif defined(DLM_KERNEL_CONSTRAINTS)\n";
+  emitConstraints(records, os);
+  os << "#undef DLM_KERNEL_CONSTRAINTS\n#undef DLM_KERNEL_CONSTRAINT\n";
   os << "#else\n\n";
   emitContract(records, os);
   os << "\n#endif\n";

@@ -51,6 +51,7 @@ TEST(DeclaredLaunch, RejectsWhatIsNotInTheVocabulary) {
   EXPECT_NE(error("operandx_stride", "1,rows").find("'operandx_stride'"), std::string::npos);
   EXPECT_NE(error("weight:", "1,rows").find("'weight:'"), std::string::npos);
   EXPECT_NE(error("result,,rows", "1,rows").find("launch argument ''"), std::string::npos);
+  EXPECT_NE(error("result,rows,", "1,rows").find("launch argument ''"), std::string::npos);
   EXPECT_NE(error("rows", "rows").find("launch grid 'rows' is not 'X,Y'"), std::string::npos);
   EXPECT_NE(error("rows", "0,rows").find("grid dimension '0'"), std::string::npos);
   EXPECT_NE(error("rows", "rows,-1").find("grid dimension '-1'"), std::string::npos);
@@ -87,11 +88,12 @@ TEST(DeclaredLaunch, DeclareLaunchHoldsBindingsToTheSignature) {
   Status type = codegen::declareLaunch(kernel, {"operand0", "rows", "rows"}, "1,rows");
   EXPECT_EQ(
       type.message(),
-      "scale kernel k: launch argument 'rows' is not of parameter 'xStride''s type long long");
+      "scale kernel k: launch argument 'rows' does not fit parameter 'xStride' of type long long");
   Status pointer =
       codegen::declareLaunch(kernel, {"result_stride", "operand0_stride", "rows"}, "1,rows");
-  EXPECT_NE(pointer.message().find("'result_stride' is not of parameter 'x''s type const float *"),
-            std::string::npos);
+  EXPECT_NE(
+      pointer.message().find("'result_stride' does not fit parameter 'x' of type const float *"),
+      std::string::npos);
   Status unknown = codegen::declareLaunch(kernel, {"operand0", "stride", "rows"}, "1,rows");
   EXPECT_NE(unknown.message().find("launch argument 'stride' is not one of"), std::string::npos);
 }

@@ -184,6 +184,17 @@ TEST_F(KernelProgramTest, MissingParameter) {
       << error();
 }
 
+// The constraints KernelOps.td declares are checked after the kind's own check (rope's theta
+// here; SpeculativeRecords meets select_input_rows' operand widths, their values filled in).
+TEST_F(KernelProgramTest, DeclaredConstraintsAreChecked) {
+  record("layers.0.rope").parameters["theta"] = -2.0;
+  EXPECT_NE(error().find("('layers.0.rope'): theta must be positive"), std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.0.rope").parameters["theta"] = 10.0;
+  EXPECT_EQ(error(), "(built)");
+}
+
 // An accumulating GEMM may sit exactly on its residual (the add it absorbed was in place), and
 // on nothing else that is read later: its input, say.
 TEST_F(KernelProgramTest, AccumulatingGemmsArePlannedInPlaceOnTheirResidualOnly) {
@@ -313,7 +324,10 @@ TEST_F(KernelProgramTest, SpeculativeRecords) {
   EXPECT_NE(error().find("a function captures its rows once"), std::string::npos) << error();
   records.erase(records.end() - 2);
   records[records.size() - 3].parameters["width"] = width + 1;
-  EXPECT_NE(error().find("the first operand's width"), std::string::npos) << error();
+  EXPECT_NE(error().find("the first operand's width is " + std::to_string(width) + ", expected " +
+                         std::to_string(width + 1)),
+            std::string::npos)
+      << error();
 }
 
 // Found by fuzz/artifact: head counts near 2^63 overflowed int64 in the width checks.
