@@ -244,22 +244,16 @@ Status CudaBackend::bindRecord(const program::KernelProgram &program,
     DLM_ASSIGN_OR_RETURN(DeviceKernel kernel, modules_->named(name));
     kernels.push_back(kernel);
     const std::string &kind = kernel.record->kind;
-    auto text = [&](std::string_view key) -> std::string {
-      auto it = kernel.record->parameters.find(key);
-      return it != kernel.record->parameters.end() &&
-                     std::holds_alternative<std::string>(it->second)
-                 ? std::get<std::string>(it->second)
-                 : std::string();
-    };
     if (kind == "softcap")
       bound.softcap = kernel;
     else if (kind == "moe_route")
       bound.moeRoute = kernel;
     else if (kind == "moe_plan")
       bound.moePlan = kernel;
-    else if (kind == "moe_experts")
-      (text("stage") == "gate_up" ? bound.moeGateUp : bound.moeDown) = kernel;
-    else if (kind == "moe_combine")
+    else if (kind == "moe_experts") {
+      const std::string *stage = kernel.text("stage");
+      (stage && *stage == "gate_up" ? bound.moeGateUp : bound.moeDown) = kernel;
+    } else if (kind == "moe_combine")
       bound.moeCombine = kernel;
     else if (kind == "widen_weight")
       bound.widen = kernel;
@@ -286,11 +280,8 @@ Status CudaBackend::bindRecord(const program::KernelProgram &program,
     break;
   }
   case KernelKind::attention: {
-    auto mask = bound.kernel.record->parameters.find("mask");
-    const std::string name = mask != bound.kernel.record->parameters.end() &&
-                                     std::holds_alternative<std::string>(mask->second)
-                                 ? std::get<std::string>(mask->second)
-                                 : std::string();
+    const std::string *mask = bound.kernel.text("mask");
+    const std::string name = mask ? *mask : std::string();
     const bool windowed = name == "sliding_window" || name == "bidirectional_window";
     const int64_t window = record.as<spec::kernels::AttentionParams>().window.value_or(0);
     if (windowed != (window > 0))

@@ -185,14 +185,8 @@ Status CudaBackend::copyRows(const program::ProgramRecord &k, CUdeviceptr to, CU
 
 Status CudaBackend::bindDeclaredLaunch(const program::KernelProgram &program,
                                        const program::ProgramRecord &record, BoundRecord &bound) {
-  const artifact::Attributes &specialisation = bound.kernel.record->parameters;
-  auto text = [&](std::string_view key) -> const std::string * {
-    auto it = specialisation.find(key);
-    return it != specialisation.end() && std::holds_alternative<std::string>(it->second)
-               ? &std::get<std::string>(it->second)
-               : nullptr;
-  };
-  const std::string *arguments = text(kp::kLaunchArguments), *grid = text(kp::kLaunchGrid);
+  const std::string *arguments = bound.kernel.text(kp::kLaunchArguments),
+                    *grid = bound.kernel.text(kp::kLaunchGrid);
   if (!arguments || !grid)
     return Status::error("its kernel declares no launch");
   DLM_ASSIGN_OR_RETURN(kp::DeclaredLaunch launch, kp::parseDeclaredLaunch(*arguments, *grid));

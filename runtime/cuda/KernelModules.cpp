@@ -45,6 +45,13 @@ int64_t DeviceKernel::integer(std::string_view name, int64_t fallback) const {
   return std::get<int64_t>(it->second);
 }
 
+const std::string *DeviceKernel::text(std::string_view name) const {
+  auto it = record->parameters.find(name);
+  if (it == record->parameters.end() || !std::holds_alternative<std::string>(it->second))
+    return nullptr;
+  return &std::get<std::string>(it->second);
+}
+
 StatusOr<KernelTargetChoice>
 chooseKernelTarget(const std::vector<artifact::KernelTarget> &targets, int architecture) {
   std::vector<const artifact::KernelTarget *> cuda;

@@ -27,6 +27,8 @@ struct DeviceKernel {
 
   // An integer specialisation parameter (head_dim, page_size, rows_per_warp, ...), or `fallback`.
   int64_t integer(std::string_view name, int64_t fallback = 0) const;
+  // A text specialisation parameter (mask, stage, launch_arguments, ...), or null when absent.
+  const std::string *text(std::string_view name) const;
 };
 
 enum class KernelCode { cubin, ptx, source };
