@@ -13,13 +13,11 @@ void buildAutoregressive(ModuleOp module) {
   PolicyBuilder p(module, "autoregressive");
   ImplicitLocOpBuilder &b = p.b();
   Value maxNewTokens = p.intKnob("max_new_tokens", 64);
-  Value temperature = p.realKnob("temperature", 0.0);
-  Value topK = p.intKnob("top_k", 0);
-  Value topP = p.realKnob("top_p", 1.0);
+  const SamplingKnobs sampling = declareSamplingKnobs(p);
 
   Value zero = p.integer(0), one = p.integer(1);
   checkNewTokens(p, maxNewTokens);
-  checkSampling(p, temperature, topK, topP);
+  checkSampling(p, sampling);
 
   Value promptLength = p.fact("prompt_len");
   Value total =
@@ -43,11 +41,7 @@ void buildAutoregressive(ModuleOp module) {
         p.forward({"append", next, last, last, next});
         gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
         gen::WindowOp::create(b, next, end);
-        auto sample =
-            p.named({"token", "confidence"},
-                    gen::SampleOp::create(b, p.tokens(), p.reals(), Type(), Type(), Type(),
-                                          "gumbel_max", temperature, p.integer(-1), step, "all",
-                                          StringAttr(), topK, topP));
+        gen::SampleOp sample = sampleRows(p, sampling, step, "token");
         Value kept =
             p.named({"kept"},
                     gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), "top_k", "all",

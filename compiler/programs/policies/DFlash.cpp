@@ -28,7 +28,8 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value maxNewTokens, blockSize, temperature, topK, topP;
+  Value maxNewTokens, blockSize;
+  SamplingKnobs sampling;
 };
 
 void checkRequest(PolicyBuilder &p, const Knobs &k) {
@@ -37,14 +38,7 @@ void checkRequest(PolicyBuilder &p, const Knobs &k) {
           k.blockSize);
   p.check(p.ge("hasMask", p.fact("mask"), p.integer(0)),
           "DFlash decoding needs the drafter's mask token (dlmc compile TARGET --draft DRAFT)");
-  checkSampling(p, k.temperature, k.topK, k.topP);
-}
-
-gen::SampleOp sampleTokens(PolicyBuilder &p, const Knobs &k, Value step, StringRef token) {
-  return p.named({token, "confidence"},
-                 gen::SampleOp::create(p.b(), p.tokens(), p.reals(), Type(), Type(), Type(),
-                                       "gumbel_max", k.temperature, p.integer(-1), step, "all",
-                                       StringAttr(), k.topK, k.topP));
+  checkSampling(p, k.sampling);
 }
 
 // The values a round carries to the next.
@@ -82,11 +76,12 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
                    in.context,
                    in.contextFrom});
         gen::WindowOp::create(b, firstDraft, end);
-        gen::SeqWriteOp::create(b, sampleTokens(p, k, in.step, "proposed").getToken());
+        gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, in.step, "proposed").getToken());
         return {p.ifElse(
             sampled, p.logits(), {"q"},
             [&]() -> SmallVector<Value> {
-              return {p.value("q", gen::HoldLogitsOp::create(b, p.logits(), k.temperature))};
+              return {
+                  p.value("q", gen::HoldLogitsOp::create(b, p.logits(), k.sampling.temperature))};
             },
             [&]() -> SmallVector<Value> { return {in.q}; })[0]};
       },
@@ -95,10 +90,10 @@ Round round(PolicyBuilder &p, const Knobs &k, Value limit, Value sampled, const 
   Value context = p.value("context", p.forward({"append", end, in.start, in.start, end, {},
                                                 std::nullopt, {}, {}, {}, p.logits()}));
   gen::WindowOp::create(b, firstDraft, end);
-  auto verify =
-      p.named({"accepted", "token"},
-              gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.temperature, in.step, q, Value(),
-                                        k.topK, k.topP, StringAttr(), Value(), Value()));
+  auto verify = p.named({"accepted", "token"},
+                        gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.sampling.temperature,
+                                                  in.step, q, Value(), k.sampling.topK,
+                                                  k.sampling.topP, StringAttr(), Value(), Value()));
   Value anchor = p.add("anchor", firstDraft, verify.getAccepted());
   gen::KvTrimOp::create(b, anchor);
   gen::SeqTruncateOp::create(b, anchor);
@@ -131,11 +126,9 @@ void buildDFlash(ModuleOp module) {
   Knobs k;
   k.maxNewTokens = p.intKnob("max_new_tokens", 64);
   k.blockSize = p.intKnob("block_size", 16);
-  k.temperature = p.realKnob("temperature", 0.0);
-  k.topK = p.intKnob("top_k", 0);
-  k.topP = p.realKnob("top_p", 1.0);
+  k.sampling = declareSamplingKnobs(p);
   checkRequest(p, k);
-  Value sampled = p.gt("sampled", k.temperature, p.real(0.0));
+  Value sampled = p.gt("sampled", k.sampling.temperature, p.real(0.0));
   Value zero = p.integer(0), one = p.integer(1);
   Value limit = p.add("limit", p.fact("prompt_len"), k.maxNewTokens);
   Value reserved = p.add("reserved", limit, k.blockSize);
@@ -152,7 +145,7 @@ void buildDFlash(ModuleOp module) {
   gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
   gen::WindowOp::create(b, first.start, next);
   Value step = p.set("step", zero);
-  gen::SeqWriteOp::create(b, sampleTokens(p, k, step, "first").getToken());
+  gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, step, "first").getToken());
   first.step = p.add("step", step, one);
   Value atLimit = p.ge("atLimit", next, limit);
   Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.start, next, zero, atLimit));

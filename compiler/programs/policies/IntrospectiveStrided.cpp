@@ -32,17 +32,16 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value maxNewTokens, stride, temperature, topK, topP, verifyAlpha, verifyNumSpecs, fastVerify,
-      fastVerifyTopK;
+  Value maxNewTokens, stride;
+  SamplingKnobs sampling;
+  Value verifyAlpha, verifyNumSpecs, fastVerify, fastVerifyTopK;
 };
 
 Knobs declareKnobs(PolicyBuilder &p) {
   Knobs k;
   k.maxNewTokens = p.intKnob("max_new_tokens", 64);
   k.stride = p.intKnob("stride", 4);
-  k.temperature = p.realKnob("temperature", 0.0);
-  k.topK = p.intKnob("top_k", 0);
-  k.topP = p.realKnob("top_p", 1.0);
+  k.sampling = declareSamplingKnobs(p);
   k.verifyAlpha = p.realKnob("verify_alpha", 1.0);
   k.verifyNumSpecs = p.intKnob("verify_num_specs", 0);
   k.fastVerify = p.boolKnob("fast_verify", false);
@@ -58,21 +57,13 @@ Value checkRequest(PolicyBuilder &p, const Knobs &k) {
           "stride must be >= 2 (1 is autoregressive decoding), got {}", k.stride);
   p.check(p.ge("hasMask", p.fact("mask"), zero),
           "introspective strided decoding needs a model with a mask token");
-  checkSampling(p, k.temperature, k.topK, k.topP);
-  Value sampled = p.gt("sampled", k.temperature, p.real(0.0));
+  checkSampling(p, k.sampling);
+  Value sampled = p.gt("sampled", k.sampling.temperature, p.real(0.0));
   p.check(p.ge("verifyNumValid", k.verifyNumSpecs, zero),
           "verify_num_specs must be >= 0 (0: every draft), got {}", k.verifyNumSpecs);
   p.check(p.ge("fastTopKValid", k.fastVerifyTopK, p.integer(1)),
           "fast_verify_topk must be >= 1, got {}", k.fastVerifyTopK);
   return sampled;
-}
-
-gen::SampleOp sampleTokens(PolicyBuilder &p, Value temperature, Value step, StringRef token,
-                           Value topK = {}, Value topP = {}) {
-  return p.named({token, "confidence"},
-                 gen::SampleOp::create(p.b(), p.tokens(), p.reals(), Type(), Type(), Type(),
-                                       "gumbel_max", temperature, p.integer(-1), step, "all",
-                                       StringAttr(), topK, topP));
 }
 
 // What every round reads.
@@ -98,8 +89,8 @@ SmallVector<Value> verifyDrafts(PolicyBuilder &p, const Knobs &k, const Shape &s
                     Value topLogits) -> SmallVector<Value> {
     auto verdict =
         p.named({"accepted", "token"},
-                gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.temperature, in.step, draftLogits,
-                                          alpha, Value(), Value(),
+                gen::SpecVerifyOp::create(b, p.i64(), p.i64(), k.sampling.temperature, in.step,
+                                          draftLogits, alpha, Value(), Value(),
                                           rule.empty() ? StringAttr() : b.getStringAttr(rule),
                                           topLogits, s.verifyCount));
     return {verdict.getAccepted(), verdict.getToken()};
@@ -129,18 +120,19 @@ SmallVector<Value> propose(PolicyBuilder &p, const Knobs &k, const Shape &s, con
   gen::WindowOp::create(b, keep, afterClean);
   Value draftRow = p.add("draftRow", cleanRow, one);
   gen::NarrowLogitsOp::create(b, cleanRow, draftRow);
-  gen::SeqWriteOp::create(
-      b, sampleTokens(p, k.temperature, in.step, "clean", k.topK, k.topP).getToken());
+  gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, in.step, "clean").getToken());
   gen::SeqExtendOp::create(b, s.drafts, p.text("token"), zero, Value(), Value());
   Value draftsEnd = p.add("draftsEnd", afterClean, s.drafts);
   gen::WindowOp::create(b, afterClean, draftsEnd);
   Value draftRowsEnd = p.add("draftRowsEnd", draftRow, s.drafts);
   gen::NarrowLogitsOp::create(b, draftRow, draftRowsEnd);
-  gen::SeqWriteOp::create(b, sampleTokens(p, p.real(0.0), in.step, "proposed").getToken());
+  // The drafts are proposed greedily whatever the request samples with.
+  const SamplingKnobs greedy{p.real(0.0), {}, {}};
+  gen::SeqWriteOp::create(b, sampleRows(p, greedy, in.step, "proposed").getToken());
   Value q = p.ifElse(
       s.sampled, p.logits(), {"q"},
       [&]() -> SmallVector<Value> {
-        return {p.value("q", gen::HoldLogitsOp::create(b, p.logits(), k.temperature))};
+        return {p.value("q", gen::HoldLogitsOp::create(b, p.logits(), k.sampling.temperature))};
       },
       [&]() -> SmallVector<Value> { return {in.q}; })[0];
   Value c = p.set("c", keep);
@@ -227,7 +219,7 @@ void buildIntrospectiveStrided(ModuleOp module) {
   gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
   gen::WindowOp::create(b, first.c, next);
   Value step = p.set("step", zero);
-  gen::SeqWriteOp::create(b, sampleTokens(p, k.temperature, step, "t0", k.topK, k.topP).getToken());
+  gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, step, "t0").getToken());
   first.step = p.add("step", step, one);
   Value atLimit = p.ge("atLimit", next, s.limit);
   Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.c, next, zero, atLimit));

@@ -22,13 +22,29 @@ void checkNewTokens(PolicyBuilder &p, Value maxNewTokens) {
           "max_new_tokens must be positive, got {}", maxNewTokens);
 }
 
-void checkSampling(PolicyBuilder &p, Value temperature, Value topK, Value topP) {
+SamplingKnobs declareSamplingKnobs(PolicyBuilder &p) {
+  SamplingKnobs k;
+  k.temperature = p.realKnob("temperature", 0.0);
+  k.topK = p.intKnob("top_k", 0);
+  k.topP = p.realKnob("top_p", 1.0);
+  return k;
+}
+
+void checkSampling(PolicyBuilder &p, const SamplingKnobs &k) {
   Value zeroReal = p.real(0.0);
-  p.check(p.ge("temperatureValid", temperature, zeroReal), "temperature must be >= 0");
-  p.check(p.ge("topKValid", topK, p.integer(0)), "top_k must be >= 0 (0: no limit), got {}", topK);
-  Value topPPositive = p.gt("topPPositive", topP, zeroReal);
-  Value topPAtMostOne = p.le("topPAtMostOne", topP, p.real(1.0));
+  p.check(p.ge("temperatureValid", k.temperature, zeroReal), "temperature must be >= 0");
+  p.check(p.ge("topKValid", k.topK, p.integer(0)), "top_k must be >= 0 (0: no limit), got {}",
+          k.topK);
+  Value topPPositive = p.gt("topPPositive", k.topP, zeroReal);
+  Value topPAtMostOne = p.le("topPAtMostOne", k.topP, p.real(1.0));
   p.check(p.both("topPValid", topPPositive, topPAtMostOne), "top_p must be in (0, 1]");
+}
+
+gen::SampleOp sampleRows(PolicyBuilder &p, const SamplingKnobs &k, Value step, StringRef token) {
+  return p.named({token, "confidence"},
+                 gen::SampleOp::create(p.b(), p.tokens(), p.reals(), Type(), Type(), Type(),
+                                       "gumbel_max", k.temperature, p.integer(-1), step, "all",
+                                       StringAttr(), k.topK, k.topP));
 }
 
 EntropyBoundKnobs declareEntropyBoundKnobs(PolicyBuilder &p) {

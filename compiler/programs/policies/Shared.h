@@ -14,8 +14,19 @@ void checkBlockLengths(PolicyBuilder &p, mlir::Value genLength, mlir::Value bloc
 
 // max_new_tokens > 0.
 void checkNewTokens(PolicyBuilder &p, mlir::Value maxNewTokens);
+
+// The sampling knobs of the left-to-right policies (autoregressive, dflash,
+// introspective-strided): temperature (0: greedy), top_k (0: no limit) and top_p, as a causal
+// LM samples.
+struct SamplingKnobs {
+  mlir::Value temperature, topK, topP;
+};
+SamplingKnobs declareSamplingKnobs(PolicyBuilder &p);
 // temperature >= 0, top_k >= 0 (0: no limit), top_p in (0, 1].
-void checkSampling(PolicyBuilder &p, mlir::Value temperature, mlir::Value topK, mlir::Value topP);
+void checkSampling(PolicyBuilder &p, const SamplingKnobs &k);
+// Every fed row sampled at `step` by Gumbel-max under `k`, named {token, "confidence"}.
+generate::SampleOp sampleRows(PolicyBuilder &p, const SamplingKnobs &k, mlir::Value step,
+                              llvm::StringRef token);
 
 // The knobs of the entropy-bound stop rule, with transformers' DiffusionGemma defaults.
 struct EntropyBoundKnobs {
