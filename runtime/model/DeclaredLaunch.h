@@ -15,6 +15,7 @@
 // Grid (launch_grid): "X,Y", each a positive integer or `rows`.
 #pragma once
 
+#include "support/SplitText.h"
 #include "support/Status.h"
 
 #include <algorithm>
@@ -146,14 +147,12 @@ inline StatusOr<GridDimension> parseGridDimension(std::string_view text) {
 inline StatusOr<DeclaredLaunch> parseDeclaredLaunch(std::string_view arguments,
                                                     std::string_view grid) {
   DeclaredLaunch launch;
-  // Split at every comma: "a,,b" and "a," hold an empty argument, which is refused.
-  for (size_t begin = 0; !arguments.empty() && begin <= arguments.size();) {
-    const size_t comma = std::min(arguments.find(',', begin), arguments.size());
-    DLM_ASSIGN_OR_RETURN(LaunchArgument argument,
-                         detail::parseLaunchArgument(arguments.substr(begin, comma - begin)));
-    launch.arguments.push_back(std::move(argument));
-    begin = comma + 1;
-  }
+  // "a,,b" and "a," hold an empty argument, which is refused; "" declares none.
+  if (!arguments.empty())
+    for (std::string_view text : splitText(arguments, ',')) {
+      DLM_ASSIGN_OR_RETURN(LaunchArgument argument, detail::parseLaunchArgument(text));
+      launch.arguments.push_back(std::move(argument));
+    }
   const size_t comma = grid.find(',');
   if (comma == grid.npos)
     return Status::error("launch grid '" + std::string(grid) + "' is not 'X,Y'");

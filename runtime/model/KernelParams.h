@@ -13,6 +13,7 @@
 
 #include "runtime/artifact/ArtifactFormat.h"
 #include "runtime/model/KernelProgram.h"
+#include "support/SplitText.h"
 #include "support/Status.h"
 
 #include <algorithm>
@@ -46,15 +47,11 @@ enum class Presence : uint8_t { required, optional };
 // "4,5" → {4, 5}; nullopt unless every item is a slot number of at most nine digits.
 inline std::optional<std::vector<int64_t>> parseSlots(std::string_view list) {
   std::vector<int64_t> slots;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string_view item = list.substr(start, end - start);
+  for (std::string_view item : splitText(list, ',')) {
     if (item.empty() || item.size() > 9 ||
         !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return std::nullopt;
     slots.push_back(std::stoll(std::string(item)));
-    start = end + 1;
   }
   return slots;
 }

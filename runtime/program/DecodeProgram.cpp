@@ -4,6 +4,7 @@
 
 #include "runtime/program/DecodeProgramSpec.h"
 #include "runtime/program/ProgramKnobs.h"
+#include "support/SplitText.h"
 
 #include <map>
 
@@ -460,18 +461,11 @@ private:
       const Operand &when = operands[dspec::paramIndex(kind, requirement.when)];
       if (!when.given() || program_.text(when.index) != requirement.value)
         continue;
-      size_t start = 0;
-      while (start <= requirement.needs.size()) {
-        size_t stop = requirement.needs.find(',', start);
-        if (stop == std::string_view::npos)
-          stop = requirement.needs.size();
-        const std::string_view needed = requirement.needs.substr(start, stop - start);
+      for (std::string_view needed : splitText(requirement.needs, ','))
         if (!records_[index].parameters.count(needed))
           return error(index, "parameter '" + std::string(needed) + "' is required with " +
                                   std::string(requirement.when) + "=" +
                                   std::string(requirement.value));
-        start = stop + 1;
-      }
     }
     return Status::ok();
   }

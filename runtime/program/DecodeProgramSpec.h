@@ -25,6 +25,8 @@
 // window.begin + j.
 #pragma once
 
+#include "support/SplitText.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -153,17 +155,13 @@ constexpr size_t paramIndex(const KindSpec &spec, std::string_view key) {
 // The position of `value` in a comma-separated list of choices, or -1.
 constexpr int choiceIndex(std::string_view choices, std::string_view value) {
   int index = 0;
-  size_t start = 0;
-  while (start <= choices.size()) {
-    size_t end = choices.find(',', start);
-    if (end == std::string_view::npos)
-      end = choices.size();
-    if (choices.substr(start, end - start) == value)
-      return index;
+  const bool absent = forEachPiece(choices, ',', [&](std::string_view choice) {
+    if (choice == value)
+      return false;
     ++index;
-    start = end + 1;
-  }
-  return -1;
+    return true;
+  });
+  return absent ? -1 : index;
 }
 
 // The `precision` literal of the arithmetic records, to_real, sample and accept: f64 when absent,

@@ -2,6 +2,7 @@
 #include "runtime/program/DecodeProgram.h"
 
 #include "runtime/program/DecodeProgramSpec.h"
+#include "support/SplitText.h"
 
 #include <cerrno>
 #include <cmath>
@@ -240,14 +241,8 @@ StatusOr<std::string> parseName(LineParser &parser) {
 StatusOr<DecodeProgramText> parseDecodeProgram(std::string_view text) {
   DecodeProgramText program;
   size_t number = 0;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t stop = text.find('\n', start);
-    if (stop == std::string_view::npos)
-      stop = text.size();
-    const std::string_view line = stripComment(text.substr(start, stop - start));
-    start = stop + 1;
-    LineParser parser(line, ++number);
+  for (std::string_view line : splitText(text, '\n')) {
+    LineParser parser(stripComment(line), ++number);
     parser.skipSpaces();
     if (parser.atEnd())
       continue;

@@ -11,6 +11,7 @@
 
 #ifdef DLM_HAVE_NVRTC
 #include "compiler/codegen/NvrtcCompiler.h"
+#include "support/SplitText.h"
 #endif
 
 #include <cstdio>
@@ -262,20 +263,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::vector<std::string> splitComma(const std::string &text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    parts.push_back(
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  return parts;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -296,7 +283,8 @@ int main(int argc, char **argv) {
   }
 #ifdef DLM_HAVE_NVRTC
   codegen::NvrtcCompiler compiler;
-  for (const std::string &target : splitComma(targets)) {
+  for (std::string_view piece : splitText(targets, ',')) {
+    const std::string target(piece);
     StatusOr<codegen::CompiledKernel> compiled =
         compiler.compile(kernel->source, kernel->name, target);
     if (!compiled)

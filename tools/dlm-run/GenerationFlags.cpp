@@ -3,6 +3,7 @@
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/DecodeProgramSet.h"
 #include "runtime/program/ProgramKnobs.h"
+#include "support/SplitText.h"
 #include "tools/dlm-run/RequestLength.h"
 
 #include <cerrno>
@@ -62,20 +63,13 @@ bool parseReal(const std::string &text, double &out) {
 }
 
 bool parseIdList(const std::string &text, std::vector<int32_t> &ids) {
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (std::string_view item : splitText(text, ',')) {
     int64_t id;
     if (!item.empty()) {
-      if (!parseInteger(item, id) || id < INT32_MIN || id > INT32_MAX)
+      if (!parseInteger(std::string(item), id) || id < INT32_MIN || id > INT32_MAX)
         return false;
       ids.push_back(static_cast<int32_t>(id));
     }
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   return true;
 }
