@@ -8,6 +8,7 @@
 #include "importer/model/CanonicalWeights.h"
 #include "importer/model/Checkpoint.h"
 #include "importer/model/ConfigFields.h"
+#include "importer/model/ModelFamily.h"
 #include "support/JsonText.h"
 #include "support/ShapeText.h"
 #include "support/TextFile.h"
@@ -255,11 +256,7 @@ StatusOr<DraftDescription> describeDFlashDraft(const json &config, const ModelDe
   artifact::ModelConfig &c = d.config;
   c.architecture = architecture;
   ConfigFields f(config);
-  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("hidden_size"));
-  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("num_attention_heads"));
-  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("num_key_value_heads", c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("num_hidden_layers", ConfigFields::kMaxLayers));
-  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("intermediate_size"));
+  DLM_RETURN_IF_ERROR(readDimensions(f, kHuggingFaceDimensions, c));
   // Qwen3Config's default is 128, not hidden / heads: model.py:345's getattr fallback never
   // applies to a Qwen3Config.
   DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", 128));

@@ -43,6 +43,15 @@ Status checkHeads(const artifact::ModelConfig &c) {
   return Status::ok();
 }
 
+Status readDimensions(const ConfigFields &f, const DimensionKeys &keys, artifact::ModelConfig &c) {
+  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt(keys.hidden));
+  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt(keys.heads));
+  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr(keys.kvHeads, c.numHeads));
+  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt(keys.layers, ConfigFields::kMaxLayers));
+  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt(keys.intermediate));
+  return Status::ok();
+}
+
 namespace {
 
 // The per-layer tensor names of one family, as printf-free suffix functions of the layer.
@@ -95,11 +104,7 @@ StatusOr<ModelDescription> describeLLaDA(const json &j) {
   d.family = "llada";
   artifact::ModelConfig &c = d.config;
   c.architecture = "LLaDAModelLM";
-  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("d_model"));
-  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("n_heads"));
-  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("n_kv_heads", c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("n_layers", ConfigFields::kMaxLayers));
-  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("mlp_hidden_size"));
+  DLM_RETURN_IF_ERROR(readDimensions(f, kOlmoDimensions, c));
   DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
   DLM_ASSIGN_OR_RETURN(c.embeddingSize, f.positiveIntOr("embedding_size", c.vocabSize));
   DLM_ASSIGN_OR_RETURN(c.ropeTheta, f.positiveNumberOr("rope_theta", 10000.0));
@@ -168,11 +173,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   d.traits = {kind.qkvBias, kind.qkNorm, kind.logitShift};
   artifact::ModelConfig &c = d.config;
   c.architecture = architecture;
-  DLM_ASSIGN_OR_RETURN(c.hiddenSize, f.positiveInt("hidden_size"));
-  DLM_ASSIGN_OR_RETURN(c.numHeads, f.positiveInt("num_attention_heads"));
-  DLM_ASSIGN_OR_RETURN(c.numKvHeads, f.positiveIntOr("num_key_value_heads", c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.numLayers, f.positiveInt("num_hidden_layers", ConfigFields::kMaxLayers));
-  DLM_ASSIGN_OR_RETURN(c.intermediateSize, f.positiveInt("intermediate_size"));
+  DLM_RETURN_IF_ERROR(readDimensions(f, kHuggingFaceDimensions, c));
   DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
   c.embeddingSize = c.vocabSize;
   if (c.hiddenSize % c.numHeads != 0 && !j.contains("head_dim"))

@@ -51,6 +51,22 @@ struct BlockDiffusionStructure {
   int64_t canvasLength = 0;
 };
 
+class ConfigFields;
+
+// The names a config.json gives a transformer's dimensions.
+struct DimensionKeys {
+  const char *hidden, *heads, *kvHeads, *layers, *intermediate;
+};
+inline constexpr DimensionKeys kHuggingFaceDimensions{"hidden_size", "num_attention_heads",
+                                                      "num_key_value_heads", "num_hidden_layers",
+                                                      "intermediate_size"};
+// LLaDA's OLMo-style names.
+inline constexpr DimensionKeys kOlmoDimensions{"d_model", "n_heads", "n_kv_heads", "n_layers",
+                                               "mlp_hidden_size"};
+// Reads the hidden size, the attention heads, the key/value heads (the heads when absent), the
+// layers and the MLP width into `c`, by `keys`.
+Status readDimensions(const ConfigFields &f, const DimensionKeys &keys, artifact::ModelConfig &c);
+
 struct ModelDescription {
   std::string family; // "llada", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"
   artifact::ModelConfig config;

@@ -13,51 +13,41 @@ Value Value::undefined(std::string name) {
   return v;
 }
 
-Value Value::none() {
-  Value v;
-  v.kind_ = Kind::None;
-  return v;
-}
+Value Value::none() { return Value(Kind::None); }
 
 Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::Bool;
+  Value v(Kind::Bool);
   v.b_ = b;
   return v;
 }
 
 Value Value::integer(int64_t i) {
-  Value v;
-  v.kind_ = Kind::Int;
+  Value v(Kind::Int);
   v.i_ = i;
   return v;
 }
 
 Value Value::real(double d) {
-  Value v;
-  v.kind_ = Kind::Float;
+  Value v(Kind::Float);
   v.d_ = d;
   return v;
 }
 
 Value Value::string(std::string s) {
-  Value v;
-  v.kind_ = Kind::String;
+  Value v(Kind::String);
   v.s_ = std::move(s);
   return v;
 }
 
 Value Value::list(ValueList items, bool tuple) {
-  Value v;
-  v.kind_ = Kind::List;
+  Value v(Kind::List);
   v.tuple_ = tuple;
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 
 Value Value::dict(ValueDict items) {
-  Value v;
-  v.kind_ = Kind::Dict;
+  Value v(Kind::Dict);
   v.dict_ = std::make_shared<ValueDict>(std::move(items));
   return v;
 }

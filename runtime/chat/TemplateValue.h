@@ -74,6 +74,8 @@ public:
   std::string typeName() const;
 
 private:
+  explicit Value(Kind kind) : kind_(kind) {}
+
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
   bool tuple_ = false;

@@ -206,16 +206,6 @@ Json distributionJson(const profile::Distribution &d) {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-struct Totals {
-  int64_t tokens = 0;
-  int64_t forwards = 0;
-  double seconds = 0;
-  double tokensPerSecond() const { return seconds > 0 ? tokens / seconds : 0; }
-  double tokensPerForward() const {
-    return forwards > 0 ? static_cast<double>(tokens) / forwards : 0;
-  }
-};
-
 struct Report {
   std::string artifact;
   std::string backend;
@@ -227,7 +217,8 @@ struct Report {
   int64_t repeat = 1;
   int64_t warmup = 0;
   std::vector<RequestResult> requests;
-  Totals totals;
+  // The measured requests' statistics, summed.
+  dlm::GenerationStats totals;
   profile::Summary summary;
   dlm::MemoryUsage memory;
   size_t peakRss = 0;
@@ -288,7 +279,7 @@ Json reportJson(const Report &r) {
   }
   out["requests"] = requests;
   out["totals"] = {{"requests", r.requests.size()},
-                   {"generated_tokens", r.totals.tokens},
+                   {"generated_tokens", r.totals.generatedTokens},
                    {"forwards", r.totals.forwards},
                    {"seconds", r.totals.seconds},
                    {"tokens_per_second", r.totals.tokensPerSecond()},
@@ -366,9 +357,9 @@ void printReport(const Report &r) {
                 static_cast<long long>(q.stats.blocks), 1000 * q.stats.seconds,
                 q.stats.tokensPerSecond(), q.stats.tokensPerForward());
   std::printf("%8s %7s %9lld %8lld %6s %6s %10.3f %10.1f %7.3f\n", "all", "",
-              static_cast<long long>(r.totals.tokens), static_cast<long long>(r.totals.forwards),
-              "", "", 1000 * r.totals.seconds, r.totals.tokensPerSecond(),
-              r.totals.tokensPerForward());
+              static_cast<long long>(r.totals.generatedTokens),
+              static_cast<long long>(r.totals.forwards), "", "", 1000 * r.totals.seconds,
+              r.totals.tokensPerSecond(), r.totals.tokensPerForward());
 
   std::printf("\n== Memory (peak) ==\n");
   std::printf("%-14s %10.3f MiB (%.3f MiB copied, converted or packed at load)\n", "weights",
@@ -443,7 +434,7 @@ int main(int argc, char **argv) {
       row.id = request.requestId;
       row.promptTokens = static_cast<int64_t>(result->promptIds.size());
       row.stats = result->stats;
-      report.totals.tokens += row.stats.generatedTokens;
+      report.totals.generatedTokens += row.stats.generatedTokens;
       report.totals.forwards += row.stats.forwards;
       report.totals.seconds += row.stats.seconds;
       report.requests.push_back(row);

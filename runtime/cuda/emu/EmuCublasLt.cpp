@@ -74,14 +74,17 @@ Objects &objects() {
   return instance;
 }
 
-template <typename T> cublasStatus_t create(T **out) {
-  if (!out)
+// Creates a T, set up by `setUp`, and gives it out as `*handle` (a cuBLASLt handle type).
+template <typename T, typename PublicHandle, typename SetUp>
+cublasStatus_t create(PublicHandle *handle, SetUp &&setUp) {
+  if (!handle)
     return CUBLAS_STATUS_INVALID_VALUE;
   T *object = new T();
+  setUp(*object);
   Objects &all = objects();
   std::lock_guard<std::mutex> lock(all.mutex);
   all.live.insert(object);
-  *out = object;
+  *handle = reinterpret_cast<PublicHandle>(object);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -339,11 +342,7 @@ void runMatmul(const Problem &problem, float alpha, float beta, const void *aBas
 namespace api {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
-  Handle *created = nullptr;
-  cublasStatus_t status = create(&created);
-  if (status == CUBLAS_STATUS_SUCCESS)
-    *handle = reinterpret_cast<cublasLtHandle_t>(created);
-  return status;
+  return create<Handle>(handle, [](Handle &) {});
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
@@ -399,14 +398,10 @@ const char *cublasLtGetStatusString(cublasStatus_t status) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t compute,
                                         cudaDataType_t scaleType) {
-  MatmulDesc *created = nullptr;
-  cublasStatus_t status = create(&created);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return status;
-  created->computeType = compute;
-  created->scaleType = scaleType;
-  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(created);
-  return CUBLAS_STATUS_SUCCESS;
+  return create<MatmulDesc>(desc, [&](MatmulDesc &created) {
+    created.computeType = compute;
+    created.scaleType = scaleType;
+  });
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
@@ -451,16 +446,12 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t handle,
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld) {
-  Layout *created = nullptr;
-  cublasStatus_t status = create(&created);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return status;
-  created->type = type;
-  created->rows = rows;
-  created->cols = cols;
-  created->ld = ld;
-  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(created);
-  return CUBLAS_STATUS_SUCCESS;
+  return create<Layout>(layout, [&](Layout &created) {
+    created.type = type;
+    created.rows = rows;
+    created.cols = cols;
+    created.ld = ld;
+  });
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
@@ -498,11 +489,7 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t handle,
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *preference) {
-  Preference *created = nullptr;
-  cublasStatus_t status = create(&created);
-  if (status == CUBLAS_STATUS_SUCCESS)
-    *preference = reinterpret_cast<cublasLtMatmulPreference_t>(created);
-  return status;
+  return create<Preference>(preference, [](Preference &) {});
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {

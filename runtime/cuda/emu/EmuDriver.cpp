@@ -68,6 +68,16 @@ thread_local std::string errorStringWithContext;
 
 std::atomic<bool> initialised{false};
 
+// The checks of a call that writes `out` for `device`, in the driver's order: a null output, a
+// driver not initialised, a device other than the one emulated (ordinal 0).
+CUresult checkDeviceCall(const void *out, CUdevice device) {
+  if (!out)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  return device == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
 struct ResultText {
   CUresult result;
   const char *name;
@@ -218,12 +228,8 @@ CUresult cuDeviceGetCount(int *count) {
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-  if (!device)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (ordinal != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(device, ordinal); checked != CUDA_SUCCESS)
+    return checked;
   *device = 0;
   return CUDA_SUCCESS;
 }
@@ -337,12 +343,8 @@ CUresult cuMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
-  if (!context)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (device != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(context, device); checked != CUDA_SUCCESS)
+    return checked;
   std::lock_guard<std::mutex> lock(contextMutex);
   ++primaryContext.primaryReferences;
   *context = handleOf(&primaryContext);
@@ -360,12 +362,8 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
 }
 
 CUresult cuCtxCreate(CUcontext *context, CUctxCreateParams *, unsigned int, CUdevice device) {
-  if (!context)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (device != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(context, device); checked != CUDA_SUCCESS)
+    return checked;
   std::lock_guard<std::mutex> lock(contextMutex);
   Context *created = new Context();
   createdContexts.insert(created);
