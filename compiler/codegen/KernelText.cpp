@@ -11,6 +11,16 @@
 
 namespace dlm::codegen {
 
+namespace {
+
+constexpr std::string_view kRowVectorConstants = R"cuda(using Element = ${element};
+constexpr int kWidth = ${width};
+constexpr int kVector = ${vector};
+constexpr int kChunks = kWidth / kVector;
+)cuda";
+
+} // namespace
+
 std::string expandTemplate(std::string_view text, const TemplateValues &values) {
   std::string result;
   result.reserve(text.size() + 256);
@@ -112,6 +122,12 @@ RowCopyShape rowCopyShape(ElementType element, int64_t width) {
   return shape;
 }
 
+void setRowCopyLaunch(KernelSource &kernel, const RowCopyShape &shape) {
+  kernel.blockThreads = static_cast<unsigned>(shape.threads);
+  kernel.grid = "x = count";
+  kernel.sharedMemoryBytes = 0;
+}
+
 std::string_view rawChunkType(int bytes) {
   switch (bytes) {
   case 16:
@@ -139,6 +155,39 @@ std::string renderSignature(const std::vector<KernelParameter> &parameters) {
     text += i + 1 < parameters.size() ? ",\n" : "";
   }
   return text;
+}
+
+Status checkWidth(std::string_view what, int64_t width, int log2Limit) {
+  if (width >= 1 && width <= (int64_t(1) << log2Limit))
+    return Status::ok();
+  return Status::error(std::string(what) + " must be in [1, 2^" + std::to_string(log2Limit) +
+                       "], got " + std::to_string(width));
+}
+
+KernelSource widthElementKernel(std::string kind, std::string_view namePrefix, int64_t width,
+                                ElementType element) {
+  KernelSource kernel;
+  kernel.kind = std::move(kind);
+  kernel.name = std::string(namePrefix) + "_w" + std::to_string(width) + "_" +
+                std::string(elementTypeName(element));
+  kernel.specialisation = {{"width", width}, {"element", std::string(elementTypeName(element))}};
+  return kernel;
+}
+
+std::string rowVectorConstants(ElementType element, int64_t width) {
+  return expandTemplate(kRowVectorConstants,
+                        {{"element", std::string(cudaElementType(element))},
+                         {"width", std::to_string(width)},
+                         {"vector", std::to_string(vectorWidth(element, width))}});
+}
+
+std::string expandKernelBody(const KernelSource &kernel, std::string_view text,
+                             TemplateValues values) {
+  values.push_back({"entryPoint", "extern \"C\" __global__ void __launch_bounds__(kThreads) " +
+                                      kernel.name + "(\n" + renderSignature(kernel.parameters) +
+                                      ")"});
+  return "constexpr int kThreads = " + std::to_string(kernel.blockThreads) + ";\n" +
+         expandTemplate(text, values);
 }
 
 std::string assembleTranslationUnit(const KernelSource &kernel, std::string_view summary,

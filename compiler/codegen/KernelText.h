@@ -41,12 +41,36 @@ struct RowCopyShape {
   int64_t threads = 32;
 };
 RowCopyShape rowCopyShape(ElementType element, int64_t width);
+// The launch of such a copy kernel: `shape.threads` threads per block, one block per row of
+// `count` (grid "x = count"), no shared memory.
+void setRowCopyLaunch(KernelSource &kernel, const RowCopyShape &shape);
 inline int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// The parameter list of an entry point, one parameter per line, for ${signature}.
+// The parameter list of an entry point, one parameter per line.
 std::string renderSignature(const std::vector<KernelParameter> &parameters);
+
+// The error "<what> must be in [1, 2^<log2Limit>], got <width>" when `width` is outside that
+// range: the limit keeps a generated kernel's index arithmetic in int.
+Status checkWidth(std::string_view what, int64_t width, int log2Limit);
+
+// A kernel of `kind` specialised on a row width and an element type: named
+// "<namePrefix>_w<width>_<element>", with the specialisation {width, element}; a generator adds
+// what else it is specialised on to both, and fills in the rest.
+KernelSource widthElementKernel(std::string kind, std::string_view namePrefix, int64_t width,
+                                ElementType element);
+
+// The constants of a kernel body that walks rows of `width` elements in vectors of
+// vectorWidth(element, width) elements: Element, kWidth, kVector and kChunks (vectors per row).
+std::string rowVectorConstants(ElementType element, int64_t width);
+
+// A kernel's body: `text` expanded with `values` and ${entryPoint}, the `extern "C"` declaration
+// of the kernel's name and signature with __launch_bounds__(kThreads), preceded by
+// `constexpr int kThreads = <kernel.blockThreads>;`. Every kernel relies on being launched with
+// exactly that block size; taking it from the kernel here keeps the two from drifting apart.
+std::string expandKernelBody(const KernelSource &kernel, std::string_view text,
+                             TemplateValues values);
 
 // Declares how the kernel is launched (runtime/model/DeclaredLaunch.h): one binding per
 // parameter, in signature order, and the grid ("X,Y"), written into its specialisation for the

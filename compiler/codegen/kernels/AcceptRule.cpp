@@ -29,7 +29,6 @@ namespace dlm::codegen {
 namespace {
 
 constexpr std::string_view kBody = R"cuda(constexpr int kCanvas = ${canvas};
-constexpr int kThreads = ${threads};
 constexpr int kWarps = kThreads / 32;
 constexpr bool kMaskAbsorbing = ${maskAbsorbing};
 constexpr bool kByEntropy = ${byEntropy};
@@ -67,8 +66,7 @@ __device__ __forceinline__ double blockInclusiveSum(double value, double *warpTo
   return warp > 0 ? value + warpTotals[warp - 1] : value;
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int request = blockIdx.x;
   const int i = threadIdx.x;
   const bool active = i < kCanvas;
@@ -176,14 +174,12 @@ StatusOr<KernelSource> generateAccept(const AcceptParams &params) {
   kernel.specialisation = {{"canvas", params.canvas},
                            {"rule", std::string(acceptRuleName(params.rule))},
                            {"mask_absorbing", params.maskAbsorbing}};
-  const std::string body = expandTemplate(
-      kBody, {{"canvas", std::to_string(params.canvas)},
-              {"threads", std::to_string(threads)},
-              {"maskAbsorbing", boolLiteral(params.maskAbsorbing)},
-              {"byEntropy", boolLiteral(params.rule == AcceptRule::entropyBound)},
-              {"byThreshold", boolLiteral(params.rule == AcceptRule::confidenceThreshold)},
-              {"name", kernel.name},
-              {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(
+      kernel, kBody,
+      {{"canvas", std::to_string(params.canvas)},
+       {"maskAbsorbing", boolLiteral(params.maskAbsorbing)},
+       {"byEntropy", boolLiteral(params.rule == AcceptRule::entropyBound)},
+       {"byThreshold", boolLiteral(params.rule == AcceptRule::confidenceThreshold)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Accept rule " + std::string(acceptRuleName(params.rule)) + " over canvases of " +

@@ -47,8 +47,7 @@ constexpr int kHeads = ${heads};
 constexpr int kKvHeads = ${kvHeads};
 constexpr int kGroup = kHeads / kKvHeads;
 constexpr int kPageSize = ${pageSize};
-constexpr int kWarps = ${warps};
-constexpr int kThreads = kWarps * 32;
+constexpr int kWarps = kThreads / 32;
 constexpr int kRowsPerWarp = ${rowsPerWarp};
 constexpr int kRows = kWarps * kRowsPerWarp;
 constexpr int kTileKeys = 32;
@@ -138,8 +137,7 @@ __device__ __forceinline__ void storeRows(Element *out, long long outStride, int
   }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int request = blockIdx.z;
   const int kvHead = blockIdx.y;
   const int queryBegin = queryStarts[request];
@@ -442,24 +440,22 @@ StatusOr<KernelSource> generateAttention(const AttentionParams &params) {
             "  Element (*const sValue)[kHeadDim] = sValueTile;";
   const bool bf16 = element == ElementType::bf16;
   const std::string body =
-      expandTemplate(kBody, {{"element", type},
-                             {"keyWord", bf16 ? "__nv_bfloat162" : "float"},
-                             {"keyWordText", bf16 ? "bf16 pairs" : "floats"},
-                             {"dotProduct", std::string(bf16 ? kBf16Dot : kF32Dot)},
-                             {"headDim", std::to_string(headDim)},
-                             {"heads", std::to_string(params.heads)},
-                             {"kvHeads", std::to_string(params.kvHeads)},
-                             {"pageSize", std::to_string(params.pageSize)},
-                             {"warps", std::to_string(warps)},
-                             {"rowsPerWarp", std::to_string(layout.rowsPerWarp)},
-                             {"valuesShareKeyTile", boolLiteral(layout.valuesShareKeyTile)},
-                             {"maskRule", std::string(mask.rule)},
-                             {"visibleBody", std::string(mask.visible)},
-                             {"rangeBody", std::string(mask.range)},
-                             {"kindIsCausal", std::string(mask.kindIsCausal)},
-                             {"valueTile", valueTile},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody,
+                       {{"element", type},
+                        {"keyWord", bf16 ? "__nv_bfloat162" : "float"},
+                        {"keyWordText", bf16 ? "bf16 pairs" : "floats"},
+                        {"dotProduct", std::string(bf16 ? kBf16Dot : kF32Dot)},
+                        {"headDim", std::to_string(headDim)},
+                        {"heads", std::to_string(params.heads)},
+                        {"kvHeads", std::to_string(params.kvHeads)},
+                        {"pageSize", std::to_string(params.pageSize)},
+                        {"rowsPerWarp", std::to_string(layout.rowsPerWarp)},
+                        {"valuesShareKeyTile", boolLiteral(layout.valuesShareKeyTile)},
+                        {"maskRule", std::string(mask.rule)},
+                        {"visibleBody", std::string(mask.visible)},
+                        {"rangeBody", std::string(mask.range)},
+                        {"kindIsCausal", std::string(mask.kindIsCausal)},
+                        {"valueTile", valueTile}});
   kernel.source = assembleTranslationUnit(kernel,
                                           "Paged attention, " + std::string(mask.rule) +
                                               " Online softmax, GQA group " +

@@ -23,10 +23,8 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(constexpr int kThreads = ${threads};
-
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+constexpr std::string_view kBody = R"cuda(
+${entryPoint} {
   __shared__ int sFinished;
   __shared__ int sMaskLeft;
   const int row = threadIdx.x;
@@ -95,10 +93,7 @@ StatusOr<KernelSource> generateBlockLoopGate(const BlockLoopGateParams &params) 
       {"int", "maskToken"},
   };
   kernel.specialisation = {{"canvas", params.canvas}};
-  const std::string body =
-      expandTemplate(kBody, {{"threads", std::to_string(threads)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody, {});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Device block loop gate for canvases of up to " + std::to_string(params.canvas) +

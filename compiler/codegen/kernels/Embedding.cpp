@@ -16,39 +16,10 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(using Element = ${element};
-// kVector elements moved as one ${chunkBytes}-byte access.
-using Chunk = ${chunk};
-constexpr int kWidth = ${width};
-constexpr int kThreads = ${threads};
-constexpr int kVector = ${vector};
-constexpr int kChunks = kWidth / kVector;
-
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
-  const int row = blockIdx.x;
-  if (row >= count)
-    return;
-  const long long token = tokens[row];
-  const bool valid = token >= 0 && token < tableRows;
-  const Chunk *from = reinterpret_cast<const Chunk *>(table + (valid ? token : 0) * kWidth);
-  Chunk *to = reinterpret_cast<Chunk *>(out + (long long)row * outStride);
-  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads)
-    to[chunk] = valid ? from[chunk] : Chunk{};
-}
-)cuda";
-
-// A scaled lookup (Gemma's sqrt(H) embedding scale): the row times the factor in float32, in
-// accesses of kVector elements.
-constexpr std::string_view kScaledBody = R"cuda(using Element = ${element};
-constexpr int kWidth = ${width};
-constexpr int kThreads = ${threads};
-constexpr int kVector = ${vector};
-constexpr int kChunks = kWidth / kVector;
-constexpr float kScale = ${scale};
-
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+// The lookup; ${copyRow} moves row `from` (table row `token`, or row 0 when the token is out of
+// range) to `to`, zeros when !valid, in accesses of kVector elements.
+constexpr std::string_view kBody = R"cuda(${rowConstants}${copyConstants}
+${entryPoint} {
   const int row = blockIdx.x;
   if (row >= count)
     return;
@@ -56,7 +27,25 @@ ${signature}) {
   const bool valid = token >= 0 && token < tableRows;
   const Element *from = table + (valid ? token : 0) * kWidth;
   Element *to = out + (long long)row * outStride;
-  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads) {
+${copyRow}}
+)cuda";
+
+// A plain lookup moves raw bits, kVector elements as one access of a raw chunk type.
+constexpr std::string_view kRawConstants =
+    R"cuda(// kVector elements moved as one ${chunkBytes}-byte access.
+using Chunk = ${chunk};
+)cuda";
+constexpr std::string_view kRawCopy =
+    R"cuda(  const Chunk *fromChunks = reinterpret_cast<const Chunk *>(from);
+  Chunk *toChunks = reinterpret_cast<Chunk *>(to);
+  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads)
+    toChunks[chunk] = valid ? fromChunks[chunk] : Chunk{};
+)cuda";
+
+// A scaled lookup (Gemma's sqrt(H) embedding scale): the row times the factor in float32.
+constexpr std::string_view kScaledConstants = "constexpr float kScale = ${scale};\n";
+constexpr std::string_view kScaledCopy =
+    R"cuda(  for (int chunk = threadIdx.x; chunk < kChunks; chunk += kThreads) {
     float values[kVector];
     dlm_device::loadFloats<kVector>(from + chunk * kVector, values);
 #pragma unroll
@@ -64,30 +53,26 @@ ${signature}) {
       values[k] = valid ? values[k] * kScale : 0.f;
     dlm_device::storeFloats<kVector>(to + chunk * kVector, values);
   }
-}
 )cuda";
 
 } // namespace
 
 StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
-  if (params.width <= 0 || params.width > (int64_t(1) << 20))
-    return Status::error("embedding: width must be in [1, 2^20], got " +
-                         std::to_string(params.width));
+  DLM_RETURN_IF_ERROR(checkWidth("embedding: width", params.width, 20));
   if (!(params.scale > 0) || !std::isfinite(params.scale))
     return Status::error("embedding: scale must be a positive finite number");
   const bool scaled = params.scale != 1.0;
   // The scaled lookup reads and writes in accesses of the same kVector elements.
   const RowCopyShape copy = rowCopyShape(params.element, params.width);
 
-  KernelSource kernel;
-  kernel.kind = "embedding";
-  kernel.name = "dlm_embedding_w" + std::to_string(params.width) + "_" +
-                std::string(elementTypeName(params.element)) +
-                (scaled ? "_s" + identifierFragment(params.scale) : "");
+  KernelSource kernel =
+      widthElementKernel("embedding", "dlm_embedding", params.width, params.element);
+  if (scaled) {
+    kernel.name += "_s" + identifierFragment(params.scale);
+    kernel.specialisation["scale"] = params.scale;
+  }
   kernel.hot = false;
-  kernel.blockThreads = static_cast<unsigned>(copy.threads);
-  kernel.grid = "x = count";
-  kernel.sharedMemoryBytes = 0;
+  setRowCopyLaunch(kernel, copy);
   const std::string element(cudaElementType(params.element));
   kernel.parameters = {
       {"const int *__restrict__", "tokens"},
@@ -97,29 +82,18 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
       {element + " *__restrict__", "out"},
       {"long long", "outStride"},
   };
-  kernel.specialisation = {{"width", params.width},
-                           {"element", std::string(elementTypeName(params.element))}};
-  if (scaled)
-    kernel.specialisation["scale"] = params.scale;
   DLM_RETURN_IF_ERROR(declareLaunch(
       kernel, {"tokens", "rows", "weight:weight", "weight_rows:weight", "result", "result_stride"},
       "rows,1"));
+  const std::string copyConstants =
+      scaled ? expandTemplate(kScaledConstants, {{"scale", floatLiteral(params.scale)}})
+             : expandTemplate(kRawConstants, {{"chunk", std::string(rawChunkType(copy.chunkBytes))},
+                                              {"chunkBytes", std::to_string(copy.chunkBytes)}});
   const std::string body =
-      scaled ? expandTemplate(kScaledBody, {{"element", element},
-                                            {"width", std::to_string(params.width)},
-                                            {"threads", std::to_string(copy.threads)},
-                                            {"vector", std::to_string(copy.vector)},
-                                            {"scale", floatLiteral(params.scale)},
-                                            {"name", kernel.name},
-                                            {"signature", renderSignature(kernel.parameters)}})
-             : expandTemplate(kBody, {{"element", element},
-                             {"chunk", std::string(rawChunkType(copy.chunkBytes))},
-                             {"chunkBytes", std::to_string(copy.chunkBytes)},
-                             {"width", std::to_string(params.width)},
-                             {"threads", std::to_string(copy.threads)},
-                             {"vector", std::to_string(copy.vector)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody,
+                       {{"rowConstants", rowVectorConstants(params.element, params.width)},
+                        {"copyConstants", copyConstants},
+                        {"copyRow", std::string(scaled ? kScaledCopy : kRawCopy)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Embedding lookup: rows of " + std::to_string(params.width) + " " +

@@ -16,17 +16,12 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(using Element = ${element};
-// kVector elements moved as one ${chunkBytes}-byte access.
+constexpr std::string_view kBody =
+    R"cuda(${rowConstants}// kVector elements moved as one ${chunkBytes}-byte access.
 using Chunk = ${chunk};
-constexpr int kKvWidth = ${kvWidth};
 constexpr int kPageSize = ${pageSize};
-constexpr int kThreads = ${threads};
-constexpr int kVector = ${vector};
-constexpr int kChunks = kKvWidth / kVector;
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int row = blockIdx.x;
   if (row >= count)
     return;
@@ -47,9 +42,7 @@ ${signature}) {
 } // namespace
 
 StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
-  if (params.kvWidth <= 0 || params.kvWidth > (int64_t(1) << 20))
-    return Status::error("kv_store: kv_width must be in [1, 2^20], got " +
-                         std::to_string(params.kvWidth));
+  DLM_RETURN_IF_ERROR(checkWidth("kv_store: kv_width", params.kvWidth, 20));
   if (params.pageSize <= 0 || params.pageSize > 65536)
     return Status::error("kv_store: page_size must be in [1, 65536], got " +
                          std::to_string(params.pageSize));
@@ -61,9 +54,7 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
                 std::to_string(params.pageSize) + "_" +
                 std::string(elementTypeName(params.element));
   kernel.hot = false;
-  kernel.blockThreads = static_cast<unsigned>(copy.threads);
-  kernel.grid = "x = count";
-  kernel.sharedMemoryBytes = 0;
+  setRowCopyLaunch(kernel, copy);
   const std::string element(cudaElementType(params.element));
   kernel.parameters = {
       {"const " + element + " *__restrict__", "k"},
@@ -81,15 +72,11 @@ StatusOr<KernelSource> generateKvStore(const KvStoreParams &params) {
                            {"page_size", params.pageSize},
                            {"element", std::string(elementTypeName(params.element))}};
   const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"chunk", std::string(rawChunkType(copy.chunkBytes))},
-                             {"chunkBytes", std::to_string(copy.chunkBytes)},
-                             {"kvWidth", std::to_string(params.kvWidth)},
-                             {"pageSize", std::to_string(params.pageSize)},
-                             {"threads", std::to_string(copy.threads)},
-                             {"vector", std::to_string(copy.vector)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody,
+                       {{"rowConstants", rowVectorConstants(params.element, params.kvWidth)},
+                        {"chunk", std::string(rawChunkType(copy.chunkBytes))},
+                        {"chunkBytes", std::to_string(copy.chunkBytes)},
+                        {"pageSize", std::to_string(params.pageSize)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "KV store: rows of " + std::to_string(params.kvWidth) + " " +

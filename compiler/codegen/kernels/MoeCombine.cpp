@@ -14,10 +14,8 @@ namespace {
 constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kHidden = ${hidden};
 constexpr int kTopK = ${topK};
-constexpr int kThreads = ${threads};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int token = blockIdx.x;
   if (token >= tokens)
     return;
@@ -73,13 +71,10 @@ StatusOr<KernelSource> generateMoeCombine(const MoeParams &params) {
   kernel.specialisation = {{"hidden", params.hidden},
                            {"top_k", params.topK},
                            {"element", std::string(elementTypeName(params.element))}};
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"hidden", std::to_string(params.hidden)},
-                             {"topK", std::to_string(params.topK)},
-                             {"threads", std::to_string(kernel.blockThreads)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody,
+                                            {{"element", element},
+                                             {"hidden", std::to_string(params.hidden)},
+                                             {"topK", std::to_string(params.topK)}});
   kernel.source = assembleTranslationUnit(
       kernel, "MoE weighted sum of " + std::to_string(params.topK) + " experts per token.", body);
   return kernel;

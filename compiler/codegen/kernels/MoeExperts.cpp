@@ -31,7 +31,6 @@ constexpr int kReduce = ${reduce};   // the reduced dimension: H (gated) or I (d
 constexpr int kOutputs = ${outputs}; // output columns: I (gated) or H (down)
 constexpr int kWeightRows = kGated ? 2 * kOutputs : kOutputs; // rows per expert
 constexpr int kTopK = ${topK};
-constexpr int kThreads = ${threads};
 constexpr int kTile = ${tile};
 constexpr int kTileReduce = ${tileReduce};
 constexpr int kPitch = kTile + 4;
@@ -41,8 +40,7 @@ __device__ __forceinline__ float geluTanh(float g) {
   return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int expert = blockIdx.z;
   const int count = counts[expert];
   const int firstRow = blockIdx.y * kTile;
@@ -173,18 +171,15 @@ StatusOr<KernelSource> generateMoeExperts(const MoeParams &params, bool gated) {
                            {"experts", params.experts},
                            {"top_k", params.topK},
                            {"element", std::string(elementTypeName(params.element))}};
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"input", gated ? element : "float"},
-                             {"gated", boolLiteral(gated)},
-                             {"reduce", std::to_string(reduce)},
-                             {"outputs", std::to_string(outputs)},
-                             {"topK", std::to_string(params.topK)},
-                             {"threads", std::to_string(kThreads)},
-                             {"tile", std::to_string(kTile)},
-                             {"tileReduce", std::to_string(kTileReduce)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody,
+                                            {{"element", element},
+                                             {"input", gated ? element : "float"},
+                                             {"gated", boolLiteral(gated)},
+                                             {"reduce", std::to_string(reduce)},
+                                             {"outputs", std::to_string(outputs)},
+                                             {"topK", std::to_string(params.topK)},
+                                             {"tile", std::to_string(kTile)},
+                                             {"tileReduce", std::to_string(kTileReduce)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       std::string("MoE expert products (") + (gated ? "gate_up, gelu_tanh(gate) * up" : "down") +

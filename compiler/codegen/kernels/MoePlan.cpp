@@ -14,10 +14,8 @@ namespace {
 
 constexpr std::string_view kBody = R"cuda(constexpr int kExperts = ${experts};
 constexpr int kTopK = ${topK};
-constexpr int kThreads = ${threads};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int slots = tokens * kTopK;
   for (int e = threadIdx.x; e < kExperts; e += kThreads) {
     int *list = lists + (long long)e * tokens;
@@ -49,12 +47,9 @@ StatusOr<KernelSource> generateMoePlan(const MoeParams &params) {
       {"int *__restrict__", "counts"},
   };
   kernel.specialisation = {{"experts", params.experts}, {"top_k", params.topK}};
-  const std::string body =
-      expandTemplate(kBody, {{"experts", std::to_string(params.experts)},
-                             {"topK", std::to_string(params.topK)},
-                             {"threads", std::to_string(kernel.blockThreads)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(
+      kernel, kBody,
+      {{"experts", std::to_string(params.experts)}, {"topK", std::to_string(params.topK)}});
   kernel.source = assembleTranslationUnit(
       kernel, "MoE plan: the slots of each of " + std::to_string(params.experts) + " experts.",
       body);

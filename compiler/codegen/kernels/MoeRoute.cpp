@@ -27,11 +27,9 @@ constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kHidden = ${hidden};
 constexpr int kExperts = ${experts};
 constexpr int kTopK = ${topK};
-constexpr int kThreads = ${threads};
 constexpr int kWarps = kThreads / 32;
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int token = blockIdx.x;
   if (token >= tokens)
     return;
@@ -160,14 +158,11 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
                            {"experts", params.experts},
                            {"top_k", params.topK},
                            {"element", std::string(elementTypeName(params.element))}};
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"hidden", std::to_string(params.hidden)},
-                             {"experts", std::to_string(params.experts)},
-                             {"topK", std::to_string(params.topK)},
-                             {"threads", std::to_string(kThreads)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody,
+                                            {{"element", element},
+                                             {"hidden", std::to_string(params.hidden)},
+                                             {"experts", std::to_string(params.experts)},
+                                             {"topK", std::to_string(params.topK)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "MoE routing: router norm and scales, " + std::to_string(params.experts) +

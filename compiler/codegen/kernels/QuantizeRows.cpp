@@ -22,7 +22,6 @@ constexpr int64_t kThreads = 256;
 
 constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kWidth = ${width};
-constexpr int kThreads = ${threads};
 constexpr int kWarps = kThreads / 32;
 constexpr float kE4m3Max = 448.f;
 
@@ -45,8 +44,7 @@ __device__ __forceinline__ unsigned char encodeE4m3(float value) {
   return static_cast<unsigned char>(sign | static_cast<unsigned>(rintf(magnitude * 512.f)));
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int row = blockIdx.x;
   if (row >= rows)
     return;
@@ -79,13 +77,9 @@ ${signature}) {
 } // namespace
 
 StatusOr<KernelSource> generateQuantizeRows(const QuantizeRowsParams &params) {
-  if (params.width <= 0 || params.width > (int64_t(1) << 24))
-    return Status::error("quantize_rows: width must be in [1, 2^24], got " +
-                         std::to_string(params.width));
-  KernelSource kernel;
-  kernel.kind = "quantize_rows";
-  kernel.name = "dlm_quantize_rows_fp8_e4m3_w" + std::to_string(params.width) + "_" +
-                std::string(elementTypeName(params.element));
+  DLM_RETURN_IF_ERROR(checkWidth("quantize_rows: width", params.width, 24));
+  KernelSource kernel = widthElementKernel("quantize_rows", "dlm_quantize_rows_fp8_e4m3",
+                                           params.width, params.element);
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(kThreads);
   kernel.grid = "x = rows";
@@ -98,14 +92,8 @@ StatusOr<KernelSource> generateQuantizeRows(const QuantizeRowsParams &params) {
       {"float *__restrict__", "scales"},
       {"int", "rows"},
   };
-  kernel.specialisation = {{"width", params.width},
-                           {"element", std::string(elementTypeName(params.element))}};
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"width", std::to_string(params.width)},
-                             {"threads", std::to_string(kThreads)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(
+      kernel, kBody, {{"element", element}, {"width", std::to_string(params.width)}});
   kernel.source = assembleTranslationUnit(
       kernel, "rows of " + std::to_string(params.width) + " to FP8 E4M3, one scale per row.", body);
   return kernel;

@@ -22,13 +22,11 @@ namespace dlm::codegen {
 namespace {
 
 constexpr std::string_view kBody = R"cuda(constexpr int kVocab = ${vocab};
-constexpr int kThreads = 256;
 constexpr bool kUniformNoise = ${uniformNoise};
 constexpr bool kInitialCanvas = ${initialCanvas};
 constexpr bool kMaskedOnly = ${maskedOnly};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int row = blockIdx.x * kThreads + threadIdx.x;
   if (row >= rows)
     return;
@@ -98,12 +96,11 @@ StatusOr<KernelSource> generateRenoise(const RenoiseParams &params) {
                            {"initial_canvas", params.initialCanvas},
                            {"candidates", std::string(renoiseCandidatesName(params.candidates))}};
   const std::string body =
-      expandTemplate(kBody, {{"vocab", std::to_string(params.vocab)},
-                             {"uniformNoise", boolLiteral(params.noise == NoiseKind::uniform)},
-                             {"initialCanvas", boolLiteral(params.initialCanvas)},
-                             {"maskedOnly", boolLiteral(maskedOnly)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody,
+                       {{"vocab", std::to_string(params.vocab)},
+                        {"uniformNoise", boolLiteral(params.noise == NoiseKind::uniform)},
+                        {"initialCanvas", boolLiteral(params.initialCanvas)},
+                        {"maskedOnly", boolLiteral(maskedOnly)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       std::string(params.initialCanvas ? "Initial canvas" : "Renoise") + " with " +

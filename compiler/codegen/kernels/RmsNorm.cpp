@@ -18,17 +18,11 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(using Element = ${element};
-constexpr int kWidth = ${width};
-constexpr int kThreads = ${threads};
-constexpr int kWarps = kThreads / 32;
-constexpr int kVector = ${vector};
-constexpr int kChunks = kWidth / kVector;
+constexpr std::string_view kBody = R"cuda(${rowConstants}constexpr int kWarps = kThreads / 32;
 constexpr int kChunksPerThread = (kChunks + kThreads - 1) / kThreads;
 constexpr bool kHasWeight = ${hasWeight};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int row = blockIdx.x;
   if (row >= rows)
     return;
@@ -85,18 +79,16 @@ ${signature}) {
 } // namespace
 
 StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
-  if (params.width <= 0 || params.width > (int64_t(1) << 20))
-    return Status::error("rms_norm: width must be in [1, 2^20], got " +
-                         std::to_string(params.width));
-  const int vector = vectorWidth(params.element, params.width);
-  const int64_t chunks = params.width / vector;
+  DLM_RETURN_IF_ERROR(checkWidth("rms_norm: width", params.width, 20));
+  const int64_t chunks = params.width / vectorWidth(params.element, params.width);
   // Up to 256 threads; wider rows give each thread several 16-byte chunks (more loads in flight).
   const int64_t threads = std::clamp<int64_t>(roundUp(chunks, 32), 32, 256);
 
-  KernelSource kernel;
-  kernel.kind = "rms_norm";
-  kernel.name = "dlm_rms_norm_w" + std::to_string(params.width) + "_" +
-                std::string(elementTypeName(params.element)) + (params.hasWeight ? "" : "_noscale");
+  KernelSource kernel =
+      widthElementKernel("rms_norm", "dlm_rms_norm", params.width, params.element);
+  if (!params.hasWeight)
+    kernel.name += "_noscale";
+  kernel.specialisation["has_weight"] = params.hasWeight;
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(threads);
   kernel.grid = "x = rows";
@@ -112,17 +104,10 @@ StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
       {"int", "rowsPerToken"},
       {"float", "eps"},
   };
-  kernel.specialisation = {{"width", params.width},
-                           {"element", std::string(elementTypeName(params.element))},
-                           {"has_weight", params.hasWeight}};
   const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"width", std::to_string(params.width)},
-                             {"threads", std::to_string(threads)},
-                             {"vector", std::to_string(vector)},
-                             {"hasWeight", boolLiteral(params.hasWeight)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody,
+                       {{"rowConstants", rowVectorConstants(params.element, params.width)},
+                        {"hasWeight", boolLiteral(params.hasWeight)}});
   kernel.source = assembleTranslationUnit(
       kernel, "RMSNorm over rows of " + std::to_string(params.width) + ", fp32 accumulation.",
       body);

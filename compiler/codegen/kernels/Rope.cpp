@@ -21,13 +21,11 @@ constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kHeadDim = ${headDim};
 constexpr int kHalfRotary = ${halfRotary};
 constexpr int kFrequencyPairs = ${frequencyPairs};
-constexpr int kThreads = ${threads};
 
 // 1 / theta^(2j / ${frequencyDim}), theta = ${theta}.
 __device__ const double kInverseFrequency[kFrequencyPairs] = {${inverseFrequencies}};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int token = blockIdx.x;
   if (token >= tokens)
     return;
@@ -100,17 +98,14 @@ StatusOr<KernelSource> generateRope(const RopeParams &params) {
                                                             static_cast<double>(frequencyDim));
     table += (j ? ", " : "") + doubleLiteral(inverse);
   }
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"headDim", std::to_string(headDim)},
-                             {"halfRotary", std::to_string(rotaryDim / 2)},
-                             {"frequencyPairs", std::to_string(frequencyPairs)},
-                             {"frequencyDim", std::to_string(frequencyDim)},
-                             {"theta", doubleLiteral(params.theta)},
-                             {"threads", std::to_string(kernel.blockThreads)},
-                             {"inverseFrequencies", table},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody,
+                                            {{"element", element},
+                                             {"headDim", std::to_string(headDim)},
+                                             {"halfRotary", std::to_string(rotaryDim / 2)},
+                                             {"frequencyPairs", std::to_string(frequencyPairs)},
+                                             {"frequencyDim", std::to_string(frequencyDim)},
+                                             {"theta", doubleLiteral(params.theta)},
+                                             {"inverseFrequencies", table}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "NeoX RoPE in place: pairs (j, j + " + std::to_string(rotaryDim / 2) + "), " +

@@ -30,7 +30,6 @@ namespace {
 
 constexpr std::string_view kBody = R"cuda(using Logit = ${logit};
 constexpr int kVocab = ${vocab};
-constexpr int kThreads = ${threads};
 constexpr int kWarps = kThreads / 32;
 constexpr int kVector = ${vector};
 constexpr bool kSoftcap = ${hasSoftcap};
@@ -166,8 +165,7 @@ __device__ __forceinline__ RowState shuffleXor(const RowState &s, int laneMask) 
   return o;
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const int row = blockIdx.x;
   if (row >= rows)
     return;
@@ -283,21 +281,17 @@ StatusOr<KernelSource> generateSampler(const SamplerParams &params) {
                            {"threads", params.threads},
                            {"confidence", std::string(samplerConfidenceName(params.confidence))},
                            {"softmax_statistics", params.softmaxStatistics}};
-  const std::string body =
-      expandTemplate(kBody, {{"logit", logit},
-                             {"vocab", std::to_string(params.vocab)},
-                             {"threads", std::to_string(params.threads)},
-                             {"vector", std::to_string(vector)},
-                             {"hasSoftcap", boolLiteral(params.softcap > 0)},
-                             {"softcap", floatLiteral(params.softcap > 0 ? params.softcap : 1.0)},
-                             {"unitConfidence", boolLiteral(params.confidence ==
-                                                            SamplerConfidence::unitTemperature)},
-                             {"statisticsStores",
-                              params.softmaxStatistics ? "  softmaxMax[row] = total.max;\n"
-                                                         "  softmaxSum[row] = total.sum;\n"
-                                                       : ""},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(
+      kernel, kBody,
+      {{"logit", logit},
+       {"vocab", std::to_string(params.vocab)},
+       {"vector", std::to_string(vector)},
+       {"hasSoftcap", boolLiteral(params.softcap > 0)},
+       {"softcap", floatLiteral(params.softcap > 0 ? params.softcap : 1.0)},
+       {"unitConfidence", boolLiteral(params.confidence == SamplerConfidence::unitTemperature)},
+       {"statisticsStores", params.softmaxStatistics ? "  softmaxMax[row] = total.max;\n"
+                                                       "  softmaxSum[row] = total.sum;\n"
+                                                     : ""}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Fused sampler over " + std::to_string(params.vocab) +

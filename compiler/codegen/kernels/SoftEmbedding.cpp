@@ -34,7 +34,6 @@ constexpr int64_t kThreads = 256;
 
 constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kWidth = ${width};
-constexpr int kThreads = ${threads};
 constexpr int kWarps = kThreads / 32;
 constexpr int kTileRows = ${tileRows};
 constexpr int kTileColumns = ${tileColumns};
@@ -44,8 +43,7 @@ constexpr int kColumnsPerThread = 8;
 constexpr int kColumnThreads = kTileColumns / kColumnsPerThread; // 16
 constexpr int kPitch = kTileRows + 4;
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   __shared__ __align__(16) float sProbability[kTileInput][kPitch]; // [input in tile][row]
   __shared__ __align__(16) float sTable[kTileInput][kTileColumns]; // [input in tile][column]
   __shared__ float sMax[kTileRows];
@@ -155,13 +153,9 @@ ${signature}) {
 } // namespace
 
 StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params) {
-  if (params.width <= 0 || params.width > (int64_t(1) << 20))
-    return Status::error("soft_embedding: width must be in [1, 2^20], got " +
-                         std::to_string(params.width));
-  KernelSource kernel;
-  kernel.kind = "soft_embedding";
-  kernel.name = "dlm_soft_embedding_w" + std::to_string(params.width) + "_" +
-                std::string(elementTypeName(params.element));
+  DLM_RETURN_IF_ERROR(checkWidth("soft_embedding: width", params.width, 20));
+  KernelSource kernel =
+      widthElementKernel("soft_embedding", "dlm_soft_embedding", params.width, params.element);
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(kThreads);
   kernel.grid = "x = ceil(width / " + std::to_string(kTileColumns) + "), y = ceil(rows / " +
@@ -182,17 +176,12 @@ StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params) 
       {element + " *__restrict__", "out"},
       {"long long", "outStride"},
   };
-  kernel.specialisation = {{"width", params.width},
-                           {"element", std::string(elementTypeName(params.element))}};
-  const std::string body =
-      expandTemplate(kBody, {{"element", element},
-                             {"width", std::to_string(params.width)},
-                             {"threads", std::to_string(kThreads)},
-                             {"tileRows", std::to_string(kTileRows)},
-                             {"tileColumns", std::to_string(kTileColumns)},
-                             {"tileInput", std::to_string(kTileInput)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(kernel, kBody,
+                                            {{"element", element},
+                                             {"width", std::to_string(params.width)},
+                                             {"tileRows", std::to_string(kTileRows)},
+                                             {"tileColumns", std::to_string(kTileColumns)},
+                                             {"tileInput", std::to_string(kTileInput)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       "Soft embedding: softmax(input rows) @ table * scale into rows of " +

@@ -12,12 +12,10 @@ namespace dlm::codegen {
 
 namespace {
 
-constexpr std::string_view kBody = R"cuda(constexpr int kThreads = ${threads};
-constexpr int kPerThread = 4;
+constexpr std::string_view kBody = R"cuda(constexpr int kPerThread = 4;
 constexpr float kCap = ${softcap};
 
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const long long first = (long long)blockIdx.x * kThreads * kPerThread + threadIdx.x;
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {
@@ -46,10 +44,7 @@ StatusOr<KernelSource> generateSoftcap(const SoftcapParams &params) {
   };
   kernel.specialisation = {{"softcap", params.softcap}};
   const std::string body =
-      expandTemplate(kBody, {{"threads", std::to_string(kernel.blockThreads)},
-                             {"softcap", floatLiteral(params.softcap)},
-                             {"name", kernel.name},
-                             {"signature", renderSignature(kernel.parameters)}});
+      expandKernelBody(kernel, kBody, {{"softcap", floatLiteral(params.softcap)}});
   kernel.source = assembleTranslationUnit(
       kernel, "Logit soft-cap " + doubleLiteral(params.softcap) + " * tanh(x / cap), float32.",
       body);

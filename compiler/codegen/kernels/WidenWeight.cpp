@@ -41,12 +41,10 @@ constexpr std::string_view kE4m3Decode =
 )cuda";
 
 constexpr std::string_view kBody = R"cuda(using Element = ${element};
-constexpr int kThreads = ${threads};
 constexpr int kPerThread = ${perThread};
 
 ${decode}
-extern "C" __global__ void __launch_bounds__(kThreads) ${name}(
-${signature}) {
+${entryPoint} {
   const long long count = rows * cols;
   const long long first = ((long long)blockIdx.x * kThreads + threadIdx.x) * kPerThread;
 #pragma unroll
@@ -83,13 +81,11 @@ StatusOr<KernelSource> generateWidenWeight(const WidenWeightParams &params) {
   };
   kernel.specialisation = {{"stored", std::string(storedWeightName(params.stored))},
                            {"element", std::string(elementTypeName(params.element))}};
-  const std::string body = expandTemplate(
-      kBody, {{"element", element},
-              {"threads", std::to_string(kThreads)},
-              {"perThread", std::to_string(kPerThread)},
-              {"decode", std::string(params.stored == StoredWeight::i8 ? kI8Decode : kE4m3Decode)},
-              {"name", kernel.name},
-              {"signature", renderSignature(kernel.parameters)}});
+  const std::string body = expandKernelBody(
+      kernel, kBody,
+      {{"element", element},
+       {"perThread", std::to_string(kPerThread)},
+       {"decode", std::string(params.stored == StoredWeight::i8 ? kI8Decode : kE4m3Decode)}});
   kernel.source = assembleTranslationUnit(kernel,
                                           "a " + std::string(storedWeightName(params.stored)) +
                                               " weight times its row scales, widened.",
