@@ -5,6 +5,7 @@
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/RecordProfile.h"
 #include "support/FloatFormats.h"
+#include "support/SplitText.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +20,10 @@ namespace {
 
 constexpr int64_t kDefaultMaxSequence = 4096;
 
-// A linear record, and an lm_head without a fused norm, run as cuBLASLt GEMMs alone.
-bool runsAsGemmOnly(const program::ProgramRecord &record) {
-  return record.kind() == program::KernelKind::linear ||
-         (record.kind() == program::KernelKind::lmHead && !record.norm());
-}
-// Speculative decoding's row moves are whole-row device copies: no generated kernel.
-bool runsAsCopies(const program::ProgramRecord &record) {
-  return record.kind() == program::KernelKind::forwardInput ||
-         record.kind() == program::KernelKind::selectInputRows ||
-         record.kind() == program::KernelKind::capture;
+// Whether the record's kind needs a generated kernel (KernelOps.td's cudaNeedsKernel: those that
+// do not run as cuBLASLt GEMMs or device copies).
+bool needsKernel(const program::ProgramRecord &record) {
+  return spec::kernels::kKindContracts[static_cast<size_t>(record.kind())].cudaNeedsKernel;
 }
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
@@ -221,7 +216,7 @@ Status CudaBackend::supports(const program::ProgramRecord &record) const {
   if (record.kind() == KernelKind::rope && record.as<spec::kernels::RopeParams>().rotatedPairs <= 0)
     return Status::error("not supported yet: a rope record that rotates no pair (record '" +
                          record.fullName + "') on cuda");
-  if (!runsAsGemmOnly(record) && !runsAsCopies(record) && record.cudaKernel.empty())
+  if (needsKernel(record) && record.cudaKernel.empty())
     return Status::error("kernel record '" + record.fullName +
                          "' names no CUDA kernel; recompile with dlmc compile --target cuda");
   return Status::ok();
@@ -236,11 +231,8 @@ Status CudaBackend::bindRecord(const program::KernelProgram &program,
                          record.cudaKernel + "'): " + what +
                          "; recompile with dlmc compile --target cuda");
   };
-  std::string_view list = record.cudaKernel;
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string name(list.substr(0, comma));
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  for (std::string_view name : record.cudaKernel.empty() ? std::vector<std::string_view>()
+                                                         : splitText(record.cudaKernel, ',')) {
     DLM_ASSIGN_OR_RETURN(DeviceKernel kernel, modules_->named(name));
     kernels.push_back(kernel);
     const std::string &kind = kernel.record->kind;
@@ -299,7 +291,7 @@ Status CudaBackend::bindRecord(const program::KernelProgram &program,
     break;
   }
   default:
-    if (!runsAsGemmOnly(record) && !runsAsCopies(record) && !bound.kernel.function)
+    if (needsKernel(record) && !bound.kernel.function)
       return mismatch("no kernel for the record");
     break;
   }

@@ -43,19 +43,24 @@ struct KindContract {
   int operands; // without the residual of an accumulating linear; kAnyOperandCount: one or more
   bool hasResult;
   InPlace inPlace;
+  // Whether a record of the kind needs a generated kernel on CUDA (KernelOps.td).
+  bool cudaNeedsKernel;
   const ParameterSpec *parameters = nullptr; // beyond kCommonParameters
   size_t parameterCount = 0;
 };
 
 template <typename Kind, size_t N>
 constexpr KindContract kindContract(std::string_view name, Kind kind, int operands, bool hasResult,
-                                    InPlace inPlace, const ParameterSpec (&parameters)[N]) {
-  return {name, static_cast<uint8_t>(kind), operands, hasResult, inPlace, parameters, N};
+                                    InPlace inPlace, bool cudaNeedsKernel,
+                                    const ParameterSpec (&parameters)[N]) {
+  return {
+      name, static_cast<uint8_t>(kind), operands, hasResult, inPlace, cudaNeedsKernel, parameters,
+      N};
 }
 template <typename Kind>
 constexpr KindContract kindContract(std::string_view name, Kind kind, int operands, bool hasResult,
-                                    InPlace inPlace) {
-  return {name, static_cast<uint8_t>(kind), operands, hasResult, inPlace};
+                                    InPlace inPlace, bool cudaNeedsKernel) {
+  return {name, static_cast<uint8_t>(kind), operands, hasResult, inPlace, cudaNeedsKernel};
 }
 
 #include "runtime/schema/KernelRecordSpec.inc"

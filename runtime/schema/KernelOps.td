@@ -139,6 +139,10 @@ class KernelKind<string kindName, int operandCount> {
   string cpuRunner = "";
   string cudaKernels = "";
   string cudaLaunch = "enqueueDeclared";
+  // 0: a record of the kind may run on CUDA without a generated kernel (a cuBLASLt GEMM, device
+  // copies); dlmc then writes its cuda_kernel empty. lm_head is 0: its norm's kernel is asked for
+  // by the norm weight, not the kind.
+  bit cudaNeedsKernel = 1;
   // The category of its profile events (profile::Category's enumerator).
   string profileCategory = "elementwise";
   // Where the memory plan may place its result on a slot it reads (the last read of that slot):
@@ -180,6 +184,7 @@ def NormLinear : KernelKind<"norm_linear", 1> {
 def Linear : KernelKind<"linear", 1> {
   let profileCategory = "gemm";
   let cudaLaunch = "enqueueProjection";
+  let cudaNeedsKernel = 0;
   let parameters = (ins Required<Weight>:$weight, Optional<Weight>:$bias,
                         Optional<Flag, "false">:$accumulate);
 }
@@ -249,6 +254,7 @@ def LmHead : KernelKind<"lm_head", 1> {
                                 "softcap must be positive">];
   let profileCategory = "lmHead";
   let cudaLaunch = "enqueueProjection";
+  let cudaNeedsKernel = 0;
   let parameters = (ins Optional<Weight>:$norm_weight, Optional<Real>:$eps,
                         Required<Weight>:$weight, Required<Flag>:$logit_shift,
                         Optional<Real>:$softcap);
@@ -308,6 +314,7 @@ def ForwardInput : KernelKind<"forward_input", 0> {
   let cudaLaunch = "enqueueForwardInput";
   let profileCategory = "embedding";
   let cudaKernels = "deviceCopy";
+  let cudaNeedsKernel = 0;
 }
 // a, b → y (all one width): rows r < ForwardSpec::inputRows take a's row r, the others b's. The
 // drafter's K/V input: the context rows' projected features, then the block rows' normed states.
@@ -316,6 +323,7 @@ def SelectInputRows : KernelKind<"select_input_rows", 2> {
   let check = "constraintsOnly";
   let constraints = TwoOperandsOfTheResultWidth;
   let cudaKernels = "deviceCopy";
+  let cudaNeedsKernel = 0;
   let cudaLaunch = "enqueuePerPart";
 }
 // x_0, ..., x_{n-1} (each [T, w]) → no slot: the forward's captured rows [T, n*w], x_i in
@@ -324,6 +332,7 @@ def SelectInputRows : KernelKind<"select_input_rows", 2> {
 def Capture : KernelKind<"capture", -1> {
   let cudaLaunch = "enqueueCapture";
   let cudaKernels = "deviceCopy";
+  let cudaNeedsKernel = 0;
   let hasResult = 0;
 }
 

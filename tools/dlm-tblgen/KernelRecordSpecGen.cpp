@@ -107,12 +107,13 @@ void emitContract(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
     const StringRef inPlace = kind->getValueAsString("inPlace");
     if (inPlace != "none" && inPlace != "first" && inPlace != "any")
       llvm::PrintFatalError(kind, "inPlace is none, first or any, not '" + inPlace + "'");
-    os << llvm::formatv("    kindContract(k{0}, KernelKind::{1}, {2}, {3}, InPlace::{4}", stem,
+    os << llvm::formatv("    kindContract(k{0}, KernelKind::{1}, {2}, {3}, InPlace::{4}, {5}", stem,
                         enumeratorOf(*kind), kind->getValueAsInt("operands"),
                         kind->getValueAsBit("hasResult") ? "true" : "false",
                         inPlace == "none"    ? "none"
                         : inPlace == "first" ? "firstOperand"
-                                             : "anyOperand");
+                                             : "anyOperand",
+                        kind->getValueAsBit("cudaNeedsKernel") ? "true" : "false");
     if (!parametersOf(*kind).empty())
       os << ", k" << stem << "Parameters";
     os << "),\n";
