@@ -141,17 +141,11 @@ void buildDFlash(ModuleOp module) {
   first.context = p.value("context", p.forward({"full", first.start, first.start, last,
                                                   first.start, {}, std::nullopt, {}, {}, {},
                                                   p.logits()}));
-  Value next = p.add("next", first.start, one);
-  gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
-  gen::WindowOp::create(b, first.start, next);
-  Value step = p.set("step", zero);
-  gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, step, "first").getToken());
-  first.step = p.add("step", step, one);
-  Value atLimit = p.ge("atLimit", next, limit);
-  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.start, next, zero, atLimit));
-  first.done = p.either("done", eos, atLimit);
-  first.committed = p.set("committed", next);
-  first.blocks = p.set("blocks", one);
+  const FirstToken token = commitFirstToken(p, k.sampling, first.start, limit, "first");
+  first.step = token.step;
+  first.done = token.done;
+  first.committed = token.committed;
+  first.blocks = token.blocks;
   // The first position of the context rows the drafter has not seen.
   first.contextFrom = p.set("contextFrom", zero);
   first.q = p.value("q", gen::DropLogitsOp::create(b, p.logits()));

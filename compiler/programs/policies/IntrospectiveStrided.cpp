@@ -215,17 +215,11 @@ void buildIntrospectiveStrided(ModuleOp module) {
   first.c = p.set("c", p.fact("prompt_len"));
   Value last = p.sub("last", first.c, one);
   p.forward({"full", first.c, first.c, last, first.c});
-  Value next = p.add("next", first.c, one);
-  gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
-  gen::WindowOp::create(b, first.c, next);
-  Value step = p.set("step", zero);
-  gen::SeqWriteOp::create(b, sampleRows(p, k.sampling, step, "t0").getToken());
-  first.step = p.add("step", step, one);
-  Value atLimit = p.ge("atLimit", next, s.limit);
-  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), first.c, next, zero, atLimit));
-  first.done = p.either("done", eos, atLimit);
-  first.committed = p.set("committed", next);
-  first.blocks = p.set("blocks", one);
+  const FirstToken token = commitFirstToken(p, k.sampling, first.c, s.limit, "t0");
+  first.step = token.step;
+  first.done = token.done;
+  first.committed = token.committed;
+  first.blocks = token.blocks;
   first.cold = p.set("cold", p.boolean(true));
   // The draft's distributions of the drafts awaiting verification (sampled decoding only).
   first.q = p.value("q", gen::DropLogitsOp::create(b, p.logits()));

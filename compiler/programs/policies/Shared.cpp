@@ -47,6 +47,25 @@ gen::SampleOp sampleRows(PolicyBuilder &p, const SamplingKnobs &k, Value step, S
                                        StringAttr(), k.topK, k.topP));
 }
 
+FirstToken commitFirstToken(PolicyBuilder &p, const SamplingKnobs &k, Value start, Value limit,
+                            StringRef token) {
+  ImplicitLocOpBuilder &b = p.b();
+  Value zero = p.integer(0), one = p.integer(1);
+  Value next = p.add("next", start, one);
+  gen::SeqExtendOp::create(b, one, p.text("token"), zero, Value(), Value());
+  gen::WindowOp::create(b, start, next);
+  Value step = p.set("step", zero);
+  gen::SeqWriteOp::create(b, sampleRows(p, k, step, token).getToken());
+  FirstToken first;
+  first.step = p.add("step", step, one);
+  Value atLimit = p.ge("atLimit", next, limit);
+  Value eos = p.value("eos", gen::CommitOp::create(b, p.i1(), start, next, zero, atLimit));
+  first.done = p.either("done", eos, atLimit);
+  first.committed = p.set("committed", next);
+  first.blocks = p.set("blocks", one);
+  return first;
+}
+
 EntropyBoundKnobs declareEntropyBoundKnobs(PolicyBuilder &p) {
   EntropyBoundKnobs k;
   // Step counts are forwards: at most 65536 of them, so that no stored default or request can

@@ -28,6 +28,14 @@ void checkSampling(PolicyBuilder &p, const SamplingKnobs &k);
 generate::SampleOp sampleRows(PolicyBuilder &p, const SamplingKnobs &k, mlir::Value step,
                               llvm::StringRef token);
 
+// A speculative decoder's first round after the prompt's forward: the token at `start` sampled
+// from the prompt's last row at step 0 (named `token`) and committed, done at EOS or `limit`.
+struct FirstToken {
+  mlir::Value step, done, committed, blocks;
+};
+FirstToken commitFirstToken(PolicyBuilder &p, const SamplingKnobs &k, mlir::Value start,
+                            mlir::Value limit, llvm::StringRef token);
+
 // The knobs of the entropy-bound stop rule, with transformers' DiffusionGemma defaults.
 struct EntropyBoundKnobs {
   mlir::Value maxSteps, tMin, tMax, entropyBound, stabilityThreshold, confidenceThreshold;
