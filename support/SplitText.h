@@ -2,7 +2,9 @@
 // comma-separated choices and slot lists, declared launches, decode-program lines, flag values.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace dlm {
@@ -25,7 +27,7 @@ constexpr bool forEachPiece(std::string_view text, char delimiter, Visit &&visit
   }
 }
 
-// The pieces forEachPiece visits, as views into `text`.
+// The pieces forEachPiece visits, as views into `text` (which must outlive them).
 inline std::vector<std::string_view> splitText(std::string_view text, char delimiter) {
   std::vector<std::string_view> pieces;
   forEachPiece(text, delimiter, [&](std::string_view piece) {
@@ -33,6 +35,15 @@ inline std::vector<std::string_view> splitText(std::string_view text, char delim
     return true;
   });
   return pieces;
+}
+// Views into a temporary string would dangle by the end of the statement.
+template <typename Text, std::enable_if_t<std::is_same_v<Text, std::string>, int> = 0>
+std::vector<std::string_view> splitText(Text &&temporary, char delimiter) = delete;
+
+// A list's items: the pieces of a non-empty `list`, none for an empty one ("" lists nothing;
+// "a,", "a,,b" still hold an empty item, for the caller to refuse).
+inline std::vector<std::string_view> splitList(std::string_view list, char delimiter) {
+  return list.empty() ? std::vector<std::string_view>() : splitText(list, delimiter);
 }
 
 } // namespace dlm

@@ -19,6 +19,20 @@ constexpr int kVector = ${vector};
 constexpr int kChunks = kWidth / kVector;
 )cuda";
 
+// The parameter list of an entry point, one parameter per line.
+std::string renderSignature(const std::vector<KernelParameter> &parameters) {
+  std::string text;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const KernelParameter &parameter = parameters[i];
+    text += "    " + parameter.type;
+    if (!parameter.type.empty() && parameter.type.back() != '*')
+      text += ' ';
+    text += parameter.name;
+    text += i + 1 < parameters.size() ? ",\n" : "";
+  }
+  return text;
+}
+
 } // namespace
 
 std::string expandTemplate(std::string_view text, const TemplateValues &values) {
@@ -144,19 +158,6 @@ std::string_view rawChunkType(int bytes) {
   }
 }
 
-std::string renderSignature(const std::vector<KernelParameter> &parameters) {
-  std::string text;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const KernelParameter &parameter = parameters[i];
-    text += "    " + parameter.type;
-    if (!parameter.type.empty() && parameter.type.back() != '*')
-      text += ' ';
-    text += parameter.name;
-    text += i + 1 < parameters.size() ? ",\n" : "";
-  }
-  return text;
-}
-
 Status checkWidth(std::string_view what, int64_t width, int log2Limit) {
   if (width >= 1 && width <= (int64_t(1) << log2Limit))
     return Status::ok();
@@ -164,8 +165,8 @@ Status checkWidth(std::string_view what, int64_t width, int log2Limit) {
                        "], got " + std::to_string(width));
 }
 
-KernelSource widthElementKernel(std::string kind, std::string_view namePrefix, int64_t width,
-                                ElementType element) {
+KernelSource rowKernelSource(std::string kind, std::string_view namePrefix, int64_t width,
+                             ElementType element) {
   KernelSource kernel;
   kernel.kind = std::move(kind);
   kernel.name = std::string(namePrefix) + "_w" + std::to_string(width) + "_" +

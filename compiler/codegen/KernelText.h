@@ -48,9 +48,6 @@ inline int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// The parameter list of an entry point, one parameter per line.
-std::string renderSignature(const std::vector<KernelParameter> &parameters);
-
 // The error "<what> must be in [1, 2^<log2Limit>], got <width>" when `width` is outside that
 // range: the limit keeps a generated kernel's index arithmetic in int.
 Status checkWidth(std::string_view what, int64_t width, int log2Limit);
@@ -58,8 +55,8 @@ Status checkWidth(std::string_view what, int64_t width, int log2Limit);
 // A kernel of `kind` specialised on a row width and an element type: named
 // "<namePrefix>_w<width>_<element>", with the specialisation {width, element}; a generator adds
 // what else it is specialised on to both, and fills in the rest.
-KernelSource widthElementKernel(std::string kind, std::string_view namePrefix, int64_t width,
-                                ElementType element);
+KernelSource rowKernelSource(std::string kind, std::string_view namePrefix, int64_t width,
+                             ElementType element);
 
 // The constants of a kernel body that walks rows of `width` elements in vectors of
 // vectorWidth(element, width) elements: Element, kWidth, kVector and kChunks (vectors per row).

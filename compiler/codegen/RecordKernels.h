@@ -40,10 +40,10 @@ public:
   // The first slot of the comma-separated operand list.
   StatusOr<int64_t> firstOperand() const {
     DLM_ASSIGN_OR_RETURN(std::string list, get<std::string>(kp::kOperands));
-    const std::string first = list.substr(0, list.find(','));
-    if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos)
+    const std::optional<std::vector<int64_t>> slots = kp::parseSlots(list);
+    if (!slots)
       return error("operands '" + list + "' is not a list of slots");
-    return std::stoll(first);
+    return slots->front();
   }
 
 private:

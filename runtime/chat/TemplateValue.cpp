@@ -53,8 +53,8 @@ Value Value::dict(ValueDict items) {
 }
 
 Value Value::makeNamespace(ValueDict items) {
-  Value v = dict(std::move(items));
-  v.kind_ = Kind::Namespace;
+  Value v(Kind::Namespace);
+  v.dict_ = std::make_shared<ValueDict>(std::move(items));
   return v;
 }
 

@@ -20,10 +20,12 @@ namespace {
 
 constexpr int64_t kDefaultMaxSequence = 4096;
 
-// Whether the record's kind needs a generated kernel (KernelOps.td's cudaNeedsKernel: those that
-// do not run as cuBLASLt GEMMs or device copies).
+// Whether the record needs a generated kernel: its kind does (KernelOps.td's cudaNeedsKernel:
+// those that do not run as cuBLASLt GEMMs or device copies), or it has a fused norm, which always
+// runs as one.
 bool needsKernel(const program::ProgramRecord &record) {
-  return spec::kernels::kKindContracts[static_cast<size_t>(record.kind())].cudaNeedsKernel;
+  return spec::kernels::kKindContracts[static_cast<size_t>(record.kind())].cudaNeedsKernel ||
+         record.norm();
 }
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
@@ -231,8 +233,7 @@ Status CudaBackend::bindRecord(const program::KernelProgram &program,
                          record.cudaKernel + "'): " + what +
                          "; recompile with dlmc compile --target cuda");
   };
-  for (std::string_view name : record.cudaKernel.empty() ? std::vector<std::string_view>()
-                                                         : splitText(record.cudaKernel, ',')) {
+  for (std::string_view name : splitList(record.cudaKernel, ',')) {
     DLM_ASSIGN_OR_RETURN(DeviceKernel kernel, modules_->named(name));
     kernels.push_back(kernel);
     const std::string &kind = kernel.record->kind;

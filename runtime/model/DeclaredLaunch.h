@@ -148,11 +148,10 @@ inline StatusOr<DeclaredLaunch> parseDeclaredLaunch(std::string_view arguments,
                                                     std::string_view grid) {
   DeclaredLaunch launch;
   // "a,,b" and "a," hold an empty argument, which is refused; "" declares none.
-  if (!arguments.empty())
-    for (std::string_view text : splitText(arguments, ',')) {
-      DLM_ASSIGN_OR_RETURN(LaunchArgument argument, detail::parseLaunchArgument(text));
-      launch.arguments.push_back(std::move(argument));
-    }
+  for (std::string_view text : splitList(arguments, ',')) {
+    DLM_ASSIGN_OR_RETURN(LaunchArgument argument, detail::parseLaunchArgument(text));
+    launch.arguments.push_back(std::move(argument));
+  }
   const size_t comma = grid.find(',');
   if (comma == grid.npos)
     return Status::error("launch grid '" + std::string(grid) + "' is not 'X,Y'");

@@ -163,6 +163,8 @@ constexpr int choiceIndex(std::string_view choices, std::string_view value) {
   });
   return absent ? -1 : index;
 }
+static_assert(choiceIndex("a,b", "b") == 1 && choiceIndex("a,b", "c") == -1 &&
+              choiceIndex("a,,b", "") == 1 && choiceIndex("", "") == 0);
 
 // The `precision` literal of the arithmetic records, to_real, sample and accept: f64 when absent,
 // the same choices everywhere.

@@ -436,6 +436,8 @@ int main(int argc, char **argv) {
       row.stats = result->stats;
       report.totals.generatedTokens += row.stats.generatedTokens;
       report.totals.forwards += row.stats.forwards;
+      report.totals.decodeSteps += row.stats.decodeSteps;
+      report.totals.blocks += row.stats.blocks;
       report.totals.seconds += row.stats.seconds;
       report.requests.push_back(row);
       report.policy = result->policy;

@@ -65,8 +65,7 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   // The scaled lookup reads and writes in accesses of the same kVector elements.
   const RowCopyShape copy = rowCopyShape(params.element, params.width);
 
-  KernelSource kernel =
-      widthElementKernel("embedding", "dlm_embedding", params.width, params.element);
+  KernelSource kernel = rowKernelSource("embedding", "dlm_embedding", params.width, params.element);
   if (scaled) {
     kernel.name += "_s" + identifierFragment(params.scale);
     kernel.specialisation["scale"] = params.scale;

@@ -84,8 +84,7 @@ StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
   // Up to 256 threads; wider rows give each thread several 16-byte chunks (more loads in flight).
   const int64_t threads = std::clamp<int64_t>(roundUp(chunks, 32), 32, 256);
 
-  KernelSource kernel =
-      widthElementKernel("rms_norm", "dlm_rms_norm", params.width, params.element);
+  KernelSource kernel = rowKernelSource("rms_norm", "dlm_rms_norm", params.width, params.element);
   if (!params.hasWeight)
     kernel.name += "_noscale";
   kernel.specialisation["has_weight"] = params.hasWeight;

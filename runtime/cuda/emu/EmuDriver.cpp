@@ -235,10 +235,10 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
-  if (!name || length <= 0)
+  if (length <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(name, device); checked != CUDA_SUCCESS)
+    return checked;
   const char kName[] = "dlm emulated device";
   const size_t copied = std::min(sizeof kName - 1, static_cast<size_t>(length) - 1);
   std::memcpy(name, kName, copied);
@@ -247,10 +247,8 @@ CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
 }
 
 CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice device) {
-  if (!value)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(value, device); checked != CUDA_SUCCESS)
+    return checked;
   switch (attribute) {
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
     *value = emulatedComputeCapability() / 10;
@@ -326,10 +324,8 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice
 }
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice device) {
-  if (!bytes)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0)
-    return CUDA_ERROR_INVALID_DEVICE;
+  if (CUresult checked = checkDeviceCall(bytes, device); checked != CUDA_SUCCESS)
+    return checked;
   *bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * pageBytes();
   return CUDA_SUCCESS;
 }
