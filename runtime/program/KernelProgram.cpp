@@ -116,8 +116,10 @@ private:
       DLM_RETURN_IF_ERROR(readResult(r, kernel, place));
     RecordChecker checker(r, kernel, program_, widths, place.width, weights_, widenProjections_,
                           kv_, position + 1 == indices_.size());
+    // Scalars and widths first, then what needs the model: the kind's check resolves the weights.
+    DLM_RETURN_IF_ERROR(checker.declaredConstraints(false));
     DLM_RETURN_IF_ERROR((checker.*(spec->check))());
-    DLM_RETURN_IF_ERROR(checker.declaredConstraints());
+    DLM_RETURN_IF_ERROR(checker.declaredConstraints(true));
     if (kernel.kind() == KernelKind::normLinear && !program_.kernels.empty()) {
       const ProgramRecord &previous = program_.kernels.back();
       kernel.reusesNorm =

@@ -269,20 +269,10 @@ Status RecordChecker::attention() {
   return Status::ok();
 }
 
+// Its widths and scalars are KernelOps.td's constraints, checked before this.
 Status RecordChecker::moe() {
-  DLM_RETURN_IF_ERROR(expectWidth(widths[0], width, "the router input's width"));
-  DLM_RETURN_IF_ERROR(expectWidth(widths[1], width, "the expert input's width"));
   auto &p = params<kp::MoeParams>();
-  if (!(p.eps > 0 && p.eps < 1))
-    return r.error("eps " + std::to_string(p.eps) + " is not in (0, 1)");
-  if (!(p.routerInputScale > 0) || !std::isfinite(p.routerInputScale))
-    return r.error("router_input_scale " + std::to_string(p.routerInputScale) +
-                   " is not positive and finite");
   const int64_t e = p.experts;
-  if (e <= 0)
-    return r.error("experts " + str(e) + " is not positive");
-  if (p.topK < 1 || p.topK > e)
-    return r.error("top_k " + str(p.topK) + " is outside [1, " + str(e) + "]");
   for (kp::WeightRef *w : {&p.router, &p.routerScale, &p.expertScale, &p.gateUp, &p.down})
     DLM_RETURN_IF_ERROR(resolve(*w));
   auto shape = [&](const model::HostTensor *t, int64_t rows, int64_t cols, std::string_view what) {
@@ -342,10 +332,10 @@ Status RecordChecker::constraintsOnly() {
   return status;
 }
 
-Status RecordChecker::declaredConstraints() {
+Status RecordChecker::declaredConstraints(bool weightsResolved) {
 #define DLM_KERNEL_CONSTRAINTS
-#define DLM_KERNEL_CONSTRAINT(Kind, Params, condition, message)                                    \
-  if (kernel.kind() == KernelKind::Kind) {                                                         \
+#define DLM_KERNEL_CONSTRAINT(Kind, Params, readsWeights, condition, message)                      \
+  if (kernel.kind() == KernelKind::Kind && readsWeights == weightsResolved) {                      \
     [[maybe_unused]] const auto &p = kernel.as<kp::Params>();                                      \
     if (!condition)                                                                                \
       return r.error(message);                                                                     \

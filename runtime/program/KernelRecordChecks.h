@@ -38,8 +38,9 @@ public:
 #define DLM_KERNEL_RECORD_CHECKS_MEMBERS
 #define DLM_KERNEL_MEMBER(member) Status member();
 #include "runtime/schema/KernelRecordSpec.inc"
-  // The constraints runtime/schema/KernelOps.td declares for the record's kind (after its check).
-  Status declaredConstraints();
+  // The constraints runtime/schema/KernelOps.td declares for the record's kind that read a weight
+  // (`weightsResolved`: after its check has resolved them), or those that read none (before it).
+  Status declaredConstraints(bool weightsResolved);
 
 private:
   // The record's parameters, as its kind declares them.

@@ -74,7 +74,8 @@ def : ParameterConstant<"down", "DownWeight">;
 // $width the result's width (kinds with a result) and $operandN operand N's width. `message`
 // says what is wrong, with the same $names standing for their values, and $(expression) for an
 // expression's (evaluated only when the condition fails: guard what it divides by). The loader
-// checks them in order, after the kind's check.
+// checks them in order: those that read no weight before the kind's check, those that read one
+// after it (the check resolves the weights).
 class Constraint<string condition, string text> {
   string predicate = condition;
   string message = text;
@@ -140,8 +141,8 @@ class KernelKind<string kindName, int operandCount> {
   string cudaKernels = "";
   string cudaLaunch = "enqueueDeclared";
   // 0: a record of the kind may run on CUDA without a generated kernel (a cuBLASLt GEMM, device
-  // copies); dlmc then writes its cuda_kernel empty. lm_head is 0: its norm's kernel is asked for
-  // by the norm weight, not the kind.
+  // copies). lm_head is 0: a record with a fused norm (a norm weight) needs the norm's kernel
+  // whatever its kind says.
   bit cudaNeedsKernel = 1;
   // The category of its profile events (profile::Category's enumerator).
   string profileCategory = "elementwise";
@@ -298,6 +299,14 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
 // activation: "gelu_tanh" (GELU's tanh approximation, DiffusionGemma's) or "silu".
 def Moe : KernelKind<"moe", 2> {
+  let constraints = [OperandWidth<0, "the router input's width">,
+                     OperandWidth<1, "the expert input's width">,
+                     Constraint<"$eps > 0 && $eps < 1", "eps $eps is not in (0, 1)">,
+                     Constraint<"$router_input_scale > 0 && std::isfinite($router_input_scale)",
+                                "router_input_scale $router_input_scale is not positive and finite">,
+                     Constraint<"$experts > 0", "experts $experts is not positive">,
+                     Constraint<"$top_k >= 1 && $top_k <= $experts",
+                                "top_k $top_k is outside [1, $experts]">];
   let cudaLaunch = "enqueueMoe";
   let profileCategory = "moe";
   let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,

@@ -201,14 +201,34 @@ std::string substitute(const Record &kind, StringRef text, bool quoted) {
 
 // Each constraint as DLM_KERNEL_CONSTRAINT(kind, Params, condition, message), the message a C++
 // string expression.
+// Whether `text` reads a weight parameter of `kind` ($name of a weight, not a longer name).
+bool readsWeight(const Record &kind, StringRef text) {
+  for (const KernelParameter &p : parametersOf(kind)) {
+    if (p.value->getValueAsString("kernelType") != "weight")
+      continue;
+    const std::string name = "$" + p.name;
+    for (size_t at = text.find(name); at != StringRef::npos; at = text.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      if (end == text.size() || !(llvm::isAlnum(text[end]) || text[end] == '_'))
+        return true;
+    }
+  }
+  return false;
+}
+
+// One row per constraint, in declaration order, saying whether it reads a weight: the loader
+// checks those after the kind's check has resolved the weights, the others before it.
 void emitConstraints(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
   for (const Record *kind : kindsOf(records))
-    for (const Record *constraint : kind->getValueAsListOfDefs("constraints"))
+    for (const Record *constraint : kind->getValueAsListOfDefs("constraints")) {
+      const StringRef predicate = constraint->getValueAsString("predicate");
+      const StringRef message = constraint->getValueAsString("message");
       os << "DLM_KERNEL_CONSTRAINT(" << enumeratorOf(*kind) << ", "
-         << camel(kind->getValueAsString("name")) << "Params, ("
-         << substitute(*kind, constraint->getValueAsString("predicate"), false)
-         << "), std::string(\"" << substitute(*kind, constraint->getValueAsString("message"), true)
-         << "\"))\n";
+         << camel(kind->getValueAsString("name")) << "Params, "
+         << (readsWeight(*kind, predicate) || readsWeight(*kind, message) ? "true" : "false")
+         << ", (" << substitute(*kind, predicate, false) << "), std::string(\""
+         << substitute(*kind, message, true) << "\"))\n";
+    }
 }
 
 bool emitKernelRecordSpec(const llvm::RecordKeeper &records, llvm::raw_ostream &os) {
