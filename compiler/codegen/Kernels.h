@@ -80,6 +80,8 @@ int elementBytes(ElementType type);
 std::string_view elementTypeName(ElementType type); // "bf16", "f32"
 std::string_view maskKindName(MaskKind kind);       // "causal", "block_causal", ...
 std::string_view activationName(Activation activation);
+// `__device__ float activate(float x)`, the activation in fp32, for a generated kernel.
+std::string activationFunction(Activation activation);
 std::string_view acceptRuleName(AcceptRule rule);
 std::string_view noiseKindName(NoiseKind noise);
 std::string_view renoiseCandidatesName(RenoiseCandidates candidates); // "every_rejected", ...
@@ -249,6 +251,11 @@ struct MoeParams {
   int64_t topK = 0;        // k
   int64_t expertWidth = 0; // I
   ElementType element = ElementType::bf16;
+  // The router input rms-normed and scaled (DiffusionGemma) or read as it is (Qwen3-MoE); the
+  // chosen weights renormalised to sum 1 or not; the experts' gate activation.
+  bool routerNorm = true;
+  bool normalizeTopK = true;
+  Activation activation = Activation::geluTanh;
 };
 // A named error for sizes the moe kernels do not serve (every moe generator checks them).
 Status checkMoeParams(const MoeParams &params);

@@ -539,13 +539,20 @@ LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
                              {kp::kExpertScale, op.getExpertScale()},
                              {kp::kGateUp, op.getGateUp()},
                              {kp::kDownWeight, op.getDown()}})
-    if (failed(setWeight(op, r, key, weight)))
+    if (weight && failed(setWeight(op, r, key, weight)))
       return failure();
   auto gateUp = cast<RankedTensorType>(op.getGateUp().getType());
   setAttr(r, kp::kExperts, b_.getI64IntegerAttr(gateUp.getDimSize(0)));
   setAttr(r, kp::kTopK, op.getTopKAttr());
-  setAttr(r, kp::kEps, op.getEpsAttr());
-  setAttr(r, kp::kRouterInputScale, op.getRouterInputScaleAttr());
+  // Without eps the router reads its input as it is (the record's router_norm defaults to true).
+  if (FloatAttr eps = op.getEpsAttr()) {
+    setAttr(r, kp::kEps, eps);
+    setAttr(r, kp::kRouterInputScale, op.getRouterInputScaleAttr());
+  } else {
+    setAttr(r, kp::kRouterNorm, b_.getBoolAttr(false));
+  }
+  if (!op.getNormalizeTopK())
+    setAttr(r, kp::kNormalizeTopK, b_.getBoolAttr(false));
   setAttr(r, kp::kActivation, b_.getStringAttr(stringifyActivation(op.getActivation())));
   r.layer = currentLayer_;
   defineResult(r, op.getResult());

@@ -181,7 +181,7 @@ std::string describe(const WeightPrecisionReport &report) {
   std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(report.projectionBytes) / (1 << 20));
   return "weights: " + report.precision + " (" + std::to_string(report.projections) +
          " projection matrices, " + std::to_string(report.converted) + " converted, " + mib +
-         " MiB; embeddings, LM head and norms as stored)";
+         " MiB; embeddings, LM head, norms and MoE experts as stored)";
 }
 
 } // namespace dlm::pipeline

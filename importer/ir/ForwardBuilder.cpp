@@ -183,9 +183,23 @@ protected:
     Value out = linear(mergeHeads(attended, l.heads, hd), w(spec::kO), Value(), l.hidden);
     x = arith::AddFOp::create(b_, loc_, x, out);
     Value m = norm(x, w(spec::kMlpNorm));
-    m = dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, w(spec::kGate), w(spec::kUp),
-                                    w(spec::kDown), dlm::ir::Activation::silu);
+    m = weights_.count(l.name(spec::kRouter))
+            ? routedExperts(l, m)
+            : dlm::ir::GatedMLPOp::create(b_, loc_, m.getType(), m, w(spec::kGate), w(spec::kUp),
+                                          w(spec::kDown), dlm::ir::Activation::silu);
     return arith::AddFOp::create(b_, loc_, x, m);
+  }
+
+  // A sparse decoder's (Qwen3-MoE's) experts over the normed states: the router reads them as
+  // they are, softmax top-k, renormalised as the config says, SiLU experts.
+  Value routedExperts(const DecoderLayer &l, Value normed) {
+    const SparseExperts &s = *model_.sparseExperts;
+    auto w = [&](std::string_view role) { return weight(l.name(role)); };
+    return dlm::ir::MoEOp::create(
+        b_, loc_, normed.getType(), normed, normed, w(spec::kRouter), Value(), Value(),
+        w(spec::kExpertsGateUp), w(spec::kExpertsDown), b_.getI64IntegerAttr(s.topK), FloatAttr(),
+        b_.getF64FloatAttr(1.0), b_.getBoolAttr(s.normalizeTopK),
+        dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::silu));
   }
 
   using EmbeddingOp = dlm::ir::EmbeddingOp;
@@ -407,6 +421,7 @@ private:
         w(spec::kExpertsDown), b_.getI64IntegerAttr(s_.topK),
         b_.getF64FloatAttr(config_.rmsNormEps),
         b_.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(config_.hiddenSize))),
+        b_.getBoolAttr(true),
         dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::gelu_tanh));
     experts = rmsNorm(experts, w(spec::kPostExpertNorm));
     return rmsNorm(arith::AddFOp::create(b_, loc_, dense, experts), w(spec::kPostFfnNorm));

@@ -38,7 +38,8 @@ inline constexpr std::string_view kDown = "down";        // [H, I]
 
 // DiffusionGemma (docs/design/diffusion-gemma.md §2): Gemma's sandwich norms, the router and
 // experts every layer has beside its dense MLP, the two layer scalars (decoder and encoder mode)
-// and the self-conditioning MLP.
+// and the self-conditioning MLP. Qwen3-MoE's routed layers have the router and the experts
+// (kRouter, kExpertsGateUp, kExpertsDown) in place of the dense MLP.
 inline constexpr std::string_view kPostAttnNorm = "post_attn_norm";     // [H]
 inline constexpr std::string_view kPostMlpNorm = "post_mlp_norm";       // [H], after the dense MLP
 inline constexpr std::string_view kPreExpertNorm = "pre_expert_norm";   // [H]

@@ -78,6 +78,45 @@ StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoi
   return values;
 }
 
+// The checkpoint tensor `name`, loaded (its bytes checked to lie in the file) and of `shape`.
+StatusOr<const safetensors::TensorView *> loadTensor(const ImportedCheckpoint &checkpoint,
+                                                     const std::string &name,
+                                                     const std::vector<int64_t> &shape,
+                                                     const std::string &canonicalName) {
+  if (!checkpoint.tensors->find(name))
+    return Status::error("tensor '" + name + "' is missing (needed for weight '" + canonicalName +
+                         "')");
+  DLM_ASSIGN_OR_RETURN(const safetensors::TensorView *view, checkpoint.tensors->load(name));
+  if (view->shape != shape)
+    return Status::error("tensor '" + name + "' has shape " + shapeText(view->shape) +
+                         ", expected " + shapeText(shape) + " from config.json");
+  return view;
+}
+
+// The tensor behind `binding`: the checkpoint's own, or its parts copied into one stack.
+StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpoint,
+                                                     const WeightBinding &binding) {
+  if (binding.stackedFrom.empty())
+    return loadTensor(checkpoint, binding.checkpointName, binding.shape, binding.canonicalName);
+  std::vector<const safetensors::TensorView *> parts;
+  for (const std::string &name : binding.stackedFrom) {
+    DLM_ASSIGN_OR_RETURN(const safetensors::TensorView *part,
+                         loadTensor(checkpoint, name, binding.partShape, binding.canonicalName));
+    if (!parts.empty() && part->dtype != parts.front()->dtype)
+      return Status::error(
+          "tensor '" + name + "' is " + std::string(safetensors::dtypeName(part->dtype)) +
+          " but '" + parts.front()->name + "' is " +
+          std::string(safetensors::dtypeName(parts.front()->dtype)) + " (one weight stacks them)");
+    parts.push_back(part);
+  }
+  std::vector<uint8_t> &bytes = checkpoint.stackedBytes.emplace_back();
+  for (const safetensors::TensorView *part : parts)
+    bytes.insert(bytes.end(), part->data, part->data + part->byteSize);
+  return &checkpoint.stacked.emplace_back(
+      safetensors::TensorView{binding.checkpointName, parts.front()->dtype, binding.shape,
+                              bytes.data(), bytes.size(), parts.front()->shardFile});
+}
+
 } // namespace
 
 StatusOr<artifact::DType> weightDType(const safetensors::TensorView &view) {
@@ -148,27 +187,24 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   result.tensors.emplace(std::move(*tensors));
 
   for (const WeightBinding &binding : result.model.weights) {
-    const safetensors::TensorView *view = result.tensors->find(binding.checkpointName);
+    StatusOr<const safetensors::TensorView *> view = bindWeight(result, binding);
     if (!view)
-      return Status::error("checkpoint '" + directory + "': tensor '" + binding.checkpointName +
-                           "' is missing (needed for weight '" + binding.canonicalName + "')");
-    auto loaded = result.tensors->load(binding.checkpointName);
-    if (!loaded)
-      return loaded.status().withContext("checkpoint '" + directory + "'");
-    if (view->shape != binding.shape)
-      return Status::error("checkpoint '" + directory + "': tensor '" + binding.checkpointName +
-                           "' has shape " + shapeText(view->shape) + ", expected " +
-                           shapeText(binding.shape) + " from config.json");
-    auto dtype = weightDType(*view);
+      return view.status().withContext("checkpoint '" + directory + "'");
+    auto dtype = weightDType(**view);
     if (!dtype)
       return dtype.status().withContext("checkpoint '" + directory + "'");
     if (*dtype == artifact::DType::fp8_e4m3) {
-      StatusOr<std::vector<float>> scales = fp8RowScales(*result.tensors, *view);
+      if (!binding.stackedFrom.empty())
+        return Status::error("checkpoint '" + directory +
+                             "': not supported yet: FP8 weights "
+                             "stored per expert ('" +
+                             binding.stackedFrom.front() + "')");
+      StatusOr<std::vector<float>> scales = fp8RowScales(*result.tensors, **view);
       if (!scales)
         return scales.status().withContext("checkpoint '" + directory + "'");
       result.rowScales[binding.canonicalName] = std::move(*scales);
     }
-    result.views.push_back(view);
+    result.views.push_back(*view);
   }
   return std::move(result);
 }

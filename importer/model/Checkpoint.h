@@ -7,6 +7,7 @@
 #include "importer/safetensors/Safetensors.h"
 #include "support/Status.h"
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,8 +22,12 @@ struct ImportedCheckpoint {
   // The chat template and its special-token variables (ChatTemplateConfig.h); not yet parsed.
   CheckpointChat chat;
   std::optional<safetensors::SafetensorsCheckpoint> tensors; // always set on success
-  // views[i] backs model.weights[i]; they point into `tensors`' mappings.
+  // views[i] backs model.weights[i]; they point into `tensors`' mappings, or for a stacked
+  // weight into `stacked`.
   std::vector<const safetensors::TensorView *> views;
+  // The stacked weights (WeightBinding::stackedFrom), copied together: their views and bytes.
+  std::deque<safetensors::TensorView> stacked;
+  std::deque<std::vector<uint8_t>> stackedBytes;
   // The per-row (output channel) scales of the FP8 E4M3 weights, by canonical name: a
   // compressed-tensors checkpoint's "<...>.weight_scale" ([N, 1], [N], [1] or a scalar),
   // widened to float32 and broadcast to the weight's N rows.

@@ -69,24 +69,33 @@ public:
   }
   // A token id (-1 when absent); eos may also be a list.
   StatusOr<std::vector<int64_t>> tokenIds(const char *field) const {
+    return nonNegativeInts(field, "token ids", true);
+  }
+  // A list of non-negative integers, `what` they are in the message (empty when absent); one
+  // integer alone too with `allowScalar`.
+  StatusOr<std::vector<int64_t>> nonNegativeInts(const char *field, const char *what,
+                                                 bool allowScalar) const {
     auto it = config_.find(field);
     if (it == config_.end() || it->is_null())
       return std::vector<int64_t>{};
-    std::vector<int64_t> ids;
+    std::vector<int64_t> values;
     auto add = [&](const nlohmann::json &value) -> Status {
       if (!value.is_number_integer() || value.get<int64_t>() < 0)
-        return Status::error(file_ + ": field '" + field +
-                             "' must hold non-negative token ids, got " + jsonExcerpt(*it));
-      ids.push_back(value.get<int64_t>());
+        return Status::error(file_ + ": field '" + field + "' must hold non-negative " + what +
+                             ", got " + jsonExcerpt(*it));
+      values.push_back(value.get<int64_t>());
       return Status::ok();
     };
     if (it->is_array()) {
       for (const nlohmann::json &value : *it)
         DLM_RETURN_IF_ERROR(add(value));
-    } else {
+    } else if (allowScalar) {
       DLM_RETURN_IF_ERROR(add(*it));
+    } else {
+      return Status::error(file_ + ": field '" + field + "' must be a list of " + what + ", got " +
+                           jsonExcerpt(*it));
     }
-    return ids;
+    return values;
   }
   StatusOr<int64_t> tokenId(const char *field) const {
     auto ids = tokenIds(field);

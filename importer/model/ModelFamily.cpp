@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -232,6 +233,78 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   return d;
 }
 
+// Qwen3-MoE: Qwen3's attention; a layer's MLP is routed experts unless mlp_only_layers lists it
+// or it falls between decoder_sparse_step steps (transformers' Qwen3MoeDecoderLayer). The
+// checkpoint stores each expert's projections apart; they are stacked into the experts' tensors
+// here. Absent fields take Qwen3MoeConfig's defaults.
+StatusOr<ModelDescription> describeQwen3Moe(const json &j, const std::string &architecture) {
+  DLM_ASSIGN_OR_RETURN(
+      ModelDescription d,
+      describeHfDecoder(j, architecture, {"qwen3_moe", false, true, false, false, false}));
+  ConfigFields f(j);
+  const artifact::ModelConfig &c = d.config;
+  SparseExperts &s = d.sparseExperts.emplace();
+  // Published checkpoints say num_experts; transformers 5 maps it to num_local_experts and
+  // writes that.
+  int64_t published;
+  DLM_ASSIGN_OR_RETURN(published, f.positiveIntOr("num_experts", 128, ConfigFields::kMaxExperts));
+  DLM_ASSIGN_OR_RETURN(s.experts,
+                       f.positiveIntOr("num_local_experts", published, ConfigFields::kMaxExperts));
+  if (j.contains("num_experts") && s.experts != published)
+    return Status::error("config.json: num_experts (" + std::to_string(published) +
+                         ") and num_local_experts (" + std::to_string(s.experts) + ") disagree");
+  DLM_ASSIGN_OR_RETURN(s.topK, f.positiveIntOr("num_experts_per_tok", 8));
+  DLM_ASSIGN_OR_RETURN(s.expertIntermediate, f.positiveIntOr("moe_intermediate_size", 768));
+  DLM_ASSIGN_OR_RETURN(s.normalizeTopK, f.boolOr("norm_topk_prob", false));
+  int64_t sparseStep;
+  DLM_ASSIGN_OR_RETURN(sparseStep, f.positiveIntOr("decoder_sparse_step", 1));
+  std::vector<int64_t> denseLayers;
+  DLM_ASSIGN_OR_RETURN(denseLayers, f.nonNegativeInts("mlp_only_layers", "layer indices", false));
+  if (s.topK > s.experts)
+    return Status::error("config.json: num_experts_per_tok (" + std::to_string(s.topK) +
+                         ") exceeds num_experts (" + std::to_string(s.experts) + ")");
+  for (int64_t layer : denseLayers)
+    if (layer >= c.numLayers)
+      return Status::error("config.json: mlp_only_layers names layer " + std::to_string(layer) +
+                           " of " + std::to_string(c.numLayers));
+  const int64_t h = c.hiddenSize, inner = s.expertIntermediate;
+  for (int64_t layer = 0; layer < c.numLayers; ++layer) {
+    if (std::count(denseLayers.begin(), denseLayers.end(), layer) || (layer + 1) % sparseStep != 0)
+      continue;
+    // The dense MLP's bindings give way to the router and the stacked experts.
+    d.weights.erase(
+        std::remove_if(d.weights.begin(), d.weights.end(),
+                       [&](const WeightBinding &w) {
+                         return w.canonicalName == spec::layerWeightName(layer, spec::kGate) ||
+                                w.canonicalName == spec::layerWeightName(layer, spec::kUp) ||
+                                w.canonicalName == spec::layerWeightName(layer, spec::kDown);
+                       }),
+        d.weights.end());
+    const std::string mlp = "model.layers." + std::to_string(layer) + ".mlp.";
+    WeightBinding gateUp{spec::layerWeightName(layer, spec::kExpertsGateUp),
+                         mlp + "experts.*.{gate,up}_proj.weight",
+                         {s.experts, 2 * inner, h},
+                         {},
+                         {inner, h}};
+    WeightBinding down{spec::layerWeightName(layer, spec::kExpertsDown),
+                       mlp + "experts.*.down_proj.weight",
+                       {s.experts, h, inner},
+                       {},
+                       {h, inner}};
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const std::string expert = mlp + "experts." + std::to_string(e) + ".";
+      gateUp.stackedFrom.push_back(expert + "gate_proj.weight");
+      gateUp.stackedFrom.push_back(expert + "up_proj.weight");
+      down.stackedFrom.push_back(expert + "down_proj.weight");
+    }
+    d.weights.push_back(
+        {spec::layerWeightName(layer, spec::kRouter), mlp + "gate.weight", {s.experts, h}});
+    d.weights.push_back(std::move(gateUp));
+    d.weights.push_back(std::move(down));
+  }
+  return d;
+}
+
 using Describe = std::function<StatusOr<ModelDescription>(const json &, const std::string &)>;
 
 Describe hf(HfFamily kind) {
@@ -249,6 +322,7 @@ const std::map<std::string, Describe> &importedDecoders() {
       {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
       {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
+      {"Qwen3MoeForCausalLM", describeQwen3Moe},
       // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
       // by introspective strided decoding (docs/design/speculative-decoding.md).
       {"SDARForCausalLM",
@@ -266,7 +340,7 @@ const std::map<std::string, Describe> &importedDecoders() {
 constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
 constexpr const char *kDFlashDraft = "DFlashDraftModel";
 // Architectures dLLM users bring that dlm will import, but not yet.
-constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM", "Qwen3MoeForCausalLM"};
+constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM"};
 
 } // namespace
 

@@ -26,6 +26,20 @@ struct WeightBinding {
   std::string canonicalName;
   std::string checkpointName;
   std::vector<int64_t> shape;
+  // When not empty, the weight is these checkpoint tensors, each of `partShape`, stacked in
+  // order (Qwen3-MoE stores each expert's projections apart; the runtime reads one [E, ...]
+  // tensor), and checkpointName only names the stack.
+  std::vector<std::string> stackedFrom = {};
+  std::vector<int64_t> partShape = {};
+};
+
+// The routed experts of a sparse decoder (Qwen3-MoE): a layer has them when its router weight is
+// bound, the dense MLP otherwise.
+struct SparseExperts {
+  int64_t experts = 0;
+  int64_t topK = 0;
+  int64_t expertIntermediate = 0;
+  bool normalizeTopK = false; // norm_topk_prob: the chosen weights renormalised to sum 1
 };
 
 // One layer of a block-diffusion Gemma (DiffusionGemma): its attention geometry, which differs
@@ -73,6 +87,7 @@ struct ModelDescription {
   ArchitectureTraits traits;
   std::vector<WeightBinding> weights;
   std::optional<BlockDiffusionStructure> blockDiffusion; // DiffusionGemma only
+  std::optional<SparseExperts> sparseExperts;            // Qwen3-MoE only
   // The policies dlmc compile embeds without --policy when the architecture names its own
   // (comma-separated, the default program first); empty: the compiler's rule.
   std::string defaultPolicies;

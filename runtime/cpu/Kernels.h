@@ -198,14 +198,17 @@ struct MoeScratch {
 
 // A mixture of experts (runtime/model/KernelProgram.h, kind "moe") over `rows` tokens: router
 // input r and expert input x, both [rows, H], into y [rows, H] (not aliasing them). Routing in
-// float32 (softmax over the experts, the topK largest with ties to the lower expert id, their
-// weights renormalised and times expertScale[e]); each expert's tokens gathered and run through
-// its slice of gateUp ([2I, H]: gate rows first) and down ([H, I]) as two GEMMs with
-// gelu_tanh(gate) * up between; y = sum of weight * expert output, in float32.
+// float32 (with routerNorm, r rms-normed and scaled by routerScale (null: ones) and
+// routerInputScale first; softmax over the experts, the topK largest with ties to the lower
+// expert id, their weights renormalised with normalizeTopK and times expertScale[e] when given);
+// each expert's tokens gathered and run through its slice of gateUp ([2I, H]: gate rows first)
+// and down ([H, I]) as two GEMMs with act(gate) * up between; y = sum of weight * expert output,
+// in float32.
 struct MoeParameters {
   const model::HostTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
                           *gateUp = nullptr, *down = nullptr;
   int64_t experts = 0, topK = 0, expertWidth = 0;
+  bool routerNorm = true, normalizeTopK = true;
   double eps = 0, routerInputScale = 1;
   bool geluActivation = true; // else SiLU
 };

@@ -32,25 +32,35 @@ size_t MoeScratch::bytes() const {
          (choice.size() + order.size() + tokens.size()) * sizeof(int32_t);
 }
 
-Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
-                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads) {
-  const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
-  // The router: z = rms_norm_noweight(r) * router_scale * router_input_scale (two float32
-  // products in that order), logits = z @ router^T.
+namespace {
+
+// logits = z @ router^T: z = rms_norm_noweight(r) * router_scale * router_input_scale (two
+// float32 products in that order) with routerNorm, z = r without.
+Status routerLogits(const float *r, int64_t rows, int64_t hidden, const MoeParameters &moe,
+                    MoeScratch &scratch, int threads) {
+  if (!moe.routerNorm)
+    return linear(r, rows, *moe.router, nullptr, scratch.logits.data(), threads);
   rmsNorm(r, rows, hidden, hidden, nullptr, moe.eps, scratch.routed.data());
-  const float *routerScale = moe.routerScale->data;
+  const float *routerScale = moe.routerScale ? moe.routerScale->data : nullptr;
   const float inputScale = static_cast<float>(moe.routerInputScale);
   for (int64_t t = 0; t < rows; ++t) {
     float *z = scratch.routed.data() + t * hidden;
     for (int64_t h = 0; h < hidden; ++h)
-      z[h] = z[h] * routerScale[h] * inputScale;
+      z[h] = z[h] * (routerScale ? routerScale[h] : 1.0f) * inputScale;
   }
-  DLM_RETURN_IF_ERROR(
-      linear(scratch.routed.data(), rows, *moe.router, nullptr, scratch.logits.data(), threads));
+  return linear(scratch.routed.data(), rows, *moe.router, nullptr, scratch.logits.data(), threads);
+}
+
+} // namespace
+
+Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
+                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads) {
+  const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
+  DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads));
 
   // Per token: softmax over the experts, the topK largest (ties: the lower expert id), their
-  // weights renormalised and scaled per expert.
-  const float *expertScale = moe.expertScale->data;
+  // weights renormalised (normalizeTopK) and scaled per expert (expertScale).
+  const float *expertScale = moe.expertScale ? moe.expertScale->data : nullptr;
   std::vector<int32_t> &order = scratch.order;
   for (int64_t t = 0; t < rows; ++t) {
     float *p = scratch.logits.data() + t * experts;
@@ -73,8 +83,11 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
       chosen += p[order[static_cast<size_t>(j)]];
     for (int64_t j = 0; j < topK; ++j) {
       const int32_t e = order[static_cast<size_t>(j)];
+      float w = moe.normalizeTopK ? p[e] / chosen : p[e];
+      if (expertScale)
+        w *= expertScale[e];
       scratch.choice[static_cast<size_t>(t * topK + j)] = e;
-      scratch.weight[static_cast<size_t>(t * topK + j)] = p[e] / chosen * expertScale[e];
+      scratch.weight[static_cast<size_t>(t * topK + j)] = w;
     }
   }
 
@@ -134,6 +147,8 @@ Status CpuBackend::runMoe(const RecordRun &run) {
     moe.experts = p.experts;
     moe.topK = p.topK;
     moe.expertWidth = k.expertWidth;
+    moe.routerNorm = p.routerNorm;
+    moe.normalizeTopK = p.normalizeTopK;
     moe.eps = p.eps;
     moe.routerInputScale = p.routerInputScale;
     moe.geluActivation = p.activation == spec::kernels::MoeActivation::geluTanh;

@@ -540,9 +540,11 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
   CUdeviceptr r = slot(program, k.operands[0], shape.count),
               x = slot(program, k.operands[1], shape.count),
               y = slot(program, k.result, shape.count);
-  CUdeviceptr router = bound.moe[0]->data, routerScale = bound.moe[1]->data,
-              expertScale = bound.moe[2]->data, gateUp = bound.moe[3]->data,
-              down = bound.moe[4]->data;
+  // The scales are optional: a null pointer reads as ones.
+  auto data = [](const DeviceTensor *tensor) { return tensor ? tensor->data : CUdeviceptr(0); };
+  CUdeviceptr router = data(bound.moe[0]), routerScale = data(bound.moe[1]),
+              expertScale = data(bound.moe[2]), gateUp = data(bound.moe[3]),
+              down = data(bound.moe[4]);
   CUdeviceptr choice = moeChoice_, weight = moeWeight_, lists = moeLists_, counts = moeCounts_,
               act = moeAct_, out = moeOut_;
   long long rowStride = hidden;

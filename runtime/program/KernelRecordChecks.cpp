@@ -282,8 +282,10 @@ Status RecordChecker::moe() {
                          str(t->cols) + "], expected [" + str(rows) + ", " + str(cols) + "]");
   };
   DLM_RETURN_IF_ERROR(shape(p.router.tensor, e, width, kp::kRouter));
-  DLM_RETURN_IF_ERROR(shape(p.routerScale.tensor, 1, width, kp::kRouterScale));
-  DLM_RETURN_IF_ERROR(shape(p.expertScale.tensor, 1, e, kp::kExpertScale));
+  if (p.routerScale)
+    DLM_RETURN_IF_ERROR(shape(p.routerScale.tensor, 1, width, kp::kRouterScale));
+  if (p.expertScale)
+    DLM_RETURN_IF_ERROR(shape(p.expertScale.tensor, 1, e, kp::kExpertScale));
   const model::HostTensor &gateUp = *p.gateUp.tensor;
   const std::optional<int64_t> downRows = product(e, width);
   if (gateUp.cols != width || !downRows || e > gateUp.rows || gateUp.rows % (2 * e) != 0 ||

@@ -287,17 +287,19 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
   let parameters = (ins Required<Weight>:$weight, Optional<Real, "1.0">:$scale,
                         Optional<Integer>:$mask_token);
 }
-// Mixture of experts, as DiffusionGemma computes it: operands (router input r, expert input x),
-// both [T, H] → y [T, H].
-//   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale; p = softmax(z @ router^T)
-//   over the `experts` experts (float32); the top_k largest (ties: lower expert id first), their
-//   weights renormalised to sum 1, each times expert_scale[e];
+// Mixture of experts: operands (router input r, expert input x), both [T, H] → y [T, H].
+//   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale with router_norm (a
+//   missing router_scale counts as ones), z = r without; p = softmax(z @ router^T) over the
+//   `experts` experts (float32); the top_k largest (ties: lower expert id first), their weights
+//   renormalised to sum 1 with normalize_top_k, each times expert_scale[e] when given;
 //   y = sum over the chosen e of weight_e * down_e(act(gate_e x) * up_e x), where
 //   gate_up_e = gate_up[e] is [2I, H] (rows [0, I) the gate, [I, 2I) the up projection) and
 //   down_e = down[e] is [H, I].
+// DiffusionGemma: router_norm, both scales, normalize_top_k, gelu_tanh. Qwen3-MoE: no router
+// norm and no scales, normalize_top_k = the config's norm_topk_prob, silu.
 // Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
-// activation: "gelu_tanh" (GELU's tanh approximation, DiffusionGemma's) or "silu".
+// activation: "gelu_tanh" (GELU's tanh approximation) or "silu".
 def Moe : KernelKind<"moe", 2> {
   let constraints = [OperandWidth<0, "the router input's width">,
                      OperandWidth<1, "the expert input's width">,
@@ -306,14 +308,18 @@ def Moe : KernelKind<"moe", 2> {
                                 "router_input_scale $router_input_scale is not positive and finite">,
                      Constraint<"$experts > 0", "experts $experts is not positive">,
                      Constraint<"$top_k >= 1 && $top_k <= $experts",
-                                "top_k $top_k is outside [1, $experts]">];
+                                "top_k $top_k is outside [1, $experts]">,
+                     Constraint<"$router_norm || (!$router_scale && $router_input_scale == 1)",
+                                "router_scale and router_input_scale scale the normed router input: they need router_norm">];
   let cudaLaunch = "enqueueMoe";
   let profileCategory = "moe";
   let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,
-                        Required<Real>:$eps, Required<Real>:$router_input_scale,
+                        Optional<Flag, "true">:$router_norm, Optional<Real, "1e-6">:$eps,
+                        Optional<Real, "1.0">:$router_input_scale,
+                        Optional<Flag, "true">:$normalize_top_k,
                         Required<Choice<["gelu_tanh", "silu"]>>:$activation,
-                        Required<Weight>:$router, Required<Weight>:$router_scale,
-                        Required<Weight>:$expert_scale, Required<Weight>:$gate_up,
+                        Required<Weight>:$router, Optional<Weight>:$router_scale,
+                        Optional<Weight>:$expert_scale, Required<Weight>:$gate_up,
                         Required<Weight>:$down);
 }
 // Speculative decoding's data paths (DFlash, docs/design/speculative-decoding.md §2.2):

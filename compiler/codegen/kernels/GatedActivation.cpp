@@ -20,6 +20,11 @@ constexpr std::string_view kGeluTanh =
 
 } // namespace
 
+std::string activationFunction(Activation activation) {
+  return "__device__ __forceinline__ float activate(float x) {\n" +
+         std::string(activation == Activation::silu ? kSilu : kGeluTanh) + "\n}";
+}
+
 StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &params) {
   const std::string activation(activationName(params.activation));
   RowChunkKernel spec;
@@ -35,8 +40,7 @@ StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &para
                      {"long long", "outStride"}};
   spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
                           "operand1_stride", "result",          "result_stride"};
-  spec.helpers = "__device__ __forceinline__ float activate(float x) {\n" +
-                 std::string(params.activation == Activation::silu ? kSilu : kGeluTanh) + "\n}";
+  spec.helpers = activationFunction(params.activation);
   spec.chunk = R"cuda(  float g[kVector], u[kVector], result[kVector];
   dlm_device::loadFloats<kVector>(gate + (long long)row * gateStride + chunk * kVector, g);
   dlm_device::loadFloats<kVector>(up + (long long)row * upStride + chunk * kVector, u);

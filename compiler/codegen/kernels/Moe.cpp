@@ -11,10 +11,10 @@ Status RecordKernels::moe() {
   moe.element = element;
   moe.experts = p.experts;
   moe.topK = p.topK;
-  // The generated experts kernel fuses GELU's tanh approximation.
-  if (p.activation != kp::MoeActivation::geluTanh)
-    return r.error("not supported yet: expert activation '" + std::string(nameOf(p.activation)) +
-                   "' on CUDA");
+  moe.routerNorm = p.routerNorm;
+  moe.normalizeTopK = p.normalizeTopK;
+  moe.activation =
+      p.activation == kp::MoeActivation::geluTanh ? Activation::geluTanh : Activation::silu;
   DLM_ASSIGN_OR_RETURN(std::vector<int64_t> router, shapeOf(p.router));
   DLM_ASSIGN_OR_RETURN(std::vector<int64_t> gateUp, shapeOf(p.gateUp));
   if (router.size() != 2 || gateUp.size() != 3 || gateUp[1] % 2 != 0)

@@ -4,7 +4,7 @@
 // count returns at once (the grid is sized for the most slots an expert can have: every token).
 // SIMT fp32 FMAs: 256 threads, each 4 rows x 4 columns, over tiles of 16 of the reduced
 // dimension staged in shared memory (transposed, so that each thread reads float4s).
-//   gated (gate_up): act[slot, n] = gelu_tanh(x[t] . gate_up[e][n]) * (x[t] . gate_up[e][I + n])
+//   gated (gate_up): act[slot, n] = act(x[t] . gate_up[e][n]) * (x[t] . gate_up[e][I + n])
 //     for n < I, where t = slot / k reads the expert input x (device precision); act is f32.
 //   down: out[slot, n] = act[slot] . down[e][n] for n < H; out is f32.
 // Each output is a fixed-order sum, so the result does not depend on a list's order.
@@ -36,9 +36,7 @@ constexpr int kTileReduce = ${tileReduce};
 constexpr int kPitch = kTile + 4;
 constexpr int kLoads = kTile * kTileReduce / kThreads; // 4
 
-__device__ __forceinline__ float geluTanh(float g) {
-  return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-}
+${activation}
 
 ${entryPoint} {
   const int expert = blockIdx.z;
@@ -130,7 +128,7 @@ ${entryPoint} {
         continue;
       float value = acc[i][j];
       if (kGated)
-        value = geluTanh(value) * up[kGated ? i : 0][kGated ? j : 0];
+        value = activate(value) * up[kGated ? i : 0][kGated ? j : 0];
       out[(long long)slot * kOutputs + n] = value;
     }
   }
@@ -146,10 +144,14 @@ StatusOr<KernelSource> generateMoeExperts(const MoeParams &params, bool gated) {
   const int64_t outputs = gated ? params.expertWidth : params.hidden;
   KernelSource kernel;
   kernel.kind = "moe_experts";
-  kernel.name = "dlm_moe_" + std::string(gated ? "gate_up" : "down") + "_h" +
-                std::to_string(params.hidden) + "_i" + std::to_string(params.expertWidth) +
-                "_e" + std::to_string(params.experts) + "_k" + std::to_string(params.topK) + "_" +
-                std::string(elementTypeName(params.element));
+  // gelu_tanh's names are those of the kernels before SiLU was served.
+  const std::string activation(activationName(params.activation));
+  const std::string stage = !gated                                      ? "down"
+                            : params.activation == Activation::geluTanh ? "gate_up"
+                                                                        : "gate_up_" + activation;
+  kernel.name = "dlm_moe_" + stage + "_h" + std::to_string(params.hidden) + "_i" +
+                std::to_string(params.expertWidth) + "_e" + std::to_string(params.experts) + "_k" +
+                std::to_string(params.topK) + "_" + std::string(elementTypeName(params.element));
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(kThreads);
   kernel.grid = "x = ceil(" + std::to_string(outputs) + " / 64), y = ceil(tokens / 64), z = " +
@@ -171,8 +173,11 @@ StatusOr<KernelSource> generateMoeExperts(const MoeParams &params, bool gated) {
                            {"experts", params.experts},
                            {"top_k", params.topK},
                            {"element", std::string(elementTypeName(params.element))}};
+  if (gated)
+    kernel.specialisation["activation"] = activation;
   const std::string body = expandKernelBody(kernel, kBody,
                                             {{"element", element},
+                                             {"activation", activationFunction(params.activation)},
                                              {"input", gated ? element : "float"},
                                              {"gated", boolLiteral(gated)},
                                              {"reduce", std::to_string(reduce)},
@@ -182,7 +187,8 @@ StatusOr<KernelSource> generateMoeExperts(const MoeParams &params, bool gated) {
                                              {"tileReduce", std::to_string(kTileReduce)}});
   kernel.source = assembleTranslationUnit(
       kernel,
-      std::string("MoE expert products (") + (gated ? "gate_up, gelu_tanh(gate) * up" : "down") +
+      std::string("MoE expert products (") +
+          (gated ? "gate_up, " + activation + "(gate) * up" : std::string("down")) +
           ") over each expert's slots, " + std::to_string(params.experts) + " experts.",
       body);
   return kernel;

@@ -1,16 +1,17 @@
 // Mixture of experts, step 1 of 4 (the moe record, runtime/model/KernelProgram.h): routing, one
 // block per token, as the CPU backend computes it (runtime/cpu/Moe.cpp):
-//   z = rms_norm_noweight(r) * router_scale * router_input_scale (fp32, in shared memory),
+//   z = rms_norm_noweight(r) * router_scale * router_input_scale with the router norm (a null
+//   router_scale reads as ones), z = r without (fp32, in shared memory),
 //   logits[e] = z . router[e] (warp e % 8 takes expert e, lanes split the hidden dim),
 //   p = softmax(logits) over the experts, the top k by p (ties: the lower expert id), their
-//   weights p / (sum of the chosen p) * expert_scale[e].
+//   weights p / (sum of the chosen p) (or p, unnormalised) * expert_scale[e] (when not null).
 // The router product is E x H multiply-adds per token, so it is fused here rather than a GEMM
 // launch and a [tokens, E] scratch. The softmax and the selection are serial in thread 0: E and k
 // are small (128 and 8 for DiffusionGemma).
 //
 // Arguments: r [tokens, hidden] (token stride rStride), tokens, router [E, hidden], routerScale
-// [hidden], expertScale [E] (all of the device precision), eps, inputScale, choice [tokens, k]
-// (int), weight [tokens, k] (f32). Grid: x = tokens; 256 threads.
+// [hidden], expertScale [E] (all of the device precision; the scales may be null), eps,
+// inputScale, choice [tokens, k] (int), weight [tokens, k] (f32). Grid: x = tokens; 256 threads.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
 
@@ -27,6 +28,8 @@ constexpr std::string_view kBody = R"cuda(using Element = ${element};
 constexpr int kHidden = ${hidden};
 constexpr int kExperts = ${experts};
 constexpr int kTopK = ${topK};
+constexpr bool kRouterNorm = ${routerNorm};
+constexpr bool kNormalizeTopK = ${normalizeTopK};
 constexpr int kWarps = kThreads / 32;
 
 ${entryPoint} {
@@ -47,20 +50,23 @@ ${entryPoint} {
     sZ[h] = v;
     sumSquares = fmaf(v, v, sumSquares);
   }
-  sumSquares = dlm_device::warpSum(sumSquares);
-  if (lane == 0)
-    sWarpSums[warp] = sumSquares;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.f;
-    for (int w = 0; w < kWarps; ++w)
-      total += sWarpSums[w];
-    sRowScale = rsqrtf(total / kHidden + eps);
+  if (kRouterNorm) {
+    sumSquares = dlm_device::warpSum(sumSquares);
+    if (lane == 0)
+      sWarpSums[warp] = sumSquares;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float total = 0.f;
+      for (int w = 0; w < kWarps; ++w)
+        total += sWarpSums[w];
+      sRowScale = rsqrtf(total / kHidden + eps);
+    }
+    __syncthreads();
+    const float rowScale = sRowScale;
+    for (int h = threadIdx.x; h < kHidden; h += kThreads)
+      sZ[h] = sZ[h] * rowScale * (routerScale ? dlm_device::toFloat(routerScale[h]) : 1.f) *
+              inputScale;
   }
-  __syncthreads();
-  const float rowScale = sRowScale;
-  for (int h = threadIdx.x; h < kHidden; h += kThreads)
-    sZ[h] = sZ[h] * rowScale * dlm_device::toFloat(routerScale[h]) * inputScale;
   __syncthreads();
 
   for (int e = warp; e < kExperts; e += kWarps) {
@@ -100,8 +106,10 @@ ${entryPoint} {
     }
     for (int j = 0; j < kTopK; ++j) {
       choice[(long long)token * kTopK + j] = chosen[j];
-      weight[(long long)token * kTopK + j] =
-          chosenProbability[j] / chosenSum * dlm_device::toFloat(expertScale[chosen[j]]);
+      float w = kNormalizeTopK ? chosenProbability[j] / chosenSum : chosenProbability[j];
+      if (expertScale)
+        w *= dlm_device::toFloat(expertScale[chosen[j]]);
+      weight[(long long)token * kTopK + j] = w;
     }
   }
 }
@@ -138,6 +146,11 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
   kernel.name = "dlm_moe_route_h" + std::to_string(params.hidden) + "_e" +
                 std::to_string(params.experts) + "_k" + std::to_string(params.topK) + "_" +
                 std::string(elementTypeName(params.element));
+  // DiffusionGemma's routing keeps the name it had before the options.
+  if (!params.routerNorm)
+    kernel.name += "_plain_router";
+  if (!params.normalizeTopK)
+    kernel.name += "_unnormalised";
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(kThreads);
   kernel.grid = "x = tokens";
@@ -157,16 +170,21 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
   kernel.specialisation = {{"hidden", params.hidden},
                            {"experts", params.experts},
                            {"top_k", params.topK},
+                           {"router_norm", params.routerNorm},
+                           {"normalize_top_k", params.normalizeTopK},
                            {"element", std::string(elementTypeName(params.element))}};
   const std::string body = expandKernelBody(kernel, kBody,
                                             {{"element", element},
+                                             {"routerNorm", boolLiteral(params.routerNorm)},
+                                             {"normalizeTopK", boolLiteral(params.normalizeTopK)},
                                              {"hidden", std::to_string(params.hidden)},
                                              {"experts", std::to_string(params.experts)},
                                              {"topK", std::to_string(params.topK)}});
   kernel.source = assembleTranslationUnit(
       kernel,
-      "MoE routing: router norm and scales, " + std::to_string(params.experts) +
-          " expert logits, softmax, top " + std::to_string(params.topK) + ".",
+      std::string(params.routerNorm ? "MoE routing: router norm and scales, " : "MoE routing: ") +
+          std::to_string(params.experts) + " expert logits, softmax, top " +
+          std::to_string(params.topK) + ".",
       body);
   return kernel;
 }

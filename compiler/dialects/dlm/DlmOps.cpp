@@ -611,8 +611,6 @@ LogicalResult MoEOp::verify() {
   if (failed(expectRank(op, getRouterInput(), 2, "router input")) ||
       failed(expectRank(op, getInput(), 2, "input")) ||
       failed(expectRank(op, getRouter(), 2, "router")) ||
-      failed(expectRank(op, getRouterScale(), 1, "router scale")) ||
-      failed(expectRank(op, getExpertScale(), 1, "expert scale")) ||
       failed(expectRank(op, getGateUp(), 3, "gate_up")) ||
       failed(expectRank(op, getDown(), 3, "down")))
     return failure();
@@ -621,11 +619,17 @@ LogicalResult MoEOp::verify() {
   const int64_t hidden = x[1], experts = router[0];
   if (tensorType(getRouterInput()).getShape() != x || tensorType(getResult()).getShape() != x)
     return emitOpError("router input, input and result must have one shape");
+  // An optional scale of rank 1 and the given length.
+  auto checkScale = [&](Value scale, int64_t length, StringRef what) -> LogicalResult {
+    if (!scale)
+      return success();
+    if (failed(expectRank(op, scale, 1, what)))
+      return failure();
+    return expectDim(op, tensorType(scale).getDimSize(0), length, (what + " length").str());
+  };
   if (failed(expectDim(op, router[1], hidden, "router width")) ||
-      failed(expectDim(op, tensorType(getRouterScale()).getDimSize(0), hidden,
-                       "router scale length")) ||
-      failed(expectDim(op, tensorType(getExpertScale()).getDimSize(0), experts,
-                       "expert scale length")) ||
+      failed(checkScale(getRouterScale(), hidden, "router scale")) ||
+      failed(checkScale(getExpertScale(), experts, "expert scale")) ||
       failed(expectDim(op, gateUp[0], experts, "gate_up experts")) ||
       failed(expectDim(op, gateUp[2], hidden, "gate_up width")) ||
       failed(expectDim(op, down[0], experts, "down experts")) ||
@@ -635,12 +639,18 @@ LogicalResult MoEOp::verify() {
   int64_t topK = getTopK();
   if (topK < 1 || (isStatic(experts) && topK > experts))
     return emitOpError() << "top_k must be in [1, " << experts << "], got " << topK;
-  double eps = getEps().convertToDouble(), scale = getRouterInputScale().convertToDouble();
-  if (!(eps > 0.0 && eps < 1.0))
-    return emitOpError() << "eps must be in (0, 1), got " << number(eps);
+  double scale = getRouterInputScale().convertToDouble();
   if (!(scale > 0.0) || !std::isfinite(scale))
     return emitOpError() << "router_input_scale must be positive and finite, got "
                          << number(scale);
+  std::optional<llvm::APFloat> eps = getEps();
+  if (!eps)
+    return getRouterScale() || scale != 1.0
+               ? emitOpError("router_scale and router_input_scale scale the normed router "
+                             "input: they need eps")
+               : success();
+  if (!(eps->convertToDouble() > 0.0 && eps->convertToDouble() < 1.0))
+    return emitOpError() << "eps must be in (0, 1), got " << number(eps->convertToDouble());
   return success();
 }
 

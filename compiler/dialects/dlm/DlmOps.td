@@ -496,38 +496,48 @@ def Dlm_SoftEmbeddingOp : Dlm_Op<"soft_embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Dlm_MoEOp : Dlm_Op<"moe", [Pure]> {
-  let summary = "routed mixture of gated experts (DiffusionGemma's router and experts)";
+def Dlm_MoEOp : Dlm_Op<"moe", [Pure, AttrSizedOperandSegments]> {
+  let summary = "routed mixture of gated experts (DiffusionGemma's and Qwen3-MoE's)";
   let description = [{
-    `router_input, input : [S, H]`; `router : [E, H]`, `router_scale : [H]`,
-    `expert_scale : [E]`, `gate_up : [E, 2I, H]` (rows `[0, I)` the gate,
-    `[I, 2I)` the up projection), `down : [E, H, I]`; result `[S, H]`:
+    `router_input, input : [S, H]`; `router : [E, H]`, `gate_up : [E, 2I, H]` (rows
+    `[0, I)` the gate, `[I, 2I)` the up projection), `down : [E, H, I]`, and optionally
+    `router_scale : [H]` and `expert_scale : [E]`; result `[S, H]`:
 
-        z = rms_norm(router_input) * router_scale * router_input_scale
+        z = rms_norm(router_input, eps) * router_scale * router_input_scale   with eps
+        z = router_input                                                      without
         p = softmax(z @ router^T)                 over the E experts, fp32
         w, e = top_k(p)                           ties to the lower expert id
-        w = w / sum(w) * expert_scale[e]
+        w = w / sum(w)                            when normalize_top_k (the default)
+        w = w * expert_scale[e]                   when expert_scale is given
         result = sum_j w_j * down[e_j] (act(gate[e_j] x) * up[e_j] x)
+
+    DiffusionGemma normalises and scales its router input; Qwen3-MoE reads the
+    layer's normed input as it is (no eps, no scales) and renormalises the chosen
+    weights when its config says `norm_topk_prob`.
 
     Example:
     ```mlir
-    %y = dlm.moe %r, %x, %router, %rs, %es, %gu, %d {top_k = 2 : i64, eps = 1.0e-06 : f64,
+    %y = dlm.moe %r, %x, %router, %gu, %d router_scale(%rs : tensor<64xf32>)
+          expert_scale(%es : tensor<4xf32>) {top_k = 2 : i64, eps = 1.0e-06 : f64,
           router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
-        : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
-          tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+        : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+          tensor<4x64x16xf32> -> tensor<8x64xf32>
     ```
   }];
   let arguments = (ins Dlm_FloatTensor:$router_input, Dlm_FloatTensor:$input,
-                       Dlm_FloatTensor:$router, Dlm_FloatTensor:$router_scale,
-                       Dlm_FloatTensor:$expert_scale, Dlm_FloatTensor:$gate_up,
-                       Dlm_FloatTensor:$down, I64Attr:$top_k, F64Attr:$eps,
-                       F64Attr:$router_input_scale, Dlm_ActivationAttr:$activation);
+                       Dlm_FloatTensor:$router, Optional<Dlm_FloatTensor>:$router_scale,
+                       Optional<Dlm_FloatTensor>:$expert_scale, Dlm_FloatTensor:$gate_up,
+                       Dlm_FloatTensor:$down, I64Attr:$top_k, OptionalAttr<F64Attr>:$eps,
+                       DefaultValuedAttr<F64Attr, "1.0">:$router_input_scale,
+                       DefaultValuedAttr<BoolAttr, "true">:$normalize_top_k,
+                       Dlm_ActivationAttr:$activation);
   let results = (outs Dlm_FloatTensor:$result);
   let assemblyFormat = [{
-    $router_input `,` $input `,` $router `,` $router_scale `,` $expert_scale `,` $gate_up `,`
-    $down attr-dict `:` type($router_input) `,` type($input) `,` type($router) `,`
-    type($router_scale) `,` type($expert_scale) `,` type($gate_up) `,` type($down)
-    `->` type($result)
+    $router_input `,` $input `,` $router `,` $gate_up `,` $down
+    (`router_scale` `(` $router_scale^ `:` type($router_scale) `)`)?
+    (`expert_scale` `(` $expert_scale^ `:` type($expert_scale) `)`)?
+    attr-dict `:` type($router_input) `,` type($input) `,` type($router) `,` type($gate_up) `,`
+    type($down) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -704,10 +704,11 @@ func.func @soft_embedding_mask_token(%l: tensor<8x512xf32>, %t: tensor<576x64xf3
 func.func @moe_top_k(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>, %es: tensor<4xf32>,
                      %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
   // expected-error@+1 {{top_k must be in [1, 4], got 5}}
-  %0 = dlm.moe %x, %x, %r, %rs, %es, %gu, %d {top_k = 5 : i64, eps = 1.0e-6 : f64,
+  %0 = dlm.moe %x, %x, %r, %gu, %d router_scale(%rs : tensor<64xf32>)
+        expert_scale(%es : tensor<4xf32>) {top_k = 5 : i64, eps = 1.0e-6 : f64,
         router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
-      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
-        tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
   return %0 : tensor<8x64xf32>
 }
 
@@ -716,9 +717,34 @@ func.func @moe_top_k(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64x
 func.func @moe_shapes(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>, %es: tensor<4xf32>,
                       %gu: tensor<4x30x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
   // expected-error@+1 {{gate_up rows (twice down's width) is 30, expected 32}}
-  %0 = dlm.moe %x, %x, %r, %rs, %es, %gu, %d {top_k = 2 : i64, eps = 1.0e-6 : f64,
+  %0 = dlm.moe %x, %x, %r, %gu, %d router_scale(%rs : tensor<64xf32>)
+        expert_scale(%es : tensor<4xf32>) {top_k = 2 : i64, eps = 1.0e-6 : f64,
         router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
-      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
-        tensor<4x30x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x30x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @moe_scale_without_norm(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>,
+                                  %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{router_scale and router_input_scale scale the normed router input: they need eps}}
+  %0 = dlm.moe %x, %x, %r, %gu, %d router_scale(%rs : tensor<64xf32>)
+        {top_k = 2 : i64, activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @moe_expert_scale_length(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %es: tensor<3xf32>,
+                                   %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{expert scale length is 3, expected 4}}
+  %0 = dlm.moe %x, %x, %r, %gu, %d expert_scale(%es : tensor<3xf32>)
+        {top_k = 2 : i64, activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
   return %0 : tensor<8x64xf32>
 }

@@ -165,10 +165,17 @@ func.func @gemma_ops(%x: tensor<8x64xf32>, %v: tensor<8x2x16xf32>, %pos: tensor<
   %e = dlm.soft_embedding %l, %wte {scale = 8.0 : f32} : tensor<8x512xf32>, tensor<576x64xbf16> -> tensor<8x64xf32>
   // CHECK: dlm.soft_embedding %{{.*}}, %{{.*}} {mask_token = 511 : i64}
   %smoothing = dlm.soft_embedding %l, %wte {mask_token = 511 : i64} : tensor<8x512xf32>, tensor<576x64xbf16> -> tensor<8x64xf32>
-  // CHECK: dlm.moe {{.*}} {activation = #dlm.activation<gelu_tanh>, eps = {{.*}} : f64, router_input_scale = 1.250000e-01 : f64, top_k = 2 : i64}
-  %m = dlm.moe %y, %e, %router, %rs, %es, %gu, %dn {top_k = 2 : i64, eps = 1.0e-6 : f64,
+  // CHECK: dlm.moe {{.*}} router_scale(%{{.*}} : tensor<64xf32>) expert_scale(%{{.*}} : tensor<4xf32>) {activation = #dlm.activation<gelu_tanh>, eps = {{.*}} : f64, router_input_scale = 1.250000e-01 : f64, top_k = 2 : i64}
+  %m = dlm.moe %y, %e, %router, %gu, %dn router_scale(%rs : tensor<64xf32>)
+        expert_scale(%es : tensor<4xf32>) {top_k = 2 : i64, eps = 1.0e-6 : f64,
         router_input_scale = 0.125 : f64, activation = #dlm.activation<gelu_tanh>}
-      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<4xf32>,
-        tensor<4x32x64xf32>, tensor<4x64x16xf32> -> tensor<8x64xf32>
-  return %m, %r : tensor<8x64xf32>, tensor<8x2x16xf32>
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  // Qwen3-MoE's routing: the input as it is, no scales, the chosen weights as the softmax gave.
+  // CHECK: dlm.moe %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {activation = #dlm.activation<silu>, normalize_top_k = false, top_k = 2 : i64} :
+  %q = dlm.moe %m, %m, %router, %gu, %dn {top_k = 2 : i64, normalize_top_k = false,
+        activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %q, %r : tensor<8x64xf32>, tensor<8x2x16xf32>
 }

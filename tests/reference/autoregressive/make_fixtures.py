@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Autoregressive-decoding oracle fixtures: tiny random Qwen3 / Llama / Qwen2 checkpoints (and an I-DLM-style
-SDARForCausalLM one, Qwen3-shaped) made by transformers' own classes, and traces of their forward and of
+"""Autoregressive-decoding oracle fixtures: tiny random Qwen3 / Llama / Qwen2 / Qwen3-MoE checkpoints (and an
+I-DLM-style SDARForCausalLM one, Qwen3-shaped) made by transformers' own classes, and traces of their forward and of
 `generate()` (greedy and sampled).
 
 Run with the reference venv (torch 2.15.0, transformers 5.23.x; see ../diffusion_gemma/README.md):
@@ -9,18 +9,23 @@ Run with the reference venv (torch 2.15.0, transformers 5.23.x; see ../diffusion
     /work/refvenv/bin/python tests/reference/autoregressive/make_fixtures.py --check    # regenerate to a temp dir, compare
 
 For every spec in SPECS it
-  1. builds a `Qwen3ForCausalLM` / `LlamaForCausalLM` / `Qwen2ForCausalLM` from a tiny config, overwrites every
-     parameter with seeded random values (norm weights all different from 1, scaled so that greedy decoding is
-     neither degenerate nor decided by rounding noise), and `save_pretrained`s it (float32 safetensors, config.json,
-     generation_config.json with the greedy settings) together with a tiny word-level tokenizer; an `sdar`
-     spec then rewrites config.json the way I-DLM's SDAR checkpoints spell it (architectures
-     ["SDARForCausalLM"], model_type "sdar", mask_token_id, top-level rope_theta);
+  1. builds a `Qwen3ForCausalLM` / `LlamaForCausalLM` / `Qwen2ForCausalLM` / `Qwen3MoeForCausalLM` from a tiny
+     config, overwrites every parameter with seeded random values (norm weights all different from 1, scaled so
+     that greedy decoding is neither degenerate nor decided by rounding noise), and `save_pretrained`s it (float32
+     safetensors, config.json, generation_config.json with the greedy settings) together with a tiny word-level
+     tokenizer; an `sdar` spec then rewrites config.json the way I-DLM's SDAR checkpoints spell it (architectures
+     ["SDARForCausalLM"], model_type "sdar", mask_token_id, top-level rope_theta); a Qwen3-MoE checkpoint must
+     come out of save_pretrained in published Qwen3-MoE checkpoints' per-expert layout (transformers 5 fuses the
+     experts in memory and un-fuses them on save: checked tensor by tensor, and the reloaded model's logits must
+     be bit-identical to the in-memory model's);
   2. reloads it with `from_pretrained` (so the trace is of what is on disk; an SDAR checkpoint is loaded as
      Qwen3ForCausalLM, the same weights and math) and records:
      - the full logits of the prompt forward (one call, no cache) and `generate`'s first-step logits;
      - a greedy `generate` (the checkpoint's generation_config.json): output ids and per-step logits;
      - sampled `generate` runs (do_sample, explicit temperature / top_k / top_p, torch seeded): per step the raw
        logits, the processed scores (after transformers' warpers) and the drawn token;
+     - Qwen3-MoE: the router logits and chosen experts of every sparse layer over prompt + greedy tokens, and
+       the smallest gap between the k-th and (k+1)-th router probability (refused at or below 1e-3);
   3. re-checks everything with the independent plain-PyTorch reference ar_reference.py and refuses to write a
      fixture that it does not reproduce;
   4. writes replay/ (extract_replay.py: the sampled runs' logits and scores as .npy for the C++ tests).
@@ -41,7 +46,7 @@ import torch
 
 import transformers
 from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,7 +63,7 @@ TORCH_VERSION = "2.15.0"
 TRANSFORMERS_SERIES = "5.23."
 
 ARCH = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
-        "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM)}
 
 SPECS = [
     {
@@ -149,6 +154,32 @@ SPECS = [
         "eos": 1,
         "sampled": [dict(temperature=1.3, top_k=5, top_p=0.95, seed=43)],  # top-k binds at 8 of 24 steps
     },
+    {
+        # Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's attention (q/k norms, GQA 4q/2kv, head_dim 16), 3 layers:
+        # 0 and 2 sparse (top-2 of 8 experts, each a SiLU MLP of width 32, renormalised top-k weights as
+        # Qwen3-30B-A3B), 1 dense (mlp_only_layers, width 96). Untied head, no BOS; EOS 1 never produced.
+        # Router weights are random too (router_gain): routing differs across tokens, and the 2nd / 3rd router
+        # probabilities are apart by > 1e-3 at every token of every recorded run (checked; seed and router_gain
+        # picked from a small sweep for the widest such gap, 0.0048, with a wide greedy margin).
+        "name": "qwen3_moe_tiny",
+        "arch": "qwen3_moe",
+        "seed": 137,
+        "config": dict(vocab_size=256, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                       num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+                       mlp_only_layers=[1], num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=16, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                       max_position_embeddings=512, pad_token_id=0, bos_token_id=None),
+        "bos": None,
+        "logit_gain": 1.0,
+        "branch_gain": 1.0,
+        "qk_gain": 1.5,
+        "router_gain": 1.5,
+        "prompt_len": 9,
+        "max_new_tokens": 16,
+        "eos": 1,
+        "sampled": [dict(temperature=1.2, top_k=6, top_p=0.95, seed=61),
+                    dict(temperature=1.5, top_k=0, top_p=0.8, seed=62)],
+    },
 ]
 
 UNK = 3
@@ -157,6 +188,7 @@ MASK_TOKEN = "<|MASK|>"   # the spelling of Qwen3's / SDAR's tokenizer (id 15166
 # transformers 4.51: top-level rope_theta, no rope_parameters; model_type "sdar")
 SDAR_CONFIG = {"architectures": ["SDARForCausalLM"], "model_type": "sdar"}
 GREEDY_MIN_MARGIN = 1e-2     # top-1 minus top-2 logit at every greedy step (so 1e-4 noise cannot flip a token)
+ROUTER_MIN_GAP = ar_reference.ROUTER_MIN_GAP   # MoE: k-th minus (k+1)-th router probability, every token/layer
 MIN_DISTINCT = 6             # distinct tokens among the greedy new tokens (not degenerate)
 
 
@@ -173,12 +205,53 @@ def randomize(model, spec):
     """Seeded random values for every parameter (norm weights too), scaled for a non-degenerate greedy run:
     Qwen3's per-head norms fix |q|, |k| (qk_gain sets how sharp attention is), the final norm how peaked the
     logits are (logit_gain)."""
-    randomize_llama(model, spec["seed"], spec["branch_gain"], spec.get("qk_gain", 1.0), spec["logit_gain"],
-                    spec.get("bias_gain"))
+    if spec["arch"] == "qwen3_moe":
+        randomize_moe(model, spec)
+    else:
+        randomize_llama(model, spec["seed"], spec["branch_gain"], spec.get("qk_gain", 1.0), spec["logit_gain"],
+                        spec.get("bias_gain"))
     if spec["config"]["tie_word_embeddings"]:
         assert model.lm_head.weight is model.model.embed_tokens.weight
     else:
         assert model.lm_head.weight is not model.model.embed_tokens.weight
+
+
+@torch.no_grad()
+def randomize_moe(model, spec):
+    """fixture_tools.randomize_llama's scheme for a Qwen3-MoE model, whose experts are fused 3-D parameters in
+    memory: embeddings and head N(0, 1), q/k norms U(0.5, 1.5)·qk_gain, other norms U(0.5, 1.5), o_proj /
+    dense down_proj / experts.down_proj [E, H, I] N(0, branch_gain² / fan_in), experts.gate_up_proj [E, 2I, H]
+    and the other matrices N(0, 1 / fan_in), the router mlp.gate [E, H] N(0, router_gain² / H) (router_gain sets how
+    peaked routing is); then the final norm times logit_gain."""
+    g = torch.Generator().manual_seed(spec["seed"])
+    branch, qk = spec["branch_gain"], spec.get("qk_gain", 1.0)
+
+    def normal(t, std):
+        t.copy_(torch.randn(t.shape, generator=g) * std)
+
+    def uniform(t, lo, hi):
+        t.copy_(lo + (hi - lo) * torch.rand(t.shape, generator=g))
+
+    for name, p in model.named_parameters():
+        if name.endswith("embed_tokens.weight") or name == "lm_head.weight":
+            normal(p, 1.0)
+        elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
+            uniform(p, 0.5 * qk, 1.5 * qk)
+        elif name.endswith("norm.weight"):
+            uniform(p, 0.5, 1.5)
+        elif name.endswith("mlp.experts.gate_up_proj"):
+            normal(p, 1.0 / math.sqrt(p.shape[2]))
+        elif name.endswith("mlp.experts.down_proj"):
+            normal(p, branch / math.sqrt(p.shape[2]))
+        elif name.endswith("mlp.gate.weight"):
+            normal(p, spec["router_gain"] / math.sqrt(p.shape[1]))
+        elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
+            normal(p, branch / math.sqrt(p.shape[1]))
+        elif name.endswith(".weight") and p.dim() == 2:
+            normal(p, 1.0 / math.sqrt(p.shape[1]))
+        else:
+            raise AssertionError("unhandled parameter " + name)
+    model.model.norm.weight.mul_(spec["logit_gain"])
 
 
 def make_tokenizer(vocab_size, special, bos):
@@ -210,8 +283,9 @@ def prompt_ids(spec):
 # Helpers
 
 
-def load(path, arch, attn="sdpa"):
-    return ARCH[arch][1].from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
+def load(path, arch, attn="sdpa", experts="grouped_mm"):
+    kw = {"experts_implementation": experts} if arch == "qwen3_moe" else {}   # grouped_mm: transformers' default
+    return ARCH[arch][1].from_pretrained(path, dtype=torch.float32, attn_implementation=attn, **kw).eval()
 
 
 class ProcessorSpy:
@@ -315,6 +389,14 @@ def record(model, spec, prompt, eos):
     if spec["eos"] != "dry_run" and greedy["stop_reason"] != "max_new_tokens":
         raise SystemExit("%s: greedy run should not hit EOS" % spec["name"])
 
+    if spec["arch"] == "qwen3_moe":
+        logits, ids = router_trace(model, trace["greedy_sequences"])
+        trace.update(greedy_router_logits=f32(logits), greedy_expert_ids=i64(ids))
+        greedy["min_router_gap"] = min_router_gap(logits, model.config.num_experts_per_tok)
+        if greedy["min_router_gap"] <= ROUTER_MIN_GAP:
+            raise SystemExit("%s: router k-th / (k+1)-th probability gap %.3g too small"
+                             % (spec["name"], greedy["min_router_gap"]))
+
     sampled = []
     for k, s in enumerate(spec["sampled"]):
         out, procs = run_generate(model, prompt, s["seed"], do_sample=True, temperature=s["temperature"],
@@ -331,13 +413,42 @@ def record(model, spec, prompt, eos):
                             new_ids=new.tolist(), num_new_tokens=len(new),
                             stop_reason=stop_reason(new.tolist(), eos, max_new), kept_per_step=kept.tolist(),
                             hf_logits_processors=procs))
+        if spec["arch"] == "qwen3_moe":   # the replay tests feed these tokens too: the same gap required
+            gap = sampled[-1]["min_router_gap"] = min_router_gap(router_trace(model, seq)[0],
+                                                                 model.config.num_experts_per_tok)
+            if gap <= ROUTER_MIN_GAP:
+                raise SystemExit("%s: sampled run %d: router k-th / (k+1)-th probability gap %.3g too small"
+                                 % (spec["name"], k, gap))
     return trace, greedy, sampled
 
 
 @torch.no_grad()
+def router_trace(model, seq):
+    """One forward (no cache) over seq; every sparse layer's router logits [n_moe, T, E] and chosen experts
+    [n_moe, T, k] (transformers' Qwen3MoeTopKRouter outputs, caught by forward hooks)."""
+    got = []
+    hooks = [layer.mlp.gate.register_forward_hook(lambda mod, inp, out: got.append((out[0], out[2])))
+             for layer in model.model.layers if hasattr(layer.mlp, "gate")]
+    try:
+        seq = torch.as_tensor(seq).view(1, -1)
+        model(input_ids=seq, attention_mask=torch.ones_like(seq), use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    return torch.stack([g[0] for g in got]), torch.stack([g[1] for g in got])
+
+
+def min_router_gap(router_logits, top_k):
+    """Smallest (over tokens and sparse layers) k-th minus (k+1)-th largest router probability."""
+    p = torch.sort(torch.softmax(router_logits.float(), dim=-1), dim=-1, descending=True).values
+    return float((p[..., top_k - 1] - p[..., top_k]).min())
+
+
+@torch.no_grad()
 def alternative_impl_diff(path, arch, prompt, trace):
-    """Max |diff| of the prompt logits under eager attention vs the recorded sdpa ones (kernel noise scale)."""
-    m = load(path, arch, attn="eager")
+    """Max |diff| of the prompt logits under eager attention (and, MoE, eager experts) vs the recorded sdpa (and
+    grouped_mm) ones (kernel noise scale)."""
+    m = load(path, arch, attn="eager", experts="eager")
     out = m(input_ids=prompt, use_cache=False).logits[0]
     return float(np.abs(f32(out) - trace["prompt_logits"]).max())
 
@@ -351,6 +462,61 @@ def without_biases_diff(path, arch, prompt, trace):
             p.zero_()
     out = m(input_ids=prompt, use_cache=False).logits[0]
     return float(np.abs(f32(out) - trace["prompt_logits"]).max())
+
+
+@torch.no_grad()
+def without_norm_topk_diff(path, arch, prompt, trace):
+    """Max |diff| of the prompt logits with norm_topk_prob off (the chosen experts' softmax weights not
+    renormalised: what an importer ignoring the flag computes)."""
+    m = ARCH[arch][1].from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa",
+                                      experts_implementation="grouped_mm", norm_topk_prob=False).eval()
+    assert m.config.norm_topk_prob is False
+    out = m(input_ids=prompt, use_cache=False).logits[0]
+    return float(np.abs(f32(out) - trace["prompt_logits"]).max())
+
+
+@torch.no_grad()
+def check_moe_layout(path, model, spec):
+    """save_pretrained's model.safetensors vs the in-memory model: the per-expert layout of published Qwen3-MoE
+    checkpoints (experts.{e}.gate_proj / up_proj [I, H], experts.{e}.down_proj [H, I], router mlp.gate [E, H]),
+    each tensor bit-identical to its slice of transformers' fused experts.gate_up_proj [E, 2I, H] (gate rows
+    first) / experts.down_proj [E, H, I]; every other tensor equal to the parameter of its name. Returns
+    trace.json's checkpoint_layout."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    f = load_file(os.path.join(path, "model.safetensors"))
+    with safe_open(os.path.join(path, "model.safetensors"), "pt") as fh:
+        header_metadata = fh.metadata()
+    cfg = model.config
+    E, I = cfg.num_experts, cfg.moe_intermediate_size
+    want, fused = {}, {}
+    for name, p in model.state_dict().items():
+        if name.endswith("mlp.experts.gate_up_proj"):
+            pre = name[:-len("gate_up_proj")]
+            fused[name] = list(p.shape)
+            for e in range(E):
+                want[pre + "%d.gate_proj.weight" % e] = p[e, :I]
+                want[pre + "%d.up_proj.weight" % e] = p[e, I:]
+        elif name.endswith("mlp.experts.down_proj"):
+            pre = name[:-len("down_proj")]
+            fused[name] = list(p.shape)
+            for e in range(E):
+                want[pre + "%d.down_proj.weight" % e] = p[e]
+        else:
+            want[name] = p
+    if sorted(f) != sorted(want):
+        raise SystemExit("%s: save_pretrained did not write the per-expert layout: missing %s, unexpected %s"
+                         % (spec["name"], sorted(set(want) - set(f))[:6], sorted(set(f) - set(want))[:6]))
+    for k, v in want.items():
+        if f[k].dtype != torch.float32 or not torch.equal(f[k], v):
+            raise SystemExit("%s: %s in model.safetensors differs from the in-memory model" % (spec["name"], k))
+    return {"written_by": "save_pretrained (transformers %s, save_original_format=True, the default): it "
+                          "reverts the in-memory fusion of Qwen3-MoE experts (conversion_mapping 'qwen2_moe' "
+                          "WeightConverters) and writes one tensor per expert; not rewritten afterwards"
+                          % transformers.__version__,
+            "in_memory_fused": fused,
+            "file_tensors": len(f), "file_dtype": "float32", "safetensors_metadata": header_metadata,
+            "file_equals_in_memory_slices": True}
 
 
 def rewrite_sdar_config(path, spec):
@@ -391,7 +557,11 @@ def make_fixture(spec, out_dir):
         shutil.rmtree(tmp_dir)
     model.config.eos_token_id = eos
     model.generation_config = greedy_generation_config(spec, eos)
+    if arch == "qwen3_moe":
+        model.eval()
+        before = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=False).logits[0]
     model.save_pretrained(tmp_dir)
+    layout = check_moe_layout(tmp_dir, model, spec) if arch == "qwen3_moe" else None
     special = {"<pad>": spec["config"]["pad_token_id"], "<unk>": UNK, "<eos>": eos}
     if spec["bos"] is not None:
         special["<bos>"] = spec["bos"]
@@ -411,6 +581,11 @@ def make_fixture(spec, out_dir):
     assert tok(prompt_text)["input_ids"] == prompt[0].tolist(), "the tokenizer does not round-trip the prompt"
     trace, greedy, sampled = record(model, spec, prompt, eos)
     cfg = model.config
+    if layout is not None:
+        if not np.array_equal(f32(before), trace["prompt_logits"]):
+            raise SystemExit("%s: the reloaded checkpoint's prompt logits differ from the in-memory model's (max "
+                             "|diff| %.3g)" % (name, np.abs(f32(before) - trace["prompt_logits"]).max()))
+        layout["reload_prompt_logits_bit_identical"] = True
     assert cfg.rope_parameters["rope_theta"] == spec["config"]["rope_theta"], cfg.rope_parameters
     if "mask" in spec:
         runs = [trace["prompt_ids"], trace["greedy_sequences"]] + [trace["sample%d_sequences" % k]
@@ -445,11 +620,29 @@ def make_fixture(spec, out_dir):
         "greedy_text": tok.decode(trace["greedy_new_ids"], skip_special_tokens=False),
         "sampled": sampled,
     }
+    if arch == "qwen3_moe":
+        meta["hf_impl"]["experts_implementation"] = cfg._experts_implementation
+        meta["moe"] = {"num_experts": cfg.num_experts, "num_experts_per_tok": cfg.num_experts_per_tok,
+                       "moe_intermediate_size": cfg.moe_intermediate_size, "norm_topk_prob": cfg.norm_topk_prob,
+                       "decoder_sparse_step": cfg.decoder_sparse_step, "mlp_only_layers": cfg.mlp_only_layers,
+                       "moe_layers": [i for i, layer in enumerate(model.model.layers) if hasattr(layer.mlp, "gate")],
+                       "router_gain": spec["router_gain"],
+                       "config_json_expert_count_key": "num_local_experts",
+                       "min_router_gap_required": ROUTER_MIN_GAP,
+                       "experts_used_greedy": sorted(set(trace["greedy_expert_ids"].reshape(-1).tolist())),
+                       # per sparse layer, how many different expert pairs route prompt + greedy tokens
+                       "distinct_expert_sets_greedy": [len({tuple(sorted(r)) for r in layer.tolist()})
+                                                       for layer in trace["greedy_expert_ids"]]}
+        meta["checkpoint_layout"] = layout
     if spec.get("sdar"):
         meta["config_rewrite"] = ("saved by %s, then config.json rewritten as I-DLM's SDAR configs spell it: %s, "
                                   "mask_token_id, rope_theta top-level (no rope_parameters); traced as %s"
                                   % (hf_class, json.dumps(SDAR_CONFIG), meta["traced_with_class"]))
     meta["alternative_impl_max_abs_diff"] = alternative_impl_diff(tmp_dir, arch, prompt, trace)
+    if arch == "qwen3_moe":
+        meta["alternative_impl"] = "attn_implementation eager, experts_implementation eager"
+        meta["without_norm_topk_prob_prompt_logits_max_abs_diff"] = without_norm_topk_diff(tmp_dir, arch, prompt,
+                                                                                            trace)
     if "bias_gain" in spec:
         meta["without_qkv_biases_prompt_logits_max_abs_diff"] = without_biases_diff(tmp_dir, arch, prompt, trace)
     save_trace(tmp_dir, trace, meta)
@@ -491,9 +684,10 @@ def compare_dirs(want_dir, got_dir, errors):
 
 def summary(spec, meta):
     g = meta["greedy"]
-    return ("%s: greedy %s (%s, margin %.3g, %d distinct); sampled %s; reference check %s"
+    router = "; min router gap %.3g" % g["min_router_gap"] if "min_router_gap" in g else ""
+    return ("%s: greedy %s (%s, margin %.3g, %d distinct%s); sampled %s; reference check %s"
             % (spec["name"], g["new_ids"], g["stop_reason"], g["min_top1_top2_margin"], g["distinct_new_tokens"],
-               [(s["new_ids"], s["stop_reason"]) for s in meta["sampled"]], meta["reference_check"]))
+               router, [(s["new_ids"], s["stop_reason"]) for s in meta["sampled"]], meta["reference_check"]))
 
 
 def main():

@@ -104,6 +104,11 @@ public:
 
   // Writes and loads the artifact, then creates a backend over `records`.
   std::unique_ptr<CpuBackend> backend(int64_t layers = 2) {
+    StatusOr<std::unique_ptr<CpuBackend>> created = create(layers);
+    EXPECT_TRUE(created.isOk()) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+  StatusOr<std::unique_ptr<CpuBackend>> create(int64_t layers = 2) {
     TinyModelOptions options;
     options.cpuRecords = false;
     TinyModel tiny(options);
@@ -133,23 +138,18 @@ public:
     Status written = artifact::writeArtifact(path, contents);
     EXPECT_TRUE(written.isOk()) << written.message();
     StatusOr<artifact::ArtifactReader> opened = artifact::ArtifactReader::open(path);
-    EXPECT_TRUE(opened.isOk()) << opened.status().message();
     if (!opened)
-      return nullptr;
+      return opened.status();
     reader_ = std::make_unique<artifact::ArtifactReader>(std::move(*opened));
     StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
         model::ModelWeights::load(*reader_);
-    EXPECT_TRUE(loaded.isOk()) << loaded.status().message();
     if (!loaded)
-      return nullptr;
+      return loaded.status();
     weights = *loaded;
     BackendOptions backendOptions;
     backendOptions.threads = 2;
     backendOptions.kvPageTokens = 4;
-    StatusOr<std::unique_ptr<CpuBackend>> created =
-        CpuBackend::create(weights, records, 64, backendOptions);
-    EXPECT_TRUE(created.isOk()) << created.status().message();
-    return created ? std::move(*created) : nullptr;
+    return CpuBackend::create(weights, records, 64, backendOptions);
   }
 
   std::vector<artifact::Kernel> records;
@@ -401,8 +401,10 @@ INSTANTIATE_TEST_SUITE_P(Masks, CpuAttentionWindow,
                          });
 
 // moe over E = 4 experts of I = 6, top_k 2, with expert scales, a router input scale and, in the
-// tied variant, three identical router rows (ties go to the lower expert id).
-void runMoe(bool tied, bool silu = false) {
+// tied variant, three identical router rows (ties go to the lower expert id). `plainRouter`:
+// Qwen3-MoE's routing without norm_topk_prob (the router reads its input as it is, no scales,
+// the chosen weights not renormalised).
+void runMoe(bool tied, bool silu = false, bool plainRouter = false) {
   Mini m;
   const int64_t experts = 4, inner = 6, topK = 2;
   std::vector<float> router = m.random("router", {experts, kHidden}, 1.0f);
@@ -419,17 +421,22 @@ void runMoe(bool tied, bool silu = false) {
   const int64_t e = m.embedding();
   const int64_t r = m.add(kp::kScale, "residual", {e}, kHidden, {{"weight", std::string("two")}});
   m.set("two", {1}, {2.0f});
-  const int64_t y = m.add(kp::kMoe, "moe", {r, e}, kHidden,
-                          {{"router", std::string("router")},
-                           {"router_scale", std::string("router_scale")},
-                           {"expert_scale", std::string("expert_scale")},
-                           {"gate_up", std::string("gate_up")},
-                           {"down", std::string("down")},
-                           {"experts", experts},
-                           {"top_k", topK},
-                           {"eps", 1e-6},
-                           {"router_input_scale", 0.35},
-                           {"activation", std::string(silu ? "silu" : "gelu_tanh")}});
+  artifact::Attributes parameters{{"router", std::string("router")},
+                                  {"gate_up", std::string("gate_up")},
+                                  {"down", std::string("down")},
+                                  {"experts", experts},
+                                  {"top_k", topK},
+                                  {"activation", std::string(silu ? "silu" : "gelu_tanh")}};
+  if (plainRouter) {
+    parameters["router_norm"] = false;
+    parameters["normalize_top_k"] = false;
+  } else {
+    parameters["router_scale"] = std::string("router_scale");
+    parameters["expert_scale"] = std::string("expert_scale");
+    parameters["eps"] = 1e-6;
+    parameters["router_input_scale"] = 0.35;
+  }
+  const int64_t y = m.add(kp::kMoe, "moe", {r, e}, kHidden, parameters);
   m.head(y);
   std::unique_ptr<CpuBackend> cpu = m.backend();
   ASSERT_TRUE(cpu);
@@ -450,7 +457,7 @@ void runMoe(bool tied, bool silu = false) {
     const double inverse = 1 / std::sqrt(squares / kHidden + 1e-6);
     std::vector<double> z(kHidden), p(experts);
     for (int64_t h = 0; h < kHidden; ++h)
-      z[h] = 2 * xr[h] * inverse * m.w("router_scale")[h] * 0.35;
+      z[h] = plainRouter ? 2 * xr[h] : 2 * xr[h] * inverse * m.w("router_scale")[h] * 0.35;
     double maximum = -INFINITY, sum = 0;
     for (int64_t ex = 0; ex < experts; ++ex) {
       p[ex] = 0;
@@ -469,7 +476,7 @@ void runMoe(bool tied, bool silu = false) {
     for (int64_t j = 0; j < topK; ++j) {
       const int64_t ex = order[j];
       ++chosenCount[ex];
-      const double weight = p[ex] / chosen * m.w("expert_scale")[ex];
+      const double weight = plainRouter ? p[ex] : p[ex] / chosen * m.w("expert_scale")[ex];
       const float *gu = m.w("gate_up").data() + ex * 2 * inner * kHidden;
       const float *dn = m.w("down").data() + ex * kHidden * inner;
       const std::vector<double> h = linear(std::vector<double>(xr, xr + kHidden), 1, kHidden, gu,
@@ -493,6 +500,32 @@ void runMoe(bool tied, bool silu = false) {
 TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe(false); }
 TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe(true); }
 TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe(false, /*silu=*/true); }
+TEST(CpuKernelKinds, MoeWithQwen3Routing) { runMoe(false, /*silu=*/true, /*plainRouter=*/true); }
+
+// A router scale applies to the normed router input: without the norm it is refused by name.
+TEST(CpuKernelKinds, MoeRouterScaleNeedsTheRouterNorm) {
+  Mini m;
+  m.random("router", {4, kHidden}, 1.0f);
+  m.random("router_scale", {kHidden}, 1.0f);
+  m.random("gate_up", {4, 12, kHidden}, 0.5f);
+  m.random("down", {4, kHidden, 6}, 0.5f);
+  const int64_t e = m.embedding();
+  m.head(m.add(kp::kMoe, "moe", {e, e}, kHidden,
+               {{"router", std::string("router")},
+                {"router_scale", std::string("router_scale")},
+                {"gate_up", std::string("gate_up")},
+                {"down", std::string("down")},
+                {"experts", int64_t{4}},
+                {"top_k", int64_t{2}},
+                {"router_norm", false},
+                {"activation", std::string("silu")}}));
+  StatusOr<std::unique_ptr<CpuBackend>> cpu = m.create();
+  ASSERT_FALSE(cpu.isOk());
+  EXPECT_NE(cpu.status().message().find("router_scale and router_input_scale scale the normed "
+                                        "router input: they need router_norm"),
+            std::string::npos)
+      << cpu.status().message();
+}
 
 // Two functions over one K/V cache with layers of different KV widths: "encode" (causal, writes
 // K/V) and "decode" (soft_embedding of the input added to the embedding, bidirectional). Layer 0

@@ -115,15 +115,19 @@ inline std::vector<codegen::SoftEmbeddingParams> softEmbeddingConfigs() {
 
 // The moe record's four kernels (route, plan, gate_up and down, combine), f32: the tiny fixtures'
 // shape; ragged tiles (I 70, H 100: a partial second column tile) with top 3; top_k = experts (an
-// expert's list over two row tiles); more experts than the router's 8 warps. Distinct
-// (experts, top_k) pairs: the plan kernel is named by them alone.
+// expert's list over two row tiles); more experts than the router's 8 warps; Qwen3-MoE's routing
+// (no router norm or scales, SiLU experts) at qwen3_moe_tiny's shape, renormalised and not.
+// Distinct (experts, top_k) pairs: the plan kernel is named by them alone.
 inline std::vector<codegen::MoeParams> moeConfigs() {
+  using codegen::Activation;
   using codegen::ElementType;
   return {
       {56, 4, 2, 12, ElementType::f32},
       {100, 8, 3, 70, ElementType::f32},
       {40, 3, 3, 20, ElementType::f32},
       {24, 16, 4, 8, ElementType::f32},
+      {64, 8, 2, 32, ElementType::f32, false, true, Activation::silu},
+      {48, 6, 2, 16, ElementType::f32, false, false, Activation::silu},
   };
 }
 

@@ -1,9 +1,11 @@
 // The moe record's kernels on the emulated device, launched in sequence as the cuda backend
 // launches them (CudaBackend::enqueueMoe: route, plan, gate_up, down, combine), against a
 // double-precision reference of the record (runtime/model/KernelProgram.h, kind moe) written
-// here: z = rms_norm_noweight(r) * router_scale * router_input_scale, p = softmax(z @ router^T),
-// the top_k by p (ties: the lower expert id), weights renormalised and times expert_scale, and
-// y = sum of weight_e * down_e(gelu_tanh(gate_e x) * up_e x). f32 weights and activations.
+// here: z = rms_norm_noweight(r) * router_scale * router_input_scale (DiffusionGemma's router
+// norm; z = r without it, Qwen3-MoE's), p = softmax(z @ router^T), the top_k by p (ties: the
+// lower expert id), weights renormalised (or not) and times expert_scale (when given), and
+// y = sum of weight_e * down_e(act(gate_e x) * up_e x), act gelu_tanh or SiLU. f32 weights and
+// activations. The configurations without the router norm pass no scales (null pointers).
 // Besides y, the routing (choice exactly, weight closely) and the plan's per-expert lists
 // (ascending slots, counts) are checked. Ties: router rows in identical pairs (a tie straddling
 // the k-th place picks the lower id), and an all-zero router input (every expert ties: experts
@@ -45,9 +47,10 @@ Routing routeReference(const codegen::MoeParams &params, const MoeWeights &w, co
   for (int h = 0; h < H; ++h)
     sumSquares += static_cast<double>(r[h]) * r[h];
   const double rowScale = 1.0 / std::sqrt(sumSquares / H + w.eps);
-  std::vector<double> z(H);
-  for (int h = 0; h < H; ++h)
-    z[h] = r[h] * rowScale * w.routerScale[h] * static_cast<double>(w.inputScale);
+  std::vector<double> z(r, r + H);
+  if (params.routerNorm)
+    for (int h = 0; h < H; ++h)
+      z[h] = r[h] * rowScale * w.routerScale[h] * static_cast<double>(w.inputScale);
   std::vector<double> p(E);
   for (int e = 0; e < E; ++e) {
     double dot = 0;
@@ -71,7 +74,8 @@ Routing routeReference(const codegen::MoeParams &params, const MoeWeights &w, co
   for (int j = 0; j < k; ++j)
     chosen += p[order[j]];
   for (int j = 0; j < k; ++j)
-    routing.weight.push_back(p[order[j]] / chosen * w.expertScale[order[j]]);
+    routing.weight.push_back((params.normalizeTopK ? p[order[j]] / chosen : p[order[j]]) *
+                             (w.expertScale.empty() ? 1.0 : w.expertScale[order[j]]));
   // Neighbours in the order that are not exact ties (identical router rows give identical p in
   // both precisions) but closer than the kernel's float arithmetic can tell apart.
   for (int j = 0; j + 1 < E; ++j) {
@@ -82,11 +86,13 @@ Routing routeReference(const codegen::MoeParams &params, const MoeWeights &w, co
   return routing;
 }
 
-double geluTanh(double g) {
-  return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+double activate(codegen::Activation activation, double g) {
+  return activation == codegen::Activation::silu
+             ? g / (1.0 + std::exp(-g))
+             : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
 }
 
-// y for one token: sum over its experts of weight * down_e(gelu_tanh(gate_e x) * up_e x).
+// y for one token: sum over its experts of weight * down_e(act(gate_e x) * up_e x).
 std::vector<double> moeReference(const codegen::MoeParams &params, const MoeWeights &w,
                                  const Routing &routing, const float *x) {
   const int H = static_cast<int>(params.hidden), I = static_cast<int>(params.expertWidth);
@@ -101,7 +107,7 @@ std::vector<double> moeReference(const codegen::MoeParams &params, const MoeWeig
         gate += static_cast<double>(gateUp[static_cast<size_t>(n) * H + h]) * x[h];
         up += static_cast<double>(gateUp[static_cast<size_t>(I + n) * H + h]) * x[h];
       }
-      act[n] = geluTanh(gate) * up;
+      act[n] = activate(params.activation, gate) * up;
     }
     for (int h = 0; h < H; ++h) {
       double value = 0;
@@ -137,8 +143,10 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
     for (int e = 1; e < E; e += 2)
       std::copy_n(w.router.begin() + static_cast<long>(e - 1) * H, H,
                   w.router.begin() + static_cast<long>(e) * H);
-  w.routerScale = uniformValues(random, H, 0.5f, 1.5f);
-  w.expertScale = uniformValues(random, E, 0.5f, 1.5f);
+  if (params.routerNorm) {
+    w.routerScale = uniformValues(random, H, 0.5f, 1.5f);
+    w.expertScale = uniformValues(random, E, 0.5f, 1.5f);
+  }
   const float weightRange = 1.f / std::sqrt(static_cast<float>(H));
   w.gateUp = uniformValues(random, static_cast<size_t>(E) * 2 * I * H, -weightRange, weightRange);
   w.down = uniformValues(random, static_cast<size_t>(E) * H * I, -1.f / std::sqrt(float(I)),
@@ -176,8 +184,9 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
   const emu::Device &device = emulatedDevice();
   const unsigned rowBlocks = static_cast<unsigned>((tokens + 63) / 64);
   {
+    auto orNull = [](const std::vector<float> &v) { return v.empty() ? nullptr : v.data(); };
     const float *rArg = r.data(), *routerArg = w.router.data(),
-                *routerScaleArg = w.routerScale.data(), *expertScaleArg = w.expertScale.data();
+                *routerScaleArg = orNull(w.routerScale), *expertScaleArg = orNull(w.expertScale);
     int *choiceArg = choice.data();
     float *weightArg = weight.data();
     ASSERT_TRUE(launched(device.launchArgs(route.name, emu::Dim3{static_cast<unsigned>(tokens)},
@@ -229,6 +238,7 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
       ASSERT_TRUE(near(weight[t * k + j], routing[t].weight[j], 1e-6, 1e-5, where + " weight"));
     }
   if (tokens > 1) // the all-zero router input: experts 0 .. k-1, equal weights before scaling
+                  // (with or without the router norm: its eps keeps a zero row zero)
     for (int j = 0; j < k; ++j)
       ASSERT_EQ(choice[j], j) << "all experts tie: the lower ids first";
   // The plan: each expert's slots, ascending.
@@ -264,7 +274,9 @@ TEST(MoeKernels, RouteThroughCombineMatchDoubleReference) {
                               Trial{randomInt(random, 10, 30), true}, Trial{70, true}}) {
       SCOPED_TRACE(testing::Message()
                    << "hidden " << params.hidden << " experts " << params.experts << " top "
-                   << params.topK << " width " << params.expertWidth << ", " << trial.tokens
+                   << params.topK << " width " << params.expertWidth
+                   << (params.routerNorm ? "" : ", plain router")
+                   << (params.normalizeTopK ? "" : ", unnormalised") << ", " << trial.tokens
                    << " tokens" << (trial.pairedRouterRows ? ", paired router rows" : ""));
       checkMoe(params, random, trial.tokens, trial.pairedRouterRows);
       if (HasFatalFailure())

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """dlm's autoregressive decoding against transformers 5.23's generate() on the committed fixtures
 (tests/reference/autoregressive/fixtures/: tiny Qwen3ForCausalLM, LlamaForCausalLM and
-Qwen2ForCausalLM checkpoints as save_pretrained writes them, with their greedy runs), and I-DLM's
+Qwen2ForCausalLM checkpoints as save_pretrained writes them, and a Qwen3MoeForCausalLM one laid out
+as published Qwen3-MoE checkpoints are, with their greedy runs), and I-DLM's
 introspective strided decoding of sdar_tiny (an SDARForCausalLM checkpoint, traced by
 transformers as the Qwen3ForCausalLM it is): greedy, at every stride, it must give transformers'
 greedy tokens too, as must --policy autoregressive on the same artifact.
@@ -34,6 +35,7 @@ FIXTURES_CHECKED = {
     "qwen3_tiny": ("autoregressive", [[]]),
     "llama_tiny": ("autoregressive", [[]]),
     "qwen2_tiny": ("autoregressive", [[]]),
+    "qwen3_moe_tiny": ("autoregressive", [[]]),
     "sdar_tiny": ("introspective-strided",
                   [["--stride", "2"], ["--stride", "3"], ["--stride", "4"], ["--stride", "7"],
                    ["--policy", "autoregressive"]]),

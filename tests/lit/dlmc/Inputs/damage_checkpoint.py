@@ -77,6 +77,19 @@ def main():
         tokenizer = json.loads((dst / "tokenizer.json").read_text())
         tokenizer["model"]["type"] = "Unigram"
         (dst / "tokenizer.json").write_text(json.dumps(tokenizer))
+    elif kind == "moe-expert-missing":
+        edit_tensors(dst, lambda t: t.pop("model.layers.2.mlp.experts.5.up_proj.weight"))
+    elif kind == "moe-expert-dtype":
+        def to_bf16(t):
+            name = "model.layers.0.mlp.experts.3.down_proj.weight"
+            t[name] = t[name].to(torch.bfloat16)
+        edit_tensors(dst, to_bf16)
+    elif kind == "moe-experts-disagree":
+        edit_config(dst, num_experts=6)
+    elif kind == "moe-dense-layer-out-of-range":
+        edit_config(dst, mlp_only_layers=[1, 3])
+    elif kind == "moe-top-k":
+        edit_config(dst, num_experts_per_tok=9)
     elif kind == "tokenizer-not-json":
         (dst / "tokenizer.json").write_text("[[[")
     else:
