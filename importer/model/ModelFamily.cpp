@@ -305,6 +305,30 @@ StatusOr<ModelDescription> describeQwen3Moe(const json &j, const std::string &ar
   return d;
 }
 
+// SDARForCausalLM names two kinds of checkpoint: SDAR's block diffusion (block-causal attention
+// over blocks of block_size) and I-DLM's (seed 003), a Qwen3 trained causally to verify and
+// propose in one forward, decoded by introspective strided decoding
+// (docs/design/speculative-decoding.md). config.json's block_size tells them apart: I-DLM's is 1.
+StatusOr<ModelDescription> describeSdar(const json &j, const std::string &architecture) {
+  auto it = j.find("block_size");
+  if (it == j.end() || it->is_null())
+    return Status::error("config.json: " + architecture +
+                         " without block_size is ambiguous: an I-DLM checkpoint (causal, decoded "
+                         "by introspective strided decoding) says block_size 1, an SDAR block "
+                         "diffusion checkpoint its block size; add the one it was trained with");
+  int64_t blockSize;
+  DLM_ASSIGN_OR_RETURN(blockSize, ConfigFields(j).positiveInt("block_size"));
+  if (blockSize != 1)
+    return Status::error("not supported yet: " + architecture + " with block_size " +
+                         std::to_string(blockSize) +
+                         " (SDAR's block diffusion); I-DLM checkpoints (block_size 1) import");
+  DLM_ASSIGN_OR_RETURN(
+      ModelDescription d,
+      describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true}));
+  d.defaultPolicies = "introspective-strided,autoregressive";
+  return d;
+}
+
 using Describe = std::function<StatusOr<ModelDescription>(const json &, const std::string &)>;
 
 Describe hf(HfFamily kind) {
@@ -323,16 +347,7 @@ const std::map<std::string, Describe> &importedDecoders() {
       {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
       {"Qwen3MoeForCausalLM", describeQwen3Moe},
-      // I-DLM (seed 003): a Qwen3 trained to verify and propose in one causal forward, decoded
-      // by introspective strided decoding (docs/design/speculative-decoding.md).
-      {"SDARForCausalLM",
-       [](const json &j, const std::string &architecture) -> StatusOr<ModelDescription> {
-         StatusOr<ModelDescription> d =
-             describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true});
-         if (d)
-           d->defaultPolicies = "introspective-strided,autoregressive";
-         return d;
-       }},
+      {"SDARForCausalLM", describeSdar},
   };
   return decoders;
 }
@@ -340,7 +355,7 @@ const std::map<std::string, Describe> &importedDecoders() {
 constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
 constexpr const char *kDFlashDraft = "DFlashDraftModel";
 // Architectures dLLM users bring that dlm will import, but not yet.
-constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM"};
+constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM", "SDARMoeForCausalLM"};
 
 } // namespace
 

@@ -186,7 +186,9 @@ UNK = 3
 MASK_TOKEN = "<|MASK|>"   # the spelling of Qwen3's / SDAR's tokenizer (id 151669 there)
 # config.json fields an SDAR checkpoint has where transformers 5's Qwen3Config differs (I-DLM's, written by
 # transformers 4.51: top-level rope_theta, no rope_parameters; model_type "sdar")
-SDAR_CONFIG = {"architectures": ["SDARForCausalLM"], "model_type": "sdar"}
+# block_size 1: an I-DLM checkpoint is trained causally (SDAR's block diffusion checkpoints give their block
+# size); dlmc refuses an SDARForCausalLM config without it as ambiguous.
+SDAR_CONFIG = {"architectures": ["SDARForCausalLM"], "model_type": "sdar", "block_size": 1}
 GREEDY_MIN_MARGIN = 1e-2     # top-1 minus top-2 logit at every greedy step (so 1e-4 noise cannot flip a token)
 ROUTER_MIN_GAP = ar_reference.ROUTER_MIN_GAP   # MoE: k-th minus (k+1)-th router probability, every token/layer
 MIN_DISTINCT = 6             # distinct tokens among the greedy new tokens (not degenerate)

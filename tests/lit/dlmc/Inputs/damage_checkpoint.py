@@ -90,6 +90,12 @@ def main():
         edit_config(dst, mlp_only_layers=[1, 3])
     elif kind == "moe-top-k":
         edit_config(dst, num_experts_per_tok=9)
+    elif kind == "sdar-no-block-size":
+        config = json.loads((dst / "config.json").read_text())
+        del config["block_size"]
+        (dst / "config.json").write_text(json.dumps(config, indent=2))
+    elif kind == "sdar-block-diffusion":
+        edit_config(dst, block_size=4)
     elif kind == "tokenizer-not-json":
         (dst / "tokenizer.json").write_text("[[[")
     else:
