@@ -82,8 +82,9 @@ StatusOr<std::vector<KernelSource>> kernelsForProgram(std::vector<artifact::Kern
       return r.error(params.status().message());
     RecordKernels launch(r, *params, function, width, slotWidths, weightShapes, options);
     DLM_RETURN_IF_ERROR((launch.*kGenerators[contract->kind])());
-    // The backend refuses a record of such a kind without a kernel (KernelOps.td).
-    if (launch.launched.empty() && contract->cudaNeedsKernel)
+    // The backend refuses such a record without a kernel.
+    if (launch.launched.empty() &&
+        kp::needsCudaKernel(*contract, record.parameters.count(kp::kNormWeight) != 0))
       return r.error("internal: no CUDA kernel generated for a '" + record.kind + "' record");
     if (launch.launched.empty())
       continue;

@@ -20,12 +20,9 @@ namespace {
 
 constexpr int64_t kDefaultMaxSequence = 4096;
 
-// Whether the record needs a generated kernel: its kind does (KernelOps.td's cudaNeedsKernel:
-// those that do not run as cuBLASLt GEMMs or device copies), or it has a fused norm, which always
-// runs as one.
 bool needsKernel(const program::ProgramRecord &record) {
-  return spec::kernels::kKindContracts[static_cast<size_t>(record.kind())].cudaNeedsKernel ||
-         record.norm();
+  return spec::kernels::needsCudaKernel(
+      spec::kernels::kKindContracts[static_cast<size_t>(record.kind())], record.norm() != nullptr);
 }
 // cuBLASLt's workspace: what NVIDIA recommends for Hopper, enough for every heuristic.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;

@@ -49,6 +49,12 @@ struct KindContract {
   size_t parameterCount = 0;
 };
 
+// Whether a record needs a generated kernel on CUDA: its kind does (those that do not run as
+// cuBLASLt GEMMs or device copies), or it fuses a norm (its norm_weight), which always runs as one.
+constexpr bool needsCudaKernel(const KindContract &contract, bool fusesNorm) {
+  return contract.cudaNeedsKernel || fusesNorm;
+}
+
 template <typename Kind, size_t N>
 constexpr KindContract kindContract(std::string_view name, Kind kind, int operands, bool hasResult,
                                     InPlace inPlace, bool cudaNeedsKernel,
