@@ -13,6 +13,7 @@ namespace dlm_device {
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ __forceinline__ float negativeInfinity() { return __int_as_float(0xff800000u); }
+__device__ __forceinline__ float positiveInfinity() { return __int_as_float(0x7f800000u); }
 
 // Counter-based random numbers shared by every backend: each draw is a pure function of
 // (seed, request, stream, step, position[, vocabulary index]), so the CPU backend, the Python

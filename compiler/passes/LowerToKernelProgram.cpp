@@ -537,6 +537,7 @@ LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
   for (auto [key, weight] : {std::pair<StringRef, Value>{kp::kRouter, op.getRouter()},
                              {kp::kRouterScale, op.getRouterScale()},
                              {kp::kExpertScale, op.getExpertScale()},
+                             {kp::kExpertBias, op.getExpertBias()},
                              {kp::kGateUp, op.getGateUp()},
                              {kp::kDownWeight, op.getDown()}})
     if (weight && failed(setWeight(op, r, key, weight)))
@@ -553,6 +554,14 @@ LogicalResult ProgramBuilder::lowerMoe(MoEOp op) {
   }
   if (!op.getNormalizeTopK())
     setAttr(r, kp::kNormalizeTopK, b_.getBoolAttr(false));
+  if (op.getSigmoidScores())
+    setAttr(r, kp::kSigmoidScores, b_.getBoolAttr(true));
+  if (op.getGroups() != 1) {
+    setAttr(r, kp::kGroups, op.getGroupsAttr());
+    setAttr(r, kp::kTopGroups, op.getTopGroupsAttr());
+  }
+  if (op.getRoutedScale().convertToDouble() != 1.0)
+    setAttr(r, kp::kRoutedScale, op.getRoutedScaleAttr());
   setAttr(r, kp::kActivation, b_.getStringAttr(stringifyActivation(op.getActivation())));
   r.layer = currentLayer_;
   defineResult(r, op.getResult());

@@ -196,9 +196,10 @@ protected:
     const SparseExperts &s = *model_.sparseExperts;
     auto w = [&](std::string_view role) { return weight(l.name(role)); };
     return dlm::ir::MoEOp::create(
-        b_, loc_, normed.getType(), normed, normed, w(spec::kRouter), Value(), Value(),
+        b_, loc_, normed.getType(), normed, normed, w(spec::kRouter), Value(), Value(), Value(),
         w(spec::kExpertsGateUp), w(spec::kExpertsDown), b_.getI64IntegerAttr(s.topK), FloatAttr(),
-        b_.getF64FloatAttr(1.0), b_.getBoolAttr(s.normalizeTopK),
+        b_.getF64FloatAttr(1.0), b_.getBoolAttr(s.normalizeTopK), b_.getBoolAttr(false),
+        b_.getI64IntegerAttr(1), b_.getI64IntegerAttr(1), b_.getF64FloatAttr(1.0),
         dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::silu));
   }
 
@@ -417,11 +418,12 @@ private:
     dense = rmsNorm(dense, w(spec::kPostMlpNorm));
     Value experts = dlm::ir::MoEOp::create(
         b_, loc_, hidden, r, rmsNorm(r, w(spec::kPreExpertNorm)), w(spec::kRouter),
-        w(spec::kRouterScale), w(spec::kExpertScale), w(spec::kExpertsGateUp),
+        w(spec::kRouterScale), w(spec::kExpertScale), Value(), w(spec::kExpertsGateUp),
         w(spec::kExpertsDown), b_.getI64IntegerAttr(s_.topK),
         b_.getF64FloatAttr(config_.rmsNormEps),
         b_.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(config_.hiddenSize))),
-        b_.getBoolAttr(true),
+        b_.getBoolAttr(true), b_.getBoolAttr(false), b_.getI64IntegerAttr(1),
+        b_.getI64IntegerAttr(1), b_.getF64FloatAttr(1.0),
         dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::gelu_tanh));
     experts = rmsNorm(experts, w(spec::kPostExpertNorm));
     return rmsNorm(arith::AddFOp::create(b_, loc_, dense, experts), w(spec::kPostFfnNorm));

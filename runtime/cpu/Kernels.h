@@ -185,6 +185,8 @@ struct MoeScratch {
   std::vector<int32_t> choice;   // [T, topK] chosen experts
   std::vector<float> weight;     // [T, topK] their weights
   std::vector<int32_t> order;    // [E] the experts of one token, by weight
+  std::vector<float> choosing;   // [E] one token's scores plus the expert bias (what chooses)
+  std::vector<int32_t> groups;   // [E] one token's groups, by group score
   std::vector<int32_t> tokens;   // an expert's (token, choice) pairs, as token * topK + choice
   std::vector<float> gathered;   // [T, H] an expert's input rows
   std::vector<float> gateUp;     // [T, 2I]
@@ -199,17 +201,19 @@ struct MoeScratch {
 // A mixture of experts (runtime/model/KernelProgram.h, kind "moe") over `rows` tokens: router
 // input r and expert input x, both [rows, H], into y [rows, H] (not aliasing them). Routing in
 // float32 (with routerNorm, r rms-normed and scaled by routerScale (null: ones) and
-// routerInputScale first; softmax over the experts, the topK largest with ties to the lower
-// expert id, their weights renormalised with normalizeTopK and times expertScale[e] when given);
+// routerInputScale first; softmax over the experts, or sigmoid scores; the topK largest of score
+// plus expertBias (when given) among the topGroups best of `groups` groups (a group scores its
+// two largest), ties to the lower id, their scores renormalised with normalizeTopK, times
+// expertScale[e] when given and routedScale);
 // each expert's tokens gathered and run through its slice of gateUp ([2I, H]: gate rows first)
 // and down ([H, I]) as two GEMMs with act(gate) * up between; y = sum of weight * expert output,
 // in float32.
 struct MoeParameters {
   const model::HostTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
-                          *gateUp = nullptr, *down = nullptr;
-  int64_t experts = 0, topK = 0, expertWidth = 0;
-  bool routerNorm = true, normalizeTopK = true;
-  double eps = 0, routerInputScale = 1;
+                          *expertBias = nullptr, *gateUp = nullptr, *down = nullptr;
+  int64_t experts = 0, topK = 0, expertWidth = 0, groups = 1, topGroups = 1;
+  bool routerNorm = true, normalizeTopK = true, sigmoidScores = false;
+  double eps = 0, routerInputScale = 1, routedScale = 1;
   bool geluActivation = true; // else SiLU
 };
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,

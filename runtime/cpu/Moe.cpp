@@ -17,6 +17,8 @@ void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_
   grow(logits, tokens * experts);
   grow(choice, tokens * topK);
   grow(order, experts);
+  grow(choosing, experts);
+  grow(groups, experts);
   grow(weight, tokens * topK);
   grow(this->tokens, tokens);
   grow(gathered, tokens * hidden);
@@ -29,7 +31,8 @@ size_t MoeScratch::bytes() const {
   return (routed.size() + logits.size() + weight.size() + gathered.size() + gateUp.size() +
           activation.size() + output.size()) *
              sizeof(float) +
-         (choice.size() + order.size() + tokens.size()) * sizeof(int32_t);
+         choosing.size() * sizeof(float) +
+         (choice.size() + order.size() + groups.size() + tokens.size()) * sizeof(int32_t);
 }
 
 namespace {
@@ -51,6 +54,90 @@ Status routerLogits(const float *r, int64_t rows, int64_t hidden, const MoeParam
   return linear(scratch.routed.data(), rows, *moe.router, nullptr, scratch.logits.data(), threads);
 }
 
+// The scores of one token's logits p, in place: a softmax over the experts or sigmoids.
+void scoreExperts(float *p, const MoeParameters &moe) {
+  const int64_t experts = moe.experts;
+  if (moe.sigmoidScores) {
+    for (int64_t e = 0; e < experts; ++e)
+      p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+    return;
+  }
+  float maximum = -INFINITY;
+  for (int64_t e = 0; e < experts; ++e)
+    maximum = std::max(maximum, p[e]);
+  float sum = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    p[e] = std::exp(p[e] - maximum);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    p[e] /= sum;
+}
+
+// With groups: the experts outside the topGroups best groups (a group scores the sum of its two
+// largest choosing scores; ties: the lower group) can no longer be chosen.
+void limitToBestGroups(const MoeParameters &moe, MoeScratch &scratch) {
+  const int64_t groups = moe.groups, size = moe.experts / moe.groups;
+  float *c = scratch.choosing.data();
+  std::vector<float> groupScore(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int64_t e = g * size; e < (g + 1) * size; ++e) {
+      if (c[e] > first) {
+        second = first;
+        first = c[e];
+      } else if (c[e] > second) {
+        second = c[e];
+      }
+    }
+    groupScore[static_cast<size_t>(g)] = first + second;
+  }
+  std::vector<int32_t> &order = scratch.groups;
+  for (int64_t g = 0; g < groups; ++g)
+    order[static_cast<size_t>(g)] = static_cast<int32_t>(g);
+  const float *score = groupScore.data();
+  std::partial_sort(order.begin(), order.begin() + moe.topGroups, order.begin() + groups,
+                    [score](int32_t a, int32_t b) {
+                      return score[a] > score[b] || (score[a] == score[b] && a < b);
+                    });
+  for (int64_t j = moe.topGroups; j < groups; ++j)
+    for (int64_t e = order[static_cast<size_t>(j)] * size; e < (order[j] + 1) * size; ++e)
+      c[e] = -INFINITY;
+}
+
+// One token: its experts' scores from the logits p (in place), the topK largest choosing scores
+// (score + expert bias; ties: the lower expert id) among the allowed groups, and their weights:
+// the scores renormalised (normalizeTopK), times expertScale and routedScale.
+void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t *choice,
+                float *weight) {
+  const int64_t experts = moe.experts, topK = moe.topK;
+  scoreExperts(p, moe);
+  float *c = scratch.choosing.data();
+  const float *bias = moe.expertBias ? moe.expertBias->data : nullptr;
+  for (int64_t e = 0; e < experts; ++e)
+    c[e] = bias ? p[e] + bias[e] : p[e];
+  if (moe.groups > 1)
+    limitToBestGroups(moe, scratch);
+  std::vector<int32_t> &order = scratch.order;
+  for (int64_t e = 0; e < experts; ++e)
+    order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+  std::partial_sort(order.begin(), order.begin() + topK, order.begin() + experts,
+                    [c](int32_t a, int32_t b) { return c[a] > c[b] || (c[a] == c[b] && a < b); });
+  float chosen = 0;
+  for (int64_t j = 0; j < topK; ++j)
+    chosen += p[order[static_cast<size_t>(j)]];
+  const float *expertScale = moe.expertScale ? moe.expertScale->data : nullptr;
+  const float routedScale = static_cast<float>(moe.routedScale);
+  for (int64_t j = 0; j < topK; ++j) {
+    const int32_t e = order[static_cast<size_t>(j)];
+    float w = moe.normalizeTopK ? p[e] / chosen : p[e];
+    if (expertScale)
+      w *= expertScale[e];
+    choice[j] = e;
+    weight[j] = w * routedScale;
+  }
+}
+
 } // namespace
 
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
@@ -58,38 +145,9 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
   const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
   DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads));
 
-  // Per token: softmax over the experts, the topK largest (ties: the lower expert id), their
-  // weights renormalised (normalizeTopK) and scaled per expert (expertScale).
-  const float *expertScale = moe.expertScale ? moe.expertScale->data : nullptr;
-  std::vector<int32_t> &order = scratch.order;
-  for (int64_t t = 0; t < rows; ++t) {
-    float *p = scratch.logits.data() + t * experts;
-    float maximum = -INFINITY;
-    for (int64_t e = 0; e < experts; ++e)
-      maximum = std::max(maximum, p[e]);
-    float sum = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      p[e] = std::exp(p[e] - maximum);
-      sum += p[e];
-    }
-    for (int64_t e = 0; e < experts; ++e)
-      p[e] /= sum;
-    for (int64_t e = 0; e < experts; ++e)
-      order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
-    std::partial_sort(order.begin(), order.begin() + topK, order.begin() + experts,
-                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float chosen = 0;
-    for (int64_t j = 0; j < topK; ++j)
-      chosen += p[order[static_cast<size_t>(j)]];
-    for (int64_t j = 0; j < topK; ++j) {
-      const int32_t e = order[static_cast<size_t>(j)];
-      float w = moe.normalizeTopK ? p[e] / chosen : p[e];
-      if (expertScale)
-        w *= expertScale[e];
-      scratch.choice[static_cast<size_t>(t * topK + j)] = e;
-      scratch.weight[static_cast<size_t>(t * topK + j)] = w;
-    }
-  }
+  for (int64_t t = 0; t < rows; ++t)
+    routeToken(scratch.logits.data() + t * experts, moe, scratch, scratch.choice.data() + t * topK,
+               scratch.weight.data() + t * topK);
 
   // Per expert: its tokens' rows through gate_up and down, accumulated into y with their weights.
   std::memset(y, 0, static_cast<size_t>(rows * hidden) * sizeof(float));
@@ -147,6 +205,11 @@ Status CpuBackend::runMoe(const RecordRun &run) {
     moe.experts = p.experts;
     moe.topK = p.topK;
     moe.expertWidth = k.expertWidth;
+    moe.expertBias = p.expertBias.tensor;
+    moe.sigmoidScores = p.sigmoidScores;
+    moe.groups = p.groups;
+    moe.topGroups = p.topGroups;
+    moe.routedScale = p.routedScale;
     moe.routerNorm = p.routerNorm;
     moe.normalizeTopK = p.normalizeTopK;
     moe.eps = p.eps;

@@ -369,7 +369,7 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
           return Status::error("kernel record '" + record.fullName + "': weight '" +
                                argument.weightName + "' is not on the device");
       if (record.kind() == program::KernelKind::moe) {
-        // In declaration order: router, router_scale, expert_scale, gate_up, down.
+        // In declaration order: router, router_scale, expert_scale, expert_bias, gate_up, down.
         size_t w = 0;
         record.as<spec::kernels::MoeParams>().forEachWeight(
             [&](const spec::kernels::WeightRef &weight) {

@@ -543,17 +543,18 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
   // The scales are optional: a null pointer reads as ones.
   auto data = [](const DeviceTensor *tensor) { return tensor ? tensor->data : CUdeviceptr(0); };
   CUdeviceptr router = data(bound.moe[0]), routerScale = data(bound.moe[1]),
-              expertScale = data(bound.moe[2]), gateUp = data(bound.moe[3]),
-              down = data(bound.moe[4]);
+              expertScale = data(bound.moe[2]), expertBias = data(bound.moe[3]),
+              gateUp = data(bound.moe[4]), down = data(bound.moe[5]);
   CUdeviceptr choice = moeChoice_, weight = moeWeight_, lists = moeLists_, counts = moeCounts_,
               act = moeAct_, out = moeOut_;
   long long rowStride = hidden;
   const auto &params = k.as<kp::MoeParams>();
   float eps = static_cast<float>(params.eps),
-        inputScale = static_cast<float>(params.routerInputScale);
+        inputScale = static_cast<float>(params.routerInputScale),
+        routedScale = static_cast<float>(params.routedScale);
   // Routing: each token's experts and weights; then each expert's slots.
-  void *route[] = {&r,           &rowStride, &tokens,     &router, &routerScale,
-                   &expertScale, &eps,       &inputScale, &choice, &weight};
+  void *route[] = {&r,          &rowStride, &tokens,     &router,      &routerScale, &expertScale,
+                   &expertBias, &eps,       &inputScale, &routedScale, &choice,      &weight};
   DLM_RETURN_IF_ERROR(
       launch(bound.moeRoute, static_cast<unsigned>(tokens), 1, 1, route, what.c_str()));
   void *plan[] = {&choice, &tokens, &lists, &counts};

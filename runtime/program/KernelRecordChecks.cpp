@@ -273,7 +273,8 @@ Status RecordChecker::attention() {
 Status RecordChecker::moe() {
   auto &p = params<kp::MoeParams>();
   const int64_t e = p.experts;
-  for (kp::WeightRef *w : {&p.router, &p.routerScale, &p.expertScale, &p.gateUp, &p.down})
+  for (kp::WeightRef *w :
+       {&p.router, &p.routerScale, &p.expertScale, &p.expertBias, &p.gateUp, &p.down})
     DLM_RETURN_IF_ERROR(resolve(*w));
   auto shape = [&](const model::HostTensor *t, int64_t rows, int64_t cols, std::string_view what) {
     return t->rows == rows && t->cols == cols
@@ -286,6 +287,8 @@ Status RecordChecker::moe() {
     DLM_RETURN_IF_ERROR(shape(p.routerScale.tensor, 1, width, kp::kRouterScale));
   if (p.expertScale)
     DLM_RETURN_IF_ERROR(shape(p.expertScale.tensor, 1, e, kp::kExpertScale));
+  if (p.expertBias)
+    DLM_RETURN_IF_ERROR(shape(p.expertBias.tensor, 1, e, kp::kExpertBias));
   const model::HostTensor &gateUp = *p.gateUp.tensor;
   const std::optional<int64_t> downRows = product(e, width);
   if (gateUp.cols != width || !downRows || e > gateUp.rows || gateUp.rows % (2 * e) != 0 ||

@@ -290,13 +290,19 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
 // Mixture of experts: operands (router input r, expert input x), both [T, H] → y [T, H].
 //   z = rms_norm_noweight(r, eps) * router_scale * router_input_scale with router_norm (a
 //   missing router_scale counts as ones), z = r without; p = softmax(z @ router^T) over the
-//   `experts` experts (float32); the top_k largest (ties: lower expert id first), their weights
-//   renormalised to sum 1 with normalize_top_k, each times expert_scale[e] when given;
+//   `experts` experts (float32), or with sigmoid_scores p = sigmoid(z @ router^T); the choice
+//   reads c = p + expert_bias (the bias, when given, only chooses); with groups > 1 the experts
+//   form `groups` contiguous groups, a group scores the sum of its two largest c and only the
+//   top_groups best groups' experts may be chosen (ties: the lower group); the top_k largest c
+//   (ties: lower expert id first), their weights p renormalised to sum 1 with normalize_top_k,
+//   each times expert_scale[e] when given, times routed_scale;
 //   y = sum over the chosen e of weight_e * down_e(act(gate_e x) * up_e x), where
 //   gate_up_e = gate_up[e] is [2I, H] (rows [0, I) the gate, [I, 2I) the up projection) and
 //   down_e = down[e] is [H, I].
 // DiffusionGemma: router_norm, both scales, normalize_top_k, gelu_tanh. Qwen3-MoE: no router
-// norm and no scales, normalize_top_k = the config's norm_topk_prob, silu.
+// norm and no scales, normalize_top_k = the config's norm_topk_prob, silu. LLaDA2: no router
+// norm, sigmoid_scores, expert_bias, groups = n_group, top_groups = topk_group, routed_scale =
+// routed_scaling_factor (its shared expert is a gated MLP beside the record).
 // Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
 // activation: "gelu_tanh" (GELU's tanh approximation) or "silu".
@@ -310,16 +316,28 @@ def Moe : KernelKind<"moe", 2> {
                      Constraint<"$top_k >= 1 && $top_k <= $experts",
                                 "top_k $top_k is outside [1, $experts]">,
                      Constraint<"$router_norm || (!$router_scale && $router_input_scale == 1)",
-                                "router_scale and router_input_scale scale the normed router input: they need router_norm">];
+                                "router_scale and router_input_scale scale the normed router input: they need router_norm">,
+                     Constraint<"$groups >= 1 && $experts % $groups == 0 && ($groups == 1 || $experts / $groups >= 2)",
+                                "groups $groups do not split $experts experts into groups of two or more">,
+                     Constraint<"$top_groups >= 1 && $top_groups <= $groups && $top_k <= $top_groups * ($experts / $groups)",
+                                "top_groups $top_groups is outside [1, $groups] or holds fewer than top_k $top_k experts">,
+                     Constraint<"$groups == 1 || $sigmoid_scores",
+                                "group-limited routing (groups $groups) scores with sigmoid_scores">,
+                     Constraint<"$routed_scale > 0 && std::isfinite($routed_scale)",
+                                "routed_scale $routed_scale is not positive and finite">];
   let cudaLaunch = "enqueueMoe";
   let profileCategory = "moe";
   let parameters = (ins Required<Integer>:$experts, Required<Integer>:$top_k,
                         Optional<Flag, "true">:$router_norm, Optional<Real, "1e-6">:$eps,
                         Optional<Real, "1.0">:$router_input_scale,
                         Optional<Flag, "true">:$normalize_top_k,
+                        Optional<Flag, "false">:$sigmoid_scores,
+                        Optional<Integer, "1">:$groups, Optional<Integer, "1">:$top_groups,
+                        Optional<Real, "1.0">:$routed_scale,
                         Required<Choice<["gelu_tanh", "silu"]>>:$activation,
                         Required<Weight>:$router, Optional<Weight>:$router_scale,
-                        Optional<Weight>:$expert_scale, Required<Weight>:$gate_up,
+                        Optional<Weight>:$expert_scale, Optional<Weight>:$expert_bias,
+                        Required<Weight>:$gate_up,
                         Required<Weight>:$down);
 }
 // Speculative decoding's data paths (DFlash, docs/design/speculative-decoding.md §2.2):

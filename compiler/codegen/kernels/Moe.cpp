@@ -12,6 +12,10 @@ Status RecordKernels::moe() {
   moe.experts = p.experts;
   moe.topK = p.topK;
   moe.routerNorm = p.routerNorm;
+  moe.sigmoidScores = p.sigmoidScores;
+  moe.groups = p.groups;
+  moe.topGroups = p.topGroups;
+  moe.routedScale = p.routedScale;
   moe.normalizeTopK = p.normalizeTopK;
   moe.activation =
       p.activation == kp::MoeActivation::geluTanh ? Activation::geluTanh : Activation::silu;

@@ -3,14 +3,18 @@
 //   z = rms_norm_noweight(r) * router_scale * router_input_scale with the router norm (a null
 //   router_scale reads as ones), z = r without (fp32, in shared memory),
 //   logits[e] = z . router[e] (warp e % 8 takes expert e, lanes split the hidden dim),
-//   p = softmax(logits) over the experts, the top k by p (ties: the lower expert id), their
-//   weights p / (sum of the chosen p) (or p, unnormalised) * expert_scale[e] (when not null).
+//   p = softmax(logits) over the experts (or sigmoid(logits)), c = p + expert_bias (when not
+//   null), with groups only the experts of the top_groups best groups (a group scores the sum of
+//   its two largest c; ties: the lower group), the top k by c (ties: the lower expert id), their
+//   weights p / (sum of the chosen p) (or p, unnormalised) * expert_scale[e] (when not null)
+//   * routed_scale.
 // The router product is E x H multiply-adds per token, so it is fused here rather than a GEMM
 // launch and a [tokens, E] scratch. The softmax and the selection are serial in thread 0: E and k
 // are small (128 and 8 for DiffusionGemma).
 //
 // Arguments: r [tokens, hidden] (token stride rStride), tokens, router [E, hidden], routerScale
-// [hidden], expertScale [E] (all of the device precision; the scales may be null), eps,
+// [hidden], expertScale [E], expertBias [E] (all of the device precision; the scales and the
+// bias may be null), eps, routedScale,
 // inputScale, choice [tokens, k] (int), weight [tokens, k] (f32). Grid: x = tokens; 256 threads.
 #include "compiler/codegen/KernelText.h"
 #include "compiler/codegen/Kernels.h"
@@ -30,6 +34,10 @@ constexpr int kExperts = ${experts};
 constexpr int kTopK = ${topK};
 constexpr bool kRouterNorm = ${routerNorm};
 constexpr bool kNormalizeTopK = ${normalizeTopK};
+constexpr bool kSigmoidScores = ${sigmoidScores};
+constexpr int kGroups = ${groups};
+constexpr int kTopGroups = ${topGroups};
+constexpr int kGroupSize = kExperts / kGroups;
 constexpr int kWarps = kThreads / 32;
 
 ${entryPoint} {
@@ -38,6 +46,8 @@ ${entryPoint} {
     return;
   __shared__ float sZ[kHidden];
   __shared__ float sProbability[kExperts];
+  __shared__ float sChoosing[kExperts];
+  __shared__ float sGroup[kGroups];
   __shared__ float sWarpSums[kWarps];
   __shared__ float sRowScale;
   const int lane = threadIdx.x & 31;
@@ -81,35 +91,74 @@ ${entryPoint} {
   __syncthreads();
 
   if (threadIdx.x == 0) {
-    float max = dlm_device::negativeInfinity();
-    for (int e = 0; e < kExperts; ++e)
-      max = fmaxf(max, sProbability[e]);
-    float sum = 0.f;
-    for (int e = 0; e < kExperts; ++e) {
-      sProbability[e] = expf(sProbability[e] - max);
-      sum += sProbability[e];
+    if (kSigmoidScores) {
+      for (int e = 0; e < kExperts; ++e)
+        sProbability[e] = 1.f / (1.f + expf(-sProbability[e]));
+    } else {
+      float max = dlm_device::negativeInfinity();
+      for (int e = 0; e < kExperts; ++e)
+        max = fmaxf(max, sProbability[e]);
+      float sum = 0.f;
+      for (int e = 0; e < kExperts; ++e) {
+        sProbability[e] = expf(sProbability[e] - max);
+        sum += sProbability[e];
+      }
+      for (int e = 0; e < kExperts; ++e)
+        sProbability[e] /= sum;
     }
     for (int e = 0; e < kExperts; ++e)
-      sProbability[e] /= sum;
+      sChoosing[e] = expertBias ? sProbability[e] + dlm_device::toFloat(expertBias[e])
+                                : sProbability[e];
+    if (kGroups > 1) {
+      // A group scores the sum of its two largest; the top_groups best (ties: the lower group)
+      // are marked +inf, the others' experts can no longer be chosen. Shared memory, not local
+      // arrays: a hot kernel keeps no stack.
+      for (int g = 0; g < kGroups; ++g) {
+        float first = dlm_device::negativeInfinity(), second = first;
+        for (int e = g * kGroupSize; e < (g + 1) * kGroupSize; ++e) {
+          if (sChoosing[e] > first) {
+            second = first;
+            first = sChoosing[e];
+          } else if (sChoosing[e] > second) {
+            second = sChoosing[e];
+          }
+        }
+        sGroup[g] = first + second;
+      }
+      for (int j = 0; j < kTopGroups; ++j) {
+        int best = -1;
+        for (int g = 0; g < kGroups; ++g)
+          if (sGroup[g] != dlm_device::positiveInfinity() &&
+              (best < 0 || sGroup[g] > sGroup[best]))
+            best = g;
+        sGroup[best] = dlm_device::positiveInfinity();
+      }
+      for (int g = 0; g < kGroups; ++g)
+        if (sGroup[g] != dlm_device::positiveInfinity())
+          for (int e = g * kGroupSize; e < (g + 1) * kGroupSize; ++e)
+            sChoosing[e] = dlm_device::negativeInfinity();
+    }
+    // The top k by the choosing score; a chosen expert's score becomes -inf (enough others stay
+    // finite: top_k fits in the kept groups).
     int chosen[kTopK];
     float chosenProbability[kTopK];
     float chosenSum = 0.f;
     for (int j = 0; j < kTopK; ++j) {
-      int best = -1;
-      for (int e = 0; e < kExperts; ++e) // strictly greater: a tie keeps the lower id
-        if (sProbability[e] >= 0.f && (best < 0 || sProbability[e] > sProbability[best]))
+      int best = 0;
+      for (int e = 1; e < kExperts; ++e) // strictly greater: a tie keeps the lower id
+        if (sChoosing[e] > sChoosing[best])
           best = e;
+      sChoosing[best] = dlm_device::negativeInfinity();
       chosen[j] = best;
       chosenProbability[j] = sProbability[best];
       chosenSum += sProbability[best];
-      sProbability[best] = -1.f; // taken (probabilities are >= 0)
     }
     for (int j = 0; j < kTopK; ++j) {
       choice[(long long)token * kTopK + j] = chosen[j];
       float w = kNormalizeTopK ? chosenProbability[j] / chosenSum : chosenProbability[j];
       if (expertScale)
         w *= dlm_device::toFloat(expertScale[chosen[j]]);
-      weight[(long long)token * kTopK + j] = w;
+      weight[(long long)token * kTopK + j] = w * routedScale;
     }
   }
 }
@@ -129,12 +178,18 @@ Status checkMoeParams(const MoeParams &params) {
   if (!in(params.topK, 1, std::min<int64_t>(params.experts, 64)))
     return Status::error("moe: top_k must be in [1, min(experts, 64)], got " +
                          std::to_string(params.topK));
+  if (params.groups < 1 || params.experts % params.groups != 0 || params.topGroups < 1 ||
+      params.topGroups > params.groups)
+    return Status::error("moe: " + std::to_string(params.groups) + " groups and top groups " +
+                         std::to_string(params.topGroups) + " do not divide " +
+                         std::to_string(params.experts) + " experts");
   return Status::ok();
 }
 
 StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
   DLM_RETURN_IF_ERROR(checkMoeParams(params));
-  const int64_t shared = 4 * (params.hidden + params.experts + kThreads / 32 + 1);
+  const int64_t shared =
+      4 * (params.hidden + 2 * params.experts + params.groups + kThreads / 32 + 1);
   if (shared > kStaticSharedLimit)
     return Status::error("moe_route: hidden " + std::to_string(params.hidden) + " and " +
                          std::to_string(params.experts) + " experts need " +
@@ -151,6 +206,11 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
     kernel.name += "_plain_router";
   if (!params.normalizeTopK)
     kernel.name += "_unnormalised";
+  if (params.sigmoidScores)
+    kernel.name += "_sigmoid";
+  if (params.groups > 1)
+    kernel.name +=
+        "_groups" + std::to_string(params.topGroups) + "of" + std::to_string(params.groups);
   kernel.hot = true;
   kernel.blockThreads = static_cast<unsigned>(kThreads);
   kernel.grid = "x = tokens";
@@ -162,8 +222,10 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
       {"const " + element + " *__restrict__", "router"},
       {"const " + element + " *__restrict__", "routerScale"},
       {"const " + element + " *__restrict__", "expertScale"},
+      {"const " + element + " *__restrict__", "expertBias"},
       {"float", "eps"},
       {"float", "inputScale"},
+      {"float", "routedScale"},
       {"int *__restrict__", "choice"},
       {"float *__restrict__", "weight"},
   };
@@ -172,19 +234,26 @@ StatusOr<KernelSource> generateMoeRoute(const MoeParams &params) {
                            {"top_k", params.topK},
                            {"router_norm", params.routerNorm},
                            {"normalize_top_k", params.normalizeTopK},
+                           {"sigmoid_scores", params.sigmoidScores},
+                           {"groups", params.groups},
+                           {"top_groups", params.topGroups},
                            {"element", std::string(elementTypeName(params.element))}};
   const std::string body = expandKernelBody(kernel, kBody,
                                             {{"element", element},
                                              {"routerNorm", boolLiteral(params.routerNorm)},
                                              {"normalizeTopK", boolLiteral(params.normalizeTopK)},
+                                             {"sigmoidScores", boolLiteral(params.sigmoidScores)},
+                                             {"groups", std::to_string(params.groups)},
+                                             {"topGroups", std::to_string(params.topGroups)},
                                              {"hidden", std::to_string(params.hidden)},
                                              {"experts", std::to_string(params.experts)},
                                              {"topK", std::to_string(params.topK)}});
   kernel.source = assembleTranslationUnit(
       kernel,
       std::string(params.routerNorm ? "MoE routing: router norm and scales, " : "MoE routing: ") +
-          std::to_string(params.experts) + " expert logits, softmax, top " +
-          std::to_string(params.topK) + ".",
+          std::to_string(params.experts) + " expert logits, " +
+          (params.sigmoidScores ? "sigmoid" : "softmax") + ", top " + std::to_string(params.topK) +
+          ".",
       body);
   return kernel;
 }

@@ -630,6 +630,7 @@ LogicalResult MoEOp::verify() {
   if (failed(expectDim(op, router[1], hidden, "router width")) ||
       failed(checkScale(getRouterScale(), hidden, "router scale")) ||
       failed(checkScale(getExpertScale(), experts, "expert scale")) ||
+      failed(checkScale(getExpertBias(), experts, "expert bias")) ||
       failed(expectDim(op, gateUp[0], experts, "gate_up experts")) ||
       failed(expectDim(op, gateUp[2], hidden, "gate_up width")) ||
       failed(expectDim(op, down[0], experts, "down experts")) ||
@@ -639,6 +640,20 @@ LogicalResult MoEOp::verify() {
   int64_t topK = getTopK();
   if (topK < 1 || (isStatic(experts) && topK > experts))
     return emitOpError() << "top_k must be in [1, " << experts << "], got " << topK;
+  const int64_t groups = getGroups(), topGroups = getTopGroups();
+  if (groups < 1 ||
+      (isStatic(experts) && (experts % groups != 0 || (groups > 1 && experts / groups < 2))))
+    return emitOpError() << "groups " << groups << " do not split " << experts
+                         << " experts into groups of two or more";
+  if (topGroups < 1 || topGroups > groups ||
+      (isStatic(experts) && topK > topGroups * (experts / groups)))
+    return emitOpError() << "top_groups " << topGroups << " is outside [1, " << groups
+                         << "] or holds fewer than top_k " << topK << " experts";
+  if (groups > 1 && !getSigmoidScores())
+    return emitOpError("group-limited routing scores with sigmoid_scores");
+  const double routed = getRoutedScale().convertToDouble();
+  if (!(routed > 0.0) || !std::isfinite(routed))
+    return emitOpError() << "routed_scale must be positive and finite, got " << number(routed);
   double scale = getRouterInputScale().convertToDouble();
   if (!(scale > 0.0) || !std::isfinite(scale))
     return emitOpError() << "router_input_scale must be positive and finite, got "

@@ -506,14 +506,20 @@ def Dlm_MoEOp : Dlm_Op<"moe", [Pure, AttrSizedOperandSegments]> {
         z = rms_norm(router_input, eps) * router_scale * router_input_scale   with eps
         z = router_input                                                      without
         p = softmax(z @ router^T)                 over the E experts, fp32
-        w, e = top_k(p)                           ties to the lower expert id
+        p = sigmoid(z @ router^T)                 with sigmoid_scores instead
+        c = p + expert_bias                       when given: the bias only chooses
+        c = -inf outside the top_groups best of `groups` groups (a group scores the
+                 sum of its two largest c; groups > 1 needs sigmoid_scores)
+        e = top_k(c), w = p[e]                    ties to the lower expert id
         w = w / sum(w)                            when normalize_top_k (the default)
-        w = w * expert_scale[e]                   when expert_scale is given
+        w = w * expert_scale[e] * routed_scale    the scale when given
         result = sum_j w_j * down[e_j] (act(gate[e_j] x) * up[e_j] x)
 
     DiffusionGemma normalises and scales its router input; Qwen3-MoE reads the
     layer's normed input as it is (no eps, no scales) and renormalises the chosen
-    weights when its config says `norm_topk_prob`.
+    weights when its config says `norm_topk_prob`. LLaDA2 scores with sigmoids,
+    chooses with its expert bias among the best groups and scales the weights by
+    its routed_scaling_factor.
 
     Example:
     ```mlir
@@ -526,16 +532,22 @@ def Dlm_MoEOp : Dlm_Op<"moe", [Pure, AttrSizedOperandSegments]> {
   }];
   let arguments = (ins Dlm_FloatTensor:$router_input, Dlm_FloatTensor:$input,
                        Dlm_FloatTensor:$router, Optional<Dlm_FloatTensor>:$router_scale,
-                       Optional<Dlm_FloatTensor>:$expert_scale, Dlm_FloatTensor:$gate_up,
+                       Optional<Dlm_FloatTensor>:$expert_scale,
+                       Optional<Dlm_FloatTensor>:$expert_bias, Dlm_FloatTensor:$gate_up,
                        Dlm_FloatTensor:$down, I64Attr:$top_k, OptionalAttr<F64Attr>:$eps,
                        DefaultValuedAttr<F64Attr, "1.0">:$router_input_scale,
                        DefaultValuedAttr<BoolAttr, "true">:$normalize_top_k,
+                       DefaultValuedAttr<BoolAttr, "false">:$sigmoid_scores,
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<I64Attr, "1">:$top_groups,
+                       DefaultValuedAttr<F64Attr, "1.0">:$routed_scale,
                        Dlm_ActivationAttr:$activation);
   let results = (outs Dlm_FloatTensor:$result);
   let assemblyFormat = [{
     $router_input `,` $input `,` $router `,` $gate_up `,` $down
     (`router_scale` `(` $router_scale^ `:` type($router_scale) `)`)?
     (`expert_scale` `(` $expert_scale^ `:` type($expert_scale) `)`)?
+    (`expert_bias` `(` $expert_bias^ `:` type($expert_bias) `)`)?
     attr-dict `:` type($router_input) `,` type($input) `,` type($router) `,` type($gate_up) `,`
     type($down) `->` type($result)
   }];

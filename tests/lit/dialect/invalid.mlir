@@ -748,3 +748,27 @@ func.func @moe_expert_scale_length(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %
         tensor<4x64x16xf32> -> tensor<8x64xf32>
   return %0 : tensor<8x64xf32>
 }
+
+// -----
+
+func.func @moe_groups_need_sigmoid(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>,
+                                   %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{group-limited routing scores with sigmoid_scores}}
+  %0 = dlm.moe %x, %x, %r, %gu, %d {top_k = 2 : i64, groups = 2 : i64, top_groups = 1 : i64,
+        activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+func.func @moe_top_groups(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>,
+                          %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error@+1 {{top_groups 1 is outside [1, 2] or holds fewer than top_k 3 experts}}
+  %0 = dlm.moe %x, %x, %r, %gu, %d {top_k = 3 : i64, groups = 2 : i64, top_groups = 1 : i64,
+        sigmoid_scores = true, activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}

@@ -177,5 +177,12 @@ func.func @gemma_ops(%x: tensor<8x64xf32>, %v: tensor<8x2x16xf32>, %pos: tensor<
         activation = #dlm.activation<silu>}
       : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
         tensor<4x64x16xf32> -> tensor<8x64xf32>
-  return %q, %r : tensor<8x64xf32>, tensor<8x2x16xf32>
+  // LLaDA2's routing: sigmoid scores, an expert bias, the best 1 of 2 groups, a routed scale.
+  // CHECK: dlm.moe {{.*}} expert_bias(%{{.*}} : tensor<4xf32>) {activation = #dlm.activation<silu>, groups = 2 : i64, routed_scale = 2.500000e+00 : f64, sigmoid_scores = true, top_k = 2 : i64}
+  %l2 = dlm.moe %q, %q, %router, %gu, %dn expert_bias(%es : tensor<4xf32>)
+        {top_k = 2 : i64, sigmoid_scores = true, groups = 2 : i64, top_groups = 1 : i64,
+         routed_scale = 2.5 : f64, activation = #dlm.activation<silu>}
+      : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
+        tensor<4x64x16xf32> -> tensor<8x64xf32>
+  return %l2, %r : tensor<8x64xf32>, tensor<8x2x16xf32>
 }

@@ -403,8 +403,10 @@ INSTANTIATE_TEST_SUITE_P(Masks, CpuAttentionWindow,
 // moe over E = 4 experts of I = 6, top_k 2, with expert scales, a router input scale and, in the
 // tied variant, three identical router rows (ties go to the lower expert id). `plainRouter`:
 // Qwen3-MoE's routing without norm_topk_prob (the router reads its input as it is, no scales,
-// the chosen weights not renormalised).
-void runMoe(bool tied, bool silu = false, bool plainRouter = false) {
+// the chosen weights not renormalised). `llada2`: LLaDA2's routing on the plain router (sigmoid
+// scores, an expert bias that only chooses, the best of two groups of two, renormalised, times
+// a routed scale of 2.5).
+void runMoe(bool tied, bool silu = false, bool plainRouter = false, bool llada2 = false) {
   Mini m;
   const int64_t experts = 4, inner = 6, topK = 2;
   std::vector<float> router = m.random("router", {experts, kHidden}, 1.0f);
@@ -427,7 +429,15 @@ void runMoe(bool tied, bool silu = false, bool plainRouter = false) {
                                   {"experts", experts},
                                   {"top_k", topK},
                                   {"activation", std::string(silu ? "silu" : "gelu_tanh")}};
-  if (plainRouter) {
+  if (llada2) {
+    m.set("expert_bias", {experts}, {0.05f, -0.1f, 0.2f, 0.0f});
+    parameters["router_norm"] = false;
+    parameters["sigmoid_scores"] = true;
+    parameters["expert_bias"] = std::string("expert_bias");
+    parameters["groups"] = int64_t{2};
+    parameters["top_groups"] = int64_t{1};
+    parameters["routed_scale"] = 2.5;
+  } else if (plainRouter) {
     parameters["router_norm"] = false;
     parameters["normalize_top_k"] = false;
   } else {
@@ -457,7 +467,8 @@ void runMoe(bool tied, bool silu = false, bool plainRouter = false) {
     const double inverse = 1 / std::sqrt(squares / kHidden + 1e-6);
     std::vector<double> z(kHidden), p(experts);
     for (int64_t h = 0; h < kHidden; ++h)
-      z[h] = plainRouter ? 2 * xr[h] : 2 * xr[h] * inverse * m.w("router_scale")[h] * 0.35;
+      z[h] =
+          plainRouter || llada2 ? 2 * xr[h] : 2 * xr[h] * inverse * m.w("router_scale")[h] * 0.35;
     double maximum = -INFINITY, sum = 0;
     for (int64_t ex = 0; ex < experts; ++ex) {
       p[ex] = 0;
@@ -466,17 +477,27 @@ void runMoe(bool tied, bool silu = false, bool plainRouter = false) {
       maximum = std::max(maximum, p[ex]);
     }
     for (double &value : p)
-      sum += (value = std::exp(value - maximum));
+      sum += (value = llada2 ? 1 / (1 + std::exp(-value)) : std::exp(value - maximum));
     for (double &value : p)
-      value /= sum;
+      value = llada2 ? value : value / sum;
+    // LLaDA2 chooses by score + bias among the experts of the better group of two.
+    std::vector<double> c(p);
+    if (llada2) {
+      for (int64_t ex = 0; ex < experts; ++ex)
+        c[ex] += m.w("expert_bias")[ex];
+      const int64_t worse = c[0] + c[1] >= c[2] + c[3] ? 1 : 0;
+      c[2 * worse] = c[2 * worse + 1] = -INFINITY;
+    }
     std::vector<int64_t> order(experts);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return c[a] > c[b]; });
     const double chosen = p[order[0]] + p[order[1]];
     for (int64_t j = 0; j < topK; ++j) {
       const int64_t ex = order[j];
       ++chosenCount[ex];
-      const double weight = plainRouter ? p[ex] : p[ex] / chosen * m.w("expert_scale")[ex];
+      const double weight = plainRouter ? p[ex]
+                            : llada2    ? p[ex] / chosen * 2.5
+                                        : p[ex] / chosen * m.w("expert_scale")[ex];
       const float *gu = m.w("gate_up").data() + ex * 2 * inner * kHidden;
       const float *dn = m.w("down").data() + ex * kHidden * inner;
       const std::vector<double> h = linear(std::vector<double>(xr, xr + kHidden), 1, kHidden, gu,
@@ -501,6 +522,9 @@ TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe(false); }
 TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe(true); }
 TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe(false, /*silu=*/true); }
 TEST(CpuKernelKinds, MoeWithQwen3Routing) { runMoe(false, /*silu=*/true, /*plainRouter=*/true); }
+TEST(CpuKernelKinds, MoeWithLLaDA2Routing) {
+  runMoe(false, /*silu=*/true, /*plainRouter=*/false, /*llada2=*/true);
+}
 
 // A router scale applies to the normed router input: without the norm it is refused by name.
 TEST(CpuKernelKinds, MoeRouterScaleNeedsTheRouterNorm) {

@@ -116,7 +116,9 @@ inline std::vector<codegen::SoftEmbeddingParams> softEmbeddingConfigs() {
 // The moe record's four kernels (route, plan, gate_up and down, combine), f32: the tiny fixtures'
 // shape; ragged tiles (I 70, H 100: a partial second column tile) with top 3; top_k = experts (an
 // expert's list over two row tiles); more experts than the router's 8 warps; Qwen3-MoE's routing
-// (no router norm or scales, SiLU experts) at qwen3_moe_tiny's shape, renormalised and not.
+// (no router norm or scales, SiLU experts) at qwen3_moe_tiny's shape, renormalised and not;
+// LLaDA2's (sigmoid scores, expert bias, groups) at llada2_tiny's experts (another hidden size:
+// the combine kernel is named by hidden size and top_k alone).
 // Distinct (experts, top_k) pairs: the plan kernel is named by them alone.
 inline std::vector<codegen::MoeParams> moeConfigs() {
   using codegen::Activation;
@@ -128,6 +130,8 @@ inline std::vector<codegen::MoeParams> moeConfigs() {
       {24, 16, 4, 8, ElementType::f32},
       {64, 8, 2, 32, ElementType::f32, false, true, Activation::silu},
       {48, 6, 2, 16, ElementType::f32, false, false, Activation::silu},
+      // LLaDA2's: sigmoid scores, expert bias, top 2 of 4 groups, routed scale (the test's 2.5).
+      {72, 16, 2, 16, ElementType::f32, false, true, Activation::silu, true, 4, 2},
   };
 }
 

@@ -5,7 +5,10 @@
 // norm; z = r without it, Qwen3-MoE's), p = softmax(z @ router^T), the top_k by p (ties: the
 // lower expert id), weights renormalised (or not) and times expert_scale (when given), and
 // y = sum of weight_e * down_e(act(gate_e x) * up_e x), act gelu_tanh or SiLU. f32 weights and
-// activations. The configurations without the router norm pass no scales (null pointers).
+// activations. The configurations without the router norm pass no scales (null pointers); those
+// with sigmoid scores (LLaDA2's routing) pass a random expert bias, which only chooses, and
+// limit the choice to the best groups (a group scores the sum of its two largest), with the
+// weights times a routed scale.
 // Besides y, the routing (choice exactly, weight closely) and the plan's per-expert lists
 // (ascending slots, counts) are checked. Ties: router rows in identical pairs (a tie straddling
 // the k-th place picks the lower id), and an all-zero router input (every expert ties: experts
@@ -27,10 +30,12 @@ struct MoeWeights {
   std::vector<float> router;      // [E, H]
   std::vector<float> routerScale; // [H]
   std::vector<float> expertScale; // [E]
+  std::vector<float> expertBias;  // [E]
   std::vector<float> gateUp;      // [E, 2I, H]
   std::vector<float> down;        // [E, H, I]
   float eps = 1e-6f;
   float inputScale = 1.f;
+  float routedScale = 1.f;
 };
 
 struct Routing {
@@ -58,29 +63,59 @@ Routing routeReference(const codegen::MoeParams &params, const MoeWeights &w, co
       dot += z[h] * w.router[static_cast<size_t>(e) * H + h];
     p[e] = dot;
   }
-  const double maximum = *std::max_element(p.begin(), p.end());
-  double sum = 0;
-  for (double &value : p)
-    sum += value = std::exp(value - maximum);
-  for (double &value : p)
-    value /= sum;
+  if (params.sigmoidScores) {
+    for (double &value : p)
+      value = 1.0 / (1.0 + std::exp(-value));
+  } else {
+    const double maximum = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double &value : p)
+      sum += value = std::exp(value - maximum);
+    for (double &value : p)
+      value /= sum;
+  }
+  // c chooses: the score plus the bias, -inf outside the best groups.
+  std::vector<double> c(p);
+  for (int e = 0; e < E && !w.expertBias.empty(); ++e)
+    c[e] += w.expertBias[e];
+  const int groups = static_cast<int>(params.groups), size = E / groups;
+  Routing routing;
+  if (groups > 1) {
+    std::vector<double> groupScore(groups);
+    for (int g = 0; g < groups; ++g) {
+      std::vector<double> members(c.begin() + g * size, c.begin() + (g + 1) * size);
+      std::sort(members.rbegin(), members.rend());
+      groupScore[g] = members[0] + members[1];
+    }
+    std::vector<int> byScore(groups);
+    std::iota(byScore.begin(), byScore.end(), 0);
+    std::stable_sort(byScore.begin(), byScore.end(),
+                     [&](int a, int b) { return groupScore[a] > groupScore[b]; });
+    const double last = groupScore[byScore[params.topGroups - 1]];
+    if (params.topGroups < groups &&
+        last - groupScore[byScore[params.topGroups]] < 1e-4 * std::abs(last))
+      routing.ambiguous = true;
+    for (int j = static_cast<int>(params.topGroups); j < groups; ++j)
+      for (int e = byScore[j] * size; e < (byScore[j] + 1) * size; ++e)
+        c[e] = -std::numeric_limits<double>::infinity();
+  }
   std::vector<int> order(E);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  Routing routing;
+            [&](int a, int b) { return c[a] > c[b] || (c[a] == c[b] && a < b); });
   routing.choice.assign(order.begin(), order.begin() + k);
   double chosen = 0;
   for (int j = 0; j < k; ++j)
     chosen += p[order[j]];
   for (int j = 0; j < k; ++j)
     routing.weight.push_back((params.normalizeTopK ? p[order[j]] / chosen : p[order[j]]) *
-                             (w.expertScale.empty() ? 1.0 : w.expertScale[order[j]]));
+                             (w.expertScale.empty() ? 1.0 : w.expertScale[order[j]]) *
+                             w.routedScale);
   // Neighbours in the order that are not exact ties (identical router rows give identical p in
   // both precisions) but closer than the kernel's float arithmetic can tell apart.
   for (int j = 0; j + 1 < E; ++j) {
-    const double a = p[order[j]], b = p[order[j + 1]];
-    if (a != b && a - b < 1e-4 * a)
+    const double a = c[order[j]], b = c[order[j + 1]];
+    if (a != b && std::isfinite(b) && a - b < 1e-4 * std::abs(a))
       routing.ambiguous = true;
   }
   return routing;
@@ -147,6 +182,10 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
     w.routerScale = uniformValues(random, H, 0.5f, 1.5f);
     w.expertScale = uniformValues(random, E, 0.5f, 1.5f);
   }
+  if (params.sigmoidScores) {
+    w.expertBias = uniformValues(random, E, -0.3f, 0.3f);
+    w.routedScale = 2.5f;
+  }
   const float weightRange = 1.f / std::sqrt(static_cast<float>(H));
   w.gateUp = uniformValues(random, static_cast<size_t>(E) * 2 * I * H, -weightRange, weightRange);
   w.down = uniformValues(random, static_cast<size_t>(E) * H * I, -1.f / std::sqrt(float(I)),
@@ -186,13 +225,14 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
   {
     auto orNull = [](const std::vector<float> &v) { return v.empty() ? nullptr : v.data(); };
     const float *rArg = r.data(), *routerArg = w.router.data(),
-                *routerScaleArg = orNull(w.routerScale), *expertScaleArg = orNull(w.expertScale);
+                *routerScaleArg = orNull(w.routerScale), *expertScaleArg = orNull(w.expertScale),
+                *expertBiasArg = orNull(w.expertBias);
     int *choiceArg = choice.data();
     float *weightArg = weight.data();
-    ASSERT_TRUE(launched(device.launchArgs(route.name, emu::Dim3{static_cast<unsigned>(tokens)},
-                                           emu::Dim3{route.blockThreads}, rArg, rowStride, tokens,
-                                           routerArg, routerScaleArg, expertScaleArg, w.eps,
-                                           w.inputScale, choiceArg, weightArg)));
+    ASSERT_TRUE(launched(device.launchArgs(
+        route.name, emu::Dim3{static_cast<unsigned>(tokens)}, emu::Dim3{route.blockThreads}, rArg,
+        rowStride, tokens, routerArg, routerScaleArg, expertScaleArg, expertBiasArg, w.eps,
+        w.inputScale, w.routedScale, choiceArg, weightArg)));
   }
   {
     const int *choiceArg = choice.data();
@@ -237,8 +277,9 @@ void checkMoe(const codegen::MoeParams &params, std::mt19937 &random, int tokens
       ASSERT_EQ(choice[t * k + j], routing[t].choice[j]) << where;
       ASSERT_TRUE(near(weight[t * k + j], routing[t].weight[j], 1e-6, 1e-5, where + " weight"));
     }
-  if (tokens > 1) // the all-zero router input: experts 0 .. k-1, equal weights before scaling
-                  // (with or without the router norm: its eps keeps a zero row zero)
+  if (tokens > 1 && !params.sigmoidScores) // the all-zero router input: experts 0 .. k-1
+                                           // (with or without the router norm: its eps keeps a
+                                           // zero row zero; the bias decides otherwise)
     for (int j = 0; j < k; ++j)
       ASSERT_EQ(choice[j], j) << "all experts tie: the lower ids first";
   // The plan: each expert's slots, ascending.
@@ -276,7 +317,9 @@ TEST(MoeKernels, RouteThroughCombineMatchDoubleReference) {
                    << "hidden " << params.hidden << " experts " << params.experts << " top "
                    << params.topK << " width " << params.expertWidth
                    << (params.routerNorm ? "" : ", plain router")
-                   << (params.normalizeTopK ? "" : ", unnormalised") << ", " << trial.tokens
+                   << (params.normalizeTopK ? "" : ", unnormalised")
+                   << (params.sigmoidScores ? ", sigmoid scores" : "") << ", groups "
+                   << params.topGroups << " of " << params.groups << ", " << trial.tokens
                    << " tokens" << (trial.pairedRouterRows ? ", paired router rows" : ""));
       checkMoe(params, random, trial.tokens, trial.pairedRouterRows);
       if (HasFatalFailure())
