@@ -256,12 +256,11 @@ struct MoeParams {
   bool routerNorm = true;
   bool normalizeTopK = true;
   Activation activation = Activation::geluTanh;
-  // LLaDA2's routing: sigmoid scores, the choice among the topGroups best of `groups` groups, the
-  // weights times routedScale (the expert bias is an argument; null without one).
+  // LLaDA2's routing: sigmoid scores, the choice among the topGroups best of `groups` groups
+  // (the expert bias and the routed scale are launch arguments).
   bool sigmoidScores = false;
   int64_t groups = 1;
   int64_t topGroups = 1;
-  double routedScale = 1.0;
 };
 // A named error for sizes the moe kernels do not serve (every moe generator checks them).
 Status checkMoeParams(const MoeParams &params);

@@ -107,9 +107,14 @@ StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpo
           "tensor '" + name + "' is " + std::string(safetensors::dtypeName(part->dtype)) +
           " but '" + parts.front()->name + "' is " +
           std::string(safetensors::dtypeName(parts.front()->dtype)) + " (one weight stacks them)");
+    if (part->dtype == safetensors::DType::F8_E4M3)
+      return Status::error("not supported yet: FP8 weights stored per expert ('" + name + "')");
     parts.push_back(part);
   }
+  // A copy: the runtime reads one [E, ...] tensor (the import holds the experts twice until
+  // the artifact is written).
   std::vector<uint8_t> &bytes = checkpoint.stackedBytes.emplace_back();
+  bytes.reserve(parts.size() * parts.front()->byteSize);
   for (const safetensors::TensorView *part : parts)
     bytes.insert(bytes.end(), part->data, part->data + part->byteSize);
   return &checkpoint.stacked.emplace_back(
@@ -194,11 +199,6 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
     if (!dtype)
       return dtype.status().withContext("checkpoint '" + directory + "'");
     if (*dtype == artifact::DType::fp8_e4m3) {
-      if (!binding.stackedFrom.empty())
-        return Status::error("checkpoint '" + directory +
-                             "': not supported yet: FP8 weights "
-                             "stored per expert ('" +
-                             binding.stackedFrom.front() + "')");
       StatusOr<std::vector<float>> scales = fp8RowScales(*result.tensors, **view);
       if (!scales)
         return scales.status().withContext("checkpoint '" + directory + "'");

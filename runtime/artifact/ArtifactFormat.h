@@ -32,9 +32,10 @@ inline constexpr uint16_t kSchemaMajor = 1;
 // 1.6: generated weights (ExternalParameters.random_seed: dlmc compile --random-parameters).
 // 1.7: the CUDA kernels' launch arguments of this dlmc (soft_embedding reads the tokens, a mask
 //      token and a run-time scale); the CUDA backend refuses the kernels of an older artifact.
-inline constexpr uint16_t kSchemaMinor = 7;
+// 1.8: the moe route kernel's launch arguments (the expert bias and the routed scale).
+inline constexpr uint16_t kSchemaMinor = 8;
 inline constexpr uint16_t kFirstMinorWithHashes = 4;
-inline constexpr uint16_t kFirstMinorWithCurrentKernelArguments = 7;
+inline constexpr uint16_t kFirstMinorWithCurrentKernelArguments = 8;
 // Weight section start and every weight within it are aligned to this (cache line, AVX-512 and
 // the widest vectorised GPU loads).
 inline constexpr uint64_t kWeightAlignment = 64;

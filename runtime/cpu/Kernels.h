@@ -187,6 +187,7 @@ struct MoeScratch {
   std::vector<int32_t> order;    // [E] the experts of one token, by weight
   std::vector<float> choosing;   // [E] one token's scores plus the expert bias (what chooses)
   std::vector<int32_t> groups;   // [E] one token's groups, by group score
+  std::vector<float> groupScore; // [E] their scores
   std::vector<int32_t> tokens;   // an expert's (token, choice) pairs, as token * topK + choice
   std::vector<float> gathered;   // [T, H] an expert's input rows
   std::vector<float> gateUp;     // [T, 2I]

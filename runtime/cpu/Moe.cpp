@@ -19,6 +19,7 @@ void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_
   grow(order, experts);
   grow(choosing, experts);
   grow(groups, experts);
+  grow(groupScore, experts);
   grow(weight, tokens * topK);
   grow(this->tokens, tokens);
   grow(gathered, tokens * hidden);
@@ -31,7 +32,7 @@ size_t MoeScratch::bytes() const {
   return (routed.size() + logits.size() + weight.size() + gathered.size() + gateUp.size() +
           activation.size() + output.size()) *
              sizeof(float) +
-         choosing.size() * sizeof(float) +
+         (choosing.size() + groupScore.size()) * sizeof(float) +
          (choice.size() + order.size() + groups.size() + tokens.size()) * sizeof(int32_t);
 }
 
@@ -79,7 +80,7 @@ void scoreExperts(float *p, const MoeParameters &moe) {
 void limitToBestGroups(const MoeParameters &moe, MoeScratch &scratch) {
   const int64_t groups = moe.groups, size = moe.experts / moe.groups;
   float *c = scratch.choosing.data();
-  std::vector<float> groupScore(static_cast<size_t>(groups));
+  std::vector<float> &groupScore = scratch.groupScore;
   for (int64_t g = 0; g < groups; ++g) {
     float first = -INFINITY, second = -INFINITY;
     for (int64_t e = g * size; e < (g + 1) * size; ++e) {
@@ -101,7 +102,7 @@ void limitToBestGroups(const MoeParameters &moe, MoeScratch &scratch) {
                       return score[a] > score[b] || (score[a] == score[b] && a < b);
                     });
   for (int64_t j = moe.topGroups; j < groups; ++j)
-    for (int64_t e = order[static_cast<size_t>(j)] * size; e < (order[j] + 1) * size; ++e)
+    for (int64_t g = order[static_cast<size_t>(j)], e = g * size; e < (g + 1) * size; ++e)
       c[e] = -INFINITY;
 }
 

@@ -369,13 +369,9 @@ Status CudaBackend::bindProgram(const artifact::ArtifactReader &artifact) {
           return Status::error("kernel record '" + record.fullName + "': weight '" +
                                argument.weightName + "' is not on the device");
       if (record.kind() == program::KernelKind::moe) {
-        // In declaration order: router, router_scale, expert_scale, expert_bias, gate_up, down.
-        size_t w = 0;
-        record.as<spec::kernels::MoeParams>().forEachWeight(
-            [&](const spec::kernels::WeightRef &weight) {
-              if (w < std::size(bound.moe))
-                bound.moe[w++] = device(&weight);
-            });
+        const auto &p = record.as<spec::kernels::MoeParams>();
+        bound.moe = {device(&p.router),     device(&p.routerScale), device(&p.expertScale),
+                     device(&p.expertBias), device(&p.gateUp),      device(&p.down)};
       }
       DLM_RETURN_IF_ERROR(checkNarrowWeight(record, bound));
     }

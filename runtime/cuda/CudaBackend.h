@@ -227,9 +227,11 @@ private:
     const DeviceTensor *weight = nullptr;
     const DeviceTensor *bias = nullptr;
     const DeviceTensor *norm = nullptr;
-    // moe: router, router_scale, expert_scale, expert_bias, gate_up, down (in KernelOps.td's
-    // order; the optional ones null when absent).
-    const DeviceTensor *moe[6] = {};
+    // moe's weights (the optional ones null when absent).
+    struct MoeWeights {
+      const DeviceTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
+                         *expertBias = nullptr, *gateUp = nullptr, *down = nullptr;
+    } moe;
     // "<record>: cuLaunchKernel", what a failed launch names (made once, not per launch).
     std::string launchName;
     // A kind the declared launcher runs: its kernel's arguments (runtime/model/DeclaredLaunch.h),

@@ -542,9 +542,9 @@ Status CudaBackend::enqueueMoe(const program::KernelProgram &program,
               y = slot(program, k.result, shape.count);
   // The scales are optional: a null pointer reads as ones.
   auto data = [](const DeviceTensor *tensor) { return tensor ? tensor->data : CUdeviceptr(0); };
-  CUdeviceptr router = data(bound.moe[0]), routerScale = data(bound.moe[1]),
-              expertScale = data(bound.moe[2]), expertBias = data(bound.moe[3]),
-              gateUp = data(bound.moe[4]), down = data(bound.moe[5]);
+  CUdeviceptr router = data(bound.moe.router), routerScale = data(bound.moe.routerScale),
+              expertScale = data(bound.moe.expertScale), expertBias = data(bound.moe.expertBias),
+              gateUp = data(bound.moe.gateUp), down = data(bound.moe.down);
   CUdeviceptr choice = moeChoice_, weight = moeWeight_, lists = moeLists_, counts = moeCounts_,
               act = moeAct_, out = moeOut_;
   long long rowStride = hidden;

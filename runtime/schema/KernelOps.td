@@ -301,8 +301,9 @@ def SoftEmbedding : KernelKind<"soft_embedding", 0> {
 //   down_e = down[e] is [H, I].
 // DiffusionGemma: router_norm, both scales, normalize_top_k, gelu_tanh. Qwen3-MoE: no router
 // norm and no scales, normalize_top_k = the config's norm_topk_prob, silu. LLaDA2: no router
-// norm, sigmoid_scores, expert_bias, groups = n_group, top_groups = topk_group, routed_scale =
-// routed_scaling_factor (its shared expert is a gated MLP beside the record).
+// norm, sigmoid_scores, expert_bias, groups = n_group, top_groups = topk_group, normalize_top_k =
+// norm_topk_prob, routed_scale = routed_scaling_factor (its shared expert is a gated MLP beside
+// the record).
 // Weights: router [E, H], router_scale [H], expert_scale [E], gate_up [E, 2I, H] and down
 // [E, H, I] (rank-3 tensors, which a HostTensor holds as rows = E * 2I (E * H), cols = H (I)).
 // activation: "gelu_tanh" (GELU's tanh approximation) or "silu".
@@ -321,8 +322,8 @@ def Moe : KernelKind<"moe", 2> {
                                 "groups $groups do not split $experts experts into groups of two or more">,
                      Constraint<"$top_groups >= 1 && $top_groups <= $groups && $top_k <= $top_groups * ($experts / $groups)",
                                 "top_groups $top_groups is outside [1, $groups] or holds fewer than top_k $top_k experts">,
-                     Constraint<"$groups == 1 || $sigmoid_scores",
-                                "group-limited routing (groups $groups) scores with sigmoid_scores">,
+                     Constraint<"$groups == 1 || ($sigmoid_scores && $expert_bias)",
+                                "group-limited routing (groups $groups) is LLaDA2's: sigmoid_scores and an expert_bias (without a bias SGLang scores a group by its largest, not its two largest)">,
                      Constraint<"$routed_scale > 0 && std::isfinite($routed_scale)",
                                 "routed_scale $routed_scale is not positive and finite">];
   let cudaLaunch = "enqueueMoe";

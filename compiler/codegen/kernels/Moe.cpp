@@ -15,7 +15,6 @@ Status RecordKernels::moe() {
   moe.sigmoidScores = p.sigmoidScores;
   moe.groups = p.groups;
   moe.topGroups = p.topGroups;
-  moe.routedScale = p.routedScale;
   moe.normalizeTopK = p.normalizeTopK;
   moe.activation =
       p.activation == kp::MoeActivation::geluTanh ? Activation::geluTanh : Activation::silu;

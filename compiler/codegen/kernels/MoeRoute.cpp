@@ -178,11 +178,16 @@ Status checkMoeParams(const MoeParams &params) {
   if (!in(params.topK, 1, std::min<int64_t>(params.experts, 64)))
     return Status::error("moe: top_k must be in [1, min(experts, 64)], got " +
                          std::to_string(params.topK));
-  if (params.groups < 1 || params.experts % params.groups != 0 || params.topGroups < 1 ||
-      params.topGroups > params.groups)
-    return Status::error("moe: " + std::to_string(params.groups) + " groups and top groups " +
-                         std::to_string(params.topGroups) + " do not divide " +
-                         std::to_string(params.experts) + " experts");
+  // KernelOps.td's constraints on the groups, for a generator called on its own.
+  const bool groupsFit = params.groups >= 1 && params.experts % params.groups == 0 &&
+                         (params.groups == 1 || params.experts / params.groups >= 2) &&
+                         params.topGroups >= 1 && params.topGroups <= params.groups &&
+                         params.topK <= params.topGroups * (params.experts / params.groups);
+  if (!groupsFit)
+    return Status::error("moe: groups " + std::to_string(params.groups) + ", top groups " +
+                         std::to_string(params.topGroups) + " and top_k " +
+                         std::to_string(params.topK) + " do not fit " +
+                         std::to_string(params.experts) + " experts in groups of two or more");
   return Status::ok();
 }
 

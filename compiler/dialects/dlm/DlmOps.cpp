@@ -649,8 +649,8 @@ LogicalResult MoEOp::verify() {
       (isStatic(experts) && topK > topGroups * (experts / groups)))
     return emitOpError() << "top_groups " << topGroups << " is outside [1, " << groups
                          << "] or holds fewer than top_k " << topK << " experts";
-  if (groups > 1 && !getSigmoidScores())
-    return emitOpError("group-limited routing scores with sigmoid_scores");
+  if (groups > 1 && (!getSigmoidScores() || !getExpertBias()))
+    return emitOpError("group-limited routing is LLaDA2's: sigmoid_scores and an expert_bias");
   const double routed = getRoutedScale().convertToDouble();
   if (!(routed > 0.0) || !std::isfinite(routed))
     return emitOpError() << "routed_scale must be positive and finite, got " << number(routed);
@@ -662,7 +662,7 @@ LogicalResult MoEOp::verify() {
   if (!eps)
     return getRouterScale() || scale != 1.0
                ? emitOpError("router_scale and router_input_scale scale the normed router "
-                             "input: they need eps")
+                             "input: they need eps (the router norm's)")
                : success();
   if (!(eps->convertToDouble() > 0.0 && eps->convertToDouble() < 1.0))
     return emitOpError() << "eps must be in (0, 1), got " << number(eps->convertToDouble());

@@ -497,11 +497,11 @@ def Dlm_SoftEmbeddingOp : Dlm_Op<"soft_embedding", [Pure]> {
 }
 
 def Dlm_MoEOp : Dlm_Op<"moe", [Pure, AttrSizedOperandSegments]> {
-  let summary = "routed mixture of gated experts (DiffusionGemma's and Qwen3-MoE's)";
+  let summary = "routed mixture of gated experts (DiffusionGemma's, Qwen3-MoE's, LLaDA2's)";
   let description = [{
     `router_input, input : [S, H]`; `router : [E, H]`, `gate_up : [E, 2I, H]` (rows
     `[0, I)` the gate, `[I, 2I)` the up projection), `down : [E, H, I]`, and optionally
-    `router_scale : [H]` and `expert_scale : [E]`; result `[S, H]`:
+    `router_scale : [H]`, `expert_scale : [E]` and `expert_bias : [E]`; result `[S, H]`:
 
         z = rms_norm(router_input, eps) * router_scale * router_input_scale   with eps
         z = router_input                                                      without
@@ -509,7 +509,8 @@ def Dlm_MoEOp : Dlm_Op<"moe", [Pure, AttrSizedOperandSegments]> {
         p = sigmoid(z @ router^T)                 with sigmoid_scores instead
         c = p + expert_bias                       when given: the bias only chooses
         c = -inf outside the top_groups best of `groups` groups (a group scores the
-                 sum of its two largest c; groups > 1 needs sigmoid_scores)
+                 sum of its two largest c; groups > 1 needs sigmoid_scores and
+                 expert_bias)
         e = top_k(c), w = p[e]                    ties to the lower expert id
         w = w / sum(w)                            when normalize_top_k (the default)
         w = w * expert_scale[e] * routed_scale    the scale when given

@@ -729,7 +729,7 @@ func.func @moe_shapes(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64
 
 func.func @moe_scale_without_norm(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %rs: tensor<64xf32>,
                                   %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
-  // expected-error@+1 {{router_scale and router_input_scale scale the normed router input: they need eps}}
+  // expected-error@+1 {{router_scale and router_input_scale scale the normed router input: they need eps (the router norm's)}}
   %0 = dlm.moe %x, %x, %r, %gu, %d router_scale(%rs : tensor<64xf32>)
         {top_k = 2 : i64, activation = #dlm.activation<silu>}
       : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,
@@ -753,7 +753,7 @@ func.func @moe_expert_scale_length(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>, %
 
 func.func @moe_groups_need_sigmoid(%x: tensor<8x64xf32>, %r: tensor<4x64xf32>,
                                    %gu: tensor<4x32x64xf32>, %d: tensor<4x64x16xf32>) -> tensor<8x64xf32> {
-  // expected-error@+1 {{group-limited routing scores with sigmoid_scores}}
+  // expected-error@+1 {{group-limited routing is LLaDA2's: sigmoid_scores and an expert_bias}}
   %0 = dlm.moe %x, %x, %r, %gu, %d {top_k = 2 : i64, groups = 2 : i64, top_groups = 1 : i64,
         activation = #dlm.activation<silu>}
       : tensor<8x64xf32>, tensor<8x64xf32>, tensor<4x64xf32>, tensor<4x32x64xf32>,

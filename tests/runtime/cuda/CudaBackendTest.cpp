@@ -1438,10 +1438,10 @@ TEST(KernelTargetChoice, CubinThenNearestLowerPtxThenANamedError) {
 
   // Kernels generated before their arguments last changed are refused, not launched.
   EXPECT_TRUE(checkKernelArguments({1, artifact::kSchemaMinor}).isOk());
-  Status older = checkKernelArguments({1, 6});
+  Status older = checkKernelArguments({1, 7});
   ASSERT_FALSE(older.isOk());
-  EXPECT_EQ(older.message(), "artifact schema 1.6: its CUDA kernels take the arguments of an "
-                             "older dlmc (they changed in 1.7); recompile it with this dlmc");
+  EXPECT_EQ(older.message(), "artifact schema 1.7: its CUDA kernels take the arguments of an "
+                             "older dlmc (they changed in 1.8); recompile it with this dlmc");
 }
 
 // At bf16 device precision (weights, activations and K/V pages rounded to bf16, fp32
