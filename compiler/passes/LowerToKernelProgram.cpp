@@ -323,8 +323,6 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     auto type = cast<RankedTensorType>(rope.getInput().getType());
     if (type.getRank() != 3)
       return unsupported(&op, "rope over a tensor that is not [tokens, heads, head_dim]");
-    if (rope.getRotaryDim() && static_cast<int64_t>(*rope.getRotaryDim()) != type.getDimSize(2))
-      return unsupported(&op, "partial rotary embedding (rotary_dim) on the cpu");
     FailureOr<int64_t> input = slotOf(&op, rope.getInput());
     if (failed(input))
       return failure();
@@ -333,6 +331,8 @@ LogicalResult ProgramBuilder::visit(Operation &op) {
     r.inPlace = true;
     setAttr(r, kp::kTheta, rope.getThetaAttr());
     setAttr(r, kp::kHeadDim, b_.getI64IntegerAttr(type.getDimSize(2)));
+    if (rope.getRotaryDim() && static_cast<int64_t>(*rope.getRotaryDim()) != type.getDimSize(2))
+      setAttr(r, kp::kRotaryDim, rope.getRotaryDimAttr());
     if (rope.getRotatedPairs() &&
         static_cast<int64_t>(*rope.getRotatedPairs()) != type.getDimSize(2) / 2)
       setAttr(r, kp::kRotatedPairs, rope.getRotatedPairsAttr());
@@ -462,12 +462,13 @@ LogicalResult ProgramBuilder::lowerAttention(MaskedAttentionOp op) {
   case MaskKind::prefix_window:
     mask = "bidirectional";
     break;
+  case MaskKind::block_causal:
+    mask = "block_causal";
+    break;
   default:
     return unsupported(op, "attention mask '" + stringifyMaskKind(op.getMask()) +
                                "' in a kernel program");
   }
-  if (op.getBlockSize())
-    return unsupported(op, "attention with a block size in a kernel program");
   FailureOr<int64_t> q = slotOf(op, op.getQuery()), k = slotOf(op, op.getKey()),
                      v = slotOf(op, op.getValue());
   if (failed(q) || failed(k) || failed(v))
@@ -489,6 +490,8 @@ LogicalResult ProgramBuilder::lowerAttention(MaskedAttentionOp op) {
   setAttr(r, kp::kHeadDim, b_.getI64IntegerAttr(qType.getDimSize(2)));
   if (op.getWindow())
     setAttr(r, kp::kWindow, op.getWindowAttr());
+  if (op.getBlockSize())
+    setAttr(r, kp::kBlockSize, op.getBlockSizeAttr());
   if (op.getScale())
     setAttr(r, kp::kScaleParameter, op.getScaleAttr());
   defineResult(r, op.getResult());

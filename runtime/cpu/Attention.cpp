@@ -75,10 +75,14 @@ Status attendUnits(const AttentionPart &part, const AttentionShape &shape, const
                                headKeys, headDim, scores, keyCount, 1));
     for (int64_t r = 0; r < rows; ++r) {
       // The visible keys [first, last) of the query at `position` (runtime/model/
-      // KernelProgram.h): a causal mask ends them at the query; a window starts them W - 1
-      // before the query (causal) or before the forward's first position (bidirectional).
+      // KernelProgram.h): a causal mask ends them at the query, a block-causal one at the end
+      // of its block; a window starts them W - 1 before the query (causal) or before the
+      // forward's first position (bidirectional).
       const int64_t position = part.firstPosition + firstRow + r;
-      const int64_t last = shape.causal ? std::min(keyCount, position + 1) : keyCount;
+      const int64_t last = shape.causal ? std::min(keyCount, position + 1)
+                           : shape.block
+                               ? std::min(keyCount, (position / shape.block + 1) * shape.block)
+                               : keyCount;
       const int64_t anchor = shape.causal ? position : part.firstPosition;
       const int64_t first = shape.window > 0 ? std::max<int64_t>(0, anchor - shape.window + 1) : 0;
       softmaxRow(scores + r * keyCount, first, last, keyCount);
@@ -187,9 +191,13 @@ Status CpuBackend::runAttention(const RecordRun &run) {
   const std::vector<int64_t> &in = run.k.operands;
   const std::vector<Part> &parts = run.parts;
   const auto &p = k.as<spec::kernels::AttentionParams>();
-  AttentionShape shape{p.heads,   p.kvHeads,
-                       p.headDim, p.mask == spec::kernels::AttentionMask::causal,
-                       p.scale,   p.window.value_or(0)};
+  AttentionShape shape{p.heads,
+                       p.kvHeads,
+                       p.headDim,
+                       p.mask == spec::kernels::AttentionMask::causal,
+                       p.scale,
+                       p.window.value_or(0),
+                       p.blockSize.value_or(0)};
   const int64_t qWidth = slotWidth(in[0]);
   return timedRecord(run, [&] {
     // A member, so that a forward does not allocate per record.

@@ -169,7 +169,7 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
         kvWidths.empty() ? 0 : *std::max_element(kvWidths.begin(), kvWidths.end());
     attentionScratch_.reserve(tokens, widest, pool_.threads());
     for (Rope &rope : ropes_)
-      rope.table.build(tokens, rope.params.headDim, rope.params.theta, rope.params.rotatedPairs);
+      rope.table.build(tokens, rope.params.rotaryDim, rope.params.theta, rope.params.rotatedPairs);
     // A chunk's probabilities and, for a mask token's scattered rows, their products.
     if (softEmbeddingRows_ > 0)
       softEmbeddingScratch_.resize(static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) *

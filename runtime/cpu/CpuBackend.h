@@ -147,13 +147,14 @@ private:
   HostKvPages pages_;
   // The functions whose prefills adopt and whose commits publish pages (sharePrefixes).
   std::set<std::string, std::less<>> sharingFunctions_;
-  // One table per distinct (theta, head_dim, rotated_pairs) of the rope records.
+  // One table per distinct (theta, head_dim, rotary_dim, rotated_pairs) of the rope records.
   struct Rope {
     spec::kernels::RopeParams params;
     RopeTable table;
   };
   static bool sameRope(const spec::kernels::RopeParams &a, const spec::kernels::RopeParams &b) {
-    return a.theta == b.theta && a.headDim == b.headDim && a.rotatedPairs == b.rotatedPairs;
+    return a.theta == b.theta && a.headDim == b.headDim && a.rotaryDim == b.rotaryDim &&
+           a.rotatedPairs == b.rotatedPairs;
   }
   std::vector<Rope> ropes_;
   // The widest soft_embedding table (its rows: the most input columns a forward may give).

@@ -49,13 +49,16 @@ Status matmul(bool transposeB, int64_t m, int64_t n, int64_t k, float alpha, con
 void rmsNorm(const float *x, int64_t rows, int64_t width, int64_t rowStride, const float *weight,
              double eps, float *y);
 
-// cos and sin of position * theta^(-2i/headDim), i < headDim/2, computed in double and rounded
-// to float (as the references do), for positions [0, positions()). Only pairs i < rotatedPairs
-// rotate (negative: all of them); the others get cos 1, sin 0 and pass through exactly.
+// cos and sin of position * theta^(-2i/rotaryDim), i < rotaryDim/2, computed in double and
+// rounded to float (as the references do), for positions [0, positions()). Only pairs
+// i < rotatedPairs rotate (negative: all of them); the others get cos 1, sin 0 and pass through
+// exactly.
 class RopeTable {
 public:
-  void build(int64_t positions, int64_t headDim, double theta, int64_t rotatedPairs = -1);
+  void build(int64_t positions, int64_t rotaryDim, double theta, int64_t rotatedPairs = -1);
   int64_t positions() const { return positions_; }
+  // The pairs of a head: (j, j + half()), j < half().
+  int64_t half() const { return half_; }
   const float *cos(int64_t position) const { return cos_.data() + position * half_; }
   const float *sin(int64_t position) const { return sin_.data() + position * half_; }
 
@@ -67,8 +70,9 @@ private:
   std::vector<float> cos_, sin_;
 };
 
-// NeoX rotary embedding in place on `heads` heads of each row: pairs (j, j + headDim/2). Row r
-// sits at position firstPosition + r.
+// NeoX rotary embedding in place on `heads` heads of `headDim` of each row: pairs
+// (j, j + table.half()), j < table.half(); the dims from 2 * table.half() on pass through (partial
+// rotary). Row r sits at position firstPosition + r.
 void applyRope(float *x, int64_t rows, int64_t rowStride, int64_t heads, int64_t headDim,
                const RopeTable &table, int64_t firstPosition);
 
@@ -111,6 +115,9 @@ struct AttentionShape {
   // Bidirectional: every key at or after the forward's first position, and the keys j before it
   // with first - j < window.
   int64_t window = 0;
+  // 0: none. Otherwise (not causal, no window) the query at position i sees keys j with
+  // j / block <= i / block: block-causal attention over blocks from position 0.
+  int64_t block = 0;
 };
 
 // Query rows are processed this many at a time, bounding the score buffer.

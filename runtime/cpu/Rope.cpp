@@ -7,22 +7,22 @@
 
 namespace dlm::cpu {
 
-void RopeTable::build(int64_t positions, int64_t headDim, double theta, int64_t rotatedPairs) {
-  const int64_t rotated = rotatedPairs < 0 ? headDim / 2 : std::min(rotatedPairs, headDim / 2);
-  if (positions <= positions_ && headDim / 2 == half_ && theta == theta_ && rotated == rotated_)
+void RopeTable::build(int64_t positions, int64_t rotaryDim, double theta, int64_t rotatedPairs) {
+  const int64_t rotated = rotatedPairs < 0 ? rotaryDim / 2 : std::min(rotatedPairs, rotaryDim / 2);
+  if (positions <= positions_ && rotaryDim / 2 == half_ && theta == theta_ && rotated == rotated_)
     return;
   positions_ = positions;
-  half_ = headDim / 2;
+  half_ = rotaryDim / 2;
   rotated_ = rotated;
   theta_ = theta;
   cos_.resize(static_cast<size_t>(positions * half_));
   sin_.resize(static_cast<size_t>(positions * half_));
   std::vector<double> inverseFrequency(static_cast<size_t>(half_));
   for (int64_t i = 0; i < half_; ++i)
-    inverseFrequency[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / headDim);
+    inverseFrequency[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / rotaryDim);
   for (int64_t p = 0; p < positions; ++p) {
     for (int64_t i = 0; i < half_; ++i) {
-      // The frequencies use the whole head dim; pairs past `rotated` pass through.
+      // The frequencies use the whole rotary dim; pairs past `rotated` pass through.
       const double angle = static_cast<double>(p) * inverseFrequency[i];
       cos_[p * half_ + i] = i < rotated ? static_cast<float>(std::cos(angle)) : 1.0f;
       sin_[p * half_ + i] = i < rotated ? static_cast<float>(std::sin(angle)) : 0.0f;
@@ -32,7 +32,7 @@ void RopeTable::build(int64_t positions, int64_t headDim, double theta, int64_t 
 
 DLM_VECTOR_CLONES void applyRope(float *x, int64_t rows, int64_t rowStride, int64_t heads,
                                  int64_t headDim, const RopeTable &table, int64_t firstPosition) {
-  const int64_t half = headDim / 2;
+  const int64_t half = table.half();
   for (int64_t r = 0; r < rows; ++r) {
     const float *cosine = table.cos(firstPosition + r);
     const float *sine = table.sin(firstPosition + r);

@@ -515,7 +515,8 @@ Status CudaBackend::enqueueAttention(const program::KernelProgram &program,
             pageStride = pages.pageStride, slotStride = pages.slotStride;
   int maxPages = static_cast<int>(tablePages_);
   const auto &params = k.as<kp::AttentionParams>();
-  int window = static_cast<int>(params.window.value_or(0)), blockSize = 1;
+  int window = static_cast<int>(params.window.value_or(0)),
+      blockSize = static_cast<int>(params.blockSize.value_or(1));
   float scale = static_cast<float>(params.scale);
   void *arguments[] = {&qArg,     &qStride,   &kPages,    &vPages,      &pageStride, &slotStride,
                        &tableArg, &maxPages,  &startsArg, &positionArg, &lengthArg,  &causalFlags,

@@ -189,24 +189,30 @@ def Linear : KernelKind<"linear", 1> {
   let parameters = (ins Required<Weight>:$weight, Optional<Weight>:$bias,
                         Optional<Flag, "false">:$accumulate);
 }
-// x, positions → y: pairs j < rotated_pairs (head_dim / 2 when absent) of (j, j + hd/2) rotate by
-// position * theta^(-2j / head_dim) (the frequencies always use the whole head dim: Gemma's
-// "proportional" RoPE); the other pairs pass through.
+// x, positions → y: of each head, pairs (j, j + rotary_dim / 2) with j < rotated_pairs rotate by
+// position * theta^(-2j / rotary_dim); the other dims pass through. rotary_dim (head_dim when
+// absent) below head_dim: partial rotary (LLaDA2's partial_rotary_factor); rotated_pairs below
+// rotary_dim / 2 at the whole head's frequencies: Gemma's "proportional" RoPE.
 def Rope : KernelKind<"rope", 2> {
   let check = "constraintsOnly";
   let constraints = [OperandWidth<0, "the input width">,
                      Constraint<"$head_dim > 0 && $head_dim % 2 == 0 && $width % $head_dim == 0",
                                 "head_dim $head_dim does not split rows of $width into heads of " #
                                 "pairs">,
-                     Constraint<"$rotated_pairs >= 0 && $rotated_pairs <= $head_dim / 2",
-                                "rotated_pairs $rotated_pairs is outside [0, $($head_dim / 2)] " #
-                                "(head_dim $head_dim)">,
+                     Constraint<"$rotary_dim >= 2 && $rotary_dim % 2 == 0 && " #
+                                "$rotary_dim <= $head_dim",
+                                "rotary_dim $rotary_dim is not an even number in [2, head_dim " #
+                                "$head_dim]">,
+                     Constraint<"$rotated_pairs >= 0 && $rotated_pairs <= $rotary_dim / 2",
+                                "rotated_pairs $rotated_pairs is outside [0, $($rotary_dim / 2)] " #
+                                "(rotary_dim $rotary_dim)">,
                      Constraint<"$theta > 0", "theta must be positive">];
   let cudaLaunch = "enqueueRope";
   let profileCategory = "rope";
   let inPlace = "first";
   let parameters = (ins Required<Real>:$theta, Required<Integer>:$head_dim,
-                        Optional<Integer, "$head_dim / 2">:$rotated_pairs);
+                        Optional<Integer, "$head_dim">:$rotary_dim,
+                        Optional<Integer, "$rotary_dim / 2">:$rotated_pairs);
 }
 // k, v → the KV cache of `layer`.
 def KvStore : KernelKind<"kv_store", 2> {
@@ -215,22 +221,29 @@ def KvStore : KernelKind<"kv_store", 2> {
   let hasResult = 0;
 }
 // q, k, v → o over the KV cache of `layer` (k and v as stored by that layer's kv_store); scores
-// are scale * q.k (scale: 1 / sqrt(head_dim) when absent). window (none when absent): causal:
-// query at position i sees keys j with i - W < j <= i; bidirectional: every key at or after the
-// forward's first fed position, and the keys j before it with first - j < W (DiffusionGemma's
-// decoder on sliding layers: the last W - 1 cached positions).
+// are scale * q.k (scale: 1 / sqrt(head_dim) when absent). mask: causal, a query at position i
+// sees keys j <= i; block_causal (block_size B), keys j with j / B <= i / B (LLaDA2's, SDAR's
+// blocks from position 0); bidirectional, every key. window (none when absent): causal: keys
+// with i - W < j <= i; bidirectional: every key at or after the forward's first fed position,
+// and the keys j before it with first - j < W (DiffusionGemma's decoder on sliding layers: the
+// last W - 1 cached positions).
 def Attention : KernelKind<"attention", 3> {
   // A positive scale: a kernel reads 0 as "1 / sqrt(head_dim)" (AttentionShape).
   let constraints = [Constraint<"$scale > 0 && std::isfinite($scale)",
                                 "the attention scale $scale is not positive and finite">,
-                     Constraint<"!$window || *$window > 0", "window $window is not positive">];
+                     Constraint<"!$window || *$window > 0", "window $window is not positive">,
+                     Constraint<"($mask == spec::kernels::AttentionMask::blockCausal) == " #
+                                "$block_size.has_value()",
+                                "block_size goes with mask block_causal, and only with it">,
+                     Constraint<"!$block_size || (*$block_size > 0 && !$window)",
+                                "block_size $block_size is not positive or has a window">];
   let cudaLaunch = "enqueueAttention";
   let profileCategory = "attention";
-  let parameters = (ins Required<Choice<["causal", "bidirectional"]>>:$mask,
+  let parameters = (ins Required<Choice<["causal", "bidirectional", "block_causal"]>>:$mask,
                         Required<Integer>:$heads, Required<Integer>:$kv_heads,
                         Required<Integer>:$head_dim,
                         Optional<Real, "1.0 / std::sqrt(static_cast<double>($head_dim))">:$scale,
-                        Optional<Integer>:$window);
+                        Optional<Integer>:$window, Optional<Integer>:$block_size);
 }
 // a, b → a + b.
 def Add : KernelKind<"add", 2> {

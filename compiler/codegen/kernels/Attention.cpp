@@ -475,6 +475,8 @@ Status RecordKernels::attention() {
   const bool windowed = p.window.value_or(0) > 0;
   if (p.mask == kp::AttentionMask::causal)
     attention.mask = windowed ? MaskKind::slidingWindow : MaskKind::causal;
+  else if (p.mask == kp::AttentionMask::blockCausal)
+    attention.mask = MaskKind::blockCausal;
   else
     attention.mask = windowed ? MaskKind::bidirectionalWindow : MaskKind::bidirectional;
   attention.pageSize = options.pageSize;

@@ -118,13 +118,14 @@ Status RecordKernels::rope() {
   const auto &p = as<kp::RopeParams>();
   RopeParams rope;
   rope.headDim = p.headDim;
+  rope.rotaryDim = p.rotaryDim;
   rope.theta = p.theta;
-  if (p.rotatedPairs < p.headDim / 2) {
-    // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the whole head.
+  if (p.rotatedPairs < p.rotaryDim / 2) {
+    // Gemma's proportional RoPE: the first pairs rotate at the frequencies of the rotary dims.
     if (p.rotatedPairs <= 0)
       return r.error("not supported yet: a rope record that rotates no pair");
     rope.frequencyPairs = p.rotatedPairs;
-    rope.frequencyDim = p.headDim;
+    rope.frequencyDim = p.rotaryDim;
   }
   rope.element = element;
   launched.push_back(generateRope(rope));

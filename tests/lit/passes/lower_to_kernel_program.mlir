@@ -67,15 +67,35 @@ func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x10xf32>
 
 // -----
 
-// A block-causal mask has no kernel yet.
+// A symmetric sliding window has no kernel yet.
 func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x10xf32> {
   %embed = dlm.weight "embed" : tensor<12x8xf32>
   %x = dlm.embedding %ids, %embed : tensor<?xi32>, tensor<12x8xf32> -> tensor<?x8xf32>
   %c0 = arith.constant 0 : index
   %n = tensor.dim %ids, %c0 : tensor<?xi32>
   %q = tensor.expand_shape %x [[0], [1, 2]] output_shape [%n, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
-  // expected-error @+1 {{dlm-lower-to-kernel-program: not supported yet: attention mask 'block_causal' in a kernel program}}
-  %a = dlm.masked_attention %q, %q, %q {mask = #dlm.mask<block_causal>, block_size = 4 : i64} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32> -> tensor<?x2x4xf32>
+  // expected-error @+1 {{dlm-lower-to-kernel-program: not supported yet: attention mask 'sliding_window_symmetric' in a kernel program}}
+  %a = dlm.masked_attention %q, %q, %q {mask = #dlm.mask<sliding_window_symmetric>, window = 4 : i64} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32> -> tensor<?x2x4xf32>
+  %a2 = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x2x4xf32> into tensor<?x8xf32>
+  %head = dlm.weight "lm_head" : tensor<12x8xf32>
+  %logits = dlm.lm_head %a2, %head : tensor<?x8xf32>, tensor<12x8xf32> -> tensor<?x10xf32>
+  return %logits : tensor<?x10xf32>
+}
+
+// -----
+
+// A block-causal mask keeps its block size; a partial rotary embedding its rotary dims.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: {head_dim = 4 : i64, kind = "rope", {{.*}}rotary_dim = 2 : i64, theta = 1.000000e+04 : f64, width = 8 : i64}
+// CHECK-SAME: {block_size = 4 : i64, head_dim = 4 : i64, heads = 2 : i64, kind = "attention", {{.*}}mask = "block_causal"
+func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x10xf32> {
+  %embed = dlm.weight "embed" : tensor<12x8xf32>
+  %x = dlm.embedding %ids, %embed : tensor<?xi32>, tensor<12x8xf32> -> tensor<?x8xf32>
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %ids, %c0 : tensor<?xi32>
+  %q = tensor.expand_shape %x [[0], [1, 2]] output_shape [%n, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+  %r = dlm.rope %q, %pos {theta = 1.0e+04 : f64, rotary_dim = 2 : i64} : tensor<?x2x4xf32>, tensor<?xi32> -> tensor<?x2x4xf32>
+  %a = dlm.masked_attention %r, %q, %q {mask = #dlm.mask<block_causal>, block_size = 4 : i64} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32> -> tensor<?x2x4xf32>
   %a2 = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x2x4xf32> into tensor<?x8xf32>
   %head = dlm.weight "lm_head" : tensor<12x8xf32>
   %logits = dlm.lm_head %a2, %head : tensor<?x8xf32>, tensor<12x8xf32> -> tensor<?x10xf32>

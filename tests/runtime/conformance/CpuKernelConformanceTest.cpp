@@ -166,9 +166,11 @@ TEST(CpuKernelConformance, RopeMatchesReference) {
   struct Shape {
     int headDim;
     double theta;
+    int rotaryDim = 0; // 0: the whole head
   };
-  const std::vector<Shape> shapes{
-      {2, 10000.0}, {6, 10000.0}, {32, 500000.0}, {64, 10000.0}, {128, 1000000.0}};
+  const std::vector<Shape> shapes{{2, 10000.0},      {6, 10000.0},       {32, 500000.0},
+                                  {64, 10000.0},     {128, 1000000.0},   {16, 600000.0, 8},
+                                  {64, 10000.0, 32}, {128, 10000.0, 64}, {6, 10000.0, 2}};
   RopeTable table; // shared across shapes: each build must notice a changed head size or theta
   for (const Shape &shape : shapes) {
     for (int trial = 0; trial < 3; ++trial) {
@@ -177,15 +179,18 @@ TEST(CpuKernelConformance, RopeMatchesReference) {
       const int stride = heads * shape.headDim + (trial == 0 ? 0 : 8);
       const int firstPosition =
           trial == 2 ? randomInt(random, 20000, 40000) : randomInt(random, 0, 64);
-      SCOPED_TRACE(::testing::Message() << "head_dim " << shape.headDim << " heads " << heads
-                                        << " rows " << rows << " first position " << firstPosition);
-      table.build(firstPosition + rows, shape.headDim, shape.theta);
+      SCOPED_TRACE(::testing::Message()
+                   << "head_dim " << shape.headDim << " rotary_dim " << shape.rotaryDim << " heads "
+                   << heads << " rows " << rows << " first position " << firstPosition);
+      const int rotaryDim = shape.rotaryDim ? shape.rotaryDim : shape.headDim;
+      table.build(firstPosition + rows, rotaryDim, shape.theta);
       const std::vector<float> before =
           randomFloats(random, static_cast<size_t>(rows * stride), -3, 3);
       std::vector<float> x = before;
       applyRope(x.data(), rows, stride, heads, shape.headDim, table, firstPosition);
       reference::RopeSpec spec;
       spec.headDim = shape.headDim;
+      spec.rotaryDim = rotaryDim;
       spec.theta = shape.theta;
       for (int r = 0; r < rows; ++r) {
         for (int h = 0; h < heads; ++h) {
@@ -390,7 +395,6 @@ TEST(CpuKernelConformance, PagedAttentionMatchesReference) {
 TEST(CpuKernelConformance, UnsupportedMaskKindsAreNamed) {
   dlm::testing::TinyModel tiny({});
   const std::vector<std::pair<artifact::AttentionMaskKind, std::string>> unsupported{
-      {artifact::AttentionMaskKind::block_causal, "block_causal"},
       {artifact::AttentionMaskKind::sliding_window, "sliding_window"},
       {artifact::AttentionMaskKind::symmetric_sliding_window, "symmetric_sliding_window"},
   };

@@ -77,7 +77,7 @@ TEST(KernelParams, MissingOrMistypedParametersAreNamed) {
                                    {"head_dim", int64_t{16}}})
                 .status()
                 .message(),
-            "parameter 'mask' is 'sideways', not one of causal, bidirectional");
+            "parameter 'mask' is 'sideways', not one of causal, bidirectional, block_causal");
   EXPECT_EQ(read<ScaleParams>({{"weight", std::string()}}).status().message(),
             "parameter 'weight' names no weight");
   EXPECT_EQ(read<ScaleParams>({{"weight", 1.0}}).status().message(),

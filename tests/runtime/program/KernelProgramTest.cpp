@@ -170,11 +170,23 @@ TEST_F(KernelProgramTest, ParametersOutsideTheContract) {
             std::string::npos)
       << error();
   record("layers.0.rope").parameters["head_dim"] = headDim;
-  record("layers.0.attention").parameters["mask"] = std::string("block_causal");
+  record("layers.0.attention").parameters["mask"] = std::string("sliding_window");
   EXPECT_NE(error().find("('layers.0.attention'): not supported yet: attention mask "
-                         "'block_causal' (causal, bidirectional)"),
+                         "'sliding_window' (causal, bidirectional, block_causal)"),
             std::string::npos)
       << error();
+  // A block-causal mask needs its block size, and only it takes one.
+  record("layers.0.attention").parameters["mask"] = std::string("block_causal");
+  EXPECT_NE(error().find("('layers.0.attention'): block_size goes with mask block_causal, and "
+                         "only with it"),
+            std::string::npos)
+      << error();
+  record("layers.0.attention").parameters["block_size"] = int64_t{0};
+  EXPECT_NE(error().find("('layers.0.attention'): block_size 0 is not positive or has a window"),
+            std::string::npos)
+      << error();
+  record("layers.0.attention").parameters["block_size"] = int64_t{4};
+  EXPECT_EQ(error(), "(built)");
 }
 
 TEST_F(KernelProgramTest, MissingParameter) {
@@ -421,7 +433,19 @@ TEST_F(KernelProgramTest, BadOptionalParametersNameTheRecord) {
       << error();
   records = tiny.cpuKernelTarget().kernels;
   record("layers.1.rope#2").parameters["rotated_pairs"] = int64_t{4};
-  EXPECT_NE(error().find("('layers.1.rope#2'): rotated_pairs 4 is outside [0, 3] (head_dim 6)"),
+  EXPECT_NE(error().find("('layers.1.rope#2'): rotated_pairs 4 is outside [0, 3] (rotary_dim 6)"),
+            std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.1.rope#2").parameters["rotary_dim"] = int64_t{3};
+  EXPECT_NE(
+      error().find("('layers.1.rope#2'): rotary_dim 3 is not an even number in [2, head_dim 6]"),
+      std::string::npos)
+      << error();
+  records = tiny.cpuKernelTarget().kernels;
+  record("layers.1.rope#2").parameters["rotary_dim"] = int64_t{4};
+  record("layers.1.rope#2").parameters["rotated_pairs"] = int64_t{3};
+  EXPECT_NE(error().find("('layers.1.rope#2'): rotated_pairs 3 is outside [0, 2] (rotary_dim 4)"),
             std::string::npos)
       << error();
   records = tiny.cpuKernelTarget().kernels;
