@@ -187,6 +187,21 @@ Status Compilation::checkSmoothing(const CompileOptions &options) const {
   return Status::ok();
 }
 
+// A block-causal model (LLaDA2) attends by the blocks it decodes: --block-length. A block size
+// config.json states is the one the model was trained with; another is refused.
+static Status setAttentionBlock(const CompileOptions &options, importer::ModelDescription &model) {
+  if (model.config.attentionMask != artifact::AttentionMaskKind::block_causal)
+    return Status::ok();
+  const int64_t stated = model.traits.statedBlockSize;
+  if (stated > 0 && stated != options.blockLength)
+    return Status::error("--block-length " + std::to_string(options.blockLength) +
+                         ": config.json says block_size " + std::to_string(stated) +
+                         ", the block " + model.config.architecture +
+                         " attends by; compile with --block-length " + std::to_string(stated));
+  model.traits.attentionBlock = options.blockLength;
+  return Status::ok();
+}
+
 Compilation::Compilation() = default;
 Compilation::~Compilation() = default;
 
@@ -215,6 +230,7 @@ Status Compilation::compile(const CompileOptions &options) {
           .withContext("checkpoint '" + checkpoint_->directory + "'");
   }
   module_ = onnx_.takeModule();
+  DLM_RETURN_IF_ERROR(setAttentionBlock(options, checkpoint_->model));
   DLM_RETURN_IF_ERROR(checkSmoothing(options));
   if (!options.draft.empty())
     DLM_RETURN_IF_ERROR(importDraft(options));
@@ -233,9 +249,9 @@ Status Compilation::compile(const CompileOptions &options) {
   policy.threshold = options.threshold;
   policy.stepCap = options.stepCap;
   // @generate documents the default diffusion program over @forward; a model of several forward
-  // functions (DiffusionGemma) or decoded left to right has only its decode program
-  // (compiler/programs/decode/).
-  if (!checkpoint_->model.blockDiffusion && !programs::decodesLeftToRight(policy.name) &&
+  // functions (DiffusionGemma), decoded left to right or by LLaDA2's blocks has only its decode
+  // program (compiler/programs/policies/).
+  if (!checkpoint_->model.blockDiffusion && programs::hasGenerateFunction(policy.name) &&
       (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_))))
     return Status::error("could not build the decoding program");
   // The program names weights as the artifact stores them.
@@ -258,6 +274,8 @@ Status Compilation::compile(const CompileOptions &options) {
   contents.config.extra["qkv_bias"] = model.traits.qkvBias;
   contents.config.extra["qk_norm"] = model.traits.qkNorm;
   contents.config.extra[std::string(spec::kExtraLogitShift)] = model.traits.logitShift;
+  if (model.traits.attentionBlock > 0)
+    contents.config.extra[std::string(spec::kExtraAttentionBlock)] = model.traits.attentionBlock;
   contents.config.extra[std::string(spec::kExtraRopeStyle)] = std::string(spec::kRopeStyleNeox);
   contents.tokenizerJson = checkpoint_->tokenizerJson;
   if (checkpoint_->chat.chatTemplate)
@@ -368,9 +386,9 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
                            checkpoint_->model.config.architecture +
                            ", whose attention is not causal");
   // The first policy also builds @generate and picks the policy's CUDA kernels, which exist only
-  // for the default diffusion programs; decoding left to right needs neither.
+  // for the default diffusion programs; a policy deciding on the host needs neither.
   const std::vector<std::string> defaults = programs::defaultDecodeProgramPolicies();
-  if (!programs::decodesLeftToRight(policies_.front()) &&
+  if (!programs::decidesOnTheHost(policies_.front()) &&
       std::find(defaults.begin(), defaults.end(), policies_.front()) == defaults.end())
     return Status::error("not supported yet: --policy " + policies_.front() +
                          " as the artifact's default program; name it after " +
@@ -438,8 +456,8 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   kernelOptions.element =
       precision == "f32" ? codegen::ElementType::f32 : codegen::ElementType::bf16;
   kernelOptions.policy = policies_.front();
-  kernelOptions.hostDecoding =
-      checkpoint_->model.blockDiffusion.has_value() || programs::decodesLeftToRight(policies_.front());
+  kernelOptions.hostDecoding = checkpoint_->model.blockDiffusion.has_value() ||
+                               programs::decidesOnTheHost(policies_.front());
   kernelOptions.confidenceThreshold = options.threshold > 0.0;
   kernelOptions.canvas = options.blockLength;
   kernelOptions.pageSize = programs::DecodingPolicy{}.pageSize;

@@ -32,6 +32,7 @@ constexpr Policy kPolicies[] = {
     {"autoregressive", false, buildAutoregressive},
     {"introspective-strided", false, buildIntrospectiveStrided},
     {"dflash", false, buildDFlash},
+    {"llada2", false, buildLLaDA2},
 };
 
 const Policy *findPolicy(std::string_view name) {
@@ -76,6 +77,10 @@ std::vector<std::string> defaultDecodeProgramPolicies() {
 
 bool decodesLeftToRight(std::string_view policy) {
   return policy == "autoregressive" || policy == "introspective-strided" || policy == "dflash";
+}
+
+bool decidesOnTheHost(std::string_view policy) {
+  return decodesLeftToRight(policy) || policy == "llada2";
 }
 
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> generateModule(mlir::MLIRContext &context,

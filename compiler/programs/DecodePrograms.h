@@ -30,6 +30,11 @@ std::vector<std::string> defaultDecodeProgramPolicies();
 // loop's decoding kernels.
 bool decodesLeftToRight(std::string_view policy);
 
+// Whether `policy`'s steps decide on the host over the device's forwards, needing none of the
+// device block loop's decoding kernels: the left-to-right policies and llada2 (whose editing
+// steps the device loop does not run).
+bool decidesOnTheHost(std::string_view policy);
+
 // The program of `policy` as its builder writes it: a generate dialect module with one function,
 // named after the policy. An unknown policy's error names the known ones.
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> generateModule(mlir::MLIRContext &context,

@@ -80,6 +80,7 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
   MLIRContext *context = module.getContext();
   context->loadDialect<scf::SCFDialect, tensor::TensorDialect, arith::ArithDialect>();
   const bool entropyBound = policy.name == "entropy-bound";
+  // hasGenerateFunction's policies.
   if (!entropyBound && policy.name != "low-confidence")
     return module.emitError() << "unknown policy '" << policy.name << "'";
   const int64_t genLength = policy.genLength, blockLength = policy.blockLength;
@@ -193,6 +194,10 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
   }
   func::ReturnOp::create(b, loc, blockLoop.getResult(0));
   return success();
+}
+
+bool hasGenerateFunction(std::string_view policy) {
+  return policy == "low-confidence" || policy == "entropy-bound";
 }
 
 } // namespace dlm::programs

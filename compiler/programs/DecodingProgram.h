@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace dlm::programs {
 
@@ -33,5 +34,9 @@ struct DecodingPolicy {
 // The program is the exact (`--cache none`) form: every denoise step runs @forward over the
 // whole sequence. Errors (bad lengths, unknown policy) are emitted on the module.
 mlir::LogicalResult buildGenerateFunction(mlir::ModuleOp module, const DecodingPolicy &policy);
+
+// Whether buildGenerateFunction writes `policy` (low-confidence, entropy-bound); the others have
+// only their decode program.
+bool hasGenerateFunction(std::string_view policy);
 
 } // namespace dlm::programs

@@ -131,6 +131,8 @@ protected:
     std::function<std::string(std::string_view role)> name;
     dlm::ir::MaskKind mask = dlm::ir::MaskKind::causal;
     IntegerAttr window;
+    IntegerAttr blockSize; // with mask block_causal
+    int64_t rotaryDim = 0; // 0: the whole head rotates
     // The rows keys and values are projected from, given the normed states (null: those).
     std::function<Value(Value normed)> keyValueInput;
   };
@@ -146,6 +148,7 @@ protected:
     l.eps = c.rmsNormEps;
     l.theta = c.ropeTheta;
     l.qkNorm = t.qkNorm;
+    l.rotaryDim = t.rotaryDim > 0 && t.rotaryDim < c.headDim ? t.rotaryDim : 0;
     l.name = [prefix, layer](std::string_view role) {
       return prefix + spec::layerWeightName(layer, role);
     };
@@ -173,13 +176,12 @@ protected:
       k = norm(k, w(spec::kKNorm));
     }
     FloatAttr theta = b_.getF64FloatAttr(l.theta);
-    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, IntegerAttr(),
-                                IntegerAttr());
-    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, IntegerAttr(),
-                                IntegerAttr());
-    Value attended = dlm::ir::MaskedAttentionOp::create(
-        b_, loc_, heads(l.heads, hd), q, k, v, Value(), Value(), Value(), l.mask, l.window,
-        IntegerAttr(), FloatAttr());
+    IntegerAttr rotary = l.rotaryDim ? b_.getI64IntegerAttr(l.rotaryDim) : IntegerAttr();
+    q = dlm::ir::RoPEOp::create(b_, loc_, q.getType(), q, positions, theta, rotary, IntegerAttr());
+    k = dlm::ir::RoPEOp::create(b_, loc_, k.getType(), k, positions, theta, rotary, IntegerAttr());
+    Value attended =
+        dlm::ir::MaskedAttentionOp::create(b_, loc_, heads(l.heads, hd), q, k, v, Value(), Value(),
+                                           Value(), l.mask, l.window, l.blockSize, FloatAttr());
     Value out = linear(mergeHeads(attended, l.heads, hd), w(spec::kO), Value(), l.hidden);
     x = arith::AddFOp::create(b_, loc_, x, out);
     Value m = norm(x, w(spec::kMlpNorm));
@@ -190,17 +192,27 @@ protected:
     return arith::AddFOp::create(b_, loc_, x, m);
   }
 
-  // A sparse decoder's (Qwen3-MoE's) experts over the normed states: the router reads them as
-  // they are, softmax top-k, renormalised as the config says, SiLU experts.
+  // A sparse decoder's (Qwen3-MoE's, LLaDA2's) experts over the normed states: the router reads
+  // them as they are, softmax or sigmoid (with the expert bias, group-limited) top-k,
+  // renormalised and scaled as the config says, SiLU experts; plus the shared expert, a gated
+  // MLP, when the layer has one.
   Value routedExperts(const DecoderLayer &l, Value normed) {
     const SparseExperts &s = *model_.sparseExperts;
     auto w = [&](std::string_view role) { return weight(l.name(role)); };
-    return dlm::ir::MoEOp::create(
-        b_, loc_, normed.getType(), normed, normed, w(spec::kRouter), Value(), Value(), Value(),
+    Value bias = weights_.count(l.name(spec::kExpertBias)) ? w(spec::kExpertBias) : Value();
+    Value routed = dlm::ir::MoEOp::create(
+        b_, loc_, normed.getType(), normed, normed, w(spec::kRouter), Value(), Value(), bias,
         w(spec::kExpertsGateUp), w(spec::kExpertsDown), b_.getI64IntegerAttr(s.topK), FloatAttr(),
-        b_.getF64FloatAttr(1.0), b_.getBoolAttr(s.normalizeTopK), b_.getBoolAttr(false),
-        b_.getI64IntegerAttr(1), b_.getI64IntegerAttr(1), b_.getF64FloatAttr(1.0),
+        b_.getF64FloatAttr(1.0), b_.getBoolAttr(s.normalizeTopK), b_.getBoolAttr(s.sigmoidScores),
+        b_.getI64IntegerAttr(s.groups), b_.getI64IntegerAttr(s.topGroups),
+        b_.getF64FloatAttr(s.routedScale),
         dlm::ir::ActivationAttr::get(b_.getContext(), dlm::ir::Activation::silu));
+    if (!weights_.count(l.name(spec::kSharedGate)))
+      return routed;
+    Value shared = dlm::ir::GatedMLPOp::create(b_, loc_, normed.getType(), normed,
+                                               w(spec::kSharedGate), w(spec::kSharedUp),
+                                               w(spec::kSharedDown), dlm::ir::Activation::silu);
+    return arith::AddFOp::create(b_, loc_, routed, shared);
   }
 
   using EmbeddingOp = dlm::ir::EmbeddingOp;
@@ -281,9 +293,17 @@ public:
 private:
   Value buildLayer(int64_t layer, Value x, Value positions) {
     DecoderLayer l = decoderLayer(config_, model_.traits, "", layer);
-    l.mask = config_.attentionMask == artifact::AttentionMaskKind::causal
-                 ? dlm::ir::MaskKind::causal
-                 : dlm::ir::MaskKind::bidirectional;
+    switch (config_.attentionMask) {
+    case artifact::AttentionMaskKind::causal:
+      l.mask = dlm::ir::MaskKind::causal;
+      break;
+    case artifact::AttentionMaskKind::block_causal:
+      l.mask = dlm::ir::MaskKind::block_causal;
+      l.blockSize = b_.getI64IntegerAttr(model_.traits.attentionBlock);
+      break;
+    default:
+      l.mask = dlm::ir::MaskKind::bidirectional;
+    }
     return buildDecoderLayer(l, x, positions);
   }
 

@@ -50,6 +50,12 @@ inline constexpr std::string_view kRouterScale = "router_scale";        // [H]
 inline constexpr std::string_view kExpertScale = "expert_scale";        // [experts]
 inline constexpr std::string_view kExpertsGateUp = "experts_gate_up";   // [experts, 2I', H]
 inline constexpr std::string_view kExpertsDown = "experts_down";        // [experts, H, I']
+// LLaDA2's routed layers: the router's expert bias (it only chooses) and the shared expert, a
+// gated MLP beside the routed ones.
+inline constexpr std::string_view kExpertBias = "expert_bias";          // [experts]
+inline constexpr std::string_view kSharedGate = "shared_gate";          // [I_s, H]
+inline constexpr std::string_view kSharedUp = "shared_up";              // [I_s, H]
+inline constexpr std::string_view kSharedDown = "shared_down";          // [H, I_s]
 inline constexpr std::string_view kLayerScalar = "layer_scalar";        // [1], decoder mode
 inline constexpr std::string_view kEncoderLayerScalar = "encoder_layer_scalar"; // [1]
 inline constexpr std::string_view kScPreNorm = "sc_pre_norm";           // [H]

@@ -93,9 +93,28 @@ StatusOr<const safetensors::TensorView *> loadTensor(const ImportedCheckpoint &c
   return view;
 }
 
-// The tensor behind `binding`: the checkpoint's own, or its parts copied into one stack.
+// Rows [binding.firstRow, + binding.shape[0]) of binding.rowsOf: a view into its bytes.
+StatusOr<const safetensors::TensorView *> bindRows(ImportedCheckpoint &checkpoint,
+                                                   const WeightBinding &binding) {
+  DLM_ASSIGN_OR_RETURN(
+      const safetensors::TensorView *whole,
+      loadTensor(checkpoint, binding.rowsOf, binding.partShape, binding.canonicalName));
+  if (whole->dtype == safetensors::DType::F8_E4M3)
+    return Status::error("not supported yet: FP8 weights split from a fused tensor ('" +
+                         binding.rowsOf + "')");
+  const size_t rowBytes = whole->byteSize / static_cast<size_t>(binding.partShape[0]);
+  return &checkpoint.stacked.emplace_back(
+      safetensors::TensorView{binding.checkpointName, whole->dtype, binding.shape,
+                              whole->data + static_cast<size_t>(binding.firstRow) * rowBytes,
+                              static_cast<size_t>(binding.shape[0]) * rowBytes, whole->shardFile});
+}
+
+// The tensor behind `binding`: the checkpoint's own, rows of one, or its parts copied into one
+// stack.
 StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpoint,
                                                      const WeightBinding &binding) {
+  if (!binding.rowsOf.empty())
+    return bindRows(checkpoint, binding);
   if (binding.stackedFrom.empty())
     return loadTensor(checkpoint, binding.checkpointName, binding.shape, binding.canonicalName);
   std::vector<const safetensors::TensorView *> parts;
@@ -120,6 +139,28 @@ StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpo
   return &checkpoint.stacked.emplace_back(
       safetensors::TensorView{binding.checkpointName, parts.front()->dtype, binding.shape,
                               bytes.data(), bytes.size(), parts.front()->shardFile});
+}
+
+// The mask token of a model whose config.json names none (LLaDA2): tokenizer_config.json's
+// mask_token, as diffusers' LLaDA2 pipeline takes tokenizer.mask_token_id.
+Status maskTokenFromTokenizer(const CheckpointChat &chat, const Tokenizer &tokenizer,
+                              artifact::ModelConfig &config) {
+  auto named = chat.specialTokens.find("mask_token");
+  if (named == chat.specialTokens.end() || !std::holds_alternative<std::string>(named->second))
+    return Status::error(config.architecture +
+                         " needs a mask token: config.json has no mask_token_id and "
+                         "tokenizer_config.json no mask_token");
+  const std::string &text = std::get<std::string>(named->second);
+  std::optional<int32_t> id = tokenizer.tokenToId(text);
+  if (!id)
+    return Status::error("tokenizer_config.json: mask_token '" + text +
+                         "' is not in tokenizer.json's vocabulary");
+  if (*id >= config.vocabSize)
+    return Status::error("tokenizer_config.json: mask_token '" + text + "' has id " +
+                         std::to_string(*id) + ", outside the model's vocabulary (" +
+                         std::to_string(config.vocabSize) + ")");
+  config.maskTokenId = *id;
+  return Status::ok();
 }
 
 } // namespace
@@ -185,6 +226,12 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   if (!chat)
     return chat.status().withContext("checkpoint '" + directory + "'");
   result.chat = std::move(*chat);
+
+  if (result.model.maskTokenFromTokenizer) {
+    Status resolved = maskTokenFromTokenizer(result.chat, *tokenizer, result.model.config);
+    if (!resolved.isOk())
+      return resolved.withContext("checkpoint '" + directory + "'");
+  }
 
   auto tensors = safetensors::SafetensorsCheckpoint::open(directory);
   if (!tensors)

@@ -58,6 +58,26 @@ public:
                            "' must be a positive number, got " + jsonExcerpt(*it));
     return it->get<double>();
   }
+  // An integer >= 0 (a count that may be zero).
+  StatusOr<int64_t> nonNegativeIntOr(const char *field, int64_t fallback,
+                                     int64_t most = kMaxDimension) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > most)
+      return Status::error(file_ + ": field '" + field + "' must be an integer in [0, " +
+                           std::to_string(most) + "], got " + jsonExcerpt(*it));
+    return it->get<int64_t>();
+  }
+  StatusOr<std::string> textOr(const char *field, std::string fallback) const {
+    auto it = config_.find(field);
+    if (it == config_.end() || it->is_null())
+      return fallback;
+    if (!it->is_string())
+      return Status::error(file_ + ": field '" + field + "' must be a string, got " +
+                           jsonExcerpt(*it));
+    return it->get<std::string>();
+  }
   StatusOr<bool> boolOr(const char *field, bool fallback) const {
     auto it = config_.find(field);
     if (it == config_.end() || it->is_null())
@@ -111,7 +131,5 @@ private:
   const nlohmann::json &config_;
   std::string file_;
 };
-
-
 
 } // namespace dlm::importer

@@ -6,6 +6,7 @@
 #include "importer/model/ConfigFields.h"
 #include "importer/model/DFlashFamily.h"
 #include "importer/model/DiffusionGemmaFamily.h"
+#include "importer/model/LLaDA2Family.h"
 #include "runtime/model/ModelSpec.h"
 
 #include <nlohmann/json.hpp>
@@ -348,6 +349,7 @@ const std::map<std::string, Describe> &importedDecoders() {
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
       {"Qwen3MoeForCausalLM", describeQwen3Moe},
       {"SDARForCausalLM", describeSdar},
+      {"LLaDA2MoeModelLM", describeLLaDA2},
   };
   return decoders;
 }
@@ -355,7 +357,7 @@ const std::map<std::string, Describe> &importedDecoders() {
 constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
 constexpr const char *kDFlashDraft = "DFlashDraftModel";
 // Architectures dLLM users bring that dlm will import, but not yet.
-constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "LLaDA2MoeModelLM", "SDARMoeForCausalLM"};
+constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "SDARMoeForCausalLM"};
 
 } // namespace
 

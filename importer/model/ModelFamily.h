@@ -18,6 +18,13 @@ struct ArchitectureTraits {
   bool qkvBias = false;    // q/k/v projections carry biases (Qwen2, Dream)
   bool qkNorm = false;     // per-head RMSNorm of q and k before RoPE (Qwen3)
   bool logitShift = false; // logits row i predicts token i+1's slot from i (Dream)
+  // Of each head, the first rotaryDim dims rotate, the rest pass through (LLaDA2's partial
+  // rotary); 0: the whole head.
+  int64_t rotaryDim = 0;
+  // A block_causal model (LLaDA2): the block its attention goes by, dlmc's --block-length (the
+  // compilation sets it), and the block_size config.json states (0: none).
+  int64_t attentionBlock = 0;
+  int64_t statedBlockSize = 0;
 };
 
 // One weight the model needs: its canonical (architecture-independent) name, the checkpoint
@@ -31,15 +38,26 @@ struct WeightBinding {
   // tensor), and checkpointName only names the stack.
   std::vector<std::string> stackedFrom = {};
   std::vector<int64_t> partShape = {};
+  // When not empty, the weight is rows [firstRow, firstRow + shape[0]) of this checkpoint tensor
+  // of `partShape` (LLaDA2's fused query_key_value: q, k and v are its row blocks), and
+  // checkpointName only names the slice.
+  std::string rowsOf = {};
+  int64_t firstRow = 0;
 };
 
-// The routed experts of a sparse decoder (Qwen3-MoE): a layer has them when its router weight is
-// bound, the dense MLP otherwise.
+// The routed experts of a sparse decoder (Qwen3-MoE, LLaDA2): a layer has them when its router
+// weight is bound, the dense MLP otherwise; and a shared expert beside them when its gate is.
 struct SparseExperts {
   int64_t experts = 0;
   int64_t topK = 0;
   int64_t expertIntermediate = 0;
   bool normalizeTopK = false; // norm_topk_prob: the chosen weights renormalised to sum 1
+  // LLaDA2: sigmoid scores (an expert bias, when bound, only chooses), the choice limited to the
+  // topGroups best of `groups` groups, the routed sum scaled by routedScale.
+  bool sigmoidScores = false;
+  int64_t groups = 1;
+  int64_t topGroups = 1;
+  double routedScale = 1.0;
 };
 
 // One layer of a block-diffusion Gemma (DiffusionGemma): its attention geometry, which differs
@@ -82,12 +100,15 @@ inline constexpr DimensionKeys kOlmoDimensions{"d_model", "n_heads", "n_kv_heads
 Status readDimensions(const ConfigFields &f, const DimensionKeys &keys, artifact::ModelConfig &c);
 
 struct ModelDescription {
-  std::string family; // "llada", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"
+  std::string family; // "llada", "llada2", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"
   artifact::ModelConfig config;
   ArchitectureTraits traits;
   std::vector<WeightBinding> weights;
   std::optional<BlockDiffusionStructure> blockDiffusion; // DiffusionGemma only
-  std::optional<SparseExperts> sparseExperts;            // Qwen3-MoE only
+  std::optional<SparseExperts> sparseExperts;            // Qwen3-MoE, LLaDA2
+  // config.json names no mask token: the tokenizer's mask_token (tokenizer_config.json) is it,
+  // as diffusers' LLaDA2 pipeline takes it (importCheckpoint resolves it).
+  bool maskTokenFromTokenizer = false;
   // The policies dlmc compile embeds without --policy when the architecture names its own
   // (comma-separated, the default program first); empty: the compiler's rule.
   std::string defaultPolicies;

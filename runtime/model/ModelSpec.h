@@ -15,6 +15,8 @@ namespace dlm::spec {
 
 // bool. Dream: logits row i is the prediction made at position i-1; row 0 keeps its own.
 inline constexpr std::string_view kExtraLogitShift = "logit_shift";
+// int: a block_causal model's block (dlmc's --block-length), which its decoding must keep.
+inline constexpr std::string_view kExtraAttentionBlock = "attention_block";
 // string. Only "neox" (rotate_half, pairs (j, j + hd/2)) is supported; absent means "neox".
 inline constexpr std::string_view kExtraRopeStyle = "rope_style";
 inline constexpr std::string_view kRopeStyleNeox = "neox";

@@ -66,6 +66,7 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config) {
     dims.causal = true;
     break;
   case AttentionMaskKind::bidirectional:
+  case AttentionMaskKind::block_causal: // the kernel records carry the block size
     dims.causal = false;
     break;
   case AttentionMaskKind::unspecified:
@@ -79,6 +80,12 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config) {
     if (!std::holds_alternative<bool>(*shift))
       return Status::error("model config: logit_shift must be a bool");
     dims.logitShift = std::get<bool>(*shift);
+  }
+  if (config.attentionMask == AttentionMaskKind::block_causal) {
+    const auto *block = findExtra(config, spec::kExtraAttentionBlock);
+    if (!block || !std::holds_alternative<int64_t>(*block) || std::get<int64_t>(*block) <= 0)
+      return Status::error("model config: a block_causal model needs a positive attention_block");
+    dims.attentionBlock = std::get<int64_t>(*block);
   }
   if (const auto *style = findExtra(config, spec::kExtraRopeStyle)) {
     if (!std::holds_alternative<std::string>(*style))

@@ -69,6 +69,7 @@ struct ModelDims {
   double rmsNormEps = 0;
   bool causal = false;     // attention mask: causal (Qwen3, Llama) or bidirectional
   bool logitShift = false; // Dream
+  int64_t attentionBlock = 0; // block_causal: the block its attention goes by (LLaDA2)
 
   int64_t qWidth() const { return heads * headDim; }
   int64_t kvWidth() const { return kvHeads * headDim; }

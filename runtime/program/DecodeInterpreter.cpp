@@ -141,6 +141,10 @@ private:
       return detail::runGate(state_, in, at);
     case OpKind::renoise:
       return detail::runRenoise(state_, in, at);
+    case OpKind::edit:
+      return detail::runEdit(state_, in, at);
+    case OpKind::eosStop:
+      return detail::runEosStop(state_, in, at);
     case OpKind::commit:
       return detail::runCommit(state_, in, at);
     case OpKind::finish:

@@ -86,6 +86,7 @@ constexpr std::pair<std::string_view, Fact> kFacts[] = {
     {dspec::kFactVocab, Fact::vocab},
     {dspec::kFactPromptLength, Fact::promptLength},
     {dspec::kFactSequenceLength, Fact::sequenceLength},
+    {dspec::kFactAttentionBlock, Fact::attentionBlock},
 };
 
 bool accepts(ParamType param, ValueType type) {
@@ -539,10 +540,11 @@ private:
       using namespace dspec::accept_params;
       const Operand &precision = instruction.operands[kPrecision];
       const Operand &converge = instruction.operands[kConverge];
-      if (isF32(precision) && instruction.operands[kRule].choice != kRuleEntropyBound &&
+      const int rule = instruction.operands[kRule].choice;
+      if (isF32(precision) && rule != kRuleEntropyBound && rule != kRuleThresholdQuota &&
           !(converge.given() && converge.choice == kConvergeStableConfident))
-        return error(index,
-                     "precision=f32 is only for rule=entropy_bound or converge=stable_confident");
+        return error(index, "precision=f32 is only for rule=entropy_bound, rule=threshold_quota "
+                            "or converge=stable_confident");
     }
     const size_t position = program_.code_.size();
     // A construct opens before its results exist: a loop's index is defined only inside it.

@@ -79,7 +79,7 @@ inline bool isScalarOp(OpKind op) { return op >= OpKind::set && op <= OpKind::de
 // add .. ne: the two-operand arithmetic and comparisons, whose operand types must agree.
 inline bool isBinaryOp(OpKind op) { return op >= OpKind::add && op <= OpKind::ne; }
 
-enum class Fact : uint8_t { mask, shift, vocab, promptLength, sequenceLength };
+enum class Fact : uint8_t { mask, shift, vocab, promptLength, sequenceLength, attentionBlock };
 
 struct Operand {
   enum class Source : uint8_t { absent, literal, reg, knob, fact };

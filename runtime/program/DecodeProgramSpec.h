@@ -39,6 +39,8 @@ inline constexpr std::string_view kFactShift = "shift";             // int, 1 fo
 inline constexpr std::string_view kFactVocab = "vocab";             // int
 inline constexpr std::string_view kFactPromptLength = "prompt_len"; // int
 inline constexpr std::string_view kFactSequenceLength = "seq_len";  // int, seq's current length
+// int: the block a block-causal model attends by (LLaDA2), 0 for other models.
+inline constexpr std::string_view kFactAttentionBlock = "attention_block";
 
 // ---- Knob declarations ------------------------------------------------------------------------
 inline constexpr std::string_view kKnobTypeInt = "int";

@@ -38,6 +38,8 @@ int64_t State::integer(const Operand &operand) const {
       return promptLength;
     case Fact::sequenceLength:
       return static_cast<int64_t>(seq.size());
+    case Fact::attentionBlock:
+      return facts.attentionBlock;
     }
     return 0;
   default:

@@ -127,5 +127,7 @@ Status runSample(State &state, const Instruction &in, size_t at);
 Status runAccept(State &state, const Instruction &in, size_t at);
 Status runGate(State &state, const Instruction &in, size_t at);
 Status runRenoise(State &state, const Instruction &in, size_t at);
+Status runEdit(State &state, const Instruction &in, size_t at);
+Status runEosStop(State &state, const Instruction &in, size_t at);
 
 } // namespace dlm::program::detail

@@ -22,6 +22,7 @@ struct TokenFacts {
   int64_t maskTokenId = -1; // -1: none
   std::vector<int64_t> eosTokenIds;
   bool logitShift = false; // Dream: the cached chunk starts one position early
+  int64_t attentionBlock = 0; // a block-causal model's block (LLaDA2); 0: none
 
   bool isEos(int64_t token) const;
 };

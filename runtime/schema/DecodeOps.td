@@ -219,7 +219,7 @@ def Decode_RegisterOp : Op<Decode_Dialect, "register", [Pure]> {
 
 def Decode_FactOp : Op<Decode_Dialect, "fact", [Pure]> {
   let summary = "a fact of the model or the request (`@name`: mask, shift, vocab, prompt_len, "
-                "seq_len)";
+                "seq_len, attention_block)";
   let arguments = (ins StrAttr:$name);
   let results = (outs I64:$value);
   let assemblyFormat = "$name attr-dict";
@@ -609,23 +609,29 @@ def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
 //   rule=entropy_bound  sampling::entropyAccept(score, bound)
 //   rule=hierarchical   sampling::hierarchicalAccept(score, threshold, low_threshold, depth):
 //                       dInfer's segment maxima, `depth` levels deep
+//   rule=threshold_quota the first max(#(score > threshold), k) of that order, at most all
+//                       (diffusers' BlockRefinementScheduler: every candidate above the threshold
+//                       when they are at least the step's quota k, else the quota's most
+//                       confident; k may be 0)
 // converge=stable_confident → converged: run := (argmax == prev) ? run + 1 : 0, prev := argmax,
 // converged = run >= stability && mean(score) < confidence (prev and run are updated in place).
 // precision=f32 (default f64), transformers' float32 decisions: entropy_bound is
 // sampling::entropyAcceptF32 (float32 scores, torch's CPU cumsum, f32(cs_k - H_k) <= f32(bound));
-// the mean score is f32(sum / count) and is compared with f32(confidence).
+// the mean score is f32(sum / count) and is compared with f32(confidence); threshold_quota
+// compares f32(score) > f32(threshold), as torch compares a float32 tensor with a Python float.
 def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
   let arguments = (ins
-    Param<StrAttr, "text", ["top_k", "threshold", "entropy_bound", "hierarchical"]>:$rule,
+    Param<StrAttr, "text",
+          ["top_k", "threshold", "entropy_bound", "hierarchical", "threshold_quota"]>:$rule,
     Param<StrAttr, "text", ["masked", "all"]>:$candidates,
     In<Decode_Reals>:$score,
-    OptionalIn<Decode_Integer, [], "TopK">:$k,  // top_k
-    OptionalIn<Decode_Real>:$threshold,  // threshold, hierarchical
+    OptionalIn<Decode_Integer, [], "TopK">:$k,  // top_k, threshold_quota
+    OptionalIn<Decode_Real>:$threshold,  // threshold, hierarchical, threshold_quota
     OptionalIn<Decode_Real>:$bound,  // entropy_bound
     OptionalIn<Decode_Real>:$low_threshold,  // hierarchical
     OptionalIn<Decode_Integer>:$depth,  // hierarchical
     OptionalParam<StrAttr, "text", ["none", "stable_confident"]>:$converge,
-    // entropy_bound and stable_confident; default f64
+    // entropy_bound, threshold_quota and stable_confident; default f64
     OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,
     OptionalIn<Decode_Tokens>:$argmax,  // stable_confident
     OptionalInOut<Decode_Tokens>:$prev,  // stable_confident
@@ -640,6 +646,7 @@ def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
     Needs<"rule", "threshold", ["threshold"]>,
     Needs<"rule", "entropy_bound", ["bound"]>,
     Needs<"rule", "hierarchical", ["threshold", "low_threshold", "depth"]>,
+    Needs<"rule", "threshold_quota", ["k", "threshold"]>,
     Needs<"converge", "stable_confident",
           ["argmax", "prev", "run", "stability", "confidence", "converged"]>
   ];
@@ -688,6 +695,33 @@ def Decode_RenoiseOp : Decode_Op<"renoise"> {
     In<Decode_Flags>:$keep,
     In<Decode_Tokens>:$sampled,
     In<Decode_Integer>:$step
+  );
+}
+
+// Token-to-token editing (LLaDA2.1, diffusers' BlockRefinementScheduler): every window row that
+// does not hold @mask, sits at or after @prompt_len, and whose `sampled` token differs from its own
+// with score > threshold takes `sampled` → edited (flags), count. Decided on seq as it stands:
+// before the step's commits are written. precision=f32: f32(score) > f32(threshold).
+def Decode_EditOp : Decode_Op<"edit"> {
+  let arguments = (ins
+    In<Decode_Reals>:$score,
+    In<Decode_Tokens>:$sampled,
+    In<Decode_Real>:$threshold,
+    OptionalParam<StrAttr, "text", ["f64", "f32"]>:$precision,  // default f64
+    Out<Decode_Flags>:$edited,
+    Out<Decode_Integer>:$count
+  );
+}
+
+// diffusers' check_eos_finished after a step's writes → finished: a row `keep` or `edited` marks
+// took an EOS (`sampled`), the first EOS of seq[0, window end) sits at or after @prompt_len, and
+// no position of [@prompt_len, that EOS) holds @mask.
+def Decode_EosStopOp : Decode_Op<"eos_stop"> {
+  let arguments = (ins
+    In<Decode_Flags>:$keep,
+    In<Decode_Flags>:$edited,
+    In<Decode_Tokens>:$sampled,
+    Out<Decode_Boolean>:$finished
   );
 }
 

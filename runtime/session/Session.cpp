@@ -27,6 +27,7 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path
   model->facts_.maskTokenId = config.maskTokenId;
   model->facts_.eosTokenIds = config.eosTokenIds;
   model->facts_.logitShift = dims->logitShift;
+  model->facts_.attentionBlock = dims->attentionBlock;
   if (config.maskTokenId >= config.vocabSize)
     return Status::error("artifact '" + path + "': mask token id " +
                          std::to_string(config.maskTokenId) + " is outside the vocabulary");

@@ -81,7 +81,8 @@ struct CompileFlags {
   cl::opt<std::string> policy{"policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
                                        "first: low-confidence, entropy-bound, diffusion-gemma, "
-                                       "autoregressive, introspective-strided, dflash (default: "
+                                       "autoregressive, introspective-strided, dflash, llada2 "
+                                       "(default: "
                                        "the architecture's; dflash,autoregressive with --draft)"),
                               cl::init(""), cl::sub(sub)};
   cl::opt<std::string> draft{

@@ -47,6 +47,7 @@ void checkRequest(PolicyBuilder &p, const Knobs &k) {
           "t_min and t_max must be > 0");
   p.check(p.ge("stabilityValid", k.eb.stabilityThreshold, zero),
           "stability_threshold must be >= 0");
+  checkNotBlockCausal(p, "entropy-bound");
 }
 
 struct Noise {

@@ -84,6 +84,7 @@ Value checkRequest(PolicyBuilder &p, const Knobs &k) {
           "steps {} is not divisible by the number of blocks {}", k.steps, blocks);
   p.check(p.ge("hasMask", p.fact("mask"), zero),
           "the low-confidence policy needs a mask token; the model has none");
+  checkNotBlockCausal(p, "low-confidence");
   return blocks;
 }
 

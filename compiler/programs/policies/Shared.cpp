@@ -17,6 +17,13 @@ void checkBlockLengths(PolicyBuilder &p, Value genLength, Value blockLength, Val
   p.check(p.ge("temperatureValid", temperature, p.real(0.0)), "temperature must be >= 0");
 }
 
+void checkNotBlockCausal(PolicyBuilder &p, StringRef policy) {
+  p.check(p.eq("notBlockCausal", p.fact("attention_block"), p.integer(0)),
+          ("not supported yet: the " + policy +
+           " policy on a block-causal model (LLaDA2's blocks start at position 0)")
+              .str());
+}
+
 void checkNewTokens(PolicyBuilder &p, Value maxNewTokens) {
   p.check(p.gt("newTokensPositive", maxNewTokens, p.integer(0)),
           "max_new_tokens must be positive, got {}", maxNewTokens);

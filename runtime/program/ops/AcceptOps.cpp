@@ -90,6 +90,13 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
     const int64_t confident = std::count_if(state.scores.begin(), state.scores.end(),
                                             [&](double c) { return c >= threshold; });
     keepMostConfident(state, std::max<int64_t>(confident, 1), keep);
+  } else if (rule == kRuleThresholdQuota) {
+    const double threshold = state.real(in[kThreshold]);
+    const bool f32 = isF32(in);
+    const int64_t above = std::count_if(state.scores.begin(), state.scores.end(), [&](double c) {
+      return f32 ? static_cast<float>(c) > static_cast<float>(threshold) : c > threshold;
+    });
+    keepMostConfident(state, std::max(above, state.integer(in[kTopK])), keep);
   } else if (rule == kRuleHierarchical) {
     const sampling::HierarchicalRule hierarchical{
         state.real(in[kThreshold]), state.real(in[kLowThreshold]), state.integer(in[kDepth])};
@@ -130,6 +137,71 @@ Status runGate(State &state, const Instruction &in, size_t at) {
   // The block ends on the final canvas: every row kept, taking `final`.
   state.reg(in[kKeep]).flags.assign(static_cast<size_t>(state.rows()), 1);
   state.reg(in[kSampled]).tokens = **final;
+  return Status::ok();
+}
+
+Status runEdit(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::edit_params;
+  StatusOr<const std::vector<double> *> score = state.realsRow(in[kScore], at);
+  if (!score)
+    return score.status();
+  StatusOr<const std::vector<int32_t> *> sampled = state.tokensRow(in[kSampled], at);
+  if (!sampled)
+    return sampled.status();
+  const double threshold = state.real(in[kThreshold]);
+  const bool f32 = program::isF32(in[kPrecision]);
+  std::vector<uint8_t> &edited = state.reg(in[kEdited]).flags;
+  edited.assign(static_cast<size_t>(state.rows()), 0);
+  int64_t &count = state.reg(in[kCount]).scalar.integer;
+  count = 0;
+  for (int64_t j = 0; j < state.rows(); ++j) {
+    const int64_t position = state.windowBegin + j;
+    const int32_t token = (**sampled)[static_cast<size_t>(j)];
+    const double c = (**score)[static_cast<size_t>(j)];
+    const bool confident =
+        f32 ? static_cast<float>(c) > static_cast<float>(threshold) : c > threshold;
+    if (state.isMask(j) || position < state.promptLength || !confident ||
+        token == state.seq[static_cast<size_t>(position)])
+      continue;
+    if (token < 0 || token >= state.vocab)
+      return state.error(at, "token " + std::to_string(token) + " is outside the vocabulary");
+    state.seq[static_cast<size_t>(position)] = token;
+    edited[static_cast<size_t>(j)] = 1;
+    ++count;
+  }
+  return Status::ok();
+}
+
+Status runEosStop(State &state, const Instruction &in, size_t at) {
+  using namespace dspec::eos_stop_params;
+  StatusOr<const std::vector<uint8_t> *> keep = state.flagsRow(in[kKeep], at);
+  if (!keep)
+    return keep.status();
+  StatusOr<const std::vector<uint8_t> *> edited = state.flagsRow(in[kEdited], at);
+  if (!edited)
+    return edited.status();
+  StatusOr<const std::vector<int32_t> *> sampled = state.tokensRow(in[kSampled], at);
+  if (!sampled)
+    return sampled.status();
+  bool &finished = state.reg(in[kFinished]).scalar.boolean;
+  finished = false;
+  bool wroteEos = false;
+  for (int64_t j = 0; j < state.rows() && !wroteEos; ++j)
+    wroteEos = ((**keep)[static_cast<size_t>(j)] || (**edited)[static_cast<size_t>(j)]) &&
+               state.facts.isEos((**sampled)[static_cast<size_t>(j)]);
+  if (!wroteEos)
+    return Status::ok();
+  // The first EOS of the sequence up to the window's end: finished when it is generated and
+  // every position between the prompt and it is decoded.
+  for (int64_t position = 0; position < state.windowEnd; ++position) {
+    const int32_t token = state.seq[static_cast<size_t>(position)];
+    if (position >= state.promptLength && token == state.mask)
+      return Status::ok();
+    if (state.facts.isEos(token)) {
+      finished = position >= state.promptLength;
+      return Status::ok();
+    }
+  }
   return Status::ok();
 }
 

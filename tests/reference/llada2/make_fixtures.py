@@ -320,172 +320,252 @@ def run_diffusers(model, tok, prompt_ids, s, eos_token_id):
 # Making
 
 
-def make_fixture(spec, d, sglang_wheel=None):
-    torch.manual_seed(0)
-    tok = write_checkpoint(spec, d)
-    m = ref.LLaDA2Reference.load(d)
-    c = m.cfg
-    V, B, P = c["vocab_size"], spec["block_length"], spec["prompt_len"]
-    mask_id = spec["special"][spec["mask_token"]]
-    eos = spec["config"]["eos_token_id"]
-    g = torch.Generator().manual_seed(spec["seed"] + 1)
-    specials = set(spec["special"].values())
-    prompt = []
-    while len(prompt) < P:
-        i = int(torch.randint(0, V, (1,), generator=g))
-        if i not in specials:
-            prompt.append(i)
-    text = " ".join("w%d" % i for i in prompt)
-    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == mask_id
+# Each smallest gap make_fixture measures, and the bound it must exceed (the order is min_gaps' key order).
+GAP_LIMITS = (("router_group", ROUTER_MIN_GAP), ("router_expert", ROUTER_MIN_GAP),
+              ("greedy_margin", GREEDY_MIN_MARGIN), ("threshold", DECISION_MIN_GAP),
+              ("topk_rank", DECISION_MIN_GAP), ("editing_threshold", DECISION_MIN_GAP))
 
-    trace, meta = {"prompt_ids": i64(prompt)}, {}
-    problems, gaps = [], {"router_group": math.inf, "router_expert": math.inf, "greedy_margin": math.inf,
-                          "threshold": math.inf, "topk_rank": math.inf, "editing_threshold": math.inf}
 
-    def note_router(out):
-        gg, eg = router_gaps(out, c)
-        gaps["router_group"] = min(gaps["router_group"], gg)
-        gaps["router_expert"] = min(gaps["router_expert"], eg)
+class Fixture:
+    """One fixture in the making: the model, tokenizer and prompt it is traced with, and what is recorded on the
+    way: the trace arrays (in the order they are written), the forwards' descriptions, the outputs of the forwards
+    whose routing is recorded, the smallest decision gaps seen and the problems found."""
 
-    # --- forwards ---
-    window = prompt + [mask_id] * (2 * B - P)            # the pipeline's first window: prompt + masked block
-    forwards, outs = [], []
+    def __init__(self, spec, model, tok, prompt, prompt_text):
+        self.model, self.tok, self.prompt, self.prompt_text = model, tok, prompt, prompt_text
+        self.block = spec["block_length"]
+        self.mask_id = spec["special"][spec["mask_token"]]
+        self.eos = spec["config"]["eos_token_id"]
+        self.trace = {"prompt_ids": i64(prompt)}
+        self.forwards, self.routed_outs, self.problems = [], [], []
+        self.gaps = {name: math.inf for name, _ in GAP_LIMITS}
 
-    def record(name, ids, mask_kind, block=None, router=True):
+    def lower_gap(self, name, value):
+        self.gaps[name] = min(self.gaps[name], value)
+
+    def note_router(self, out):
+        group_gap, expert_gap = router_gaps(out, self.model.cfg)
+        self.lower_gap("router_group", group_gap)
+        self.lower_gap("router_expert", expert_gap)
+
+    def record_forward(self, name, ids, mask_kind, block=None, router=True):
+        """Runs the reference on ids and records its logits, and with router=True its routing (whose gaps count)."""
         T = len(ids)
         mask = {"block_causal": ref.block_causal_mask(T, block or 1), "full": ref.full_mask(T),
                 "causal": ref.causal_mask(T)}[mask_kind]
-        out = m.forward(torch.tensor(ids), mask)
-        trace[name + "_ids"] = i64(ids)
-        trace[name + "_logits"] = f32(out["logits"])
+        out = self.model.forward(torch.tensor(ids), mask)
+        self.trace[name + "_ids"] = i64(ids)
+        self.trace[name + "_logits"] = f32(out["logits"])
         f = {"name": name, "ids": name + "_ids", "logits": name + "_logits", "mask": mask_kind}
         if block:
             f["block_size"] = block
         if router:
-            ls = sorted(out["router"])
-            trace[name + "_router_logits"] = f32(torch.stack([out["router"][l]["logits"] for l in ls]))
-            trace[name + "_router_ids"] = i64(torch.stack([out["router"][l]["ids"] for l in ls]))
-            trace[name + "_router_weights"] = f32(torch.stack([out["router"][l]["weights"] for l in ls]))
-            f.update(router_logits=name + "_router_logits", router_ids=name + "_router_ids",
-                     router_weights=name + "_router_weights", sparse_layers=ls)
-            note_router(out)
-            outs.append(out)
-        forwards.append(f)
+            self.record_routing(name, out, f)
+        self.forwards.append(f)
         return out
 
-    w_out = record("window", window, "block_causal", B)
-    record("window_full", window, "full", router=False)
-    record("prompt_causal", prompt, "causal", router=False)
+    def record_routing(self, name, out, forward):
+        layers = sorted(out["router"])
+        for field, as_array in (("logits", f32), ("ids", i64), ("weights", f32)):
+            self.trace["%s_router_%s" % (name, field)] = as_array(
+                torch.stack([out["router"][l][field] for l in layers]))
+        forward.update(router_logits=name + "_router_logits", router_ids=name + "_router_ids",
+                       router_weights=name + "_router_weights", sparse_layers=layers)
+        self.note_router(out)
+        self.routed_outs.append(out)
 
-    # --- decoding: diffusers' pipeline, re-checked by refine_generate ---
-    runs = []
-    for run in spec["runs"]:
-        s, k = run["settings"], run["name"]
-        seq, dsteps, calls = run_diffusers(m, tok, prompt, s, eos)
-        rseq, rsteps = ref.refine_generate(m, prompt, mask_token_id=mask_id, eos_token_id=eos, **s)
-        if not torch.equal(seq, rseq) or len(dsteps) != len(rsteps):
-            raise SystemExit("%s: diffusers and refine_generate disagree (%s vs %s)" % (k, seq.tolist(), rseq.tolist()))
-        for a, b in zip(dsteps, rsteps):
-            end = (b["block"] + 1) * B
-            if not (torch.equal(a["block_x"][0], b["canvas"][:end]) and torch.equal(a["sampled_tokens"][0], b["sampled"])
-                    and torch.equal(a["transfer_index"][0], b["transfer"])
-                    and torch.equal(a["editing_transfer_index"][0], b["edit"])):
-                raise SystemExit("%s: step-by-step mismatch with diffusers at block %d" % (k, b["block"]))
-            if float((a["sampled_probs"][0] - b["probs"]).abs().max()) > 1e-6:
-                raise SystemExit("%s: sampled probabilities differ" % k)
-        for out in calls:
-            note_router(out)
-        for st in rsteps:
-            # the argmax decides a token where it is committed or edited, and, with editing, wherever an
-            # editable position's confidence passes editing_threshold (token changed or not); elsewhere only the
-            # confidence (the max probability, continuous in the logits) is used
+
+def draw_prompt(spec, tok, vocab_size):
+    """prompt_len seeded non-special word ids and their text (which the tokenizer must give back)."""
+    g = torch.Generator().manual_seed(spec["seed"] + 1)
+    specials = set(spec["special"].values())
+    prompt = []
+    while len(prompt) < spec["prompt_len"]:
+        i = int(torch.randint(0, vocab_size, (1,), generator=g))
+        if i not in specials:
+            prompt.append(i)
+    text = " ".join("w%d" % i for i in prompt)
+    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == spec["special"][spec["mask_token"]]
+    return prompt, text
+
+
+# --- decoding: diffusers' pipeline, re-checked by refine_generate ---
+
+
+def decode_and_crosscheck(fx, run):
+    """One decoding run by diffusers' pipeline, refused unless refine_generate agrees step by step; returns the
+    sequence, refine_generate's steps and the pipeline's forwards."""
+    s, k = run["settings"], run["name"]
+    seq, dsteps, calls = run_diffusers(fx.model, fx.tok, fx.prompt, s, fx.eos)
+    rseq, rsteps = ref.refine_generate(fx.model, fx.prompt, mask_token_id=fx.mask_id, eos_token_id=fx.eos, **s)
+    if not torch.equal(seq, rseq) or len(dsteps) != len(rsteps):
+        raise SystemExit("%s: diffusers and refine_generate disagree (%s vs %s)" % (k, seq.tolist(), rseq.tolist()))
+    for a, b in zip(dsteps, rsteps):
+        end = (b["block"] + 1) * fx.block
+        if not (torch.equal(a["block_x"][0], b["canvas"][:end]) and torch.equal(a["sampled_tokens"][0], b["sampled"])
+                and torch.equal(a["transfer_index"][0], b["transfer"])
+                and torch.equal(a["editing_transfer_index"][0], b["edit"])):
+            raise SystemExit("%s: step-by-step mismatch with diffusers at block %d" % (k, b["block"]))
+        if float((a["sampled_probs"][0] - b["probs"]).abs().max()) > 1e-6:
+            raise SystemExit("%s: sampled probabilities differ" % k)
+    return seq, rsteps, calls
+
+
+def argmax_decides(fx, s, st):
+    """Where a step's argmax decides a token: where it is committed or edited, and, with editing, wherever an
+    editable position's confidence passes editing_threshold (token changed or not); elsewhere only the confidence
+    (the max probability, continuous in the logits) is used."""
+    decides = st["transfer"] | st["edit"]
+    if s["editing_threshold"]:
+        decides = decides | ((torch.arange(st["block"] * fx.block, (st["block"] + 1) * fx.block) >= len(fx.prompt))
+                             & (st["probs"] > s["editing_threshold"]))
+    return decides
+
+
+def note_greedy_margins(fx, run, steps):
+    """The smallest top-1 minus top-2 logit wherever the argmax decides; a decoded mask token is a problem."""
+    for st in steps:
+        decides = argmax_decides(fx, run["settings"], st)
+        if bool(decides.any()):
             lg = st["logits"].sort(-1, descending=True).values
-            decides = st["transfer"] | st["edit"]
-            if s["editing_threshold"]:
-                decides = decides | ((torch.arange(st["block"] * B, (st["block"] + 1) * B) >= P)
-                                     & (st["probs"] > s["editing_threshold"]))
-            if bool(decides.any()):
-                gaps["greedy_margin"] = min(gaps["greedy_margin"], float((lg[:, 0] - lg[:, 1])[decides].min()))
-            if bool((st["sampled"][decides] == mask_id).any()):
-                problems.append("%s: mask token decoded" % k)
-        prev = None
-        for st in rsteps:
-            start, end = st["block"] * B, (st["block"] + 1) * B
-            before = (prev["canvas"][start:end] if prev is not None and prev["block"] == st["block"]
-                      else torch.tensor(prompt + [mask_id] * (end - P))[start:end] if start < P
-                      else torch.full((B,), mask_id))
-            active = before == mask_id
-            if st["masks_remaining"]:
-                pa = st["probs"][active]
-                gaps["threshold"] = min(gaps["threshold"], float((pa - s["threshold"]).abs().min()))
-                n = st["schedule_n"]
-                if int((pa > s["threshold"]).sum()) < n and int(active.sum()) > n:
-                    ps = pa.sort(descending=True).values
-                    gaps["topk_rank"] = min(gaps["topk_rank"], float(ps[n - 1] - ps[n]))
-            if s["editing_threshold"]:
-                editable = ~active & (torch.arange(start, end) >= P) & (st["sampled"] != before)
-                if bool(editable.any()):
-                    gaps["editing_threshold"] = min(gaps["editing_threshold"],
-                                                    float((st["probs"][editable] - s["editing_threshold"]).abs().min()))
-            prev = st
-        trace[k + "_sequence"] = i64(seq)
-        trace[k + "_canvas"] = i64(torch.stack([st["canvas"] for st in rsteps]))
-        trace[k + "_sampled"] = i64(torch.stack([st["sampled"] for st in rsteps]))
-        trace[k + "_probs"] = f32(torch.stack([st["probs"] for st in rsteps]))
-        trace[k + "_transfer"] = np.stack([st["transfer"].numpy() for st in rsteps])
-        trace[k + "_edit"] = np.stack([st["edit"].numpy() for st in rsteps])
-        trace[k + "_block"] = i64([st["block"] for st in rsteps])
-        trace[k + "_step_idx"] = i64([st["step_idx"] for st in rsteps])
-        runs.append({"name": k, "settings": s, "forwards": len(rsteps), "sequence": seq.tolist(),
-                     "distinct_tokens": len(set(seq.tolist())),
-                     "steps_per_block": {str(b): sum(1 for st in rsteps if st["block"] == b)
-                                         for b in sorted({st["block"] for st in rsteps})},
-                     "threshold_commits": int(sum(int((st["transfer"] & (st["probs"] > s["threshold"])).sum())
-                                                  for st in rsteps)),
-                     "topk_commits": int(sum(int((st["transfer"] & ~(st["probs"] > s["threshold"])).sum())
-                                             for st in rsteps)),
-                     "edits": int(sum(int(st["edit"].sum()) for st in rsteps)),
-                     "eos_produced": eos in seq.tolist(),
-                     "text": tok.decode(seq.tolist())})
-    g_seq = torch.tensor(trace["greedy_canvas"][-1])
-    final = record("final_canvas", g_seq.tolist(), "block_causal", B)
+            fx.lower_gap("greedy_margin", float((lg[:, 0] - lg[:, 1])[decides].min()))
+        if bool((st["sampled"][decides] == fx.mask_id).any()):
+            fx.problems.append("%s: mask token decoded" % run["name"])
 
-    # --- the diffusers run with the window attended fully (what a model ignoring block-causality would do) ---
-    full_seq, _ = ref.refine_generate(m, prompt, mask_token_id=mask_id, eos_token_id=eos,
-                                      attention="full", **spec["runs"][0]["settings"])
 
-    # --- how much each rule matters ---
-    sens = {}
-    for what in VARIANTS:
-        v = Variant(m, what)
-        d_logits, changed = 0.0, 0
-        for f in forwards:
-            if not f.get("router_ids"):
-                continue
-            ids = torch.from_numpy(trace[f["ids"]])
-            out = v.forward(ids, ref.block_causal_mask(len(ids), B))
-            d_logits = max(d_logits, float(np.abs(out["logits"].numpy() - trace[f["logits"]]).max()))
-            got = np.stack([out["router"][l]["ids"].sort(-1).values.numpy() for l in sorted(out["router"])])
-            changed += int((got != np.sort(trace[f["router_ids"]], -1)).any(-1).sum())
-        sens[what] = {"logits_max_abs_diff": float("%.3g" % d_logits), "tokens_with_other_experts": changed}
+def block_before_step(fx, prev, st):
+    """The step's block as it stood before the step: the previous step's canvas when that worked on the same block,
+    else the prompt (where the block overlaps it) followed by masks."""
+    start, end = st["block"] * fx.block, (st["block"] + 1) * fx.block
+    if prev is not None and prev["block"] == st["block"]:
+        return prev["canvas"][start:end]
+    if start < len(fx.prompt):
+        return torch.tensor(fx.prompt + [fx.mask_id] * (end - len(fx.prompt)))[start:end]
+    return torch.full((fx.block,), fx.mask_id)
+
+
+def note_commit_gaps(fx, s, st, active):
+    """How close the still-masked positions' confidences come to threshold, and, where top-k fills up the
+    schedule, how close the n-th and (n+1)-th confidences are."""
+    pa = st["probs"][active]
+    fx.lower_gap("threshold", float((pa - s["threshold"]).abs().min()))
+    n = st["schedule_n"]
+    if int((pa > s["threshold"]).sum()) < n and int(active.sum()) > n:
+        ps = pa.sort(descending=True).values
+        fx.lower_gap("topk_rank", float(ps[n - 1] - ps[n]))
+
+
+def note_editing_gap(fx, s, st, before, active):
+    """How close the confidences of decoded generated tokens that would change come to editing_threshold."""
+    start, end = st["block"] * fx.block, (st["block"] + 1) * fx.block
+    editable = ~active & (torch.arange(start, end) >= len(fx.prompt)) & (st["sampled"] != before)
+    if bool(editable.any()):
+        fx.lower_gap("editing_threshold", float((st["probs"][editable] - s["editing_threshold"]).abs().min()))
+
+
+def note_decision_gaps(fx, s, steps):
+    """The threshold, top-k and editing decisions' gaps at every step of a run."""
+    prev = None
+    for st in steps:
+        before = block_before_step(fx, prev, st)
+        active = before == fx.mask_id
+        if st["masks_remaining"]:
+            note_commit_gaps(fx, s, st, active)
+        if s["editing_threshold"]:
+            note_editing_gap(fx, s, st, before, active)
+        prev = st
+
+
+def record_run_arrays(fx, k, seq, steps):
+    fx.trace[k + "_sequence"] = i64(seq)
+    fx.trace[k + "_canvas"] = i64(torch.stack([st["canvas"] for st in steps]))
+    fx.trace[k + "_sampled"] = i64(torch.stack([st["sampled"] for st in steps]))
+    fx.trace[k + "_probs"] = f32(torch.stack([st["probs"] for st in steps]))
+    fx.trace[k + "_transfer"] = np.stack([st["transfer"].numpy() for st in steps])
+    fx.trace[k + "_edit"] = np.stack([st["edit"].numpy() for st in steps])
+    fx.trace[k + "_block"] = i64([st["block"] for st in steps])
+    fx.trace[k + "_step_idx"] = i64([st["step_idx"] for st in steps])
+
+
+def summarise_run(fx, run, seq, steps):
+    """trace.json's entry for one run: its settings, its sequence and how it got there."""
+    s = run["settings"]
+    return {"name": run["name"], "settings": s, "forwards": len(steps), "sequence": seq.tolist(),
+            "distinct_tokens": len(set(seq.tolist())),
+            "steps_per_block": {str(b): sum(1 for st in steps if st["block"] == b)
+                                for b in sorted({st["block"] for st in steps})},
+            "threshold_commits": int(sum(int((st["transfer"] & (st["probs"] > s["threshold"])).sum())
+                                         for st in steps)),
+            "topk_commits": int(sum(int((st["transfer"] & ~(st["probs"] > s["threshold"])).sum())
+                                    for st in steps)),
+            "edits": int(sum(int(st["edit"].sum()) for st in steps)),
+            "eos_produced": fx.eos in seq.tolist(),
+            "text": fx.tok.decode(seq.tolist())}
+
+
+def record_run(fx, run):
+    """Decodes one run, cross-checked; records its gaps, problems and arrays; returns its summary."""
+    seq, steps, calls = decode_and_crosscheck(fx, run)
+    for out in calls:
+        fx.note_router(out)
+    note_greedy_margins(fx, run, steps)
+    note_decision_gaps(fx, run["settings"], steps)
+    record_run_arrays(fx, run["name"], seq, steps)
+    return summarise_run(fx, run, seq, steps)
+
+
+# --- how much each rule matters ---
+
+
+def variant_sensitivity(fx, what):
+    """How far Variant(what) moves the routed forwards' logits, and at how many tokens it picks other experts."""
+    v = Variant(fx.model, what)
+    d_logits, changed = 0.0, 0
+    for f in fx.forwards:
+        if not f.get("router_ids"):
+            continue
+        ids = torch.from_numpy(fx.trace[f["ids"]])
+        out = v.forward(ids, ref.block_causal_mask(len(ids), fx.block))
+        d_logits = max(d_logits, float(np.abs(out["logits"].numpy() - fx.trace[f["logits"]]).max()))
+        got = np.stack([out["router"][l]["ids"].sort(-1).values.numpy() for l in sorted(out["router"])])
+        changed += int((got != np.sort(fx.trace[f["router_ids"]], -1)).any(-1).sum())
+    return {"logits_max_abs_diff": float("%.3g" % d_logits), "tokens_with_other_experts": changed}
+
+
+def sensitivity(fx, greedy_settings):
+    """Each Variant's effect, and that of attending the window fully (what a model ignoring block-causality would
+    do) on the window's logits and on the greedy run."""
+    full_seq, _ = ref.refine_generate(fx.model, fx.prompt, mask_token_id=fx.mask_id, eos_token_id=fx.eos,
+                                      attention="full", **greedy_settings)
+    sens = {what: variant_sensitivity(fx, what) for what in VARIANTS}
+    trace = fx.trace
     sens["full_window_attention"] = {
         "logits_max_abs_diff": float("%.3g" % np.abs(trace["window_full_logits"] - trace["window_logits"]).max()),
         "greedy_sequence_differs": bool(not torch.equal(full_seq, torch.from_numpy(trace["greedy_sequence"])))}
+    return sens
 
-    for name, lim in (("router_group", ROUTER_MIN_GAP), ("router_expert", ROUTER_MIN_GAP),
-                      ("greedy_margin", GREEDY_MIN_MARGIN), ("threshold", DECISION_MIN_GAP),
-                      ("topk_rank", DECISION_MIN_GAP), ("editing_threshold", DECISION_MIN_GAP)):
-        if gaps[name] <= lim:
-            problems.append("min gap %s = %.3g <= %g" % (name, gaps[name], lim))
+
+# --- refusing, assembling, writing ---
+
+
+def refuse_if_fragile(fx, runs):
+    """Refuses the fixture when a gap is within its bound, a run is degenerate or a mask token was decoded."""
+    problems = list(fx.problems)
+    for name, lim in GAP_LIMITS:
+        if fx.gaps[name] <= lim:
+            problems.append("min gap %s = %.3g <= %g" % (name, fx.gaps[name], lim))
     for run in runs:
         if run["distinct_tokens"] < 6:
             problems.append("%s: degenerate (%d distinct tokens)" % (run["name"], run["distinct_tokens"]))
     if problems:
         raise SystemExit("refusing the fixture:\n  " + "\n  ".join(problems))
 
-    experts_used = {str(l): sorted({int(e) for o in outs for e in o["router"][l]["ids"].flatten()})
-                    for l in sorted(w_out["router"])}
-    meta.update({
+
+def assemble_meta(spec, fx, runs, sens, sparse_layers):
+    c, m = fx.model.cfg, fx.model
+    experts_used = {str(l): sorted({int(e) for o in fx.routed_outs for e in o["router"][l]["ids"].flatten()})
+                    for l in sparse_layers}
+    return {
         "made_by": MADE_BY,
         "versions": fixture_tools.versions(diffusers=__import__("diffusers").__version__),
         "architecture": "LLaDA2MoeModelLM",
@@ -495,26 +575,69 @@ def make_fixture(spec, d, sglang_wheel=None):
                     "shared_expert_intermediate": c["moe_shared_intermediate"],
                     "sparse_layers": [l for l, s_ in enumerate(m.sparse) if s_],
                     "group_size": c["num_experts"] // c["n_group"]},
-        "special_tokens": spec["special"], "mask_token": spec["mask_token"], "mask_token_id": mask_id,
-        "eos_token_id": eos, "prompt_text": text, "prompt_ids": prompt, "block_length": B,
-        "forwards": forwards,
+        "special_tokens": spec["special"], "mask_token": spec["mask_token"], "mask_token_id": fx.mask_id,
+        "eos_token_id": fx.eos, "prompt_text": fx.prompt_text, "prompt_ids": fx.prompt, "block_length": fx.block,
+        "forwards": fx.forwards,
         "runs": runs,
-        "min_gaps": {k: float("%.4g" % v) if v != math.inf else None for k, v in gaps.items()},
+        "min_gaps": {k: float("%.4g" % v) if v != math.inf else None for k, v in fx.gaps.items()},
         "experts_used": experts_used,
         "sensitivity": sens,
-    })
-    if sglang_wheel:
-        meta["sglang_crosscheck"] = {
-            "wheel": os.path.basename(sglang_wheel),
+    }
+
+
+def sglang_crosscheck_meta(wheel, fx, outs):
+    return {"wheel": os.path.basename(wheel),
             "function": "sglang/srt/layers/moe/topk.py biased_grouped_topk_impl",
             "same_experts": True,
-            "weights_max_abs_diff": float("%.3g" % crosscheck_sglang(sglang_wheel, m, outs + [final]))}
+            "weights_max_abs_diff": float("%.3g" % crosscheck_sglang(wheel, fx.model, outs))}
+
+
+def write_fixture_files(d, trace, meta):
+    """trace.npz, replay/ and trace.json, the latter again with the independent reference's verdict."""
     save_trace(d, trace, meta)
+    write_replay(d, trace)
     write_json(os.path.join(d, "trace.json"), meta)
     meta["reference_check"] = reference_check("llada2_tiny", ref.verify_fixture, d)
     write_json(os.path.join(d, "trace.json"), meta)
     chmod_files(d)
+
+
+def make_fixture(spec, d, sglang_wheel=None):
+    torch.manual_seed(0)
+    tok = write_checkpoint(spec, d)
+    m = ref.LLaDA2Reference.load(d)
+    prompt, text = draw_prompt(spec, tok, m.cfg["vocab_size"])
+    fx = Fixture(spec, m, tok, prompt, text)
+    B = fx.block
+    window = prompt + [fx.mask_id] * (2 * B - len(prompt))   # the pipeline's first window: prompt + masked block
+    w_out = fx.record_forward("window", window, "block_causal", B)
+    fx.record_forward("window_full", window, "full", router=False)
+    fx.record_forward("prompt_causal", prompt, "causal", router=False)
+    runs = [record_run(fx, run) for run in spec["runs"]]
+    greedy_final = torch.tensor(fx.trace["greedy_canvas"][-1]).tolist()
+    final = fx.record_forward("final_canvas", greedy_final, "block_causal", B)
+    sens = sensitivity(fx, spec["runs"][0]["settings"])
+    refuse_if_fragile(fx, runs)
+    meta = assemble_meta(spec, fx, runs, sens, sorted(w_out["router"]))
+    if sglang_wheel:   # the final canvas is among the routed outputs already; checking it twice changes nothing
+        meta["sglang_crosscheck"] = sglang_crosscheck_meta(sglang_wheel, fx, fx.routed_outs + [final])
+    write_fixture_files(d, fx.trace, meta)
     return meta
+
+
+# The arrays the C++ tests read (tests/runtime/e2e/LLaDA2ReferenceTest.cpp), as plain .npy in replay/:
+# they may not need Python or zip at run time. name -> dtype written.
+REPLAY = {"prompt_ids": "<i4", "window_ids": "<i4", "window_logits": "<f4", "final_canvas_ids": "<i4",
+          "final_canvas_logits": "<f4", "greedy_canvas": "<i4", "greedy_sequence": "<i4",
+          "editing_canvas": "<i4", "editing_sequence": "<i4"}
+
+
+def write_replay(d, trace):
+    os.makedirs(os.path.join(d, "replay"), exist_ok=True)
+    for name, dtype in REPLAY.items():
+        array = np.asarray(trace[name]).astype(dtype)
+        assert np.array_equal(array, trace[name]), name
+        np.save(os.path.join(d, "replay", name + ".npy"), array, allow_pickle=False)
 
 
 def main():

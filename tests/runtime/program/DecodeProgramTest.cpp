@@ -712,8 +712,8 @@ TEST(DecodeInterpreterTest, Float32ArithmeticRoundsEveryOperation) {
   EXPECT_EQ(loadError("fill_row value=0.5 -> out=%score\n"
                       "accept rule=top_k k=1 precision=f32 candidates=all score=%score "
                       "-> keep=%keep\nfinish steps=0\n"),
-            "decode record 1 ('accept'): precision=f32 is only for rule=entropy_bound or "
-            "converge=stable_confident");
+            "decode record 1 ('accept'): precision=f32 is only for rule=entropy_bound, "
+            "rule=threshold_quota or converge=stable_confident");
 }
 
 // Registers and scratch are sized by `reserve`: a request's allocations do not grow with the

@@ -96,6 +96,27 @@ def main():
         (dst / "config.json").write_text(json.dumps(config, indent=2))
     elif kind == "sdar-block-diffusion":
         edit_config(dst, block_size=4)
+    elif kind == "llada2-fused-qkv-shape":
+        def shrink_qkv(t):
+            name = "model.layers.1.attention.query_key_value.weight"
+            t[name] = t[name][:-16].contiguous()
+        edit_tensors(dst, shrink_qkv)
+    elif kind == "llada2-block-size":
+        edit_config(dst, block_size=16)
+    elif kind == "llada2-expert-capacity":
+        edit_config(dst, expert_capacity=4)
+    elif kind == "llada2-indel":
+        edit_config(dst, delete_token_id=250, split_token_id=251)
+    elif kind == "llada2-softmax-with-bias":
+        edit_config(dst, score_function="softmax")
+    elif kind == "llada2-no-mask-token":
+        tokenizer_config = json.loads((dst / "tokenizer_config.json").read_text())
+        del tokenizer_config["mask_token"]
+        (dst / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+    elif kind == "llada2-missing-field":
+        config = json.loads((dst / "config.json").read_text())
+        del config["first_k_dense_replace"]
+        (dst / "config.json").write_text(json.dumps(config, indent=2))
     elif kind == "tokenizer-not-json":
         (dst / "tokenizer.json").write_text("[[[")
     else:
