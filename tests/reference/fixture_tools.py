@@ -118,11 +118,14 @@ def word_level_tokenizer(vocab_size, special, bos=None, mask_token=None):
 
 @torch.no_grad()
 def randomize_llama(model, seed, branch_gain=1.0, qk_gain=1.0, logit_gain=1.0, bias_gain=None,
-                    final_norm="model.norm"):
+                    final_norm="model.norm", router_gain=None):
     """Seeded random values for every parameter of a Llama/Qwen-style model (norm weights too): embeddings and
     head N(0, 1), q/k norms U(0.5, 1.5)·qk_gain (they set how sharp attention is), other norms U(0.5, 1.5),
     o_proj / down_proj N(0, branch_gain² / fan_in), other matrices N(0, 1 / fan_in), q/k/v biases
-    N(0, bias_gain²) (when given); then the final norm (the module `final_norm`) times logit_gain."""
+    N(0, bias_gain²) (when given); then the final norm (the module `final_norm`) times logit_gain.
+    A Qwen3-MoE model (router_gain given) also has its experts as fused 3-D parameters:
+    experts.gate_up_proj [E, 2I, H] N(0, 1 / H), experts.down_proj [E, H, I] N(0, branch_gain² / I), and the
+    router mlp.gate [E, H] N(0, router_gain² / H) (router_gain sets how peaked routing is)."""
     g = torch.Generator().manual_seed(seed)
 
     def normal(t, std):
@@ -138,6 +141,12 @@ def randomize_llama(model, seed, branch_gain=1.0, qk_gain=1.0, logit_gain=1.0, b
             uniform(p, 0.5 * qk_gain, 1.5 * qk_gain)
         elif name.endswith("norm.weight"):  # input/post_attention layernorms, final norm
             uniform(p, 0.5, 1.5)
+        elif name.endswith("mlp.experts.gate_up_proj") and router_gain is not None:
+            normal(p, 1.0 / math.sqrt(p.shape[2]))
+        elif name.endswith("mlp.experts.down_proj") and router_gain is not None:
+            normal(p, branch_gain / math.sqrt(p.shape[2]))
+        elif name.endswith("mlp.gate.weight") and router_gain is not None:
+            normal(p, router_gain / math.sqrt(p.shape[1]))
         elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
             normal(p, branch_gain / math.sqrt(p.shape[1]))
         elif name.endswith(".weight") and p.dim() == 2:

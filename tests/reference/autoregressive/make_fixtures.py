@@ -207,11 +207,8 @@ def randomize(model, spec):
     """Seeded random values for every parameter (norm weights too), scaled for a non-degenerate greedy run:
     Qwen3's per-head norms fix |q|, |k| (qk_gain sets how sharp attention is), the final norm how peaked the
     logits are (logit_gain)."""
-    if spec["arch"] == "qwen3_moe":
-        randomize_moe(model, spec)
-    else:
-        randomize_llama(model, spec["seed"], spec["branch_gain"], spec.get("qk_gain", 1.0), spec["logit_gain"],
-                        spec.get("bias_gain"))
+    randomize_llama(model, spec["seed"], spec["branch_gain"], spec.get("qk_gain", 1.0), spec["logit_gain"],
+                    spec.get("bias_gain"), router_gain=spec.get("router_gain"))
     if spec["config"]["tie_word_embeddings"]:
         assert model.lm_head.weight is model.model.embed_tokens.weight
     else:
@@ -219,43 +216,6 @@ def randomize(model, spec):
 
 
 @torch.no_grad()
-def randomize_moe(model, spec):
-    """fixture_tools.randomize_llama's scheme for a Qwen3-MoE model, whose experts are fused 3-D parameters in
-    memory: embeddings and head N(0, 1), q/k norms U(0.5, 1.5)·qk_gain, other norms U(0.5, 1.5), o_proj /
-    dense down_proj / experts.down_proj [E, H, I] N(0, branch_gain² / fan_in), experts.gate_up_proj [E, 2I, H]
-    and the other matrices N(0, 1 / fan_in), the router mlp.gate [E, H] N(0, router_gain² / H) (router_gain sets how
-    peaked routing is); then the final norm times logit_gain."""
-    g = torch.Generator().manual_seed(spec["seed"])
-    branch, qk = spec["branch_gain"], spec.get("qk_gain", 1.0)
-
-    def normal(t, std):
-        t.copy_(torch.randn(t.shape, generator=g) * std)
-
-    def uniform(t, lo, hi):
-        t.copy_(lo + (hi - lo) * torch.rand(t.shape, generator=g))
-
-    for name, p in model.named_parameters():
-        if name.endswith("embed_tokens.weight") or name == "lm_head.weight":
-            normal(p, 1.0)
-        elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
-            uniform(p, 0.5 * qk, 1.5 * qk)
-        elif name.endswith("norm.weight"):
-            uniform(p, 0.5, 1.5)
-        elif name.endswith("mlp.experts.gate_up_proj"):
-            normal(p, 1.0 / math.sqrt(p.shape[2]))
-        elif name.endswith("mlp.experts.down_proj"):
-            normal(p, branch / math.sqrt(p.shape[2]))
-        elif name.endswith("mlp.gate.weight"):
-            normal(p, spec["router_gain"] / math.sqrt(p.shape[1]))
-        elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
-            normal(p, branch / math.sqrt(p.shape[1]))
-        elif name.endswith(".weight") and p.dim() == 2:
-            normal(p, 1.0 / math.sqrt(p.shape[1]))
-        else:
-            raise AssertionError("unhandled parameter " + name)
-    model.model.norm.weight.mul_(spec["logit_gain"])
-
-
 def make_tokenizer(vocab_size, special, bos):
     """Word-level tokenizer: id i is 'w<i>' except the special tokens; prepends <bos> when the model has one;
     <|MASK|> (when in `special`) is the tokenizer's mask_token."""

@@ -400,13 +400,22 @@ INSTANTIATE_TEST_SUITE_P(Masks, CpuAttentionWindow,
                                   "_window" + std::to_string(info.param.window);
                          });
 
-// moe over E = 4 experts of I = 6, top_k 2, with expert scales, a router input scale and, in the
-// tied variant, three identical router rows (ties go to the lower expert id). `plainRouter`:
-// Qwen3-MoE's routing without norm_topk_prob (the router reads its input as it is, no scales,
-// the chosen weights not renormalised). `llada2`: LLaDA2's routing on the plain router (sigmoid
-// scores, an expert bias that only chooses, the best of two groups of two, renormalised, times
-// a routed scale of 2.5).
-void runMoe(bool tied, bool silu = false, bool plainRouter = false, bool llada2 = false) {
+// Who routes: DiffusionGemma (the normed, scaled router input, softmax, expert scales), Qwen3-MoE
+// without norm_topk_prob (the router reads its input as it is, no scales, the chosen weights not
+// renormalised), LLaDA2 (on the plain router: sigmoid scores, an expert bias that only chooses,
+// the best of two groups of two, renormalised, times a routed scale of 2.5).
+enum class Routing { gemma, qwen3, llada2 };
+
+struct MoeCase {
+  bool tied = false; // three identical router rows: ties go to the lower expert id
+  bool silu = false; // SiLU experts (else GELU-tanh)
+  Routing routing = Routing::gemma;
+};
+
+// moe over E = 4 experts of I = 6, top_k 2, against a double reference.
+void runMoe(const MoeCase &moe) {
+  const bool tied = moe.tied, silu = moe.silu;
+  const bool plainRouter = moe.routing == Routing::qwen3, llada2 = moe.routing == Routing::llada2;
   Mini m;
   const int64_t experts = 4, inner = 6, topK = 2;
   std::vector<float> router = m.random("router", {experts, kHidden}, 1.0f);
@@ -518,13 +527,11 @@ void runMoe(bool tied, bool silu = false, bool plainRouter = false, bool llada2 
   expectHidden(*logits, expected, 2e-5, tied ? "tied" : "random");
 }
 
-TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe(false); }
-TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe(true); }
-TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe(false, /*silu=*/true); }
-TEST(CpuKernelKinds, MoeWithQwen3Routing) { runMoe(false, /*silu=*/true, /*plainRouter=*/true); }
-TEST(CpuKernelKinds, MoeWithLLaDA2Routing) {
-  runMoe(false, /*silu=*/true, /*plainRouter=*/false, /*llada2=*/true);
-}
+TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe({}); }
+TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe({/*tied=*/true}); }
+TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe({false, /*silu=*/true}); }
+TEST(CpuKernelKinds, MoeWithQwen3Routing) { runMoe({false, true, Routing::qwen3}); }
+TEST(CpuKernelKinds, MoeWithLLaDA2Routing) { runMoe({false, true, Routing::llada2}); }
 
 // A router scale applies to the normed router input: without the norm it is refused by name.
 TEST(CpuKernelKinds, MoeRouterScaleNeedsTheRouterNorm) {
