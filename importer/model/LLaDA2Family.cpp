@@ -6,6 +6,7 @@
 #include "importer/model/CanonicalWeights.h"
 #include "importer/model/ConfigFields.h"
 #include "importer/model/DFlashFamily.h"
+#include "importer/model/ExpertBindings.h"
 #include "support/JsonText.h"
 
 #include <nlohmann/json.hpp>
@@ -150,35 +151,12 @@ void bindAttention(ModelDescription &d, int64_t layer, const std::string &p, con
 
 void bindExperts(ModelDescription &d, int64_t layer, const std::string &p, const Widths &w,
                  bool expertBias) {
-  auto add = [&](std::string_view role, const std::string &name, std::vector<int64_t> shape) {
-    d.weights.push_back({spec::layerWeightName(layer, role), p + name, std::move(shape)});
-  };
-  add(spec::kRouter, "mlp.gate.weight", {w.experts, w.hidden});
+  ExpertTensorNames names;
   if (expertBias)
-    add(spec::kExpertBias, "mlp.gate.expert_bias", {w.experts});
-  WeightBinding gateUp{spec::layerWeightName(layer, spec::kExpertsGateUp),
-                       p + "mlp.experts.*.{gate,up}_proj.weight",
-                       {w.experts, 2 * w.expert, w.hidden},
-                       {},
-                       {w.expert, w.hidden}};
-  WeightBinding down{spec::layerWeightName(layer, spec::kExpertsDown),
-                     p + "mlp.experts.*.down_proj.weight",
-                     {w.experts, w.hidden, w.expert},
-                     {},
-                     {w.hidden, w.expert}};
-  for (int64_t e = 0; e < w.experts; ++e) {
-    const std::string expert = p + "mlp.experts." + std::to_string(e) + ".";
-    gateUp.stackedFrom.push_back(expert + "gate_proj.weight");
-    gateUp.stackedFrom.push_back(expert + "up_proj.weight");
-    down.stackedFrom.push_back(expert + "down_proj.weight");
-  }
-  d.weights.push_back(std::move(gateUp));
-  d.weights.push_back(std::move(down));
-  if (w.shared > 0) {
-    add(spec::kSharedGate, "mlp.shared_experts.gate_proj.weight", {w.shared, w.hidden});
-    add(spec::kSharedUp, "mlp.shared_experts.up_proj.weight", {w.shared, w.hidden});
-    add(spec::kSharedDown, "mlp.shared_experts.down_proj.weight", {w.hidden, w.shared});
-  }
+    names.expertBias = "mlp.gate.expert_bias";
+  if (w.shared > 0)
+    names.shared = "mlp.shared_experts.";
+  bindRoutedExperts(d.weights, layer, p, {w.hidden, w.experts, w.expert, w.shared}, names);
 }
 
 void bindDenseMlp(ModelDescription &d, int64_t layer, const std::string &p, const Widths &w) {

@@ -6,6 +6,7 @@
 #include "importer/model/ConfigFields.h"
 #include "importer/model/DFlashFamily.h"
 #include "importer/model/DiffusionGemmaFamily.h"
+#include "importer/model/ExpertBindings.h"
 #include "importer/model/LLaDA2Family.h"
 #include "runtime/model/ModelSpec.h"
 
@@ -268,41 +269,149 @@ StatusOr<ModelDescription> describeQwen3Moe(const json &j, const std::string &ar
     if (layer >= c.numLayers)
       return Status::error("config.json: mlp_only_layers names layer " + std::to_string(layer) +
                            " of " + std::to_string(c.numLayers));
-  const int64_t h = c.hiddenSize, inner = s.expertIntermediate;
   for (int64_t layer = 0; layer < c.numLayers; ++layer) {
     if (std::count(denseLayers.begin(), denseLayers.end(), layer) || (layer + 1) % sparseStep != 0)
       continue;
-    // The dense MLP's bindings give way to the router and the stacked experts.
-    d.weights.erase(
-        std::remove_if(d.weights.begin(), d.weights.end(),
-                       [&](const WeightBinding &w) {
-                         return w.canonicalName == spec::layerWeightName(layer, spec::kGate) ||
-                                w.canonicalName == spec::layerWeightName(layer, spec::kUp) ||
-                                w.canonicalName == spec::layerWeightName(layer, spec::kDown);
-                       }),
-        d.weights.end());
-    const std::string mlp = "model.layers." + std::to_string(layer) + ".mlp.";
-    WeightBinding gateUp{spec::layerWeightName(layer, spec::kExpertsGateUp),
-                         mlp + "experts.*.{gate,up}_proj.weight",
-                         {s.experts, 2 * inner, h},
-                         {},
-                         {inner, h}};
-    WeightBinding down{spec::layerWeightName(layer, spec::kExpertsDown),
-                       mlp + "experts.*.down_proj.weight",
-                       {s.experts, h, inner},
-                       {},
-                       {h, inner}};
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const std::string expert = mlp + "experts." + std::to_string(e) + ".";
-      gateUp.stackedFrom.push_back(expert + "gate_proj.weight");
-      gateUp.stackedFrom.push_back(expert + "up_proj.weight");
-      down.stackedFrom.push_back(expert + "down_proj.weight");
-    }
-    d.weights.push_back(
-        {spec::layerWeightName(layer, spec::kRouter), mlp + "gate.weight", {s.experts, h}});
-    d.weights.push_back(std::move(gateUp));
-    d.weights.push_back(std::move(down));
+    unbindDenseMlp(d.weights, layer);
+    bindRoutedExperts(d.weights, layer, "model.layers." + std::to_string(layer) + ".",
+                      {c.hiddenSize, s.experts, s.expertIntermediate, 0}, {});
   }
+  return d;
+}
+
+// LLaDA-MoE's sparse layers (moe_layer_freq: 0 a dense MLP, else experts): softmax top-k over all
+// experts, the chosen probabilities as they are, the shared expert beside them when
+// shared_expert_intermediate_size is not null.
+Status bindLLaDAMoEExperts(const json &j, const ConfigFields &f, ModelDescription &d) {
+  const artifact::ModelConfig &c = d.config;
+  SparseExperts &s = d.sparseExperts.emplace();
+  DLM_ASSIGN_OR_RETURN(s.experts, f.positiveInt("num_experts", ConfigFields::kMaxExperts));
+  DLM_ASSIGN_OR_RETURN(s.topK, f.positiveInt("num_experts_per_tok"));
+  DLM_ASSIGN_OR_RETURN(s.expertIntermediate, f.positiveInt("expert_intermediate_size"));
+  if (s.topK > s.experts)
+    return Status::error("config.json: num_experts_per_tok (" + std::to_string(s.topK) +
+                         ") exceeds num_experts (" + std::to_string(s.experts) + ")");
+  std::vector<int64_t> sparse;
+  DLM_ASSIGN_OR_RETURN(sparse, f.nonNegativeInts("moe_layer_freq", "per-layer flags", false));
+  if (static_cast<int64_t>(sparse.size()) != c.numLayers)
+    return Status::error("config.json: moe_layer_freq has " + std::to_string(sparse.size()) +
+                         " entries for " + std::to_string(c.numLayers) + " layers");
+  int64_t shared = 0;
+  if (!j["shared_expert_intermediate_size"].is_null()) {
+    DLM_ASSIGN_OR_RETURN(shared, f.positiveInt("shared_expert_intermediate_size"));
+  }
+  ExpertTensorNames names;
+  if (shared > 0)
+    names.shared = "shared_expert.";
+  for (int64_t layer = 0; layer < c.numLayers; ++layer) {
+    if (sparse[static_cast<size_t>(layer)] == 0)
+      continue;
+    unbindDenseMlp(d.weights, layer);
+    bindRoutedExperts(d.weights, layer, "model.layers." + std::to_string(layer) + ".",
+                      {c.hiddenSize, s.experts, s.expertIntermediate, shared}, names);
+  }
+  return Status::ok();
+}
+
+// LLaDA-MoE's fields the remote code reads without a usable default (-1 placeholders or none).
+constexpr const char *kLLaDAMoERequired[] = {"vocab_size",
+                                             "hidden_size",
+                                             "num_hidden_layers",
+                                             "num_attention_heads",
+                                             "dense_intermediate_size",
+                                             "expert_intermediate_size",
+                                             "shared_expert_intermediate_size",
+                                             "rope_theta",
+                                             "partial_rotary_factor",
+                                             "num_experts",
+                                             "num_experts_per_tok",
+                                             "moe_layer_freq"};
+
+// What LLaDA-MoE's forward does not compute the way dlm would, refused by name.
+Status refuseLLaDAMoEOptions(const json &j, const ConfigFields &f) {
+  for (const char *field : kLLaDAMoERequired)
+    if (!j.contains(field))
+      return Status::error(std::string("config.json: missing field '") + field +
+                           "' (LLaDAMoEModelLM has no usable default for it)");
+  std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu")
+    return Status::error("config.json: LLaDA-MoE hidden_act must be \"silu\", got \"" + act + "\"");
+  for (const char *field : {"attention_bias", "moe_router_enable_expert_bias"}) {
+    bool set;
+    DLM_ASSIGN_OR_RETURN(set, f.boolOr(field, false));
+    if (set)
+      return Status::error(std::string("not supported yet: LLaDA-MoE with ") + field + " = true");
+  }
+  for (const char *field : {"clip_qkv", "rope_scaling"})
+    if (j.contains(field) && !j[field].is_null())
+      return Status::error(std::string("not supported yet: LLaDA-MoE with ") + field + " " +
+                           jsonExcerpt(j[field]));
+  return Status::ok();
+}
+
+// LLaDA-MoE (LLaDAMoEModelLM; tests/reference/llada_moe/README.md): LLaDA's bidirectional
+// diffusion on a Qwen-style MoE decoder under Hugging Face names: QK norm (qk_layernorm), partial
+// rotary, moe_layer_freq's dense (0) and sparse layers, softmax top-k routing without
+// renormalisation, and a shared expert at the layer's level. head_dim is hidden / heads.
+StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &architecture) {
+  ConfigFields f(j);
+  DLM_RETURN_IF_ERROR(refuseLLaDAMoEOptions(j, f));
+  ModelDescription d;
+  d.family = "llada_moe";
+  artifact::ModelConfig &c = d.config;
+  c.architecture = architecture;
+  DLM_RETURN_IF_ERROR(readDimensions(f,
+                                     {"hidden_size", "num_attention_heads", "num_key_value_heads",
+                                      "num_hidden_layers", "dense_intermediate_size"},
+                                     c));
+  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
+  c.embeddingSize = c.vocabSize;
+  if (c.hiddenSize % c.numHeads != 0)
+    return Status::error("config.json: hidden_size (" + std::to_string(c.hiddenSize) +
+                         ") must be a multiple of num_attention_heads (" +
+                         std::to_string(c.numHeads) + ")");
+  c.headDim = c.hiddenSize / c.numHeads;
+  int64_t statedHeadDim;
+  DLM_ASSIGN_OR_RETURN(statedHeadDim, f.positiveIntOr("head_dim", c.headDim));
+  if (statedHeadDim != c.headDim)
+    return Status::error("config.json: head_dim " + std::to_string(statedHeadDim) +
+                         " is not hidden_size / num_attention_heads (" + std::to_string(c.headDim) +
+                         "), which LLaDA-MoE's attention uses");
+  DLM_ASSIGN_OR_RETURN(c.ropeTheta, f.positiveNumberOr("rope_theta", 0));
+  double factor;
+  DLM_ASSIGN_OR_RETURN(factor, f.positiveNumberOr("partial_rotary_factor", 0));
+  d.traits.rotaryDim = static_cast<int64_t>(static_cast<double>(c.headDim) * factor);
+  if (factor > 1 || d.traits.rotaryDim < 2 || d.traits.rotaryDim % 2 != 0)
+    return Status::error(
+        "config.json: partial_rotary_factor " + jsonExcerpt(j["partial_rotary_factor"]) +
+        " does not rotate an even number of the head's " + std::to_string(c.headDim) + " dims");
+  DLM_ASSIGN_OR_RETURN(d.traits.qkNorm, f.boolOr("qk_layernorm", false));
+  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-5));
+  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
+  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
+  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
+  d.maskTokenFromTokenizer = c.maskTokenId < 0;
+  c.attentionMask = artifact::AttentionMaskKind::bidirectional;
+  DLM_RETURN_IF_ERROR(checkHeads(c));
+  LayerNames n{"model.layers.",
+               "input_layernorm.weight",
+               "self_attn.q_proj.weight",
+               "self_attn.k_proj.weight",
+               "self_attn.v_proj.weight",
+               "self_attn.o_proj.weight",
+               "post_attention_layernorm.weight",
+               "mlp.gate_proj.weight",
+               "mlp.up_proj.weight",
+               "mlp.down_proj.weight"};
+  if (d.traits.qkNorm) {
+    n.qNorm = "self_attn.q_norm.weight";
+    n.kNorm = "self_attn.k_norm.weight";
+  }
+  d.weights = bindWeights(c, n, "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight");
+  DLM_RETURN_IF_ERROR(bindLLaDAMoEExperts(j, f, d));
   return d;
 }
 
@@ -350,6 +459,7 @@ const std::map<std::string, Describe> &importedDecoders() {
       {"Qwen3MoeForCausalLM", describeQwen3Moe},
       {"SDARForCausalLM", describeSdar},
       {"LLaDA2MoeModelLM", describeLLaDA2},
+      {"LLaDAMoEModelLM", describeLLaDAMoE},
   };
   return decoders;
 }
@@ -357,7 +467,7 @@ const std::map<std::string, Describe> &importedDecoders() {
 constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
 constexpr const char *kDFlashDraft = "DFlashDraftModel";
 // Architectures dLLM users bring that dlm will import, but not yet.
-constexpr const char *kNotYet[] = {"LLaDAMoEModelLM", "SDARMoeForCausalLM"};
+constexpr const char *kNotYet[] = {"SDARMoeForCausalLM"};
 
 } // namespace
 

@@ -21,7 +21,8 @@ Models:
                  vocab_size padded above the tokenizer's size (like Qwen2), f32
   qwen3          Qwen3ForCausalLM, q_norm/k_norm, head_dim 32 != hidden/heads, tied, f32, causal
   llama          LlamaForCausalLM, GQA, untied, f32, causal
-  llada_moe      LLaDAMoEModelLM config + a few tensors: the importer must say "not supported yet"
+  llada_moe      LLaDAMoEModelLM config under other names than the published ones (intermediate_size,
+                 moe_intermediate_size): the importer must name the field it misses
 """
 
 import argparse
@@ -461,7 +462,7 @@ def make_llada_moe(out, name, seed):
         "architecture": "LLaDAMoEModelLM", "model_type": "lladamoe", "family": "llada_moe",
         "dtype": "float32", "files": files + ["config.json", "tokenizer.json"],
         "sharded": False, "supported": False,
-        "note": "MoE is not supported yet: importers must refuse it with a clear error",
+        "note": "not the published field names: importers must name the field they miss",
         "vocab_size": vocab, "mask_token_id": mask, "eos_token_id": eos,
     }
 

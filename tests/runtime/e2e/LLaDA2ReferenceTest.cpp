@@ -12,103 +12,36 @@
 //     run (whose edits change decoded tokens and end the request at an EOS they write).
 // On the CPU and, where the build has it, the emulated CUDA device (--target all --precision
 // f32: the generated kernels compute in float32).
-#include "runtime/artifact/ArtifactReader.h"
-#include "runtime/backend/BackendRegistry.h"
-#include "runtime/model/ModelWeights.h"
-#include "runtime/program/DecodeInterpreter.h"
-#include "tests/runtime/NpyArray.h"
+#include "tests/runtime/e2e/CompiledFixture.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace dlm {
 namespace {
 
+using testing::ids;
 using testing::NpyArray;
-using testing::readNpy;
 
 constexpr double kFloat32Bound = 1e-4;
 constexpr int64_t kBlock = 8; // the fixture's block_length
 
-std::string fixtureDir() { return std::string(DLM_LLADA2_FIXTURES) + "/llada2_tiny"; }
-
-NpyArray replay(const std::string &name) {
-  StatusOr<NpyArray> array = readNpy(fixtureDir() + "/replay/" + name + ".npy");
-  EXPECT_TRUE(array) << array.status().message();
-  return array ? std::move(*array) : NpyArray{};
-}
-
-std::vector<int32_t> ids(const NpyArray &array) {
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < array.size(); ++i)
-    out.push_back(array.at<int32_t>(i));
-  return out;
-}
-
 class LLaDA2ReferenceTest : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
-    const std::string backendName = GetParam();
-    const bool cpu = backendName == "cpu";
-    const std::string artifactPath = ::testing::TempDir() + "/llada2_tiny_" + backendName + ".dlm";
-    const std::string command = std::string(DLM_DLMC) + " compile " + fixtureDir() +
-                                " --block-length " + std::to_string(kBlock) + " -o " +
-                                artifactPath + (cpu ? "" : " --target all --precision f32");
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-#ifdef DLM_TEST_EMU_CACHE_DIR
-    ::setenv("DLM_EMU_CACHE_DIR", DLM_TEST_EMU_CACHE_DIR, 0);
-#endif
-    StatusOr<artifact::ArtifactReader> reader = artifact::ArtifactReader::open(artifactPath);
-    ASSERT_TRUE(reader) << reader.status().message();
-    reader_.emplace(std::move(*reader));
-    StatusOr<std::shared_ptr<const model::ModelWeights>> weights =
-        model::ModelWeights::load(*reader_);
-    ASSERT_TRUE(weights) << weights.status().message();
-    weights_ = *weights;
-    StatusOr<model::ModelDims> dims = model::modelDims(reader_->config());
-    ASSERT_TRUE(dims) << dims.status().message();
-    facts_.maskTokenId = reader_->config().maskTokenId;
-    facts_.eosTokenIds = reader_->config().eosTokenIds;
-    facts_.attentionBlock = dims->attentionBlock;
-    BackendOptions options;
-    options.threads = 1;
-    options.maxSequenceLength = 64;
-    options.kvPageTokens = 16; // the page size dlmc generates the device kernels for
-    const BackendSource source{*reader_, [&] { return weights_; }, options};
-    StatusOr<std::unique_ptr<Backend>> backend =
-        BackendRegistry::builtin().create(backendName, source);
-    ASSERT_TRUE(backend) << backend.status().message();
-    backend_ = std::move(*backend);
+    fixture_.open(std::string(DLM_REFERENCE_FIXTURES) + "/llada2/fixtures/llada2_tiny",
+                  "--block-length " + std::to_string(kBlock), GetParam());
   }
 
-  // Rows [first, first + rows) of `want` ([T, V]) against `got`: relative error and argmax.
+  NpyArray replay(const std::string &name) const { return fixture_.replay(name); }
+  Backend &backend() { return fixture_.backend(); }
   void expectRowsMatch(const sampling::LogitsView &got, const NpyArray &want, int64_t first,
                        const std::string &what) {
-    const int64_t vocab = want.shape.back();
-    ASSERT_EQ(got.vocab, vocab) << what;
-    double diff = 0, norm = 0;
-    for (int64_t r = 0; r < got.rows; ++r) {
-      const float *row = got.data + r * vocab;
-      int64_t gotArgmax = 0, wantArgmax = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double b = want.at<float>((first + r) * vocab + v), a = row[v];
-        diff += (a - b) * (a - b);
-        norm += b * b;
-        if (row[v] > row[gotArgmax])
-          gotArgmax = v;
-        if (b > want.at<float>((first + r) * vocab + wantArgmax))
-          wantArgmax = v;
-      }
-      EXPECT_EQ(gotArgmax, wantArgmax) << what << ": argmax of row " << first + r;
-    }
-    const double error = std::sqrt(diff / norm);
-    EXPECT_LE(error, kFloat32Bound) << what;
-    std::printf("%s on %s: relative error %.3g\n", what.c_str(), GetParam(), error);
+    testing::expectLogitRowsMatch(got, want, first, kFloat32Bound,
+                                  what + " on " + std::string(GetParam()));
   }
 
   // The llada2 program's run on the fixture's prompt with `knobs`, the window after every step
@@ -116,30 +49,15 @@ protected:
   StatusOr<sampling::DecodeOutcome>
   decode(const artifact::Attributes &knobs,
          std::vector<std::pair<int64_t, std::vector<int32_t>>> &windows) {
-    const artifact::DecodingProgram *found = nullptr;
-    for (const artifact::DecodingProgram &p : reader_->decodePrograms())
-      if (p.policy == "llada2")
-        found = &p;
-    if (!found)
-      return Status::error("the artifact has no llada2 program");
-    DLM_ASSIGN_OR_RETURN(program::DecodeProgram loaded,
-                         program::DecodeProgram::load(found->ops, found->knobs));
     program::ProgramTestHooks hooks;
     hooks.afterRecord = [&](std::string_view kind, const program::RegisterView &registers) {
       if (kind == "eos_stop")
         windows.emplace_back(registers.integer("begin"), registers.window());
     };
-    program::ProgramRequest request;
-    request.prompt = ids(replay("prompt_ids"));
-    request.knobs = knobs;
-    request.testHooks = &hooks;
-    return program::DecodeInterpreter(loaded).run(*backend_, facts_, request, {});
+    return fixture_.decode("llada2", ids(replay("prompt_ids")), knobs, &hooks);
   }
 
-  std::optional<artifact::ArtifactReader> reader_;
-  std::shared_ptr<const model::ModelWeights> weights_;
-  std::unique_ptr<Backend> backend_;
-  sampling::TokenFacts facts_;
+  testing::CompiledFixture fixture_;
 };
 
 using Mode = sampling::ForwardSpec::Mode;
@@ -151,8 +69,8 @@ TEST_P(LLaDA2ReferenceTest, WholeWindowsMatchTheReference) {
     const std::vector<int32_t> tokens = ids(replay(std::string(name) + "_ids"));
     const NpyArray want = replay(std::string(name) + "_logits");
     const int64_t count = static_cast<int64_t>(tokens.size());
-    ASSERT_TRUE(backend_->reserve(count, count).isOk());
-    StatusOr<sampling::LogitsView> logits = backend_->forward(
+    ASSERT_TRUE(backend().reserve(count, count).isOk());
+    StatusOr<sampling::LogitsView> logits = backend().forward(
         sampling::ForwardSpec::of(Mode::full, tokens.data(), count, 0, {0, count}));
     ASSERT_TRUE(logits) << logits.status().message();
     ASSERT_EQ(logits->rows, count);
@@ -167,14 +85,14 @@ TEST_P(LLaDA2ReferenceTest, BlocksOverTheCacheMatchTheReference) {
   const NpyArray want = replay("final_canvas_logits");
   const int64_t count = static_cast<int64_t>(tokens.size());
   ASSERT_EQ(count % kBlock, 0);
-  ASSERT_TRUE(backend_->reserve(count, kBlock).isOk());
-  StatusOr<sampling::LogitsView> first = backend_->forward(
+  ASSERT_TRUE(backend().reserve(count, kBlock).isOk());
+  StatusOr<sampling::LogitsView> first = backend().forward(
       sampling::ForwardSpec::of(Mode::full, tokens.data(), kBlock, kBlock, {0, kBlock}));
   ASSERT_TRUE(first) << first.status().message();
   expectRowsMatch(*first, want, 0, "block 0 (full)");
   for (int64_t begin = kBlock; begin < count; begin += kBlock) {
     const bool last = begin + kBlock == count;
-    StatusOr<sampling::LogitsView> logits = backend_->forward(sampling::ForwardSpec::of(
+    StatusOr<sampling::LogitsView> logits = backend().forward(sampling::ForwardSpec::of(
         last ? Mode::cached : Mode::append, tokens.data(), begin + kBlock, begin, {0, kBlock}));
     ASSERT_TRUE(logits) << logits.status().message();
     expectRowsMatch(*logits, want, begin,
@@ -243,19 +161,9 @@ TEST_P(LLaDA2ReferenceTest, EditingDecodingFollowsThePipelineStepByStep) {
   EXPECT_EQ(out->outputIds.back(), 1) << "the edit's EOS ends the output";
 }
 
-std::vector<const char *> backends() {
-#ifdef DLM_TEST_EMU_CACHE_DIR
-  return {"cpu", "cuda-emu"};
-#else
-  return {"cpu"};
-#endif
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, LLaDA2ReferenceTest, ::testing::ValuesIn(backends()),
-                         [](const auto &info) {
-                           return std::string(info.param == std::string("cpu") ? "cpu"
-                                                                               : "cuda_emu");
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, LLaDA2ReferenceTest,
+                         ::testing::ValuesIn(testing::fixtureBackends()),
+                         [](const auto &info) { return testing::backendTestName(info.param); });
 
 } // namespace
 } // namespace dlm
