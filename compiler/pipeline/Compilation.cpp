@@ -377,6 +377,17 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
                            ", which runs only its own sampler (--policy diffusion-gemma)");
     return Status::ok();
   }
+  // A block-causal model (LLaDA2) decodes by its blocks from position 0 (llada2), and llada2 needs
+  // one; the programs that lay blocks from the prompt's end would refuse every request.
+  const bool blockCausal =
+      checkpoint_->model.config.attentionMask == artifact::AttentionMaskKind::block_causal;
+  for (const std::string &policy : policies_)
+    if ((policy == "llada2") != blockCausal && !programs::decodesLeftToRight(policy))
+      return Status::error("not supported yet: --policy " + policy + " for " +
+                           checkpoint_->model.config.architecture +
+                           (blockCausal ? ", whose attention goes by blocks from position 0 "
+                                          "(its program is llada2)"
+                                        : ", whose attention is not block-causal"));
   // Left to right needs a causal model: a bidirectional one's prompt K/V would depend on the
   // tokens after them.
   for (const std::string &policy : policies_)

@@ -80,8 +80,7 @@ LogicalResult buildGenerateFunction(ModuleOp module, const DecodingPolicy &polic
   MLIRContext *context = module.getContext();
   context->loadDialect<scf::SCFDialect, tensor::TensorDialect, arith::ArithDialect>();
   const bool entropyBound = policy.name == "entropy-bound";
-  // hasGenerateFunction's policies.
-  if (!entropyBound && policy.name != "low-confidence")
+  if (!hasGenerateFunction(policy.name))
     return module.emitError() << "unknown policy '" << policy.name << "'";
   const int64_t genLength = policy.genLength, blockLength = policy.blockLength;
   if (genLength <= 0 || blockLength <= 0 || genLength % blockLength != 0)

@@ -148,8 +148,8 @@ Status maskTokenFromTokenizer(const CheckpointChat &chat, const Tokenizer &token
   auto named = chat.specialTokens.find("mask_token");
   if (named == chat.specialTokens.end() || !std::holds_alternative<std::string>(named->second))
     return Status::error(config.architecture +
-                         " needs a mask token: config.json has no mask_token_id and "
-                         "tokenizer_config.json no mask_token");
+                         " needs a mask token: config.json has no mask_token_id and the "
+                         "tokenizer files name no mask_token");
   const std::string &text = std::get<std::string>(named->second);
   std::optional<int32_t> id = tokenizer.tokenToId(text);
   if (!id)

@@ -232,6 +232,9 @@ StatusOr<ModelDescription> describeLLaDA2(const json &j, const std::string &arch
   DLM_ASSIGN_OR_RETURN(d.traits.qkNorm, f.boolOr("use_qk_norm", true));
   DLM_ASSIGN_OR_RETURN(d.traits.rotaryDim, rotaryDim(j, f, c.headDim));
   DLM_ASSIGN_OR_RETURN(d.traits.statedBlockSize, f.nonNegativeIntOr("block_size", 0));
+  // The block its attention goes by until a compilation sets --block-length's: the stated one,
+  // else SGLang's 32 (dlmc import builds the forward with it).
+  d.traits.attentionBlock = d.traits.statedBlockSize > 0 ? d.traits.statedBlockSize : 32;
   DLM_RETURN_IF_ERROR(checkHeads(c));
 
   Widths w{c.hiddenSize,

@@ -24,7 +24,8 @@ struct Knobs {
       minimalTopk, eosEarlyStop, temperature;
 };
 
-// diffusers' LLaDA2Pipeline.__call__ defaults.
+// diffusers' LLaDA2Pipeline.__call__ defaults, but editing_threshold: unset as the scheduler's is
+// (no editing unless a request or dlmc --knob asks for it; the pipeline's call passes 0.5).
 Knobs declareKnobs(PolicyBuilder &p) {
   Builder &b = p.b();
   Knobs k;
@@ -53,6 +54,8 @@ Value checkRequest(PolicyBuilder &p, const Knobs &k) {
           attentionBlock);
   p.check(p.ge("hasMask", p.fact("mask"), zero),
           "the llada2 policy needs a mask token; the model has none");
+  p.check(p.eq("noShift", p.fact("shift"), zero),
+          "the llada2 policy decodes a model without a logit shift");
   p.check(p.eq("greedy", k.temperature, p.real(0.0)),
           "not supported yet: temperature {} in the llada2 policy (it decodes greedily)",
           k.temperature);

@@ -47,6 +47,12 @@ void keepAccepted(const State &state, std::vector<uint8_t> &keep) {
 
 bool isF32(const Instruction &in) { return program::isF32(in[accept::kPrecision]); }
 
+// score > threshold, both rounded to float32 when `f32` (as torch compares a float32 tensor with
+// a Python float).
+bool exceeds(double score, double threshold, bool f32) {
+  return f32 ? static_cast<float>(score) > static_cast<float>(threshold) : score > threshold;
+}
+
 // run := (argmax == prev) ? run + 1 : 0; prev := argmax; converged when the argmax canvas has
 // been the same for `stability` steps and the mean score (entropy) is below `confidence`.
 Status converge(State &state, const Instruction &in, size_t at, const std::vector<double> &score) {
@@ -93,9 +99,8 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
   } else if (rule == kRuleThresholdQuota) {
     const double threshold = state.real(in[kThreshold]);
     const bool f32 = isF32(in);
-    const int64_t above = std::count_if(state.scores.begin(), state.scores.end(), [&](double c) {
-      return f32 ? static_cast<float>(c) > static_cast<float>(threshold) : c > threshold;
-    });
+    const int64_t above = std::count_if(state.scores.begin(), state.scores.end(),
+                                        [&](double c) { return exceeds(c, threshold, f32); });
     keepMostConfident(state, std::max(above, state.integer(in[kTopK])), keep);
   } else if (rule == kRuleHierarchical) {
     const sampling::HierarchicalRule hierarchical{
@@ -158,9 +163,7 @@ Status runEdit(State &state, const Instruction &in, size_t at) {
     const int64_t position = state.windowBegin + j;
     const int32_t token = (**sampled)[static_cast<size_t>(j)];
     const double c = (**score)[static_cast<size_t>(j)];
-    const bool confident =
-        f32 ? static_cast<float>(c) > static_cast<float>(threshold) : c > threshold;
-    if (state.isMask(j) || position < state.promptLength || !confident ||
+    if (state.isMask(j) || position < state.promptLength || !exceeds(c, threshold, f32) ||
         token == state.seq[static_cast<size_t>(position)])
       continue;
     if (token < 0 || token >= state.vocab)

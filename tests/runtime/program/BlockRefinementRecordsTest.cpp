@@ -185,12 +185,6 @@ TEST(BlockRefinementRecords, EosStopNeedsTheFirstEosGeneratedWithNoMaskBeforeIt)
   EXPECT_TRUE(runSteps(std::string(kCommitStep) + kEditStep, script, {2, 2}).flags["finished"]);
   EXPECT_FALSE(runSteps(std::string(kCommitStep) + kEditStep, script, {1, 2}).flags["finished"])
       << "the prompt holds the first EOS";
-  Script afterMask = kFirstStep;
-  afterMask.push_back({{4, {1, 0.9}}});
-  // Quota 0 and threshold 0.95 leave every mask; position 4 is not decoded, so nothing is edited.
-  EXPECT_FALSE(runSteps(std::string(kCommitStep) + kEditStep, afterMask, {2, 2},
-                        {{"k", int64_t{0}}, {"t", 0.95}})
-                   .flags["finished"]);
   Script maskBefore = {{{3, {1, 0.99}}}};
   const std::string commitEos =
       "forward mode=full count=6 keep=0 row_begin=0 row_end=6\n"
