@@ -378,6 +378,9 @@ private:
       throw RenderError("not supported yet: repeating " + std::to_string(size) +
                         (sequence.isString() ? " bytes " : " items ") + std::to_string(times) +
                         " times (more than " + std::to_string(kMaxRepeated) + ")");
+    // An empty sequence repeated any number of times is empty: no loop of `times` rounds.
+    if (size == 0 || times <= 0)
+      return sequence.isString() ? Value::string("") : Value::list({});
     if (sequence.isString()) {
       std::string out;
       for (int64_t i = 0; i < times; ++i)

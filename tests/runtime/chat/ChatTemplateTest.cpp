@@ -176,6 +176,9 @@ TEST(ChatTemplate, RepetitionIsBounded) {
   EXPECT_EQ(render("{{ 'ab' * 1000000000000000000 }}"),
             "RENDER ERROR: chat template line 1: not supported yet: repeating 2 bytes "
             "1000000000000000000 times (more than 4194304)");
+  // An empty sequence repeats to empty at once, however many times (the fuzzer's timeout).
+  EXPECT_EQ(render("{{ ('' * 500000000000000000) ~ ([] * 500000000000000000) | length }}"), "0");
+  EXPECT_EQ(render("{{ 'ab' * -3 }}{{ [1] * 0 }}"), "[]");
   EXPECT_EQ(render("{{ [1, 2] * 4000000 }}"),
             "RENDER ERROR: chat template line 1: not supported yet: repeating 2 items 4000000 "
             "times (more than 4194304)");
