@@ -1,9 +1,11 @@
-"""What the oracle-fixture scripts (autoregressive/, dflash/, diffusion_gemma/ make_fixtures.py) share: hashes,
-array conversion, trace.json / trace.npz writing, the independent re-check, the tiny word-level tokenizer and the
-seeded Llama/Qwen weights, MANIFEST.json, and --check's comparison of a regenerated fixture with the committed one.
+"""What the oracle-fixture scripts (autoregressive/, dflash/, diffusion_gemma/, llada2/, llada_moe/, sdar/
+make_fixtures.py) share: hashes, array conversion, trace.json / trace.npz / replay/ writing, the independent
+re-check, the tiny word-level tokenizer, the seeded Llama/Qwen weights and the directly written checkpoints,
+refusing a fragile fixture, MANIFEST.json, and --check's comparison of a regenerated fixture with the committed one.
 
 Runs in the reference venv (torch 2.15, transformers 5.23; see diffusion_gemma/README.md). The scripts import it
-by putting this folder on sys.path.
+by putting this folder on sys.path. The plain-PyTorch references themselves import torch_blocks.py instead (no
+transformers: ctest runs them in the repo .venv).
 """
 
 import argparse
@@ -86,6 +88,43 @@ def save_trace(d, trace, meta):
                      if f not in ("trace.json", "trace.npz")}
 
 
+def replay_arrays(trace, dtypes):
+    """The trace arrays the C++ tests read (name -> the dtype written: plain .npy, no Python or zip needed at run
+    time); refused where the conversion would change a value."""
+    out = {}
+    for name, dtype in dtypes.items():
+        out[name] = np.asarray(trace[name]).astype(dtype)
+        assert np.array_equal(out[name], trace[name]), name
+    return out
+
+
+def write_fixture_files(d, name, trace, meta, replay, verify_fixture):
+    """d/trace.npz, d/replay/<name>.npy for each of `replay` (name -> array) and d/trace.json, written twice: the
+    independent reference (verify_fixture) reads the first, and its verdict goes into the second."""
+    save_trace(d, trace, meta)   # first: it hashes d's files, and replay/ is a folder
+    os.makedirs(os.path.join(d, "replay"), exist_ok=True)
+    for array_name, array in replay.items():
+        np.save(os.path.join(d, "replay", array_name + ".npy"), array, allow_pickle=False)
+    write_json(os.path.join(d, "trace.json"), meta)
+    meta["reference_check"] = reference_check(name, verify_fixture, d)
+    write_json(os.path.join(d, "trace.json"), meta)
+    chmod_files(d)
+
+
+def refuse_if_fragile(problems, gaps, gap_limits, runs, min_distinct_tokens=6):
+    """Refuses the fixture (SystemExit) when a smallest decision gap is within its bound (gap_limits: (name, bound)
+    pairs), a run is degenerate (fewer than min_distinct_tokens distinct tokens) or `problems` were found."""
+    problems = list(problems)
+    for name, lim in gap_limits:
+        if gaps[name] <= lim:
+            problems.append("min gap %s = %.3g <= %g" % (name, gaps[name], lim))
+    for run in runs:
+        if run["distinct_tokens"] < min_distinct_tokens:
+            problems.append("%s: degenerate (%d distinct tokens)" % (run["name"], run["distinct_tokens"]))
+    if problems:
+        raise SystemExit("refusing the fixture:\n  " + "\n  ".join(problems))
+
+
 def reference_check(name, verify_fixture, d):
     """The independent plain-PyTorch reference's verdict on fixture d: refuses the fixture when it disagrees,
     else its max differences (3 significant digits) for trace.json's reference_check."""
@@ -114,6 +153,53 @@ def word_level_tokenizer(vocab_size, special, bos=None, mask_token=None):
     if mask_token is not None:
         kw["mask_token"] = mask_token
     return PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
+
+
+def seeded_draws(seed):
+    """normal(shape, std) and uniform(shape, lo, hi): new float32 tensors drawn in call order from one generator
+    seeded with seed (a checkpoint's values depend on the order its tensors are drawn in)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def normal(shape, std):
+        return torch.randn(shape, generator=g) * std
+
+    def uniform(shape, lo, hi):
+        return lo + (hi - lo) * torch.rand(shape, generator=g)
+
+    return normal, uniform
+
+
+def write_checkpoint(d, spec, tensors, extra_json=None):
+    """A checkpoint folder written directly: config.json (spec["config"]) and extra_json's files (file name ->
+    object), model.safetensors (tensors) and the word-level tokenizer of spec["special"], spec["mask_token"] its
+    mask token. Returns the tokenizer."""
+    from safetensors.torch import save_file
+    os.makedirs(d, exist_ok=True)
+    for name, obj in dict({"config.json": spec["config"]}, **(extra_json or {})).items():
+        write_json(os.path.join(d, name), obj)
+    save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    tok = word_level_tokenizer(spec["config"]["vocab_size"], spec["special"], mask_token=spec["mask_token"])
+    tok.save_pretrained(d)
+    # transformers 4 writes special_tokens_map.json, 5 does not: removed, the files are the same with either
+    for extra in ("special_tokens_map.json", "chat_template.jinja"):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))
+    return tok
+
+
+def draw_prompt(spec, tok, vocab_size):
+    """spec["prompt_len"] word ids drawn with seed spec["seed"] + 1, special tokens skipped, and their text (which
+    the tokenizer must give back)."""
+    g = torch.Generator().manual_seed(spec["seed"] + 1)
+    specials = set(spec["special"].values())
+    prompt = []
+    while len(prompt) < spec["prompt_len"]:
+        i = int(torch.randint(0, vocab_size, (1,), generator=g))
+        if i not in specials:
+            prompt.append(i)
+    text = " ".join("w%d" % i for i in prompt)
+    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == spec["special"][spec["mask_token"]]
+    return prompt, text
 
 
 @torch.no_grad()
@@ -257,6 +343,17 @@ def compare_dirs(want_dir, got_dir, errors, json_keys=(), compare_json=None, wei
                 WARNINGS.append("%s: made with %s, checked with %s" % (name, ja.get("versions"), jb.get("versions")))
         elif open(a, "rb").read() != open(b, "rb").read():
             errors.append("%s differs" % what)
+
+
+def check_one_fixture(fixtures, name, make_fixture, json_keys):
+    """--check of a script with one fixture: make_fixture(out_dir) into a temp dir, compared with fixtures/<name>
+    by compare_dirs (trace.json's json_keys equal); the exit code."""
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        got = os.path.join(tmp, name)
+        make_fixture(got)
+        compare_dirs(os.path.join(fixtures, name), got, errors, json_keys=json_keys)
+    return check_report(errors, " (1 fixture)")
 
 
 def check_report(errors, what=""):

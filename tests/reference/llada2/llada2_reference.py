@@ -5,7 +5,7 @@
 Written from the public definitions recorded in README.md (SGLang 0.5.23 `sglang/srt/models/llada2.py` and the
 layers it calls; diffusers 0.42.1 `pipelines/llada2/pipeline_llada2.py` and
 `schedulers/scheduling_block_refinement.py`). Imports neither sglang, diffusers nor transformers: torch, numpy,
-safetensors only.
+safetensors and ../torch_blocks.py only.
 
     python llada2_reference.py fixtures/llada2_tiny        # re-checks a fixture's trace.npz / trace.json
 
@@ -26,7 +26,10 @@ import sys
 import numpy as np
 import torch
 
-REQUIRED = object()
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_blocks import (REQUIRED, block_causal_mask, causal_mask, check_layout, full_mask,  # noqa: E402
+                          load_safetensors, read_config_fields, rms_norm, rope_neox, swiglu)
+
 # Config fields and the default SGLang uses when config.json lacks them (REQUIRED: read as a plain attribute in
 # SGLang, so a published config.json must have it; the reference refuses a config without it).
 CONFIG_FIELDS = {
@@ -43,43 +46,11 @@ CONFIG_FIELDS = {
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Masks (True = the query row may attend to the key column)
-
-
-def block_causal_mask(T, block):
-    """Blocks [k*block, (k+1)*block) counted from position 0 (the prompt included): a token sees every token of its
-    own block and of all earlier blocks."""
-    b = torch.arange(T) // block
-    return b[None, :] <= b[:, None]
-
-
-def causal_mask(T):
-    return torch.ones(T, T, dtype=torch.bool).tril()
-
-
-def full_mask(T):
-    return torch.ones(T, T, dtype=torch.bool)
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Model
 
 
-def rms_norm(x, w, eps):
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-
 def read_config(d):
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    out = {}
-    for k, default in CONFIG_FIELDS.items():
-        if k in cfg:
-            out[k] = cfg[k]
-        elif default is REQUIRED:
-            raise ValueError("config.json lacks %r (SGLang reads it without a default)" % k)
-        else:
-            out[k] = default
+    cfg, out = read_config_fields(d, CONFIG_FIELDS, " (SGLang reads it without a default)")
     # rope: SGLang's get_rope_config: rope_parameters (transformers 5) first, else rope_theta / rope_scaling
     rp = cfg.get("rope_parameters")
     if rp is not None:
@@ -127,8 +98,7 @@ class LLaDA2Reference:
 
     @classmethod
     def load(cls, d):
-        from safetensors.torch import load_file
-        return cls(read_config(d), load_file(os.path.join(d, "model.safetensors")))
+        return cls(read_config(d), load_safetensors(d))
 
     def expected_shapes(self):
         """The tensor names and shapes a checkpoint must hold (per-expert layout)."""
@@ -167,27 +137,14 @@ class LLaDA2Reference:
         return s
 
     def check_names(self):
-        want = self.expected_shapes()
-        got = {k: list(v.shape) for k, v in self.t.items()}
-        if self.cfg["tie_word_embeddings"]:
-            got.pop("lm_head.weight", None)   # SGLang skips lm_head.* when tied
-        if want != got:
-            missing = sorted(set(want) - set(got))
-            extra = sorted(set(got) - set(want))
-            bad = sorted(k for k in want if k in got and want[k] != got[k])
-            raise ValueError("checkpoint layout: missing %s extra %s wrong shape %s" % (missing[:5], extra[:5], bad[:5]))
+        check_layout(self.expected_shapes(), self.t, self.cfg["tie_word_embeddings"])   # SGLang skips a tied lm_head
 
     # --- pieces ---
 
     def rope(self, x, pos):
         """NeoX-style rotary on the first rotary_dim dims of each head (halves rotated against each other); the
-        rest pass through. inv_freq = theta^(-2i / rotary_dim), i < rotary_dim / 2."""
-        r = self.cfg["rotary_dim"]
-        inv = 1.0 / (self.cfg["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+        rest pass through. A method so that make_fixtures.py's Variant can swap it."""
+        return rope_neox(x, pos, self.cfg["rope_theta"], self.cfg["rotary_dim"])
 
     def attention(self, l, x, pos, mask):
         c, t = self.cfg, self.t
@@ -207,10 +164,6 @@ class LLaDA2Reference:
         s = s.masked_fill(~mask[None], float("-inf"))
         o = torch.einsum("hqk,khd->qhd", s.softmax(-1), v).reshape(T, nh * hd)
         return o @ t[p + "dense.weight"].T
-
-    @staticmethod
-    def swiglu(x, g, u, d):
-        return (torch.nn.functional.silu(x @ g.T) * (x @ u.T)) @ d.T
 
     def route(self, l, x):
         """The router of sparse layer l (SGLang LLaDA2MoeSparseMoeBlock + TopK, biased_grouped_topk_impl)."""
@@ -249,12 +202,12 @@ class LLaDA2Reference:
             for e in r["ids"][:, k].unique().tolist():
                 rows = r["ids"][:, k] == e
                 q = p + "experts.%d." % e
-                y = self.swiglu(x[rows], t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
+                y = swiglu(x[rows], t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
                 out[rows] += r["weights"][rows, k:k + 1] * y
         out = out * c["routed_scaling_factor"]                                # scales the routed sum only
         if c["moe_shared_intermediate"]:
             q = p + "shared_experts."
-            out = out + self.swiglu(x, t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
+            out = out + swiglu(x, t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
         return out, r
 
     @torch.no_grad()
@@ -275,8 +228,7 @@ class LLaDA2Reference:
             if self.sparse[l]:
                 y, routers[l] = self.moe(l, x)
             else:
-                y = self.swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"],
-                                t[p + "mlp.down_proj.weight"])
+                y = swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"], t[p + "mlp.down_proj.weight"])
             h = h + y
         h = rms_norm(h, t["model.norm.weight"], eps)
         head = t["model.word_embeddings.weight"] if c["tie_word_embeddings"] else t["lm_head.weight"]

@@ -31,8 +31,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import llada2_reference as ref  # noqa: E402
 import fixture_tools  # noqa: E402
-from fixture_tools import (chmod_files, f32, i64, parse_args, reference_check, save_trace, sha256,  # noqa: E402
-                           word_level_tokenizer, write_json)
+from fixture_tools import (draw_prompt, f32, i64, refuse_if_fragile, replay_arrays, seeded_draws,  # noqa: E402
+                           write_checkpoint, write_fixture_files)
+from torch_blocks import rope_interleaved  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
 MADE_BY = "tests/reference/llada2/make_fixtures.py"
@@ -110,14 +111,8 @@ SPEC = {
 def make_tensors(spec):
     """Seeded random tensors under the published names (per-expert layout), float32."""
     c, g_ = spec["config"], spec["gains"]
-    g = torch.Generator().manual_seed(spec["seed"])
+    normal, uniform = seeded_draws(spec["seed"])
     H, hd, nh, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
-
-    def normal(shape, std):
-        return torch.randn(shape, generator=g) * std
-
-    def uniform(shape, lo, hi):
-        return lo + (hi - lo) * torch.rand(shape, generator=g)
 
     t = {"model.word_embeddings.weight": normal([c["vocab_size"], H], 1.0)}
     for l in range(c["num_hidden_layers"]):
@@ -152,19 +147,6 @@ def make_tensors(spec):
     head[spec["special"][spec["mask_token"]]] *= g_["mask_row"]   # the mask token is never the argmax
     t["lm_head.weight"] = head
     return {k: v.contiguous() for k, v in t.items()}
-
-
-def write_checkpoint(spec, d):
-    from safetensors.torch import save_file
-    os.makedirs(d, exist_ok=True)
-    write_json(os.path.join(d, "config.json"), spec["config"])
-    save_file(make_tensors(spec), os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-    tok = word_level_tokenizer(spec["config"]["vocab_size"], spec["special"], mask_token=spec["mask_token"])
-    tok.save_pretrained(d)
-    for extra in ("special_tokens_map.json", "chat_template.jinja"):
-        if os.path.exists(os.path.join(d, extra)):
-            os.remove(os.path.join(d, extra))
-    return tok
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -225,13 +207,7 @@ class Variant(ref.LLaDA2Reference):
     def rope(self, x, pos):
         if self.what != "rope_interleaved":
             return super().rope(x, pos)
-        r = self.cfg["rotary_dim"]
-        inv = 1.0 / (self.cfg["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2 = x[..., 0:r:2], x[..., 1:r:2]
-        rot = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
-        return torch.cat([rot, x[..., r:]], dim=-1)
+        return rope_interleaved(x, pos, self.cfg["rope_theta"], self.cfg["rotary_dim"])
 
 
 VARIANTS = ["no_group_limit", "group_max", "group_sum_all", "bias_not_in_choice", "bias_in_weights",
@@ -373,20 +349,6 @@ class Fixture:
                        router_weights=name + "_router_weights", sparse_layers=layers)
         self.note_router(out)
         self.routed_outs.append(out)
-
-
-def draw_prompt(spec, tok, vocab_size):
-    """prompt_len seeded non-special word ids and their text (which the tokenizer must give back)."""
-    g = torch.Generator().manual_seed(spec["seed"] + 1)
-    specials = set(spec["special"].values())
-    prompt = []
-    while len(prompt) < spec["prompt_len"]:
-        i = int(torch.randint(0, vocab_size, (1,), generator=g))
-        if i not in specials:
-            prompt.append(i)
-    text = " ".join("w%d" % i for i in prompt)
-    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == spec["special"][spec["mask_token"]]
-    return prompt, text
 
 
 # --- decoding: diffusers' pipeline, re-checked by refine_generate ---
@@ -548,19 +510,6 @@ def sensitivity(fx, greedy_settings):
 # --- refusing, assembling, writing ---
 
 
-def refuse_if_fragile(fx, runs):
-    """Refuses the fixture when a gap is within its bound, a run is degenerate or a mask token was decoded."""
-    problems = list(fx.problems)
-    for name, lim in GAP_LIMITS:
-        if fx.gaps[name] <= lim:
-            problems.append("min gap %s = %.3g <= %g" % (name, fx.gaps[name], lim))
-    for run in runs:
-        if run["distinct_tokens"] < 6:
-            problems.append("%s: degenerate (%d distinct tokens)" % (run["name"], run["distinct_tokens"]))
-    if problems:
-        raise SystemExit("refusing the fixture:\n  " + "\n  ".join(problems))
-
-
 def assemble_meta(spec, fx, runs, sens, sparse_layers):
     c, m = fx.model.cfg, fx.model
     experts_used = {str(l): sorted({int(e) for o in fx.routed_outs for e in o["router"][l]["ids"].flatten()})
@@ -592,19 +541,9 @@ def sglang_crosscheck_meta(wheel, fx, outs):
             "weights_max_abs_diff": float("%.3g" % crosscheck_sglang(wheel, fx.model, outs))}
 
 
-def write_fixture_files(d, trace, meta):
-    """trace.npz, replay/ and trace.json, the latter again with the independent reference's verdict."""
-    save_trace(d, trace, meta)
-    write_replay(d, trace)
-    write_json(os.path.join(d, "trace.json"), meta)
-    meta["reference_check"] = reference_check("llada2_tiny", ref.verify_fixture, d)
-    write_json(os.path.join(d, "trace.json"), meta)
-    chmod_files(d)
-
-
 def make_fixture(spec, d, sglang_wheel=None):
     torch.manual_seed(0)
-    tok = write_checkpoint(spec, d)
+    tok = write_checkpoint(d, spec, make_tensors(spec))
     m = ref.LLaDA2Reference.load(d)
     prompt, text = draw_prompt(spec, tok, m.cfg["vocab_size"])
     fx = Fixture(spec, m, tok, prompt, text)
@@ -617,11 +556,11 @@ def make_fixture(spec, d, sglang_wheel=None):
     greedy_final = torch.tensor(fx.trace["greedy_canvas"][-1]).tolist()
     final = fx.record_forward("final_canvas", greedy_final, "block_causal", B)
     sens = sensitivity(fx, spec["runs"][0]["settings"])
-    refuse_if_fragile(fx, runs)
+    refuse_if_fragile(fx.problems, fx.gaps, GAP_LIMITS, runs)
     meta = assemble_meta(spec, fx, runs, sens, sorted(w_out["router"]))
     if sglang_wheel:   # the final canvas is among the routed outputs already; checking it twice changes nothing
         meta["sglang_crosscheck"] = sglang_crosscheck_meta(sglang_wheel, fx, fx.routed_outs + [final])
-    write_fixture_files(d, fx.trace, meta)
+    write_fixture_files(d, spec["name"], fx.trace, meta, replay_arrays(fx.trace, REPLAY), ref.verify_fixture)
     return meta
 
 
@@ -632,17 +571,8 @@ REPLAY = {"prompt_ids": "<i4", "window_ids": "<i4", "window_logits": "<f4", "fin
           "editing_canvas": "<i4", "editing_sequence": "<i4"}
 
 
-def write_replay(d, trace):
-    os.makedirs(os.path.join(d, "replay"), exist_ok=True)
-    for name, dtype in REPLAY.items():
-        array = np.asarray(trace[name]).astype(dtype)
-        assert np.array_equal(array, trace[name]), name
-        np.save(os.path.join(d, "replay", name + ".npy"), array, allow_pickle=False)
-
-
 def main():
     import argparse
-    import tempfile
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--out", default=FIXTURES)
@@ -651,13 +581,9 @@ def main():
     torch.set_num_threads(1)
     fixture_tools.setup("2.15", "5.23.", diffusers=(DIFFUSERS_VERSION, __import__("diffusers").__version__))
     if args.check:
-        errors = []
-        with tempfile.TemporaryDirectory() as tmp:
-            got = os.path.join(tmp, SPEC["name"])
-            make_fixture(SPEC, got, args.sglang_wheel)
-            fixture_tools.compare_dirs(os.path.join(FIXTURES, SPEC["name"]), got, errors,
-                                       json_keys=("config", "prompt_ids", "runs", "forwards", "mask_token_id"))
-        return fixture_tools.check_report(errors, " (1 fixture)")
+        return fixture_tools.check_one_fixture(
+            FIXTURES, SPEC["name"], lambda d: make_fixture(SPEC, d, args.sglang_wheel),
+            json_keys=("config", "prompt_ids", "runs", "forwards", "mask_token_id"))
     os.makedirs(args.out, exist_ok=True)
     meta = make_fixture(SPEC, os.path.join(args.out, SPEC["name"]), args.sglang_wheel)
     print(json.dumps({"runs": [{k: r[k] for k in ("name", "sequence", "forwards", "threshold_commits",

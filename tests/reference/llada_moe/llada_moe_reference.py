@@ -7,7 +7,7 @@ github:ZHZisZZ/dllm `dllm/pipelines/llada/models/{configuration,modeling}_lladam
 LLaDAMoEAttention, LLaDAMoESparseMoeBlock, LLaDAMoEDecoderLayer, LLaDAMoEModel, LLaDAMoEModelLM) and
 github:inclusionAI/dInfer `tools/modeling_fused_lladamoe.py`; llama.cpp's `conversion/llada.py`
 (`LLaDAMoEModel`) and `src/models/llada-moe.cpp` for the tensor layout and graph. Imports neither transformers nor
-any of those files: torch, numpy, safetensors only.
+any of those files: torch, numpy, safetensors and ../torch_blocks.py only.
 
     python llada_moe_reference.py fixtures/llada_moe_tiny        # re-checks a fixture's trace.npz / trace.json
 
@@ -25,7 +25,10 @@ import sys
 import numpy as np
 import torch
 
-REQUIRED = object()
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_blocks import (REQUIRED, causal_mask, check_layout, full_mask, load_safetensors,  # noqa: E402
+                          read_config_fields, rms_norm, rope_neox, swiglu)
+
 # config.json fields the remote code reads, with the remote config class's default where that default is usable.
 # REQUIRED: the class's default is a placeholder (-1 / [] / None) that cannot give a working model (e.g.
 # partial_rotary_factor -1 would rotate no dimension at all), so the reference refuses a config without it.
@@ -47,36 +50,11 @@ CONFIG_FIELDS = {
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Masks (True = the query row may attend to the key column)
-
-
-def full_mask(T):
-    return torch.ones(T, T, dtype=torch.bool)
-
-
-def causal_mask(T):
-    return torch.ones(T, T, dtype=torch.bool).tril()
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Model
 
 
-def rms_norm(x, w, eps):
-    x = x.float()
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-
 def read_config(d):
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    out = {}
-    for k, default in CONFIG_FIELDS.items():
-        if k in cfg:
-            out[k] = cfg[k]
-        elif default is REQUIRED:
-            raise ValueError("config.json lacks %r (the remote config class's default is a placeholder)" % k)
-        else:
-            out[k] = default
+    cfg, out = read_config_fields(d, CONFIG_FIELDS, " (the remote config class's default is a placeholder)")
     if out["num_key_value_heads"] is None:
         out["num_key_value_heads"] = out["num_attention_heads"]
     H, nh = out["hidden_size"], out["num_attention_heads"]
@@ -115,8 +93,7 @@ class LLaDAMoEReference:
 
     @classmethod
     def load(cls, d):
-        from safetensors.torch import load_file
-        return cls(read_config(d), load_file(os.path.join(d, "model.safetensors")))
+        return cls(read_config(d), load_safetensors(d))
 
     def expected_shapes(self):
         """The tensor names and shapes a checkpoint must hold (the remote model's state_dict)."""
@@ -157,27 +134,15 @@ class LLaDAMoEReference:
         return s
 
     def check_names(self):
-        want = self.expected_shapes()
-        got = {k: list(v.shape) for k, v in self.t.items()}
-        if self.cfg["tie_word_embeddings"]:
-            got.pop("lm_head.weight", None)
-        if want != got:
-            missing = sorted(set(want) - set(got))
-            extra = sorted(set(got) - set(want))
-            bad = sorted(k for k in want if k in got and want[k] != got[k])
-            raise ValueError("checkpoint layout: missing %s extra %s wrong shape %s" % (missing[:5], extra[:5], bad[:5]))
+        check_layout(self.expected_shapes(), self.t, self.cfg["tie_word_embeddings"])
 
     # --- pieces ---
 
     def rope(self, x, pos):
-        """NeoX-style (rotate_half) RoPE on the first rotary_dim dims of each head, the rest passed through;
-        inv_freq_i = theta^(-2i / rotary_dim), i < rotary_dim / 2 (x: [T, heads, hd])."""
-        r = self.cfg["rotary_dim"]
-        inv = 1.0 / (float(self.cfg["rope_theta"]) ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2, rest = x[..., : r // 2], x[..., r // 2: r], x[..., r:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+        """NeoX-style (rotate_half) RoPE on the first rotary_dim dims of each head, the rest passed through
+        (x: [T, heads, hd]); theta as a float, as transformers' default RoPE init. A method so that
+        make_fixtures.py's Variant can swap it."""
+        return rope_neox(x, pos, float(self.cfg["rope_theta"]), self.cfg["rotary_dim"])
 
     def attention(self, l, x, pos, mask):
         c, t = self.cfg, self.t
@@ -197,10 +162,6 @@ class LLaDAMoEReference:
         s = s.masked_fill(~mask[None], float("-inf"))
         o = torch.einsum("hqk,khd->qhd", s.softmax(-1), v).reshape(T, nh * hd)
         return o @ t[p + "o_proj.weight"].T
-
-    @staticmethod
-    def swiglu(x, g, u, d):
-        return (torch.nn.functional.silu(x @ g.T) * (x @ u.T)) @ d.T
 
     def route(self, l, x):
         """LLaDAMoESparseMoeBlock's router: softmax over all experts (float32), + expert_bias when present,
@@ -224,11 +185,11 @@ class LLaDAMoEReference:
             for e in r["ids"][:, k].unique().tolist():
                 rows = r["ids"][:, k] == e
                 q = p + "mlp.experts.%d." % e
-                y = self.swiglu(x[rows], t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
+                y = swiglu(x[rows], t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
                 out[rows] += r["weights"][rows, k:k + 1] * y
         if c["shared_expert_intermediate_size"] is not None:   # the layer's shared_expert, unweighted, same input
             q = p + "shared_expert."
-            out = out + self.swiglu(x, t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
+            out = out + swiglu(x, t[q + "gate_proj.weight"], t[q + "up_proj.weight"], t[q + "down_proj.weight"])
         return out, r
 
     @torch.no_grad()
@@ -249,8 +210,7 @@ class LLaDAMoEReference:
             if self.sparse[l]:
                 y, routers[l] = self.moe(l, x)
             else:
-                y = self.swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"],
-                                t[p + "mlp.down_proj.weight"])
+                y = swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"], t[p + "mlp.down_proj.weight"])
             h = h + y
         h = rms_norm(h, t["model.norm.weight"], eps)
         head = t["model.embed_tokens.weight"] if c["tie_word_embeddings"] else t["lm_head.weight"]
@@ -281,8 +241,7 @@ class SamplerModel:
 def low_confidence_run(model, prompt, mask_token_id, eos_token_id, **settings):
     """dlm's LLaDA low-confidence reference (tests/reference/samplers.py low_confidence) driving the model;
     returns (its result, the forwards' (ids, out))."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import samplers
+    import samplers   # tests/reference/samplers.py (that folder is on sys.path: see the imports above)
     sm = SamplerModel(model, mask_token_id, eos_token_id)
     res = samplers.low_confidence(sm, prompt, **settings)
     return res, sm.calls

@@ -29,7 +29,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import llada_moe_reference as ref  # noqa: E402
 import fixture_tools  # noqa: E402
-from fixture_tools import chmod_files, f32, i64, reference_check, save_trace, word_level_tokenizer, write_json  # noqa: E402
+from fixture_tools import (draw_prompt, f32, i64, refuse_if_fragile, replay_arrays, seeded_draws,  # noqa: E402
+                           write_checkpoint, write_fixture_files, write_json)
+from torch_blocks import rope_interleaved  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
 MADE_BY = "tests/reference/llada_moe/make_fixtures.py"
@@ -99,15 +101,9 @@ SPEC = {
 def make_tensors(spec):
     """Seeded random tensors under the published names (per-expert layout), float32."""
     c, g_ = spec["config"], spec["gains"]
-    g = torch.Generator().manual_seed(spec["seed"])
+    normal, uniform = seeded_draws(spec["seed"])
     H, nh, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     hd = H // nh
-
-    def normal(shape, std):
-        return torch.randn(shape, generator=g) * std
-
-    def uniform(shape, lo, hi):
-        return lo + (hi - lo) * torch.rand(shape, generator=g)
 
     def mlp(prefix, I):
         t[prefix + "gate_proj.weight"] = normal([I, H], 1 / math.sqrt(H))
@@ -137,19 +133,6 @@ def make_tensors(spec):
     head[spec["special"][spec["mask_token"]]] *= g_["mask_row"]   # the mask token is never a likely prediction
     t["lm_head.weight"] = head
     return {k: v.contiguous() for k, v in t.items()}
-
-
-def write_checkpoint(spec, d):
-    from safetensors.torch import save_file
-    os.makedirs(d, exist_ok=True)
-    write_json(os.path.join(d, "config.json"), spec["config"])
-    save_file(make_tensors(spec), os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-    tok = word_level_tokenizer(spec["config"]["vocab_size"], spec["special"], mask_token=spec["mask_token"])
-    tok.save_pretrained(d)
-    for extra in ("special_tokens_map.json", "chat_template.jinja"):
-        if os.path.exists(os.path.join(d, extra)):
-            os.remove(os.path.join(d, extra))
-    return tok
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -210,13 +193,7 @@ class Variant(ref.LLaDAMoEReference):
     def rope(self, x, pos):
         if self.what != "rope_interleaved":
             return super().rope(x, pos)
-        r = self.cfg["rotary_dim"]
-        inv = 1.0 / (float(self.cfg["rope_theta"]) ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2 = x[..., 0:r:2], x[..., 1:r:2]
-        rot = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
-        return torch.cat([rot, x[..., r:]], dim=-1)
+        return rope_interleaved(x, pos, float(self.cfg["rope_theta"]), self.cfg["rotary_dim"])
 
 
 VARIANTS = ["full_rotary", "rope_interleaved", "renormalize", "sigmoid_scores", "softmax_after_topk",
@@ -262,20 +239,6 @@ class Fixture:
             self.routed_outs.append(out)
         self.forwards.append(entry)
         return out
-
-
-def draw_prompt(spec, tok, vocab_size):
-    """prompt_len seeded non-special word ids and their text (which the tokenizer must give back)."""
-    g = torch.Generator().manual_seed(spec["seed"] + 1)
-    specials = set(spec["special"].values())
-    prompt = []
-    while len(prompt) < spec["prompt_len"]:
-        i = int(torch.randint(0, vocab_size, (1,), generator=g))
-        if i not in specials:
-            prompt.append(i)
-    text = " ".join("w%d" % i for i in prompt)
-    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == spec["special"][spec["mask_token"]]
-    return prompt, text
 
 
 def analyse_run(fx, run, res, calls):
@@ -345,18 +308,6 @@ def variant_sensitivity(fx, what, run):
     res, _ = ref.low_confidence_run(v, fx.prompt, fx.mask_id, fx.eos, **run["settings"])
     return {"logits_max_abs_diff": float("%.3g" % d_logits), "tokens_with_other_experts": changed,
             "greedy_output_differs": res["output_ids"] != [int(i) for i in fx.trace[run["name"] + "_output_ids"]]}
-
-
-def refuse_if_fragile(fx, runs):
-    problems = list(fx.problems)
-    for name, lim in GAP_LIMITS:
-        if fx.gaps[name] <= lim:
-            problems.append("min gap %s = %.3g <= %g" % (name, fx.gaps[name], lim))
-    for run in runs:
-        if run["distinct_tokens"] < 6:
-            problems.append("%s: degenerate (%d distinct tokens)" % (run["name"], run["distinct_tokens"]))
-    if problems:
-        raise SystemExit("refusing the fixture:\n  " + "\n  ".join(problems))
 
 
 # --- the Hugging Face remote code, optional ---
@@ -442,20 +393,16 @@ REPLAY = {"prompt_ids": "<i4", "window_ids": "<i4", "window_logits": "<f4", "gre
           "greedy_forward_ids": "<i4"}
 
 
-def write_replay(d, trace, runs):
-    os.makedirs(os.path.join(d, "replay"), exist_ok=True)
-    for name, dtype in REPLAY.items():
-        array = np.asarray(trace[name]).astype(dtype)
-        assert np.array_equal(array, trace[name]), name
-        np.save(os.path.join(d, "replay", name + ".npy"), array, allow_pickle=False)
+def replay_and_settings(trace, runs):
+    """REPLAY's arrays and greedy_settings (the greedy run's gen_length, block_length, steps)."""
     s = runs[0]["settings"]
-    np.save(os.path.join(d, "replay", "greedy_settings.npy"),
-            np.array([s["gen_length"], s["block_length"], s["steps"]], dtype="<i4"), allow_pickle=False)
+    return dict(replay_arrays(trace, REPLAY),
+                greedy_settings=np.array([s["gen_length"], s["block_length"], s["steps"]], dtype="<i4"))
 
 
 def make_fixture(spec, d, hf=None):
     torch.manual_seed(0)
-    tok = write_checkpoint(spec, d)
+    tok = write_checkpoint(d, spec, make_tensors(spec))
     m = ref.LLaDAMoEReference.load(d)
     prompt, text = draw_prompt(spec, tok, m.cfg["vocab_size"])
     fx = Fixture(spec, m, tok, prompt, text)
@@ -469,24 +416,19 @@ def make_fixture(spec, d, hf=None):
     if not np.array_equal(fx.trace["window_ids"], fx.trace["greedy_forward_ids"][0]):
         raise SystemExit("the run's first forward is not the window")
     sens = {what: variant_sensitivity(fx, what, run_spec) for what in VARIANTS}
-    refuse_if_fragile(fx, runs)
+    refuse_if_fragile(fx.problems, fx.gaps, GAP_LIMITS, runs)
     meta = assemble_meta(spec, fx, runs, sens)
-    save_trace(d, fx.trace, meta)
-    write_replay(d, fx.trace, runs)
-    write_json(os.path.join(d, "trace.json"), meta)
-    meta["reference_check"] = reference_check(spec["name"], ref.verify_fixture, d)
-    if hf:
+    write_fixture_files(d, spec["name"], fx.trace, meta, replay_and_settings(fx.trace, runs), ref.verify_fixture)
+    if hf:   # after the fixture is written: the remote code runs on its files
         meta["hf_crosscheck"] = {"source": "github:ZHZisZZ/dllm ca176752 dllm/pipelines/llada/models/"
                                            "{configuration,modeling}_lladamoe.py, transformers 4.46.2",
                                  "logits_max_abs_diff": hf_crosscheck(d, hf[0], hf[1], ["window", "final"])}
-    write_json(os.path.join(d, "trace.json"), meta)
-    chmod_files(d)
+        write_json(os.path.join(d, "trace.json"), meta)
     return meta
 
 
 def main():
     import argparse
-    import tempfile
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--out", default=FIXTURES)
@@ -497,14 +439,9 @@ def main():
     torch.set_num_threads(1)
     fixture_tools.setup("2.15", "5.23.")
     if args.check:
-        errors = []
-        with tempfile.TemporaryDirectory() as tmp:
-            got = os.path.join(tmp, SPEC["name"])
-            make_fixture(SPEC, got, hf)
-            fixture_tools.compare_dirs(os.path.join(FIXTURES, SPEC["name"]), got, errors,
-                                       json_keys=("config", "prompt_ids", "runs", "forwards", "mask_token_id",
-                                                  "min_gaps"))
-        return fixture_tools.check_report(errors, " (1 fixture)")
+        return fixture_tools.check_one_fixture(
+            FIXTURES, SPEC["name"], lambda d: make_fixture(SPEC, d, hf),
+            json_keys=("config", "prompt_ids", "runs", "forwards", "mask_token_id", "min_gaps"))
     os.makedirs(args.out, exist_ok=True)
     meta = make_fixture(SPEC, os.path.join(args.out, SPEC["name"]), hf)
     print(json.dumps({"runs": [{k: r[k] for k in ("name", "output_ids", "forwards", "distinct_tokens")}
