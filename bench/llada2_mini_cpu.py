@@ -18,8 +18,8 @@ the projection matrices only (attention, the dense MLP, the shared expert): embe
 and the routed experts stay as stored, so the int8 artifact differs from the bf16 one in 1% of
 its bytes at this shape (dlmc says so when it compiles).
 
-What is timed: decoding as the llada2 policy runs it. The prompt (--prompt-length ids, a multiple
-of the block) is cached by one prefill forward; then one block of 32 masks is decoded in
+What is timed: decoding as the block-refinement policy runs it. The prompt (--prompt-length ids,
+a multiple of the block) is cached by one prefill forward; then one block of 32 masks is decoded in
 --steps-per-block steps, each one forward of the block's 32 tokens over the cached prompt
 (bidirectional within the block) followed by the step's commits: the schedule's quota of the most
 confident masked positions (threshold knob 2.0, so never more: a fixed number of forwards whatever
@@ -302,7 +302,7 @@ class TorchLLaDA2:
         return logits
 
     def prefill(self, prompt, block):
-        """The prompt's blocks, block-causal, as the cache (the llada2 policy's prefill forward)."""
+        """The prompt's blocks, block-causal, as the cache (block-refinement's prefill forward)."""
         torch = self.torch
         with torch.no_grad():
             T = len(prompt)
@@ -313,7 +313,7 @@ class TorchLLaDA2:
         self.prompt_len = T
 
     def decode_block(self, block, steps, mask_id, first_logits=False):
-        """One block of masks after the cached prompt in `steps` steps (the llada2 policy's quota
+        """One block of masks after the cached prompt in `steps` steps (block-refinement's quota
         commits): per forward its timing; the block's tokens; the first forward's logits."""
         torch = self.torch
         P = self.prompt_len

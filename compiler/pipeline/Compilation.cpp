@@ -127,13 +127,6 @@ Status validateOptions(const CompileOptions &options) {
   }
   if (options.genLength <= 0 || options.blockLength <= 0 || options.steps <= 0)
     return fail("--gen-length, --block-length and --steps must be positive");
-  if (options.genLength % options.blockLength != 0)
-    return fail("--gen-length " + std::to_string(options.genLength) +
-                " is not a multiple of --block-length " + std::to_string(options.blockLength));
-  const int64_t blocks = options.genLength / options.blockLength;
-  if (options.steps % blocks != 0)
-    return fail("--steps " + std::to_string(options.steps) + " is not divisible by the " +
-                std::to_string(blocks) + " blocks");
   if (options.unroll < 1)
     return fail("--unroll must be at least 1");
   if (options.threshold < 0.0 || options.threshold > 1.0)
@@ -152,6 +145,23 @@ Status validateOptions(const CompileOptions &options) {
   if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16" &&
       options.weights != "int8" && options.weights != "fp8")
     return fail("unknown --weights " + options.weights + " (expected f32, bf16, int8 or fp8)");
+  return Status::ok();
+}
+
+// The programs that spread --steps over the blocks of --gen-length (low-confidence,
+// entropy-bound) need whole blocks and as many steps in each; the others ignore the three.
+Status checkBlockGeometry(const CompileOptions &options, const std::vector<std::string> &policies) {
+  if (std::none_of(policies.begin(), policies.end(),
+                   [](const std::string &policy) { return programs::hasGenerateFunction(policy); }))
+    return Status::ok();
+  if (options.genLength % options.blockLength != 0)
+    return Status::error("--gen-length " + std::to_string(options.genLength) +
+                         " is not a multiple of --block-length " +
+                         std::to_string(options.blockLength));
+  const int64_t blocks = options.genLength / options.blockLength;
+  if (options.steps % blocks != 0)
+    return Status::error("--steps " + std::to_string(options.steps) + " is not divisible by the " +
+                         std::to_string(blocks) + " blocks");
   return Status::ok();
 }
 
@@ -187,12 +197,15 @@ Status Compilation::checkSmoothing(const CompileOptions &options) const {
   return Status::ok();
 }
 
-// A block-causal model (LLaDA2) attends by the blocks it decodes: --block-length. A block size
-// config.json states is the one the model was trained with; another is refused.
-static Status setAttentionBlock(const CompileOptions &options, importer::ModelDescription &model) {
+// A block-causal model (LLaDA2, SDAR) attends by the blocks it decodes: --block-length. A block
+// size config.json states is the one the model was trained with: without --block-length it is
+// taken, another is refused.
+static Status setAttentionBlock(CompileOptions &options, importer::ModelDescription &model) {
   if (model.config.attentionMask != artifact::AttentionMaskKind::block_causal)
     return Status::ok();
   const int64_t stated = model.traits.statedBlockSize;
+  if (stated > 0 && options.blockLengthFromCheckpoint)
+    options.blockLength = stated;
   if (stated > 0 && stated != options.blockLength)
     return Status::error("--block-length " + std::to_string(options.blockLength) +
                          ": config.json says block_size " + std::to_string(stated) +
@@ -212,11 +225,11 @@ StatusOr<std::unique_ptr<Compilation>> Compilation::run(const CompileOptions &op
   return compilation;
 }
 
-Status Compilation::compile(const CompileOptions &options) {
+Status Compilation::compile(const CompileOptions &given) {
   StatusOr<importer::ImportedCheckpoint> imported =
-      importer::onnx::isOnnxModelPath(options.checkpoint)
-          ? onnx_.import(context_, options.checkpoint)
-          : importer::importCheckpoint(options.checkpoint);
+      importer::onnx::isOnnxModelPath(given.checkpoint)
+          ? onnx_.import(context_, given.checkpoint)
+          : importer::importCheckpoint(given.checkpoint);
   if (!imported)
     return imported.status();
   checkpoint_ = std::make_unique<importer::ImportedCheckpoint>(std::move(*imported));
@@ -230,6 +243,7 @@ Status Compilation::compile(const CompileOptions &options) {
           .withContext("checkpoint '" + checkpoint_->directory + "'");
   }
   module_ = onnx_.takeModule();
+  CompileOptions options = given;
   DLM_RETURN_IF_ERROR(setAttentionBlock(options, checkpoint_->model));
   DLM_RETURN_IF_ERROR(checkSmoothing(options));
   if (!options.draft.empty())
@@ -240,6 +254,7 @@ Status Compilation::compile(const CompileOptions &options) {
     return Status::error("internal error: the imported IR of '" + checkpoint_->directory +
                          "' does not verify");
   DLM_RETURN_IF_ERROR(resolvePolicies(options));
+  DLM_RETURN_IF_ERROR(checkBlockGeometry(options, policies_));
   const std::vector<std::string> &policies = policies_;
   programs::DecodingPolicy policy;
   policy.name = policies.front();
@@ -249,8 +264,8 @@ Status Compilation::compile(const CompileOptions &options) {
   policy.threshold = options.threshold;
   policy.stepCap = options.stepCap;
   // @generate documents the default diffusion program over @forward; a model of several forward
-  // functions (DiffusionGemma), decoded left to right or by LLaDA2's blocks has only its decode
-  // program (compiler/programs/policies/).
+  // functions (DiffusionGemma), decoded left to right or by its attention blocks has only its
+  // decode program (compiler/programs/policies/).
   if (!checkpoint_->model.blockDiffusion && programs::hasGenerateFunction(policy.name) &&
       (failed(programs::buildGenerateFunction(*module_, policy)) || failed(mlir::verify(*module_))))
     return Status::error("could not build the decoding program");
@@ -377,16 +392,17 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
                            ", which runs only its own sampler (--policy diffusion-gemma)");
     return Status::ok();
   }
-  // A block-causal model (LLaDA2) decodes by its blocks from position 0 (llada2), and llada2 needs
-  // one; the programs that lay blocks from the prompt's end would refuse every request.
+  // A block-causal model (LLaDA2, SDAR) decodes by its blocks from position 0 (block-refinement),
+  // and block-refinement needs one; the programs that lay blocks from the prompt's end would
+  // refuse every request.
   const bool blockCausal =
       checkpoint_->model.config.attentionMask == artifact::AttentionMaskKind::block_causal;
   for (const std::string &policy : policies_)
-    if ((policy == "llada2") != blockCausal && !programs::decodesLeftToRight(policy))
+    if ((policy == "block-refinement") != blockCausal && !programs::decodesLeftToRight(policy))
       return Status::error("not supported yet: --policy " + policy + " for " +
                            checkpoint_->model.config.architecture +
                            (blockCausal ? ", whose attention goes by blocks from position 0 "
-                                          "(its program is llada2)"
+                                          "(its program is block-refinement)"
                                         : ", whose attention is not block-causal"));
   // Left to right needs a causal model: a bidirectional one's prompt K/V would depend on the
   // tokens after them.

@@ -43,6 +43,9 @@ struct CompileOptions {
   std::string draft;
   int64_t genLength = 64;
   int64_t blockLength = 32;
+  // Take the block size config.json states for a block-causal model instead of blockLength (dlmc
+  // without --block-length); blockLength when it states none.
+  bool blockLengthFromCheckpoint = false;
   int64_t steps = 64;
   double threshold = 0.0;
   int64_t stepCap = 0; // threshold only; 0: none

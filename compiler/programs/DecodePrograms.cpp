@@ -32,7 +32,7 @@ constexpr Policy kPolicies[] = {
     {"autoregressive", false, buildAutoregressive},
     {"introspective-strided", false, buildIntrospectiveStrided},
     {"dflash", false, buildDFlash},
-    {"llada2", false, buildLLaDA2},
+    {"block-refinement", false, buildBlockRefinement},
 };
 
 const Policy *findPolicy(std::string_view name) {
@@ -80,7 +80,7 @@ bool decodesLeftToRight(std::string_view policy) {
 }
 
 bool decidesOnTheHost(std::string_view policy) {
-  return decodesLeftToRight(policy) || policy == "llada2";
+  return decodesLeftToRight(policy) || policy == "block-refinement";
 }
 
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> generateModule(mlir::MLIRContext &context,

@@ -31,8 +31,8 @@ std::vector<std::string> defaultDecodeProgramPolicies();
 bool decodesLeftToRight(std::string_view policy);
 
 // Whether `policy`'s steps decide on the host over the device's forwards, needing none of the
-// device block loop's decoding kernels: the left-to-right policies and llada2 (whose editing
-// steps the device loop does not run).
+// device block loop's decoding kernels: the left-to-right policies and block-refinement (whose
+// editing steps the device loop does not run).
 bool decidesOnTheHost(std::string_view policy);
 
 // The program of `policy` as its builder writes it: a generate dialect module with one function,

@@ -210,24 +210,10 @@ StatusOr<ModelDescription> describeLLaDA2(const json &j, const std::string &arch
   d.family = "llada2";
   artifact::ModelConfig &c = d.config;
   c.architecture = architecture;
-  DLM_RETURN_IF_ERROR(readDimensions(f, kHuggingFaceDimensions, c));
-  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
-  c.embeddingSize = c.vocabSize;
-  if (c.hiddenSize % c.numHeads != 0 && (!j.contains("head_dim") || j["head_dim"].is_null()))
-    return Status::error("config.json: hidden_size (" + std::to_string(c.hiddenSize) +
-                         ") must be a multiple of num_attention_heads (" +
-                         std::to_string(c.numHeads) + ") when head_dim is not given");
-  DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", c.hiddenSize / c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.ropeTheta, ropeTheta(j));
-  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-6));
-  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveInt("max_position_embeddings"));
-  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
+  // checkRequired saw max_position_embeddings: only a null one takes readHuggingFaceDecoder's 4096.
+  DLM_RETURN_IF_ERROR(readHuggingFaceDecoder(j, f, c));
   c.attentionMask = artifact::AttentionMaskKind::block_causal;
-  d.defaultPolicies = "llada2";
+  d.defaultPolicies = "block-refinement";
   d.maskTokenFromTokenizer = c.maskTokenId < 0;
   DLM_ASSIGN_OR_RETURN(d.traits.qkNorm, f.boolOr("use_qk_norm", true));
   DLM_ASSIGN_OR_RETURN(d.traits.rotaryDim, rotaryDim(j, f, c.headDim));

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -160,6 +161,31 @@ StatusOr<double> ropeTheta(const json &j) {
   return ConfigFields(*it, "config.json: rope_parameters").positiveNumberOr("rope_theta", 10000.0);
 }
 
+Status readSpecialTokens(const ConfigFields &f, artifact::ModelConfig &c) {
+  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
+  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
+  return Status::ok();
+}
+
+Status readHuggingFaceDecoder(const json &j, const ConfigFields &f, artifact::ModelConfig &c) {
+  DLM_RETURN_IF_ERROR(readDimensions(f, kHuggingFaceDimensions, c));
+  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
+  c.embeddingSize = c.vocabSize;
+  if (c.hiddenSize % c.numHeads != 0 && (!j.contains("head_dim") || j["head_dim"].is_null()))
+    return Status::error("config.json: hidden_size (" + std::to_string(c.hiddenSize) +
+                         ") must be a multiple of num_attention_heads (" +
+                         std::to_string(c.numHeads) + ") when head_dim is not given");
+  DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", c.hiddenSize / c.numHeads));
+  DLM_ASSIGN_OR_RETURN(c.ropeTheta, ropeTheta(j));
+  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-6));
+  DLM_RETURN_IF_ERROR(readSpecialTokens(f, c));
+  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
+  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
+  return Status::ok();
+}
+
 namespace {
 
 // Qwen2 / Qwen3 / Llama / Dream share Hugging Face's naming under model.layers.
@@ -176,22 +202,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   d.traits = {kind.qkvBias, kind.qkNorm, kind.logitShift};
   artifact::ModelConfig &c = d.config;
   c.architecture = architecture;
-  DLM_RETURN_IF_ERROR(readDimensions(f, kHuggingFaceDimensions, c));
-  DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
-  c.embeddingSize = c.vocabSize;
-  if (c.hiddenSize % c.numHeads != 0 && !j.contains("head_dim"))
-    return Status::error("config.json: hidden_size (" + std::to_string(c.hiddenSize) +
-                         ") must be a multiple of num_attention_heads (" +
-                         std::to_string(c.numHeads) + ") when head_dim is not given");
-  DLM_ASSIGN_OR_RETURN(c.headDim, f.positiveIntOr("head_dim", c.hiddenSize / c.numHeads));
-  DLM_ASSIGN_OR_RETURN(c.ropeTheta, ropeTheta(j));
-  DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-6));
-  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
-  DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
+  DLM_RETURN_IF_ERROR(readHuggingFaceDecoder(j, f, c));
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     return Status::error("not supported yet: rope_scaling " + jsonExcerpt(j["rope_scaling"]));
   // Qwen2 / Qwen3 with use_sliding_window attend to a window in some layers: refused rather than
@@ -389,10 +400,7 @@ StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &ar
   DLM_ASSIGN_OR_RETURN(c.rmsNormEps, f.positiveNumberOr("rms_norm_eps", 1e-5));
   DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveIntOr("max_position_embeddings", 4096));
   DLM_ASSIGN_OR_RETURN(c.tiedEmbeddings, f.boolOr("tie_word_embeddings", false));
-  DLM_ASSIGN_OR_RETURN(c.maskTokenId, f.tokenId("mask_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.eosTokenIds, f.tokenIds("eos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.bosTokenId, f.tokenId("bos_token_id"));
-  DLM_ASSIGN_OR_RETURN(c.padTokenId, f.tokenId("pad_token_id"));
+  DLM_RETURN_IF_ERROR(readSpecialTokens(f, c));
   d.maskTokenFromTokenizer = c.maskTokenId < 0;
   c.attentionMask = artifact::AttentionMaskKind::bidirectional;
   DLM_RETURN_IF_ERROR(checkHeads(c));
@@ -415,23 +423,72 @@ StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &ar
   return d;
 }
 
+// SDAR's block diffusion (tests/reference/sdar/README.md) on a decoder `d` read as Qwen3 or
+// Qwen3-MoE: attention block-causal over blocks of block_size laid from position 0, the mask token
+// config.json's (else the tokenizer's mask_token, as SDAR's generate.py takes it), the stop ids
+// generation_config.json's (SDAR's loop stops at <|im_end|> and <|endoftext|>); decoded by
+// block-refinement with SDAR's evaluation settings as defaults: denoising steps = block length
+// (one commit a step at least) and low_confidence_dynamic at threshold 0.95 (SGLang's
+// LowConfidence is the same at those).
+Status makeSdarBlockDiffusion(ModelDescription &d, const json *generation, int64_t blockSize) {
+  d.config.attentionMask = artifact::AttentionMaskKind::block_causal;
+  d.maskTokenFromTokenizer = d.config.maskTokenId < 0;
+  if (generation && generation->contains("eos_token_id")) {
+    DLM_ASSIGN_OR_RETURN(
+        d.config.eosTokenIds,
+        ConfigFields(*generation, "generation_config.json").tokenIds("eos_token_id"));
+  }
+  d.traits.statedBlockSize = blockSize;
+  d.traits.attentionBlock = blockSize;
+  d.defaultPolicies = "block-refinement";
+  d.knobDefaults["steps_per_block"] = blockSize;
+  d.knobDefaults[std::string(spec::kKnobThreshold)] = 0.95;
+  return Status::ok();
+}
+
+// config.json's block_size; `what` says what its absence means.
+StatusOr<int64_t> sdarBlockSize(const json &j, const std::string &what) {
+  auto it = j.find("block_size");
+  if (it == j.end() || it->is_null())
+    return Status::error("config.json: " + what);
+  return ConfigFields(j).positiveInt("block_size");
+}
+
+// SDAR-MoE (SDARMoeForCausalLM; SGLang's sdar_moe.py): Qwen3-MoE's decoder, every layer's experts
+// as Qwen3-MoE binds them, attending and decoded as SDAR.
+StatusOr<ModelDescription> describeSdarMoe(const json &j, const std::string &architecture,
+                                           const json *generation) {
+  int64_t blockSize;
+  DLM_ASSIGN_OR_RETURN(blockSize,
+                       sdarBlockSize(j, architecture + " needs block_size, the block it was "
+                                                       "trained with (SDAR's published "
+                                                       "checkpoints say 4)"));
+  DLM_ASSIGN_OR_RETURN(ModelDescription d, describeQwen3Moe(j, architecture));
+  d.family = "sdar_moe";
+  DLM_RETURN_IF_ERROR(makeSdarBlockDiffusion(d, generation, blockSize));
+  return d;
+}
+
 // SDARForCausalLM names two kinds of checkpoint: SDAR's block diffusion (block-causal attention
 // over blocks of block_size) and I-DLM's (seed 003), a Qwen3 trained causally to verify and
 // propose in one forward, decoded by introspective strided decoding
 // (docs/design/speculative-decoding.md). config.json's block_size tells them apart: I-DLM's is 1.
-StatusOr<ModelDescription> describeSdar(const json &j, const std::string &architecture) {
-  auto it = j.find("block_size");
-  if (it == j.end() || it->is_null())
-    return Status::error("config.json: " + architecture +
-                         " without block_size is ambiguous: an I-DLM checkpoint (causal, decoded "
-                         "by introspective strided decoding) says block_size 1, an SDAR block "
-                         "diffusion checkpoint its block size; add the one it was trained with");
+StatusOr<ModelDescription> describeSdar(const json &j, const std::string &architecture,
+                                        const json *generation) {
   int64_t blockSize;
-  DLM_ASSIGN_OR_RETURN(blockSize, ConfigFields(j).positiveInt("block_size"));
-  if (blockSize != 1)
-    return Status::error("not supported yet: " + architecture + " with block_size " +
-                         std::to_string(blockSize) +
-                         " (SDAR's block diffusion); I-DLM checkpoints (block_size 1) import");
+  DLM_ASSIGN_OR_RETURN(
+      blockSize,
+      sdarBlockSize(j, architecture + " without block_size is ambiguous: an I-DLM checkpoint "
+                                      "(causal, decoded by introspective strided decoding) says "
+                                      "block_size 1, an SDAR block diffusion checkpoint its block "
+                                      "size; add the one it was trained with"));
+  if (blockSize != 1) {
+    DLM_ASSIGN_OR_RETURN(
+        ModelDescription d,
+        describeHfDecoder(j, architecture, {"sdar", false, true, false, false, false}));
+    DLM_RETURN_IF_ERROR(makeSdarBlockDiffusion(d, generation, blockSize));
+    return d;
+  }
   DLM_ASSIGN_OR_RETURN(
       ModelDescription d,
       describeHfDecoder(j, architecture, {"qwen3", false, true, false, false, true}));
@@ -439,11 +496,20 @@ StatusOr<ModelDescription> describeSdar(const json &j, const std::string &archit
   return d;
 }
 
-using Describe = std::function<StatusOr<ModelDescription>(const json &, const std::string &)>;
+// config.json, the architecture, generation_config.json when the checkpoint has one.
+using Describe =
+    std::function<StatusOr<ModelDescription>(const json &, const std::string &, const json *)>;
 
 Describe hf(HfFamily kind) {
-  return [kind](const json &j, const std::string &architecture) {
+  return [kind](const json &j, const std::string &architecture, const json *) {
     return describeHfDecoder(j, architecture, kind);
+  };
+}
+
+// A family that reads config.json alone.
+Describe fromConfig(StatusOr<ModelDescription> (*describe)(const json &, const std::string &)) {
+  return [describe](const json &j, const std::string &architecture, const json *) {
+    return describe(j, architecture);
   };
 }
 
@@ -451,23 +517,25 @@ Describe hf(HfFamily kind) {
 const std::map<std::string, Describe> &importedDecoders() {
   // family, qkv bias, qk norm, logit shift, bidirectional, needs a mask token
   static const std::map<std::string, Describe> decoders = {
-      {"LLaDAModelLM", [](const json &j, const std::string &) { return describeLLaDA(j); }},
+      {"LLaDAModelLM",
+       [](const json &j, const std::string &, const json *) { return describeLLaDA(j); }},
       {"DreamModel", hf({"dream", true, false, true, true, true})},
       {"Qwen2ForCausalLM", hf({"qwen2", true, false, false, false, false})},
       {"Qwen3ForCausalLM", hf({"qwen3", false, true, false, false, false})},
       {"LlamaForCausalLM", hf({"llama", false, false, false, false, false})},
-      {"Qwen3MoeForCausalLM", describeQwen3Moe},
+      {"Qwen3MoeForCausalLM", fromConfig(describeQwen3Moe)},
       {"SDARForCausalLM", describeSdar},
-      {"LLaDA2MoeModelLM", describeLLaDA2},
-      {"LLaDAMoEModelLM", describeLLaDAMoE},
+      {"SDARMoeForCausalLM", describeSdarMoe},
+      {"LLaDA2MoeModelLM", fromConfig(describeLLaDA2)},
+      {"LLaDAMoEModelLM", fromConfig(describeLLaDAMoE)},
   };
   return decoders;
 }
 
 constexpr const char *kDiffusionGemma = "DiffusionGemmaForBlockDiffusion";
 constexpr const char *kDFlashDraft = "DFlashDraftModel";
-// Architectures dLLM users bring that dlm will import, but not yet.
-constexpr const char *kNotYet[] = {"SDARMoeForCausalLM"};
+// Architectures dLLM users bring that dlm will import, but not yet (none today).
+constexpr std::array<const char *, 0> kNotYet{};
 
 } // namespace
 
@@ -494,7 +562,7 @@ StatusOr<ModelDescription> describeModel(const json &config, const json *generat
   if (architecture == kDiffusionGemma)
     return describeDiffusionGemma(config, generation);
   if (auto it = supported.find(architecture); it != supported.end())
-    return it->second(config, architecture);
+    return it->second(config, architecture, generation);
   for (const char *name : kNotYet)
     if (architecture == name)
       return Status::error("architecture " + architecture + " is not supported yet");

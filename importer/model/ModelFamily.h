@@ -98,6 +98,14 @@ inline constexpr DimensionKeys kOlmoDimensions{"d_model", "n_heads", "n_kv_heads
 // Reads the hidden size, the attention heads, the key/value heads (the heads when absent), the
 // layers and the MLP width into `c`, by `keys`.
 Status readDimensions(const ConfigFields &f, const DimensionKeys &keys, artifact::ModelConfig &c);
+// The special tokens a config.json names: mask_token_id, eos_token_id (one or a list),
+// bos_token_id and pad_token_id (-1 / empty when absent).
+Status readSpecialTokens(const ConfigFields &f, artifact::ModelConfig &c);
+// What transformers' decoder configs (Qwen2/3, Llama, Dream, SDAR, LLaDA2) say alike: the
+// dimensions, the vocabulary, head_dim (hidden / heads when absent or null), the RoPE base, the
+// norm's eps (1e-6), the special tokens, max_position_embeddings (4096) and tie_word_embeddings.
+Status readHuggingFaceDecoder(const nlohmann::json &config, const ConfigFields &f,
+                              artifact::ModelConfig &c);
 
 struct ModelDescription {
   std::string family; // "llada", "llada2", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"

@@ -192,7 +192,8 @@ def Linear : KernelKind<"linear", 1> {
 // x, positions → y: of each head, pairs (j, j + rotary_dim / 2) with j < rotated_pairs rotate by
 // position * theta^(-2j / rotary_dim); the other dims pass through. rotary_dim (head_dim when
 // absent) below head_dim: partial rotary (LLaDA2's partial_rotary_factor); rotated_pairs below
-// rotary_dim / 2 at the whole head's frequencies: Gemma's "proportional" RoPE.
+// rotary_dim / 2, the later pairs passing through at rotary_dim = head_dim: Gemma's "proportional"
+// RoPE.
 def Rope : KernelKind<"rope", 2> {
   let check = "constraintsOnly";
   let constraints = [OperandWidth<0, "the input width">,

@@ -89,7 +89,7 @@ Status setRequestLength(std::string_view programName, const DeclaredKnobs &progr
   int64_t length = maxNewTokens;
   std::optional<int64_t> block = requestOrDefault(blockLength);
   // The programs whose blocks must fill gen_length (they spread `steps` over the blocks) take it
-  // in whole blocks; the others (llada2) generate any length as it is.
+  // in whole blocks; the others (block-refinement) generate any length as it is.
   if (block && *block > 0 && program.names.count(blockLength) && program.names.count(steps)) {
     const int64_t blocks = maxNewTokens / *block + (maxNewTokens % *block != 0);
     std::optional<int64_t> rounded = checkedMultiply(blocks, *block);

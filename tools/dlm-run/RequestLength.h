@@ -3,9 +3,10 @@
 // declares `max_new_tokens` (autoregressive, DFlash, DiffusionGemma) takes it as it is; one that
 // spreads `steps` over blocks of `block_length` filling `gen_length` (low-confidence,
 // entropy-bound) gets `gen_length` rounded up to whole blocks and, unless the request set `steps`
-// itself, `steps` scaled so that each block keeps the program's default steps per block; llada2,
-// whose blocks are the model's from position 0, gets gen_length = N. It lives with the tools, not
-// in runtime/: the runtime runs the programs' knobs as given and knows no policy's length rule.
+// itself, `steps` scaled so that each block keeps the program's default steps per block;
+// block-refinement, whose blocks are the model's from position 0, gets gen_length = N. It lives
+// with the tools, not in runtime/: the runtime runs the programs' knobs as given and knows no
+// policy's length rule.
 #pragma once
 
 #include "runtime/artifact/ArtifactFormat.h"

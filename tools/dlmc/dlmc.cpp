@@ -81,7 +81,8 @@ struct CompileFlags {
   cl::opt<std::string> policy{"policy",
                               cl::desc("Decode programs to embed, comma-separated, the default "
                                        "first: low-confidence, entropy-bound, diffusion-gemma, "
-                                       "autoregressive, introspective-strided, dflash, llada2 "
+                                       "autoregressive, introspective-strided, dflash, "
+                                       "block-refinement "
                                        "(default: "
                                        "the architecture's; dflash,autoregressive with --draft)"),
                               cl::init(""), cl::sub(sub)};
@@ -92,8 +93,11 @@ struct CompileFlags {
       cl::init(""), cl::sub(sub)};
   cl::opt<int64_t> genLength{"gen-length", cl::desc("Default tokens to generate"), cl::init(64),
                              cl::sub(sub)};
-  cl::opt<int64_t> blockLength{"block-length", cl::desc("Default block (canvas) length"),
-                               cl::init(32), cl::sub(sub)};
+  cl::opt<int64_t> blockLength{
+      "block-length",
+      cl::desc("Default block (canvas) length (a block-causal model's: the "
+               "block_size its config.json states, else 32)"),
+      cl::init(32), cl::sub(sub)};
   cl::opt<int64_t> steps{"steps", cl::desc("Default denoise steps over all blocks"), cl::init(64),
                          cl::sub(sub)};
   cl::opt<double> threshold{
@@ -155,6 +159,7 @@ std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
   options.draft = draft;
   options.genLength = genLength;
   options.blockLength = blockLength;
+  options.blockLengthFromCheckpoint = blockLength.getNumOccurrences() == 0;
   options.steps = steps;
   options.threshold = threshold;
   options.stepCap = stepCap;

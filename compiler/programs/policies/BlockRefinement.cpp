@@ -1,15 +1,18 @@
-// The llada2 policy: diffusers 0.42.1's LLaDA2Pipeline with its BlockRefinementScheduler, greedy
-// (tests/reference/llada2/README.md; llada2_reference.py refine_generate). The model attends by
-// blocks laid from position 0 (@attention_block), so the blocks are those: the first holds the
-// prompt's tail, and a block's forward feeds only the block over the K/V of the earlier ones, which
-// is exact. A step takes each row's argmax and its probability; the block's masked positions above
-// `threshold` are committed when they are at least the step's quota (block_length spread over
-// steps_per_block), else the quota's most confident. With editing_threshold (LLaDA2.1's token
-// editing), every step also replaces the generated, decoded positions whose argmax differs with a
-// probability above it, and a block without masks keeps refining while a step edits, at most
-// max_post_steps + 1 steps. A step that writes an EOS with no mask before the first one ends the
-// request (eos_early_stop). Unlike diffusers, a block whose masks are gone ends at once when it
-// does not edit (diffusers runs one more forward that changes nothing).
+// The block-refinement policy: the decoding of block-causal dLLMs, LLaDA2.x's as diffusers 0.42.1's
+// LLaDA2Pipeline with its BlockRefinementScheduler decodes it greedily (tests/reference/llada2;
+// llada2_reference.py refine_generate) and SDAR's block_diffusion_generate (tests/reference/sdar:
+// low_confidence_dynamic is `threshold`, low_confidence_static `threshold` 1, which no probability
+// exceeds). The model attends by blocks laid from position 0 (@attention_block), so the blocks are
+// those: the first holds the prompt's tail, and a block's forward feeds only the block over the K/V
+// of the earlier ones, which is exact. A step takes each row's argmax and its probability; the
+// block's masked positions above `threshold` are committed when they are at least the step's quota
+// (block_length spread over steps_per_block), else the quota's most confident. With
+// editing_threshold (LLaDA2.1's token editing), every step also replaces the generated, decoded
+// positions whose argmax differs with a probability above it, and a block without masks keeps
+// refining while a step edits, at most max_post_steps + 1 steps. A step that writes an EOS with no
+// mask before the first one ends the request (eos_early_stop). Unlike diffusers and SDAR, a block
+// whose masks are gone ends at once when it does not edit (diffusers runs one more forward that
+// changes nothing), and the last block's K/V is not stored (SDAR's loop stores it).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
 
@@ -47,17 +50,18 @@ Knobs declareKnobs(PolicyBuilder &p) {
 // Gives the steps a block may take: min(steps_per_block, gen_length // minimal_topk).
 Value checkRequest(PolicyBuilder &p, const Knobs &k) {
   Value zero = p.integer(0), attentionBlock = p.fact("attention_block");
-  p.check(p.gt("blockCausal", attentionBlock, zero),
-          "the llada2 policy decodes a block-causal model (LLaDA2); this one is not");
+  p.check(
+      p.gt("blockCausal", attentionBlock, zero),
+      "the block-refinement policy decodes a block-causal model (LLaDA2, SDAR); this one is not");
   p.check(p.eq("blockIsAttention", k.blockLength, attentionBlock),
           "block_length {} is not the block the model attends by ({})", k.blockLength,
           attentionBlock);
   p.check(p.ge("hasMask", p.fact("mask"), zero),
-          "the llada2 policy needs a mask token; the model has none");
+          "the block-refinement policy needs a mask token; the model has none");
   p.check(p.eq("noShift", p.fact("shift"), zero),
-          "the llada2 policy decodes a model without a logit shift");
+          "the block-refinement policy decodes a model without a logit shift");
   p.check(p.eq("greedy", k.temperature, p.real(0.0)),
-          "not supported yet: temperature {} in the llada2 policy (it decodes greedily)",
+          "not supported yet: temperature {} in the block-refinement policy (it decodes greedily)",
           k.temperature);
   Value perTopk = p.div("genPerTopk", k.genLength, k.minimalTopk);
   Value blockSteps =
@@ -122,8 +126,8 @@ std::pair<Value, SmallVector<Value>> refineStep(PolicyBuilder &p, const Knobs &k
 
 } // namespace
 
-void buildLLaDA2(ModuleOp module) {
-  PolicyBuilder p(module, "llada2");
+void buildBlockRefinement(ModuleOp module) {
+  PolicyBuilder p(module, "block-refinement");
   ImplicitLocOpBuilder &b = p.b();
   const Knobs k = declareKnobs(p);
   Value blockSteps = checkRequest(p, k);

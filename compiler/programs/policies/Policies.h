@@ -14,6 +14,6 @@ void buildLowConfidence(mlir::ModuleOp module);
 void buildDiffusionGemma(mlir::ModuleOp module);
 void buildDFlash(mlir::ModuleOp module);
 void buildIntrospectiveStrided(mlir::ModuleOp module);
-void buildLLaDA2(mlir::ModuleOp module);
+void buildBlockRefinement(mlir::ModuleOp module);
 
 } // namespace dlm::programs

@@ -20,7 +20,8 @@ void checkBlockLengths(PolicyBuilder &p, Value genLength, Value blockLength, Val
 void checkNotBlockCausal(PolicyBuilder &p, StringRef policy) {
   p.check(p.eq("notBlockCausal", p.fact("attention_block"), p.integer(0)),
           ("not supported yet: the " + policy +
-           " policy on a block-causal model (LLaDA2's blocks start at position 0)")
+           " policy on a block-causal model (its blocks start at position 0: block-refinement "
+           "decodes it)")
               .str());
 }
 

@@ -12,7 +12,7 @@ namespace dlm::programs {
 void checkBlockLengths(PolicyBuilder &p, mlir::Value genLength, mlir::Value blockLength,
                        mlir::Value temperature);
 
-// The model is not block-causal: a block-causal one (LLaDA2) attends by blocks laid from
+// The model is not block-causal: a block-causal one (LLaDA2, SDAR) attends by blocks laid from
 // position 0, and `policy` lays its blocks from the prompt's end.
 void checkNotBlockCausal(PolicyBuilder &p, llvm::StringRef policy);
 

@@ -94,6 +94,8 @@ public:
   }
 
   Backend &backend() { return *backend_; }
+  // The token facts the programs run with (the artifact's; a test may change the stop ids).
+  sampling::TokenFacts &facts() { return facts_; }
 
 private:
   std::string dir_;

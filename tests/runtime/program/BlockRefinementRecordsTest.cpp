@@ -1,9 +1,9 @@
-// The records the llada2 program adds, on hand-predicted cases (diffusers' BlockRefinementScheduler
-// rules, tests/reference/llada2/README.md): accept rule=threshold_quota (every masked row above the
-// threshold, strictly, when they are at least the quota, else the quota's most confident; float32
-// comparisons with precision=f32), edit (generated, decoded rows whose argmax differs with a
-// probability above the threshold, never the prompt or a mask) and eos_stop (a written EOS that is
-// the first of the sequence, generated, with no mask before it).
+// The records the block-refinement program adds, on hand-predicted cases (diffusers'
+// BlockRefinementScheduler rules, tests/reference/llada2/README.md): accept rule=threshold_quota
+// (every masked row above the threshold, strictly, when they are at least the quota, else the
+// quota's most confident; float32 comparisons with precision=f32), edit (generated, decoded rows
+// whose argmax differs with a probability above the threshold, never the prompt or a mask) and
+// eos_stop (a written EOS that is the first of the sequence, generated, with no mask before it).
 #include "runtime/program/DecodeInterpreter.h"
 #include "runtime/program/DecodeProgram.h"
 #include "tests/runtime/sampling/FullCachedModel.h"
