@@ -150,7 +150,8 @@ Status validateOptions(const CompileOptions &options) {
 
 // The programs that spread --steps over the blocks of --gen-length (low-confidence,
 // entropy-bound) need whole blocks and as many steps in each; the others ignore the three.
-Status checkBlockGeometry(const CompileOptions &options, const std::vector<std::string> &policies) {
+static Status checkBlockGeometry(const CompileOptions &options,
+                                 const std::vector<std::string> &policies) {
   if (std::none_of(policies.begin(), policies.end(),
                    [](const std::string &policy) { return programs::hasGenerateFunction(policy); }))
     return Status::ok();

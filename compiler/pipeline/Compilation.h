@@ -63,12 +63,14 @@ struct CompileOptions {
 // The policies of `options.policy`, in order; empty when it is empty.
 std::vector<std::string> policyList(const CompileOptions &options);
 
-// The decode programs a model gets when --policy is not given: DiffusionGemma's own sampler for
-// DiffusionGemma, "low-confidence,entropy-bound" for everything else.
+// The decode programs a model gets when --policy is not given: the ones its architecture names
+// (DiffusionGemma's own sampler, block-refinement for a block-causal model, I-DLM's),
+// autoregressive for a causal model without a mask token, else "low-confidence,entropy-bound".
 std::string defaultPolicies(const importer::ModelDescription &model);
 
-// Named errors for options no compile can honour ("--gen-length 30 is not a multiple of
-// --block-length 8", "unknown --target tpu (expected cpu, cuda or all)", ...).
+// Named errors for options no compile can honour ("unknown --target tpu (expected cpu, cuda or
+// all)", "--unroll must be at least 1", ...); the block geometry is checked once the policies are
+// known.
 Status validateOptions(const CompileOptions &options);
 
 // The checkpoint's @forward (and with `smoothing` @smooth) as verified, canonicalized dlm IR

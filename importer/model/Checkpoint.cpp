@@ -141,7 +141,8 @@ StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpo
                               bytes.data(), bytes.size(), parts.front()->shardFile});
 }
 
-// The mask token of a model whose config.json names none (LLaDA2): tokenizer_config.json's
+// The mask token of a model whose config.json names none (LLaDA2, LLaDA-MoE, SDAR):
+// tokenizer_config.json's
 // mask_token, as diffusers' LLaDA2 pipeline takes tokenizer.mask_token_id.
 Status maskTokenFromTokenizer(const CheckpointChat &chat, const Tokenizer &tokenizer,
                               artifact::ModelConfig &config) {
@@ -198,7 +199,8 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
   StatusOr<nlohmann::json> config = parseJsonText(*configText, "config.json");
   if (!config)
     return config.status().withContext("checkpoint '" + directory + "'");
-  // generation_config.json is optional; DiffusionGemma takes its EOS and sampler defaults there.
+  // generation_config.json is optional; DiffusionGemma takes its EOS and sampler defaults there,
+  // SDAR its stop ids.
   nlohmann::json generation;
   const bool hasGeneration = fs::exists(dir / "generation_config.json", ec);
   if (hasGeneration) {

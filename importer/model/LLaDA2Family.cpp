@@ -210,8 +210,9 @@ StatusOr<ModelDescription> describeLLaDA2(const json &j, const std::string &arch
   d.family = "llada2";
   artifact::ModelConfig &c = d.config;
   c.architecture = architecture;
-  // checkRequired saw max_position_embeddings: only a null one takes readHuggingFaceDecoder's 4096.
   DLM_RETURN_IF_ERROR(readHuggingFaceDecoder(j, f, c));
+  // SGLang reads it without a default: a null one is refused, not read as 4096.
+  DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveInt("max_position_embeddings"));
   c.attentionMask = artifact::AttentionMaskKind::block_causal;
   d.defaultPolicies = "block-refinement";
   d.maskTokenFromTokenizer = c.maskTokenId < 0;

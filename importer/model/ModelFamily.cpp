@@ -423,6 +423,25 @@ StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &ar
   return d;
 }
 
+// generation_config.json's eos_token_id, when it names one, as the stop ids of `c` (the ones
+// transformers' and SDAR's generate loops stop at: <|im_end|> beside <|endoftext|>).
+Status readGenerationStopIds(const json *generation, artifact::ModelConfig &c) {
+  if (!generation)
+    return Status::ok();
+  if (!generation->is_object())
+    return Status::error("generation_config.json: not a JSON object");
+  auto it = generation->find("eos_token_id");
+  if (it == generation->end() || it->is_null())
+    return Status::ok();
+  DLM_ASSIGN_OR_RETURN(
+      c.eosTokenIds, ConfigFields(*generation, "generation_config.json").tokenIds("eos_token_id"));
+  for (int64_t id : c.eosTokenIds)
+    if (id >= c.vocabSize)
+      return Status::error("generation_config.json: eos token id " + std::to_string(id) +
+                           " is outside the vocabulary (" + std::to_string(c.vocabSize) + ")");
+  return Status::ok();
+}
+
 // SDAR's block diffusion (tests/reference/sdar/README.md) on a decoder `d` read as Qwen3 or
 // Qwen3-MoE: attention block-causal over blocks of block_size laid from position 0, the mask token
 // config.json's (else the tokenizer's mask_token, as SDAR's generate.py takes it), the stop ids
@@ -433,16 +452,14 @@ StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &ar
 Status makeSdarBlockDiffusion(ModelDescription &d, const json *generation, int64_t blockSize) {
   d.config.attentionMask = artifact::AttentionMaskKind::block_causal;
   d.maskTokenFromTokenizer = d.config.maskTokenId < 0;
-  if (generation && generation->contains("eos_token_id")) {
-    DLM_ASSIGN_OR_RETURN(
-        d.config.eosTokenIds,
-        ConfigFields(*generation, "generation_config.json").tokenIds("eos_token_id"));
-  }
+  DLM_RETURN_IF_ERROR(readGenerationStopIds(generation, d.config));
   d.traits.statedBlockSize = blockSize;
   d.traits.attentionBlock = blockSize;
   d.defaultPolicies = "block-refinement";
   d.knobDefaults["steps_per_block"] = blockSize;
   d.knobDefaults[std::string(spec::kKnobThreshold)] = 0.95;
+  // A block's steps are steps_per_block however short the request (SDAR's loop has no bound).
+  d.knobDefaults["minimal_topk"] = int64_t{0};
   return Status::ok();
 }
 
@@ -454,8 +471,9 @@ StatusOr<int64_t> sdarBlockSize(const json &j, const std::string &what) {
   return ConfigFields(j).positiveInt("block_size");
 }
 
-// SDAR-MoE (SDARMoeForCausalLM; SGLang's sdar_moe.py): Qwen3-MoE's decoder, every layer's experts
-// as Qwen3-MoE binds them, attending and decoded as SDAR.
+// SDAR-MoE (SDARMoeForCausalLM; SGLang's sdar_moe.py): Qwen3-MoE's decoder with experts in every
+// layer (SGLang reads neither decoder_sparse_step nor mlp_only_layers, so a config that would make
+// Qwen3-MoE dense somewhere is refused), attending and decoded as SDAR.
 StatusOr<ModelDescription> describeSdarMoe(const json &j, const std::string &architecture,
                                            const json *generation) {
   int64_t blockSize;
@@ -463,6 +481,20 @@ StatusOr<ModelDescription> describeSdarMoe(const json &j, const std::string &arc
                        sdarBlockSize(j, architecture + " needs block_size, the block it was "
                                                        "trained with (SDAR's published "
                                                        "checkpoints say 4)"));
+  if (blockSize < 2)
+    return Status::error("config.json: " + architecture +
+                         " with block_size 1 (blocks of one "
+                         "token) is no block diffusion");
+  ConfigFields f(j);
+  int64_t sparseStep;
+  DLM_ASSIGN_OR_RETURN(sparseStep, f.positiveIntOr("decoder_sparse_step", 1));
+  std::vector<int64_t> denseLayers;
+  DLM_ASSIGN_OR_RETURN(denseLayers, f.nonNegativeInts("mlp_only_layers", "layer indices", false));
+  if (sparseStep != 1 || !denseLayers.empty())
+    return Status::error("not supported yet: " + architecture +
+                         " with dense layers (decoder_sparse_step " + std::to_string(sparseStep) +
+                         ", mlp_only_layers " + jsonExcerpt(j.value("mlp_only_layers", json())) +
+                         "): SGLang's SDAR-MoE puts experts in every layer");
   DLM_ASSIGN_OR_RETURN(ModelDescription d, describeQwen3Moe(j, architecture));
   d.family = "sdar_moe";
   DLM_RETURN_IF_ERROR(makeSdarBlockDiffusion(d, generation, blockSize));
@@ -513,7 +545,8 @@ Describe fromConfig(StatusOr<ModelDescription> (*describe)(const json &, const s
   };
 }
 
-// The decoder architectures imported from their config.json alone, by class name.
+// The decoder architectures imported from their config.json (and generation_config.json), by
+// class name.
 const std::map<std::string, Describe> &importedDecoders() {
   // family, qkv bias, qk norm, logit shift, bidirectional, needs a mask token
   static const std::map<std::string, Describe> decoders = {

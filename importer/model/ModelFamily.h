@@ -108,7 +108,9 @@ Status readHuggingFaceDecoder(const nlohmann::json &config, const ConfigFields &
                               artifact::ModelConfig &c);
 
 struct ModelDescription {
-  std::string family; // "llada", "llada2", "dream", "qwen2", "qwen3", "llama", "diffusion_gemma"
+  // "llada", "llada2", "llada_moe", "dream", "qwen2", "qwen3", "qwen3_moe", "llama", "sdar",
+  // "sdar_moe", "diffusion_gemma"
+  std::string family;
   artifact::ModelConfig config;
   ArchitectureTraits traits;
   std::vector<WeightBinding> weights;

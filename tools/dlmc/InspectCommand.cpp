@@ -139,6 +139,10 @@ int runInspect(const std::string &artifactPath, bool verify) {
      << "  rope theta " << c.ropeTheta << ", rms eps " << c.rmsNormEps << ", mask token "
      << c.maskTokenId << ", max positions " << c.maxPositions
      << (c.tiedEmbeddings ? ", tied embeddings" : "") << "\n";
+  os << "  stop tokens (eos):";
+  for (int64_t id : c.eosTokenIds)
+    os << " " << id;
+  os << (c.eosTokenIds.empty() ? " none\n" : "\n");
   printAttributes(os, c.extra);
   os << "tokenizer: " << reader->tokenizerJson().size() << " bytes of tokenizer.json\n";
   if (std::optional<std::string_view> chatTemplate = reader->chatTemplate())

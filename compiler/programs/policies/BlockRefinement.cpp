@@ -6,7 +6,9 @@
 // those: the first holds the prompt's tail, and a block's forward feeds only the block over the K/V
 // of the earlier ones, which is exact. A step takes each row's argmax and its probability; the
 // block's masked positions above `threshold` are committed when they are at least the step's quota
-// (block_length spread over steps_per_block), else the quota's most confident. With
+// (block_length spread over steps_per_block), else the quota's most confident; a quota above the
+// masks left commits the masks only (SDAR's huggingface_bd3.py; its generate.py would overwrite
+// prompt or committed tokens with their argmax). With
 // editing_threshold (LLaDA2.1's token editing), every step also replaces the generated, decoded
 // positions whose argmax differs with a probability above it, and a block without masks keeps
 // refining while a step edits, at most max_post_steps + 1 steps. A step that writes an EOS with no
@@ -41,13 +43,15 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.editingThreshold =
       p.knob("editing_threshold", p.f64(), {Attribute(), true, {}, {}, b.getI64IntegerAttr(0)});
   k.maxPostSteps = p.intKnob("max_post_steps", 16, 0, 65536);
-  k.minimalTopk = p.intKnob("minimal_topk", 1, 1);
+  // 0: no bound on a block's steps (SDAR's loop has none).
+  k.minimalTopk = p.intKnob("minimal_topk", 1, 0);
   k.eosEarlyStop = p.boolKnob("eos_early_stop", true);
   k.temperature = p.realKnob("temperature", 0.0);
   return k;
 }
 
-// Gives the steps a block may take: min(steps_per_block, gen_length // minimal_topk).
+// Gives the steps a block may take: min(steps_per_block, gen_length // minimal_topk), diffusers'
+// bound, or steps_per_block when minimal_topk is 0.
 Value checkRequest(PolicyBuilder &p, const Knobs &k) {
   Value zero = p.integer(0), attentionBlock = p.fact("attention_block");
   p.check(
@@ -63,9 +67,14 @@ Value checkRequest(PolicyBuilder &p, const Knobs &k) {
   p.check(p.eq("greedy", k.temperature, p.real(0.0)),
           "not supported yet: temperature {} in the block-refinement policy (it decodes greedily)",
           k.temperature);
-  Value perTopk = p.div("genPerTopk", k.genLength, k.minimalTopk);
-  Value blockSteps =
-      p.select("blockSteps", p.le("stepsFit", k.stepsPerBlock, perTopk), k.stepsPerBlock, perTopk);
+  // One record a statement: the order of a call's arguments is the compiler's.
+  Value bounded = p.gt("topkBounds", k.minimalTopk, zero);
+  Value divisor = p.select("topkDivisor", bounded, k.minimalTopk, p.integer(1));
+  Value perTopk = p.div("genPerTopk", k.genLength, divisor);
+  Value unbounded = p.negate("unbounded", bounded);
+  Value within = p.le("stepsWithin", k.stepsPerBlock, perTopk);
+  Value stepsFit = p.either("stepsFit", unbounded, within);
+  Value blockSteps = p.select("blockSteps", stepsFit, k.stepsPerBlock, perTopk);
   p.check(p.gt("blockStepsPositive", blockSteps, zero),
           "gen_length {} is shorter than minimal_topk {}", k.genLength, k.minimalTopk);
   return blockSteps;

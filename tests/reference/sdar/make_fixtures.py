@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """SDAR (`SDARForCausalLM`, model_type `sdar`) oracle fixture: a tiny random checkpoint laid out as published ones
 (config.json field names of JetLM/SDAR-4B-Chat, Qwen3 tensor names, float32), and traces of sdar_reference.py's
-forward and of SDAR's block-diffusion decoding loop (greedy) driving it.
+forward and of SDAR's block-diffusion decoding loop (greedy) driving it. And sdar_moe_tiny, SDAR's MoE variant
+(`SDARMoeForCausalLM`, model_type `sdar_moe`: the same field list plus Qwen3-MoE's, per-expert Qwen3-MoE tensor
+names), traced with transformers' Qwen3MoeForCausalLM under an explicit 4-D block-causal mask, the same decoding
+loop driving it, and re-checked by sdar_moe_reference.py.
 
     /work/refvenv/bin/python tests/reference/sdar/make_fixtures.py            # (re)write fixtures/
     /work/refvenv/bin/python tests/reference/sdar/make_fixtures.py --check    # regenerate to a temp dir, compare
@@ -11,7 +14,8 @@ forward and of SDAR's block-diffusion decoding loop (greedy) driving it.
 No transformers / SGLang class runs SDAR on CPU (see README.md), so the checkpoint is written directly (seeded random
 tensors) and traced with the plain-PyTorch reference. Refuses a fixture whose greedy argmax margin is below 1e-2
 where an argmax decides, or whose threshold / top-k decisions are within 1e-3, at any step of any run, a run with
-fewer than 6 distinct tokens, a decoded mask token, or a step where top-k would pick a non-mask position.
+fewer than 6 distinct tokens, a decoded mask token, or a step where top-k would pick a non-mask position; the MoE
+fixture also one whose k-th and (k+1)-th router probabilities are within 1e-3 for any token, layer and forward.
 """
 
 import ast
@@ -30,9 +34,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import sdar_reference as ref  # noqa: E402
+import sdar_moe_reference as moe_ref  # noqa: E402
 import fixture_tools  # noqa: E402
-from fixture_tools import (chmod_files, f32, i64, reference_check, save_trace, word_level_tokenizer,  # noqa: E402
-                           write_json)
+import transformers  # noqa: E402
+from fixture_tools import (draw_prompt, f32, i64, refuse_if_fragile, replay_arrays, seeded_draws,  # noqa: E402
+                           write_checkpoint, write_fixture_files)
+from torch_blocks import rope_interleaved  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
 MADE_BY = "tests/reference/sdar/make_fixtures.py"
@@ -106,6 +113,85 @@ SPEC = {
 }
 
 
+# SDAR-MoE (`SDARMoeForCausalLM`, SGLang 0.5.23 sdar_moe.py; SDAR-30B-A3B's config.json not available): SDAR's
+# published field list (above; auto_map by analogy) with Qwen3-MoE's fields (Qwen3-30B-A3B's names) added in
+# alphabetical place; every layer sparse (decoder_sparse_step 1, mlp_only_layers []: what sdar_moe.py builds
+# whatever they say, and what transformers' Qwen3-MoE builds from these values). intermediate_size is carried as
+# Qwen3-MoE configs carry it but no layer reads it. 8 experts, top 2, renormalised, expert width 16 (the
+# checkpoint stays under 600 KB). Seed 802 and the dynamic threshold 0.55 from a sweep (the router gap is the scarce
+# one); sdar_tiny's runs less `sequential`, which took the router gap below its bound.
+SPEC_MOE = {
+    "name": "sdar_moe_tiny",
+    "seed": 802,
+    "gains": {"qk": 2.5, "branch": 1.6, "logit": 0.5, "mask_row": 0.05, "router": 1.5},
+    "config": {
+        "architectures": ["SDARMoeForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_sdar_moe.SDARMoeConfig",
+                     "AutoModel": "modeling_sdar_moe.SDARMoeModel",
+                     "AutoModelForCausalLM": "modeling_sdar_moe.SDARMoeForCausalLM"},
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_implementation": "flex_attention",
+        "bos_token_id": 1,
+        "debug": False,
+        "decoder_sparse_step": 1,
+        "eos_token_id": 1,
+        "block_size": 4,
+        "mask_token_id": 255,
+        "ep_size": 1,
+        "fuse_cross_entropy": True,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 96,
+        "max_position_embeddings": 512,
+        "max_window_layers": 3,
+        "micro_forward": False,
+        "mlp_only_layers": [],
+        "model_type": "sdar_moe",
+        "moe_intermediate_size": 16,
+        "norm_topk_prob": True,
+        "num_attention_heads": 4,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 2,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 10000,
+        "router_aux_loss_coef": 0.001,
+        "skip_checkpoint": False,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.52.4",
+        "use_cache": False,
+        "use_deepep": False,
+        "use_sliding_window": False,
+        "vocab_size": 256,
+    },
+    "generation_config": SPEC["generation_config"],
+    "special": SPEC["special"],
+    "mask_token": SPEC["mask_token"],
+    "prompt_len": 14,
+    "gen_length": 16,
+    "runs": [
+        {"name": "static", "settings": dict(gen_length=16, block_length=4, denoising_steps=4,
+                                            remasking_strategy="low_confidence_static", stop_ids=[2, 1])},
+        {"name": "static_steps2", "settings": dict(gen_length=16, block_length=4, denoising_steps=2,
+                                                   remasking_strategy="low_confidence_static", stop_ids=[2, 1])},
+        {"name": "dynamic", "settings": dict(gen_length=16, block_length=4, denoising_steps=4,
+                                             remasking_strategy="low_confidence_dynamic", confidence_threshold=0.55,
+                                             stop_ids=[2, 1])},
+        {"name": "stop", "settings": dict(gen_length=16, block_length=4, denoising_steps=4,
+                                          remasking_strategy="low_confidence_static", stop_ids=[2, 1, None])},
+    ],
+    "stop_token_from": ("static", 11),
+}
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Checkpoint
 
@@ -115,15 +201,9 @@ def make_tensors(spec):
     N(0, 1/fan_in), o/down N(0, branch²/fan_in), norms U(0.5, 1.5) (q/k norms × qk, final norm × logit), the mask
     row of lm_head × mask_row (never the argmax)."""
     c, g_ = spec["config"], spec["gains"]
-    g = torch.Generator().manual_seed(spec["seed"])
+    normal, uniform = seeded_draws(spec["seed"])
     H, hd, nh, kv, I = (c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"],
                         c["intermediate_size"])
-
-    def normal(shape, std):
-        return torch.randn(shape, generator=g) * std
-
-    def uniform(shape, lo, hi):
-        return lo + (hi - lo) * torch.rand(shape, generator=g)
 
     t = {"model.embed_tokens.weight": normal([c["vocab_size"], H], 1.0)}
     for l in range(c["num_hidden_layers"]):
@@ -146,32 +226,37 @@ def make_tensors(spec):
     return {k: v.contiguous() for k, v in t.items()}
 
 
-def write_checkpoint(spec, d):
-    from safetensors.torch import save_file
-    os.makedirs(d, exist_ok=True)
-    write_json(os.path.join(d, "config.json"), spec["config"])
-    write_json(os.path.join(d, "generation_config.json"), spec["generation_config"])
-    save_file(make_tensors(spec), os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-    tok = word_level_tokenizer(spec["config"]["vocab_size"], spec["special"], mask_token=spec["mask_token"])
-    tok.save_pretrained(d)
-    for extra in ("special_tokens_map.json", "chat_template.jinja"):
-        if os.path.exists(os.path.join(d, extra)):
-            os.remove(os.path.join(d, extra))
-    return tok
+def make_moe_tensors(spec):
+    """make_tensors' draws in a Qwen3-MoE checkpoint's tensor order, each layer's MLP being the router
+    mlp.gate.weight [E, H] N(0, router²/H) and per expert e mlp.experts.{e}.gate_proj / up_proj [I, H] N(0, 1/H),
+    down_proj [H, I] N(0, branch²/I)."""
+    c, g_ = spec["config"], spec["gains"]
+    normal, uniform = seeded_draws(spec["seed"])
+    H, hd, nh, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
+    E, I = c["num_experts"], c["moe_intermediate_size"]
 
-
-def draw_prompt(spec, tok, vocab_size):
-    """prompt_len seeded non-special word ids and their text (which the tokenizer must give back)."""
-    g = torch.Generator().manual_seed(spec["seed"] + 1)
-    specials = set(spec["special"].values())
-    prompt = []
-    while len(prompt) < spec["prompt_len"]:
-        i = int(torch.randint(0, vocab_size, (1,), generator=g))
-        if i not in specials:
-            prompt.append(i)
-    text = " ".join("w%d" % i for i in prompt)
-    assert tok(text)["input_ids"] == prompt and tok.mask_token_id == spec["special"][spec["mask_token"]]
-    return prompt, text
+    t = {"model.embed_tokens.weight": normal([c["vocab_size"], H], 1.0)}
+    for l in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        t[p + "input_layernorm.weight"] = uniform([H], 0.5, 1.5)
+        t[p + "self_attn.q_proj.weight"] = normal([nh * hd, H], 1 / math.sqrt(H))
+        t[p + "self_attn.k_proj.weight"] = normal([kv * hd, H], 1 / math.sqrt(H))
+        t[p + "self_attn.v_proj.weight"] = normal([kv * hd, H], 1 / math.sqrt(H))
+        t[p + "self_attn.o_proj.weight"] = normal([H, nh * hd], g_["branch"] / math.sqrt(nh * hd))
+        t[p + "self_attn.q_norm.weight"] = uniform([hd], 0.5 * g_["qk"], 1.5 * g_["qk"])
+        t[p + "self_attn.k_norm.weight"] = uniform([hd], 0.5 * g_["qk"], 1.5 * g_["qk"])
+        t[p + "post_attention_layernorm.weight"] = uniform([H], 0.5, 1.5)
+        t[p + "mlp.gate.weight"] = normal([E, H], g_["router"] / math.sqrt(H))
+        for e in range(E):
+            q = p + "mlp.experts.%d." % e
+            t[q + "gate_proj.weight"] = normal([I, H], 1 / math.sqrt(H))
+            t[q + "up_proj.weight"] = normal([I, H], 1 / math.sqrt(H))
+            t[q + "down_proj.weight"] = normal([H, I], g_["branch"] / math.sqrt(I))
+    t["model.norm.weight"] = uniform([H], 0.5, 1.5) * g_["logit"]
+    head = normal([c["vocab_size"], H], 1.0)
+    head[spec["special"][spec["mask_token"]]] *= g_["mask_row"]
+    t["lm_head.weight"] = head
+    return {k: v.contiguous() for k, v in t.items()}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -284,12 +369,7 @@ class Variant(ref.SDARReference):
     def rope(self, x, pos):
         if self.what != "rope_interleaved":
             return super().rope(x, pos)
-        hd = x.shape[-1]
-        inv = 1.0 / (self.cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
+        return rope_interleaved(x, pos, self.cfg["rope_theta"])
 
     def attention(self, l, x, pos, mask):
         if self.what != "no_qk_norm":
@@ -577,18 +657,6 @@ def crosscheck_sdar(src, d, fx, runs):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def refuse_if_fragile(fx, runs):
-    problems = list(fx.problems)
-    for name, lim in GAP_LIMITS:
-        if fx.gaps[name] <= lim:
-            problems.append("min gap %s = %.3g <= %g" % (name, fx.gaps[name], lim))
-    for run in runs:
-        if run["distinct_tokens"] < 6:
-            problems.append("%s: degenerate (%d distinct tokens)" % (run["name"], run["distinct_tokens"]))
-    if problems:
-        raise SystemExit("refusing the fixture:\n  " + "\n  ".join(problems))
-
-
 # The arrays the C++ tests read, as plain .npy in replay/. name -> dtype written.
 def replay_names(runs):
     names = {"prompt_ids": "<i4", "window_ids": "<i4", "window_logits": "<f4", "final_canvas_ids": "<i4",
@@ -599,19 +667,11 @@ def replay_names(runs):
     return names
 
 
-def write_replay(d, trace, runs):
-    os.makedirs(os.path.join(d, "replay"), exist_ok=True)
-    for name, dtype in replay_names(runs).items():
-        array = np.asarray(trace[name]).astype(dtype)
-        assert np.array_equal(array, trace[name]), name
-        np.save(os.path.join(d, "replay", name + ".npy"), array, allow_pickle=False)
-
-
 def make_fixture(spec, d, sdar_src=None):
     torch.manual_seed(0)
     if os.path.isdir(d):
         shutil.rmtree(d)   # no stale files (save_trace hashes every file of d)
-    tok = write_checkpoint(spec, d)
+    tok = write_checkpoint(d, spec, make_tensors(spec), {"generation_config.json": spec["generation_config"]})
     m = ref.SDARReference.load(d)
     prompt, text = draw_prompt(spec, tok, m.cfg["vocab_size"])
     fx = Fixture(spec, m, tok, prompt, text)
@@ -629,7 +689,7 @@ def make_fixture(spec, d, sdar_src=None):
         done[run["name"]] = summary
     fx.record_forward("final_canvas", [int(t) for t in fx.trace["static_canvas"][-1]], "block_causal")
     sens = sensitivity(fx, runs[0]["settings"], fx.trace["static_sequence"])
-    refuse_if_fragile(fx, runs)
+    refuse_if_fragile(fx.problems, fx.gaps, GAP_LIMITS, runs)
     meta = {
         "made_by": MADE_BY,
         "versions": fixture_tools.versions(),
@@ -654,12 +714,210 @@ def make_fixture(spec, d, sdar_src=None):
                + list(cc["same_sequences_generate_py"].items()) if not v]
         if meta["sdar_crosscheck"]["forward_logits_max_abs_diff"] > 1e-4 or bad:
             raise SystemExit("SDAR's own code disagrees: %s" % json.dumps(meta["sdar_crosscheck"]))
-    save_trace(d, fx.trace, meta)
-    write_replay(d, fx.trace, runs)
-    write_json(os.path.join(d, "trace.json"), meta)
-    meta["reference_check"] = reference_check("sdar_tiny", ref.verify_fixture, d)
-    write_json(os.path.join(d, "trace.json"), meta)
-    chmod_files(d)
+    write_fixture_files(d, spec["name"], fx.trace, meta, replay_arrays(fx.trace, replay_names(runs)),
+                        ref.verify_fixture)
+    return meta
+
+
+# ------------------------------------------------------------------------------------------------------------
+# SDAR-MoE (sdar_moe_tiny): the oracle is transformers' Qwen3MoeForCausalLM, loaded from the fixture's own
+# checkpoint, attending by an explicit 4-D block-causal mask; SDAR's decoding loop (block_diffusion_generate above,
+# sdar_reference.py) drives its forward. sdar_moe_reference.py (sdar_reference.py's math with a routed MLP) is the
+# independent re-check.
+
+
+ROUTER_MIN_GAP = 1e-3   # k-th minus (k+1)-th router probability, every token, layer and forward
+MOE_GAP_LIMITS = GAP_LIMITS + (("router_rank", ROUTER_MIN_GAP),)
+# config.json -> Qwen3MoeConfig: the fields both name alike (the SDAR-only ones dropped: auto_map, architectures,
+# model_type, attn_implementation, block_size, mask_token_id, debug, ep_size, fuse_cross_entropy, micro_forward,
+# skip_checkpoint, use_deepep, max_window_layers, rope_scaling null, torch_dtype, transformers_version), and
+# rope_theta as transformers 5's rope_parameters.
+QWEN3_MOE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "initializer_range",
+                    "rms_norm_eps", "use_cache", "tie_word_embeddings", "attention_bias", "use_sliding_window",
+                    "sliding_window", "attention_dropout", "decoder_sparse_step", "moe_intermediate_size",
+                    "num_experts_per_tok", "num_experts", "norm_topk_prob", "output_router_logits",
+                    "router_aux_loss_coef", "mlp_only_layers", "bos_token_id", "eos_token_id")
+
+
+def transformers_config_kwargs(d):
+    c = json.load(open(os.path.join(d, "config.json")))
+    assert c["rope_scaling"] is None
+    kw = {k: c[k] for k in QWEN3_MOE_FIELDS}
+    kw["rope_parameters"] = {"rope_type": "default", "rope_theta": c["rope_theta"]}
+    return kw
+
+
+def load_transformers(d, attn="sdpa", experts="grouped_mm", **override):
+    """Qwen3MoeForCausalLM.from_pretrained(d) (float32, eval) with the Qwen3MoeConfig config.json maps to (its
+    model_type sdar_moe is not transformers'); transformers' loader fuses the per-expert tensors itself.
+    sdpa / grouped_mm: transformers' defaults."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    cfg = Qwen3MoeConfig(**dict(transformers_config_kwargs(d), **override))
+    m = Qwen3MoeForCausalLM.from_pretrained(d, config=cfg, dtype=torch.float32, attn_implementation=attn,
+                                            experts_implementation=experts).eval()
+    c = m.config
+    sparse = [i for i, layer in enumerate(m.model.layers) if hasattr(layer.mlp, "gate")]
+    assert sparse == list(range(c.num_hidden_layers)), "not every layer sparse: %s" % sparse
+    assert m.model.layers[0].self_attn.head_dim == c.head_dim and c.sliding_window is None
+    assert m.model.layers[0].mlp.gate.norm_topk_prob == c.norm_topk_prob
+    return m
+
+
+@torch.no_grad()
+def check_loaded(model, d):
+    """Every parameter transformers loaded equals the file's tensor(s) of its name (the fused experts
+    gate_up_proj [E, 2I, H] = per expert [gate_proj; up_proj], down_proj [E, H, I]), and every file tensor was
+    used. trace.json's transformers_load."""
+    from safetensors.torch import load_file
+    f = load_file(os.path.join(d, "model.safetensors"))
+    used, fused = set(), {}
+    for name, p in model.state_dict().items():
+        if name.endswith("mlp.experts.gate_up_proj") or name.endswith("mlp.experts.down_proj"):
+            pre, what = name.rsplit(".", 1)
+            fused[name] = list(p.shape)
+            for e in range(p.shape[0]):
+                parts = ["gate_proj", "up_proj"] if what == "gate_up_proj" else ["down_proj"]
+                keys = ["%s.%d.%s.weight" % (pre, e, n) for n in parts]
+                want = torch.cat([f[k] for k in keys], 0)
+                if not torch.equal(p[e], want):
+                    raise SystemExit("transformers' %s[%d] is not the file's %s" % (name, e, keys))
+                used.update(keys)
+        elif name in f:
+            if not torch.equal(p, f[name]):
+                raise SystemExit("transformers' %s differs from the file's" % name)
+            used.add(name)
+        else:
+            raise SystemExit("transformers' parameter %s not in the file" % name)
+    if set(f) != used:
+        raise SystemExit("file tensors transformers did not load: %s" % sorted(set(f) - used)[:6])
+    return {"class": "transformers %s Qwen3MoeForCausalLM.from_pretrained(config=Qwen3MoeConfig(mapped))"
+                     % transformers.__version__,
+            "file_tensors": len(f), "parameters": len(model.state_dict()), "fused_in_memory": fused,
+            "every_parameter_equals_the_file": True}
+
+
+class TransformersBlockCausal:
+    """transformers' Qwen3MoeForCausalLM as the reference's `model.forward(ids, mask)`: batch 1, positions
+    0..T-1, no cache, the [T, T] boolean mask passed whole as a 4-D attention_mask [1, 1, T, T] (boolean for
+    sdpa, additive 0 / float32 min for eager; transformers uses a 4-D mask as given). Tracks the smallest k-th
+    minus (k+1)-th router probability of every token in every layer (forward hooks on the routers)."""
+
+    def __init__(self, model):
+        self.model, self.k = model, model.config.num_experts_per_tok
+        self.router_gap, self.calls, self._router = math.inf, 0, []
+        for layer in model.model.layers:
+            layer.mlp.gate.register_forward_hook(lambda mod, inp, out: self._router.append(out[0]))
+
+    @torch.no_grad()
+    def forward(self, ids, mask):
+        ids = torch.as_tensor(ids, dtype=torch.long).view(1, -1)
+        T = ids.shape[1]
+        mask = torch.as_tensor(mask, dtype=torch.bool)
+        assert mask.shape == (T, T)
+        if self.model.config._attn_implementation == "eager":
+            m4 = torch.zeros(T, T).masked_fill(~mask, torch.finfo(torch.float32).min)[None, None]
+        else:
+            m4 = mask[None, None]
+        self._router.clear()
+        out = self.model(input_ids=ids, attention_mask=m4, position_ids=torch.arange(T)[None], use_cache=False)
+        assert len(self._router) == self.model.config.num_hidden_layers
+        for lg in self._router:
+            p = torch.softmax(lg.float(), dim=-1).sort(dim=-1, descending=True).values
+            self.router_gap = min(self.router_gap, float((p[:, self.k - 1] - p[:, self.k]).min()))
+        self.calls += 1
+        return {"logits": out.logits[0].float()}
+
+
+@torch.no_grad()
+def moe_side_checks(fx, d, static_settings, static_seq):
+    """Other transformers implementations on the recorded forwards (kernel-noise scale), and how much each rule
+    matters (sensitivity)."""
+    tr, B = fx.trace, fx.block
+    win = torch.from_numpy(tr["window_ids"])
+    T = len(win)
+
+    def diff(lg, name="window"):
+        return float("%.3g" % np.abs(f32(lg) - tr[name + "_logits"]).max())
+
+    eager = TransformersBlockCausal(load_transformers(d, attn="eager", experts="eager"))
+    alt = max(diff(eager.forward(torch.from_numpy(tr[f["ids"]]), ref.block_causal_mask(len(tr[f["ids"]]), B))
+                   ["logits"], f["name"]) for f in fx.forwards)
+    sens = {}
+    full_x, _, _ = ref.block_diffusion_generate(fx.model, fx.prompt, mask_id=fx.mask_id, attention="full",
+                                                **static_settings)
+    sens["full_window_attention"] = {
+        "window_logits_max_abs_diff": diff(fx.model.forward(win, ref.full_mask(T))["logits"]),
+        "static_sequence_differs": bool(not np.array_equal(full_x.numpy()[len(fx.prompt):], static_seq))}
+    default = fx.model.model(input_ids=win[None], use_cache=False).logits[0]   # transformers' own causal mask
+    sens["transformers_default_causal_mask"] = {"window_logits_max_abs_diff": diff(default)}
+    for what, override in (("no_norm_topk_prob", {"norm_topk_prob": False}),
+                           ("top1_routing", {"num_experts_per_tok": 1})):
+        v = TransformersBlockCausal(load_transformers(d, **override))
+        x, _, _ = ref.block_diffusion_generate(v, fx.prompt, mask_id=fx.mask_id, **static_settings)
+        sens[what] = {"window_logits_max_abs_diff": diff(v.forward(win, ref.block_causal_mask(T, B))["logits"]),
+                      "static_sequence_differs": bool(not np.array_equal(x.numpy()[len(fx.prompt):], static_seq))}
+    return {"eager_attention_additive_mask_eager_experts_max_abs_diff": alt}, sens
+
+
+def make_moe_fixture(spec, d):
+    torch.manual_seed(0)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    tok = write_checkpoint(d, spec, make_moe_tensors(spec), {"generation_config.json": spec["generation_config"]})
+    hf = load_transformers(d)
+    load = check_loaded(hf, d)
+    model = TransformersBlockCausal(hf)
+    prompt, text = draw_prompt(spec, tok, spec["config"]["vocab_size"])
+    fx = Fixture(spec, model, tok, prompt, text)
+    B, P = fx.block, len(prompt)
+    total = (P + spec["gen_length"] + B - 1) // B * B
+    fx.record_forward("window", prompt + [fx.mask_id] * (total - P), "block_causal")
+    runs, done = [], {}
+    for run in spec["runs"]:
+        s = resolve_settings(spec, run, done)
+        summary, x, steps = record_run(fx, run["name"], s)
+        runs.append(summary)
+        done[run["name"]] = summary
+    fx.record_forward("final_canvas", [int(t) for t in fx.trace["static_canvas"][-1]], "block_causal")
+    fx.gaps["router_rank"] = model.router_gap   # over every forward above (window, runs, final canvas)
+    calls = model.calls
+    alternatives, sens = moe_side_checks(fx, d, runs[0]["settings"], fx.trace["static_sequence"])
+    refuse_if_fragile(fx.problems, fx.gaps, MOE_GAP_LIMITS, runs)
+    if alternatives["eager_attention_additive_mask_eager_experts_max_abs_diff"] > 1e-4:
+        raise SystemExit("transformers' eager path disagrees: %s" % alternatives)
+    c = spec["config"]
+    meta = {
+        "made_by": MADE_BY,
+        "versions": fixture_tools.versions(),
+        "architecture": "SDARMoeForCausalLM",
+        "oracle": {"model": "transformers Qwen3MoeForCausalLM (sdpa attention, grouped_mm experts: the defaults), "
+                            "float32, eval, from_pretrained of this folder with config.json mapped to "
+                            "Qwen3MoeConfig (transformers_config)",
+                   "mask": "explicit 4-D boolean attention_mask [1, 1, T, T]: token i sees j iff "
+                           "j // block_size <= i // block_size (blocks from position 0); position_ids 0..T-1; "
+                           "no cache",
+                   "decoding": "sdar_reference.block_diffusion_generate (SDAR generate.py's loop, greedy) calling "
+                               "that forward", "forward_calls": calls},
+        "transformers_config": transformers_config_kwargs(d),
+        "transformers_load": load,
+        "transformers_alternatives": alternatives,
+        "seed": spec["seed"], "gains": spec["gains"],
+        "config": c,
+        "generation_config": spec["generation_config"],
+        "derived": {"head_dim": c["head_dim"], "gqa_group": c["num_attention_heads"] // c["num_key_value_heads"],
+                    "sparse_layers": list(range(c["num_hidden_layers"])), "canvas_length": total,
+                    "prefill_length": P // B * B, "first_decoded_block": P // B,
+                    "prompt_tokens_in_first_decoded_block": P % B},
+        "special_tokens": spec["special"], "mask_token": spec["mask_token"], "mask_token_id": fx.mask_id,
+        "prompt_text": fx.prompt_text, "prompt_ids": fx.prompt, "block_size": B,
+        "forwards": fx.forwards,
+        "runs": runs,
+        "min_gaps": {k: float("%.4g" % v) if v != math.inf else None for k, v in fx.gaps.items()},
+        "sensitivity": sens,
+    }
+    write_fixture_files(d, spec["name"], fx.trace, meta, replay_arrays(fx.trace, replay_names(runs)),
+                        moe_ref.verify_fixture)
     return meta
 
 
@@ -668,26 +926,36 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--out", default=FIXTURES)
+    ap.add_argument("--only", action="append", choices=[SPEC["name"], SPEC_MOE["name"]],
+                    help="only this fixture (repeatable)")
     ap.add_argument("--sdar-src", help="folder with SDAR's configuration_sdar.py, modeling_sdar.py, "
-                                       "huggingface_bd3.py (see README.md)")
+                                       "huggingface_bd3.py (see README.md); sdar_tiny only")
     args = ap.parse_args()
     torch.set_num_threads(1)
     fixture_tools.setup("2.15", "5.23.")
+    transformers.utils.logging.disable_progress_bar()
+    makers = [(SPEC, lambda d: make_fixture(SPEC, d, args.sdar_src)),
+              (SPEC_MOE, lambda d: make_moe_fixture(SPEC_MOE, d))]
+    makers = [(spec, make) for spec, make in makers if not args.only or spec["name"] in args.only]
     if args.check:
         errors = []
         with tempfile.TemporaryDirectory() as tmp:
-            got = os.path.join(tmp, SPEC["name"])
-            make_fixture(SPEC, got, args.sdar_src)
-            fixture_tools.compare_dirs(os.path.join(FIXTURES, SPEC["name"]), got, errors,
-                                       json_keys=("config", "prompt_ids", "runs", "forwards", "mask_token_id",
-                                                  "min_gaps"))
-        return fixture_tools.check_report(errors, " (1 fixture)")
+            for spec, make in makers:
+                make(os.path.join(tmp, spec["name"]))
+                fixture_tools.compare_dirs(os.path.join(FIXTURES, spec["name"]), os.path.join(tmp, spec["name"]),
+                                           errors, json_keys=("config", "prompt_ids", "runs", "forwards",
+                                                              "mask_token_id", "min_gaps"))
+        return fixture_tools.check_report(errors, " (%d fixture%s)" % (len(makers), "s" * (len(makers) > 1)))
     os.makedirs(args.out, exist_ok=True)
-    meta = make_fixture(SPEC, os.path.join(args.out, SPEC["name"]), args.sdar_src)
-    print(json.dumps({"runs": [{k: r[k] for k in ("name", "sequence", "forwards", "forward_kinds", "commits",
-                                                    "threshold_commits", "distinct_tokens")} for r in meta["runs"]],
-                      "min_gaps": meta["min_gaps"], "sensitivity": meta["sensitivity"],
-                      "sdar_crosscheck": meta.get("sdar_crosscheck")}, indent=1))
+    for spec, make in makers:
+        meta = make(os.path.join(args.out, spec["name"]))
+        print(json.dumps({"fixture": spec["name"],
+                          "runs": [{k: r[k] for k in ("name", "sequence", "forwards", "forward_kinds", "commits",
+                                                      "threshold_commits", "distinct_tokens")} for r in meta["runs"]],
+                          "min_gaps": meta["min_gaps"], "sensitivity": meta["sensitivity"],
+                          "sdar_crosscheck": meta.get("sdar_crosscheck"),
+                          "transformers_alternatives": meta.get("transformers_alternatives"),
+                          "reference_check": meta["reference_check"]}, indent=1))
     fixture_tools.write_manifest(args.out, MADE_BY)
     return 0
 

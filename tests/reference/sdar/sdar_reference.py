@@ -5,7 +5,8 @@ model_type `sdar`) and for SDAR's published block-diffusion decoding loop (`bloc
 Written from the public definitions recorded in README.md: SDAR's own remote code (github JetAstra/SDAR,
 `training/model/SDAR-4B-Chat/{modeling_sdar,configuration_sdar}.py`, `generate.py`,
 `evaluation/opencompass/opencompass/models/huggingface_bd3.py`) and SGLang 0.5.23 (`sglang/srt/models/sdar.py`,
-`sglang/srt/dllm/`). Imports neither transformers, sglang nor SDAR's code: torch, numpy, safetensors only.
+`sglang/srt/dllm/`). Imports neither transformers, sglang nor SDAR's code: torch, numpy, safetensors and
+../torch_blocks.py only.
 
     python sdar_reference.py fixtures/sdar_tiny        # re-checks a fixture's trace.npz / trace.json
 
@@ -25,7 +26,10 @@ import sys
 import numpy as np
 import torch
 
-REQUIRED = object()
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_blocks import (REQUIRED, block_causal_mask, causal_mask, check_layout, full_mask,  # noqa: E402
+                          load_safetensors, read_config_fields, rms_norm, rope_neox, swiglu)
+
 # Config fields and their defaults. Defaults are SDARConfig.__init__'s (configuration_sdar.py; a Qwen3-style
 # config class); REQUIRED marks what the reference (and an importer) should not guess: the shapes, and the two
 # block-diffusion fields, which SDARConfig does not declare (they reach the config only through config.json
@@ -41,43 +45,11 @@ CONFIG_FIELDS = {
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Masks (True = the query row may attend to the key column)
-
-
-def block_causal_mask(T, block):
-    """Blocks [k*block, (k+1)*block) counted from position 0 (the prompt included): token i sees token j iff
-    j // block <= i // block (SDAR generate.py's `block_diffusion_attention_mask`)."""
-    b = torch.arange(T) // block
-    return b[None, :] <= b[:, None]
-
-
-def causal_mask(T):
-    return torch.ones(T, T, dtype=torch.bool).tril()
-
-
-def full_mask(T):
-    return torch.ones(T, T, dtype=torch.bool)
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Model
 
 
-def rms_norm(x, w, eps):
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-
 def read_config(d):
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    out = {}
-    for k, default in CONFIG_FIELDS.items():
-        if k in cfg:
-            out[k] = cfg[k]
-        elif default is REQUIRED:
-            raise ValueError("config.json lacks %r" % k)
-        else:
-            out[k] = default
+    cfg, out = read_config_fields(d, CONFIG_FIELDS)
     # head_dim: `getattr(config, "head_dim", hidden_size // num_attention_heads)` (modeling_sdar SDARAttention);
     # SGLang sdar.py alike. A null head_dim would break both; the reference takes it as the quotient.
     out["head_dim"] = out["head_dim"] or out["hidden_size"] // out["num_attention_heads"]
@@ -107,8 +79,7 @@ class SDARReference:
 
     @classmethod
     def load(cls, d):
-        from safetensors.torch import load_file
-        return cls(read_config(d), load_file(os.path.join(d, "model.safetensors")))
+        return cls(read_config(d), load_safetensors(d))
 
     def expected_shapes(self):
         """The tensor names and shapes a checkpoint must hold (Qwen3's names)."""
@@ -130,27 +101,15 @@ class SDARReference:
         return s
 
     def check_names(self):
-        want = self.expected_shapes()
-        got = {k: list(v.shape) for k, v in self.t.items()}
-        if self.cfg["tie_word_embeddings"]:
-            got.pop("lm_head.weight", None)   # tied: the head is embed_tokens
-        if want != got:
-            missing = sorted(set(want) - set(got))
-            extra = sorted(set(got) - set(want))
-            bad = sorted(k for k in want if k in got and want[k] != got[k])
-            raise ValueError("checkpoint layout: missing %s extra %s wrong shape %s" % (missing[:5], extra[:5], bad[:5]))
+        # tied: embed_tokens is the head, a lm_head.weight in the file is not read
+        check_layout(self.expected_shapes(), self.t, self.cfg["tie_word_embeddings"])
 
     # --- pieces ---
 
     def rope(self, x, pos):
-        """NeoX-style (rotate_half) rotary over the whole head: inv_freq_i = theta^(-2i / hd), halves
-        x1 = x[:hd/2], x2 = x[hd/2:] -> (x1·cos − x2·sin, x2·cos + x1·sin)."""
-        hd = x.shape[-1]
-        inv = 1.0 / (self.cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-        f = pos.float()[:, None] * inv[None, :]
-        cos, sin = f.cos()[:, None, :], f.sin()[:, None, :]
-        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        """NeoX-style (rotate_half) rotary over the whole head. A method so that make_fixtures.py's Variant can swap
+        it."""
+        return rope_neox(x, pos, self.cfg["rope_theta"])
 
     def attention(self, l, x, pos, mask):
         c, t = self.cfg, self.t
@@ -184,8 +143,7 @@ class SDARReference:
             p = "model.layers.%d." % l
             h = h + self.attention(l, rms_norm(h, t[p + "input_layernorm.weight"], eps), pos, mask)
             x = rms_norm(h, t[p + "post_attention_layernorm.weight"], eps)
-            h = h + (torch.nn.functional.silu(x @ t[p + "mlp.gate_proj.weight"].T)
-                     * (x @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
+            h = h + swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"], t[p + "mlp.down_proj.weight"])
         h = rms_norm(h, t["model.norm.weight"], eps)
         head = t["model.embed_tokens.weight"] if c["tie_word_embeddings"] else t["lm_head.weight"]
         return {"logits": h @ head.T}

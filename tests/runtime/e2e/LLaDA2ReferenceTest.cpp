@@ -8,9 +8,8 @@
 //     cache (how decoding feeds them), and every logit row must match: relative error
 //     ||a - b|| / ||b|| <= 1e-4 over the whole [T, V] tensor, and the same argmax on every row.
 //   - Decoding: the block-refinement program's canvas after every step is the pipeline's, and its
-//   output
-//     the pipeline's sequence cut after its first EOS, for the greedy run and the LLaDA2.1 editing
-//     run (whose edits change decoded tokens and end the request at an EOS they write).
+//     output the pipeline's sequence cut after its first EOS, for the greedy run and the LLaDA2.1
+//     editing run (whose edits change decoded tokens and end the request at an EOS they write).
 // On the CPU and, where the build has it, the emulated CUDA device (--target all --precision
 // f32: the generated kernels compute in float32).
 #include "tests/runtime/e2e/BlockCausalChecks.h"

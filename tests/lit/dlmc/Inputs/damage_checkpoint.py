@@ -96,6 +96,12 @@ def main():
         (dst / "config.json").write_text(json.dumps(config, indent=2))
     elif kind == "sdar-block-diffusion":
         edit_config(dst, block_size=4)
+    elif kind == "sdar-moe-dense-layer":
+        edit_config(dst, mlp_only_layers=[1])
+    elif kind == "sdar-moe-bad-stop-id":
+        config = json.loads((dst / "generation_config.json").read_text())
+        config["eos_token_id"] = [2, 4096]
+        (dst / "generation_config.json").write_text(json.dumps(config, indent=2))
     elif kind == "llada2-fused-qkv-shape":
         def shrink_qkv(t):
             name = "model.layers.1.attention.query_key_value.weight"
