@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import sdar_reference as ref  # noqa: E402
-from torch_blocks import load_safetensors, rms_norm, swiglu  # noqa: E402
+from torch_blocks import load_safetensors, swiglu  # noqa: E402
 
 # Read by sdar_moe.py (config.num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob: attribute
 # reads, no defaults there; the defaults would be the unknown SDAR-MoE config class's), so none is guessed.
@@ -79,7 +79,8 @@ class SDARMoeReference(ref.SDARReference):
             wts = wts / wts.sum(-1, keepdim=True)
         return logits, ids, wts
 
-    def moe_mlp(self, l, x):
+    def mlp(self, l, x):
+        """The routed experts in place of SDARReference's dense MLP."""
         _, ids, wts = self.route(l, x)
         out = torch.zeros_like(x)
         for e in range(self.cfg["num_experts"]):
@@ -90,25 +91,6 @@ class SDARMoeReference(ref.SDARReference):
                            self.t[q + "down_proj.weight"])
                 out[rows] += wts[rows, slot, None] * y
         return out
-
-    @torch.no_grad()
-    def forward(self, ids, mask, positions=None):
-        """As SDARReference.forward (ids [T], mask [T, T] bool), the MLP routed."""
-        c, t = self.cfg, self.t
-        ids = torch.as_tensor(ids, dtype=torch.long)
-        T = ids.shape[0]
-        mask = torch.as_tensor(mask, dtype=torch.bool)
-        assert mask.shape == (T, T)
-        pos = torch.arange(T) if positions is None else torch.as_tensor(positions)
-        h = t["model.embed_tokens.weight"][ids]
-        eps = c["rms_norm_eps"]
-        for l in range(c["num_hidden_layers"]):
-            p = "model.layers.%d." % l
-            h = h + self.attention(l, rms_norm(h, t[p + "input_layernorm.weight"], eps), pos, mask)
-            h = h + self.moe_mlp(l, rms_norm(h, t[p + "post_attention_layernorm.weight"], eps))
-        h = rms_norm(h, t["model.norm.weight"], eps)
-        head = t["model.embed_tokens.weight"] if c["tie_word_embeddings"] else t["lm_head.weight"]
-        return {"logits": h @ head.T}
 
 
 def verify_fixture(d, verbose=True, tol=1e-4):

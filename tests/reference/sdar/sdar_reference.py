@@ -129,6 +129,11 @@ class SDARReference:
         o = torch.einsum("hqk,khd->qhd", s.softmax(-1), v).reshape(T, nh * hd)
         return o @ t[p + "o_proj.weight"].T
 
+    def mlp(self, l, x):
+        """The layer's SwiGLU MLP (a method so that SDAR-MoE's reference can route it)."""
+        p = "model.layers.%d.mlp." % l
+        return swiglu(x, self.t[p + "gate_proj.weight"], self.t[p + "up_proj.weight"], self.t[p + "down_proj.weight"])
+
     @torch.no_grad()
     def forward(self, ids, mask, positions=None):
         c, t = self.cfg, self.t
@@ -142,8 +147,7 @@ class SDARReference:
         for l in range(c["num_hidden_layers"]):
             p = "model.layers.%d." % l
             h = h + self.attention(l, rms_norm(h, t[p + "input_layernorm.weight"], eps), pos, mask)
-            x = rms_norm(h, t[p + "post_attention_layernorm.weight"], eps)
-            h = h + swiglu(x, t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"], t[p + "mlp.down_proj.weight"])
+            h = h + self.mlp(l, rms_norm(h, t[p + "post_attention_layernorm.weight"], eps))
         h = rms_norm(h, t["model.norm.weight"], eps)
         head = t["model.embed_tokens.weight"] if c["tie_word_embeddings"] else t["lm_head.weight"]
         return {"logits": h @ head.T}
