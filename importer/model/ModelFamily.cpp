@@ -194,6 +194,31 @@ struct HfFamily {
   bool qkvBias, qkNorm, logitShift, bidirectional, needsMaskToken;
 };
 
+// A decoder layer's tensors under Hugging Face's names (model.layers.N.self_attn / mlp), with the
+// q/k/v biases and the per-head q/k norms when the model has them.
+LayerNames huggingFaceLayerNames(bool qkvBias, bool qkNorm) {
+  LayerNames n{"model.layers.",
+               "input_layernorm.weight",
+               "self_attn.q_proj.weight",
+               "self_attn.k_proj.weight",
+               "self_attn.v_proj.weight",
+               "self_attn.o_proj.weight",
+               "post_attention_layernorm.weight",
+               "mlp.gate_proj.weight",
+               "mlp.up_proj.weight",
+               "mlp.down_proj.weight"};
+  if (qkvBias) {
+    n.qBias = "self_attn.q_proj.bias";
+    n.kBias = "self_attn.k_proj.bias";
+    n.vBias = "self_attn.v_proj.bias";
+  }
+  if (qkNorm) {
+    n.qNorm = "self_attn.q_norm.weight";
+    n.kNorm = "self_attn.k_norm.weight";
+  }
+  return n;
+}
+
 StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &architecture,
                                              const HfFamily &kind) {
   ConfigFields f(j);
@@ -222,25 +247,7 @@ StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &a
   c.attentionMask = kind.bidirectional ? artifact::AttentionMaskKind::bidirectional
                                        : artifact::AttentionMaskKind::causal;
   DLM_RETURN_IF_ERROR(checkHeads(c));
-  LayerNames n{"model.layers.",
-               "input_layernorm.weight",
-               "self_attn.q_proj.weight",
-               "self_attn.k_proj.weight",
-               "self_attn.v_proj.weight",
-               "self_attn.o_proj.weight",
-               "post_attention_layernorm.weight",
-               "mlp.gate_proj.weight",
-               "mlp.up_proj.weight",
-               "mlp.down_proj.weight"};
-  if (kind.qkvBias) {
-    n.qBias = "self_attn.q_proj.bias";
-    n.kBias = "self_attn.k_proj.bias";
-    n.vBias = "self_attn.v_proj.bias";
-  }
-  if (kind.qkNorm) {
-    n.qNorm = "self_attn.q_norm.weight";
-    n.kNorm = "self_attn.k_norm.weight";
-  }
+  const LayerNames n = huggingFaceLayerNames(kind.qkvBias, kind.qkNorm);
   d.weights = bindWeights(c, n, "model.embed_tokens.weight", "model.norm.weight",
                           "lm_head.weight");
   return d;
@@ -404,20 +411,7 @@ StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &ar
   d.maskTokenFromTokenizer = c.maskTokenId < 0;
   c.attentionMask = artifact::AttentionMaskKind::bidirectional;
   DLM_RETURN_IF_ERROR(checkHeads(c));
-  LayerNames n{"model.layers.",
-               "input_layernorm.weight",
-               "self_attn.q_proj.weight",
-               "self_attn.k_proj.weight",
-               "self_attn.v_proj.weight",
-               "self_attn.o_proj.weight",
-               "post_attention_layernorm.weight",
-               "mlp.gate_proj.weight",
-               "mlp.up_proj.weight",
-               "mlp.down_proj.weight"};
-  if (d.traits.qkNorm) {
-    n.qNorm = "self_attn.q_norm.weight";
-    n.kNorm = "self_attn.k_norm.weight";
-  }
+  const LayerNames n = huggingFaceLayerNames(false, d.traits.qkNorm);
   d.weights = bindWeights(c, n, "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight");
   DLM_RETURN_IF_ERROR(bindLLaDAMoEExperts(j, f, d));
   return d;
