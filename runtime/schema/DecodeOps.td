@@ -613,6 +613,7 @@ def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
 //                       (diffusers' BlockRefinementScheduler: every candidate above the threshold
 //                       when they are at least the step's quota k, else the quota's most
 //                       confident; k may be 0)
+//   rule=leftmost       the first min(k, candidates) by position (SDAR's sequential remasking)
 // converge=stable_confident → converged: run := (argmax == prev) ? run + 1 : 0, prev := argmax,
 // converged = run >= stability && mean(score) < confidence (prev and run are updated in place).
 // precision=f32 (default f64), transformers' float32 decisions: entropy_bound is
@@ -622,10 +623,11 @@ def Decode_SampleOp : Decode_Op<"sample", [AttrSizedOperandSegments]> {
 def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
   let arguments = (ins
     Param<StrAttr, "text",
-          ["top_k", "threshold", "entropy_bound", "hierarchical", "threshold_quota"]>:$rule,
+          ["top_k", "threshold", "entropy_bound", "hierarchical", "threshold_quota",
+           "leftmost"]>:$rule,
     Param<StrAttr, "text", ["masked", "all"]>:$candidates,
     In<Decode_Reals>:$score,
-    OptionalIn<Decode_Integer, [], "TopK">:$k,  // top_k, threshold_quota
+    OptionalIn<Decode_Integer, [], "TopK">:$k,  // top_k, threshold_quota, leftmost
     OptionalIn<Decode_Real>:$threshold,  // threshold, hierarchical, threshold_quota
     OptionalIn<Decode_Real>:$bound,  // entropy_bound
     OptionalIn<Decode_Real>:$low_threshold,  // hierarchical
@@ -647,6 +649,7 @@ def Decode_AcceptOp : Decode_Op<"accept", [AttrSizedOperandSegments]> {
     Needs<"rule", "entropy_bound", ["bound"]>,
     Needs<"rule", "hierarchical", ["threshold", "low_threshold", "depth"]>,
     Needs<"rule", "threshold_quota", ["k", "threshold"]>,
+    Needs<"rule", "leftmost", ["k"]>,
     Needs<"converge", "stable_confident",
           ["argmax", "prev", "run", "stability", "confidence", "converged"]>
   ];

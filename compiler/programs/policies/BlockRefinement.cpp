@@ -2,19 +2,20 @@
 // LLaDA2Pipeline with its BlockRefinementScheduler decodes it greedily (tests/reference/llada2;
 // llada2_reference.py refine_generate) and SDAR's block_diffusion_generate (tests/reference/sdar:
 // low_confidence_dynamic is `threshold`, low_confidence_static `threshold` 1, which no probability
-// exceeds). The model attends by blocks laid from position 0 (@attention_block), so the blocks are
-// those: the first holds the prompt's tail, and a block's forward feeds only the block over the K/V
-// of the earlier ones, which is exact. A step takes each row's argmax and its probability; the
-// block's masked positions above `threshold` are committed when they are at least the step's quota
-// (block_length spread over steps_per_block), else the quota's most confident; a quota above the
-// masks left commits the masks only (SDAR's huggingface_bd3.py; its generate.py would overwrite
-// prompt or committed tokens with their argmax). With
-// editing_threshold (LLaDA2.1's token editing), every step also replaces the generated, decoded
-// positions whose argmax differs with a probability above it, and a block without masks keeps
-// refining while a step edits, at most max_post_steps + 1 steps. A step that writes an EOS with no
-// mask before the first one ends the request (eos_early_stop). Unlike diffusers and SDAR, a block
-// whose masks are gone ends at once when it does not edit (diffusers runs one more forward that
-// changes nothing), and the last block's K/V is not stored (SDAR's loop stores it).
+// exceeds, and sequential `remasking` sequential). The model attends by blocks laid from position 0
+// (@attention_block), so the blocks are those: the first holds the prompt's tail, and a block's
+// forward feeds only the block over the K/V of the earlier ones, which is exact. A step takes each
+// row's argmax and its probability; the block's masked positions above `threshold` are committed
+// when they are at least the step's quota (block_length spread over steps_per_block), else the
+// quota's most confident (sequential: the quota's leftmost); a quota above the masks left commits
+// the masks only (SDAR's huggingface_bd3.py; its generate.py would overwrite prompt or committed
+// tokens with their argmax). With editing_threshold (LLaDA2.1's token editing), every step also
+// replaces the generated, decoded positions whose argmax differs with a probability above it, and
+// a block without masks keeps refining while a step edits, at most max_post_steps + 1 steps. A
+// step that writes an EOS with no mask before the first one ends the request (eos_early_stop).
+// Unlike diffusers and SDAR, a block whose masks are gone ends at once when it does not edit
+// (diffusers runs one more forward that changes nothing), and the last block's K/V is not stored
+// (SDAR's loop stores it).
 #include "compiler/programs/policies/Policies.h"
 #include "compiler/programs/policies/PolicyBuilder.h"
 
@@ -25,7 +26,7 @@ using namespace mlir;
 namespace gen = generate;
 
 struct Knobs {
-  Value genLength, blockLength, stepsPerBlock, threshold, editingThreshold, maxPostSteps,
+  Value genLength, blockLength, stepsPerBlock, remasking, threshold, editingThreshold, maxPostSteps,
       minimalTopk, eosEarlyStop, temperature;
 };
 
@@ -37,6 +38,11 @@ Knobs declareKnobs(PolicyBuilder &p) {
   k.genLength = p.intKnob("gen_length", 2048, 1);
   k.blockLength = p.intKnob("block_length", 32, 1);
   k.stepsPerBlock = p.intKnob("steps_per_block", 32, 1, 65536);
+  // SDAR's remasking strategies: low_confidence (its static and dynamic ones, by threshold) or
+  // sequential (the quota's leftmost masks, whatever their confidence).
+  k.remasking = p.textKnob(
+      "remasking", StringRef("low_confidence"), "low_confidence,sequential",
+      "the block-refinement policy has no remasking '{}' (expected low_confidence or sequential)");
   // Above 1 is allowed: every step then takes its quota's most confident.
   k.threshold =
       p.knob("threshold", p.f64(), {b.getF64FloatAttr(0.7), false, {}, {}, b.getI64IntegerAttr(0)});
@@ -80,10 +86,11 @@ Value checkRequest(PolicyBuilder &p, const Knobs &k) {
   return blockSteps;
 }
 
-// The block [begin, end), its steps' quotas, the steps it may take, whether it edits and the
-// threshold an edit needs (above every probability when it does not).
+// The block [begin, end), its steps' quotas, the steps it may take, whether it commits by position
+// (sequential remasking), whether it edits and the threshold an edit needs (above every
+// probability when it does not).
 struct Block {
-  Value begin, end, schedule, blockSteps, editing, editThreshold;
+  Value begin, end, schedule, blockSteps, sequential, editing, editThreshold;
 };
 
 // One step: the block's forward over the cache of the earlier blocks, every row's argmax and its
@@ -104,13 +111,22 @@ std::pair<Value, SmallVector<Value>> refineStep(PolicyBuilder &p, const Knobs &k
                                               "gumbel_max", p.real(0.0), p.integer(-1), s, "all",
                                               StringAttr(), Value(), Value()));
   Value quota = p.value("quota", gen::ListAtOp::create(b, p.i64(), blk.schedule, held[0], zero));
-  Value commits =
-      p.named({"commits"},
-              gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), "threshold_quota",
-                                    "masked", sample.getConfidence(), quota, k.threshold, Value(),
-                                    Value(), Value(), StringAttr(), b.getStringAttr("f32"), Value(),
-                                    Value(), Value(), Value(), Value()))
-          .getKeep();
+  Value commits = p.ifElse(
+      blk.sequential, p.flags(), {"commits"},
+      [&]() -> SmallVector<Value> {
+        return {gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), "leftmost", "masked",
+                                      sample.getConfidence(), quota, Value(), Value(), Value(),
+                                      Value(), StringAttr(), StringAttr(), Value(), Value(),
+                                      Value(), Value(), Value())
+                    .getKeep()};
+      },
+      [&]() -> SmallVector<Value> {
+        return {gen::AcceptOp::create(b, Type(), Type(), p.flags(), Type(), "threshold_quota",
+                                      "masked", sample.getConfidence(), quota, k.threshold, Value(),
+                                      Value(), Value(), StringAttr(), b.getStringAttr("f32"),
+                                      Value(), Value(), Value(), Value(), Value())
+                    .getKeep()};
+      })[0];
   auto edit =
       p.named({"edited", "edits"},
               gen::EditOp::create(b, p.flags(), p.i64(), sample.getConfidence(), sample.getToken(),
@@ -153,6 +169,7 @@ void buildBlockRefinement(ModuleOp module) {
   // block_length spread over the steps, the first ones taking the remainder (independent of how
   // many masks the block holds).
   Value schedule = p.value("schedule", gen::TransferScheduleOp::create(b, p.list(), B, blockSteps));
+  Value sequential = p.eq("sequential", k.remasking, p.text("sequential"));
   Value editing = p.gt("editing", k.editingThreshold, p.real(0.0));
   Value editThreshold = p.select("editThreshold", editing, k.editingThreshold, p.real(2.0));
   Value limit = p.add("stepLimit", blockSteps, p.add("postLimit", k.maxPostSteps, one));
@@ -169,7 +186,7 @@ void buildBlockRefinement(ModuleOp module) {
         gen::SeqExtendOp::create(b, p.sub("grow", end, p.fact("seq_len")), p.text("token"), mask,
                                  Value(), Value());
         gen::WindowOp::create(b, begin, end);
-        const Block blk{begin, end, schedule, blockSteps, editing, editThreshold};
+        const Block blk{begin, end, schedule, blockSteps, sequential, editing, editThreshold};
         PolicyBuilder::DenoiseLoop loop = p.denoiseLoop(
             "refine_step", limit, limit, step, {zero, zero}, {"i", "s", "maskSteps", "postSteps"},
             "ran", [&](Value, Value s, ValueRange held) { return refineStep(p, k, blk, s, held); });

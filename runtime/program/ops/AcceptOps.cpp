@@ -39,6 +39,13 @@ void keepMostConfident(State &state, int64_t take, std::vector<uint8_t> &keep) {
     keep[static_cast<size_t>(state.candidateRows[static_cast<size_t>(state.order[s])])] = 1;
 }
 
+// The first `take` candidates by position (gatherCandidates lists them in row order).
+void keepLeftmost(State &state, int64_t take, std::vector<uint8_t> &keep) {
+  take = std::min(take, static_cast<int64_t>(state.candidateRows.size()));
+  for (int64_t s = 0; s < take; ++s)
+    keep[static_cast<size_t>(state.candidateRows[static_cast<size_t>(s)])] = 1;
+}
+
 // keep[row] for every candidate the rule accepted (state.accepted, in candidate order).
 void keepAccepted(const State &state, std::vector<uint8_t> &keep) {
   for (size_t c = 0; c < state.accepted.size(); ++c)
@@ -102,6 +109,8 @@ Status runAccept(State &state, const Instruction &in, size_t at) {
     const int64_t above = std::count_if(state.scores.begin(), state.scores.end(),
                                         [&](double c) { return exceeds(c, threshold, f32); });
     keepMostConfident(state, std::max(above, state.integer(in[kTopK])), keep);
+  } else if (rule == kRuleLeftmost) {
+    keepLeftmost(state, state.integer(in[kTopK]), keep);
   } else if (rule == kRuleHierarchical) {
     const sampling::HierarchicalRule hierarchical{
         state.real(in[kThreshold]), state.real(in[kLowThreshold]), state.integer(in[kDepth])};

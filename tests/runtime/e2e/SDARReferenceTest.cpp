@@ -9,8 +9,9 @@
 //   - Forwards: the recorded windows whole and block by block over the KV cache: relative error
 //     <= 1e-4 over the [T, V] logits and the same argmax on every row.
 //   - Decoding: every step's block is the reference's canvas, and the output its sequence (cut
-//     after the first stop id), for the static runs at 4 and 2 steps, the dynamic run, the run
-//     whose stop id comes mid-block and a request shorter than a block's steps; the forwards are
+//     after the first stop id), for the static runs at 4 and 2 steps, the dynamic run, the
+//     sequential run (`remasking` sequential; sdar_tiny records it), the run whose stop id comes
+//     mid-block and a request shorter than a block's steps; the forwards are
 //     the reference's less the last block's K/V store, which dlm skips.
 // On the CPU and, where the build has it, the emulated CUDA device.
 #include "tests/runtime/e2e/BlockCausalChecks.h"
@@ -34,17 +35,17 @@ constexpr int64_t kBlock = 4; // config.json's block_size
 constexpr int64_t kGenerated = 18;
 
 // A fixture's runs as its trace.json records them: the dynamic run's threshold, the forwards of
-// each run, the stop run's extra stop id.
+// each run (sequential 0: not recorded), the stop run's extra stop id.
 struct SdarFixture {
   const char *name;
   double dynamicThreshold;
-  int64_t staticForwards, staticSteps2Forwards, dynamicForwards, stopForwards;
+  int64_t staticForwards, staticSteps2Forwards, dynamicForwards, sequentialForwards, stopForwards;
   int64_t stopId;
 };
 
 constexpr SdarFixture kFixtures[] = {
-    {"sdar_tiny", 0.5, 24, 15, 19, 19, 113},
-    {"sdar_moe_tiny", 0.55, 24, 15, 20, 19, 61},
+    {"sdar_tiny", 0.5, 24, 15, 19, 24, 19, 113},
+    {"sdar_moe_tiny", 0.55, 24, 15, 20, 0, 19, 61},
 };
 
 using Param = std::tuple<SdarFixture, const char *>;
@@ -101,6 +102,14 @@ TEST_P(SDARReferenceTest, StaticRemaskingFollowsTheReferenceStepByStep) {
 TEST_P(SDARReferenceTest, DynamicRemaskingFollowsTheReferenceStepByStep) {
   expectRun("dynamic", {{"steps_per_block", int64_t{4}}, {"threshold", sdar().dynamicThreshold}},
             sdar().dynamicForwards);
+}
+
+TEST_P(SDARReferenceTest, SequentialRemaskingFollowsTheReferenceStepByStep) {
+  if (sdar().sequentialForwards == 0)
+    GTEST_SKIP() << sdar().name << " records no sequential run";
+  expectRun("sequential",
+            {{"steps_per_block", int64_t{4}}, {"remasking", std::string("sequential")}},
+            sdar().sequentialForwards);
 }
 
 // A stop id committed mid-block: SDAR finishes the block and stops after it (eos_early_stop off

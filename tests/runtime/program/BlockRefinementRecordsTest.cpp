@@ -131,6 +131,24 @@ TEST(BlockRefinementRecords, ThresholdQuotaTakesTheAboveOnesOrTheQuota) {
   EXPECT_EQ(window(0, 0.95), (std::vector<int32_t>{2, 2, kMask, kMask, kMask, kMask}));
 }
 
+// Leftmost (SDAR's sequential remasking): the quota's first masks by position, whatever their
+// confidence (here rising to the right but for the last), at most every mask.
+TEST(BlockRefinementRecords, LeftmostTakesTheQuotasFirstMasks) {
+  std::string step = kCommitStep;
+  const std::string rule = "rule=threshold_quota";
+  step.replace(step.find(rule), rule.size(), "rule=leftmost");
+  step.replace(step.find(" threshold=$t"), 13, "");
+  const Script lowFirst = {{{2, {0, 0.3}}, {3, {1, 0.6}}, {4, {2, 0.9}}, {5, {0, 0.55}}}};
+  auto window = [&](int64_t k) {
+    StepsRun run = runSteps(step, lowFirst, {2, 2}, {{"k", k}});
+    return run.windows.empty() ? std::vector<int32_t>{} : run.windows.back();
+  };
+  EXPECT_EQ(window(2), (std::vector<int32_t>{2, 2, 0, 1, kMask, kMask}));
+  EXPECT_EQ(window(1), (std::vector<int32_t>{2, 2, 0, kMask, kMask, kMask}));
+  EXPECT_EQ(window(9), (std::vector<int32_t>{2, 2, 0, 1, 2, 0}));
+  EXPECT_EQ(window(0), (std::vector<int32_t>{2, 2, kMask, kMask, kMask, kMask}));
+}
+
 // Strictly above, and in float32 with precision=f32: 0.1 + 0.2 is above 0.3 in double, not in
 // float32 (torch compares its float32 probabilities so).
 TEST(BlockRefinementRecords, ThresholdQuotaIsStrictAndFloat32WhenAsked) {
