@@ -10,7 +10,7 @@
 //     <= 1e-4 over the [T, V] logits and the same argmax on every row.
 //   - Decoding: every step's block is the reference's canvas, and the output its sequence (cut
 //     after the first stop id), for the static runs at 4 and 2 steps, the dynamic run, the
-//     sequential run (`remasking` sequential; sdar_tiny records it), the run whose stop id comes
+//     sequential run (`remasking` sequential; sdar_tiny's), the run whose stop id comes
 //     mid-block and a request shorter than a block's steps; the forwards are
 //     the reference's less the last block's K/V store, which dlm skips.
 // On the CPU and, where the build has it, the emulated CUDA device.
@@ -35,18 +35,20 @@ constexpr int64_t kBlock = 4; // config.json's block_size
 constexpr int64_t kGenerated = 18;
 
 // A fixture's runs as its trace.json records them: the dynamic run's threshold, the forwards of
-// each run (sequential 0: not recorded), the stop run's extra stop id.
+// each run, the stop run's extra stop id.
 struct SdarFixture {
   const char *name;
   double dynamicThreshold;
-  int64_t staticForwards, staticSteps2Forwards, dynamicForwards, sequentialForwards, stopForwards;
+  int64_t staticForwards, staticSteps2Forwards, dynamicForwards, stopForwards;
   int64_t stopId;
 };
 
 constexpr SdarFixture kFixtures[] = {
-    {"sdar_tiny", 0.5, 24, 15, 19, 24, 19, 113},
-    {"sdar_moe_tiny", 0.55, 24, 15, 20, 0, 19, 61},
+    {"sdar_tiny", 0.5, 24, 15, 19, 19, 113},
+    {"sdar_moe_tiny", 0.55, 24, 15, 20, 19, 61},
 };
+// sdar_tiny's sequential run (sdar_moe_tiny records none): its forwards.
+constexpr int64_t kSequentialForwards = 24;
 
 using Param = std::tuple<SdarFixture, const char *>;
 
@@ -104,14 +106,6 @@ TEST_P(SDARReferenceTest, DynamicRemaskingFollowsTheReferenceStepByStep) {
             sdar().dynamicForwards);
 }
 
-TEST_P(SDARReferenceTest, SequentialRemaskingFollowsTheReferenceStepByStep) {
-  if (sdar().sequentialForwards == 0)
-    GTEST_SKIP() << sdar().name << " records no sequential run";
-  expectRun("sequential",
-            {{"steps_per_block", int64_t{4}}, {"remasking", std::string("sequential")}},
-            sdar().sequentialForwards);
-}
-
 // A stop id committed mid-block: SDAR finishes the block and stops after it (eos_early_stop off
 // does the same); its text ends at the stop id.
 TEST_P(SDARReferenceTest, AStopIdEndsDecodingAfterItsBlock) {
@@ -148,6 +142,22 @@ INSTANTIATE_TEST_SUITE_P(FixturesAndBackends, SDARReferenceTest,
                          [](const ::testing::TestParamInfo<Param> &info) {
                            return std::string(std::get<0>(info.param).name) + "_" +
                                   testing::backendTestName(std::get<1>(info.param));
+                         });
+
+// SDAR's sequential remasking, on the fixture that records it.
+class SDARSequentialTest : public SDARReferenceTest {};
+
+TEST_P(SDARSequentialTest, SequentialRemaskingFollowsTheReferenceStepByStep) {
+  expectRun("sequential",
+            {{"steps_per_block", int64_t{4}}, {"remasking", std::string("sequential")}},
+            kSequentialForwards);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SDARSequentialTest,
+                         ::testing::Combine(::testing::Values(kFixtures[0]),
+                                            ::testing::ValuesIn(testing::fixtureBackends())),
+                         [](const ::testing::TestParamInfo<Param> &info) {
+                           return testing::backendTestName(std::get<1>(info.param));
                          });
 
 } // namespace
