@@ -318,7 +318,7 @@ Status Compilation::compile(const CompileOptions &given) {
   DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
   DLM_ASSIGN_OR_RETURN(
       WeightPrecisionReport weights,
-      convertProjectionWeights(program, options.weights, contents.weights, convertedWeights_));
+      convertWeightPrecision(program, options.weights, contents.weights, convertedWeights_));
   weightReport_ = describe(weights);
   if (options.activations == "bf16") {
     contents.config.extra[std::string(spec::kExtraCpuActivations)] = std::string("bf16");

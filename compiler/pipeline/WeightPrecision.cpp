@@ -19,15 +19,27 @@ namespace {
 namespace kp = spec::kernels;
 using artifact::DType;
 
-// The names of the weights linear and norm_linear records multiply by.
-std::set<std::string> projectionWeights(const artifact::KernelTarget &program) {
-  std::set<std::string> names;
-  for (const artifact::Kernel &record : program.kernels) {
-    if (record.kind != kp::kLinear && record.kind != kp::kNormLinear)
-      continue;
-    auto it = record.parameters.find(kp::kWeight);
+// The names of the weights linear and norm_linear records multiply by, and of the expert stacks
+// of moe records (gate_up, down).
+struct ConvertedWeights {
+  std::set<std::string> projections, experts;
+};
+
+ConvertedWeights convertedWeights(const artifact::KernelTarget &program) {
+  ConvertedWeights names;
+  auto add = [](const artifact::Kernel &record, std::string_view parameter,
+                std::set<std::string> &to) {
+    auto it = record.parameters.find(std::string(parameter));
     if (it != record.parameters.end() && std::holds_alternative<std::string>(it->second))
-      names.insert(std::get<std::string>(it->second));
+      to.insert(std::get<std::string>(it->second));
+  };
+  for (const artifact::Kernel &record : program.kernels) {
+    if (record.kind == kp::kLinear || record.kind == kp::kNormLinear)
+      add(record, kp::kWeight, names.projections);
+    if (record.kind == kp::kMoe) {
+      add(record, kp::kGateUp, names.experts);
+      add(record, kp::kDownWeight, names.experts);
+    }
   }
   return names;
 }
@@ -50,15 +62,15 @@ StatusOr<model::StoredTensor> storedView(const artifact::WeightSource &w,
   return view;
 }
 
-// Weight-only 8 bits per output channel (row): int8 with scale = max |w| / 127 and q = round(w /
-// scale) in [-127, 127], or FP8 E4M3 with scale = max |w| / 448 and q = E4M3(w / scale) (to nearest
-// even); a scale of 1 for an all-zero row. Writes q into `out` and returns the scales' weight
-// source "<name>.scale" (f32 [rows]), its bytes kept in `owned`. Reads w before the caller
-// retypes it.
+// Weight-only 8 bits per output channel (row of a matrix, or of every matrix of a stack): int8 with
+// scale = max |w| / 127 and q = round(w / scale) in [-127, 127], or FP8 E4M3 with scale = max |w| /
+// 448 and q = E4M3(w / scale) (to nearest even); a scale of 1 for an all-zero row. Writes q into
+// `out` and returns the scales' weight source "<name>.scale" (f32 [rows], the rows of a stack [E,
+// N, K] E * N), its bytes kept in `owned`. Reads w before the caller retypes it.
 artifact::WeightSource quantizeRows(const artifact::WeightSource &w,
                                     const model::StoredTensor &view, DType target, uint8_t *out,
                                     std::vector<std::vector<uint8_t>> &owned) {
-  const int64_t rows = w.shape[0], cols = w.shape[1];
+  const int64_t rows = view.rows, cols = view.cols;
   const bool fp8 = target == DType::fp8_e4m3;
   std::vector<uint8_t> scaleBytes(static_cast<size_t>(rows) * sizeof(float));
   float *scales = reinterpret_cast<float *>(scaleBytes.data());
@@ -99,10 +111,10 @@ std::string scaledWeight(const std::string &name) {
 
 } // namespace
 
-StatusOr<WeightPrecisionReport>
-convertProjectionWeights(const artifact::KernelTarget &program, const std::string &precision,
-                         std::vector<artifact::WeightSource> &weights,
-                         std::vector<std::vector<uint8_t>> &owned) {
+StatusOr<WeightPrecisionReport> convertWeightPrecision(const artifact::KernelTarget &program,
+                                                       const std::string &precision,
+                                                       std::vector<artifact::WeightSource> &weights,
+                                                       std::vector<std::vector<uint8_t>> &owned) {
   WeightPrecisionReport report;
   report.precision = precision.empty() ? "as stored" : precision;
   DType target = DType::invalid;
@@ -122,11 +134,17 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
   std::map<std::string, const artifact::WeightSource *> byName;
   for (const artifact::WeightSource &w : weights)
     byName[w.name] = &w;
-  const std::set<std::string> names = projectionWeights(program);
+  const ConvertedWeights names = convertedWeights(program);
+  auto countsOf = [&](const std::string &name) -> WeightPrecisionReport::Counts * {
+    return names.projections.count(name) ? &report.projections
+           : names.experts.count(name)   ? &report.experts
+                                         : nullptr;
+  };
   for (artifact::WeightSource &w : weights) {
-    if (!names.count(w.name))
+    WeightPrecisionReport::Counts *counts = countsOf(w.name);
+    if (!counts)
       continue;
-    ++report.projections;
+    ++counts->weights;
     if (target != DType::invalid && w.dtype != target) {
       if (w.dtype != DType::f32 && w.dtype != DType::bf16 && w.dtype != DType::f16 &&
           w.dtype != DType::i8 && w.dtype != DType::fp8_e4m3)
@@ -143,9 +161,9 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
       const size_t count = w.size / artifact::dtypeSize(w.dtype);
       std::vector<uint8_t> bytes(count * artifact::dtypeSize(target));
       if (target == DType::i8 || target == DType::fp8_e4m3) {
-        if (w.shape.size() != 2)
+        if (w.shape.size() != 2 && w.shape.size() != 3)
           return Status::error("--weights " + precision + ": weight '" + w.name +
-                               "' is not a matrix");
+                               "' is not a matrix or a stack of them");
         scales.push_back(quantizeRows(w, *view, target, bytes.data(), owned));
       } else if (target == DType::f32) {
         model::widenStored(*view, 0, count, reinterpret_cast<float *>(bytes.data()));
@@ -158,30 +176,38 @@ convertProjectionWeights(const artifact::KernelTarget &program, const std::strin
       w.data = bytes.data();
       w.size = bytes.size();
       owned.push_back(std::move(bytes));
-      ++report.converted;
+      ++counts->converted;
     }
-    report.projectionBytes += w.size;
+    counts->bytes += w.size;
   }
   weights.erase(std::remove_if(weights.begin(), weights.end(),
                                [&](const artifact::WeightSource &w) {
                                  return staleScales.count(w.name) != 0;
                                }),
                 weights.end());
+  // The row scales of 8-bit weights, kept as stored or new.
   for (const artifact::WeightSource &w : weights)
-    if (names.count(scaledWeight(w.name)))
-      report.projectionBytes += w.size; // the row scales of 8-bit weights kept as stored
+    if (WeightPrecisionReport::Counts *counts = countsOf(scaledWeight(w.name)))
+      counts->bytes += w.size;
   for (const artifact::WeightSource &scale : scales)
-    report.projectionBytes += scale.size;
+    countsOf(scaledWeight(scale.name))->bytes += scale.size;
   weights.insert(weights.end(), scales.begin(), scales.end());
   return report;
 }
 
 std::string describe(const WeightPrecisionReport &report) {
-  char mib[32];
-  std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(report.projectionBytes) / (1 << 20));
-  return "weights: " + report.precision + " (" + std::to_string(report.projections) +
-         " projection matrices, " + std::to_string(report.converted) + " converted, " + mib +
-         " MiB; embeddings, LM head, norms and MoE experts as stored)";
+  auto clause = [](const WeightPrecisionReport::Counts &counts, const char *what) {
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(counts.bytes) / (1 << 20));
+    return std::to_string(counts.weights) + " " + what + ", " + std::to_string(counts.converted) +
+           " converted, " + mib + " MiB";
+  };
+  std::string text =
+      "weights: " + report.precision + " (" + clause(report.projections, "projection matrices");
+  if (report.experts.weights > 0)
+    return text + "; " + clause(report.experts, "expert stacks") +
+           "; embeddings, LM head, routers and norms as stored)";
+  return text + "; embeddings, LM head and norms as stored)";
 }
 
 } // namespace dlm::pipeline

@@ -17,25 +17,28 @@ namespace dlm::importer {
 namespace {
 
 // The scales of FP8 weight `view` as compressed-tensors stores them beside it ("X.weight" ->
-// "X.weight_scale": [N, 1] or [N] per output channel, [1] or a scalar per tensor), one per row.
+// "X.weight_scale": [N, 1] or [N] per output channel, [1] or a scalar per tensor; a stack of
+// experts [E, N, K] ("X.gate_up_proj" -> "X.gate_up_proj_scale"): [E, N, 1], [E, N] or [E * N] per
+// channel of every expert, [E, 1, 1], [E, 1] or [E] per expert), one per row (E * N for a stack).
 StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoint &tensors,
                                           const safetensors::TensorView &view) {
   const std::string scaleName = view.name + "_scale";
-  if (view.shape.size() != 2)
-    return Status::error("FP8 tensor '" + view.name + "' is not a matrix");
-  const int64_t rows = view.shape[0];
+  if (view.shape.size() != 2 && view.shape.size() != 3)
+    return Status::error("FP8 tensor '" + view.name + "' is not a matrix or a stack of them");
+  const int64_t experts = view.shape.size() == 3 ? view.shape[0] : 1;
+  const int64_t rows = experts * view.shape[view.shape.size() - 2];
   // Static activation scales (FP8 "static" schemes) would change what the GEMM computes; dlm
   // quantizes activations itself, per row at run time, as FP8-dynamic checkpoints intend.
   const std::string weightSuffix = "weight";
-  if (view.name.size() > weightSuffix.size() &&
-      view.name.compare(view.name.size() - weightSuffix.size(), weightSuffix.size(),
-                        weightSuffix) == 0) {
-    const std::string inputScale =
-        view.name.substr(0, view.name.size() - weightSuffix.size()) + "input_scale";
-    if (tensors.find(inputScale))
-      return Status::error("not supported yet: a static FP8 activation scale ('" + inputScale +
-                           "'); FP8-dynamic checkpoints (weight scales only) import");
-  }
+  const std::string inputScale =
+      view.name.size() > weightSuffix.size() &&
+              view.name.compare(view.name.size() - weightSuffix.size(), weightSuffix.size(),
+                                weightSuffix) == 0
+          ? view.name.substr(0, view.name.size() - weightSuffix.size()) + "input_scale"
+          : view.name + "_input_scale";
+  if (tensors.find(inputScale))
+    return Status::error("not supported yet: a static FP8 activation scale ('" + inputScale +
+                         "'); FP8-dynamic checkpoints (weight scales only) import");
   const safetensors::TensorView *scale = tensors.find(scaleName);
   if (!scale)
     return Status::error("FP8 E4M3 tensor '" + view.name + "' has no scale '" + scaleName +
@@ -43,12 +46,24 @@ StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoi
   int64_t count = 1;
   for (int64_t d : scale->shape)
     count *= d;
-  const bool perRow = count == rows && (scale->shape.size() == 1 ||
-                                        (scale->shape.size() == 2 && scale->shape[1] == 1));
-  if (!perRow && count != 1)
-    return Status::error("scale '" + scaleName + "' has shape " + shapeText(scale->shape) +
-                         "; expected [" + std::to_string(rows) + ", 1], [" + std::to_string(rows) +
-                         "], [1] or a scalar");
+  // Trailing 1s aside, a per-row scale has the weight's leading shape (or is flat), a per-expert
+  // one the stack's first dimension.
+  std::vector<int64_t> leading(scale->shape);
+  while (leading.size() > 1 && leading.back() == 1)
+    leading.pop_back();
+  const std::vector<int64_t> weightRows(view.shape.begin(), view.shape.end() - 1);
+  const bool perRow = count == rows && (leading.size() == 1 || leading == weightRows);
+  const bool perExpert = experts > 1 && count == experts && leading.size() == 1;
+  if (!perRow && !perExpert && count != 1) {
+    const std::string n = std::to_string(view.shape[view.shape.size() - 2]);
+    return Status::error(
+        "scale '" + scaleName + "' has shape " + shapeText(scale->shape) + "; expected " +
+        (experts > 1
+             ? "[" + std::to_string(experts) + ", " + n + ", 1], [" + std::to_string(experts) +
+                   ", " + n + "], [" + std::to_string(rows) + "], [" + std::to_string(experts) + "]"
+             : "[" + n + ", 1], [" + n + "]") +
+        ", [1] or a scalar");
+  }
   std::vector<float> values(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     switch (scale->dtype) {
@@ -73,9 +88,14 @@ StatusOr<std::vector<float>> fp8RowScales(const safetensors::SafetensorsCheckpoi
       return Status::error("scale '" + scaleName + "' holds " + std::to_string(values[i]) +
                            ", not a finite number >= 0");
   }
-  if (!perRow)
-    values.assign(static_cast<size_t>(rows), values[0]);
-  return values;
+  if (perRow)
+    return values;
+  // One scale per expert (or for the whole tensor), repeated over its rows.
+  std::vector<float> perRows;
+  perRows.reserve(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    perRows.push_back(values[perExpert ? static_cast<size_t>(r / (rows / experts)) : 0]);
+  return perRows;
 }
 
 // The checkpoint tensor `name`, loaded (its bytes checked to lie in the file) and of `shape`.
@@ -115,10 +135,16 @@ StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpo
                                                      const WeightBinding &binding) {
   if (!binding.rowsOf.empty())
     return bindRows(checkpoint, binding);
-  if (binding.stackedFrom.empty())
+  if (binding.stackedFrom.empty() ||
+      (binding.fusedOrStacked && checkpoint.tensors->find(binding.checkpointName)))
     return loadTensor(checkpoint, binding.checkpointName, binding.shape, binding.canonicalName);
   std::vector<const safetensors::TensorView *> parts;
+  std::vector<float> scales; // FP8 parts: every part's row scales, in stacking order
   for (const std::string &name : binding.stackedFrom) {
+    if (binding.fusedOrStacked && !checkpoint.tensors->find(name))
+      return Status::error("tensor '" + binding.checkpointName +
+                           "' is missing (needed for weight '" + binding.canonicalName +
+                           "'), and so is '" + name + "' of its parts stored apart");
     DLM_ASSIGN_OR_RETURN(const safetensors::TensorView *part,
                          loadTensor(checkpoint, name, binding.partShape, binding.canonicalName));
     if (!parts.empty() && part->dtype != parts.front()->dtype)
@@ -126,10 +152,14 @@ StatusOr<const safetensors::TensorView *> bindWeight(ImportedCheckpoint &checkpo
           "tensor '" + name + "' is " + std::string(safetensors::dtypeName(part->dtype)) +
           " but '" + parts.front()->name + "' is " +
           std::string(safetensors::dtypeName(parts.front()->dtype)) + " (one weight stacks them)");
-    if (part->dtype == safetensors::DType::F8_E4M3)
-      return Status::error("not supported yet: FP8 weights stored per expert ('" + name + "')");
+    if (part->dtype == safetensors::DType::F8_E4M3) {
+      DLM_ASSIGN_OR_RETURN(std::vector<float> partScales, fp8RowScales(*checkpoint.tensors, *part));
+      scales.insert(scales.end(), partScales.begin(), partScales.end());
+    }
     parts.push_back(part);
   }
+  if (!scales.empty())
+    checkpoint.rowScales[binding.canonicalName] = std::move(scales);
   // A copy: the runtime reads one [E, ...] tensor (the import holds the experts twice until
   // the artifact is written).
   std::vector<uint8_t> &bytes = checkpoint.stackedBytes.emplace_back();
@@ -247,7 +277,7 @@ StatusOr<ImportedCheckpoint> importCheckpoint(const std::string &directory) {
     auto dtype = weightDType(**view);
     if (!dtype)
       return dtype.status().withContext("checkpoint '" + directory + "'");
-    if (*dtype == artifact::DType::fp8_e4m3) {
+    if (*dtype == artifact::DType::fp8_e4m3 && !result.rowScales.count(binding.canonicalName)) {
       StatusOr<std::vector<float>> scales = fp8RowScales(*result.tensors, **view);
       if (!scales)
         return scales.status().withContext("checkpoint '" + directory + "'");

@@ -281,6 +281,18 @@ std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c,
     add(spec::kExpertScale, "router.per_expert_scale", {experts});
     add(spec::kExpertsGateUp, "experts.gate_up_proj", {experts, 2 * expertInner, h});
     add(spec::kExpertsDown, "experts.down_proj", {experts, h, expertInner});
+    // Fused as published in bf16; LLM Compressor's FP8 may split them per expert (2-D projections
+    // with their weight scales), stacked back here.
+    WeightBinding &down = weights.back(), &gateUp = weights[weights.size() - 2];
+    gateUp.partShape = {expertInner, h};
+    down.partShape = {h, expertInner};
+    gateUp.fusedOrStacked = down.fusedOrStacked = true;
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string expert = p + "experts." + str(e) + ".";
+      gateUp.stackedFrom.push_back(expert + "gate_proj.weight");
+      gateUp.stackedFrom.push_back(expert + "up_proj.weight");
+      down.stackedFrom.push_back(expert + "down_proj.weight");
+    }
     add(spec::kLayerScalar, "layer_scalar", {1});
     weights.push_back({spec::layerWeightName(i, spec::kEncoderLayerScalar),
                        "model.encoder.language_model.layers." + str(i) + ".layer_scalar", {1}});

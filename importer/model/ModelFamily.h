@@ -35,9 +35,12 @@ struct WeightBinding {
   std::vector<int64_t> shape;
   // When not empty, the weight is these checkpoint tensors, each of `partShape`, stacked in
   // order (Qwen3-MoE stores each expert's projections apart; the runtime reads one [E, ...]
-  // tensor), and checkpointName only names the stack.
+  // tensor), and checkpointName only names the stack; with `fusedOrStacked`, checkpointName is
+  // the weight where the checkpoint holds it and the stack otherwise (DiffusionGemma's experts
+  // are one fused tensor as published in bf16, split per expert where a quantizer split them).
   std::vector<std::string> stackedFrom = {};
   std::vector<int64_t> partShape = {};
+  bool fusedOrStacked = false;
   // When not empty, the weight is rows [firstRow, firstRow + shape[0]) of this checkpoint tensor
   // of `partShape` (LLaDA2's fused query_key_value: q, k and v are its row blocks), and
   // checkpointName only names the slice.

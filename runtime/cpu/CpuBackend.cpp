@@ -64,8 +64,42 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
   StatusOr<PackedWeights> packed = packProjections(*weights, *functions, options);
   if (!packed)
     return packed.status().withContext("cpu backend");
-  return std::unique_ptr<CpuBackend>(new CpuBackend(
+  StatusOr<PackedExpertStacks> experts = packExperts(*weights, *functions);
+  if (!experts)
+    return experts.status().withContext("cpu backend");
+  std::unique_ptr<CpuBackend> backend(new CpuBackend(
       std::move(weights), std::move(*functions), std::move(*packed), maxSequence, pages, options));
+  backend->packedExperts_ = std::move(*experts);
+  return backend;
+}
+
+StatusOr<CpuBackend::PackedExpertStacks>
+CpuBackend::packExperts(const model::ModelWeights &weights,
+                        const std::map<std::string, KernelProgram> &functions) {
+  PackedExpertStacks packed;
+  for (const auto &[name, program] : functions)
+    for (const ProgramRecord &k : program.kernels) {
+      if (k.kind() != KernelKind::moe)
+        continue;
+      const auto &p = k.as<spec::kernels::MoeParams>();
+      for (const spec::kernels::WeightRef *stack : {&p.gateUp, &p.down}) {
+        const model::StoredTensor *stored = weights.stored(stack->name);
+        if (packed.count(stack->tensor) || !stored)
+          continue;
+        if (!PackedExperts::packs(stored->dtype)) {
+          StatusOr<const model::HostTensor *> widened = weights.widened(stack->name);
+          if (!widened)
+            return widened.status();
+          continue;
+        }
+        StatusOr<std::shared_ptr<const PackedExperts>> experts =
+            PackedExperts::of(weights, stack->name, p.experts);
+        if (!experts)
+          return experts.status();
+        packed.emplace(stack->tensor, std::move(*experts));
+      }
+    }
+  return packed;
 }
 
 StatusOr<CpuBackend::PackedWeights>
@@ -262,13 +296,17 @@ MemoryUsage CpuBackend::memoryUsage() const {
       for (const spec::kernels::WeightRef *w : k.weights())
         if (const model::HostTensor *t = w->tensor; seen.insert(t).second) {
           auto packed = packed_.find(t);
-          usage.weightBytes += packed != packed_.end()
-                                   ? packed->second->bytes()
+          auto experts = packedExperts_.find(t);
+          usage.weightBytes += packed != packed_.end() ? packed->second->bytes()
+                               : experts != packedExperts_.end()
+                                   ? experts->second->bytes()
                                    : static_cast<size_t>(t->rows * t->cols) * sizeof(float);
         }
   usage.convertedWeightBytes = weights_->ownedBytes();
   for (const auto &[tensor, packed] : packed_)
     usage.convertedWeightBytes += packed->bytes();
+  for (const auto &[tensor, experts] : packedExperts_)
+    usage.convertedWeightBytes += experts->bytes();
   for (const auto &[data, gemm] : invariantGemms_)
     usage.convertedWeightBytes += gemm.packedBytes();
   const size_t pageBytes = pages_.pageBytes();

@@ -70,6 +70,13 @@ private:
   packProjections(const model::ModelWeights &weights,
                   const std::map<std::string, program::KernelProgram> &functions,
                   const BackendOptions &options);
+  using PackedExpertStacks =
+      std::map<const model::HostTensor *, std::shared_ptr<const PackedExperts>>;
+  // The moe records' expert stacks of `functions`: those stored bf16, i8 or FP8 packed, the
+  // others (f32, f16) widened.
+  static StatusOr<PackedExpertStacks>
+  packExperts(const model::ModelWeights &weights,
+              const std::map<std::string, program::KernelProgram> &functions);
 
   using ForwardInput = dlm::ForwardInput;
 
@@ -189,6 +196,7 @@ private:
   // Otherwise every projection's weights packed for oneDNN (PackedLinear), by weight; an LM head
   // tied to an embedding table reads the table's float32 copy instead of packing a second one.
   PackedWeights packed_;
+  PackedExpertStacks packedExperts_; // by stack
   PackedGemm packedGemm_;
 
   // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on

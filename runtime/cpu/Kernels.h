@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace dlm::cpu {
@@ -214,8 +215,8 @@ struct MoeScratch {
 // two largest), ties to the lower id, their scores renormalised with normalizeTopK, times
 // expertScale[e] when given and routedScale);
 // each expert's tokens gathered and run through its slice of gateUp ([2I, H]: gate rows first)
-// and down ([H, I]) as two GEMMs with act(gate) * up between; y = sum of weight * expert output,
-// in float32.
+// and down ([H, I]) as two GEMMs by `expertGemm` with act(gate) * up between; y = sum of weight *
+// expert output, in float32. moeForward reads the router's weights, not the experts'.
 struct MoeParameters {
   const model::HostTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
                           *expertBias = nullptr, *gateUp = nullptr, *down = nullptr;
@@ -224,7 +225,15 @@ struct MoeParameters {
   double eps = 0, routerInputScale = 1, routedScale = 1;
   bool geluActivation = true; // else SiLU
 };
+// out[rows, N] = in[rows, K] W^T for W expert e's slice of gateUp (N = 2I, K = H) or of down (N =
+// H, K = I).
+enum class ExpertMatrix { gateUp, down };
+using ExpertGemm = std::function<Status(ExpertMatrix matrix, int64_t expert, const float *in,
+                                        int64_t rows, float *out)>;
+// The GEMM of float32 experts (gateUp and down widened).
+ExpertGemm widenedExperts(const MoeParameters &moe, int64_t hidden, int threads);
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
-                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads);
+                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads,
+                  const ExpertGemm &expertGemm);
 
 } // namespace dlm::cpu

@@ -141,8 +141,21 @@ void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t
 
 } // namespace
 
+ExpertGemm widenedExperts(const MoeParameters &moe, int64_t hidden, int threads) {
+  return [&moe, hidden, threads](ExpertMatrix matrix, int64_t e, const float *in, int64_t rows,
+                                 float *out) {
+    const int64_t inner = moe.expertWidth;
+    const model::HostTensor slice =
+        matrix == ExpertMatrix::gateUp
+            ? model::HostTensor{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden}
+            : model::HostTensor{moe.down->data + e * hidden * inner, hidden, inner};
+    return linear(in, rows, slice, nullptr, out, threads);
+  };
+}
+
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
-                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads) {
+                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads,
+                  const ExpertGemm &expertGemm) {
   const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
   DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads));
 
@@ -164,10 +177,8 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
         }
     if (count == 0)
       continue;
-    const model::HostTensor gateUp{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden};
-    const model::HostTensor down{moe.down->data + e * hidden * inner, hidden, inner};
-    DLM_RETURN_IF_ERROR(linear(scratch.gathered.data(), count, gateUp, nullptr,
-                               scratch.gateUp.data(), threads));
+    DLM_RETURN_IF_ERROR(
+        expertGemm(ExpertMatrix::gateUp, e, scratch.gathered.data(), count, scratch.gateUp.data()));
     for (int64_t i = 0; i < count; ++i) {
       float *a = scratch.activation.data() + i * inner;
       const float *row = scratch.gateUp.data() + i * 2 * inner;
@@ -177,8 +188,8 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
       else
         siluMultiply(a, row + inner, inner);
     }
-    DLM_RETURN_IF_ERROR(linear(scratch.activation.data(), count, down, nullptr,
-                               scratch.output.data(), threads));
+    DLM_RETURN_IF_ERROR(
+        expertGemm(ExpertMatrix::down, e, scratch.activation.data(), count, scratch.output.data()));
     for (int64_t i = 0; i < count; ++i) {
       const int32_t slot = scratch.tokens[static_cast<size_t>(i)];
       const float w = scratch.weight[static_cast<size_t>(slot)];
@@ -216,8 +227,21 @@ Status CpuBackend::runMoe(const RecordRun &run) {
     moe.eps = p.eps;
     moe.routerInputScale = p.routerInputScale;
     moe.geluActivation = p.activation == spec::kernels::MoeActivation::geluTanh;
+    // Experts kept as stored run on the projections' GEMM; float32 ones are read widened.
+    auto packed = [&](const model::HostTensor *stack) {
+      auto it = packedExperts_.find(stack);
+      return it == packedExperts_.end() ? nullptr : it->second.get();
+    };
+    const PackedExperts *gateUp = packed(moe.gateUp), *down = packed(moe.down);
+    const ExpertGemm widened = widenedExperts(moe, width, pool_.threads());
+    const ExpertGemm gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows,
+                                float *y) {
+      const PackedExperts *stack = matrix == ExpertMatrix::gateUp ? gateUp : down;
+      return stack ? packedGemm_.run(stack->expert(e), x, rows, nullptr, y, pool_, false)
+                   : widened(matrix, e, x, rows, y);
+    };
     return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
-                      slot(k.result, count), moeScratch_, pool_.threads());
+                      slot(k.result, count), moeScratch_, pool_.threads(), gemm);
   });
 }
 

@@ -89,6 +89,40 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
       });
 }
 
+bool PackedExperts::packs(artifact::DType dtype) {
+  return dtype == artifact::DType::bf16 || dtype == artifact::DType::i8 ||
+         dtype == artifact::DType::fp8_e4m3;
+}
+
+StatusOr<std::shared_ptr<const PackedExperts>>
+PackedExperts::of(const model::ModelWeights &weights, std::string_view name, int64_t experts) {
+  return weights.derived<PackedExperts>(
+      name, "cpu-expert-tiles:" + std::to_string(experts),
+      [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedExperts>> {
+        if (!packs(stored.dtype) || experts <= 0 || stored.rows % experts != 0)
+          return Status::error("internal error: cannot pack " + std::to_string(stored.rows) +
+                               " rows of " + artifact::dtypeName(stored.dtype) + " as " +
+                               std::to_string(experts) + " experts");
+        const int64_t n = stored.rows / experts;
+        const size_t expertBytes =
+            static_cast<size_t>(n * stored.cols) * artifact::dtypeSize(stored.dtype);
+        auto packed = std::make_shared<PackedExperts>();
+        for (int64_t e = 0; e < experts; ++e) {
+          const model::StoredTensor slice{
+              stored.dtype,
+              static_cast<const uint8_t *>(stored.data) + static_cast<size_t>(e) * expertBytes, n,
+              stored.cols, stored.rowScales ? stored.rowScales + e * n : nullptr};
+          auto expert = std::make_unique<PackedLinear>();
+          expert->outputs_ = n;
+          expert->inputs_ = stored.cols;
+          DLM_RETURN_IF_ERROR(expert->packTiles(weights, slice));
+          packed->bytes_ += expert->bytes();
+          packed->experts_.push_back(std::move(expert));
+        }
+        return std::shared_ptr<const PackedExperts>(std::move(packed));
+      });
+}
+
 StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
                                         const model::StoredTensor &stored, Type type) {
   const int64_t n = outputs_, k = inputs_;

@@ -73,6 +73,7 @@ public:
   PackedLinear &operator=(const PackedLinear &) = delete;
 
 private:
+  friend class PackedExperts;
   struct Free {
     void operator()(void *p) const { std::free(p); }
   };
@@ -89,6 +90,26 @@ private:
   std::unique_ptr<void, Free> data_; // 64-byte aligned
   std::vector<float> columnScales_;  // int8Tiles, fp8Tiles: W's row scales, zero-padded
   dnnl::memory memory_;              // a view of data_ in layout_
+};
+
+// The experts of a mixture-of-experts stack (a moe record's gate_up or down: [E, N, K] stored as
+// E * N rows of K, with E * N row scales when 8-bit) kept as stored, bf16, i8 or FP8 E4M3, each
+// expert's [N, K] slice packed in tiles as a weight-only projection's (PackedLinear), so that the
+// experts run on the projections' GEMM at their stored size instead of a float32 copy.
+class PackedExperts {
+public:
+  // Whether a stack stored as `dtype` is packed (f32 and f16 stacks are read widened).
+  static bool packs(artifact::DType dtype);
+  // Stack `name` of `experts` experts, packed on first use and shared after that.
+  static StatusOr<std::shared_ptr<const PackedExperts>> of(const model::ModelWeights &weights,
+                                                           std::string_view name, int64_t experts);
+
+  const PackedLinear &expert(int64_t e) const { return *experts_[static_cast<size_t>(e)]; }
+  size_t bytes() const { return bytes_; }
+
+private:
+  std::vector<std::unique_ptr<PackedLinear>> experts_;
+  size_t bytes_ = 0;
 };
 
 // Runs y[rows, N] (+)= x[rows, K] W^T (+ bias) on packed weights, on the pool's threads: for

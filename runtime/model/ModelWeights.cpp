@@ -158,14 +158,14 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     // reports it missing.
     if (shape.empty() || shape.size() > 3)
       continue;
-    // i8 and FP8 E4M3 matrices come with row scales (attachRowScales).
+    // i8 and FP8 E4M3 matrices and stacks come with row scales (attachRowScales).
     const bool int8 =
-        (view.dtype == DType::i8 || view.dtype == DType::fp8_e4m3) && shape.size() == 2;
+        (view.dtype == DType::i8 || view.dtype == DType::fp8_e4m3) && shape.size() >= 2;
     if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16 && !int8)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
-                   "; the runtime reads f32, bf16 and f16, and i8 and fp8_e4m3 matrices with row "
-                   "scales");
+                   "; the runtime reads f32, bf16 and f16, and i8 and fp8_e4m3 matrices (and "
+                   "stacks of them) with row scales");
     Entry entry;
     entry.host.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     entry.host.cols = shape.back();

@@ -273,9 +273,11 @@ Status RecordChecker::attention() {
 Status RecordChecker::moe() {
   auto &p = params<kp::MoeParams>();
   const int64_t e = p.experts;
-  for (kp::WeightRef *w :
-       {&p.router, &p.routerScale, &p.expertScale, &p.expertBias, &p.gateUp, &p.down})
+  for (kp::WeightRef *w : {&p.router, &p.routerScale, &p.expertScale, &p.expertBias})
     DLM_RETURN_IF_ERROR(resolve(*w));
+  // The experts as the projections: a backend widens or packs them itself.
+  for (kp::WeightRef *w : {&p.gateUp, &p.down})
+    DLM_RETURN_IF_ERROR(resolve(*w, widenProjections));
   auto shape = [&](const model::HostTensor *t, int64_t rows, int64_t cols, std::string_view what) {
     return t->rows == rows && t->cols == cols
                ? Status::ok()

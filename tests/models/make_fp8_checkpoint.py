@@ -4,10 +4,17 @@ models, DiffusionGemma's among them), made from a checkpoint directory, and besi
 model dequantized to float32, for a test that the two give the same logits.
 
     make_fp8_checkpoint.py SOURCE_DIR FP8_DIR DEQUANTIZED_DIR [--per-tensor]
+                           [--experts fused|split [--per-expert]]
 
-Every 2-D "....weight" tensor of a layer ("blocks.N" or "layers.N": the projections) becomes F8_E4M3 with a scale per output
-channel ("<name>_scale", [N, 1], float32; --per-tensor: one scale, shape [1]): scale = max|w| /
-448, the E4M3 code nearest to w / scale. config.json gains the quantization_config compressed-
+Every 2-D "....weight" tensor of a layer ("blocks.N" or "layers.N": the projections, per-expert
+ones included) but the MoE routers ("mlp.gate.weight", "router.*", which FP8 recipes leave out)
+becomes F8_E4M3 with a scale per output channel ("<name>_scale", [N, 1], float32; --per-tensor:
+one scale, shape [1]): scale = max|w| / 448, the E4M3 code nearest to w / scale. --experts: the
+fused 3-D expert stacks (DiffusionGemma's "experts.gate_up_proj" [E, 2I, H] and
+"experts.down_proj" [E, H, I]) too, kept fused (F8_E4M3 [E, N, K] with "<name>_scale" [E, N, 1])
+(--per-expert: "<name>_scale" [E, 1, 1]) or split per expert as 2-D projections
+("experts.<e>.gate_proj.weight", "up_proj", "down_proj", each with its "weight_scale" [N, 1]);
+without it they stay float32. config.json gains the quantization_config compressed-
 tensors writes (weights: float, 8 bits, channel or tensor strategy; dynamic activations). The
 dequantized copy holds code * scale in float32 for the same tensors, the rest as they were.
 numpy only: E4M3 is encoded here by nearest-code search over the 256 codes.
@@ -89,6 +96,24 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def quantize_rows(w, per_tensor, per_expert=False):
+    """w [..., N, K] -> (codes, scale, decoded): a scale per row ([..., N, 1]; per_tensor: [1];
+    per_expert, w [E, N, K]: [E, 1, 1]), the E4M3 codes of w / scale and code * scale in float32.
+    An all-zero row (or tensor) gets scale 1, so that w / scale stays defined."""
+    if per_tensor:
+        scale = np.full((1,), np.abs(w).max() / 448 or 1.0, dtype=np.float32)
+        rows = scale.reshape((1,) * w.ndim)
+    elif per_expert:
+        largest = np.abs(w).max(axis=(1, 2), keepdims=True)
+        scale = rows = np.where(largest > 0, largest / 448, 1.0).astype(np.float32)
+    else:
+        largest = np.abs(w).max(axis=-1, keepdims=True)
+        scale = rows = np.where(largest > 0, largest / 448, 1.0).astype(np.float32)
+    codes = to_e4m3(w / rows)
+    decoded = (e4m3_values()[codes].astype(np.float32) * rows).astype("<f4")
+    return codes, scale.astype("<f4"), decoded
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("source")
@@ -97,29 +122,42 @@ def main():
     ap.add_argument("--per-tensor", action="store_true")
     ap.add_argument("--static-input-scale", action="store_true",
                     help="also an input_scale per FP8 weight (an FP8 'static' scheme; dlm refuses it)")
+    ap.add_argument("--experts", choices=("fused", "split"),
+                    help="also the fused 3-D expert stacks, kept fused or split per expert")
+    ap.add_argument("--per-expert", action="store_true",
+                    help="fused expert stacks: one scale per expert ([E, 1, 1])")
     a = ap.parse_args()
     tensors = read_safetensors(os.path.join(a.source, "model.safetensors"))
     fp8, dequantized = {}, {}
-    decode = e4m3_values()
+
+    def quantized(name, w, per_expert=False):
+        codes, scale, decoded = quantize_rows(w, a.per_tensor, per_expert)
+        fp8[name] = ("F8_E4M3", codes.tobytes(), w.shape)
+        fp8[name + "_scale"] = ("F32", scale.tobytes(), scale.shape)
+        return decoded
+
     for name, w in tensors.items():
         f32 = np.ascontiguousarray(w, dtype="<f4")
         in_layer = ".blocks." in name or ".layers." in name
-        if w.ndim == 2 and in_layer and name.endswith(".weight"):
-            # An all-zero row (or tensor) gets scale 1, so that w / scale stays defined.
-            if a.per_tensor:
-                scale = np.full((1,), np.abs(w).max() / 448 or 1.0, dtype=np.float32)
-                rows = np.broadcast_to(scale, (w.shape[0],))
-            else:
-                largest = np.abs(w).max(axis=1)
-                scale = np.where(largest > 0, largest / 448, 1.0).astype(np.float32).reshape(-1, 1)
-                rows = scale[:, 0]
-            codes = to_e4m3(w / rows[:, None])
-            fp8[name] = ("F8_E4M3", codes.tobytes(), w.shape)
-            fp8[name + "_scale"] = ("F32", scale.astype("<f4").tobytes(), scale.shape)
+        router = name.endswith("mlp.gate.weight") or ".router." in name
+        stack = w.ndim == 3 and in_layer and name.endswith(("experts.gate_up_proj", "experts.down_proj"))
+        if w.ndim == 2 and in_layer and name.endswith(".weight") and not router:
+            dequantized[name] = ("F32", quantized(name, w).tobytes(), w.shape)
             if a.static_input_scale:
                 fp8[name[:-len("weight")] + "input_scale"] = (
                     "F32", np.ones((1,), dtype="<f4").tobytes(), (1,))
-            values = (decode[codes].astype(np.float32) * rows[:, None]).astype("<f4")
+        elif stack and a.experts == "fused":
+            dequantized[name] = ("F32", quantized(name, w, a.per_expert).tobytes(), w.shape)
+        elif stack and a.experts == "split":
+            # gate_up [E, 2I, H]: expert e's gate rows then its up rows.
+            prefix, fused = name.rsplit(".", 1)
+            parts = ["gate_proj", "up_proj"] if fused == "gate_up_proj" else ["down_proj"]
+            decoded = []
+            for e in range(w.shape[0]):
+                for i, part in enumerate(np.split(w[e], len(parts))):
+                    decoded.append(quantized(f"{prefix}.{e}.{parts[i]}.weight",
+                                             np.ascontiguousarray(part)))
+            values = np.concatenate(decoded).reshape(w.shape).astype("<f4")
             dequantized[name] = ("F32", values.tobytes(), w.shape)
         else:
             fp8[name] = ("F32", f32.tobytes(), w.shape)
@@ -138,7 +176,7 @@ def main():
                         "strategy": "tensor" if a.per_tensor else "channel"},
             "input_activations": {"num_bits": 8, "type": "float", "symmetric": True,
                                   "dynamic": True, "strategy": "token"}}},
-        "ignore": ["lm_head"]}
+        "ignore": ["lm_head", "re:.*mlp.gate$", "re:.*router.*"]}
     with open(os.path.join(a.fp8, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 

@@ -59,6 +59,22 @@ public:
     return values_[name];
   }
   const std::vector<float> &w(const std::string &name) const { return values_.at(name); }
+  // Weight `name` stored as `dtype` (bf16, i8 or fp8_e4m3, per row with scales) instead of f32;
+  // its values become what the artifact holds.
+  void storeAs(const std::string &name, artifact::DType dtype) {
+    std::vector<float> &values = values_.at(name);
+    if (dtype == artifact::DType::bf16) {
+      std::vector<uint16_t> &bits = halves_[name];
+      bits.clear();
+      for (float &v : values) {
+        bits.push_back(bf16FromFloat(v));
+        v = floatFromBf16(bits.back());
+      }
+    } else {
+      quantized_[name] = testing::quantizeRows(values, shapes_.at(name).back(),
+                                               dtype == artifact::DType::fp8_e4m3);
+    }
+  }
 
   // A record of `function` (empty: no function parameter) with its result in a slot and a
   // region of its own; returns the result slot.
@@ -132,6 +148,20 @@ public:
       source.dtype = artifact::DType::f32;
       source.data = values.data();
       source.size = values.size() * sizeof(float);
+      if (auto half = halves_.find(name); half != halves_.end()) {
+        source.dtype = artifact::DType::bf16;
+        source.data = half->second.data();
+        source.size = half->second.size() * sizeof(uint16_t);
+      } else if (auto q = quantized_.find(name); q != quantized_.end()) {
+        source.dtype = q->second.dtype;
+        source.data = q->second.q.data();
+        source.size = q->second.q.size();
+        contents.weights.push_back({name + ".scale",
+                                    artifact::DType::f32,
+                                    {static_cast<int64_t>(q->second.scales.size())},
+                                    q->second.scales.data(),
+                                    q->second.scales.size() * sizeof(float)});
+      }
       contents.weights.push_back(std::move(source));
     }
     const std::string path = dir_.file("mini.dlm");
@@ -159,6 +189,8 @@ private:
   std::mt19937 generator_{11};
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> values_;
+  std::map<std::string, std::vector<uint16_t>> halves_;
+  std::map<std::string, testing::QuantizedRows> quantized_;
   std::map<std::string, int64_t> nextSlot_;
   int64_t nextOffset_ = 0;
   TempDir dir_;
@@ -410,6 +442,7 @@ struct MoeCase {
   bool tied = false; // three identical router rows: ties go to the lower expert id
   bool silu = false; // SiLU experts (else GELU-tanh)
   Routing routing = Routing::gemma;
+  artifact::DType experts = artifact::DType::f32; // how gate_up and down are stored
 };
 
 // moe over E = 4 experts of I = 6, top_k 2, against a double reference.
@@ -429,6 +462,10 @@ void runMoe(const MoeCase &moe) {
   m.set("expert_scale", {experts}, {1.5f, 0.5f, 2.0f, 0.75f});
   m.random("gate_up", {experts, 2 * inner, kHidden}, 0.5f);
   m.random("down", {experts, kHidden, inner}, 0.5f);
+  if (moe.experts != artifact::DType::f32) {
+    m.storeAs("gate_up", moe.experts);
+    m.storeAs("down", moe.experts);
+  }
   const int64_t e = m.embedding();
   const int64_t r = m.add(kp::kScale, "residual", {e}, kHidden, {{"weight", std::string("two")}});
   m.set("two", {1}, {2.0f});
@@ -532,6 +569,15 @@ TEST(CpuKernelKinds, MoeTiesGoToTheLowerExpert) { runMoe({/*tied=*/true}); }
 TEST(CpuKernelKinds, MoeWithSiluExperts) { runMoe({false, /*silu=*/true}); }
 TEST(CpuKernelKinds, MoeWithQwen3Routing) { runMoe({false, true, Routing::qwen3}); }
 TEST(CpuKernelKinds, MoeWithLLaDA2Routing) { runMoe({false, true, Routing::llada2}); }
+// Experts kept as stored (PackedExperts) run on the projections' tiles: the reference's results
+// on the stored values.
+TEST(CpuKernelKinds, MoeWithExpertsStoredInBf16Int8AndFp8) {
+  for (artifact::DType dtype :
+       {artifact::DType::bf16, artifact::DType::i8, artifact::DType::fp8_e4m3}) {
+    SCOPED_TRACE(artifact::dtypeName(dtype));
+    runMoe({false, true, Routing::qwen3, dtype});
+  }
+}
 
 // A router scale applies to the normed router input: without the norm it is refused by name.
 TEST(CpuKernelKinds, MoeRouterScaleNeedsTheRouterNorm) {

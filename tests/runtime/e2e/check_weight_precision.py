@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Accuracy of the weight precisions (`dlmc compile --weights`), measured against f32 on the same
 checkpoint: the first forward's logits (relative error, ||l - l_f32|| / ||l_f32||) and the greedy
-tokens (the share of generated positions equal to f32's), on the tiny models and the trained demo
-model, with fixed bounds per precision. Prints the table (the figures of issue 16's note).
+tokens (the share of generated positions equal to f32's), on the tiny models (LLaDA-MoE's reference
+fixture's experts converted too) and the trained demo model, with fixed bounds per precision.
+Prints the table (the figures of issue 16's note).
 
     check_weight_precision.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--work DIR]
 """
@@ -20,6 +21,8 @@ from e2e_tools import generate_with_logits, run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMO = os.path.join(ROOT, "tests", "models", "demo", "checkpoint")
+# A mixture of experts as published (LLaDA-MoE's layout, f32): its experts convert too.
+LLADA_MOE = os.path.join(ROOT, "tests", "reference", "llada_moe", "fixtures", "llada_moe_tiny")
 PROMPTS = ["When we speak of free software", "The licenses for most software"]
 SETTINGS = ["--gen-length", "32", "--block-length", "16", "--steps", "32"]
 
@@ -39,6 +42,11 @@ BOUNDS = {"bf16": {"logits": 1e-2, "agreement": 0.9},
           "bf16-activations": {"logits": 1e-2, "agreement": 0.9},
           "int8": {"logits": 5e-2, "agreement": 0.8},
           "fp8": {"logits": 1.5e-1, "agreement": 0.8}}
+# A mixture of experts (llada_moe, random weights, its experts converted too) routes each token to
+# the experts its router scores highest, so a perturbation that swaps two close scores changes the
+# token's output by more than rounding: its logits bounds are these. Measured on llada_moe: bf16
+# 1.3e-2, bf16 activations 1.4e-2, int8 1.9e-2, fp8 7.7e-2 (all its greedy tokens the same).
+MOE_LOGITS_BOUNDS = {"bf16": 2.5e-2, "bf16-activations": 2.5e-2, "int8": 5e-2, "fp8": 1.5e-1}
 # dlmc flags of the rows that are not just --weights.
 FLAGS = {"bf16-activations": ["--weights", "bf16", "--activations", "bf16"]}
 
@@ -83,13 +91,16 @@ def main():
              os.path.join(work, "tiny"), "--only", "llada,dream,qwen3"])
         models = [("demo", DEMO, True)] + [
             (m, os.path.join(work, "tiny", m), False) for m in ("llada", "dream", "qwen3")]
+        models.append(("llada_moe", LLADA_MOE, False))
+        moe = {"llada_moe"}
         ok = True
         print("| model | precision | logits rel. error (max over prompts) | greedy agreement |")
         print("|---|---|---|---|")
         for precision, bounds in BOUNDS.items():
             for name, checkpoint, trained in models:
                 error, agreement = measure(a, work, name, checkpoint, precision)
-                good = error <= bounds["logits"] and (not trained or agreement >= bounds["agreement"])
+                logits_bound = MOE_LOGITS_BOUNDS[precision] if name in moe else bounds["logits"]
+                good = error <= logits_bound and (not trained or agreement >= bounds["agreement"])
                 ok &= good
                 print(f"| {name} | {precision} | {error:.2e} | {agreement:.1%} |"
                       + ("" if good else f" FAILS (bounds {bounds})"))

@@ -21,7 +21,9 @@ The cases (all at f32 device precision unless said otherwise):
     eager forwards must give identical ids and logits.
   * 8-bit projection weights (narrow): qwen3 with --weights int8 and llada's FP8 E4M3 checkpoint
     stay 8-bit on the device, widened to f32 before each GEMM (the FP8 one as on compute
-    capability 8.0, which has no FP8 GEMM); NARROW_SETTINGS held to the cpu as above.
+    capability 8.0, which has no FP8 GEMM); NARROW_SETTINGS held to the cpu as above. 8-bit
+    experts: DiffusionGemma's tiny_f32_swa with --weights int8 (the device widens its experts at
+    load), its seed5 setting held to the cpu as above.
   * bf16 device precision (BF16_MODELS): first logits within BF16_LOGITS of the cpu's.
   * The FP8 GEMM (compute capability 9.0): the demo model's FP8 checkpoint, within FP8_GEMM_LOGITS
     of the cpu and with its greedy ids; on the emulated device the logits must differ from 8.0's
@@ -187,6 +189,7 @@ CHECKED_BUILD_CASES = [
     "dream loop_gumbel_dual_chunk1_eager", "dream loop_threshold_gumbel_prefix",
     "dream loop_entropy_bound_converging_dump", "qwen3_int8 greedy", "llada_fp8 gumbel_prefix",
     "dream_bf16 greedy", "tiny_f32_swa seed5", "llada loop_vicinity_threshold",
+    "tiny_f32_swa_int8 seed5",
 ]
 
 
@@ -314,6 +317,14 @@ def _whole_plan(models, loop_models, diffusion_gemma_fixtures):
             cases.append(_case(f"{fixture} {setting_name}", name,
                                ["--prompt-ids", "@replay", *setting],
                                eager=setting_name == DIFFUSION_GEMMA_GRAPH_SETTING))
+    if "tiny_f32_swa" in diffusion_gemma_fixtures:
+        # 8-bit experts: the device holds them widened to its precision, the cpu multiplies
+        # their tiles.
+        artifacts["dg_int8"] = {
+            "checkpoint": ("dir", os.path.join(DIFFUSION_GEMMA_DIR, "tiny_f32_swa")),
+            "flags": ["--target", "all", "--weights", "int8"]}
+        cases.append(_case("tiny_f32_swa_int8 seed5", "dg_int8",
+                           ["--prompt-ids", "@replay", *DIFFUSION_GEMMA_SETTINGS["seed5"]]))
     return artifacts, cases
 
 

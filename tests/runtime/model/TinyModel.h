@@ -60,6 +60,44 @@ struct TinyModelOptions {
   bool cpuRecords = true;
 };
 
+// A matrix (or a stack of them) quantized per row, int8 or FP8 E4M3: the codes' bytes in q, a
+// scale per row.
+struct QuantizedRows {
+  artifact::DType dtype = artifact::DType::i8;
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+};
+
+// Rounds `values` (rows of `cols`) per row to int8 (scale = max |w| / 127) or FP8 E4M3 (max |w| /
+// 448); the values become decode(q) * scale.
+inline QuantizedRows quantizeRows(std::vector<float> &values, int64_t cols, bool fp8) {
+  const int64_t rows = static_cast<int64_t>(values.size()) / cols;
+  QuantizedRows m;
+  m.dtype = fp8 ? artifact::DType::fp8_e4m3 : artifact::DType::i8;
+  m.scales.resize(static_cast<size_t>(rows));
+  m.q.resize(values.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    float largest = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      largest = std::max(largest, std::fabs(values[r * cols + c]));
+    const float scale = largest > 0 ? largest / (fp8 ? 448.0f : 127.0f) : 1.0f;
+    m.scales[r] = scale;
+    for (int64_t c = 0; c < cols; ++c) {
+      float &value = values[r * cols + c];
+      if (fp8) {
+        const uint8_t code = e4m3FromFloat(value / scale);
+        m.q[r * cols + c] = static_cast<int8_t>(code);
+        value = floatFromE4m3(code) * scale;
+      } else {
+        const float q = std::nearbyint(value / scale);
+        m.q[r * cols + c] = static_cast<int8_t>(q);
+        value = q * scale;
+      }
+    }
+  }
+  return m;
+}
+
 // The weights as float values (already rounded through bf16 when the artifact stores bf16).
 class TinyModel {
 public:
@@ -116,34 +154,9 @@ public:
     }
   }
 
-  // Rounds matrix `name` per row to int8 (scale = max |w| / 127) or FP8 E4M3 (max |w| / 448); the
-  // values become decode(q) * scale.
+  // Rounds matrix `name` per row to int8 or FP8 E4M3 (quantizeRows).
   void quantize(const std::string &name, bool fp8) {
-    std::vector<float> &values = values_.at(name);
-    const int64_t rows = shapes_.at(name)[0], cols = shapes_.at(name)[1];
-    Int8Matrix &m = int8_[name];
-    m.dtype = fp8 ? artifact::DType::fp8_e4m3 : artifact::DType::i8;
-    m.scales.resize(static_cast<size_t>(rows));
-    m.q.resize(values.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      float largest = 0;
-      for (int64_t c = 0; c < cols; ++c)
-        largest = std::max(largest, std::fabs(values[r * cols + c]));
-      const float scale = largest > 0 ? largest / (fp8 ? 448.0f : 127.0f) : 1.0f;
-      m.scales[r] = scale;
-      for (int64_t c = 0; c < cols; ++c) {
-        float &value = values[r * cols + c];
-        if (fp8) {
-          const uint8_t code = e4m3FromFloat(value / scale);
-          m.q[r * cols + c] = static_cast<int8_t>(code);
-          value = floatFromE4m3(code) * scale;
-        } else {
-          const float q = std::nearbyint(value / scale);
-          m.q[r * cols + c] = static_cast<int8_t>(q);
-          value = q * scale;
-        }
-      }
-    }
+    int8_[name] = quantizeRows(values_.at(name), shapes_.at(name).back(), fp8);
   }
 
   const TinyModelOptions &options() const { return o_; }
@@ -397,12 +410,7 @@ private:
   TinyModelOptions o_;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> values_;
-  struct Int8Matrix { // or FP8: `dtype`, the codes' bytes in q
-    artifact::DType dtype = artifact::DType::i8;
-    std::vector<int8_t> q;
-    std::vector<float> scales;
-  };
-  std::map<std::string, Int8Matrix> int8_;
+  std::map<std::string, QuantizedRows> int8_;
 };
 
 // A scratch directory removed at the end of the test.

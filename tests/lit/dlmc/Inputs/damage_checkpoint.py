@@ -23,6 +23,20 @@ def edit_tensors(dst: Path, edit):
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
 
 
+def edit_header(weights: Path, edit):
+    """Edits the safetensors header of `weights` in place (dtypes, shapes of the same byte size),
+    for tensors torch 1.13 cannot load (F8_E4M3)."""
+    data = bytearray(weights.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + header_len])
+    edit(header)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    assert len(text) <= header_len
+    text += b" " * (header_len - len(text))
+    data[8 : 8 + header_len] = text
+    weights.write_bytes(bytes(data))
+
+
 def main():
     src, dst, kind = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     shutil.rmtree(dst, ignore_errors=True)
@@ -43,15 +57,17 @@ def main():
             t[name] = t[name].float().to(torch.uint8)
         edit_tensors(dst, to_fp8)
         # torch 1.13 has no float8 dtype: relabel the uint8 tensor as F8_E4M3 in the header.
-        data = bytearray(weights.read_bytes())
-        header_len = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8 : 8 + header_len])
-        header["model.transformer.blocks.0.k_proj.weight"]["dtype"] = "F8_E4M3"
-        text = json.dumps(header, separators=(",", ":")).encode()
-        text += b" " * (header_len - len(text))
-        assert len(text) == header_len
-        data[8 : 8 + header_len] = text
-        weights.write_bytes(bytes(data))
+        def relabel(header):
+            header["model.transformer.blocks.0.k_proj.weight"]["dtype"] = "F8_E4M3"
+        edit_header(weights, relabel)
+    elif kind == "fp8-stack-scale-shape":
+        # An FP8 expert stack [E, N, K] whose scale [E, N, 1] is laid out as [E, N / 2, 2].
+        def reshape(header):
+            for name, info in header.items():
+                if name.endswith("experts.gate_up_proj_scale"):
+                    e, n, _ = info["shape"]
+                    info["shape"] = [e, n // 2, 2]
+        edit_header(weights, reshape)
     elif kind == "unknown-architecture":
         edit_config(dst, architectures=["FooForCausalLM"])
     elif kind == "bad-config-field":
@@ -77,6 +93,8 @@ def main():
         tokenizer = json.loads((dst / "tokenizer.json").read_text())
         tokenizer["model"]["type"] = "Unigram"
         (dst / "tokenizer.json").write_text(json.dumps(tokenizer))
+    elif kind == "fused-experts-missing":
+        edit_tensors(dst, lambda t: t.pop("model.decoder.layers.0.experts.gate_up_proj"))
     elif kind == "moe-expert-missing":
         edit_tensors(dst, lambda t: t.pop("model.layers.2.mlp.experts.5.up_proj.weight"))
     elif kind == "moe-expert-dtype":
