@@ -13,10 +13,9 @@ Checkpoint: --checkpoint DIR, else bench/make_llada2_checkpoint.py's (made once 
 $DLM_BENCH_CACHE with the shape options given here; default 2 layers, 256 experts, full width:
 3.0 GB). dlm: `dlmc compile DIR --block-length 32` once per --weights entry ("stored": as the
 checkpoint stores them, bf16; "int8" etc.: `--weights int8`), into --artifacts DIR (kept and reused
-while newer than the checkpoint) or a temporary directory. Note that dlmc's --weights converts
-the projection matrices only (attention, the dense MLP, the shared expert): embeddings, LM head
-and the routed experts stay as stored, so the int8 artifact differs from the bf16 one in 1% of
-its bytes at this shape (dlmc says so when it compiles).
+while newer than the checkpoint) or a temporary directory. dlmc's --weights converts the
+projection matrices (attention, the dense MLP, the shared expert) and the routed experts;
+embeddings, LM head and routers stay as stored (dlmc says so when it compiles).
 
 What is timed: decoding as the block-refinement policy runs it. The prompt (--prompt-length ids,
 a multiple of the block) is cached by one prefill forward; then one block of 32 masks is decoded in
@@ -73,13 +72,10 @@ weights, so small checkpoints only). On the smoke checkpoints: torch f32 within 
 bf16 (stored) within 4e-4, argmax 32/32; torch bf16 1.5-2.9 and 23-27/32; dlm int8 2.2 and 23/32.
 
 Memory at the default (2 layers, full width): the checkpoint 3.0 GB; the torch worker holds its
-3.0 GB of tensors (+ ~0.5 GB runtime). A dlm process holds its weight bytes, and the CPU backend
-widens the embedding table and the routed experts to float32 at load (the moe record's weights
-are resolved widened; projections and the LM head are packed as stored): at 16 experts 2.1 GiB
-for a 1.4 GiB checkpoint, at 256 experts about 5 GiB (the experts alone 3.0 GiB), plus the
-artifact it reads (~2.8 GiB each, on disk too): about 12 GB of RAM at the peak, one dlm process
-at a time. Each further MoE layer adds 1.64 GB to the checkpoint, the artifacts and torch, and
-3.3 GB to dlm's weights (the real 20 layers would need ~64 GB of dlm weights).
+3.0 GB of tensors (+ ~0.5 GB runtime). A dlm process holds its weight bytes: the projections, the
+LM head and the routed experts packed as stored (bf16, or 8 bits with --weights int8), the
+embedding table widened to float32 at load, plus the artifact it reads (on disk too). Each further
+MoE layer adds 1.64 GB to the checkpoint, the bf16 artifact, torch and dlm's weights.
 """
 import argparse
 import json

@@ -1,6 +1,7 @@
 #include "runtime/cpu/PackedLinear.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Vectorize.h"
 #include "support/FloatFormats.h"
 
 #include <algorithm>
@@ -39,6 +40,46 @@ std::string oneDnnError(const dnnl::error &e, const char *what) {
 
 dnnl::memory::desc rowsDesc(int64_t rows, int64_t width) {
   return dnnl::memory::desc({rows, width}, Type::f32, Tag::ab);
+}
+
+// Up to this many rows a tile is multiplied a decoded row of W^T at a time (a GEMV reads the
+// weights once), above it widened whole for an sgemm.
+constexpr int64_t kSmallRows = 4;
+// Tiles of at least this many bytes in all are spread over the pool whatever the row count: with
+// few rows the GEMM streams its weights, which one core does not do at the memory's rate.
+constexpr size_t kParallelTileBytes = 256 << 10;
+
+DLM_VECTOR_CLONES void decodeBf16(const uint16_t *bits, int64_t count, float *out) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = floatFromBf16(bits[i]);
+}
+
+DLM_VECTOR_CLONES void decodeInt8(const int8_t *q, const float *scales, int64_t count, float *out) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = static_cast<float>(q[i]) * scales[i];
+}
+
+// Each code's value from a table: E4M3 has 256 codes.
+void decodeFp8(const uint8_t *codes, const float *scales, int64_t count, float *out) {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> table{};
+    for (int code = 0; code < 256; ++code)
+      table[static_cast<size_t>(code)] = floatFromE4m3(static_cast<uint8_t>(code));
+    return table;
+  }();
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = values[codes[i]] * scales[i];
+}
+
+// acc[m, :width] += x[m * ldx] * w[:width] for the `rows` rows m.
+DLM_VECTOR_CLONES void addScaledRow(const float *w, int64_t width, const float *x, int64_t ldx,
+                                    int64_t rows, float *acc) {
+  for (int64_t m = 0; m < rows; ++m) {
+    const float a = x[m * ldx];
+    float *out = acc + m * width;
+    for (int64_t c = 0; c < width; ++c)
+      out[c] += a * w[c];
+  }
 }
 
 std::string shapeText(int64_t rows, const PackedLinear &w) {
@@ -226,34 +267,22 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
   });
 }
 
-void PackedLinear::widenTile(int64_t t, float *out) const {
-  const size_t count = static_cast<size_t>(inputs_ * tileWidth_);
+void PackedLinear::decodeTileRow(int64_t t, int64_t i, float *out) const {
+  const size_t at = static_cast<size_t>((t * inputs_ + i) * tileWidth_);
   if (format_ == Format::bf16Tiles) {
-    const model::StoredTensor tile{artifact::DType::bf16,
-                                   static_cast<const uint16_t *>(data_.get()) + t * count, inputs_,
-                                   tileWidth_};
-    model::widenStored(tile, 0, count, out);
+    decodeBf16(static_cast<const uint16_t *>(data_.get()) + at, tileWidth_, out);
     return;
   }
   const float *scales = columnScales_.data() + t * tileWidth_;
-  if (format_ == Format::fp8Tiles) {
-    // Each code's value from a table: E4M3 has 256 codes.
-    static const std::array<float, 256> values = [] {
-      std::array<float, 256> table{};
-      for (int code = 0; code < 256; ++code)
-        table[static_cast<size_t>(code)] = floatFromE4m3(static_cast<uint8_t>(code));
-      return table;
-    }();
-    const uint8_t *codes = static_cast<const uint8_t *>(data_.get()) + t * count;
-    for (int64_t i = 0; i < inputs_; ++i)
-      for (int64_t c = 0; c < tileWidth_; ++c)
-        out[i * tileWidth_ + c] = values[codes[i * tileWidth_ + c]] * scales[c];
-    return;
-  }
-  const int8_t *q = static_cast<const int8_t *>(data_.get()) + t * count;
+  if (format_ == Format::fp8Tiles)
+    decodeFp8(static_cast<const uint8_t *>(data_.get()) + at, scales, tileWidth_, out);
+  else
+    decodeInt8(static_cast<const int8_t *>(data_.get()) + at, scales, tileWidth_, out);
+}
+
+void PackedLinear::widenTile(int64_t t, float *out) const {
   for (int64_t i = 0; i < inputs_; ++i)
-    for (int64_t c = 0; c < tileWidth_; ++c)
-      out[i * tileWidth_ + c] = static_cast<float>(q[i * tileWidth_ + c]) * scales[c];
+    decodeTileRow(t, i, out + i * tileWidth_);
 }
 
 PackedGemm::PackedGemm() = default;
@@ -339,23 +368,45 @@ Status PackedGemm::runOneDnn(const PackedLinear &w, const float *x, int64_t rows
   return Status::ok();
 }
 
+// y[rows, columns] (+)= x[rows, K] tile t of w, its rows of W^T decoded one at a time into
+// `scratch` (at least (rows + 1) * tileWidth floats) beside the rows' sums.
+void PackedGemm::multiplySmallRows(const PackedLinear &w, int64_t t, const float *x, int64_t rows,
+                                   float *scratch, float *y, int64_t ldy, int64_t columns,
+                                   bool accumulate) {
+  const int64_t k = w.inputs(), width = w.tileWidth();
+  float *sums = scratch, *decoded = scratch + rows * width;
+  std::fill(sums, sums + rows * width, 0.0f);
+  for (int64_t i = 0; i < k; ++i) {
+    w.decodeTileRow(t, i, decoded);
+    addScaledRow(decoded, width, x + i, k, rows, sums);
+  }
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < columns; ++c)
+      y[m * ldy + c] = (accumulate ? y[m * ldy + c] : 0.0f) + sums[m * width + c];
+}
+
 Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
                             ThreadPool &pool, bool accumulate) {
   const int64_t k = w.inputs(), width = w.tileWidth(), n = w.outputs();
   if (tileScratch_.size() < static_cast<size_t>(pool.threads()))
     tileScratch_.resize(static_cast<size_t>(pool.threads()));
   for (std::vector<float> &scratch : tileScratch_)
-    if (scratch.size() < static_cast<size_t>(k * width))
-      scratch.resize(static_cast<size_t>(k * width));
+    if (scratch.size() < static_cast<size_t>(std::max(k, kSmallRows + 1) * width))
+      scratch.resize(static_cast<size_t>(std::max(k, kSmallRows + 1) * width));
   const double flops = 2.0 * static_cast<double>(rows) * n * k;
+  const bool parallel = flops >= kParallelGemmFlops || w.bytes() >= kParallelTileBytes;
   std::atomic<dnnl_status_t> failure{dnnl_success};
-  pool.parallelFor(w.tiles(), flops < kParallelGemmFlops ? w.tiles() + 1 : 2,
+  pool.parallelFor(w.tiles(), parallel ? 2 : w.tiles() + 1,
                    [&](int64_t begin, int64_t end, int thread) {
                      setOneDnnThreads(1);
                      float *tile = tileScratch_[static_cast<size_t>(thread)].data();
                      for (int64_t t = begin; t < end; ++t) {
-                       w.widenTile(t, tile);
                        const int64_t first = t * width, columns = std::min(width, n - first);
+                       if (rows <= kSmallRows) {
+                         multiplySmallRows(w, t, x, rows, tile, y + first, n, columns, accumulate);
+                         continue;
+                       }
+                       w.widenTile(t, tile);
                        const dnnl_status_t status =
                            dnnl_sgemm('N', 'N', rows, columns, k, 1.0f, x, k, tile, width,
                                       accumulate ? 1.0f : 0.0f, y + first, n);

@@ -96,8 +96,9 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
     }
     // The stored matrix is not kept widened to float32 for packing.
     EXPECT_EQ(weights->find(name)->data, nullptr);
-    // 11000 rows: past the flops below which a GEMM runs on one thread.
-    for (int64_t rows : {int64_t(1), int64_t(5), int64_t(11000)})
+    // 1 and 4 rows: tiles multiplied a decoded row at a time; 5: widened for an sgemm; 11000:
+    // past the flops below which a GEMM runs on one thread.
+    for (int64_t rows : {int64_t(1), int64_t(4), int64_t(5), int64_t(11000)})
       for (bool accumulate : {false, true}) {
         std::vector<float> x(static_cast<size_t>(rows * 16));
         for (float &v : x)
