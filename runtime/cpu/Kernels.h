@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 namespace dlm::cpu {
@@ -226,12 +225,29 @@ struct MoeParameters {
   bool geluActivation = true; // else SiLU
 };
 // out[rows, N] = in[rows, K] W^T for W expert e's slice of gateUp (N = 2I, K = H) or of down (N =
-// H, K = I).
+// H, K = I). A non-owning callable, as ThreadPool::parallelFor's body: a forward must not
+// allocate per step.
 enum class ExpertMatrix { gateUp, down };
-using ExpertGemm = std::function<Status(ExpertMatrix matrix, int64_t expert, const float *in,
-                                        int64_t rows, float *out)>;
-// The GEMM of float32 experts (gateUp and down widened).
-ExpertGemm widenedExperts(const MoeParameters &moe, int64_t hidden, int threads);
+class ExpertGemm {
+public:
+  template <typename F>
+  explicit ExpertGemm(F &gemm)
+      : context_(&gemm), call_([](void *context, ExpertMatrix matrix, int64_t expert,
+                                  const float *in, int64_t rows, float *out) {
+          return (*static_cast<F *>(context))(matrix, expert, in, rows, out);
+        }) {}
+  Status operator()(ExpertMatrix matrix, int64_t expert, const float *in, int64_t rows,
+                    float *out) const {
+    return call_(context_, matrix, expert, in, rows, out);
+  }
+
+private:
+  void *context_;
+  Status (*call_)(void *, ExpertMatrix, int64_t, const float *, int64_t, float *);
+};
+// The GEMM of float32 (widened) experts: out = in W^T, W the slice of moe.gateUp or moe.down.
+Status widenedExpertGemm(const MoeParameters &moe, int64_t hidden, ExpertMatrix matrix,
+                         int64_t expert, const float *in, int64_t rows, float *out, int threads);
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
                   const MoeParameters &moe, float *y, MoeScratch &scratch, int threads,
                   const ExpertGemm &expertGemm);

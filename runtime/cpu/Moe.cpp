@@ -141,16 +141,14 @@ void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t
 
 } // namespace
 
-ExpertGemm widenedExperts(const MoeParameters &moe, int64_t hidden, int threads) {
-  return [&moe, hidden, threads](ExpertMatrix matrix, int64_t e, const float *in, int64_t rows,
-                                 float *out) {
-    const int64_t inner = moe.expertWidth;
-    const model::HostTensor slice =
-        matrix == ExpertMatrix::gateUp
-            ? model::HostTensor{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden}
-            : model::HostTensor{moe.down->data + e * hidden * inner, hidden, inner};
-    return linear(in, rows, slice, nullptr, out, threads);
-  };
+Status widenedExpertGemm(const MoeParameters &moe, int64_t hidden, ExpertMatrix matrix, int64_t e,
+                         const float *in, int64_t rows, float *out, int threads) {
+  const int64_t inner = moe.expertWidth;
+  const model::HostTensor slice =
+      matrix == ExpertMatrix::gateUp
+          ? model::HostTensor{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden}
+          : model::HostTensor{moe.down->data + e * hidden * inner, hidden, inner};
+  return linear(in, rows, slice, nullptr, out, threads);
 }
 
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
@@ -233,15 +231,13 @@ Status CpuBackend::runMoe(const RecordRun &run) {
       return it == packedExperts_.end() ? nullptr : it->second.get();
     };
     const PackedExperts *gateUp = packed(moe.gateUp), *down = packed(moe.down);
-    const ExpertGemm widened = widenedExperts(moe, width, pool_.threads());
-    const ExpertGemm gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows,
-                                float *y) {
+    auto gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
       const PackedExperts *stack = matrix == ExpertMatrix::gateUp ? gateUp : down;
       return stack ? packedGemm_.run(stack->expert(e), x, rows, nullptr, y, pool_, false)
-                   : widened(matrix, e, x, rows, y);
+                   : widenedExpertGemm(moe, width, matrix, e, x, rows, y, pool_.threads());
     };
     return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
-                      slot(k.result, count), moeScratch_, pool_.threads(), gemm);
+                      slot(k.result, count), moeScratch_, pool_.threads(), ExpertGemm(gemm));
   });
 }
 

@@ -19,10 +19,10 @@
 //   tiles spread over the pool): float32 arithmetic on the stored weights at a half (a quarter) of
 //   the float32 weights' memory, on any CPU. Up to 4 rows (a MoE expert's few tokens, a token at
 //   a time) a tile is decoded one row of W^T at a time into L1 and multiplied there: a GEMV that
-//   reads the weights once (with the tiles spread over every thread, LLaDA2-mini's MoE layer ran
-//   2.2x faster than widening each tile for an sgemm on one thread; bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with
-//   float32 activations, and its bf16 x bf16 GEMM falls back to reference code on CPUs without
-//   AVX-512 BF16.
+//   reads the weights once (with the tiles spread over every thread, LLaDA2-mini's MoE block ran
+//   2.2x faster than widening each tile for an sgemm on one thread; bench/README.md). oneDNN 2.6
+//   has no GEMM of bf16 or int8 weights with float32 activations, and its bf16 x bf16 GEMM falls
+//   back to reference code on CPUs without AVX-512 BF16.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.

@@ -30,13 +30,14 @@ struct HostTensor {
   int64_t cols = 0;
 };
 
-// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16, f16, or i8),
-// row-major, in the artifact's mapping. Read it only through ModelWeights::readStored, which
-// turns a file truncated meanwhile into an error.
+// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16, f16, i8 or
+// fp8_e4m3), row-major, in the artifact's mapping (a stack [E, N, K] as E * N rows of K). Read it
+// only through ModelWeights::readStored, which turns a file truncated meanwhile into an error.
 //
-// An i8 or fp8_e4m3 matrix W has one scale per row (output channel): its values are
-// W[r, c] * S[r], where S is the vector the artifact stores as "<W's name>.scale" (dlmc compile
-// --weights int8 writes both; an FP8 compressed-tensors checkpoint imports as both).
+// An i8 or fp8_e4m3 matrix W (or stack of them) has one scale per row (output channel, of every
+// expert): its values are W[r, c] * S[r], where S is the vector of `rows` the artifact stores as
+// "<W's name>.scale" (dlmc compile --weights int8 writes both; an FP8 compressed-tensors
+// checkpoint imports as both).
 struct StoredTensor {
   artifact::DType dtype = artifact::DType::invalid;
   const void *data = nullptr;
@@ -81,10 +82,10 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config);
 
 class ModelWeights {
 public:
-  // Checks every weight of `reader` (vectors and matrices of f32, bf16 or f16) and widens the
-  // vectors. `reader` must outlive the result (stored tensors are views of its mapping). Errors
-  // read "artifact '<path>': weight 'x' has dtype i8; the runtime reads f32, bf16 and f16" and
-  // the like.
+  // Checks every weight of `reader` (vectors, matrices and stacks of f32, bf16 or f16; matrices
+  // and stacks of i8 or fp8_e4m3 with their row scales) and widens the vectors. `reader` must
+  // outlive the result (stored tensors are views of its mapping). Errors read "artifact '<path>':
+  // weight 'x' has dtype i32; the runtime reads f32, bf16 and f16, ..." and the like.
   static StatusOr<std::shared_ptr<const ModelWeights>> load(const artifact::ArtifactReader &reader);
 
   const ModelDims &dims() const { return dims_; }

@@ -101,9 +101,10 @@ struct KernelProgram {
   // ('k_proj'): missing weight 'layers.0.k'", "not supported yet: kernel kind 'conv' (kernel
   // record 5 'x')"; indices count in the whole record list.
   // The weights the records read are widened to float32 (ModelWeights::widened), except, with
-  // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records:
-  // a backend that packs those from their stored form (the CPU backend) leaves their data null
-  // unless another record (a tied embedding) widens them.
+  // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records and
+  // the expert stacks (gate_up, down) of moe records: a backend packs or widens those itself (the
+  // CPU backend packs them from their stored form, the CUDA backend widens what it uploads), and
+  // their data stays null unless another record (a tied embedding) widens them.
   enum class ProjectionWeights { widened, stored };
   static StatusOr<KernelProgram> build(const std::vector<artifact::Kernel> &records,
                                        const model::ModelWeights &weights,

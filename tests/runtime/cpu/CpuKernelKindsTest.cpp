@@ -556,6 +556,14 @@ void runMoe(const MoeCase &moe) {
         expected[t * kHidden + c] += weight * out[c];
     }
   }
+  if (moe.experts != artifact::DType::f32) {
+    // Packed as stored, never widened; an expert of at most 4 tokens (a decoded row at a time)
+    // and one of more (widened tiles and an sgemm).
+    EXPECT_EQ(m.weights->find("gate_up")->data, nullptr);
+    EXPECT_EQ(m.weights->find("down")->data, nullptr);
+    EXPECT_LE(*std::min_element(chosenCount.begin(), chosenCount.end()), 4);
+    EXPECT_GT(*std::max_element(chosenCount.begin(), chosenCount.end()), 4);
+  }
   if (tied) { // experts 1, 2 and 3 tie: 3 never wins a place, 2 only beside 1
     EXPECT_EQ(chosenCount[3], 0);
     EXPECT_GT(chosenCount[1], 0);
