@@ -6,6 +6,7 @@
 
 #include "importer/model/CanonicalWeights.h"
 #include "importer/model/ConfigFields.h"
+#include "importer/model/ExpertBindings.h"
 #include "runtime/model/ModelSpec.h"
 
 #include <nlohmann/json.hpp>
@@ -284,15 +285,8 @@ std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c,
     // Fused as published in bf16; LLM Compressor's FP8 may split them per expert (2-D projections
     // with their weight scales), stacked back here.
     WeightBinding &down = weights.back(), &gateUp = weights[weights.size() - 2];
-    gateUp.partShape = {expertInner, h};
-    down.partShape = {h, expertInner};
     gateUp.fusedOrStacked = down.fusedOrStacked = true;
-    for (int64_t e = 0; e < experts; ++e) {
-      const std::string expert = p + "experts." + str(e) + ".";
-      gateUp.stackedFrom.push_back(expert + "gate_proj.weight");
-      gateUp.stackedFrom.push_back(expert + "up_proj.weight");
-      down.stackedFrom.push_back(expert + "down_proj.weight");
-    }
+    stackExpertProjections(gateUp, down, p + "experts.", {h, experts, expertInner});
     add(spec::kLayerScalar, "layer_scalar", {1});
     weights.push_back({spec::layerWeightName(i, spec::kEncoderLayerScalar),
                        "model.encoder.language_model.layers." + str(i) + ".layer_scalar", {1}});

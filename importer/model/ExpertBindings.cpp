@@ -6,6 +6,18 @@
 
 namespace dlm::importer {
 
+void stackExpertProjections(WeightBinding &gateUp, WeightBinding &down, const std::string &experts,
+                            const ExpertSizes &sizes) {
+  gateUp.partShape = {sizes.expertIntermediate, sizes.hidden};
+  down.partShape = {sizes.hidden, sizes.expertIntermediate};
+  for (int64_t expert = 0; expert < sizes.experts; ++expert) {
+    const std::string p = experts + std::to_string(expert) + ".";
+    gateUp.stackedFrom.push_back(p + "gate_proj.weight");
+    gateUp.stackedFrom.push_back(p + "up_proj.weight");
+    down.stackedFrom.push_back(p + "down_proj.weight");
+  }
+}
+
 void bindRoutedExperts(std::vector<WeightBinding> &weights, int64_t layer,
                        const std::string &prefix, const ExpertSizes &sizes,
                        const ExpertTensorNames &names) {
@@ -18,20 +30,11 @@ void bindRoutedExperts(std::vector<WeightBinding> &weights, int64_t layer,
     add(spec::kExpertBias, names.expertBias, {e});
   WeightBinding gateUp{spec::layerWeightName(layer, spec::kExpertsGateUp),
                        prefix + names.experts + "*.{gate,up}_proj.weight",
-                       {e, 2 * inner, h},
-                       {},
-                       {inner, h}};
+                       {e, 2 * inner, h}};
   WeightBinding down{spec::layerWeightName(layer, spec::kExpertsDown),
                      prefix + names.experts + "*.down_proj.weight",
-                     {e, h, inner},
-                     {},
-                     {h, inner}};
-  for (int64_t expert = 0; expert < e; ++expert) {
-    const std::string p = prefix + names.experts + std::to_string(expert) + ".";
-    gateUp.stackedFrom.push_back(p + "gate_proj.weight");
-    gateUp.stackedFrom.push_back(p + "up_proj.weight");
-    down.stackedFrom.push_back(p + "down_proj.weight");
-  }
+                     {e, h, inner}};
+  stackExpertProjections(gateUp, down, prefix + names.experts, sizes);
   weights.push_back(std::move(gateUp));
   weights.push_back(std::move(down));
   if (names.shared.empty())

@@ -25,6 +25,12 @@ struct ExpertSizes {
   int64_t sharedIntermediate = 0; // 0: no shared expert
 };
 
+// Sets gateUp and down to the stacks of the experts' projections stored apart, each expert's
+// "<experts><e>.{gate,up,down}_proj.weight" (`experts` the full prefix): gateUp [E, 2I, H] takes
+// each expert's gate rows then its up rows, down [E, H, I].
+void stackExpertProjections(WeightBinding &gateUp, WeightBinding &down, const std::string &experts,
+                            const ExpertSizes &sizes);
+
 // Binds layer `layer`'s router, expert bias, stacked experts and shared expert, the checkpoint's
 // tensors under `prefix` + `names`.
 void bindRoutedExperts(std::vector<WeightBinding> &weights, int64_t layer,

@@ -392,9 +392,11 @@ Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows,
   const int64_t k = w.inputs(), width = w.tileWidth(), n = w.outputs();
   if (tileScratch_.size() < static_cast<size_t>(pool.threads()))
     tileScratch_.resize(static_cast<size_t>(pool.threads()));
+  // A widened tile, or a small-rows tile's sums and decoded row.
+  const size_t scratchFloats = static_cast<size_t>(std::max(k, kSmallRows + 1) * width);
   for (std::vector<float> &scratch : tileScratch_)
-    if (scratch.size() < static_cast<size_t>(std::max(k, kSmallRows + 1) * width))
-      scratch.resize(static_cast<size_t>(std::max(k, kSmallRows + 1) * width));
+    if (scratch.size() < scratchFloats)
+      scratch.resize(scratchFloats);
   const double flops = 2.0 * static_cast<double>(rows) * n * k;
   const bool parallel = flops >= kParallelGemmFlops || w.bytes() >= kParallelTileBytes;
   std::atomic<dnnl_status_t> failure{dnnl_success};
