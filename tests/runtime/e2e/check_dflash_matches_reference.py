@@ -8,14 +8,20 @@ then `dlm-run --prompt-ids <the trace's> --max-new-tokens <the trace's> --json` 
 on cuda-emu with --cuda-emu, compiled --target all --precision f32). The generated ids must equal
 dflash_generate's (which equal the target's greedy generate(), also checked), the tokens committed per
 verify must equal the trace's acceptance lengths round by round, and --policy autoregressive on the
-same artifact must give the same ids. Exits 0 when every run matches, 1 otherwise, 77 when a tool is
-missing.
+same artifact must give the same ids.
+
+A Qwen3-MoE target too: the autoregressive fixtures' qwen3_moe_tiny (Qwen3MoeForCausalLM, traced by
+transformers' generate()) with dflash_default's random drafter re-pointed at its 3 layers
+(num_target_layers 3; the shapes agree). Its drafts are never accepted, so this holds the MoE target's
+verify and bonus to transformers' greedy ids (lossless whatever the drafter), not the acceptance path.
+Exits 0 when every run matches, 1 otherwise, 77 when a tool is missing.
 
     check_dflash_matches_reference.py --dlmc build/bin/dlmc --dlm-run build/bin/dlm-run [--cuda-emu]
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -23,13 +29,15 @@ from e2e_tools import check_fixtures, compile_artifact
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "reference", "dflash", "fixtures")
-DRAFTERS = ["dflash_explicit", "dflash_default"]
+MOE_TARGET = os.path.join(ROOT, "tests", "reference", "autoregressive", "fixtures", "qwen3_moe_tiny")
+MOE_CASE = "qwen3_moe_tiny+dflash_default"
+DRAFTERS = ["dflash_explicit", "dflash_default", MOE_CASE]
 
 
-def compile_pair(dlmc, drafter, device, scratch):
-    artifact = os.path.join(scratch, "%s-%s.dlm" % (drafter, device))
-    compiled = compile_artifact(dlmc, [os.path.join(FIXTURES, "target"), "--draft",
-                                       os.path.join(FIXTURES, drafter)], artifact, device)
+def compile_pair(dlmc, drafter, device, scratch, target=os.path.join(FIXTURES, "target")):
+    artifact = os.path.join(scratch, "%s-%s.dlm" % (os.path.basename(drafter), device))
+    compiled = compile_artifact(dlmc, [target, "--draft", os.path.join(FIXTURES, drafter)], artifact,
+                                device)
     if compiled.returncode != 0:
         print("%s on %s: dlmc compile failed: %s" % (drafter, device, compiled.stderr.strip()))
         return None
@@ -46,7 +54,52 @@ def run(dlm_run, artifact, trace, device, extra):
     return json.loads(done.stdout), ""
 
 
+def repointed_drafter(scratch, layers):
+    """dflash_default's weights with a config for a target of `layers` layers."""
+    folder = os.path.join(scratch, "dflash_default-%d-layers" % layers)
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+        source = os.path.join(FIXTURES, "dflash_default")
+        with open(os.path.join(source, "config.json")) as f:
+            config = json.load(f)
+        config["num_target_layers"] = layers
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        shutil.copy(os.path.join(source, "model.safetensors"), folder)
+    return folder
+
+
+def check_moe_target(dlmc, dlm_run, device, scratch):
+    with open(os.path.join(MOE_TARGET, "trace.json")) as f:
+        traced = json.load(f)
+    with open(os.path.join(MOE_TARGET, "config.json")) as f:
+        layers = json.load(f)["num_hidden_layers"]
+    greedy = traced["greedy"]
+    trace = {"prompt_ids": traced["prompt_ids"], "max_new_tokens": greedy["max_new_tokens"]}
+    artifact = compile_pair(dlmc, repointed_drafter(scratch, layers), device, scratch, MOE_TARGET)
+    if not artifact:
+        return False
+    out, message = run(dlm_run, artifact, trace, device, [])
+    if out is None:
+        print("%s on %s: dlm-run failed: %s" % (MOE_CASE, device, message))
+        return False
+    errors = []
+    if out["policy"] != "dflash":
+        errors.append("the default program is %s, not dflash" % out["policy"])
+    if out["output_ids"] != greedy["new_ids"]:
+        errors.append("tokens %s, transformers' greedy %s" % (out["output_ids"], greedy["new_ids"]))
+    print("%s on %s: %d tokens %s, tokens per verify %s, %d forwards" %
+          (MOE_CASE, device, len(out["output_ids"]),
+           "equal" if out["output_ids"] == greedy["new_ids"] else "DIFFER",
+           out["block_lengths"][1:], out["forwards"]))
+    for error in errors:
+        print("  " + error)
+    return not errors
+
+
 def check(drafter, dlmc, dlm_run, device, scratch):
+    if drafter == MOE_CASE:
+        return check_moe_target(dlmc, dlm_run, device, scratch)
     with open(os.path.join(FIXTURES, drafter, "trace.json")) as f:
         trace = json.load(f)
     artifact = compile_pair(dlmc, drafter, device, scratch)
