@@ -11,6 +11,7 @@
 #include "runtime/model/ModelSpec.h"
 #include "runtime/model/ModelWeights.h"
 #include "runtime/program/DecodeProgramSet.h"
+#include "runtime/program/ModelFactChecks.h"
 #include "runtime/program/ProgramKnobs.h"
 
 #ifdef DLM_HAVE_NVRTC
@@ -59,6 +60,22 @@ Status checkKnobsDeclared(const CompileOptions &options,
 
 // The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares,
 // over the defaults the checkpoint states (`modelKnobs`, generation_config.json).
+// A program whose checks of the model's own facts fail would refuse every request on it
+// (block-refinement on a model that is not block-causal, low-confidence on one that is): the
+// policy is refused now, in the program's words.
+Status checkProgramFitsModel(const artifact::DecodingProgram &built,
+                             const sampling::TokenFacts &facts,
+                             const artifact::ModelConfig &config) {
+  StatusOr<program::DecodeProgram> loaded = program::DecodeProgram::load(built.ops, built.knobs);
+  if (!loaded)
+    return loaded.status();
+  Status fits = program::checkModelFacts(*loaded, facts, config.vocabSize);
+  if (!fits.isOk())
+    return Status::error("--policy " + built.policy + " for " + config.architecture + ": " +
+                         fits.message());
+  return Status::ok();
+}
+
 Status addDecodePrograms(const CompileOptions &options, const std::vector<std::string> &policies,
                          const artifact::Attributes &modelKnobs,
                          artifact::ArtifactContents &contents) {
@@ -73,9 +90,11 @@ Status addDecodePrograms(const CompileOptions &options, const std::vector<std::s
     knobs[std::string(spec::kKnobStepCap)] = options.stepCap;
   for (const auto &[name, value] : options.knobs)
     knobs[name] = program::knobValueFromText(value);
+  DLM_ASSIGN_OR_RETURN(sampling::TokenFacts facts, program::modelTokenFacts(contents.config));
   for (const std::string &name : policies) {
     DLM_ASSIGN_OR_RETURN(artifact::DecodingProgram program,
                          programs::buildDecodeProgram(name, knobs, options.unroll));
+    DLM_RETURN_IF_ERROR(checkProgramFitsModel(program, facts, contents.config));
     contents.decodePrograms.push_back(std::move(program));
   }
   return checkKnobsDeclared(options, contents.decodePrograms);
@@ -393,18 +412,6 @@ Status Compilation::resolvePolicies(const CompileOptions &options) {
                            ", which runs only its own sampler (--policy diffusion-gemma)");
     return Status::ok();
   }
-  // A block-causal model (LLaDA2, SDAR) decodes by its blocks from position 0 (block-refinement),
-  // and block-refinement needs one; the programs that lay blocks from the prompt's end would
-  // refuse every request.
-  const bool blockCausal =
-      checkpoint_->model.config.attentionMask == artifact::AttentionMaskKind::block_causal;
-  for (const std::string &policy : policies_)
-    if ((policy == "block-refinement") != blockCausal && !programs::decodesLeftToRight(policy))
-      return Status::error("not supported yet: --policy " + policy + " for " +
-                           checkpoint_->model.config.architecture +
-                           (blockCausal ? ", whose attention goes by blocks from position 0 "
-                                          "(its program is block-refinement)"
-                                        : ", whose attention is not block-causal"));
   // Left to right needs a causal model: a bidirectional one's prompt K/V would depend on the
   // tokens after them.
   for (const std::string &policy : policies_)

@@ -55,6 +55,7 @@ void checkRequest(PolicyBuilder &p, const Knobs &k) {
           "stability_threshold must be >= 0");
   p.check(p.gt("confidencePositive", k.eb.confidenceThreshold, zeroReal),
           "confidence_threshold must be > 0");
+  checkNotBlockCausal(p, "diffusion-gemma");
 }
 
 // One canvas's denoising steps; gives the steps run.
