@@ -35,13 +35,8 @@ constexpr int64_t kMaxLoopCanvas = 1024;
 // Steps per graph when neither the settings nor the plan say (dlmc compile's default).
 constexpr int64_t kDefaultUnrollSteps = 4;
 
-using sampling::AcceptStep;
-using sampling::ForwardStep;
-using sampling::GateStep;
-using sampling::LoopPlan;
-using sampling::RenoiseStep;
-using sampling::SampleStep;
-using sampling::StepPlan;
+// The loop plan's types (LoopPlan, StepPlan and its steps), which this file reads throughout.
+using namespace sampling;
 
 std::string str(int64_t value) { return std::to_string(value); }
 

@@ -17,13 +17,8 @@ namespace dspec = spec::decode;
 
 namespace {
 
-using sampling::AcceptStep;
-using sampling::ForwardStep;
-using sampling::GateStep;
-using sampling::LoopPlan;
-using sampling::RenoiseStep;
-using sampling::SampleStep;
-using sampling::StepPlan;
+// The loop plan's types (LoopPlan, StepPlan and its steps), which this file reads throughout.
+using namespace sampling;
 
 // Records the dry run evaluates rather than reads into the plan.
 bool isEvaluated(OpKind op) { return isScalarOp(op) || op == OpKind::listAt; }

@@ -43,8 +43,8 @@ namespace {
 using Json = nlohmann::json;
 namespace profile = dlm::profile;
 
-constexpr int kBadArguments = 2;
-constexpr int kFailed = 1;
+using dlm::tools::kBadArguments;
+using dlm::tools::kFailed;
 
 const char *kUsageHead =
     "usage: dlm-prof MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3 | --prompts FILE |\n"
@@ -386,20 +386,14 @@ int main(int argc, char **argv) {
       dlm::tools::openModel("dlm-prof", options.artifact, options.open);
   if (!model)
     return kFailed;
-  if (dlm::Status length = dlm::tools::applyRequestLength(*model, options.request);
-      !length.isOk()) {
-    std::cerr << "dlm-prof: " << length.message() << "\n";
-    return kBadArguments;
-  }
   profile::Profiler profiler(static_cast<size_t>(options.maxEvents));
   options.session.profiler = &profiler;
-  dlm::StatusOr<std::unique_ptr<dlm::Session>> created =
-      dlm::Session::create(model, options.session);
-  if (!created) {
-    std::cerr << "dlm-prof: " << created.status().message() << "\n";
-    return kFailed;
-  }
-  dlm::Session &session = **created;
+  int failed = 0;
+  std::unique_ptr<dlm::Session> opened =
+      dlm::tools::openSession("dlm-prof", model, options.request, options.session, failed);
+  if (!opened)
+    return failed;
+  dlm::Session &session = *opened;
 
   std::vector<dlm::GenerateRequest> workload;
   for (const Prompt &prompt : options.prompts) {

@@ -1,5 +1,6 @@
-// How dlm-run, dlm-prof and dlm-serve open their artifact: the runtime's named error printed as
-// "TOOL: why", else the model, with the random-weights notice when its weights are random.
+// How dlm-run, dlm-prof and dlm-serve open their artifact and a session: the runtime's named
+// error printed as "TOOL: why", else the model, with the random-weights notice when its weights
+// are random.
 #pragma once
 
 #include "runtime/session/Session.h"
@@ -9,8 +10,19 @@
 
 namespace dlm::tools {
 
+// The tools' exit statuses.
+inline constexpr int kFailed = 1;
+inline constexpr int kBadArguments = 2;
+
 // Null when the artifact does not open (the reason is on stderr).
 std::shared_ptr<LoadedModel> openModel(const char *tool, const std::string &artifact,
                                        const LoadedModel::OpenOptions &options);
+
+// A session over `model` for `request`, whose length flags are first fitted to the program it
+// selects (applyRequestLength). Null on failure, the reason on stderr and `exitStatus`
+// kBadArguments for the request, kFailed for the session.
+std::unique_ptr<Session> openSession(const char *tool, std::shared_ptr<LoadedModel> model,
+                                     GenerateRequest &request, const SessionOptions &options,
+                                     int &exitStatus);
 
 } // namespace dlm::tools

@@ -48,8 +48,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kBadArguments = 2;
-constexpr int kFailed = 1;
+using dlm::tools::kBadArguments;
+using dlm::tools::kFailed;
 
 const char *kUsage =
     "usage: dlm-run MODEL.dlm (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])\n"
@@ -269,17 +269,11 @@ int main(int argc, char **argv) {
   // A block program generates whole blocks; the output keeps the first --max-new-tokens of them.
   const int64_t maxNewTokens =
       dlm::tools::integerKnob(options.request.knobs, dlm::spec::kKnobMaxNewTokens).value_or(-1);
-  if (dlm::Status length = dlm::tools::applyRequestLength(*model, options.request);
-      !length.isOk()) {
-    std::cerr << "dlm-run: " << length.message() << "\n";
-    return kBadArguments;
-  }
-  dlm::StatusOr<std::unique_ptr<dlm::Session>> session =
-      dlm::Session::create(model, options.session);
-  if (!session) {
-    std::cerr << "dlm-run: " << session.status().message() << "\n";
-    return kFailed;
-  }
+  int failed = 0;
+  std::unique_ptr<dlm::Session> session =
+      dlm::tools::openSession("dlm-run", model, options.request, options.session, failed);
+  if (!session)
+    return failed;
 
   const dlm::LoadedModel &loaded = *model;
   dlm::tools::OutputText output(
@@ -302,7 +296,7 @@ int main(int argc, char **argv) {
     }
     std::fflush(stdout);
   };
-  dlm::StatusOr<dlm::GenerateResult> result = (*session)->generate(options.request, stream);
+  dlm::StatusOr<dlm::GenerateResult> result = session->generate(options.request, stream);
   if (!result) {
     if (!options.json)
       std::fputc('\n', stdout);
@@ -328,8 +322,7 @@ int main(int argc, char **argv) {
   // The output's likelihood under the model, after the generation so its forwards are not counted.
   std::optional<dlm::ScoreResult> score;
   if (options.score && !outputIds.empty()) {
-    dlm::StatusOr<dlm::ScoreResult> scored =
-        (*session)->score(result->promptIds, outputIds);
+    dlm::StatusOr<dlm::ScoreResult> scored = session->score(result->promptIds, outputIds);
     if (!scored) {
       std::cerr << "dlm-run: --score: " << scored.status().message() << "\n";
       return kFailed;
@@ -339,7 +332,7 @@ int main(int argc, char **argv) {
 
   if (options.json) {
     Json out = jsonReport(*result, output, blockLengths, score);
-    out["backend"] = std::string((*session)->backend().name());
+    out["backend"] = std::string(session->backend().name());
     dlm::tools::addRandomWeights(out, *model);
     // Invalid UTF-8 in generated text must not abort the dump.
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";

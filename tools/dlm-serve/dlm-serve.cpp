@@ -28,8 +28,8 @@
 
 namespace {
 
-constexpr int kBadArguments = 2;
-constexpr int kFailed = 1;
+using dlm::tools::kBadArguments;
+using dlm::tools::kFailed;
 
 const char *kUsage =
     "usage: dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]\n"
