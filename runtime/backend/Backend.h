@@ -40,8 +40,8 @@ struct BackendOptions {
   int64_t kvPages = 0;
   // Batch-invariant kernels (docs/design/serving.md §3): a row's result does not depend on the
   // other rows of its forward, so a request decodes the same alone or under load. On the CPU the
-  // projections and the LM head then run on InvariantGemm (weights packed once at creation).
-  // Not supported yet with mixture-of-experts records (their expert GEMMs group rows by expert).
+  // projections and the LM head then run on InvariantGemm (weights packed once at creation),
+  // and a mixture of experts multiplies its router and each expert a row at a time.
   bool batchInvariant = false;
   // cpu: bf16-stored projection weights multiply in bf16, the activations rounded to bf16, where
   // the CPU has bf16 arithmetic (else weight-only, float32 activations). Set by the registry from

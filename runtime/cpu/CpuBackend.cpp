@@ -55,22 +55,48 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
     pages = (maxSequence + options.kvPageTokens - 1) / options.kvPageTokens;
   if (pages > INT32_MAX)
     return Status::error("cpu backend: " + str(pages) + " KV pages is too many");
-  if (options.batchInvariant)
-    for (const auto &[name, program] : *functions)
-      for (const ProgramRecord &k : program.kernels)
-        if (k.kind() == KernelKind::moe)
-          return Status::error("cpu backend: not supported yet: batch-invariant forwards of "
-                               "mixture-of-experts records ('" + k.fullName + "')");
   StatusOr<PackedWeights> packed = packProjections(*weights, *functions, options);
   if (!packed)
     return packed.status().withContext("cpu backend");
   StatusOr<PackedExpertStacks> experts = packExperts(*weights, *functions);
   if (!experts)
     return experts.status().withContext("cpu backend");
+  StatusOr<StoredTables> tables = copyStoredTables(*weights, *functions);
+  if (!tables)
+    return tables.status().withContext("cpu backend");
   std::unique_ptr<CpuBackend> backend(new CpuBackend(
       std::move(weights), std::move(*functions), std::move(*packed), maxSequence, pages, options));
   backend->packedExperts_ = std::move(*experts);
+  backend->storedTables_ = std::move(*tables);
   return backend;
+}
+
+StatusOr<CpuBackend::StoredTables>
+CpuBackend::copyStoredTables(const model::ModelWeights &weights,
+                             const std::map<std::string, KernelProgram> &functions) {
+  StoredTables tables;
+  for (const auto &[name, program] : functions)
+    for (const ProgramRecord &k : program.kernels) {
+      const spec::kernels::WeightRef *table = k.weightParameter();
+      if (k.kind() != KernelKind::embedding || table->tensor->data || tables.count(table->tensor))
+        continue;
+      StatusOr<std::shared_ptr<const StoredTable>> copy = weights.derived<StoredTable>(
+          table->name, "cpu-stored-copy",
+          [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const StoredTable>> {
+            auto made = std::make_shared<StoredTable>();
+            made->bytes.resize(static_cast<size_t>(stored.rows * stored.cols) *
+                               artifact::dtypeSize(stored.dtype));
+            DLM_RETURN_IF_ERROR(weights.readStored(
+                [&] { std::memcpy(made->bytes.data(), stored.data, made->bytes.size()); }));
+            made->view = stored;
+            made->view.data = made->bytes.data();
+            return std::shared_ptr<const StoredTable>(std::move(made));
+          });
+      if (!copy)
+        return copy.status();
+      tables.emplace(table->tensor, std::move(*copy));
+    }
+  return tables;
 }
 
 StatusOr<CpuBackend::PackedExpertStacks>
@@ -84,7 +110,8 @@ CpuBackend::packExperts(const model::ModelWeights &weights,
       const auto &p = k.as<spec::kernels::MoeParams>();
       for (const spec::kernels::WeightRef *stack : {&p.gateUp, &p.down}) {
         const model::StoredTensor *stored = weights.stored(stack->name);
-        if (packed.count(stack->tensor) || !stored)
+        // Widened already (a batch-invariant backend reads every weight widened).
+        if (packed.count(stack->tensor) || !stored || stack->tensor->data)
           continue;
         if (!PackedExperts::packs(stored->dtype)) {
           StatusOr<const model::HostTensor *> widened = weights.widened(stack->name);
@@ -109,14 +136,16 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   PackedWeights packed;
   if (options.batchInvariant)
     return packed;
-  // A weight another kind of record reads too (a tied embedding table) is used as that record
-  // reads it, widened, rather than held a second time packed.
+  // A weight another kind of record reads widened too (a table a soft embedding reads) is used
+  // widened rather than held a second time packed. An embedding record reads its table as
+  // stored: a tied LM head packs it.
   std::set<const model::HostTensor *> readOtherwise;
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels)
       if (!k.projects())
         for (const spec::kernels::WeightRef *w : k.weights())
-          readOtherwise.insert(w->tensor);
+          if (w->tensor->data)
+            readOtherwise.insert(w->tensor);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
       if (!k.projects() || readOtherwise.count(k.weight()) || packed.count(k.weight()))
@@ -143,7 +172,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
       functions_(functions.begin(), functions.end()), pool_(options.threads),
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens,
              functions_.begin()->second.kvLayerWidths),
-      profiler_(options.profiler) {
+      profiler_(options.profiler), batchInvariant_(options.batchInvariant) {
   pool_.setProfiler(profiler_);
   packed_ = std::move(packed);
   for (const auto &[name, program] : functions_) {
@@ -287,26 +316,33 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   return (this->*kRunners[static_cast<size_t>(k.kind())])(run);
 }
 
+size_t CpuBackend::heldBytes(const spec::kernels::WeightRef &weight) const {
+  if (auto packed = packed_.find(weight.tensor); packed != packed_.end())
+    return packed->second->bytes();
+  if (auto experts = packedExperts_.find(weight.tensor); experts != packedExperts_.end())
+    return experts->second->bytes();
+  if (auto table = storedTables_.find(weight.tensor); table != storedTables_.end())
+    return table->second->bytes.size();
+  return static_cast<size_t>(weight.tensor->rows * weight.tensor->cols) * sizeof(float);
+}
+
 MemoryUsage CpuBackend::memoryUsage() const {
   MemoryUsage usage;
-  // The weights the records read, packed or widened; tied weights are one tensor, counted once.
+  // The weights the records read, packed, widened or as stored (an embedding table read row by
+  // row); tied weights are one tensor, counted once.
   std::set<const model::HostTensor *> seen;
   for (const auto &[name, program] : functions_)
     for (const ProgramRecord &k : program.kernels)
       for (const spec::kernels::WeightRef *w : k.weights())
-        if (const model::HostTensor *t = w->tensor; seen.insert(t).second) {
-          auto packed = packed_.find(t);
-          auto experts = packedExperts_.find(t);
-          usage.weightBytes += packed != packed_.end() ? packed->second->bytes()
-                               : experts != packedExperts_.end()
-                                   ? experts->second->bytes()
-                                   : static_cast<size_t>(t->rows * t->cols) * sizeof(float);
-        }
+        if (const model::HostTensor *t = w->tensor; seen.insert(t).second)
+          usage.weightBytes += heldBytes(*w);
   usage.convertedWeightBytes = weights_->ownedBytes();
   for (const auto &[tensor, packed] : packed_)
     usage.convertedWeightBytes += packed->bytes();
   for (const auto &[tensor, experts] : packedExperts_)
     usage.convertedWeightBytes += experts->bytes();
+  for (const auto &[tensor, table] : storedTables_)
+    usage.convertedWeightBytes += table->bytes.size();
   for (const auto &[data, gemm] : invariantGemms_)
     usage.convertedWeightBytes += gemm.packedBytes();
   const size_t pageBytes = pages_.pageBytes();

@@ -61,6 +61,8 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
+  // The bytes a record's weight takes as this backend reads it.
+  size_t heldBytes(const spec::kernels::WeightRef &weight) const;
   using PackedWeights = std::map<const model::HostTensor *, std::shared_ptr<const PackedLinear>>;
   CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
              std::map<std::string, program::KernelProgram> functions, PackedWeights packed,
@@ -77,6 +79,16 @@ private:
   static StatusOr<PackedExpertStacks>
   packExperts(const model::ModelWeights &weights,
               const std::map<std::string, program::KernelProgram> &functions);
+  // An embedding table read as stored (bf16, f16, i8, fp8 or f32 nobody widened), copied out of
+  // the artifact's mapping once, so that a file truncated after loading fails no forward.
+  struct StoredTable {
+    std::vector<uint8_t> bytes;
+    model::StoredTensor view; // the stored tensor, its data the copy
+  };
+  using StoredTables = std::map<const model::HostTensor *, std::shared_ptr<const StoredTable>>;
+  static StatusOr<StoredTables>
+  copyStoredTables(const model::ModelWeights &weights,
+                   const std::map<std::string, program::KernelProgram> &functions);
 
   using ForwardInput = dlm::ForwardInput;
 
@@ -194,9 +206,14 @@ private:
   std::map<const float *, InvariantGemm> invariantGemms_;
   std::vector<float> headScratch_; // an LM head's padded columns
   // Otherwise every projection's weights packed for oneDNN (PackedLinear), by weight; an LM head
-  // tied to an embedding table reads the table's float32 copy instead of packing a second one.
+  // tied to a table another record reads widened (a soft embedding's) reads that float32 copy
+  // instead of packing a second one.
   PackedWeights packed_;
   PackedExpertStacks packedExperts_; // by stack
+  StoredTables storedTables_;        // by table
+  // BackendOptions::batchInvariant: the projections on InvariantGemm, a moe record's products a
+  // row at a time.
+  const bool batchInvariant_;
   PackedGemm packedGemm_;
 
   // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on

@@ -7,6 +7,7 @@
 
 #include "runtime/cpu/HostKvPages.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/model/KernelParams.h"
 #include "runtime/model/ModelWeights.h"
 #include "support/Status.h"
 
@@ -215,15 +216,10 @@ struct MoeScratch {
 // expertScale[e] when given and routedScale);
 // each expert's tokens gathered and run through its slice of gateUp ([2I, H]: gate rows first)
 // and down ([H, I]) as two GEMMs by `expertGemm` with act(gate) * up between; y = sum of weight *
-// expert output, in float32. moeForward reads the router's weights, not the experts'.
-struct MoeParameters {
-  const model::HostTensor *router = nullptr, *routerScale = nullptr, *expertScale = nullptr,
-                          *expertBias = nullptr, *gateUp = nullptr, *down = nullptr;
-  int64_t experts = 0, topK = 0, expertWidth = 0, groups = 1, topGroups = 1;
-  bool routerNorm = true, normalizeTopK = true, sigmoidScores = false;
-  double eps = 0, routerInputScale = 1, routedScale = 1;
-  bool geluActivation = true; // else SiLU
-};
+// expert output, in float32. moeForward reads the router's weights, not the experts'. rowByRow:
+// the router's product a row at a time (batch invariance; the caller's expertGemm does the same).
+// The parameters are the record's own, its weights resolved; expertWidth is I.
+using MoeParams = spec::kernels::MoeParams;
 // out[rows, N] = in[rows, K] W^T for W expert e's slice of gateUp (N = 2I, K = H) or of down (N =
 // H, K = I). A non-owning callable, as ThreadPool::parallelFor's body: a forward must not
 // allocate per step.
@@ -246,10 +242,11 @@ private:
   Status (*call_)(void *, ExpertMatrix, int64_t, const float *, int64_t, float *);
 };
 // The GEMM of float32 (widened) experts: out = in W^T, W the slice of moe.gateUp or moe.down.
-Status widenedExpertGemm(const MoeParameters &moe, int64_t hidden, ExpertMatrix matrix,
-                         int64_t expert, const float *in, int64_t rows, float *out, int threads);
+Status widenedExpertGemm(const MoeParams &moe, int64_t expertWidth, int64_t hidden,
+                         ExpertMatrix matrix, int64_t expert, const float *in, int64_t rows,
+                         float *out, int threads);
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
-                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads,
-                  const ExpertGemm &expertGemm);
+                  const MoeParams &moe, int64_t expertWidth, float *y, MoeScratch &scratch,
+                  int threads, const ExpertGemm &expertGemm, bool rowByRow = false);
 
 } // namespace dlm::cpu

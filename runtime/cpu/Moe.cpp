@@ -38,25 +38,37 @@ size_t MoeScratch::bytes() const {
 
 namespace {
 
+// z @ router^T into the logits, at once or a row at a time.
+Status routerProduct(const float *z, int64_t rows, int64_t hidden, const MoeParams &moe,
+                     MoeScratch &scratch, int threads, bool rowByRow) {
+  const model::HostTensor &router = *moe.router.tensor;
+  if (!rowByRow)
+    return linear(z, rows, router, nullptr, scratch.logits.data(), threads);
+  for (int64_t t = 0; t < rows; ++t)
+    DLM_RETURN_IF_ERROR(linear(z + t * hidden, 1, router, nullptr,
+                               scratch.logits.data() + t * moe.experts, threads));
+  return Status::ok();
+}
+
 // logits = z @ router^T: z = rms_norm_noweight(r) * router_scale * router_input_scale (two
 // float32 products in that order) with routerNorm, z = r without.
-Status routerLogits(const float *r, int64_t rows, int64_t hidden, const MoeParameters &moe,
-                    MoeScratch &scratch, int threads) {
+Status routerLogits(const float *r, int64_t rows, int64_t hidden, const MoeParams &moe,
+                    MoeScratch &scratch, int threads, bool rowByRow) {
   if (!moe.routerNorm)
-    return linear(r, rows, *moe.router, nullptr, scratch.logits.data(), threads);
+    return routerProduct(r, rows, hidden, moe, scratch, threads, rowByRow);
   rmsNorm(r, rows, hidden, hidden, nullptr, moe.eps, scratch.routed.data());
-  const float *routerScale = moe.routerScale ? moe.routerScale->data : nullptr;
+  const float *routerScale = moe.routerScale.tensor ? moe.routerScale.tensor->data : nullptr;
   const float inputScale = static_cast<float>(moe.routerInputScale);
   for (int64_t t = 0; t < rows; ++t) {
     float *z = scratch.routed.data() + t * hidden;
     for (int64_t h = 0; h < hidden; ++h)
       z[h] = z[h] * (routerScale ? routerScale[h] : 1.0f) * inputScale;
   }
-  return linear(scratch.routed.data(), rows, *moe.router, nullptr, scratch.logits.data(), threads);
+  return routerProduct(scratch.routed.data(), rows, hidden, moe, scratch, threads, rowByRow);
 }
 
 // The scores of one token's logits p, in place: a softmax over the experts or sigmoids.
-void scoreExperts(float *p, const MoeParameters &moe) {
+void scoreExperts(float *p, const MoeParams &moe) {
   const int64_t experts = moe.experts;
   if (moe.sigmoidScores) {
     for (int64_t e = 0; e < experts; ++e)
@@ -77,7 +89,7 @@ void scoreExperts(float *p, const MoeParameters &moe) {
 
 // With groups: the experts outside the topGroups best groups (a group scores the sum of its two
 // largest choosing scores; ties: the lower group) can no longer be chosen.
-void limitToBestGroups(const MoeParameters &moe, MoeScratch &scratch) {
+void limitToBestGroups(const MoeParams &moe, MoeScratch &scratch) {
   const int64_t groups = moe.groups, size = moe.experts / moe.groups;
   float *c = scratch.choosing.data();
   std::vector<float> &groupScore = scratch.groupScore;
@@ -109,12 +121,12 @@ void limitToBestGroups(const MoeParameters &moe, MoeScratch &scratch) {
 // One token: its experts' scores from the logits p (in place), the topK largest choosing scores
 // (score + expert bias; ties: the lower expert id) among the allowed groups, and their weights:
 // the scores renormalised (normalizeTopK), times expertScale and routedScale.
-void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t *choice,
+void routeToken(float *p, const MoeParams &moe, MoeScratch &scratch, int32_t *choice,
                 float *weight) {
   const int64_t experts = moe.experts, topK = moe.topK;
   scoreExperts(p, moe);
   float *c = scratch.choosing.data();
-  const float *bias = moe.expertBias ? moe.expertBias->data : nullptr;
+  const float *bias = moe.expertBias.tensor ? moe.expertBias.tensor->data : nullptr;
   for (int64_t e = 0; e < experts; ++e)
     c[e] = bias ? p[e] + bias[e] : p[e];
   if (moe.groups > 1)
@@ -127,7 +139,7 @@ void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t
   float chosen = 0;
   for (int64_t j = 0; j < topK; ++j)
     chosen += p[order[static_cast<size_t>(j)]];
-  const float *expertScale = moe.expertScale ? moe.expertScale->data : nullptr;
+  const float *expertScale = moe.expertScale.tensor ? moe.expertScale.tensor->data : nullptr;
   const float routedScale = static_cast<float>(moe.routedScale);
   for (int64_t j = 0; j < topK; ++j) {
     const int32_t e = order[static_cast<size_t>(j)];
@@ -141,21 +153,23 @@ void routeToken(float *p, const MoeParameters &moe, MoeScratch &scratch, int32_t
 
 } // namespace
 
-Status widenedExpertGemm(const MoeParameters &moe, int64_t hidden, ExpertMatrix matrix, int64_t e,
-                         const float *in, int64_t rows, float *out, int threads) {
-  const int64_t inner = moe.expertWidth;
+Status widenedExpertGemm(const MoeParams &moe, int64_t expertWidth, int64_t hidden,
+                         ExpertMatrix matrix, int64_t e, const float *in, int64_t rows, float *out,
+                         int threads) {
+  const int64_t inner = expertWidth;
   const model::HostTensor slice =
       matrix == ExpertMatrix::gateUp
-          ? model::HostTensor{moe.gateUp->data + e * 2 * inner * hidden, 2 * inner, hidden}
-          : model::HostTensor{moe.down->data + e * hidden * inner, hidden, inner};
+          ? model::HostTensor{moe.gateUp.tensor->data + e * 2 * inner * hidden, 2 * inner, hidden}
+          : model::HostTensor{moe.down.tensor->data + e * hidden * inner, hidden, inner};
   return linear(in, rows, slice, nullptr, out, threads);
 }
 
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
-                  const MoeParameters &moe, float *y, MoeScratch &scratch, int threads,
-                  const ExpertGemm &expertGemm) {
-  const int64_t experts = moe.experts, topK = moe.topK, inner = moe.expertWidth;
-  DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads));
+                  const MoeParams &moe, int64_t expertWidth, float *y, MoeScratch &scratch,
+                  int threads, const ExpertGemm &expertGemm, bool rowByRow) {
+  const int64_t experts = moe.experts, topK = moe.topK, inner = expertWidth;
+  const bool gelu = moe.activation == spec::kernels::MoeActivation::geluTanh;
+  DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads, rowByRow));
 
   for (int64_t t = 0; t < rows; ++t)
     routeToken(scratch.logits.data() + t * experts, moe, scratch, scratch.choice.data() + t * topK,
@@ -181,7 +195,7 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
       float *a = scratch.activation.data() + i * inner;
       const float *row = scratch.gateUp.data() + i * 2 * inner;
       std::memcpy(a, row, static_cast<size_t>(inner) * sizeof(float));
-      if (moe.geluActivation)
+      if (gelu)
         geluTanhMultiply(a, row + inner, inner);
       else
         siluMultiply(a, row + inner, inner);
@@ -205,39 +219,35 @@ Status CpuBackend::runMoe(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
   return timedRecord(run, [&] {
-    const auto &p = k.as<spec::kernels::MoeParams>();
-    MoeParameters moe;
-    moe.router = p.router.tensor;
-    moe.routerScale = p.routerScale.tensor;
-    moe.expertScale = p.expertScale.tensor;
-    moe.gateUp = p.gateUp.tensor;
-    moe.down = p.down.tensor;
-    moe.experts = p.experts;
-    moe.topK = p.topK;
-    moe.expertWidth = k.expertWidth;
-    moe.expertBias = p.expertBias.tensor;
-    moe.sigmoidScores = p.sigmoidScores;
-    moe.groups = p.groups;
-    moe.topGroups = p.topGroups;
-    moe.routedScale = p.routedScale;
-    moe.routerNorm = p.routerNorm;
-    moe.normalizeTopK = p.normalizeTopK;
-    moe.eps = p.eps;
-    moe.routerInputScale = p.routerInputScale;
-    moe.geluActivation = p.activation == spec::kernels::MoeActivation::geluTanh;
+    const auto &moe = k.as<MoeParams>();
     // Experts kept as stored run on the projections' GEMM; float32 ones are read widened.
     auto packed = [&](const model::HostTensor *stack) {
       auto it = packedExperts_.find(stack);
       return it == packedExperts_.end() ? nullptr : it->second.get();
     };
-    const PackedExperts *gateUp = packed(moe.gateUp), *down = packed(moe.down);
-    auto gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
+    const PackedExperts *gateUp = packed(moe.gateUp.tensor), *down = packed(moe.down.tensor);
+    auto product = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
       const PackedExperts *stack = matrix == ExpertMatrix::gateUp ? gateUp : down;
       return stack ? packedGemm_.run(stack->expert(e), x, rows, nullptr, y, pool_, false)
-                   : widenedExpertGemm(moe, width, matrix, e, x, rows, y, pool_.threads());
+                   : widenedExpertGemm(moe, k.expertWidth, width, matrix, e, x, rows, y,
+                                       pool_.threads());
     };
-    return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe,
-                      slot(k.result, count), moeScratch_, pool_.threads(), ExpertGemm(gemm));
+    // Batch-invariant: every product of the block a row at a time, so that a row's result does
+    // not depend on the rows that share its forward or its experts.
+    const bool rowByRow = batchInvariant_;
+    auto gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
+      if (!rowByRow)
+        return product(matrix, e, x, rows, y);
+      const bool gateUpMatrix = matrix == ExpertMatrix::gateUp;
+      const int64_t inputs = gateUpMatrix ? width : k.expertWidth;
+      const int64_t outputs = gateUpMatrix ? 2 * k.expertWidth : width;
+      for (int64_t i = 0; i < rows; ++i)
+        DLM_RETURN_IF_ERROR(product(matrix, e, x + i * inputs, 1, y + i * outputs));
+      return Status::ok();
+    };
+    return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe, k.expertWidth,
+                      slot(k.result, count), moeScratch_, pool_.threads(), ExpertGemm(gemm),
+                      rowByRow);
   });
 }
 

@@ -136,9 +136,11 @@ Status RecordChecker::resolve(kp::WeightRef &weight, bool widen) const {
   return Status::ok();
 }
 
+// The table as the projections: a backend that reads weights as stored (the CPU) decodes the
+// rows a forward looks up, so a bf16 or 8-bit table is not widened in memory.
 Status RecordChecker::embedding() {
   auto &p = params<kp::EmbeddingParams>();
-  DLM_RETURN_IF_ERROR(resolve(p.weight));
+  DLM_RETURN_IF_ERROR(resolve(p.weight, widenProjections));
   DLM_RETURN_IF_ERROR(expectWidth(p.weight.tensor->cols, width, "the table's row width"));
   if (p.weight.tensor->rows < d.embeddingSize)
     return r.error("the table has " + str(p.weight.tensor->rows) + " rows for " +

@@ -3,6 +3,7 @@
 #include "runtime/backend/BackendRegistry.h"
 #include "runtime/model/ModelSpec.h"
 #include "runtime/program/DecodeInterpreter.h"
+#include "runtime/program/ModelFactChecks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,10 +25,10 @@ StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::open(const std::string &path
   model->dims_ = *dims;
 
   const artifact::ModelConfig &config = model->config();
-  model->facts_.maskTokenId = config.maskTokenId;
-  model->facts_.eosTokenIds = config.eosTokenIds;
-  model->facts_.logitShift = dims->logitShift;
-  model->facts_.attentionBlock = dims->attentionBlock;
+  StatusOr<sampling::TokenFacts> facts = program::modelTokenFacts(config);
+  if (!facts)
+    return facts.status().withContext("artifact '" + path + "'");
+  model->facts_ = std::move(*facts);
   if (config.maskTokenId >= config.vocabSize)
     return Status::error("artifact '" + path + "': mask token id " +
                          std::to_string(config.maskTokenId) + " is outside the vocabulary");
@@ -204,6 +205,9 @@ StatusOr<program::ProgramRequest> Session::programRequest(const GenerateRequest 
 
 StatusOr<GenerateResult> Session::generate(const GenerateRequest &request,
                                            const StreamCallback &onBlock) {
+  // Every request starts on an empty K/V sequence: a program whose first forward is a cached one
+  // (block-refinement's, for a prompt shorter than a block) must not meet the last request's.
+  DLM_RETURN_IF_ERROR(backend_->trimCache(0));
   return generateOn(*backend_, request, onBlock);
 }
 

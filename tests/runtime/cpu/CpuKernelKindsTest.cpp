@@ -179,10 +179,12 @@ public:
     BackendOptions backendOptions;
     backendOptions.threads = 2;
     backendOptions.kvPageTokens = 4;
+    backendOptions.batchInvariant = batchInvariant;
     return CpuBackend::create(weights, records, 64, backendOptions);
   }
 
   std::vector<artifact::Kernel> records;
+  bool batchInvariant = false;
   std::shared_ptr<const model::ModelWeights> weights;
 
 private:
@@ -279,6 +281,33 @@ TEST(CpuKernelKinds, ScaledEmbeddingWeightlessNormScaleGeluAndSoftcap) {
   for (int64_t r = 0; r < count; ++r)
     for (int64_t v = kHidden; v < kVocab; ++v)
       ASSERT_EQ(logits->row(r)[v], 0.0f);
+}
+
+// A bf16, int8 or FP8 embedding table stays as stored: each forward decodes its tokens' rows
+// (int8 and FP8 with their row scales), and the backend holds the stored bytes, none converted.
+TEST(CpuKernelKinds, EmbeddingTableReadAsStored) {
+  for (artifact::DType dtype :
+       {artifact::DType::bf16, artifact::DType::i8, artifact::DType::fp8_e4m3}) {
+    SCOPED_TRACE(artifact::dtypeName(dtype));
+    Mini m;
+    m.storeAs("embed", dtype);
+    m.head(m.embedding("", 2.5));
+    std::unique_ptr<CpuBackend> cpu = m.backend();
+    ASSERT_TRUE(cpu);
+    const int64_t count = 6;
+    ASSERT_TRUE(cpu->reserve(count, count).isOk());
+    const std::vector<int32_t> tokens = ids(count);
+    StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, 0, {0, count});
+    ASSERT_TRUE(logits.isOk()) << logits.status().message();
+    expectHidden(*logits, embedded(m, tokens, 2.5), 2e-6, "embedding");
+
+    StatusOr<std::shared_ptr<const PackedLinear>> head =
+        PackedLinear::of(*m.weights, "head", kVocab);
+    ASSERT_TRUE(head.isOk()) << head.status().message();
+    const MemoryUsage usage = cpu->memoryUsage();
+    EXPECT_EQ(usage.weightBytes, kVocab * kHidden * artifact::dtypeSize(dtype) + (*head)->bytes());
+    EXPECT_EQ(m.weights->find("embed")->data, nullptr) << "the table was widened";
+  }
 }
 
 // rope over 8-wide heads with theta 1e6 and 2 of 4 pairs rotated, plus rope over 4-wide heads
@@ -443,6 +472,7 @@ struct MoeCase {
   bool silu = false; // SiLU experts (else GELU-tanh)
   Routing routing = Routing::gemma;
   artifact::DType experts = artifact::DType::f32; // how gate_up and down are stored
+  bool batchInvariant = false; // then each row alone must give its bits among the others
 };
 
 // moe over E = 4 experts of I = 6, top_k 2, against a double reference.
@@ -494,6 +524,7 @@ void runMoe(const MoeCase &moe) {
   }
   const int64_t y = m.add(kp::kMoe, "moe", {r, e}, kHidden, parameters);
   m.head(y);
+  m.batchInvariant = moe.batchInvariant;
   std::unique_ptr<CpuBackend> cpu = m.backend();
   ASSERT_TRUE(cpu);
   const int64_t count = 11;
@@ -556,7 +587,7 @@ void runMoe(const MoeCase &moe) {
         expected[t * kHidden + c] += weight * out[c];
     }
   }
-  if (moe.experts != artifact::DType::f32) {
+  if (moe.experts != artifact::DType::f32 && !moe.batchInvariant) {
     // Packed as stored, never widened; an expert of at most 4 tokens (a decoded row at a time)
     // and one of more (widened tiles and an sgemm).
     EXPECT_EQ(m.weights->find("gate_up")->data, nullptr);
@@ -570,6 +601,15 @@ void runMoe(const MoeCase &moe) {
     EXPECT_LE(chosenCount[2], chosenCount[1]);
   }
   expectHidden(*logits, expected, 2e-5, tied ? "tied" : "random");
+  if (!moe.batchInvariant)
+    return;
+  const std::vector<float> together(logits->row(0), logits->row(0) + count * kVocab);
+  for (int64_t t = 0; t < count; ++t) {
+    StatusOr<sampling::LogitsView> alone = cpu->forwardFull(&tokens[t], 1, 0, {0, 1});
+    ASSERT_TRUE(alone.isOk()) << alone.status().message();
+    for (int64_t v = 0; v < kVocab; ++v)
+      ASSERT_EQ(alone->row(0)[v], together[t * kVocab + v]) << "row " << t << ", logit " << v;
+  }
 }
 
 TEST(CpuKernelKinds, MoeMatchesTheReference) { runMoe({}); }
@@ -584,6 +624,15 @@ TEST(CpuKernelKinds, MoeWithExpertsStoredInBf16Int8AndFp8) {
        {artifact::DType::bf16, artifact::DType::i8, artifact::DType::fp8_e4m3}) {
     SCOPED_TRACE(artifact::dtypeName(dtype));
     runMoe({false, true, Routing::qwen3, dtype});
+  }
+}
+
+// Batch-invariant forwards (the engine's): a row's logits are the same bits alone as among the
+// others that share its experts (every weight read widened, bf16 experts too).
+TEST(CpuKernelKinds, BatchInvariantMoeGivesEachRowItsBitsAlone) {
+  for (artifact::DType dtype : {artifact::DType::f32, artifact::DType::bf16}) {
+    SCOPED_TRACE(artifact::dtypeName(dtype));
+    runMoe({false, true, Routing::llada2, dtype, /*batchInvariant=*/true});
   }
 }
 
