@@ -51,10 +51,10 @@ public:
       return false;
     }
   }
-  // Whether every parameter `in` reads is known.
+  // Whether every parameter `in` reads is known (an inout register's value included).
   bool inputsKnown(const Instruction &in) const {
     for (size_t p = 0; p < in.operands.size(); ++p)
-      if (!in.writesParam(p) && !known(in.operands[p]))
+      if ((in.readsParam(p) || !in.writesParam(p)) && !known(in.operands[p]))
         return false;
     return true;
   }
