@@ -58,8 +58,6 @@ Status checkKnobsDeclared(const CompileOptions &options,
   return Status::ok();
 }
 
-// The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares,
-// over the defaults the checkpoint states (`modelKnobs`, generation_config.json).
 // A program whose checks of the model's own facts fail would refuse every request on it
 // (block-refinement on a model that is not block-causal, low-confidence on one that is): the
 // policy is refused now, in the program's words.
@@ -76,6 +74,8 @@ Status checkProgramFitsModel(const artifact::DecodingProgram &built,
   return Status::ok();
 }
 
+// The decode programs of `policies`, each storing the knobs dlmc's flags set that it declares,
+// over the defaults the checkpoint states (`modelKnobs`, generation_config.json).
 Status addDecodePrograms(const CompileOptions &options, const std::vector<std::string> &policies,
                          const artifact::Attributes &modelKnobs,
                          artifact::ArtifactContents &contents) {

@@ -27,6 +27,15 @@ template <typename T> size_t bytesOf(const std::vector<T> &buffer) {
   return buffer.size() * sizeof(T);
 }
 
+// The weights `functions`' records read widened to float32 (their checks widened them).
+template <typename Functions>
+std::set<const model::HostTensor *> widenedWeights(const Functions &functions) {
+  std::set<const model::HostTensor *> widened;
+  for (const auto &[name, program] : functions)
+    widened.insert(program.widenedWeights.begin(), program.widenedWeights.end());
+  return widened;
+}
+
 } // namespace
 
 StatusOr<std::unique_ptr<CpuBackend>>
@@ -75,10 +84,13 @@ StatusOr<CpuBackend::StoredTables>
 CpuBackend::copyStoredTables(const model::ModelWeights &weights,
                              const std::map<std::string, KernelProgram> &functions) {
   StoredTables tables;
+  const std::set<const model::HostTensor *> widened = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
+      if (k.kind() != KernelKind::embedding)
+        continue;
       const spec::kernels::WeightRef *table = k.weightParameter();
-      if (k.kind() != KernelKind::embedding || table->tensor->data || tables.count(table->tensor))
+      if (widened.count(table->tensor) || tables.count(table->tensor))
         continue;
       StatusOr<std::shared_ptr<const StoredTable>> copy = weights.derived<StoredTable>(
           table->name, "cpu-stored-copy",
@@ -103,6 +115,7 @@ StatusOr<CpuBackend::PackedExpertStacks>
 CpuBackend::packExperts(const model::ModelWeights &weights,
                         const std::map<std::string, KernelProgram> &functions) {
   PackedExpertStacks packed;
+  const std::set<const model::HostTensor *> widened = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
       if (k.kind() != KernelKind::moe)
@@ -110,8 +123,8 @@ CpuBackend::packExperts(const model::ModelWeights &weights,
       const auto &p = k.as<spec::kernels::MoeParams>();
       for (const spec::kernels::WeightRef *stack : {&p.gateUp, &p.down}) {
         const model::StoredTensor *stored = weights.stored(stack->name);
-        // Widened already (a batch-invariant backend reads every weight widened).
-        if (packed.count(stack->tensor) || !stored || stack->tensor->data)
+        // Read widened (a batch-invariant backend reads every weight so).
+        if (packed.count(stack->tensor) || !stored || widened.count(stack->tensor))
           continue;
         if (!PackedExperts::packs(stored->dtype)) {
           StatusOr<const model::HostTensor *> widened = weights.widened(stack->name);
@@ -139,13 +152,7 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   // A weight another kind of record reads widened too (a table a soft embedding reads) is used
   // widened rather than held a second time packed. An embedding record reads its table as
   // stored: a tied LM head packs it.
-  std::set<const model::HostTensor *> readOtherwise;
-  for (const auto &[name, program] : functions)
-    for (const ProgramRecord &k : program.kernels)
-      if (!k.projects())
-        for (const spec::kernels::WeightRef *w : k.weights())
-          if (w->tensor->data)
-            readOtherwise.insert(w->tensor);
+  const std::set<const model::HostTensor *> readOtherwise = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
       if (!k.projects() || readOtherwise.count(k.weight()) || packed.count(k.weight()))
@@ -172,7 +179,8 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
       functions_(functions.begin(), functions.end()), pool_(options.threads),
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens,
              functions_.begin()->second.kvLayerWidths),
-      profiler_(options.profiler), batchInvariant_(options.batchInvariant) {
+      profiler_(options.profiler), batchInvariant_(options.batchInvariant),
+      widened_(widenedWeights(functions_)) {
   pool_.setProfiler(profiler_);
   packed_ = std::move(packed);
   for (const auto &[name, program] : functions_) {
@@ -316,14 +324,19 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   return (this->*kRunners[static_cast<size_t>(k.kind())])(run);
 }
 
-size_t CpuBackend::heldBytes(const spec::kernels::WeightRef &weight) const {
-  if (auto packed = packed_.find(weight.tensor); packed != packed_.end())
-    return packed->second->bytes();
-  if (auto experts = packedExperts_.find(weight.tensor); experts != packedExperts_.end())
-    return experts->second->bytes();
-  if (auto table = storedTables_.find(weight.tensor); table != storedTables_.end())
-    return table->second->bytes.size();
-  return static_cast<size_t>(weight.tensor->rows * weight.tensor->cols) * sizeof(float);
+// Every form this backend holds of the weight: packed, packed experts, a stored table's copy and
+// the float32 one its records read (a tied table can be both a copy and a packed LM head).
+size_t CpuBackend::heldBytes(const model::HostTensor *weight) const {
+  size_t bytes = 0;
+  if (auto packed = packed_.find(weight); packed != packed_.end())
+    bytes += packed->second->bytes();
+  if (auto experts = packedExperts_.find(weight); experts != packedExperts_.end())
+    bytes += experts->second->bytes();
+  if (auto table = storedTables_.find(weight); table != storedTables_.end())
+    bytes += table->second->bytes.size();
+  if (widened_.count(weight))
+    bytes += static_cast<size_t>(weight->rows * weight->cols) * sizeof(float);
+  return bytes;
 }
 
 MemoryUsage CpuBackend::memoryUsage() const {
@@ -334,8 +347,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
   for (const auto &[name, program] : functions_)
     for (const ProgramRecord &k : program.kernels)
       for (const spec::kernels::WeightRef *w : k.weights())
-        if (const model::HostTensor *t = w->tensor; seen.insert(t).second)
-          usage.weightBytes += heldBytes(*w);
+        if (seen.insert(w->tensor).second)
+          usage.weightBytes += heldBytes(w->tensor);
   usage.convertedWeightBytes = weights_->ownedBytes();
   for (const auto &[tensor, packed] : packed_)
     usage.convertedWeightBytes += packed->bytes();

@@ -61,8 +61,8 @@ public:
   int threads() const { return pool_.threads(); }
 
 private:
-  // The bytes a record's weight takes as this backend reads it.
-  size_t heldBytes(const spec::kernels::WeightRef &weight) const;
+  // The bytes this backend holds of a weight its records read.
+  size_t heldBytes(const model::HostTensor *weight) const;
   using PackedWeights = std::map<const model::HostTensor *, std::shared_ptr<const PackedLinear>>;
   CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
              std::map<std::string, program::KernelProgram> functions, PackedWeights packed,
@@ -214,6 +214,8 @@ private:
   // BackendOptions::batchInvariant: the projections on InvariantGemm, a moe record's products a
   // row at a time.
   const bool batchInvariant_;
+  // The weights the records read widened (KernelProgram::widenedWeights of every function).
+  const std::set<const model::HostTensor *> widened_;
   PackedGemm packedGemm_;
 
   // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on

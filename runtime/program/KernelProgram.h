@@ -12,6 +12,7 @@
 #include "support/Status.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,10 @@ struct KernelProgram {
   // forwardInputWidth: the forward_input record's width, 0 when it has none.
   int64_t captureWidth = 0;
   int64_t forwardInputWidth = 0;
+  // The weights its records read widened to float32 (ModelWeights::widened); a backend decides
+  // by this set, not by a weight's `data`, which another program or backend of the same
+  // ModelWeights may have widened meanwhile.
+  std::set<const model::HostTensor *> widenedWeights;
   // Whether a record reads the forward's input rows (soft_embedding or forward_input).
   bool readsInput() const;
 
@@ -101,10 +106,11 @@ struct KernelProgram {
   // ('k_proj'): missing weight 'layers.0.k'", "not supported yet: kernel kind 'conv' (kernel
   // record 5 'x')"; indices count in the whole record list.
   // The weights the records read are widened to float32 (ModelWeights::widened), except, with
-  // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records and
-  // the expert stacks (gate_up, down) of moe records: a backend packs or widens those itself (the
-  // CPU backend packs them from their stored form, the CUDA backend widens what it uploads), and
-  // their data stays null unless another record (a tied embedding) widens them.
+  // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records,
+  // the tables of embedding records and the expert stacks (gate_up, down) of moe records: a
+  // backend reads those itself (the CPU backend packs them, or decodes a table's rows, from
+  // their stored form; the CUDA backend widens what it uploads), and their data stays null
+  // unless another record (a soft embedding's table) widens them.
   enum class ProjectionWeights { widened, stored };
   static StatusOr<KernelProgram> build(const std::vector<artifact::Kernel> &records,
                                        const model::ModelWeights &weights,

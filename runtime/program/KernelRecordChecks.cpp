@@ -132,6 +132,7 @@ Status RecordChecker::resolve(kp::WeightRef &weight, bool widen) const {
     StatusOr<const model::HostTensor *> widened = weights.widened(weight.name);
     if (!widened)
       return r.error(widened.status().message());
+    program.widenedWeights.insert(*widened);
   }
   return Status::ok();
 }

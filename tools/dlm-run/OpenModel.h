@@ -1,6 +1,6 @@
-// How dlm-run, dlm-prof and dlm-serve open their artifact and a session: the runtime's named
-// error printed as "TOOL: why", else the model, with the random-weights notice when its weights
-// are random.
+// How dlm-run, dlm-prof and dlm-serve open their artifact (and dlm-run and dlm-prof a session;
+// dlm-serve runs an engine): the runtime's named error printed as "TOOL: why", else the model,
+// with the random-weights notice when its weights are random.
 #pragma once
 
 #include "runtime/session/Session.h"

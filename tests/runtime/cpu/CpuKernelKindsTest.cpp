@@ -310,6 +310,33 @@ TEST(CpuKernelKinds, EmbeddingTableReadAsStored) {
   }
 }
 
+// A table that is also the LM head (tied) is held twice, as the embedding's stored copy and as
+// the head's packed tiles, and counted twice.
+TEST(CpuKernelKinds, TiedBf16TableIsACopyAndAPackedHead) {
+  Mini m;
+  m.storeAs("embed", artifact::DType::bf16);
+  m.add(kp::kLmHead, "lm_head", {m.embedding()}, kVocab,
+        {{"weight", std::string("embed")}, {"logit_shift", false}});
+  std::unique_ptr<CpuBackend> cpu = m.backend();
+  ASSERT_TRUE(cpu);
+  const int64_t count = 5;
+  ASSERT_TRUE(cpu->reserve(count, count).isOk());
+  const std::vector<int32_t> tokens = ids(count);
+  StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, 0, {0, count});
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  const std::vector<double> x = embedded(m, tokens);
+  const std::vector<double> expected = linear(x, count, kHidden, m.w("embed").data(), kVocab);
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t v = 0; v < kVocab; ++v)
+      ASSERT_NEAR(logits->row(r)[v], expected[r * kVocab + v], 1e-4) << r << ", " << v;
+
+  StatusOr<std::shared_ptr<const PackedLinear>> head =
+      PackedLinear::of(*m.weights, "embed", kVocab);
+  ASSERT_TRUE(head.isOk()) << head.status().message();
+  EXPECT_EQ(cpu->memoryUsage().weightBytes, kVocab * kHidden * sizeof(uint16_t) + (*head)->bytes());
+  EXPECT_EQ(m.weights->find("embed")->data, nullptr) << "the table was widened";
+}
+
 // rope over 8-wide heads with theta 1e6 and 2 of 4 pairs rotated, plus rope over 4-wide heads
 // with theta 1e4 (a second table), added; checked at positions 0.. and at a cached offset.
 TEST(CpuKernelKinds, RopeOfSomePairsAndSeveralTables) {
