@@ -172,24 +172,21 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
 
 Status CpuBackend::runKvStore(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count;
   const std::vector<int64_t> &in = run.k.operands;
-  const std::vector<Part> &parts = run.parts;
   const int64_t kWidth = slotWidth(in[0]), vWidth = slotWidth(in[1]);
   timedRecord(run, [&] {
-    for (const Part &part : parts)
+    for (const Part &part : run.parts)
       storeKv(pages_, kv_->blockTable(part.sequence).data(), k.layer, part.span.first,
-              part.span.count, slot(in[0], count) + part.offset * kWidth,
-              slot(in[1], count) + part.offset * vWidth);
+              part.span.count, operand(run, 0) + part.offset * kWidth,
+              operand(run, 1) + part.offset * vWidth);
   });
   return Status::ok();
 }
 
 Status CpuBackend::runAttention(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count, width = run.width;
+  const int64_t width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
-  const std::vector<Part> &parts = run.parts;
   const auto &p = k.as<spec::kernels::AttentionParams>();
   AttentionShape shape{p.heads,
                        p.kvHeads,
@@ -203,10 +200,10 @@ Status CpuBackend::runAttention(const RecordRun &run) {
     // A member, so that a forward does not allocate per record.
     std::vector<AttentionPart> &attended = attentionParts_;
     attended.clear();
-    for (const Part &part : parts)
-      attended.push_back({slot(in[0], count) + part.offset * qWidth, part.span.count,
-                          part.span.first, part.span.keys, kv_->blockTable(part.sequence).data(),
-                          slot(k.result, count) + part.offset * width});
+    for (const Part &part : run.parts)
+      attended.push_back({operand(run, 0) + part.offset * qWidth, part.span.count, part.span.first,
+                          part.span.keys, kv_->blockTable(part.sequence).data(),
+                          result(run) + part.offset * width});
     return pagedAttentionParts(attended, shape, pages_, k.layer, attentionScratch_, pool_);
   });
 }

@@ -135,6 +135,11 @@ private:
   float *slot(int64_t index, int64_t count) {
     return workspace_.data() + program_->slots[static_cast<size_t>(index)].offset * count;
   }
+  // A running record's result rows and its operand `index`'s rows.
+  float *result(const RecordRun &run) { return slot(run.k.result, run.count); }
+  const float *operand(const RecordRun &run, size_t index) {
+    return slot(run.k.operands[index], run.count);
+  }
   // The table of a rope record.
   const RopeTable &ropeTable(const program::ProgramRecord &kernel) const;
 

@@ -96,7 +96,7 @@ Status CpuBackend::runEmbedding(const RecordRun &run) {
   const int64_t count = run.count, width = run.width;
   const auto &p = k.as<spec::kernels::EmbeddingParams>();
   timedRecord(run, [&] {
-    float *out = slot(k.result, count);
+    float *out = result(run);
     if (auto copy = storedTables_.find(p.weight.tensor); copy != storedTables_.end()) {
       for (int64_t i = 0; i < count; ++i)
         model::widenStored(copy->second->view, static_cast<size_t>(packedTokens_[i] * width),
@@ -115,10 +115,9 @@ Status CpuBackend::runEmbedding(const RecordRun &run) {
 Status CpuBackend::runScale(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
   timedRecord(run, [&] {
-    float *out = slot(k.result, count);
-    const float *x = slot(in[0], count);
+    float *out = result(run);
+    const float *x = operand(run, 0);
     if (out != x)
       std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
     scaleInPlace(out, k.weight()->data[0], count * width);
@@ -130,10 +129,9 @@ Status CpuBackend::runScale(const RecordRun &run) {
 Status CpuBackend::runElementwise(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
   timedRecord(run, [&] {
-    float *out = slot(k.result, count);
-    const float *a = slot(in[0], count), *b = slot(in[1], count);
+    float *out = result(run);
+    const float *a = operand(run, 0), *b = operand(run, 1);
     const int64_t n = count * width;
     // Planned in place on the first operand (an add also on its second), as the compiler
     // does; otherwise the first operand is copied to the result first.

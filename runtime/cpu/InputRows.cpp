@@ -29,28 +29,23 @@ void copyColumns(const float *x, int64_t rows, int64_t width, float *out, int64_
 }
 
 Status CpuBackend::runForwardInput(const RecordRun &run) {
-  const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count, width = run.width;
-  const std::vector<Part> &parts = run.parts;
+  const int64_t width = run.width;
   timedRecord(run, [&] {
-    for (const Part &part : parts)
+    for (const Part &part : run.parts)
       copyInputRows(part.input.rows, part.input.count, part.span.count, width,
-                    slot(k.result, count) + part.offset * width);
+                    result(run) + part.offset * width);
   });
   return Status::ok();
 }
 
 Status CpuBackend::runSelectInputRows(const RecordRun &run) {
-  const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
-  const std::vector<Part> &parts = run.parts;
+  const int64_t width = run.width;
   timedRecord(run, [&] {
-    for (const Part &part : parts) {
+    for (const Part &part : run.parts) {
       const int64_t at = part.offset * width;
-      selectRows(slot(in[0], count) + at, slot(in[1], count) + at,
+      selectRows(operand(run, 0) + at, operand(run, 1) + at,
                  std::min(part.input.count, part.span.count), part.span.count, width,
-                 slot(k.result, count) + at);
+                 result(run) + at);
     }
   });
   return Status::ok();
@@ -62,7 +57,7 @@ Status CpuBackend::runCapture(const RecordRun &run) {
   timedRecord(run, [&] {
     const int64_t w = slotWidth(in[0]), total = w * static_cast<int64_t>(in.size());
     for (size_t i = 0; i < in.size(); ++i)
-      copyColumns(slot(in[i], count), count, w, capture_.data() + i * w, total);
+      copyColumns(operand(run, i), count, w, capture_.data() + i * w, total);
   });
   return Status::ok();
 }

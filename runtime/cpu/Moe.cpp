@@ -217,7 +217,6 @@ Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
 Status CpuBackend::runMoe(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
   return timedRecord(run, [&] {
     const auto &moe = k.as<MoeParams>();
     // Experts kept as stored run on the projections' GEMM; float32 ones are read widened.
@@ -245,9 +244,8 @@ Status CpuBackend::runMoe(const RecordRun &run) {
         DLM_RETURN_IF_ERROR(product(matrix, e, x + i * inputs, 1, y + i * outputs));
       return Status::ok();
     };
-    return moeForward(slot(in[0], count), slot(in[1], count), count, width, moe, k.expertWidth,
-                      slot(k.result, count), moeScratch_, pool_.threads(), ExpertGemm(gemm),
-                      rowByRow);
+    return moeForward(operand(run, 0), operand(run, 1), count, width, moe, k.expertWidth,
+                      result(run), moeScratch_, pool_.threads(), ExpertGemm(gemm), rowByRow);
   });
 }
 

@@ -14,7 +14,7 @@ Status CpuBackend::runLinear(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
-  const float *x = slot(in[0], count);
+  const float *x = operand(run, 0);
   if (k.kind() == KernelKind::normLinear) {
     // oneDNN's GEMM has no prologue to normalise in, so the normalised rows go to a scratch,
     // once for the q, k and v projections that share them.
@@ -25,12 +25,12 @@ Status CpuBackend::runLinear(const RecordRun &run) {
             [&] { rmsNorm(x, count, n, n, k.norm()->data, eps, normed_.data()); });
     x = normed_.data();
   }
-  float *y = slot(k.result, count);
+  float *y = result(run);
   const bool accumulate = k.accumulates();
   if (accumulate) {
     // The residual add folded into the GEMM: y = residual + x W^T, in place on the residual
     // as the compiler plans it (else the residual is copied to the result first).
-    const float *residual = slot(in[1], count);
+    const float *residual = operand(run, 1);
     if (y != residual)
       std::memcpy(y, residual, static_cast<size_t>(count * width) * sizeof(float));
   }
@@ -43,16 +43,15 @@ Status CpuBackend::runLinear(const RecordRun &run) {
 
 Status CpuBackend::runLmHead(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count, width = run.width;
+  const int64_t width = run.width;
   const std::vector<int64_t> &in = run.k.operands;
-  const std::vector<Part> &parts = run.parts;
   const auto &p = k.as<spec::kernels::LmHeadParams>();
   // Only the rows a policy decodes go through the final norm and the LM head: for a real
   // vocabulary the head is the largest GEMM of the forward.
   const int64_t hidden = slotWidth(in[0]);
-  const float *x = slot(in[0], count);
+  const float *x = operand(run, 0);
   int64_t headRows = 0;
-  for (const Part &part : parts)
+  for (const Part &part : run.parts)
     for (int64_t r = part.rows.begin; r < part.rows.end; ++r) {
       const int64_t source = p.logitShift ? std::max<int64_t>(r - 1, 0) : r;
       std::memcpy(&headInput_[headRows++ * hidden], x + (part.offset + source) * hidden,

@@ -43,13 +43,12 @@ DLM_VECTOR_CLONES void rmsNorm(const float *x, int64_t rows, int64_t width, int6
 Status CpuBackend::runRmsNorm(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
   // A group shorter than the row normalises each head of the row (q/k norm).
   timedRecord(run, [&] {
     const auto &p = k.as<spec::kernels::RmsNormParams>();
     const int64_t n = k.normWidth;
-    rmsNorm(slot(in[0], count), count * (width / n), n, n,
-            p.weight ? p.weight.tensor->data : nullptr, p.eps, slot(k.result, count));
+    rmsNorm(operand(run, 0), count * (width / n), n, n, p.weight ? p.weight.tensor->data : nullptr,
+            p.eps, result(run));
   });
   return Status::ok();
 }

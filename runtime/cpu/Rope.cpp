@@ -51,15 +51,13 @@ DLM_VECTOR_CLONES void applyRope(float *x, int64_t rows, int64_t rowStride, int6
 Status CpuBackend::runRope(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
-  const std::vector<int64_t> &in = run.k.operands;
-  const std::vector<Part> &parts = run.parts;
   const int64_t headDim = k.as<spec::kernels::RopeParams>().headDim;
   timedRecord(run, [&] {
-    float *out = slot(k.result, count);
-    const float *x = slot(in[0], count);
+    float *out = result(run);
+    const float *x = operand(run, 0);
     if (out != x)
       std::memcpy(out, x, static_cast<size_t>(count * width) * sizeof(float));
-    for (const Part &part : parts)
+    for (const Part &part : run.parts)
       applyRope(out + part.offset * width, part.span.count, width, width / headDim, headDim,
                 ropeTable(k), part.span.first);
   });

@@ -48,14 +48,13 @@ Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
 
 Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
-  const int64_t count = run.count, width = run.width;
-  const std::vector<Part> &parts = run.parts;
+  const int64_t width = run.width;
   const auto &p = k.as<spec::kernels::SoftEmbeddingParams>();
   return timedRecord(run, [&] {
-    for (const Part &part : parts) {
+    for (const Part &part : run.parts) {
       // The fed rows before the input's first read none: zero rows.
       const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
-      float *out = slot(k.result, count);
+      float *out = result(run);
       std::memset(out + part.offset * width, 0, static_cast<size_t>(first * width) * sizeof(float));
       DLM_RETURN_IF_ERROR(softEmbedding(
           part.input.rows, part.span.count - first, part.input.width, *p.weight.tensor,

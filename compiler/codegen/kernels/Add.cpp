@@ -10,24 +10,8 @@
 namespace dlm::codegen {
 
 StatusOr<KernelSource> generateAdd(const AddParams &params) {
-  RowChunkKernel spec;
-  spec.kind = "add";
-  spec.namePrefix = "dlm_add";
-  spec.element = params.element;
-  spec.width = params.width;
-  spec.parameters = {{"const ${element} *", "a"}, {"long long", "aStride"},
-                     {"const ${element} *", "b"}, {"long long", "bStride"},
-                     {"${element} *", "out"},     {"long long", "outStride"}};
-  spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
-                          "operand1_stride", "result",          "result_stride"};
-  spec.chunk = R"cuda(  float x[kVector], y[kVector];
-  dlm_device::loadFloats<kVector>(a + (long long)row * aStride + chunk * kVector, x);
-  dlm_device::loadFloats<kVector>(b + (long long)row * bStride + chunk * kVector, y);
-#pragma unroll
-  for (int k = 0; k < kVector; ++k)
-    x[k] += y[k];
-  dlm_device::storeFloats<kVector>(out + (long long)row * outStride + chunk * kVector, x);
-)cuda";
+  RowChunkKernel spec =
+      pairRowChunkKernel("add", "dlm_add", params.element, params.width, "a", "b", "x[k] + y[k]");
   spec.summary = "a + b";
   return generateRowChunkKernel(spec);
 }

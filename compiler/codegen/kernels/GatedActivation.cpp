@@ -27,28 +27,10 @@ std::string activationFunction(Activation activation) {
 
 StatusOr<KernelSource> generateGatedActivation(const GatedActivationParams &params) {
   const std::string activation(activationName(params.activation));
-  RowChunkKernel spec;
-  spec.kind = "gated_activation";
-  spec.namePrefix = "dlm_gated_" + activation;
-  spec.element = params.element;
-  spec.width = params.width;
-  spec.parameters = {{"const ${element} *", "gate"},
-                     {"long long", "gateStride"},
-                     {"const ${element} *__restrict__", "up"},
-                     {"long long", "upStride"},
-                     {"${element} *", "out"},
-                     {"long long", "outStride"}};
-  spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
-                          "operand1_stride", "result",          "result_stride"};
+  RowChunkKernel spec =
+      pairRowChunkKernel("gated_activation", "dlm_gated_" + activation, params.element,
+                         params.width, "gate", "up", "activate(x[k]) * y[k]");
   spec.helpers = activationFunction(params.activation);
-  spec.chunk = R"cuda(  float g[kVector], u[kVector], result[kVector];
-  dlm_device::loadFloats<kVector>(gate + (long long)row * gateStride + chunk * kVector, g);
-  dlm_device::loadFloats<kVector>(up + (long long)row * upStride + chunk * kVector, u);
-#pragma unroll
-  for (int k = 0; k < kVector; ++k)
-    result[k] = activate(g[k]) * u[k];
-  dlm_device::storeFloats<kVector>(out + (long long)row * outStride + chunk * kVector, result);
-)cuda";
   spec.summary = activation + "(gate) * up";
   spec.specialisation = {{"activation", activation}};
   return generateRowChunkKernel(spec);

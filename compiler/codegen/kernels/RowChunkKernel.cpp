@@ -50,4 +50,28 @@ StatusOr<KernelSource> generateRowChunkKernel(const RowChunkKernel &spec) {
   return kernel;
 }
 
+RowChunkKernel pairRowChunkKernel(std::string kind, std::string namePrefix, ElementType element,
+                                  int64_t width, const std::string &first,
+                                  const std::string &second, const std::string &combine) {
+  RowChunkKernel spec;
+  spec.kind = std::move(kind);
+  spec.namePrefix = std::move(namePrefix);
+  spec.element = element;
+  spec.width = width;
+  spec.parameters = {{"const ${element} *", first},  {"long long", first + "Stride"},
+                     {"const ${element} *", second}, {"long long", second + "Stride"},
+                     {"${element} *", "out"},        {"long long", "outStride"}};
+  spec.launchArguments = {"operand0",        "operand0_stride", "operand1",
+                          "operand1_stride", "result",          "result_stride"};
+  auto load = [](const std::string &operand, const char *into) {
+    return "  dlm_device::loadFloats<kVector>(" + operand + " + (long long)row * " + operand +
+           "Stride + chunk * kVector, " + into + ");\n";
+  };
+  spec.chunk = "  float x[kVector], y[kVector];\n" + load(first, "x") + load(second, "y") +
+               "#pragma unroll\n  for (int k = 0; k < kVector; ++k)\n    x[k] = " + combine +
+               ";\n  dlm_device::storeFloats<kVector>(out + (long long)row * outStride + chunk * "
+               "kVector, x);\n";
+  return spec;
+}
+
 } // namespace dlm::codegen

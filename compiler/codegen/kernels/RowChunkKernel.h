@@ -36,4 +36,12 @@ struct RowChunkKernel {
 // The kernel, or an error naming the kind when the width is outside [1, 2^24].
 StatusOr<KernelSource> generateRowChunkKernel(const RowChunkKernel &spec);
 
+// The kernels of two row-strided operands (the record's operand0 and operand1, named `first` and
+// `second` in the source) and a result: out[k] = `combine`, a CUDA expression of x[k] and y[k],
+// the two operands' values in float32. out may alias either operand. Sets all but summary,
+// helpers and the extra specialisation.
+RowChunkKernel pairRowChunkKernel(std::string kind, std::string namePrefix, ElementType element,
+                                  int64_t width, const std::string &first,
+                                  const std::string &second, const std::string &combine);
+
 } // namespace dlm::codegen
