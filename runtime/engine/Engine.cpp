@@ -5,7 +5,6 @@ namespace dlm::engine {
 StatusOr<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const LoadedModel> model,
                                                  const EngineOptions &options) {
   SessionOptions sessionOptions = options.session;
-  sessionOptions.batchInvariant = true;
   sessionOptions.sharePrefixes = true;
   if (sessionOptions.kvPageTokens <= 0)
     return Status::error("KV pages must hold at least one token, got " +

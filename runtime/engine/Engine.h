@@ -1,7 +1,9 @@
 // The serving engine (docs/design/serving.md §5): one model on one backend, many requests at
 // once. Each generate() call runs its request on the calling thread, as Session::generate does,
 // over its own KV sequence; the BatchScheduler packs the running requests' forwards into shared
-// runs. The backend is batch-invariant, so a request decodes the same alone or under load.
+// runs. With session.batchInvariant a request decodes the same alone or under load; without it
+// the packed forwards take the single-request fast path and a request's low bits depend on its
+// company.
 #pragma once
 
 #include "runtime/engine/BatchScheduler.h"
@@ -15,8 +17,10 @@
 namespace dlm::engine {
 
 struct EngineOptions {
-  // The backend's; batchInvariant is always on. kvPages sizes the pool every request shares
-  // (0: room for eight of the longest sequence).
+  // The backend's. batchInvariant (off by default, as in vLLM and SGLang): a request's
+  // temperature-0 output is the same alone or under load, at a cost on the CPU (README,
+  // "Serving"). kvPages sizes the pool every request shares (0: room for eight of the longest
+  // sequence).
   SessionOptions session;
   // The most tokens one packed forward feeds, all requests together (a prompt's prefill must
   // fit alone).

@@ -25,6 +25,7 @@ void dlm_engine_options_init(dlm_engine_options *options) {
   options->tokens_per_forward = defaults.tokensPerForward;
   options->max_running = defaults.maxRunning;
   options->max_waiting = defaults.maxWaiting;
+  options->batch_invariant = defaults.session.batchInvariant ? 1 : 0;
 }
 
 dlm_status dlm_engine_create(dlm_model *model, const dlm_engine_options *options,
@@ -38,6 +39,7 @@ dlm_status dlm_engine_create(dlm_model *model, const dlm_engine_options *options
     engineOptions.tokensPerForward = options->tokens_per_forward;
     engineOptions.maxRunning = options->max_running;
     engineOptions.maxWaiting = options->max_waiting;
+    engineOptions.session.batchInvariant = options->batch_invariant != 0;
   }
   dlm::StatusOr<std::unique_ptr<dlm::engine::Engine>> engine =
       dlm::engine::Engine::create(model->model, engineOptions);

@@ -13,7 +13,8 @@ template, starts dlm-serve on free loopback ports, waits for /health, and checks
   * errors through the client's exception types: a bad field, an unknown knob, n=2,
     context_length_exceeded, an unknown model (404), chat without a template, a full queue (429);
   * 16 concurrent clients equal single `dlm-run --json` runs with the same prompt, knobs and seed,
-    and again on a server whose KV pool holds 4 such requests;
+    on the default server (the session's fast kernels) and again on a `--batch-invariant` server
+    whose KV pool holds 4 such requests;
   * a client that disconnects cancels its request (metrics: cancelled, KV pages freed);
   * SIGTERM lets a running request finish, then dlm-serve exits 0 (check_serve_http.py holds
     the server to the rest of HTTP: pipelining, limits, shutdown with streams in flight).
@@ -309,7 +310,8 @@ def check_small_pool(ctx):
                                                                "steps": 32}, 0)["prompt_ids"])
                   for p in PROMPTS)
     pages = 4 * math.ceil((longest + 64) / PAGE_TOKENS)
-    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--kv-pages", str(pages))
+    server = Server(ctx.args.dlm_serve, ctx.demo_artifact, "--kv-pages", str(pages),
+                    "--batch-invariant")
     try:
         metrics = concurrent_matches_dlm_run(ctx, server, f"{pages} KV pages (4 requests)")
         assert metrics["dlm_kv_pages_total"] == pages, metrics

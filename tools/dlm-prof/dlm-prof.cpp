@@ -51,12 +51,10 @@ const char *kUsageHead =
     "                           --synthetic-length N)... [--repeat K] [--warmup K]\n"
     "               [--json] [--trace OUT.json] [--max-events N]\n";
 
-void printUsage(std::ostream &out) { out << kUsageHead << dlm::tools::kGenerationFlagsUsage; }
+const std::string kUsage = std::string(kUsageHead) + dlm::tools::kGenerationFlagsUsage;
 
 int badArguments(const std::string &message) {
-  std::cerr << "dlm-prof: " << message << "\n";
-  printUsage(std::cerr);
-  return kBadArguments;
+  return dlm::tools::badArguments("dlm-prof", kUsage, message);
 }
 
 // One prompt of the workload: text, ids, or a synthetic length resolved once the model is open.
@@ -144,17 +142,9 @@ int parseArguments(int argc, char **argv, Options &options) {
     return "";
   };
   dlm::tools::CommonArguments common;
-  std::string error;
-  switch (dlm::tools::walkCommandLine(argc, argv, common, options.request, options.session,
-                                      toolFlag, error)) {
-  case dlm::tools::CommandLine::help:
-    printUsage(std::cout);
-    return -1;
-  case dlm::tools::CommandLine::bad:
-    return badArguments(error);
-  case dlm::tools::CommandLine::ok:
-    break;
-  }
+  if (int status = dlm::tools::readCommandLine("dlm-prof", kUsage, argc, argv, common,
+                                               options.request, options.session, toolFlag))
+    return status;
   options.artifact = common.artifact;
   options.json = common.json;
   options.open.verifyIntegrity = common.verify;

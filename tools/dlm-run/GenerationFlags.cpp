@@ -4,11 +4,13 @@
 #include "runtime/program/DecodeProgramSet.h"
 #include "runtime/program/ProgramKnobs.h"
 #include "support/SplitText.h"
+#include "tools/dlm-run/OpenModel.h"
 #include "tools/dlm-run/RequestLength.h"
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <string_view>
 
@@ -192,6 +194,9 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
   return FlagParse::parsed;
 }
 
+namespace {
+
+enum class CommandLine { ok, help, bad };
 CommandLine walkCommandLine(
     int argc, char **argv, CommonArguments &common, GenerateRequest &request,
     SessionOptions &session,
@@ -244,6 +249,30 @@ CommandLine walkCommandLine(
     return CommandLine::bad;
   }
   return CommandLine::ok;
+}
+
+} // namespace
+
+int badArguments(const char *tool, const std::string &usage, const std::string &message) {
+  std::cerr << tool << ": " << message << "\n" << usage;
+  return kBadArguments;
+}
+
+int readCommandLine(
+    const char *tool, const std::string &usage, int argc, char **argv, CommonArguments &common,
+    GenerateRequest &request, SessionOptions &session,
+    const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag) {
+  std::string error;
+  switch (walkCommandLine(argc, argv, common, request, session, toolFlag, error)) {
+  case CommandLine::help:
+    std::cout << usage;
+    return -1;
+  case CommandLine::bad:
+    return badArguments(tool, usage, error);
+  case CommandLine::ok:
+    break;
+  }
+  return 0;
 }
 
 Status applyRequestLength(const LoadedModel &model, GenerateRequest &request) {

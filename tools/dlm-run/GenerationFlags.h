@@ -35,9 +35,11 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
                               GenerateRequest &request, SessionOptions &session,
                               std::string &error);
 
-// The command line both tools share: one positional model path, --help, --json and the shared
+// The command line the tools share: one positional model path, --help, --json and the shared
 // generation flags. Every other `--flag value` goes to `toolFlag`, which applies it or returns
-// why not ("unknown option --x" included); an empty string means it was applied.
+// why not ("unknown option --x" included); an empty string means it was applied. Returns 0 when
+// the command line is good; after --help, -1 with `usage` on stdout; else kBadArguments with
+// "TOOL: why" and `usage` on stderr.
 struct CommonArguments {
   std::string artifact;
   bool json = false;
@@ -47,12 +49,13 @@ struct CommonArguments {
   std::set<std::string> toolSwitches;
   std::set<std::string> switches;
 };
-enum class CommandLine { ok, help, bad };
-CommandLine walkCommandLine(
-    int argc, char **argv, CommonArguments &common, GenerateRequest &request,
-    SessionOptions &session,
-    const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag,
-    std::string &error);
+int readCommandLine(
+    const char *tool, const std::string &usage, int argc, char **argv, CommonArguments &common,
+    GenerateRequest &request, SessionOptions &session,
+    const std::function<std::string(const std::string &flag, const std::string &value)> &toolFlag);
+
+// "TOOL: why" and `usage` on stderr; returns kBadArguments.
+int badArguments(const char *tool, const std::string &usage, const std::string &message);
 
 // --max-new-tokens as the one request length of every program (tools/dlm-run/RequestLength.h): kept
 // as the knob for a program that declares max_new_tokens, made gen_length (rounded up to whole

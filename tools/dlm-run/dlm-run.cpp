@@ -154,8 +154,7 @@ void printSummary(const dlm::GenerateResult &result, std::optional<size_t> kept,
 }
 
 int badArguments(const std::string &message) {
-  std::cerr << "dlm-run: " << message << "\n" << kUsage;
-  return kBadArguments;
+  return dlm::tools::badArguments("dlm-run", kUsage, message);
 }
 
 // float32 .npy, version 1.0, C order.
@@ -220,17 +219,9 @@ int parseArguments(int argc, char **argv, Options &options) {
   };
   dlm::tools::CommonArguments common;
   common.toolSwitches = {"--score"};
-  std::string error;
-  switch (dlm::tools::walkCommandLine(argc, argv, common, options.request, options.session,
-                                      toolFlag, error)) {
-  case dlm::tools::CommandLine::help:
-    std::cout << kUsage;
-    return -1;
-  case dlm::tools::CommandLine::bad:
-    return badArguments(error);
-  case dlm::tools::CommandLine::ok:
-    break;
-  }
+  if (int status = dlm::tools::readCommandLine("dlm-run", kUsage, argc, argv, common,
+                                               options.request, options.session, toolFlag))
+    return status;
   options.artifact = common.artifact;
   options.json = common.json;
   options.open.verifyIntegrity = common.verify;

@@ -4,7 +4,8 @@
 //   dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]
 //             [--threads N] [--kv-pages N] [--max-batch N] [--max-queue N]
 //             [--tokens-per-forward N] [--backlog N] [--max-body-bytes N] [--read-timeout S]
-//             [--drain-timeout S] [dlm-run's knob flags, --seed, --cache: server defaults]
+//             [--drain-timeout S] [--batch-invariant]
+//             [dlm-run's knob flags, --seed, --cache: server defaults]
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
 // GET /metrics (RequestParser.h says which fields a request takes). SIGINT / SIGTERM drain: no
@@ -28,14 +29,13 @@
 
 namespace {
 
-using dlm::tools::kBadArguments;
 using dlm::tools::kFailed;
 
 const char *kUsage =
     "usage: dlm-serve MODEL.dlm [--host 127.0.0.1] [--port 8000] [--device cpu|cuda|cuda-emu]\n"
     "                 [--threads N] [--kv-pages N] [--max-batch N] [--max-queue N]\n"
     "                 [--tokens-per-forward N] [--verify] [--backlog N] [--max-body-bytes N]\n"
-    "                 [--read-timeout S] [--drain-timeout S]\n"
+    "                 [--read-timeout S] [--drain-timeout S] [--batch-invariant]\n"
     "                 [dlm-run's knob flags, --seed N, --cache MODE: defaults for requests]\n"
     "--kv-pages: the KV pool every request shares (default: eight of the longest sequence);\n"
     "--max-batch: the most requests running at once (default: as many as the pool admits);\n"
@@ -46,11 +46,12 @@ const char *kUsage =
     "--max-body-bytes: larger request bodies are refused with 413 unread (default 8 MiB);\n"
     "--read-timeout: seconds a request's headers and body may take (default 30; past it 408);\n"
     "--drain-timeout: seconds SIGTERM/SIGINT let admitted requests run before cancelling them\n"
-    "  (default 30; a second signal cancels them at once).\n";
+    "  (default 30; a second signal cancels them at once);\n"
+    "--batch-invariant: a request's temperature-0 output is the same alone or under load, at a\n"
+    "  cost on the CPU (weights read as float32; see the README).\n";
 
 int badArguments(const std::string &message) {
-  std::cerr << "dlm-serve: " << message << "\n" << kUsage;
-  return kBadArguments;
+  return dlm::tools::badArguments("dlm-serve", kUsage, message);
 }
 
 } // namespace
@@ -104,19 +105,13 @@ int main(int argc, char **argv) {
     return "";
   };
   dlm::tools::CommonArguments common;
-  std::string error;
-  switch (dlm::tools::walkCommandLine(argc, argv, common, base, options.session, toolFlag,
-                                      error)) {
-  case dlm::tools::CommandLine::help:
-    std::cout << kUsage;
-    return 0;
-  case dlm::tools::CommandLine::bad:
-    return badArguments(error);
-  case dlm::tools::CommandLine::ok:
-    break;
-  }
+  common.toolSwitches = {"--batch-invariant"};
+  if (int status = dlm::tools::readCommandLine("dlm-serve", kUsage, argc, argv, common, base,
+                                               options.session, toolFlag))
+    return status < 0 ? 0 : status;
   if (common.json)
     return badArguments("unknown option --json");
+  options.session.batchInvariant = common.switches.count("--batch-invariant") > 0;
 
   // Signals go to one thread, which stops the server; the others never see them. A client
   // that goes away must not kill the server.

@@ -118,13 +118,15 @@ void dlm_result_destroy(dlm_result *result);
 /* ---- Engine: many requests at once ---------------------------------------------------------- */
 /* One model on one backend; every dlm_engine_generate call (from any thread) runs its request on
  * the calling thread, its forwards packed with the other running requests'. A request waits for
- * admission until the KV pool holds its worst case; its temperature-0 output is the same alone
- * or under load. */
+ * admission until the KV pool holds its worst case; with batch_invariant its temperature-0
+ * output is the same alone or under load. */
 typedef struct dlm_engine_options {
   dlm_session_options session; /* kv_pages 0: room for eight of the longest sequence */
   int64_t tokens_per_forward;  /* the most tokens one packed forward feeds, default 2048 */
   int64_t max_running;         /* the most requests admitted at once, 0 = as the pool allows */
   int64_t max_waiting;         /* the most requests waiting; more get DLM_STATUS_QUEUE_FULL */
+  int32_t batch_invariant;     /* 1: a request's output is the same alone or under load (slower
+                                  on the CPU: weights read as float32); default 0 */
 } dlm_engine_options;
 void dlm_engine_options_init(dlm_engine_options *options);
 

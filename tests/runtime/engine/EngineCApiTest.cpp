@@ -50,11 +50,13 @@ protected:
   dlm_engine *engine(int64_t kvPages, int64_t maxRunning = 0) {
     dlm_engine_options options;
     dlm_engine_options_init(&options);
+    EXPECT_EQ(options.batch_invariant, 0); // the default: the session's kernels
     options.session.threads = 2;
     options.session.kv_page_tokens = 4;
     options.session.kv_pages = kvPages;
     options.tokens_per_forward = 64;
     options.max_running = maxRunning;
+    options.batch_invariant = 1;
     dlm_engine *engine = nullptr;
     dlm_status status = dlm_engine_create(model, &options, &engine);
     EXPECT_EQ(status, nullptr) << dlm_status_message(status);

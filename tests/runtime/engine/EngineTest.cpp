@@ -1,6 +1,8 @@
 // The serving engine (runtime/engine/Engine.h): requests generate()d from many threads at once,
 // in different phases and with different settings, each get exactly what a one-request Session
-// on a batch-invariant backend gives them, and the runs packed several of them.
+// on a batch-invariant backend gives them when the engine is batch-invariant, and the runs packed
+// several of them. Without batch invariance (the default) a request alone is bit for bit a
+// session's.
 #include "runtime/engine/Engine.h"
 
 #include "tests/runtime/model/TinyModel.h"
@@ -57,13 +59,13 @@ generateConcurrently(Engine &engine, int n, std::vector<std::string> &errors,
   return outputs;
 }
 
-// Requests 0..n-1 of `make`, one after another on one batch-invariant session: what each gets
-// alone (an empty output where one failed, which the test then reports).
+// Requests 0..n-1 of `make`, one after another on one session (batch-invariant unless `fast`):
+// what each gets alone (an empty output where one failed, which the test then reports).
 std::vector<std::vector<int32_t>>
 generateAlone(std::shared_ptr<LoadedModel> model, int n,
-              const std::function<GenerateRequest(int)> &make = request) {
+              const std::function<GenerateRequest(int)> &make = request, bool fast = false) {
   SessionOptions single;
-  single.batchInvariant = true;
+  single.batchInvariant = !fast;
   single.threads = 2;
   StatusOr<std::unique_ptr<Session>> session = Session::create(std::move(model), single);
   EXPECT_TRUE(session) << session.status().message();
@@ -88,6 +90,7 @@ TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
   const std::vector<std::vector<int32_t>> alone = generateAlone(*model, kRequests);
 
   EngineOptions options;
+  options.session.batchInvariant = true;
   options.session.threads = 2;
   options.session.kvPages = 256;
   options.session.kvPageTokens = 4;
@@ -111,26 +114,35 @@ TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
 // the experts' products running a row at a time on the batch-invariant backend. The requests
 // alone share one session: block-refinement's first forward over a prompt shorter than a block
 // is a cached one, which must not meet the last request's K/V.
-TEST(Engine, MixtureOfExpertsRequestsGetWhatTheyGetAlone) {
-  TempDir dir;
+// tests/reference/llada2's LLaDA2 fixture compiled by dlmc, and its requests.
+std::shared_ptr<LoadedModel> llada2Model(TempDir &dir) {
   const std::string path = dir.file("llada2.dlm");
   const std::string command =
       std::string(DLM_DLMC) + " compile " + DLM_LLADA2_FIXTURE + " -o " + path + " > /dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
   StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(path);
-  ASSERT_TRUE(model) << model.status().message();
-  auto moeRequest = [](int i) {
-    GenerateRequest r;
-    for (int t = 0; t < 3 + 5 * (i % 3); ++t)
-      r.promptIds.push_back(static_cast<int32_t>(5 + (i * 11 + t * 7) % 90));
-    r.knobs["gen_length"] = int64_t(64);
-    return r;
-  };
+  EXPECT_TRUE(model) << model.status().message();
+  return model ? *model : nullptr;
+}
+
+GenerateRequest moeRequest(int i) {
+  GenerateRequest r;
+  for (int t = 0; t < 3 + 5 * (i % 3); ++t)
+    r.promptIds.push_back(static_cast<int32_t>(5 + (i * 11 + t * 7) % 90));
+  r.knobs["gen_length"] = int64_t(64);
+  return r;
+}
+
+TEST(Engine, MixtureOfExpertsRequestsGetWhatTheyGetAlone) {
+  TempDir dir;
+  std::shared_ptr<LoadedModel> model = llada2Model(dir);
+  ASSERT_TRUE(model);
   constexpr int kRequests = 4;
-  const std::vector<std::vector<int32_t>> alone = generateAlone(*model, kRequests, moeRequest);
+  const std::vector<std::vector<int32_t>> alone = generateAlone(model, kRequests, moeRequest);
   EngineOptions options;
+  options.session.batchInvariant = true;
   options.session.threads = 2;
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*model, options);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(model, options);
   ASSERT_TRUE(engine) << engine.status().message();
   std::vector<std::string> errors;
   const std::vector<std::vector<int32_t>> together =
@@ -140,6 +152,57 @@ TEST(Engine, MixtureOfExpertsRequestsGetWhatTheyGetAlone) {
     EXPECT_EQ(together[i], alone[i]) << "request " << i;
   }
   EXPECT_GT((*engine)->stats().mostPerRun, 1);
+}
+
+// Without batch invariance the engine runs the session's kernels: a request alone gets the
+// session's logits bit for bit; under load the packed products' sums may differ in their last
+// bits, which changes no pick of these models' greedy decodes (a dense model and a mixture of
+// experts grouped by expert).
+void checkFastEngine(std::shared_ptr<LoadedModel> model, int requests,
+                     const std::function<GenerateRequest(int)> &make) {
+  SessionOptions single;
+  single.threads = 2;
+  StatusOr<std::unique_ptr<Session>> session = Session::create(model, single);
+  ASSERT_TRUE(session) << session.status().message();
+  EngineOptions options;
+  options.session.threads = 2;
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(model, options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < requests; ++i) {
+    GenerateRequest r = make(i);
+    r.captureFirstLogits = true;
+    StatusOr<GenerateResult> bySession = (*session)->generate(r);
+    StatusOr<GenerateResult> byEngine = (*engine)->generate(r);
+    ASSERT_TRUE(bySession && byEngine) << "request " << i;
+    EXPECT_EQ(byEngine->firstLogits, bySession->firstLogits) << "request " << i;
+    EXPECT_EQ(byEngine->outputIds, bySession->outputIds) << "request " << i;
+    alone.push_back(bySession->outputIds);
+  }
+  std::vector<std::string> errors;
+  const std::vector<std::vector<int32_t>> together =
+      generateConcurrently(**engine, requests, errors, {}, make);
+  for (int i = 0; i < requests; ++i) {
+    EXPECT_EQ(errors[i], "") << "request " << i;
+    EXPECT_EQ(together[i], alone[static_cast<size_t>(i)]) << "request " << i;
+  }
+  EXPECT_GT((*engine)->stats().mostPerRun, 1);
+}
+
+TEST(Engine, WithoutBatchInvarianceARequestAloneIsTheSessions) {
+  TempDir dir;
+  TinyModel tiny{dlm::testing::TinyModelOptions{}};
+  tiny.write(dir.file("tiny.dlm"));
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
+  ASSERT_TRUE(model) << model.status().message();
+  checkFastEngine(*model, 8, request);
+}
+
+TEST(Engine, WithoutBatchInvarianceMixtureOfExpertsRequestsAloneAreTheSessions) {
+  TempDir dir;
+  std::shared_ptr<LoadedModel> model = llada2Model(dir);
+  ASSERT_TRUE(model);
+  checkFastEngine(model, 4, moeRequest);
 }
 
 TEST(Engine, ABadRequestFailsAloneByName) {
@@ -172,6 +235,7 @@ std::shared_ptr<LoadedModel> tinyModel(TempDir &dir) {
 std::unique_ptr<Engine> tinyEngine(std::shared_ptr<LoadedModel> model, int64_t pages,
                                    int64_t maxRunning = 0, int64_t maxWaiting = 0) {
   EngineOptions options;
+  options.session.batchInvariant = true; // the tests compare with what a request gets alone
   options.session.threads = 2;
   options.session.kvPages = pages;
   options.session.kvPageTokens = 4;
