@@ -5,8 +5,9 @@
 // with --batch-invariant. All run the same requests (prompts of the artifact's tokenizer, the
 // artifact's default program and knobs, greedy), interleaved per repeat; the figures are medians.
 // Also says how many concurrent outputs differ from the engine's one-at-a-time ones (none may
-// when batch-invariant: exit 1), and the ceiling no scheduler can pass on this machine: the time
-// the passes' GEMMs alone take at the best rate a GEMM reaches on the model's projections at a
+// when batch-invariant: exit 1), and the float32 ceiling no scheduler on float32 GEMMs can pass
+// on this machine (stored-precision GEMMs may beat it): the time the passes' GEMMs alone take at
+// the best rate a float32 GEMM reaches on the model's projections at a
 // packed run's rows (InvariantGemm or oneDNN's sgemm, measured in the same run), against the
 // one-at-a-time time.
 //
@@ -209,7 +210,9 @@ int main(int argc, char **argv) {
     }
     return seconds;
   };
-  std::vector<double> alone, engineAlone, together;
+  // Seconds and tokens/s of each pass: the session, the engine one at a time, N clients (outputs
+  // may differ in length between them when the engine is not batch-invariant).
+  std::vector<double> alone, engineAlone, together, aloneRate, engineAloneRate, togetherRate;
   int differing = 0;
   // The engine's statistics over its concurrent passes alone.
   engine::SchedulerStats stats;
@@ -221,15 +224,21 @@ int main(int argc, char **argv) {
     stats.mostPerRun = after.mostPerRun;
   };
   for (int repeat = 0; repeat < args.repeats; ++repeat) {
+    auto record = [&](const StatusOr<double> &s, std::vector<double> &times,
+                      std::vector<double> &rates) {
+      if (s) {
+        times.push_back(*s);
+        rates.push_back(static_cast<double>(tokens) / *s);
+      }
+      return static_cast<bool>(s);
+    };
     StatusOr<double> seconds = pass(0);
-    if (seconds)
-      alone.push_back(*seconds);
-    if (seconds && (seconds = pass(1)))
-      engineAlone.push_back(*seconds);
+    if (record(seconds, alone, aloneRate))
+      record(seconds = pass(1), engineAlone, engineAloneRate);
     const std::vector<std::vector<int32_t>> one = outputs;
     const engine::SchedulerStats before = (*served)->stats();
-    if (seconds && (seconds = pass(args.concurrency)))
-      together.push_back(*seconds);
+    if (seconds)
+      record(seconds = pass(args.concurrency), together, togetherRate);
     add(before, (*served)->stats());
     if (!seconds) {
       std::fprintf(stderr, "dlm-bench-engine: %s\n", seconds.status().message().c_str());
@@ -239,6 +248,8 @@ int main(int argc, char **argv) {
       differing += one[i] != outputs[i];
   }
   const double a = median(alone), e = median(engineAlone), t = median(together);
+  const double aRate = median(aloneRate), eRate = median(engineAloneRate),
+               tRate = median(togetherRate);
   const int64_t runs = std::max<int64_t>(stats.runs, 1);
   StatusOr<GemmCeiling> gemms = measureGemms(**model, (stats.fedTokens + runs - 1) / runs,
                                              (stats.logitRows + runs - 1) / runs, args.threads);
@@ -247,14 +258,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *mode = args.batchInvariant ? "batch-invariant" : "fast path";
-  std::printf("%d requests, %lld generated tokens per pass, %d threads, medians of %d repeats\n",
+  std::printf("%d requests, %lld generated tokens in the last pass, %d threads, medians of %d "
+              "repeats\n",
               args.requests, static_cast<long long>(tokens), args.threads, args.repeats);
   std::printf("| | seconds | tokens/s | vs the session |\n|---|---|---|---|\n");
   std::printf("| one at a time (Session, fast path: the baseline) | %.3f | %.1f | 1.00x |\n", a,
-              tokens / a);
-  std::printf("| one at a time (Engine, %s) | %.3f | %.1f | %.2fx |\n", mode, e, tokens / e, a / e);
+              aRate);
+  std::printf("| one at a time (Engine, %s) | %.3f | %.1f | %.2fx |\n", mode, e, eRate,
+              eRate / aRate);
   std::printf("| %d concurrent (Engine, %s) | %.3f | %.1f | %.2fx |\n", args.concurrency, mode, t,
-              tokens / t, a / t);
+              tRate, tRate / aRate);
   std::printf("%.2f request forwards per packed run (most %lld); concurrent outputs that differ "
               "from the engine's one-at-a-time ones: %d of %d\n",
               static_cast<double>(stats.forwards) / std::max<int64_t>(stats.runs, 1),
@@ -271,8 +284,8 @@ int main(int argc, char **argv) {
               passFlops / 1e9, passFlops / a / 1e9, passFlops / t / 1e9,
               static_cast<long long>((stats.fedTokens + runs - 1) / runs),
               gemms->invariantRate / 1e9, gemms->libraryRate / 1e9);
-  std::printf("ceiling: the GEMMs alone at the better rate take %.3f s, so no scheduler can "
-              "exceed %.2fx one at a time on this machine\n",
+  std::printf("float32 ceiling: the GEMMs alone at the better float32 rate take %.3f s, so no "
+              "scheduler on float32 GEMMs can exceed %.2fx the session on this machine\n",
               passFlops / best, a / (passFlops / best));
   return args.batchInvariant && differing > 0 ? 1 : 0;
 }

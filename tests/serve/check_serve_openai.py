@@ -12,9 +12,8 @@ template, starts dlm-serve on free loopback ports, waits for /health, and checks
   * stop strings, max_tokens not a multiple of block_length;
   * errors through the client's exception types: a bad field, an unknown knob, n=2,
     context_length_exceeded, an unknown model (404), chat without a template, a full queue (429);
-  * 16 concurrent clients equal single `dlm-run --json` runs with the same prompt, knobs and seed,
-    on the default server (the session's fast kernels) and again on a `--batch-invariant` server
-    whose KV pool holds 4 such requests;
+  * 16 concurrent clients on a `--batch-invariant` server equal single `dlm-run --json` runs with
+    the same prompt, knobs and seed, and again on one whose KV pool holds 4 such requests;
   * a client that disconnects cancels its request (metrics: cancelled, KV pages freed);
   * SIGTERM lets a running request finish, then dlm-serve exits 0 (check_serve_http.py holds
     the server to the rest of HTTP: pipelining, limits, shutdown with streams in flight).
@@ -302,6 +301,7 @@ def concurrent_matches_dlm_run(ctx, server, label):
 
 
 def check_concurrent(ctx):
+    assert "batch-invariant)" in ctx.demo.output(), ctx.demo.output()
     concurrent_matches_dlm_run(ctx, ctx.demo, "default pool")
 
 
@@ -464,7 +464,9 @@ def main():
 
     only = set(filter(None, args.only.split(",")))
     checks = [check for check in CHECKS if not only or check.__name__ in only]
-    ctx.demo = Server(args.dlm_serve, ctx.demo_artifact)
+    # Batch-invariant, so that 16 concurrent requests equal dlm-run whatever they are packed
+    # with (check_serve_http.py serves the default mode).
+    ctx.demo = Server(args.dlm_serve, ctx.demo_artifact, "--batch-invariant")
     ctx.chat = Server(args.dlm_serve, chat_artifact)
     try:
         failures = run_checks(checks, ctx, (ctx.demo, ctx.chat))

@@ -35,11 +35,7 @@ FlagParse parseGenerationFlag(const std::string &flag, const std::string &value,
                               GenerateRequest &request, SessionOptions &session,
                               std::string &error);
 
-// The command line the tools share: one positional model path, --help, --json and the shared
-// generation flags. Every other `--flag value` goes to `toolFlag`, which applies it or returns
-// why not ("unknown option --x" included); an empty string means it was applied. Returns 0 when
-// the command line is good; after --help, -1 with `usage` on stdout; else kBadArguments with
-// "TOOL: why" and `usage` on stderr.
+// What readCommandLine reads besides the generation flags.
 struct CommonArguments {
   std::string artifact;
   bool json = false;
@@ -49,6 +45,12 @@ struct CommonArguments {
   std::set<std::string> toolSwitches;
   std::set<std::string> switches;
 };
+
+// The command line the tools share: one positional model path, --help, --json and the shared
+// generation flags. Every other `--flag value` goes to `toolFlag`, which applies it or returns
+// why not ("unknown option --x" included); an empty string means it was applied. Returns 0 when
+// the command line is good; after --help, -1 with `usage` on stdout; else kBadArguments with
+// "TOOL: why" and `usage` on stderr.
 int readCommandLine(
     const char *tool, const std::string &usage, int argc, char **argv, CommonArguments &common,
     GenerateRequest &request, SessionOptions &session,

@@ -143,9 +143,10 @@ int main(int argc, char **argv) {
     return kFailed;
   }
   const dlm::engine::SchedulerStats stats = (*engine)->stats();
-  std::fprintf(stderr, "dlm-serve: serving '%s' on http://%s:%d (%s, %lld KV pages)\n",
+  std::fprintf(stderr, "dlm-serve: serving '%s' on http://%s:%d (%s, %lld KV pages%s)\n",
                id.c_str(), host.c_str(), bound, options.session.backend.c_str(),
-               static_cast<long long>(stats.kvPages));
+               static_cast<long long>(stats.kvPages),
+               (*engine)->sessionOptions().batchInvariant ? ", batch-invariant" : "");
 
   // The first signal begins the drain, a second ends it: what still runs is cancelled.
   std::atomic<bool> exiting{false};

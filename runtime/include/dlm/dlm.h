@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define DLM_API_VERSION 2
+#define DLM_API_VERSION 3 /* 3: dlm_engine_options.batch_invariant */
 
 int dlm_api_version(void);
 
