@@ -7,9 +7,8 @@
 // Also says how many concurrent outputs differ from the engine's one-at-a-time ones (none may
 // when batch-invariant: exit 1), and the float32 ceiling no scheduler on float32 GEMMs can pass
 // on this machine (stored-precision GEMMs may beat it): the time the passes' GEMMs alone take at
-// the best rate a float32 GEMM reaches on the model's projections at a
-// packed run's rows (InvariantGemm or oneDNN's sgemm, measured in the same run), against the
-// one-at-a-time time.
+// the best rate a float32 GEMM reaches on the model's projections at a packed run's rows
+// (InvariantGemm or oneDNN's sgemm, measured in the same run), against the one-at-a-time time.
 //
 //   dlm-bench-engine MODEL.dlm [--concurrency 16] [--requests 32] [--repeats 3] [--threads 2]
 //                    [--cache none|prefix] [--knob name=value ...] [--batch-invariant]
@@ -223,15 +222,16 @@ int main(int argc, char **argv) {
     stats.logitRows += after.logitRows - before.logitRows;
     stats.mostPerRun = after.mostPerRun;
   };
+  // Keeps a pass's seconds and its tokens/s; false when it failed.
+  auto record = [&](const StatusOr<double> &s, std::vector<double> &times,
+                    std::vector<double> &rates) {
+    if (s) {
+      times.push_back(*s);
+      rates.push_back(static_cast<double>(tokens) / *s);
+    }
+    return static_cast<bool>(s);
+  };
   for (int repeat = 0; repeat < args.repeats; ++repeat) {
-    auto record = [&](const StatusOr<double> &s, std::vector<double> &times,
-                      std::vector<double> &rates) {
-      if (s) {
-        times.push_back(*s);
-        rates.push_back(static_cast<double>(tokens) / *s);
-      }
-      return static_cast<bool>(s);
-    };
     StatusOr<double> seconds = pass(0);
     if (record(seconds, alone, aloneRate))
       record(seconds = pass(1), engineAlone, engineAloneRate);

@@ -59,6 +59,15 @@ generateConcurrently(Engine &engine, int n, std::vector<std::string> &errors,
   return outputs;
 }
 
+// The default tiny model, written to `dir` and opened.
+std::shared_ptr<LoadedModel> tinyModel(TempDir &dir) {
+  TinyModel tiny{dlm::testing::TinyModelOptions{}};
+  tiny.write(dir.file("tiny.dlm"));
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
+  EXPECT_TRUE(model) << model.status().message();
+  return model ? *model : nullptr;
+}
+
 // Requests 0..n-1 of `make`, one after another on one batch-invariant session: what each gets
 // alone (an empty output where one failed, which the test then reports).
 std::vector<std::vector<int32_t>>
@@ -81,13 +90,11 @@ generateAlone(std::shared_ptr<LoadedModel> model, int n,
 
 TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
   TempDir dir;
-  TinyModel tiny{dlm::testing::TinyModelOptions{}};
-  tiny.write(dir.file("tiny.dlm"));
-  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
-  ASSERT_TRUE(model) << model.status().message();
+  std::shared_ptr<LoadedModel> model = tinyModel(dir);
+  ASSERT_TRUE(model);
   constexpr int kRequests = 8;
 
-  const std::vector<std::vector<int32_t>> alone = generateAlone(*model, kRequests);
+  const std::vector<std::vector<int32_t>> alone = generateAlone(model, kRequests);
 
   EngineOptions options;
   options.session.batchInvariant = true;
@@ -95,7 +102,7 @@ TEST(Engine, ConcurrentRequestsGetWhatTheyGetAlone) {
   options.session.kvPages = 256;
   options.session.kvPageTokens = 4;
   options.tokensPerForward = 64;
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*model, options);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(model, options);
   ASSERT_TRUE(engine) << engine.status().message();
   EXPECT_TRUE((*engine)->sessionOptions().batchInvariant);
   std::vector<std::string> errors;
@@ -198,11 +205,9 @@ void checkFastEngine(std::shared_ptr<LoadedModel> model, int requests,
 
 TEST(Engine, WithoutBatchInvarianceARequestAloneIsTheSessions) {
   TempDir dir;
-  TinyModel tiny{dlm::testing::TinyModelOptions{}};
-  tiny.write(dir.file("tiny.dlm"));
-  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
-  ASSERT_TRUE(model) << model.status().message();
-  checkFastEngine(*model, 8, request);
+  std::shared_ptr<LoadedModel> model = tinyModel(dir);
+  ASSERT_TRUE(model);
+  checkFastEngine(model, 8, request);
 }
 
 TEST(Engine, WithoutBatchInvarianceMixtureOfExpertsRequestsAloneAreTheSessions) {
@@ -214,11 +219,9 @@ TEST(Engine, WithoutBatchInvarianceMixtureOfExpertsRequestsAloneAreTheSessions) 
 
 TEST(Engine, ABadRequestFailsAloneByName) {
   TempDir dir;
-  TinyModel tiny{dlm::testing::TinyModelOptions{}};
-  tiny.write(dir.file("tiny.dlm"));
-  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
-  ASSERT_TRUE(model) << model.status().message();
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*model);
+  std::shared_ptr<LoadedModel> model = tinyModel(dir);
+  ASSERT_TRUE(model);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(model);
   ASSERT_TRUE(engine) << engine.status().message();
   GenerateRequest bad = request(1);
   bad.knobs["gen_length"] = int64_t(7); // not a multiple of block_length
@@ -228,14 +231,6 @@ TEST(Engine, ABadRequestFailsAloneByName) {
       << out.status().message();
   // The engine still serves.
   EXPECT_TRUE((*engine)->generate(request(2)));
-}
-
-std::shared_ptr<LoadedModel> tinyModel(TempDir &dir) {
-  TinyModel tiny{dlm::testing::TinyModelOptions{}};
-  tiny.write(dir.file("tiny.dlm"));
-  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(dir.file("tiny.dlm"));
-  EXPECT_TRUE(model) << model.status().message();
-  return model ? *model : nullptr;
 }
 
 // Pages of 4 tokens: request(i) needs at most 5 (11 prompt tokens and 8 generated).
