@@ -67,7 +67,7 @@ CpuBackend::create(std::shared_ptr<const model::ModelWeights> weights,
   StatusOr<PackedWeights> packed = packProjections(*weights, *functions, options);
   if (!packed)
     return packed.status().withContext("cpu backend");
-  StatusOr<PackedExpertStacks> experts = packExperts(*weights, *functions);
+  StatusOr<PackedExpertStacks> experts = packExperts(*weights, *functions, options);
   if (!experts)
     return experts.status().withContext("cpu backend");
   StatusOr<StoredTables> tables = copyStoredTables(*weights, *functions);
@@ -113,7 +113,8 @@ CpuBackend::copyStoredTables(const model::ModelWeights &weights,
 
 StatusOr<CpuBackend::PackedExpertStacks>
 CpuBackend::packExperts(const model::ModelWeights &weights,
-                        const std::map<std::string, KernelProgram> &functions) {
+                        const std::map<std::string, KernelProgram> &functions,
+                        const BackendOptions &options) {
   PackedExpertStacks packed;
   const std::set<const model::HostTensor *> widened = widenedWeights(functions);
   for (const auto &[name, program] : functions)
@@ -133,7 +134,9 @@ CpuBackend::packExperts(const model::ModelWeights &weights,
           continue;
         }
         StatusOr<std::shared_ptr<const PackedExperts>> experts =
-            PackedExperts::of(weights, stack->name, p.experts);
+            PackedExperts::of(weights, stack->name, p.experts,
+                              options.bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16Arithmetic
+                                                     : PackedLinear::Bf16Gemm::weightOnly);
         if (!experts)
           return experts.status();
         packed.emplace(stack->tensor, std::move(*experts));

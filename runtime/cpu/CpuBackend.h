@@ -74,11 +74,12 @@ private:
                   const BackendOptions &options);
   using PackedExpertStacks =
       std::map<const model::HostTensor *, std::shared_ptr<const PackedExperts>>;
-  // The moe records' expert stacks of `functions`: those stored bf16, i8 or FP8 packed, the
-  // others (f32, f16) widened.
+  // The moe records' expert stacks of `functions`: those stored bf16, i8 or FP8 packed (bf16 for
+  // bf16 arithmetic when the options ask for it), the others (f32, f16) widened.
   static StatusOr<PackedExpertStacks>
   packExperts(const model::ModelWeights &weights,
-              const std::map<std::string, program::KernelProgram> &functions);
+              const std::map<std::string, program::KernelProgram> &functions,
+              const BackendOptions &options);
   // An embedding table read as stored (bf16, f16, i8, fp8 or f32 nobody widened), copied out of
   // the artifact's mapping once, so that a file truncated after loading fails no forward.
   struct StoredTable {

@@ -36,6 +36,23 @@ inline float expPolynomial(float input) {
   return isNan ? input : p * scale;
 }
 
+// tanh(x) within a few float ulps, branch-free so that the loops calling it vectorise (std::tanh
+// is a libcall per element: DiffusionGemma's logit softcap over a 64 x 8192 canvas took 10 ms of
+// a 13 ms LM head). |x| < 0.625: the Cephes tanhf odd polynomial; above it (1 - e) / (1 + e)
+// with e = exp(-2|x|) <= 0.29, which does not cancel. NaN stays NaN.
+inline float tanhPolynomial(float x) {
+  const float a = std::fabs(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * x + x;
+  const float e = expPolynomial(-2.0f * a);
+  const float large = std::copysign((1.0f - e) / (1.0f + e), x);
+  return a < 0.625f ? small : large;
+}
+
 } // namespace
 
 DLM_VECTOR_CLONES void expInPlace(float *x, int64_t count) {
@@ -65,11 +82,11 @@ DLM_VECTOR_CLONES void siluMultiply(float *gate, const float *up, int64_t count)
   }
 }
 
-void geluTanhMultiply(float *gate, const float *up, int64_t count) {
+DLM_VECTOR_CLONES void geluTanhMultiply(float *gate, const float *up, int64_t count) {
   const float k = 0.7978845608028654f; // sqrt(2 / pi)
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+    gate[i] = 0.5f * g * (1.0f + tanhPolynomial(k * (g + 0.044715f * g * g * g))) * up[i];
   }
 }
 
@@ -78,9 +95,9 @@ DLM_VECTOR_CLONES void scaleInPlace(float *x, float factor, int64_t count) {
     x[i] *= factor;
 }
 
-void softcapInPlace(float *x, float cap, int64_t count) {
+DLM_VECTOR_CLONES void softcapInPlace(float *x, float cap, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
-    x[i] = cap * std::tanh(x[i] / cap);
+    x[i] = cap * tanhPolynomial(x[i] / cap);
 }
 
 DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {

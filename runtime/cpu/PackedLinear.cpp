@@ -137,10 +137,17 @@ bool PackedExperts::packs(artifact::DType dtype) {
          dtype == artifact::DType::fp8_e4m3;
 }
 
-StatusOr<std::shared_ptr<const PackedExperts>>
-PackedExperts::of(const model::ModelWeights &weights, std::string_view name, int64_t experts) {
+StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::ModelWeights &weights,
+                                                                 std::string_view name,
+                                                                 int64_t experts,
+                                                                 PackedLinear::Bf16Gemm bf16) {
+  const model::StoredTensor *given = weights.stored(name);
+  const bool bf16Arithmetic = given && given->dtype == artifact::DType::bf16 &&
+                              bf16 == PackedLinear::Bf16Gemm::bf16Arithmetic;
   return weights.derived<PackedExperts>(
-      name, "cpu-expert-tiles:" + std::to_string(experts),
+      name,
+      std::string(bf16Arithmetic ? "cpu-expert-bf16-arithmetic:" : "cpu-expert-tiles:") +
+          std::to_string(experts),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedExperts>> {
         if (!packs(stored.dtype) || experts <= 0 || stored.rows % experts != 0)
           return Status::error("internal error: cannot pack the " + std::to_string(stored.rows) +
@@ -158,7 +165,12 @@ PackedExperts::of(const model::ModelWeights &weights, std::string_view name, int
           auto expert = std::make_unique<PackedLinear>();
           expert->outputs_ = n;
           expert->inputs_ = stored.cols;
-          DLM_RETURN_IF_ERROR(expert->packTiles(weights, slice));
+          bool native = false;
+          if (bf16Arithmetic) {
+            DLM_ASSIGN_OR_RETURN(native, expert->packOneDnn(weights, slice, Type::bf16));
+          }
+          if (!native)
+            DLM_RETURN_IF_ERROR(expert->packTiles(weights, slice));
           packed->bytes_ += expert->bytes();
           packed->experts_.push_back(std::move(expert));
         }

@@ -100,15 +100,17 @@ private:
 
 // The experts of a mixture-of-experts stack (a moe record's gate_up or down: [E, N, K] stored as
 // E * N rows of K, with E * N row scales when 8-bit) kept as stored, bf16, i8 or FP8 E4M3, each
-// expert's [N, K] slice packed in tiles as a weight-only projection's (PackedLinear), so that the
-// experts run on the projections' GEMM at their stored size instead of a float32 copy.
+// expert's [N, K] slice packed as a projection's (PackedLinear: tiles, or oneDNN's bf16 layout
+// with bf16 arithmetic), so that the experts run on the projections' GEMM at their stored size
+// instead of a float32 copy.
 class PackedExperts {
 public:
   // Whether a stack stored as `dtype` is packed (f32 and f16 stacks are read widened).
   static bool packs(artifact::DType dtype);
   // Stack `name` of `experts` experts, packed on first use and shared after that.
-  static StatusOr<std::shared_ptr<const PackedExperts>> of(const model::ModelWeights &weights,
-                                                           std::string_view name, int64_t experts);
+  static StatusOr<std::shared_ptr<const PackedExperts>>
+  of(const model::ModelWeights &weights, std::string_view name, int64_t experts,
+     PackedLinear::Bf16Gemm bf16 = PackedLinear::Bf16Gemm::weightOnly);
 
   const PackedLinear &expert(int64_t e) const { return *experts_[static_cast<size_t>(e)]; }
   size_t bytes() const { return bytes_; }

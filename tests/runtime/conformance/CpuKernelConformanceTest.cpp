@@ -278,6 +278,49 @@ TEST(CpuKernelConformance, SiluMultiplyMatchesGatedActivationReference) {
   }
 }
 
+// The softcap's tanh is a polynomial (vectorised), not std::tanh: within a few ulps of
+// cap * tanh(x / cap) in double over the logits' range and past it, on both sides of the
+// polynomial's switch at |x / cap| = 0.625; saturated at both ends; NaN stays NaN.
+TEST(CpuKernelConformance, SoftcapIsWithinFourUlpOfTanh) {
+  std::mt19937 random(808);
+  const float cap = 30.0f;
+  std::vector<float> x = randomFloats(random, 4097, -200.f, 200.f);
+  const std::vector<float> edges{-1e4f, -18.75f, -18.7f, -1e-6f, 0.f, 1e-6f,
+                                 0.01f, 18.7f,   18.75f, 18.8f,  1e4f};
+  x.insert(x.end(), edges.begin(), edges.end());
+  std::vector<float> y = x;
+  softcapInPlace(y.data(), cap, static_cast<int64_t>(y.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = cap * std::tanh(static_cast<double>(x[i] / cap));
+    const double distance = want == 0 ? std::fabs(y[i]) : ulpDistance(y[i], want);
+    worst = std::max(worst, distance);
+    ASSERT_LE(distance, 4.0) << "softcap(" << x[i] << ") = " << y[i] << ", want " << want;
+  }
+  RecordProperty("worst_ulp", std::to_string(worst));
+  std::vector<float> nan{std::numeric_limits<float>::quiet_NaN()};
+  softcapInPlace(nan.data(), cap, 1);
+  EXPECT_TRUE(std::isnan(nan[0]));
+}
+
+// In float, 1 + tanh(..) cancels for gates below about -5 (as in PyTorch's float GELU): an
+// absolute tolerance there.
+TEST(CpuKernelConformance, GeluTanhMultiplyMatchesGatedActivationReference) {
+  std::mt19937 random(909);
+  for (int count : {1, 3, 17, 77, 200, 1031}) {
+    std::vector<float> gate = randomFloats(random, static_cast<size_t>(count), -12, 12);
+    const std::vector<float> up = randomFloats(random, static_cast<size_t>(count), -3, 3);
+    const std::vector<float> before = gate;
+    geluTanhMultiply(gate.data(), up.data(), count);
+    for (int i = 0; i < count; ++i)
+      ASSERT_TRUE(near(
+          gate[i], reference::gatedActivation(reference::Activation::geluTanh, before[i], up[i]),
+          1e-6, 1e-6,
+          "count " + std::to_string(count) + " element " + std::to_string(i) + " gate " +
+              std::to_string(before[i])));
+  }
+}
+
 TEST(CpuKernelConformance, AddInPlaceIsTheRoundedSum) {
   std::mt19937 random(707);
   for (int count : {1, 5, 33, 1000}) {
