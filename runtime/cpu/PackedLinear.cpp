@@ -101,9 +101,7 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
                                                                int64_t outputs,
                                                                PackedLinear::Bf16Gemm bf16) {
   const model::StoredTensor *given = weights.stored(name);
-  const bool tiled =
-      given && (given->dtype == artifact::DType::bf16 || given->dtype == artifact::DType::i8 ||
-                given->dtype == artifact::DType::fp8_e4m3);
+  const bool tiled = given && PackedExperts::packs(given->dtype);
   return weights.derived<PackedLinear>(
       name,
       std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::weightOnly ? "cpu-tiles:"
@@ -117,17 +115,7 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
         auto packed = std::make_shared<PackedLinear>();
         packed->outputs_ = outputs;
         packed->inputs_ = stored.cols;
-        if (!tiled) {
-          DLM_ASSIGN_OR_RETURN(bool packedF32, packed->packOneDnn(weights, stored, Type::f32));
-          (void)packedF32; // f32 matmuls are never reference code
-        } else if (stored.dtype == artifact::DType::bf16 &&
-                   bf16 == PackedLinear::Bf16Gemm::bf16Arithmetic) {
-          DLM_ASSIGN_OR_RETURN(bool native, packed->packOneDnn(weights, stored, Type::bf16));
-          if (!native)
-            DLM_RETURN_IF_ERROR(packed->packTiles(weights, stored));
-        } else {
-          DLM_RETURN_IF_ERROR(packed->packTiles(weights, stored));
-        }
+        DLM_RETURN_IF_ERROR(packed->pack(weights, stored, bf16));
         return std::shared_ptr<const PackedLinear>(std::move(packed));
       });
 }
@@ -165,17 +153,27 @@ StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::Mo
           auto expert = std::make_unique<PackedLinear>();
           expert->outputs_ = n;
           expert->inputs_ = stored.cols;
-          bool native = false;
-          if (bf16Arithmetic) {
-            DLM_ASSIGN_OR_RETURN(native, expert->packOneDnn(weights, slice, Type::bf16));
-          }
-          if (!native)
-            DLM_RETURN_IF_ERROR(expert->packTiles(weights, slice));
+          DLM_RETURN_IF_ERROR(expert->pack(weights, slice, bf16));
           packed->bytes_ += expert->bytes();
           packed->experts_.push_back(std::move(expert));
         }
         return std::shared_ptr<const PackedExperts>(std::move(packed));
       });
+}
+
+Status PackedLinear::pack(const model::ModelWeights &weights, const model::StoredTensor &stored,
+                          Bf16Gemm bf16) {
+  if (!PackedExperts::packs(stored.dtype)) {
+    DLM_ASSIGN_OR_RETURN(bool packedF32, packOneDnn(weights, stored, Type::f32));
+    (void)packedF32; // f32 matmuls are never reference code
+    return Status::ok();
+  }
+  if (stored.dtype == artifact::DType::bf16 && bf16 == Bf16Gemm::bf16Arithmetic) {
+    DLM_ASSIGN_OR_RETURN(bool native, packOneDnn(weights, stored, Type::bf16));
+    if (native)
+      return Status::ok();
+  }
+  return packTiles(weights, stored);
 }
 
 StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,

@@ -83,6 +83,9 @@ private:
   struct Free {
     void operator()(void *p) const { std::free(p); }
   };
+  // `stored` (outputs_ x inputs_) packed: f32 and f16 in oneDNN's f32 layout; bf16 in its bf16
+  // layout when `bf16` asks for bf16 arithmetic and the CPU has it; else tiles.
+  Status pack(const model::ModelWeights &weights, const model::StoredTensor &stored, Bf16Gemm bf16);
   // oneDNN's layout for `type` (f32 or bf16) weights and activations; false when its matmul
   // for them would be reference code (bf16 without bf16 arithmetic).
   StatusOr<bool> packOneDnn(const model::ModelWeights &weights, const model::StoredTensor &stored,
