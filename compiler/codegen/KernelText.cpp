@@ -166,9 +166,11 @@ Status checkWidth(std::string_view what, int64_t width, int log2Limit) {
 }
 
 KernelSource rowKernelSource(std::string kind, std::string_view namePrefix, int64_t width,
-                             ElementType element) {
+                             ElementType element, bool hot, unsigned blockThreads) {
   KernelSource kernel;
   kernel.kind = std::move(kind);
+  kernel.hot = hot;
+  kernel.blockThreads = blockThreads;
   kernel.name = std::string(namePrefix) + "_w" + std::to_string(width) + "_" +
                 std::string(elementTypeName(element));
   kernel.specialisation = {{"width", width}, {"element", std::string(elementTypeName(element))}};

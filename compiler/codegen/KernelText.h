@@ -54,9 +54,10 @@ Status checkWidth(std::string_view what, int64_t width, int log2Limit);
 
 // A kernel of `kind` specialised on a row width and an element type: named
 // "<namePrefix>_w<width>_<element>", with the specialisation {width, element}; a generator adds
-// what else it is specialised on to both, and fills in the rest.
+// what else it is specialised on to both, and fills in the rest. `hot` and `blockThreads` are
+// the KernelSource fields of those names.
 KernelSource rowKernelSource(std::string kind, std::string_view namePrefix, int64_t width,
-                             ElementType element);
+                             ElementType element, bool hot, unsigned blockThreads);
 
 // The constants of a kernel body that walks rows of `width` elements in vectors of
 // vectorWidth(element, width) elements: Element, kWidth, kVector and kChunks (vectors per row).

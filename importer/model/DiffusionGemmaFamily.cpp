@@ -297,10 +297,8 @@ std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c,
 } // namespace
 
 StatusOr<ModelDescription> describeDiffusionGemma(const json &config, const json *generation) {
-  ModelDescription d;
-  d.family = "diffusion_gemma";
+  ModelDescription d = describing("diffusion_gemma", "DiffusionGemmaForBlockDiffusion");
   artifact::ModelConfig &c = d.config;
-  c.architecture = "DiffusionGemmaForBlockDiffusion";
   auto textIt = config.find("text_config");
   if (textIt == config.end() || !textIt->is_object())
     return Status::error("config.json: missing field 'text_config' (an object)");

@@ -206,10 +206,8 @@ StatusOr<ModelDescription> describeLLaDA2(const json &j, const std::string &arch
   DLM_RETURN_IF_ERROR(checkRequired(j));
   ConfigFields f(j);
   DLM_RETURN_IF_ERROR(refuseUnsupported(j, f));
-  ModelDescription d;
-  d.family = "llada2";
+  ModelDescription d = describing("llada2", architecture);
   artifact::ModelConfig &c = d.config;
-  c.architecture = architecture;
   DLM_RETURN_IF_ERROR(readHuggingFaceDecoder(j, f, c));
   // SGLang reads it without a default: a null one is refused, not read as 4096.
   DLM_ASSIGN_OR_RETURN(c.maxPositions, f.positiveInt("max_position_embeddings"));

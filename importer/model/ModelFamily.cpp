@@ -104,10 +104,8 @@ std::vector<WeightBinding> bindWeights(const artifact::ModelConfig &c, const Lay
 // LLaDA: OLMo-style config and names under model.transformer.
 StatusOr<ModelDescription> describeLLaDA(const json &j) {
   ConfigFields f(j);
-  ModelDescription d;
-  d.family = "llada";
+  ModelDescription d = describing("llada", "LLaDAModelLM");
   artifact::ModelConfig &c = d.config;
-  c.architecture = "LLaDAModelLM";
   DLM_RETURN_IF_ERROR(readDimensions(f, kOlmoDimensions, c));
   DLM_ASSIGN_OR_RETURN(c.vocabSize, f.positiveInt("vocab_size"));
   DLM_ASSIGN_OR_RETURN(c.embeddingSize, f.positiveIntOr("embedding_size", c.vocabSize));
@@ -222,11 +220,9 @@ LayerNames huggingFaceLayerNames(bool qkvBias, bool qkNorm) {
 StatusOr<ModelDescription> describeHfDecoder(const json &j, const std::string &architecture,
                                              const HfFamily &kind) {
   ConfigFields f(j);
-  ModelDescription d;
-  d.family = kind.family;
+  ModelDescription d = describing(kind.family, architecture);
   d.traits = {kind.qkvBias, kind.qkNorm, kind.logitShift};
   artifact::ModelConfig &c = d.config;
-  c.architecture = architecture;
   DLM_RETURN_IF_ERROR(readHuggingFaceDecoder(j, f, c));
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     return Status::error("not supported yet: rope_scaling " + jsonExcerpt(j["rope_scaling"]));
@@ -374,10 +370,8 @@ Status refuseLLaDAMoEOptions(const json &j, const ConfigFields &f) {
 StatusOr<ModelDescription> describeLLaDAMoE(const json &j, const std::string &architecture) {
   ConfigFields f(j);
   DLM_RETURN_IF_ERROR(refuseLLaDAMoEOptions(j, f));
-  ModelDescription d;
-  d.family = "llada_moe";
+  ModelDescription d = describing("llada_moe", architecture);
   artifact::ModelConfig &c = d.config;
-  c.architecture = architecture;
   DLM_RETURN_IF_ERROR(readDimensions(f,
                                      {"hidden_size", "num_attention_heads", "num_key_value_heads",
                                       "num_hidden_layers", "dense_intermediate_size"},

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlm::importer {
@@ -130,6 +131,14 @@ struct ModelDescription {
   // What the import left out on purpose, for the compile report ("the vision tower ...").
   std::vector<std::string> notes;
 };
+
+// Where every family's description starts: the family and the architecture its config names.
+inline ModelDescription describing(std::string family, std::string architecture) {
+  ModelDescription d;
+  d.family = std::move(family);
+  d.config.architecture = std::move(architecture);
+  return d;
+}
 
 // An architecture (config.json's first `architectures` entry) dlm knows: imported, imported only
 // beside a target (a DFlash drafter, dlmc compile --draft), or recognised and refused by name.

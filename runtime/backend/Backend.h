@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlm::profile {
 class Profiler;
@@ -25,8 +27,8 @@ namespace dlm {
 // 4: they take a sampling::LoopPlan (the loop's resolved records) instead of a policy's request.
 // 5: forwardWindow() (the dual cache; optional, "not supported yet" by default). 6: supports().
 // 7: forwardWindow() is gone: a window forward is ForwardSpec::Mode::window; forward(spec) is
-// DecodeModel's one forward (forwardFull and forwardCached call it).
-inline constexpr int kBackendApiVersion = 7;
+// DecodeModel's one forward (forwardFull and forwardCached call it). 8: kernelPaths().
+inline constexpr int kBackendApiVersion = 8;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.
@@ -81,6 +83,9 @@ public:
   virtual int64_t maxSequenceLength() const = 0;
   // Optional: what the backend holds (zeros when it does not say).
   virtual MemoryUsage memoryUsage() const { return {}; }
+  // Optional: the paths its heavy kernels took on this machine, a line each ("24 projections:
+  // bf16 tiles, float32 arithmetic"), for profiles (dlm-prof prints them).
+  virtual std::vector<std::string> kernelPaths() const { return {}; }
   // Optional: whether this backend runs `record`, else an error naming the record and why. A
   // backend that cannot run every kind asks it of each record when it is created (the CUDA
   // backend does; the CPU backend runs every kind), so that a program it cannot run fails by

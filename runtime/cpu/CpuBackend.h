@@ -57,6 +57,9 @@ public:
   forwardBatch(std::string_view function, const std::vector<SequenceForward> &forwards) override;
 
   MemoryUsage memoryUsage() const override;
+  // "24 projections: bf16 tiles, float32 arithmetic", "1 LM head: f32 oneDNN brg:avx512_core",
+  // the expert stacks, and the level of the vectorised loops (KernelPaths.cpp).
+  std::vector<std::string> kernelPaths() const override;
 
   int threads() const { return pool_.threads(); }
 

@@ -84,6 +84,20 @@ DLM_VECTOR_CLONES void addScaledRow(const float *w, int64_t width, const float *
   }
 }
 
+// The derived-weight cache's key for a bf16 weight packed the way `bf16` asks (each way its own
+// copy: a test can ask for the one without AMX beside a session's).
+const char *bf16CacheKey(PackedLinear::Bf16Gemm bf16) {
+  switch (bf16) {
+  case PackedLinear::Bf16Gemm::weightOnly:
+    return "tiles:";
+  case PackedLinear::Bf16Gemm::bf16Arithmetic:
+    return "bf16-arithmetic:";
+  case PackedLinear::Bf16Gemm::bf16ArithmeticAnyKernel:
+    return "bf16-arithmetic-any-kernel:";
+  }
+  return "tiles:";
+}
+
 std::string shapeText(int64_t rows, const PackedLinear &w) {
   return "[" + std::to_string(rows) + " x " + std::to_string(w.inputs()) + "] x [" +
          std::to_string(w.inputs()) + " x " + std::to_string(w.outputs()) + "]";
@@ -104,10 +118,7 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
   const bool tiled = given && PackedExperts::packs(given->dtype);
   return weights.derived<PackedLinear>(
       name,
-      std::string(tiled ? (bf16 == PackedLinear::Bf16Gemm::weightOnly ? "cpu-tiles:"
-                                                                      : "cpu-bf16-arithmetic:")
-                        : "cpu-onednn-f32:") +
-          std::to_string(outputs),
+      std::string("cpu-") + (tiled ? bf16CacheKey(bf16) : "onednn-f32:") + std::to_string(outputs),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedLinear>> {
         if (outputs <= 0 || outputs > stored.rows)
           return Status::error("cannot pack " + std::to_string(outputs) + " of its " +
@@ -120,6 +131,22 @@ StatusOr<std::shared_ptr<const PackedLinear>> PackedLinear::of(const model::Mode
       });
 }
 
+std::string PackedLinear::path() const {
+  switch (format_) {
+  case Format::f32Packed:
+    return "f32 oneDNN " + implementation_;
+  case Format::bf16Packed:
+    return "bf16 x bf16 oneDNN " + implementation_;
+  case Format::bf16Tiles:
+    return "bf16 tiles, float32 arithmetic";
+  case Format::int8Tiles:
+    return "int8 tiles, float32 arithmetic";
+  case Format::fp8Tiles:
+    return "fp8 tiles, float32 arithmetic";
+  }
+  return "unknown";
+}
+
 bool PackedExperts::packs(artifact::DType dtype) {
   return dtype == artifact::DType::bf16 || dtype == artifact::DType::i8 ||
          dtype == artifact::DType::fp8_e4m3;
@@ -130,11 +157,10 @@ StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::Mo
                                                                  int64_t experts,
                                                                  PackedLinear::Bf16Gemm bf16) {
   const model::StoredTensor *given = weights.stored(name);
-  const bool bf16Arithmetic = given && given->dtype == artifact::DType::bf16 &&
-                              bf16 == PackedLinear::Bf16Gemm::bf16Arithmetic;
+  const bool bf16Stack = given && given->dtype == artifact::DType::bf16;
   return weights.derived<PackedExperts>(
       name,
-      std::string(bf16Arithmetic ? "cpu-expert-bf16-arithmetic:" : "cpu-expert-tiles:") +
+      std::string("cpu-expert-") + (bf16Stack ? bf16CacheKey(bf16) : "tiles:") +
           std::to_string(experts),
       [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const PackedExperts>> {
         if (!packs(stored.dtype) || experts <= 0 || stored.rows % experts != 0)
@@ -164,12 +190,12 @@ StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::Mo
 Status PackedLinear::pack(const model::ModelWeights &weights, const model::StoredTensor &stored,
                           Bf16Gemm bf16) {
   if (!PackedExperts::packs(stored.dtype)) {
-    DLM_ASSIGN_OR_RETURN(bool packedF32, packOneDnn(weights, stored, Type::f32));
+    DLM_ASSIGN_OR_RETURN(bool packedF32, packOneDnn(weights, stored, Type::f32, bf16));
     (void)packedF32; // f32 matmuls are never reference code
     return Status::ok();
   }
-  if (stored.dtype == artifact::DType::bf16 && bf16 == Bf16Gemm::bf16Arithmetic) {
-    DLM_ASSIGN_OR_RETURN(bool native, packOneDnn(weights, stored, Type::bf16));
+  if (stored.dtype == artifact::DType::bf16 && bf16 != Bf16Gemm::weightOnly) {
+    DLM_ASSIGN_OR_RETURN(bool native, packOneDnn(weights, stored, Type::bf16, bf16));
     if (native)
       return Status::ok();
   }
@@ -177,7 +203,8 @@ Status PackedLinear::pack(const model::ModelWeights &weights, const model::Store
 }
 
 StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
-                                        const model::StoredTensor &stored, Type type) {
+                                        const model::StoredTensor &stored, Type type,
+                                        Bf16Gemm bf16) {
   const int64_t n = outputs_, k = inputs_;
   try {
     const dnnl::engine &engine = cpuEngine();
@@ -193,8 +220,12 @@ StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
         return false;
       throw;
     }
-    if (type == Type::bf16 && std::string(chooser.impl_info_str()).rfind("ref", 0) == 0)
+    const std::string implementation = chooser.impl_info_str();
+    if (type == Type::bf16 &&
+        (implementation.rfind("ref", 0) == 0 ||
+         (bf16 == Bf16Gemm::bf16Arithmetic && implementation.rfind("brg:", 0) != 0)))
       return false;
+    implementation_ = implementation;
     layout_ = chooser.weights_desc();
     bytes_ = layout_.get_size();
     data_.reset(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));

@@ -8,10 +8,14 @@
 //   and the CPU, not on the row count M (checked for M = 1 .. 2048 on AVX-512 and plain layouts),
 //   so one packed copy serves every forward; a primitive is made per M (about 150 us the first
 //   time, then cached).
-// - bf16 with bf16 arithmetic asked for (dlmc compile --activations bf16) on a CPU that has it
-//   (oneDNN has a non-reference bf16 matmul: AVX-512 BF16, AMX): oneDNN's bf16 layout, run by
-//   bf16 x bf16 -> f32 primitives, the activations rounded to bf16 per call. On the 86M bench
-//   model (AVX-512 BF16) this ran at 37.7 forwards/s against 21.8 for the tiles below.
+// - bf16 with bf16 arithmetic asked for (dlmc compile --activations bf16) where oneDNN's bf16
+//   matmul is one of its brgemm kernels ("brg:" in its implementation: AVX-512-BF16 or AMX
+//   instructions): oneDNN's bf16 layout, run by bf16 x bf16 -> f32 primitives, the activations
+//   rounded to bf16 per call. Its GEMMs ran at 726 GFLOP/s on an AMX Xeon against about 200 for
+//   the tiles below, and the 86M bench model at 37.7 forwards/s against 21.8 on a Zen 5 with
+//   AVX-512-BF16. On AVX-512 without BF16 oneDNN 2.6 emulates bf16 in its gemm:jit at a fifth of
+//   its float32 rate (49 against 247 GFLOP/s at 40 x 2048 x 768 on a 2-core Xeon), and AVX2 has
+//   only reference code: there the tiles run and the activations stay float32.
 // - bf16 otherwise (weight-only: the same results on every CPU), and i8 or FP8 E4M3 with a scale
 //   per output channel (weight-only int8 / FP8): kept as stored, in column tiles of W^T ([K, T]
 //   row-major each). The GEMM widens one tile at a time to float32 in a thread's scratch (i8,
@@ -38,6 +42,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -45,9 +50,11 @@ namespace dlm::cpu {
 
 class PackedLinear {
 public:
-  // How bf16 weights multiply: weight-only (tiles, float32 activations), or in bf16 arithmetic
-  // where the CPU has it (else as weightOnly).
-  enum class Bf16Gemm { weightOnly, bf16Arithmetic };
+  // How bf16 weights multiply: weight-only (tiles, float32 activations); in bf16 arithmetic
+  // where oneDNN has a brgemm kernel for it (else as weightOnly); or in bf16 arithmetic wherever
+  // oneDNN's bf16 matmul is not reference code, emulated or not (so that tests reach that path
+  // on more CPUs; far slower than the tiles where it is emulated).
+  enum class Bf16Gemm { weightOnly, bf16Arithmetic, bf16ArithmeticAnyKernel };
   // The first `outputs` rows of weight `name` of `weights` (all of them for a projection; the
   // vocabulary's for an LM head over a padded embedding table), packed on first use and shared
   // after that.
@@ -59,6 +66,9 @@ public:
   Format format() const { return format_; }
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
+  // The path its GEMMs take, in words, for profiles: "bf16 tiles, float32 arithmetic",
+  // "f32 oneDNN brg:avx512_core" (oneDNN's implementation for the layout's shape).
+  std::string path() const;
   // What the packed weight takes in memory.
   size_t bytes() const { return bytes_; }
   // f32Packed, bf16Packed: oneDNN's layout and a memory object on the data.
@@ -86,10 +96,10 @@ private:
   // `stored` (outputs_ x inputs_) packed: f32 and f16 in oneDNN's f32 layout; bf16 in its bf16
   // layout when `bf16` asks for bf16 arithmetic and the CPU has it; else tiles.
   Status pack(const model::ModelWeights &weights, const model::StoredTensor &stored, Bf16Gemm bf16);
-  // oneDNN's layout for `type` (f32 or bf16) weights and activations; false when its matmul
-  // for them would be reference code (bf16 without bf16 arithmetic).
+  // oneDNN's layout for `type` (f32 or bf16) weights and activations; false for bf16 when
+  // oneDNN's matmul for it is reference code, or not a brgemm kernel and `bf16` asks for one.
   StatusOr<bool> packOneDnn(const model::ModelWeights &weights, const model::StoredTensor &stored,
-                            dnnl::memory::data_type type);
+                            dnnl::memory::data_type type, Bf16Gemm bf16);
   Status packTiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
 
   Format format_ = Format::f32Packed;
@@ -99,6 +109,7 @@ private:
   std::unique_ptr<void, Free> data_; // 64-byte aligned
   std::vector<float> columnScales_;  // int8Tiles, fp8Tiles: W's row scales, zero-padded
   dnnl::memory memory_;              // a view of data_ in layout_
+  std::string implementation_;       // f32Packed, bf16Packed: oneDNN's impl_info_str
 };
 
 // The experts of a mixture-of-experts stack (a moe record's gate_up or down: [E, N, K] stored as

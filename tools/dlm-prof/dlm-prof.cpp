@@ -65,14 +65,13 @@ struct Prompt {
 };
 
 struct Options {
-  std::string artifact;
-  dlm::LoadedModel::OpenOptions open;
+  // The artifact, --json and --verify.
+  dlm::tools::CommonArguments common;
   dlm::GenerateRequest request;
   dlm::SessionOptions session;
   std::vector<Prompt> prompts;
   int64_t repeat = 1;
   int64_t warmup = 0;
-  bool json = false;
   std::string trace;
   int64_t maxEvents = static_cast<int64_t>(profile::Profiler::kDefaultCapacity);
 };
@@ -141,13 +140,10 @@ int parseArguments(int argc, char **argv, Options &options) {
     }
     return "";
   };
-  dlm::tools::CommonArguments common;
+  dlm::tools::CommonArguments &common = options.common;
   if (int status = dlm::tools::readCommandLine("dlm-prof", kUsage, argc, argv, common,
                                                options.request, options.session, toolFlag))
     return status;
-  options.artifact = common.artifact;
-  options.json = common.json;
-  options.open.verifyIntegrity = common.verify;
   if (options.prompts.empty())
     return badArguments("give a workload: --prompt TEXT, --prompt-ids 1,2,3, --prompts FILE or "
                         "--synthetic-length N");
@@ -211,6 +207,8 @@ struct Report {
   dlm::GenerationStats totals;
   profile::Summary summary;
   dlm::MemoryUsage memory;
+  // The backend's kernelPaths(): which GEMM each weight took on this CPU or device.
+  std::vector<std::string> kernelPaths;
   size_t peakRss = 0;
   std::string trace;
 };
@@ -226,6 +224,7 @@ Json reportJson(const Report &r) {
   out["block_length"] = r.blockLength;
   out["repeat"] = r.repeat;
   out["warmup"] = r.warmup;
+  out["kernel_paths"] = r.kernelPaths;
   Json kernels = Json::array();
   for (const profile::KernelRow &k : r.summary.kernels) {
     Json row{{"kind", profile::categoryName(k.category)},
@@ -301,6 +300,8 @@ void printReport(const Report &r) {
               static_cast<long long>(r.genLength), static_cast<long long>(r.blockLength));
   std::printf("workload: %zu requests (repeat %lld, warmup %lld)\n", r.requests.size(),
               static_cast<long long>(r.repeat), static_cast<long long>(r.warmup));
+  for (const std::string &path : r.kernelPaths)
+    std::printf("path: %s\n", path.c_str());
 
   std::printf("\n== Kernels (calling thread) ==\n");
   std::printf("%-14s %12s %8s %9s %11s %9s\n", "kind", "total ms", "share", "calls", "mean us",
@@ -372,8 +373,7 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  std::shared_ptr<dlm::LoadedModel> model =
-      dlm::tools::openModel("dlm-prof", options.artifact, options.open);
+  std::shared_ptr<dlm::LoadedModel> model = dlm::tools::openModel("dlm-prof", options.common);
   if (!model)
     return kFailed;
   profile::Profiler profiler(static_cast<size_t>(options.maxEvents));
@@ -431,12 +431,13 @@ int main(int argc, char **argv) {
     }
   }
 
-  report.artifact = options.artifact;
+  report.artifact = options.common.artifact;
   report.backend = std::string(session.backend().name());
   report.repeat = options.repeat;
   report.warmup = options.warmup;
   report.summary = profile::summarize(profiler);
   report.memory = session.backend().memoryUsage();
+  report.kernelPaths = session.backend().kernelPaths();
   report.peakRss = peakRssBytes();
   report.trace = options.trace;
   report.threads = options.session.threads > 0
@@ -453,7 +454,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (options.json) {
+  if (options.common.json) {
     Json out = reportJson(report);
     dlm::tools::addRandomWeights(out, *model);
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";

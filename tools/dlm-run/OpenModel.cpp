@@ -1,15 +1,15 @@
 #include "tools/dlm-run/OpenModel.h"
 
-#include "tools/dlm-run/GenerationFlags.h"
 #include "tools/dlm-run/RandomWeights.h"
 
 #include <iostream>
 
 namespace dlm::tools {
 
-std::shared_ptr<LoadedModel> openModel(const char *tool, const std::string &artifact,
-                                       const LoadedModel::OpenOptions &options) {
-  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(artifact, options);
+std::shared_ptr<LoadedModel> openModel(const char *tool, const CommonArguments &common) {
+  LoadedModel::OpenOptions options;
+  options.verifyIntegrity = common.verify;
+  StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(common.artifact, options);
   if (!model) {
     std::cerr << tool << ": " << model.status().message() << "\n";
     return nullptr;

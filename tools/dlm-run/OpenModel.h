@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/session/Session.h"
+#include "tools/dlm-run/GenerationFlags.h"
 
 #include <memory>
 #include <string>
@@ -14,9 +15,9 @@ namespace dlm::tools {
 inline constexpr int kFailed = 1;
 inline constexpr int kBadArguments = 2;
 
-// Null when the artifact does not open (the reason is on stderr).
-std::shared_ptr<LoadedModel> openModel(const char *tool, const std::string &artifact,
-                                       const LoadedModel::OpenOptions &options);
+// The command line's artifact, its integrity checked first under --verify; null when it does not
+// open (the reason is on stderr).
+std::shared_ptr<LoadedModel> openModel(const char *tool, const CommonArguments &common);
 
 // A session over `model` for `request`, whose length flags are first fitted to the program it
 // selects (applyRequestLength). Null on failure, the reason on stderr and `exitStatus`

@@ -179,14 +179,13 @@ bool writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
 }
 
 struct Options {
-  std::string artifact;
-  dlm::LoadedModel::OpenOptions open;
+  // The artifact, --json and --verify.
+  dlm::tools::CommonArguments common;
   dlm::GenerateRequest request;
   dlm::SessionOptions session;
   bool havePrompt = false;
   std::optional<std::string> chat;
   std::optional<std::string> system;
-  bool json = false;
   bool score = false;
   std::string dumpLogits;
 };
@@ -217,14 +216,11 @@ int parseArguments(int argc, char **argv, Options &options) {
     }
     return "";
   };
-  dlm::tools::CommonArguments common;
+  dlm::tools::CommonArguments &common = options.common;
   common.toolSwitches = {"--score"};
   if (int status = dlm::tools::readCommandLine("dlm-run", kUsage, argc, argv, common,
                                                options.request, options.session, toolFlag))
     return status;
-  options.artifact = common.artifact;
-  options.json = common.json;
-  options.open.verifyIntegrity = common.verify;
   options.score = common.switches.count("--score") > 0;
   if (!options.havePrompt)
     return badArguments("give --prompt TEXT, --prompt-ids 1,2,3 or --chat TEXT");
@@ -240,8 +236,7 @@ int main(int argc, char **argv) {
   if (int status = parseArguments(argc, argv, options))
     return status < 0 ? 0 : status;
 
-  std::shared_ptr<dlm::LoadedModel> model =
-      dlm::tools::openModel("dlm-run", options.artifact, options.open);
+  std::shared_ptr<dlm::LoadedModel> model = dlm::tools::openModel("dlm-run", options.common);
   if (!model)
     return kFailed;
   if (options.chat) {
@@ -276,7 +271,7 @@ int main(int argc, char **argv) {
     blockLengths.push_back(block.count);
     const int64_t before = output.completionTokens();
     const std::string text = output.push(block.ids, block.count);
-    if (options.json)
+    if (options.common.json)
       return;
     if (loaded.tokenizer()) {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -289,7 +284,7 @@ int main(int argc, char **argv) {
   };
   dlm::StatusOr<dlm::GenerateResult> result = session->generate(options.request, stream);
   if (!result) {
-    if (!options.json)
+    if (!options.common.json)
       std::fputc('\n', stdout);
     std::cerr << "dlm-run: " << result.status().message() << "\n";
     // Request errors (bad knobs, prompt too long) are argument errors to the user.
@@ -298,7 +293,7 @@ int main(int argc, char **argv) {
 
   // The rest of the text (a character cut short or a tail held back), and the output as kept.
   const std::string tail = output.finish();
-  if (!options.json)
+  if (!options.common.json)
     std::fwrite(tail.data(), 1, tail.size(), stdout);
   const std::vector<int32_t> &outputIds = output.ids();
   // A block program generates whole blocks: what --max-new-tokens left out of the output.
@@ -321,7 +316,7 @@ int main(int argc, char **argv) {
     score = *scored;
   }
 
-  if (options.json) {
+  if (options.common.json) {
     Json out = jsonReport(*result, output, blockLengths, score);
     out["backend"] = std::string(session->backend().name());
     dlm::tools::addRandomWeights(out, *model);

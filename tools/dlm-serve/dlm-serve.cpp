@@ -122,8 +122,7 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::shared_ptr<dlm::LoadedModel> model =
-      dlm::tools::openModel("dlm-serve", common.artifact, {common.verify});
+  std::shared_ptr<dlm::LoadedModel> model = dlm::tools::openModel("dlm-serve", common);
   if (!model)
     return kFailed;
   dlm::StatusOr<std::unique_ptr<dlm::engine::Engine>> engine =

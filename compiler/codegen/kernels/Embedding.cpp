@@ -65,12 +65,13 @@ StatusOr<KernelSource> generateEmbedding(const EmbeddingParams &params) {
   // The scaled lookup reads and writes in accesses of the same kVector elements.
   const RowCopyShape copy = rowCopyShape(params.element, params.width);
 
-  KernelSource kernel = rowKernelSource("embedding", "dlm_embedding", params.width, params.element);
+  // setRowCopyLaunch sets the block's threads.
+  KernelSource kernel =
+      rowKernelSource("embedding", "dlm_embedding", params.width, params.element, false, 0);
   if (scaled) {
     kernel.name += "_s" + identifierFragment(params.scale);
     kernel.specialisation["scale"] = params.scale;
   }
-  kernel.hot = false;
   setRowCopyLaunch(kernel, copy);
   const std::string element(cudaElementType(params.element));
   kernel.parameters = {

@@ -78,10 +78,8 @@ ${entryPoint} {
 
 StatusOr<KernelSource> generateQuantizeRows(const QuantizeRowsParams &params) {
   DLM_RETURN_IF_ERROR(checkWidth("quantize_rows: width", params.width, 24));
-  KernelSource kernel =
-      rowKernelSource("quantize_rows", "dlm_quantize_rows_fp8_e4m3", params.width, params.element);
-  kernel.hot = true;
-  kernel.blockThreads = static_cast<unsigned>(kThreads);
+  KernelSource kernel = rowKernelSource("quantize_rows", "dlm_quantize_rows_fp8_e4m3", params.width,
+                                        params.element, true, static_cast<unsigned>(kThreads));
   kernel.grid = "x = rows";
   kernel.sharedMemoryBytes = (kThreads / 32 + 1) * sizeof(float);
   const std::string element(cudaElementType(params.element));

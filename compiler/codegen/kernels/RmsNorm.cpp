@@ -84,12 +84,11 @@ StatusOr<KernelSource> generateRmsNorm(const RmsNormParams &params) {
   // Up to 256 threads; wider rows give each thread several 16-byte chunks (more loads in flight).
   const int64_t threads = std::clamp<int64_t>(roundUp(chunks, 32), 32, 256);
 
-  KernelSource kernel = rowKernelSource("rms_norm", "dlm_rms_norm", params.width, params.element);
+  KernelSource kernel = rowKernelSource("rms_norm", "dlm_rms_norm", params.width, params.element,
+                                        true, static_cast<unsigned>(threads));
   if (!params.hasWeight)
     kernel.name += "_noscale";
   kernel.specialisation["has_weight"] = params.hasWeight;
-  kernel.hot = true;
-  kernel.blockThreads = static_cast<unsigned>(threads);
   kernel.grid = "x = rows";
   kernel.sharedMemoryBytes = static_cast<unsigned>(4 * (threads / 32) + 4);
   const std::string element(cudaElementType(params.element));

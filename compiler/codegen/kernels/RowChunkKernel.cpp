@@ -23,9 +23,8 @@ StatusOr<KernelSource> generateRowChunkKernel(const RowChunkKernel &spec) {
   DLM_RETURN_IF_ERROR(checkWidth(spec.kind + ": width", spec.width, 24));
   const int vector = vectorWidth(spec.element, spec.width);
   const std::string element(cudaElementType(spec.element));
-  KernelSource kernel = rowKernelSource(spec.kind, spec.namePrefix, spec.width, spec.element);
-  kernel.hot = false;
-  kernel.blockThreads = kThreads;
+  KernelSource kernel =
+      rowKernelSource(spec.kind, spec.namePrefix, spec.width, spec.element, false, kThreads);
   kernel.grid = "x = ceil(" + std::to_string(spec.width / vector) + " / 256), y = rows";
   kernel.sharedMemoryBytes = 0;
   for (const KernelParameter &parameter : spec.parameters)

@@ -154,10 +154,8 @@ ${entryPoint} {
 
 StatusOr<KernelSource> generateSoftEmbedding(const SoftEmbeddingParams &params) {
   DLM_RETURN_IF_ERROR(checkWidth("soft_embedding: width", params.width, 20));
-  KernelSource kernel =
-      rowKernelSource("soft_embedding", "dlm_soft_embedding", params.width, params.element);
-  kernel.hot = true;
-  kernel.blockThreads = static_cast<unsigned>(kThreads);
+  KernelSource kernel = rowKernelSource("soft_embedding", "dlm_soft_embedding", params.width,
+                                        params.element, true, static_cast<unsigned>(kThreads));
   kernel.grid = "x = ceil(width / " + std::to_string(kTileColumns) + "), y = ceil(rows / " +
                 std::to_string(kTileRows) + ")";
   kernel.sharedMemoryBytes = static_cast<unsigned>(

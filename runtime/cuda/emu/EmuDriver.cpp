@@ -78,6 +78,14 @@ CUresult checkDeviceCall(const void *out, CUdevice device) {
   return device == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+// A query of one fixed fact of the device: `value` written to `out` once the call's checks pass.
+template <class T> CUresult answerDeviceQuery(T *out, CUdevice device, T value) {
+  const CUresult checked = checkDeviceCall(out, device);
+  if (checked == CUDA_SUCCESS)
+    *out = value;
+  return checked;
+}
+
 struct ResultText {
   CUresult result;
   const char *name;
@@ -138,6 +146,9 @@ thread_local CUcontext currentContext = nullptr;
 CUcontext handleOf(Context *context) { return reinterpret_cast<CUcontext>(context); }
 
 size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// The emulated device's memory is the host's: `pages` is _SC_PHYS_PAGES or _SC_AVPHYS_PAGES.
+size_t hostMemoryBytes(int pages) { return static_cast<size_t>(sysconf(pages)) * pageBytes(); }
 
 } // namespace
 
@@ -228,10 +239,7 @@ CUresult cuDeviceGetCount(int *count) {
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-  if (CUresult checked = checkDeviceCall(device, ordinal); checked != CUDA_SUCCESS)
-    return checked;
-  *device = 0;
-  return CUDA_SUCCESS;
+  return answerDeviceQuery<CUdevice>(device, ordinal, 0);
 }
 
 CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
@@ -324,17 +332,14 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice
 }
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice device) {
-  if (CUresult checked = checkDeviceCall(bytes, device); checked != CUDA_SUCCESS)
-    return checked;
-  *bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * pageBytes();
-  return CUDA_SUCCESS;
+  return answerDeviceQuery(bytes, device, hostMemoryBytes(_SC_PHYS_PAGES));
 }
 
 CUresult cuMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
   if (!freeBytes || !totalBytes)
     return CUDA_ERROR_INVALID_VALUE;
-  *totalBytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * pageBytes();
-  *freeBytes = static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * pageBytes();
+  *totalBytes = hostMemoryBytes(_SC_PHYS_PAGES);
+  *freeBytes = hostMemoryBytes(_SC_AVPHYS_PAGES);
   return CUDA_SUCCESS;
 }
 

@@ -19,7 +19,9 @@ using dlm::testing::TempDir;
 using dlm::testing::TinyModel;
 using dlm::testing::TinyModelOptions;
 
-// bf16: weight-only (tiles); bf16Arithmetic: bf16 arithmetic asked for (where the CPU has it).
+// bf16: weight-only (tiles); bf16Arithmetic: bf16 arithmetic wherever oneDNN has a non-reference
+// bf16 matmul, emulated or not (so that its numerics are tested on more CPUs than those with
+// bf16 instructions).
 enum class Stored { f32, bf16, bf16Arithmetic, int8, fp8 };
 
 class PackedLinearTest : public ::testing::TestWithParam<Stored> {
@@ -60,7 +62,7 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
   for (int64_t outputs : {rows0, rows0 - 8}) {
     StatusOr<std::shared_ptr<const PackedLinear>> packed = PackedLinear::of(
         *weights, name, outputs,
-        GetParam() == Stored::bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16Arithmetic
+        GetParam() == Stored::bf16Arithmetic ? PackedLinear::Bf16Gemm::bf16ArithmeticAnyKernel
                                              : PackedLinear::Bf16Gemm::weightOnly);
     ASSERT_TRUE(packed.isOk()) << packed.status().message();
     const PackedLinear &w = **packed;
@@ -122,6 +124,42 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
                 << " at " << r << ", " << n;
           }
       }
+  }
+}
+
+// What a session asks for (dlmc compile --activations bf16) takes oneDNN's bf16 matmul only
+// where it is one of oneDNN's brgemm kernels (AVX-512-BF16 or AMX: oneDNN's own choice for the
+// shape, asked here independently), not its emulated gemm:jit or reference code; else the tiles
+// with float32 activations. The path says which.
+TEST(PackedLinearChoice, Bf16ArithmeticOnlyOnNativeBf16Kernels) {
+  TinyModelOptions options;
+  options.bf16 = true;
+  TinyModel tiny(options);
+  TempDir dir;
+  dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(tiny, dir.file("tiny.dlm"));
+  ASSERT_TRUE(loaded.weights);
+  StatusOr<std::shared_ptr<const PackedLinear>> packed =
+      PackedLinear::of(*loaded.weights, "lm_head", 40, PackedLinear::Bf16Gemm::bf16Arithmetic);
+  ASSERT_TRUE(packed.isOk()) << packed.status().message();
+  using Type = dnnl::memory::data_type;
+  using Tag = dnnl::memory::format_tag;
+  std::string implementation;
+  try {
+    dnnl::matmul::primitive_desc chooser(
+        dnnl::matmul::desc(dnnl::memory::desc({64, 16}, Type::bf16, Tag::ab),
+                           dnnl::memory::desc({16, 40}, Type::bf16, Tag::any),
+                           dnnl::memory::desc({64, 40}, Type::f32, Tag::ab)),
+        cpuEngine());
+    implementation = chooser.impl_info_str();
+  } catch (const dnnl::error &) {
+  }
+  const std::string path = (*packed)->path();
+  if (implementation.rfind("brg:", 0) == 0) {
+    EXPECT_EQ((*packed)->format(), PackedLinear::Format::bf16Packed);
+    EXPECT_EQ(path, "bf16 x bf16 oneDNN " + implementation);
+  } else {
+    EXPECT_EQ((*packed)->format(), PackedLinear::Format::bf16Tiles);
+    EXPECT_EQ(path, "bf16 tiles, float32 arithmetic");
   }
 }
 

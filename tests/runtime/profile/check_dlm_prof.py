@@ -11,6 +11,7 @@ Exit status 77 (ctest: skipped) when the packages that make the tiny checkpoint 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -200,6 +201,12 @@ def check(work, dlmc, prof):
                     "peak_rss_bytes"):
             if not memory.get(key, 0) > 0:
                 problems.append(f"json: memory.{key} is not positive")
+        # Which GEMM the demo model's projections and LM head took, and the loops' level.
+        paths = report.get("kernel_paths", [])
+        if not any(re.match(r"\d+ projections: \S", p) for p in paths) or \
+                not any(re.match(r"\d+ LM head: \S", p) for p in paths) or \
+                not any(p.startswith("vectorised loops: ") for p in paths):
+            problems.append(f"json: kernel_paths {paths}")
         if report["cache"] != "prefix" or report["dropped_events"] != 0:
             problems.append(f"json: cache {report['cache']}, dropped {report['dropped_events']}")
 

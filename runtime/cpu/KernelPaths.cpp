@@ -1,0 +1,60 @@
+// CpuBackend::kernelPaths: which GEMM each weight's records take on this CPU (PackedLinear's
+// choice, made once at load), and which level of the vectorised loops the loader picked, for
+// dlm-prof to print.
+#include "runtime/cpu/CpuBackend.h"
+
+namespace dlm::cpu {
+
+using program::KernelKind;
+using program::ProgramRecord;
+
+namespace {
+
+// The x86-64 level of the DLM_VECTOR_CLONES loops this CPU runs (the clones' cpuid test).
+std::string vectorLoopLevel() {
+#if defined(__x86_64__) && defined(__clang__) && !defined(DLM_NO_TARGET_CLONES)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4"))
+    return "x86-64-v4 (AVX-512)";
+  if (__builtin_cpu_supports("x86-64-v3"))
+    return "x86-64-v3 (AVX2, FMA)";
+  return "x86-64 (SSE2)";
+#else
+  return "the build's target (no per-CPU clones in this build)";
+#endif
+}
+
+} // namespace
+
+std::vector<std::string> CpuBackend::kernelPaths() const {
+  // The distinct weights that took each path, by the kind of record that reads them.
+  std::map<std::string, std::set<const model::HostTensor *>> byPath;
+  for (const auto &[name, program] : functions_)
+    for (const ProgramRecord &k : program.kernels) {
+      if (k.projects()) {
+        auto packed = packed_.find(k.weight());
+        byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
+               (packed != packed_.end() ? packed->second->path()
+                                        : "float32 InvariantGemm (batch-invariant)")]
+            .insert(k.weight());
+      } else if (k.kind() == KernelKind::moe) {
+        const auto &p = k.as<spec::kernels::MoeParams>();
+        for (const spec::kernels::WeightRef *stack : {&p.gateUp, &p.down}) {
+          auto packed = packedExperts_.find(stack->tensor);
+          byPath["expert stacks: " + (packed != packedExperts_.end()
+                                          ? packed->second->expert(0).path()
+                                          : std::string("float32, widened at load"))]
+              .insert(stack->tensor);
+        }
+      }
+    }
+  std::vector<std::string> lines;
+  for (const auto &[path, weights] : byPath)
+    lines.push_back(std::to_string(weights.size()) + " " + path);
+  if (batchInvariant_)
+    lines.push_back("batch-invariant: every product a row at a time");
+  lines.push_back("vectorised loops: " + vectorLoopLevel());
+  return lines;
+}
+
+} // namespace dlm::cpu
