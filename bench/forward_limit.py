@@ -13,12 +13,12 @@ round runs, one after the other, on the same thread count:
     every forward runs the same prompt + gen_length rows): the forwards' median time, their GEMM
     shapes and FLOPs, and the weight bytes the backend holds (`memory.weight_bytes`);
   - dlm-bench-memory: the machine's streaming read bandwidth (1 GiB, far past the caches);
-  - dlm-bench-gemm-library on the forward's GEMM shapes: oneDNN's best float32 rate on each
-    (bench/gemm_rate.py's "library best").
+  - dlm-bench-gemm-library on the forward's GEMM shapes' N and K with at least 256 rows:
+    oneDNN's best float32 rate on each when compute-bound (bench/gemm_rate.py's methods).
 A forward reads every weight once except the embedding table (only its tokens' rows), so its
 limit is the larger of
   memory bound:  (held weight bytes - embedding table bytes) / read bandwidth
-  compute bound: the forward's GEMM FLOPs / the library's best rate on its shapes
+  compute bound: the forward's GEMM FLOPs / the library's best rate on its N and K
 and the figure is the forward's median time over that limit (1.0: at the limit; the issue's target
 is at most 1/0.7 = 1.43). Few rows per forward make it memory-bound; many, compute-bound.
 """
@@ -36,6 +36,9 @@ from gemm_rate import METHODS, library, run  # noqa: E402
 SHAPE = {"hidden": 2048, "layers": 16, "heads": 16, "mlp": 5632, "vocab": 32000}
 DEFAULT_CHECKPOINT = bench_cache("llada-2048x16-bf16")
 DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4}
+# Rows at which a GEMM of the forward's N and K is compute-bound (256 rows: 128 FLOPs per float32
+# weight byte), for the machine's best rate.
+COMPUTE_ROWS = 256
 
 
 def tool(a, name):
@@ -66,11 +69,15 @@ def profile(a, artifact):
 
 
 def library_best(a, shapes):
-    """The seconds oneDNN's best method takes for the forwards' GEMMs (each shape's calls)."""
-    rates = library(a, shapes)
+    """The seconds the forwards' GEMMs (each shape's calls) take at oneDNN's best rate on their N
+    and K with rows enough to be compute-bound (COMPUTE_ROWS): the machine's GEMM rate, not the
+    library's at the forward's few rows, which streams its float32 weights from memory."""
+    wide = {(max(s["m"], COMPUTE_ROWS), s["n"], s["k"]) for s in shapes}
+    rates = library(a, [{"m": m, "n": n, "k": k} for m, n, k in sorted(wide)])
     seconds = 0.0
     for s in shapes:
-        best = max(rates[(s["m"], s["n"], s["k"])][m] for m in METHODS)
+        rate = rates[(max(s["m"], COMPUTE_ROWS), s["n"], s["k"])]
+        best = max(rate[m] for m in METHODS)
         seconds += 2.0 * s["m"] * s["n"] * s["k"] * s["calls"] * 1e-9 / best
     return seconds
 

@@ -1,5 +1,6 @@
 #include "runtime/cpu/PackedLinear.h"
 
+#include "runtime/cpu/BlockedTileKernels.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Vectorize.h"
 #include "support/FloatFormats.h"
@@ -45,6 +46,11 @@ dnnl::memory::desc rowsDesc(int64_t rows, int64_t width) {
 // Up to this many rows a tile is multiplied a decoded row of W^T at a time (a GEMV reads the
 // weights once), above it widened whole for an sgemm.
 constexpr int64_t kSmallRows = 4;
+// Up to this many rows bf16 and int8 tiles multiply in registers where the CPU has AVX-512
+// (BlockedTileKernels.h), 12 rows at a time. On the ~1B LLaDA shape (bench/forward_limit.py, bf16,
+// 2-core Xeon, 2 threads) that beat widening each tile for an sgemm at 12, 36 and 68 rows a
+// forward (GEMMs at 120-160 against 65-130 GFLOP/s); not measured between 68 and 128.
+constexpr int64_t kBlockedRows = 128;
 // Tiles of at least this many bytes in all are spread over the pool whatever the flops: with few
 // rows the GEMM streams its weights, which one core does not do at the memory's rate (measured on
 // DiffusionGemma's bench experts, [512, 512] bf16 with ~16 rows: 4.1 ms a moe record against 6.2
@@ -323,6 +329,12 @@ void PackedLinear::decodeTileRow(int64_t t, int64_t i, float *out) const {
     decodeInt8(static_cast<const int8_t *>(data_.get()) + at, scales, tileWidth_, out);
 }
 
+const void *PackedLinear::tileData(int64_t t) const {
+  const size_t at = static_cast<size_t>(t * inputs_ * tileWidth_);
+  return static_cast<const uint8_t *>(data_.get()) +
+         at * (format_ == Format::bf16Tiles ? sizeof(uint16_t) : 1);
+}
+
 void PackedLinear::widenTile(int64_t t, float *out) const {
   for (int64_t i = 0; i < inputs_; ++i)
     decodeTileRow(t, i, out + i * tileWidth_);
@@ -428,13 +440,36 @@ void PackedGemm::multiplySmallRows(const PackedLinear &w, int64_t t, const float
       y[m * ldy + c] = (accumulate ? y[m * ldy + c] : 0.0f) + sums[m * width + c];
 }
 
+// y[rows, columns] (+)= x[rows, K] tile t of w, by the register-blocked kernels: the sums in
+// `scratch` (rows * tileWidth floats), then scaled (int8) into y.
+void PackedGemm::multiplyBlocked(const PackedLinear &w, int64_t t, const float *x, int64_t rows,
+                                 float *scratch, float *y, int64_t ldy, int64_t columns,
+                                 bool accumulate) {
+  const int64_t k = w.inputs(), width = w.tileWidth();
+  const bool int8 = w.format() == PackedLinear::Format::int8Tiles;
+  if (int8)
+    multiplyTileInt8(static_cast<const int8_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
+  else
+    multiplyTileBf16(static_cast<const uint16_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
+  const float *scales = int8 ? w.tileScales(t) : nullptr;
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < columns; ++c) {
+      const float sum = scratch[m * width + c] * (scales ? scales[c] : 1.0f);
+      y[m * ldy + c] = accumulate ? y[m * ldy + c] + sum : sum;
+    }
+}
+
 Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y,
                             ThreadPool &pool, bool accumulate) {
   const int64_t k = w.inputs(), width = w.tileWidth(), n = w.outputs();
   if (tileScratch_.size() < static_cast<size_t>(pool.threads()))
     tileScratch_.resize(static_cast<size_t>(pool.threads()));
   // A widened tile, or a small-rows tile's sums and decoded row.
-  const size_t scratchFloats = static_cast<size_t>(std::max(k, kSmallRows + 1) * width);
+  const size_t scratchFloats =
+      static_cast<size_t>(std::max({k, kSmallRows + 1, kBlockedRows}) * width);
+  const bool blocked = rows <= kBlockedRows && hasBlockedTileKernels() &&
+                       (w.format() == PackedLinear::Format::bf16Tiles ||
+                        w.format() == PackedLinear::Format::int8Tiles);
   for (std::vector<float> &scratch : tileScratch_)
     if (scratch.size() < scratchFloats)
       scratch.resize(scratchFloats);
@@ -447,6 +482,10 @@ Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows,
                      float *tile = tileScratch_[static_cast<size_t>(thread)].data();
                      for (int64_t t = begin; t < end; ++t) {
                        const int64_t first = t * width, columns = std::min(width, n - first);
+                       if (blocked) {
+                         multiplyBlocked(w, t, x, rows, tile, y + first, n, columns, accumulate);
+                         continue;
+                       }
                        if (rows <= kSmallRows) {
                          multiplySmallRows(w, t, x, rows, tile, y + first, n, columns, accumulate);
                          continue;

@@ -21,12 +21,14 @@
 //   row-major each). The GEMM widens one tile at a time to float32 in a thread's scratch (i8,
 //   FP8: times its columns' scales) and multiplies it there (single-threaded sgemm per tile, the
 //   tiles spread over the pool): float32 arithmetic on the stored weights at a half (a quarter) of
-//   the float32 weights' memory, on any CPU. Up to 4 rows (a MoE expert's few tokens, a token at
-//   a time) a tile is decoded one row of W^T at a time into L1 and multiplied there: a GEMV that
-//   reads the weights once (with the tiles spread over every thread, LLaDA2-mini's MoE block ran
-//   2.2x faster than widening each tile for an sgemm on one thread; bench/README.md). oneDNN 2.6
-//   has no GEMM of bf16 or int8 weights with float32 activations, and its bf16 x bf16 GEMM falls
-//   back to reference code on CPUs without AVX-512 BF16.
+//   the float32 weights' memory, on any CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to
+//   kBlockedRows rows (a batch-1 forward's block, a MoE expert's tokens) in registers instead
+//   (BlockedTileKernels.h: the weights decoded once per row of x's block, streamed from memory
+//   once). Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and
+//   multiplied there: a GEMV that reads the weights once (with the tiles spread over every thread,
+//   LLaDA2-mini's MoE block ran 2.2x faster than widening each tile for an sgemm on one thread;
+//   bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32 activations, and
+//   its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512 BF16.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.
@@ -83,6 +85,9 @@ public:
   // Row i of tile t (W^T's row i, columns [t * tileWidth(), ...)) as float32 into `out`
   // ([tileWidth()]).
   void decodeTileRow(int64_t t, int64_t i, float *out) const;
+  // Tile t as stored (bf16 bits, int8 or FP8 codes), and its columns' scales (int8, FP8).
+  const void *tileData(int64_t t) const;
+  const float *tileScales(int64_t t) const { return columnScales_.data() + t * tileWidth_; }
 
   PackedLinear() = default;
   PackedLinear(const PackedLinear &) = delete;
@@ -149,6 +154,9 @@ private:
                    bool accumulate);
   Status runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y, ThreadPool &pool,
                   bool accumulate);
+  static void multiplyBlocked(const PackedLinear &w, int64_t t, const float *x, int64_t rows,
+                              float *scratch, float *y, int64_t ldy, int64_t columns,
+                              bool accumulate);
   static void multiplySmallRows(const PackedLinear &w, int64_t t, const float *x, int64_t rows,
                                 float *scratch, float *y, int64_t ldy, int64_t columns,
                                 bool accumulate);

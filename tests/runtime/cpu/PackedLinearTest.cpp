@@ -98,9 +98,11 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
     }
     // The stored matrix is not kept widened to float32 for packing.
     EXPECT_EQ(weights->find(name)->data, nullptr);
-    // 1 and 4 rows: tiles multiplied a decoded row at a time; 5: widened for an sgemm; 11000:
-    // past the flops below which a GEMM runs on one thread.
-    for (int64_t rows : {int64_t(1), int64_t(4), int64_t(5), int64_t(11000)})
+    // 1 and 4 rows: tiles multiplied a decoded row at a time, or in registers on AVX-512 (bf16,
+    // int8), as 12, 13 and 30 (blocks of 12 rows and what is left); 5: widened for an sgemm
+    // without AVX-512; 11000: past the flops below which a GEMM runs on one thread.
+    for (int64_t rows : {int64_t(1), int64_t(4), int64_t(5), int64_t(12), int64_t(13), int64_t(30),
+                         int64_t(11000)})
       for (bool accumulate : {false, true}) {
         std::vector<float> x(static_cast<size_t>(rows * 16));
         for (float &v : x)

@@ -1,0 +1,127 @@
+// The register-blocked tile kernels (BlockedTileKernels.h), compiled for AVX-512F whatever the
+// build's baseline and called only where the CPU has it.
+#include "runtime/cpu/BlockedTileKernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace dlm::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+// 12 rows x 32 columns: 24 accumulators, two decoded weight vectors and a broadcast fit the 32
+// registers.
+constexpr int kRowsPerBlock = 12;
+// How many tile rows ahead the kernel prefetches.
+constexpr int64_t kPrefetchRows = 32;
+
+#define DLM_AVX512 __attribute__((target("avx512f")))
+
+// 16 bf16 values (bits) as float32: the bits are a float's upper half.
+DLM_AVX512 inline __m512 widenBf16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+DLM_AVX512 inline __m512 widenInt8(__m128i codes) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
+}
+
+// The 16 (kWide false) or 32 columns at `column` of tile row i, as float32.
+template <bool kWide, typename Code>
+DLM_AVX512 inline void loadColumns(const Code *row, __m512 &low, __m512 &high) {
+  if constexpr (sizeof(Code) == 2) {
+    low = widenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row)));
+    if constexpr (kWide)
+      high = widenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + 16)));
+  } else {
+    low = widenInt8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row)));
+    if constexpr (kWide)
+      high = widenInt8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + 16)));
+  }
+}
+
+// R rows x (kWide ? 32 : 16) columns starting at `column`.
+template <int R, bool kWide, typename Code>
+DLM_AVX512 void block(const Code *tile, int64_t k, int64_t width, int64_t column, const float *x,
+                      int64_t ldx, float *sums) {
+  __m512 low[R], high[R];
+  for (int r = 0; r < R; ++r)
+    low[r] = high[r] = _mm512_setzero_ps();
+  const Code *row = tile + column;
+  for (int64_t i = 0; i < k; ++i, row += width) {
+    // The rows of a column block are a tile's width apart: fetched ahead, as the hardware's
+    // prefetchers do not for such strides.
+    _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * width), _MM_HINT_T0);
+    __m512 w0, w1 = _mm512_setzero_ps();
+    loadColumns<kWide>(row, w0, w1);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(x[r * ldx + i]);
+      low[r] = _mm512_fmadd_ps(a, w0, low[r]);
+      if constexpr (kWide)
+        high[r] = _mm512_fmadd_ps(a, w1, high[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(sums + r * width + column, low[r]);
+    if constexpr (kWide)
+      _mm512_storeu_ps(sums + r * width + column + 16, high[r]);
+  }
+}
+
+template <int R, typename Code>
+DLM_AVX512 void rowsBlock(const Code *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                          float *sums) {
+  int64_t column = 0;
+  for (; column + 32 <= width; column += 32)
+    block<R, true>(tile, k, width, column, x, ldx, sums);
+  if (column < width)
+    block<R, false>(tile, k, width, column, x, ldx, sums);
+}
+
+template <typename Code>
+void multiplyTile(const Code *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                  int64_t rows, float *sums) {
+  using Block = void (*)(const Code *, int64_t, int64_t, const float *, int64_t, float *);
+  static constexpr Block kBlocks[kRowsPerBlock] = {
+      rowsBlock<1, Code>, rowsBlock<2, Code>,  rowsBlock<3, Code>,  rowsBlock<4, Code>,
+      rowsBlock<5, Code>, rowsBlock<6, Code>,  rowsBlock<7, Code>,  rowsBlock<8, Code>,
+      rowsBlock<9, Code>, rowsBlock<10, Code>, rowsBlock<11, Code>, rowsBlock<12, Code>};
+  for (int64_t first = 0; first < rows; first += kRowsPerBlock) {
+    const int64_t count = rows - first < kRowsPerBlock ? rows - first : kRowsPerBlock;
+    kBlocks[count - 1](tile, k, width, x + first * ldx, ldx, sums + first * width);
+  }
+}
+
+} // namespace
+
+bool hasBlockedTileKernels() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+
+void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                      int64_t rows, float *sums) {
+  multiplyTile(tile, k, width, x, ldx, rows, sums);
+}
+
+void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                      int64_t rows, float *sums) {
+  multiplyTile(tile, k, width, x, ldx, rows, sums);
+}
+
+#else
+
+bool hasBlockedTileKernels() { return false; }
+void multiplyTileBf16(const uint16_t *, int64_t, int64_t, const float *, int64_t, int64_t,
+                      float *) {}
+void multiplyTileInt8(const int8_t *, int64_t, int64_t, const float *, int64_t, int64_t, float *) {}
+
+#endif
+
+} // namespace dlm::cpu

@@ -1,0 +1,24 @@
+// x [rows, K] times one tile of a projection's stored weight (PackedLinear's tiles: W^T's rows
+// [K, width] row-major, bf16 bits or int8 codes), register-blocked: up to 12 rows by 32 columns
+// of sums live in AVX-512 registers while each 64-byte row of the tile is decoded once and
+// multiplied by every row of x. For the few rows of a batch-1 forward or an expert's tokens the
+// weights then stream from memory once, where widening a tile for an sgemm or accumulating in L1
+// (PackedGemm's other paths) runs at a fraction of the bandwidth (bench/forward_limit.py).
+#pragma once
+
+#include <cstdint>
+
+namespace dlm::cpu {
+
+// Whether this CPU runs the kernels below (AVX-512F); PackedGemm takes its other paths elsewhere.
+bool hasBlockedTileKernels();
+
+// sums[r * width + c] = sum over i < k of x[r * ldx + i] * W(i, c), for r < rows and c < width
+// (a multiple of 16), W(i, c) = tile[i * width + c] as bf16 bits, or as int8 codes (unscaled:
+// the caller applies the column scales).
+void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                      int64_t rows, float *sums);
+void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
+                      int64_t rows, float *sums);
+
+} // namespace dlm::cpu
