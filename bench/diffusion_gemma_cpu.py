@@ -9,7 +9,9 @@
 Without --checkpoint it makes (once) the default bf16 checkpoint of
 bench/make_diffusion_gemma_checkpoint.py under $DLM_BENCH_CACHE (default ~/.cache/dlm-bench).
 The prompts are tokenised once with `tokenizers` from the checkpoint's tokenizer.json and both
-engines get the same ids (`dlm-run --prompt-ids`). dlm: `dlmc compile DIR -o X.dlm`, then one
+engines get the same ids (`dlm-run --prompt-ids`). dlm: `dlmc compile DIR -o X.dlm --activations
+bf16` (transformers multiplies the bf16 checkpoint in bf16; dlm does where oneDNN has a bf16
+brgemm kernel, else its float32-activation tiles: `--activations f32` to compare those), then one
 `dlm-run X.dlm --prompt-ids ... --json --threads N` per run. The baseline: transformers'
 `generate` in the reference venv (torch 2.15 + transformers 5.23, torch threads = N, sdpa
 attention and grouped_mm experts as from_pretrained picks them), one long-lived process
@@ -92,6 +94,8 @@ def main():
     ap.add_argument("--max-denoising-steps", type=int,
                     help="override generation_config.json's max_denoising_steps on both engines")
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--activations", default="bf16", choices=["bf16", "f32"],
+                    help="dlmc compile --activations (default bf16, as transformers computes)")
     ap.add_argument("--ref-python", default=REF_PYTHON,
                     help="python with torch 2.15 + transformers 5.23 (the baseline)")
     ap.add_argument("--json", help="also write the results here")
@@ -120,8 +124,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         if "dlm" in names:
             artifact = os.path.join(tmp, "model.dlm")
-            r = subprocess.run([os.path.join(BUILD, "bin", "dlmc"), "compile", checkpoint, "-o", artifact],
-                               capture_output=True, text=True)
+            r = subprocess.run([os.path.join(BUILD, "bin", "dlmc"), "compile", checkpoint, "-o", artifact,
+                                "--activations", a.activations], capture_output=True, text=True)
             if r.returncode != 0:
                 skipped["dlm"] = (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:] or ["failed"]
                 skipped["dlm"] = "dlmc compile failed: " + skipped["dlm"][0]

@@ -24,6 +24,14 @@ std::string vectorLoopLevel() {
 #endif
 }
 
+// A projection whose weight is not packed: every one when batch-invariant, else one whose
+// table another record reads widened (a tied LM head beside a soft embedding) and that is read
+// so rather than held twice.
+std::string unpackedPath(bool batchInvariant) {
+  return batchInvariant ? "float32, InvariantGemm (batch-invariant)"
+                        : "float32 widened at load (another record reads it so), InvariantGemm";
+}
+
 } // namespace
 
 std::vector<std::string> CpuBackend::kernelPaths() const {
@@ -34,8 +42,7 @@ std::vector<std::string> CpuBackend::kernelPaths() const {
       if (k.projects()) {
         auto packed = packed_.find(k.weight());
         byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
-               (packed != packed_.end() ? packed->second->path()
-                                        : "float32 InvariantGemm (batch-invariant)")]
+               (packed != packed_.end() ? packed->second->path() : unpackedPath(batchInvariant_))]
             .insert(k.weight());
       } else if (k.kind() == KernelKind::moe) {
         const auto &p = k.as<spec::kernels::MoeParams>();

@@ -335,6 +335,11 @@ TEST(CpuKernelKinds, TiedBf16TableIsACopyAndAPackedHead) {
   ASSERT_TRUE(head.isOk()) << head.status().message();
   EXPECT_EQ(cpu->memoryUsage().weightBytes, kVocab * kHidden * sizeof(uint16_t) + (*head)->bytes());
   EXPECT_EQ(m.weights->find("embed")->data, nullptr) << "the table was widened";
+  // dlm-prof's path lines: the head's tiles, and the level of the vectorised loops.
+  const std::vector<std::string> paths = cpu->kernelPaths();
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0], "1 LM head: " + (*head)->path());
+  EXPECT_EQ(paths[1].rfind("vectorised loops: ", 0), 0u) << paths[1];
 }
 
 // rope over 8-wide heads with theta 1e6 and 2 of 4 pairs rotated, plus rope over 4-wide heads
