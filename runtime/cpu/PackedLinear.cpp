@@ -91,7 +91,7 @@ DLM_VECTOR_CLONES void addScaledRow(const float *w, int64_t width, const float *
 }
 
 // The derived-weight cache's key for a bf16 weight packed the way `bf16` asks (each way its own
-// copy: a test can ask for the one without AMX beside a session's).
+// copy: a test can ask for the emulated kernel beside a session's).
 const char *bf16CacheKey(PackedLinear::Bf16Gemm bf16) {
   switch (bf16) {
   case PackedLinear::Bf16Gemm::weightOnly:

@@ -22,7 +22,7 @@
 //   FP8: times its columns' scales) and multiplies it there (single-threaded sgemm per tile, the
 //   tiles spread over the pool): float32 arithmetic on the stored weights at a half (a quarter) of
 //   the float32 weights' memory, on any CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to
-//   kBlockedRows rows (a batch-1 forward's block, a MoE expert's tokens) in registers instead
+//   128 rows (a batch-1 forward's block, a MoE expert's tokens) in registers instead
 //   (BlockedTileKernels.h: the weights decoded once per row of x's block, streamed from memory
 //   once). Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and
 //   multiplied there: a GEMV that reads the weights once (with the tiles spread over every thread,
