@@ -54,7 +54,8 @@ DLM_AVX512 void block(const Code *tile, int64_t k, int64_t width, int64_t column
   for (int64_t i = 0; i < k; ++i, row += width) {
     // The rows of a column block are a tile's width apart: fetched ahead, as the hardware's
     // prefetchers do not for such strides.
-    _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * width), _MM_HINT_T0);
+    if (i + kPrefetchRows < k)
+      _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * width), _MM_HINT_T0);
     __m512 w0, w1 = _mm512_setzero_ps();
     loadColumns<kWide>(row, w0, w1);
     for (int r = 0; r < R; ++r) {

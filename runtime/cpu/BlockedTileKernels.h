@@ -1,9 +1,10 @@
 // x [rows, K] times one tile of a projection's stored weight (PackedLinear's tiles: W^T's rows
 // [K, width] row-major, bf16 bits or int8 codes), register-blocked: up to 12 rows by 32 columns
 // of sums live in AVX-512 registers while each 64-byte row of the tile is decoded once and
-// multiplied by every row of x. For the few rows of a batch-1 forward or an expert's tokens the
-// weights then stream from memory once, where widening a tile for an sgemm or accumulating in L1
-// (PackedGemm's other paths) runs at a fraction of the bandwidth (bench/forward_limit.py).
+// multiplied by every row of that block of x (more rows: the tile again per 12, from L2). For the
+// few rows of a batch-1 forward or an expert's tokens the weights then stream from memory once,
+// where widening a tile for an sgemm or accumulating in L1 (PackedGemm's other paths) runs at a
+// fraction of the bandwidth (bench/forward_limit.py).
 #pragma once
 
 #include <cstdint>

@@ -464,7 +464,7 @@ Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows,
   const int64_t k = w.inputs(), width = w.tileWidth(), n = w.outputs();
   if (tileScratch_.size() < static_cast<size_t>(pool.threads()))
     tileScratch_.resize(static_cast<size_t>(pool.threads()));
-  // A widened tile, or a small-rows tile's sums and decoded row.
+  // A widened tile, a small-rows tile's sums and decoded row, or the blocked kernels' sums.
   const size_t scratchFloats =
       static_cast<size_t>(std::max({k, kSmallRows + 1, kBlockedRows}) * width);
   const bool blocked = rows <= kBlockedRows && hasBlockedTileKernels() &&

@@ -87,7 +87,9 @@ public:
   void decodeTileRow(int64_t t, int64_t i, float *out) const;
   // Tile t as stored (bf16 bits, int8 or FP8 codes), and its columns' scales (int8, FP8).
   const void *tileData(int64_t t) const;
-  const float *tileScales(int64_t t) const { return columnScales_.data() + t * tileWidth_; }
+  const float *tileScales(int64_t t) const {
+    return columnScales_.empty() ? nullptr : columnScales_.data() + t * tileWidth_;
+  }
 
   PackedLinear() = default;
   PackedLinear(const PackedLinear &) = delete;
