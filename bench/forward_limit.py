@@ -31,7 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from checkpoint_files import bench_cache  # noqa: E402
-from gemm_rate import METHODS, library, run  # noqa: E402
+from gemm_rate import METHODS, library, prof_report, run  # noqa: E402
 
 SHAPE = {"hidden": 2048, "layers": 16, "heads": 16, "mlp": 5632, "vocab": 32000}
 DEFAULT_CHECKPOINT = bench_cache("llada-2048x16-bf16")
@@ -59,15 +59,6 @@ def embedding_bytes(checkpoint):
     sys.exit(f"{path}: no embedding table (wte.weight) in its header")
 
 
-def profile(a, artifact):
-    report = json.loads(run([
-        tool(a, "dlm-prof"), artifact, "--json", "--synthetic-length", str(a.prompt_length),
-        "--gen-length", str(a.gen_length), "--block-length", str(a.gen_length),
-        "--steps", str(a.gen_length), "--cache", "none", "--threads", str(a.threads),
-        "--warmup", "1", "--repeat", "1"]))
-    return report
-
-
 def library_best(a, shapes):
     """The seconds the forwards' GEMMs (each shape's calls) take at oneDNN's best rate on their N
     and K with rows enough to be compute-bound (COMPUTE_ROWS): the machine's GEMM rate, not the
@@ -89,7 +80,8 @@ def bandwidth(a):
 
 
 def one_round(a, artifact, table_bytes):
-    report = profile(a, artifact)
+    # One block of gen_length, a step per token, no cache: every forward is the whole canvas.
+    report = prof_report(a, artifact, a.gen_length, a.gen_length, "none")
     forwards = report["forward_ms"]["count"]
     shapes = report["gemm_shapes"]
     flops = sum(2.0 * s["m"] * s["n"] * s["k"] * s["calls"] for s in shapes) / forwards

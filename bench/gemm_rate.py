@@ -46,12 +46,18 @@ def run(cmd):
     return done.stdout
 
 
-def profile(a, artifact):
-    report = json.loads(run([
+def prof_report(a, artifact, block_length, steps, cache):
+    """dlm-prof's JSON report of one request on a synthetic prompt (a.prompt_length tokens,
+    a.gen_length generated, a.threads threads), after one warm-up request."""
+    return json.loads(run([
         os.path.join(a.build, "bin", "dlm-prof"), artifact, "--json",
         "--synthetic-length", str(a.prompt_length), "--gen-length", str(a.gen_length),
-        "--block-length", str(a.block_length), "--steps", str(a.steps), "--cache", a.cache,
+        "--block-length", str(block_length), "--steps", str(steps), "--cache", cache,
         "--threads", str(a.threads), "--warmup", "1", "--repeat", "1"]))
+
+
+def profile(a, artifact):
+    report = prof_report(a, artifact, a.block_length, a.steps, a.cache)
     forwards = report["forward_ms"]
     return report["gemm_shapes"], forwards["count"] / forwards["total"] * 1e3
 

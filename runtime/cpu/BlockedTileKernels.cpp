@@ -45,17 +45,20 @@ DLM_AVX512 inline void loadColumns(const Code *row, __m512 &low, __m512 &high) {
 
 // R rows x (kWide ? 32 : 16) columns starting at `column`.
 template <int R, bool kWide, typename Code>
-DLM_AVX512 void block(const Code *tile, int64_t k, int64_t width, int64_t column, const float *x,
-                      int64_t ldx, float *sums) {
+DLM_AVX512 void block(const Code *w, int64_t ldw, int64_t k, int64_t column, const float *x,
+                      int64_t ldx, float *sums, int64_t lds, bool accumulate) {
   __m512 low[R], high[R];
-  for (int r = 0; r < R; ++r)
-    low[r] = high[r] = _mm512_setzero_ps();
-  const Code *row = tile + column;
-  for (int64_t i = 0; i < k; ++i, row += width) {
-    // The rows of a column block are a tile's width apart: fetched ahead, as the hardware's
-    // prefetchers do not for such strides.
+  for (int r = 0; r < R; ++r) {
+    low[r] = accumulate ? _mm512_loadu_ps(sums + r * lds + column) : _mm512_setzero_ps();
+    high[r] = accumulate && kWide ? _mm512_loadu_ps(sums + r * lds + column + 16)
+                                  : _mm512_setzero_ps();
+  }
+  const Code *row = w + column;
+  for (int64_t i = 0; i < k; ++i, row += ldw) {
+    // The rows of a column block are ldw apart: fetched ahead, as the hardware's prefetchers do
+    // not for such strides.
     if (i + kPrefetchRows < k)
-      _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * width), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * ldw), _MM_HINT_T0);
     __m512 w0, w1 = _mm512_setzero_ps();
     loadColumns<kWide>(row, w0, w1);
     for (int r = 0; r < R; ++r) {
@@ -66,33 +69,35 @@ DLM_AVX512 void block(const Code *tile, int64_t k, int64_t width, int64_t column
     }
   }
   for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(sums + r * width + column, low[r]);
+    _mm512_storeu_ps(sums + r * lds + column, low[r]);
     if constexpr (kWide)
-      _mm512_storeu_ps(sums + r * width + column + 16, high[r]);
+      _mm512_storeu_ps(sums + r * lds + column + 16, high[r]);
   }
 }
 
 template <int R, typename Code>
-DLM_AVX512 void rowsBlock(const Code *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
-                          float *sums) {
+DLM_AVX512 void rowsBlock(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x,
+                          int64_t ldx, float *sums, int64_t lds, bool accumulate) {
   int64_t column = 0;
   for (; column + 32 <= width; column += 32)
-    block<R, true>(tile, k, width, column, x, ldx, sums);
+    block<R, true>(w, ldw, k, column, x, ldx, sums, lds, accumulate);
   if (column < width)
-    block<R, false>(tile, k, width, column, x, ldx, sums);
+    block<R, false>(w, ldw, k, column, x, ldx, sums, lds, accumulate);
 }
 
 template <typename Code>
-void multiplyTile(const Code *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
-                  int64_t rows, float *sums) {
-  using Block = void (*)(const Code *, int64_t, int64_t, const float *, int64_t, float *);
+void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x,
+                  int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate) {
+  using Block = void (*)(const Code *, int64_t, int64_t, int64_t, const float *, int64_t, float *,
+                         int64_t, bool);
   static constexpr Block kBlocks[kRowsPerBlock] = {
       rowsBlock<1, Code>, rowsBlock<2, Code>,  rowsBlock<3, Code>,  rowsBlock<4, Code>,
       rowsBlock<5, Code>, rowsBlock<6, Code>,  rowsBlock<7, Code>,  rowsBlock<8, Code>,
       rowsBlock<9, Code>, rowsBlock<10, Code>, rowsBlock<11, Code>, rowsBlock<12, Code>};
   for (int64_t first = 0; first < rows; first += kRowsPerBlock) {
     const int64_t count = rows - first < kRowsPerBlock ? rows - first : kRowsPerBlock;
-    kBlocks[count - 1](tile, k, width, x + first * ldx, ldx, sums + first * width);
+    kBlocks[count - 1](w, ldw, k, width, x + first * ldx, ldx, sums + first * lds, lds,
+                       accumulate);
   }
 }
 
@@ -108,12 +113,17 @@ bool hasBlockedTileKernels() {
 
 void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums) {
-  multiplyTile(tile, k, width, x, ldx, rows, sums);
+  multiplyRows(tile, width, k, width, x, ldx, rows, sums, width, false);
 }
 
 void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums) {
-  multiplyTile(tile, k, width, x, ldx, rows, sums);
+  multiplyRows(tile, width, k, width, x, ldx, rows, sums, width, false);
+}
+
+void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, const float *x,
+                      int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate) {
+  multiplyRows(w, ldw, k, width, x, ldx, rows, sums, lds, accumulate);
 }
 
 #else
@@ -122,6 +132,8 @@ bool hasBlockedTileKernels() { return false; }
 void multiplyTileBf16(const uint16_t *, int64_t, int64_t, const float *, int64_t, int64_t,
                       float *) {}
 void multiplyTileInt8(const int8_t *, int64_t, int64_t, const float *, int64_t, int64_t, float *) {}
+void multiplyRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t, int64_t,
+                      float *, int64_t, bool) {}
 
 #endif
 

@@ -22,4 +22,11 @@ void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const floa
 void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums);
 
+// The same over any row-major bf16 matrix whose rows are ldw apart, into sums rows lds apart,
+// added to what sums holds when `accumulate`: sums[r * lds + c] (+)= sum over i < k of
+// x[r * ldx + i] * W(i, c), W(i, c) = w[i * ldw + c] (a column block of an embedding table [V, H]
+// for a soft embedding, P [rows, V] times the table).
+void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, const float *x,
+                      int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate);
+
 } // namespace dlm::cpu

@@ -87,7 +87,7 @@ CpuBackend::copyStoredTables(const model::ModelWeights &weights,
   const std::set<const model::HostTensor *> widened = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
-      if (k.kind() != KernelKind::embedding)
+      if (k.kind() != KernelKind::embedding && k.kind() != KernelKind::softEmbedding)
         continue;
       const spec::kernels::WeightRef *table = k.weightParameter();
       if (widened.count(table->tensor) || tables.count(table->tensor))
@@ -152,9 +152,9 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
   PackedWeights packed;
   if (options.batchInvariant)
     return packed;
-  // A weight another kind of record reads widened too (a table a soft embedding reads) is used
-  // widened rather than held a second time packed. An embedding record reads its table as
-  // stored: a tied LM head packs it.
+  // A weight another kind of record reads widened too is used widened rather than held a second
+  // time packed. Embedding and soft embedding records read their table as stored: a tied LM
+  // head packs it.
   const std::set<const model::HostTensor *> readOtherwise = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
@@ -244,10 +244,10 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
     attentionScratch_.reserve(tokens, widest, pool_.threads());
     for (Rope &rope : ropes_)
       rope.table.build(tokens, rope.params.rotaryDim, rope.params.theta, rope.params.rotatedPairs);
-    // A chunk's probabilities and, for a mask token's scattered rows, their products.
+    // A chunk's probabilities, for a mask token's scattered rows their products, and a panel
+    // of the table where it is widened for the product.
     if (softEmbeddingRows_ > 0)
-      softEmbeddingScratch_.resize(static_cast<size_t>(std::min(tokens, kSoftEmbeddingChunk) *
-                                                       (softEmbeddingRows_ + d.hidden)));
+      softEmbeddingScratch_.resize(softEmbeddingScratchFloats(tokens, softEmbeddingRows_, d.hidden));
     if (moeExperts_ > 0)
       moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
     capture_.resize(size(captureWidth_));
@@ -325,6 +325,12 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   const RecordRun run{k, parts, count, width, event, event.category, event.layer};
   static_assert(std::size(kRunners) == std::size(spec::kernels::kKindContracts));
   return (this->*kRunners[static_cast<size_t>(k.kind())])(run);
+}
+
+model::StoredTensor CpuBackend::tableAsStored(const model::HostTensor *table) const {
+  if (auto copy = storedTables_.find(table); copy != storedTables_.end())
+    return copy->second->view;
+  return model::StoredTensor{artifact::DType::f32, table->data, table->rows, table->cols, nullptr};
 }
 
 // Every form this backend holds of the weight: packed, packed experts, a stored table's copy and

@@ -83,8 +83,9 @@ private:
   packExperts(const model::ModelWeights &weights,
               const std::map<std::string, program::KernelProgram> &functions,
               const BackendOptions &options);
-  // An embedding table read as stored (bf16, f16, i8, fp8 or f32 nobody widened), copied out of
-  // the artifact's mapping once, so that a file truncated after loading fails no forward.
+  // An embedding table (of embedding and soft_embedding records) read as stored (bf16, f16, i8,
+  // fp8 or f32 nobody widened), copied out of the artifact's mapping once, so that a file
+  // truncated after loading fails no forward.
   struct StoredTable {
     std::vector<uint8_t> bytes;
     model::StoredTensor view; // the stored tensor, its data the copy
@@ -95,6 +96,10 @@ private:
                    const std::map<std::string, program::KernelProgram> &functions);
 
   using ForwardInput = dlm::ForwardInput;
+
+  // A table an embedding or soft_embedding record reads: this backend's stored copy, else the
+  // float32 table its records read widened (batch-invariant).
+  model::StoredTensor tableAsStored(const model::HostTensor *table) const;
 
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const program::KernelProgram *> function(std::string_view name) const;

@@ -105,24 +105,18 @@ DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {
     h[i] += delta[i];
 }
 
-// The rows of the fed tokens: decoded from this backend's copy of the table as stored (bf16,
-// f16, i8 or fp8 with its row scales; copyStoredTables), else copied from the float32 table its
-// records read widened (batch-invariant, or a soft embedding's table).
+// The rows of the fed tokens, decoded from the table as stored (tableAsStored: bf16, f16, i8 or
+// fp8 with its row scales, or float32).
 Status CpuBackend::runEmbedding(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;
   const auto &p = k.as<spec::kernels::EmbeddingParams>();
+  const model::StoredTensor table = tableAsStored(p.weight.tensor);
   timedRecord(run, [&] {
     float *out = result(run);
-    if (auto copy = storedTables_.find(p.weight.tensor); copy != storedTables_.end()) {
-      for (int64_t i = 0; i < count; ++i)
-        model::widenStored(copy->second->view, static_cast<size_t>(packedTokens_[i] * width),
-                           static_cast<size_t>(width), out + i * width);
-    } else {
-      const float *table = p.weight.tensor->data;
-      for (int64_t i = 0; i < count; ++i)
-        std::memcpy(out + i * width, table + packedTokens_[i] * width, width * sizeof(float));
-    }
+    for (int64_t i = 0; i < count; ++i)
+      model::widenStored(table, static_cast<size_t>(packedTokens_[i] * width),
+                         static_cast<size_t>(width), out + i * width);
     if (p.scale != 1.0)
       scaleInPlace(out, static_cast<float>(p.scale), count * width);
   });

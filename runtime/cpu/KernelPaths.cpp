@@ -2,6 +2,7 @@
 // choice, made once at load), and which level of the vectorised loops the loader picked, for
 // dlm-prof to print.
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Kernels.h"
 
 namespace dlm::cpu {
 
@@ -24,9 +25,8 @@ std::string vectorLoopLevel() {
 #endif
 }
 
-// A projection whose weight is not packed: every one when batch-invariant, else one whose
-// table another record reads widened (a tied LM head beside a soft embedding) and that is read
-// so rather than held twice.
+// A projection whose weight is not packed: every one when batch-invariant, else one that
+// another record reads widened and that is read so rather than held twice.
 std::string unpackedPath(bool batchInvariant) {
   return batchInvariant ? "float32, InvariantGemm (batch-invariant)"
                         : "float32 widened at load (another record reads it so), InvariantGemm";
@@ -44,6 +44,9 @@ std::vector<std::string> CpuBackend::kernelPaths() const {
         byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
                (packed != packed_.end() ? packed->second->path() : unpackedPath(batchInvariant_))]
             .insert(k.weight());
+      } else if (k.kind() == KernelKind::softEmbedding) {
+        byPath["soft-embedding tables: " + softEmbeddingPath(tableAsStored(k.weight()))].insert(
+            k.weight());
       } else if (k.kind() == KernelKind::moe) {
         const auto &p = k.as<spec::kernels::MoeParams>();
         for (const spec::kernels::WeightRef *stack : {&p.gateUp, &p.down}) {

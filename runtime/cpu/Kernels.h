@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dlm::cpu {
@@ -170,12 +171,19 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
 // The forward's float input rows as a soft_embedding reads them: out[t, H] =
 // (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
 // float32 with a double sum); zeros when input is null, and on the rows whose token (`tokens`,
-// one per row) is not `maskToken` when that is >= 0. `scratch` holds min(rows,
-// kSoftEmbeddingChunk) rows of inputWidth probabilities and as many of the table's width.
+// one per row) is not `maskToken` when that is >= 0. The table is read as stored, never held
+// widened: float32 by oneDNN's sgemm; bf16 on AVX-512 CPUs by the register-blocked kernels
+// (BlockedTileKernels.h), each 32 columns of it over every row of the chunk; otherwise (f16,
+// 8-bit, bf16 elsewhere) widened a panel of rows at a time into the scratch for an sgemm.
+// `scratch` holds softEmbeddingScratchFloats(...) floats (grown when it is smaller).
 inline constexpr int64_t kSoftEmbeddingChunk = 32;
+size_t softEmbeddingScratchFloats(int64_t rows, int64_t inputWidth, int64_t hidden);
 Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
-                     const model::HostTensor &table, float scale, const int32_t *tokens,
-                     int64_t maskToken, float *out, std::vector<float> &scratch, int threads);
+                     const model::StoredTensor &table, float scale, const int32_t *tokens,
+                     int64_t maskToken, float *out, std::vector<float> &scratch, ThreadPool &pool);
+// How softEmbedding multiplies `table` on this CPU, in words: "bf16 as stored, register-blocked
+// AVX-512 kernels".
+std::string softEmbeddingPath(const model::StoredTensor &table);
 
 // Speculative decoding's row moves (InputRows.cpp), rows of `width` floats:
 // out[rows] = input[0, given) then zero rows (forward_input; input may be null when given is 0).

@@ -423,6 +423,16 @@ Status PackedGemm::runOneDnn(const PackedLinear &w, const float *x, int64_t rows
   return Status::ok();
 }
 
+// y[rows, columns] (+)= a tile's sums [rows, width], times its columns' scales where given.
+static void storeTileSums(const float *sums, int64_t width, const float *scales, int64_t rows,
+                          float *y, int64_t ldy, int64_t columns, bool accumulate) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < columns; ++c) {
+      const float sum = sums[m * width + c] * (scales ? scales[c] : 1.0f);
+      y[m * ldy + c] = accumulate ? y[m * ldy + c] + sum : sum;
+    }
+}
+
 // y[rows, columns] (+)= x[rows, K] tile t of w, its rows of W^T decoded one at a time into
 // `scratch` (at least (rows + 1) * tileWidth floats) beside the rows' sums.
 void PackedGemm::multiplySmallRows(const PackedLinear &w, int64_t t, const float *x, int64_t rows,
@@ -435,9 +445,7 @@ void PackedGemm::multiplySmallRows(const PackedLinear &w, int64_t t, const float
     w.decodeTileRow(t, i, decoded);
     addScaledRow(decoded, width, x + i, k, rows, sums);
   }
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t c = 0; c < columns; ++c)
-      y[m * ldy + c] = (accumulate ? y[m * ldy + c] : 0.0f) + sums[m * width + c];
+  storeTileSums(sums, width, nullptr, rows, y, ldy, columns, accumulate);
 }
 
 // y[rows, columns] (+)= x[rows, K] tile t of w, by the register-blocked kernels: the sums in
@@ -451,12 +459,8 @@ void PackedGemm::multiplyBlocked(const PackedLinear &w, int64_t t, const float *
     multiplyTileInt8(static_cast<const int8_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
   else
     multiplyTileBf16(static_cast<const uint16_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
-  const float *scales = int8 ? w.tileScales(t) : nullptr;
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t c = 0; c < columns; ++c) {
-      const float sum = scratch[m * width + c] * (scales ? scales[c] : 1.0f);
-      y[m * ldy + c] = accumulate ? y[m * ldy + c] + sum : sum;
-    }
+  storeTileSums(scratch, width, int8 ? w.tileScales(t) : nullptr, rows, y, ldy, columns,
+                accumulate);
 }
 
 Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows, float *y,

@@ -27,8 +27,7 @@
 //   once). Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and
 //   multiplied there: a GEMV that reads the weights once (with the tiles spread over every thread,
 //   LLaDA2-mini's MoE block ran 2.2x faster than widening each tile for an sgemm on one thread;
-//   bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32 activations, and
-//   its bf16 x bf16 GEMM falls back to reference code on CPUs without AVX-512 BF16.
+//   bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32 activations.
 //
 // Packed from the stored tensor, so that an [N, K] float32 copy is never kept;
 // ModelWeights::derived caches it, one per model, shared by every session.

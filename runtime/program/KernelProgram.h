@@ -107,10 +107,10 @@ struct KernelProgram {
   // record 5 'x')"; indices count in the whole record list.
   // The weights the records read are widened to float32 (ModelWeights::widened), except, with
   // ProjectionWeights::stored, the weight matrices of linear, norm_linear and lm_head records,
-  // the tables of embedding records and the expert stacks (gate_up, down) of moe records: a
-  // backend reads those itself (the CPU backend packs them, or decodes a table's rows, from
-  // their stored form; the CUDA backend widens what it uploads), and their data stays null
-  // unless another record (a soft embedding's table) widens them.
+  // the tables of embedding and soft_embedding records and the expert stacks (gate_up, down) of
+  // moe records: a backend reads those itself (the CPU backend packs them, or decodes or
+  // multiplies a table, from their stored form; the CUDA backend widens what it uploads), and
+  // their data stays null unless another record widens them.
   enum class ProjectionWeights { widened, stored };
   static StatusOr<KernelProgram> build(const std::vector<artifact::Kernel> &records,
                                        const model::ModelWeights &weights,

@@ -149,9 +149,10 @@ Status RecordChecker::embedding() {
   return Status::ok();
 }
 
+// The table as an embedding's: the CPU multiplies it as stored (runtime/cpu/Kernels.h).
 Status RecordChecker::softEmbedding() {
   auto &p = params<kp::SoftEmbeddingParams>();
-  DLM_RETURN_IF_ERROR(resolve(p.weight));
+  DLM_RETURN_IF_ERROR(resolve(p.weight, widenProjections));
   DLM_RETURN_IF_ERROR(expectWidth(p.weight.tensor->cols, width, "the table's row width"));
   if (p.maskToken && (*p.maskToken < 0 || *p.maskToken >= d.embeddingSize))
     return r.error("mask_token " + str(*p.maskToken) + " is not a token id of the " +

@@ -10,6 +10,7 @@
 #include "runtime/cpu/PackedLinear.h"
 
 #include "runtime/model/KernelProgram.h"
+#include "support/FloatFormats.h"
 #include "tests/runtime/model/TinyModel.h"
 
 #include <gtest/gtest.h>
@@ -1172,19 +1173,59 @@ TEST(CpuSoftEmbedding, MaskTokenRowsOnly) {
   for (int64_t r = 0; r < rows; ++r)
     if (r % 3 == 0 || (r >= 40 && r < 60))
       tokens[r] = 7;
-  const model::HostTensor tensor{table.data(), width, hidden};
-  std::vector<float> scratch(kSoftEmbeddingChunk * (width + hidden));
+  const model::StoredTensor tensor{artifact::DType::f32, table.data(), width, hidden, nullptr};
+  std::vector<float> scratch;
   std::vector<float> all(rows * hidden), masked(rows * hidden, -1.f);
+  ThreadPool pool(1);
   ASSERT_TRUE(softEmbedding(input.data(), rows, width, tensor, 1.f, tokens.data(), -1, all.data(),
-                            scratch, 1)
+                            scratch, pool)
                   .isOk());
   ASSERT_TRUE(softEmbedding(input.data(), rows, width, tensor, 0.25f, tokens.data(), 7,
-                            masked.data(), scratch, 1)
+                            masked.data(), scratch, pool)
                   .isOk());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < hidden; ++h) {
       const float want = tokens[r] == 7 ? 0.25f * all[r * hidden + h] : 0.f;
       EXPECT_NEAR(masked[r * hidden + h], want, 1e-5f) << "row " << r << " column " << h;
+    }
+}
+
+// A table read as stored (bf16 by the blocked kernels where the CPU has them, f16 and a hidden
+// width the kernels do not take by widened panels) gives the product of its float32 values: a
+// vocabulary of several of the kernels' 256-row panels and of the widened path's, chunks of more
+// than 12 rows, 2 threads, hidden widths with a 16-column tail and one not a multiple of 16.
+TEST(CpuSoftEmbedding, StoredTablesMultiplyAsTheirFloatValues) {
+  const int64_t rows = 45, vocab = 700;
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> input(rows * vocab);
+  for (float &v : input)
+    v = normal(random);
+  std::vector<int32_t> tokens(rows, 0);
+  ThreadPool pool(2);
+  for (const int64_t hidden : {48, 40, 1024})
+    for (const artifact::DType dtype : {artifact::DType::bf16, artifact::DType::f16}) {
+      std::vector<uint16_t> bits(vocab * hidden);
+      std::vector<float> values(vocab * hidden);
+      for (size_t i = 0; i < bits.size(); ++i) {
+        // f16: a random sign and mantissa, exponents 13-16 (0.25 to 4 in magnitude).
+        bits[i] = dtype == artifact::DType::bf16
+                      ? bf16FromFloat(normal(random))
+                      : static_cast<uint16_t>((random() & 0x83ffu) | ((13u + random() % 4) << 10));
+        values[i] = dtype == artifact::DType::bf16 ? floatFromBf16(bits[i]) : floatFromF16(bits[i]);
+      }
+      const model::StoredTensor stored{dtype, bits.data(), vocab, hidden, nullptr};
+      const model::StoredTensor wide{artifact::DType::f32, values.data(), vocab, hidden, nullptr};
+      std::vector<float> scratch, got(rows * hidden), want(rows * hidden);
+      ASSERT_TRUE(softEmbedding(input.data(), rows, vocab, stored, 0.5f, tokens.data(), -1,
+                                got.data(), scratch, pool)
+                      .isOk());
+      ASSERT_TRUE(softEmbedding(input.data(), rows, vocab, wide, 0.5f, tokens.data(), -1,
+                                want.data(), scratch, pool)
+                      .isOk());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::abs(want[i])))
+            << "hidden " << hidden << " " << artifact::dtypeName(dtype) << " element " << i;
     }
 }
 
