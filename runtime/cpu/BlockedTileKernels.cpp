@@ -101,6 +101,65 @@ void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const fl
   }
 }
 
+// The dot-product form, for a weight read in PyTorch's [out, in] layout: R rows of x by V rows
+// of W, 16 lanes of partial sums each (R * V <= 24 registers), reduced at the end.
+template <int R, int V>
+DLM_AVX512 inline void dotStep(const uint16_t *w, int64_t ldw, const float *x, int64_t ldx,
+                               __m512 (&sums)[R][V]) {
+  __m512 weights[V];
+  for (int v = 0; v < V; ++v)
+    weights[v] = widenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + v * ldw)));
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_loadu_ps(x + r * ldx);
+    for (int v = 0; v < V; ++v)
+      sums[r][v] = _mm512_fmadd_ps(a, weights[v], sums[r][v]);
+  }
+}
+
+template <int R, int V>
+DLM_AVX512 void dotBlock(const uint16_t *w, int64_t ldw, int64_t k, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, bool accumulate) {
+  __m512 sums[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      sums[r][v] = _mm512_setzero_ps();
+  const int64_t whole = k - k % 16;
+  for (int64_t i = 0; i < whole; i += 16)
+    dotStep<R, V>(w + i, ldw, x + i, ldx, sums);
+  if (whole < k) {
+    // The last k % 16 inputs, zero-padded to 16 in local copies.
+    alignas(64) uint16_t wTail[V][16] = {};
+    alignas(64) float xTail[R][16] = {};
+    for (int v = 0; v < V; ++v)
+      for (int64_t i = whole; i < k; ++i)
+        wTail[v][i - whole] = w[v * ldw + i];
+    for (int r = 0; r < R; ++r)
+      for (int64_t i = whole; i < k; ++i)
+        xTail[r][i - whole] = x[r * ldx + i];
+    dotStep<R, V>(&wTail[0][0], 16, &xTail[0][0], 16, sums);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const float sum = _mm512_reduce_add_ps(sums[r][v]);
+      y[r * ldy + v] = accumulate ? y[r * ldy + v] + sum : sum;
+    }
+}
+
+constexpr int kDotRows = 4, kDotOutputs = 6;
+
+template <int R>
+DLM_AVX512 void dotRows(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
+                        const float *x, int64_t ldx, float *y, int64_t ldy, bool accumulate) {
+  using Block = void (*)(const uint16_t *, int64_t, int64_t, const float *, int64_t, float *,
+                         int64_t, bool);
+  static constexpr Block kTails[kDotOutputs] = {dotBlock<R, 1>, dotBlock<R, 2>, dotBlock<R, 3>,
+                                                dotBlock<R, 4>, dotBlock<R, 5>, dotBlock<R, 6>};
+  for (int64_t n = 0; n < outputs; n += kDotOutputs) {
+    const int64_t count = outputs - n < kDotOutputs ? outputs - n : kDotOutputs;
+    kTails[count - 1](w + n * ldw, ldw, k, x, ldx, y + n, ldy, accumulate);
+  }
+}
+
 } // namespace
 
 bool hasBlockedTileKernels() {
@@ -126,9 +185,23 @@ void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, 
   multiplyRows(w, ldw, k, width, x, ldx, rows, sums, lds, accumulate);
 }
 
+void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
+                        const float *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
+                        bool accumulate) {
+  using Rows = void (*)(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t,
+                        float *, int64_t, bool);
+  static constexpr Rows kRows[kDotRows] = {dotRows<1>, dotRows<2>, dotRows<3>, dotRows<4>};
+  for (int64_t first = 0; first < rows; first += kDotRows) {
+    const int64_t count = rows - first < kDotRows ? rows - first : kDotRows;
+    kRows[count - 1](w, ldw, outputs, k, x + first * ldx, ldx, y + first * ldy, ldy, accumulate);
+  }
+}
+
 #else
 
 bool hasBlockedTileKernels() { return false; }
+void multiplyByRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t,
+                        int64_t, float *, int64_t, bool) {}
 void multiplyTileBf16(const uint16_t *, int64_t, int64_t, const float *, int64_t, int64_t,
                       float *) {}
 void multiplyTileInt8(const int8_t *, int64_t, int64_t, const float *, int64_t, int64_t, float *) {}

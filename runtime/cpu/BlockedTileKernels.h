@@ -29,4 +29,13 @@ void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float 
 void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, const float *x,
                       int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate);
 
+// The dot-product form for a bf16 weight in PyTorch's [out, in] layout, read where it lies (a
+// tied LM head over the embedding table that embedding records read as stored, so that the
+// table is held once): y[r * ldy + n] (+)= sum over i < k of x[r * ldx + i] * W(n, i),
+// W(n, i) = w[n * ldw + i] as bf16 bits, for r < rows and n < outputs. 4 rows by 6 outputs a
+// block, 16 inputs at a time (any k).
+void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
+                        const float *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
+                        bool accumulate);
+
 } // namespace dlm::cpu

@@ -154,8 +154,14 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
     return packed;
   // A weight another kind of record reads widened too is used widened rather than held a second
   // time packed. Embedding and soft embedding records read their table as stored: a tied LM
-  // head packs it.
-  const std::set<const model::HostTensor *> readOtherwise = widenedWeights(functions);
+  // head multiplies that copy where readsInPlace, else packs it.
+  std::set<const model::HostTensor *> readOtherwise = widenedWeights(functions);
+  for (const auto &[name, program] : functions)
+    for (const ProgramRecord &k : program.kernels)
+      if (k.kind() == KernelKind::embedding || k.kind() == KernelKind::softEmbedding)
+        if (const model::StoredTensor *stored = weights.stored(k.weightParameter()->name);
+            stored && readsInPlace(*stored) && !options.bf16Arithmetic)
+          readOtherwise.insert(k.weight());
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
       if (!k.projects() || readOtherwise.count(k.weight()) || packed.count(k.weight()))

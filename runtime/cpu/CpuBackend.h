@@ -100,6 +100,9 @@ private:
   // A table an embedding or soft_embedding record reads: this backend's stored copy, else the
   // float32 table its records read widened (batch-invariant).
   model::StoredTensor tableAsStored(const model::HostTensor *table) const;
+  // Whether a projection (a tied LM head) multiplies such a table where it lies rather than
+  // packing a second copy: bf16, on CPUs with the AVX-512 kernels (BlockedTileKernels.h).
+  static bool readsInPlace(const model::StoredTensor &stored);
 
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const program::KernelProgram *> function(std::string_view name) const;

@@ -41,8 +41,13 @@ std::vector<std::string> CpuBackend::kernelPaths() const {
     for (const ProgramRecord &k : program.kernels) {
       if (k.projects()) {
         auto packed = packed_.find(k.weight());
-        byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
-               (packed != packed_.end() ? packed->second->path() : unpackedPath(batchInvariant_))]
+        auto table = storedTables_.find(k.weight());
+        const std::string path =
+            packed != packed_.end() ? packed->second->path()
+            : table != storedTables_.end() && readsInPlace(table->second->view)
+                ? "bf16 as stored (the embedding table's copy, held once), AVX-512 dot products"
+                : unpackedPath(batchInvariant_);
+        byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " + path]
             .insert(k.weight());
       } else if (k.kind() == KernelKind::softEmbedding) {
         byPath["soft-embedding tables: " + softEmbeddingPath(tableAsStored(k.weight()))].insert(

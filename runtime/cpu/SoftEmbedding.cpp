@@ -21,8 +21,12 @@ constexpr int64_t kBlockedPanelRows = 256;
 
 int64_t panelRows(int64_t hidden) { return std::max<int64_t>(1, kPanelFloats / hidden); }
 
+// The probabilities' rows a cache line more than their width apart: a vocabulary of a multiple
+// of 1024 floats would otherwise put the 12 rows a blocked kernel reads at once in one L1 set.
+int64_t probabilityStride(int64_t inputWidth) { return inputWidth + 16; }
+
 // into[chunk, H] = scale * P[chunk, V'] @ bf16 table[V', H], 32 columns a task.
-void multiplyBf16Table(const float *p, int64_t chunk, int64_t inputWidth,
+void multiplyBf16Table(const float *p, int64_t ldp, int64_t chunk, int64_t inputWidth,
                        const model::StoredTensor &table, float scale, float *into,
                        ThreadPool &pool) {
   const int64_t hidden = table.cols, blocks = (hidden + 31) / 32;
@@ -33,7 +37,7 @@ void multiplyBf16Table(const float *p, int64_t chunk, int64_t inputWidth,
       for (int64_t first = 0; first < inputWidth; first += kBlockedPanelRows)
         multiplyRowsBf16(bits + first * hidden + column, hidden,
                          std::min(kBlockedPanelRows, inputWidth - first), width, p + first,
-                         inputWidth, chunk, into + column, hidden, first > 0);
+                         ldp, chunk, into + column, hidden, first > 0);
       for (int64_t r = 0; r < chunk; ++r)
         for (int64_t c = 0; c < width; ++c)
           into[r * hidden + column + c] *= scale;
@@ -43,7 +47,7 @@ void multiplyBf16Table(const float *p, int64_t chunk, int64_t inputWidth,
 
 // The same for any stored table: panels of its rows widened into `panel`, each multiplied and
 // added by an sgemm.
-Status multiplyWidenedPanels(const float *p, int64_t chunk, int64_t inputWidth,
+Status multiplyWidenedPanels(const float *p, int64_t ldp, int64_t chunk, int64_t inputWidth,
                              const model::StoredTensor &table, float scale, float *into,
                              float *panel, int threads) {
   const int64_t hidden = table.cols, step = panelRows(hidden);
@@ -53,7 +57,7 @@ Status multiplyWidenedPanels(const float *p, int64_t chunk, int64_t inputWidth,
     model::widenStored(table, static_cast<size_t>(first * hidden),
                        static_cast<size_t>(count * hidden), panel);
     const dnnl_status_t status =
-        dnnl_sgemm('N', 'N', chunk, hidden, count, scale, p + first, inputWidth, panel, hidden,
+        dnnl_sgemm('N', 'N', chunk, hidden, count, scale, p + first, ldp, panel, hidden,
                    first > 0 ? 1.0f : 0.0f, into, hidden);
     if (status != dnnl_success)
       return Status::error("oneDNN sgemm failed (status " + std::to_string(status) +
@@ -73,21 +77,22 @@ TableProduct tableProduct(const model::StoredTensor &table) {
 }
 
 // into[chunk, H] = scale * P[chunk, V'] @ table[V', H], the table as stored.
-Status multiplyByTable(const float *p, int64_t chunk, int64_t inputWidth,
+Status multiplyByTable(const float *p, int64_t ldp, int64_t chunk, int64_t inputWidth,
                        const model::StoredTensor &table, float scale, float *into, float *panel,
                        ThreadPool &pool) {
   const int64_t hidden = table.cols;
   switch (tableProduct(table)) {
   case TableProduct::sgemm:
-    return matmul(/*transposeB=*/false, chunk, hidden, inputWidth, scale, p, inputWidth,
+    return matmul(/*transposeB=*/false, chunk, hidden, inputWidth, scale, p, ldp,
                   static_cast<const float *>(table.data), hidden, into, hidden, pool.threads());
   case TableProduct::blockedBf16:
-    multiplyBf16Table(p, chunk, inputWidth, table, scale, into, pool);
+    multiplyBf16Table(p, ldp, chunk, inputWidth, table, scale, into, pool);
     return Status::ok();
   case TableProduct::widenedPanels:
     break;
   }
-  return multiplyWidenedPanels(p, chunk, inputWidth, table, scale, into, panel, pool.threads());
+  return multiplyWidenedPanels(p, ldp, chunk, inputWidth, table, scale, into, panel,
+                               pool.threads());
 }
 
 } // namespace
@@ -106,7 +111,8 @@ std::string softEmbeddingPath(const model::StoredTensor &table) {
 }
 
 size_t softEmbeddingScratchFloats(int64_t rows, int64_t inputWidth, int64_t hidden) {
-  return static_cast<size_t>(std::min(rows, kSoftEmbeddingChunk) * (inputWidth + hidden) +
+  return static_cast<size_t>(std::min(rows, kSoftEmbeddingChunk) *
+                                 (probabilityStride(inputWidth) + hidden) +
                              panelRows(hidden) * hidden);
 }
 
@@ -125,14 +131,15 @@ Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
   const int64_t chunkRows = std::min(rows, kSoftEmbeddingChunk);
   if (scratch.size() < softEmbeddingScratchFloats(rows, inputWidth, hidden))
     scratch.resize(softEmbeddingScratchFloats(rows, inputWidth, hidden));
-  float *product = scratch.data() + chunkRows * inputWidth;
+  const int64_t ldp = probabilityStride(inputWidth);
+  float *product = scratch.data() + chunkRows * ldp;
   float *panel = product + chunkRows * hidden;
   int64_t picked[kSoftEmbeddingChunk];
   for (int64_t next = 0; next < rows;) {
     int64_t chunk = 0;
     for (; next < rows && chunk < kSoftEmbeddingChunk; ++next)
       if (maskToken < 0 || tokens[next] == maskToken) {
-        float *probabilities = scratch.data() + chunk * inputWidth;
+        float *probabilities = scratch.data() + chunk * ldp;
         std::memcpy(probabilities, input + next * inputWidth, inputWidth * sizeof(float));
         softmaxInPlace(probabilities, inputWidth);
         picked[chunk++] = next;
@@ -142,7 +149,7 @@ Status softEmbedding(const float *input, int64_t rows, int64_t inputWidth,
     const bool contiguous = picked[chunk - 1] - picked[0] == chunk - 1;
     float *into = contiguous ? out + picked[0] * hidden : product;
     DLM_RETURN_IF_ERROR(
-        multiplyByTable(scratch.data(), chunk, inputWidth, table, scale, into, panel, pool));
+        multiplyByTable(scratch.data(), ldp, chunk, inputWidth, table, scale, into, panel, pool));
     if (!contiguous)
       for (int64_t i = 0; i < chunk; ++i)
         std::memcpy(out + picked[i] * hidden, product + i * hidden,

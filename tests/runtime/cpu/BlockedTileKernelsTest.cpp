@@ -60,5 +60,75 @@ TEST(BlockedTileKernels, MatchTheProductForEveryWidthAndRowCount) {
     }
 }
 
+// multiplyRowsBf16 over a column block of a wider matrix (rows ldw apart), into sums ldw apart,
+// added to what they hold: a soft embedding's 32 columns of a table, 256 of its rows at a time.
+TEST(BlockedTileKernels, RowsOfAWiderMatrixAccumulate) {
+  if (!hasBlockedTileKernels())
+    GTEST_SKIP() << "this CPU has no AVX-512F: the blocked kernels do not run here";
+  std::mt19937 generator(5);
+  std::normal_distribution<float> normal;
+  const int64_t k = 70, ldw = 112, column = 32, width = 48, rows = 14, ldx = k + 5, lds = 100;
+  std::vector<uint16_t> bits(static_cast<size_t>(k * ldw));
+  for (uint16_t &b : bits)
+    b = bf16FromFloat(normal(generator));
+  std::vector<float> x(static_cast<size_t>(rows * ldx)), sums(static_cast<size_t>(rows * lds));
+  for (float &v : x)
+    v = normal(generator);
+  for (float &v : sums)
+    v = normal(generator);
+  const std::vector<float> before = sums;
+  multiplyRowsBf16(bits.data() + column, ldw, k, width, x.data(), ldx, rows, sums.data(), lds,
+                   true);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < lds; ++c) {
+      double expected = before[r * lds + c];
+      if (c < width)
+        for (int64_t i = 0; i < k; ++i)
+          expected += double(x[r * ldx + i]) * floatFromBf16(bits[i * ldw + column + c]);
+      ASSERT_NEAR(sums[r * lds + c], expected, 1e-4 * (1 + std::abs(expected)))
+          << "at " << r << ", " << c;
+    }
+}
+
+// multiplyByRowsBf16 (W read in its [out, in] layout) for input counts with and without a tail
+// of 16, output counts around its blocks of 6 and row counts around its blocks of 4, writing and
+// accumulating.
+TEST(BlockedTileKernels, DotProductsMatchTheProduct) {
+  if (!hasBlockedTileKernels())
+    GTEST_SKIP() << "this CPU has no AVX-512F: the blocked kernels do not run here";
+  std::mt19937 generator(9);
+  std::normal_distribution<float> normal;
+  for (int64_t k : {int64_t(8), int64_t(32), int64_t(517)})
+    for (int64_t outputs : {int64_t(1), int64_t(6), int64_t(13)})
+      for (int64_t rows : {int64_t(1), int64_t(4), int64_t(9)})
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE("k " + std::to_string(k) + ", outputs " + std::to_string(outputs) +
+                       ", rows " + std::to_string(rows) + (accumulate ? ", accumulating" : ""));
+          const int64_t ldw = k + 2, ldx = k + 1, ldy = outputs + 3;
+          std::vector<uint16_t> bits(static_cast<size_t>(outputs * ldw));
+          for (uint16_t &b : bits)
+            b = bf16FromFloat(normal(generator));
+          std::vector<float> x(static_cast<size_t>(rows * ldx)), y(static_cast<size_t>(rows * ldy));
+          for (float &v : x)
+            v = normal(generator);
+          for (float &v : y)
+            v = normal(generator);
+          const std::vector<float> before = y;
+          multiplyByRowsBf16(bits.data(), ldw, outputs, k, x.data(), ldx, rows, y.data(), ldy,
+                             accumulate);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t n = 0; n < ldy; ++n) {
+              double expected = before[r * ldy + n];
+              if (n < outputs) {
+                expected = accumulate ? expected : 0.0;
+                for (int64_t i = 0; i < k; ++i)
+                  expected += double(x[r * ldx + i]) * floatFromBf16(bits[n * ldw + i]);
+              }
+              ASSERT_NEAR(y[r * ldy + n], expected, 1e-4 * (1 + std::abs(expected)))
+                  << "at " << r << ", " << n;
+            }
+        }
+}
+
 } // namespace
 } // namespace dlm::cpu
