@@ -50,8 +50,8 @@ DLM_AVX512 void block(const Code *w, int64_t ldw, int64_t k, int64_t column, con
   __m512 low[R], high[R];
   for (int r = 0; r < R; ++r) {
     low[r] = accumulate ? _mm512_loadu_ps(sums + r * lds + column) : _mm512_setzero_ps();
-    high[r] = accumulate && kWide ? _mm512_loadu_ps(sums + r * lds + column + 16)
-                                  : _mm512_setzero_ps();
+    high[r] =
+        accumulate && kWide ? _mm512_loadu_ps(sums + r * lds + column + 16) : _mm512_setzero_ps();
   }
   const Code *row = w + column;
   for (int64_t i = 0; i < k; ++i, row += ldw) {
@@ -86,8 +86,8 @@ DLM_AVX512 void rowsBlock(const Code *w, int64_t ldw, int64_t k, int64_t width, 
 }
 
 template <typename Code>
-void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x,
-                  int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate) {
+void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x, int64_t ldx,
+                  int64_t rows, float *sums, int64_t lds, bool accumulate) {
   using Block = void (*)(const Code *, int64_t, int64_t, int64_t, const float *, int64_t, float *,
                          int64_t, bool);
   static constexpr Block kBlocks[kRowsPerBlock] = {
@@ -96,13 +96,13 @@ void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const fl
       rowsBlock<9, Code>, rowsBlock<10, Code>, rowsBlock<11, Code>, rowsBlock<12, Code>};
   for (int64_t first = 0; first < rows; first += kRowsPerBlock) {
     const int64_t count = rows - first < kRowsPerBlock ? rows - first : kRowsPerBlock;
-    kBlocks[count - 1](w, ldw, k, width, x + first * ldx, ldx, sums + first * lds, lds,
-                       accumulate);
+    kBlocks[count - 1](w, ldw, k, width, x + first * ldx, ldx, sums + first * lds, lds, accumulate);
   }
 }
 
 // The dot-product form, for a weight read in PyTorch's [out, in] layout: R rows of x by V rows
-// of W, 16 lanes of partial sums each (R * V <= 24 registers), reduced at the end.
+// of W, 16 lanes of partial sums each (R * V <= 24 registers), reduced at the end 4 outputs at
+// once (a reduction per output cost as much as the products at K = 512).
 template <int R, int V>
 DLM_AVX512 inline void dotStep(const uint16_t *w, int64_t ldw, const float *x, int64_t ldx,
                                __m512 (&sums)[R][V]) {
@@ -113,6 +113,34 @@ DLM_AVX512 inline void dotStep(const uint16_t *w, int64_t ldw, const float *x, i
     const __m512 a = _mm512_loadu_ps(x + r * ldx);
     for (int v = 0; v < V; ++v)
       sums[r][v] = _mm512_fmadd_ps(a, weights[v], sums[r][v]);
+  }
+}
+
+// The sums of 4 vectors' lanes: [sum a, sum b, sum c, sum d].
+DLM_AVX512 inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // Per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3], then [a, b, c, d] of the lane.
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512 lanes = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 half =
+      _mm256_add_ps(_mm512_castps512_ps256(lanes),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lanes), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+}
+
+// y[r * ldy + v] (+)= the sum of sums[r][v]'s lanes, 4 outputs reduced at once.
+template <int R, int V>
+DLM_AVX512 inline void storeDotSums(__m512 (&sums)[R][V], float *y, int64_t ldy, bool accumulate) {
+  static_assert(V <= 4, "sum4 reduces 4 outputs");
+  const __m512 zero = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float reduced[4];
+    _mm_store_ps(reduced, sum4(sums[r][0], V > 1 ? sums[r][V > 1 ? 1 : 0] : zero,
+                               V > 2 ? sums[r][V > 2 ? 2 : 0] : zero,
+                               V > 3 ? sums[r][V > 3 ? 3 : 0] : zero));
+    for (int v = 0; v < V; ++v)
+      y[r * ldy + v] = accumulate ? y[r * ldy + v] + reduced[v] : reduced[v];
   }
 }
 
@@ -138,25 +166,81 @@ DLM_AVX512 void dotBlock(const uint16_t *w, int64_t ldw, int64_t k, const float 
         xTail[r][i - whole] = x[r * ldx + i];
     dotStep<R, V>(&wTail[0][0], 16, &xTail[0][0], 16, sums);
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const float sum = _mm512_reduce_add_ps(sums[r][v]);
-      y[r * ldy + v] = accumulate ? y[r * ldy + v] + sum : sum;
-    }
+  storeDotSums<R, V>(sums, y, ldy, accumulate);
 }
 
-constexpr int kDotRows = 4, kDotOutputs = 6;
+#define DLM_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
 
-template <int R>
-DLM_AVX512 void dotRows(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
-                        const float *x, int64_t ldx, float *y, int64_t ldy, bool accumulate) {
-  using Block = void (*)(const uint16_t *, int64_t, int64_t, const float *, int64_t, float *,
-                         int64_t, bool);
-  static constexpr Block kTails[kDotOutputs] = {dotBlock<R, 1>, dotBlock<R, 2>, dotBlock<R, 3>,
-                                                dotBlock<R, 4>, dotBlock<R, 5>, dotBlock<R, 6>};
+// The dot-product form in bf16 arithmetic: 32 inputs of R rows of x (bf16) by V rows of W a step,
+// each pair of products added into 16 float32 lanes by one VDPBF16PS.
+template <int R, int V>
+DLM_AVX512_BF16 inline void dotStepBf16(const uint16_t *w, int64_t ldw, const uint16_t *x,
+                                        int64_t ldx, __m512 (&sums)[R][V]) {
+  __m512bh weights[V];
+  for (int v = 0; v < V; ++v)
+    weights[v] = (__m512bh)_mm512_loadu_si512(w + v * ldw);
+  for (int r = 0; r < R; ++r) {
+    const __m512bh a = (__m512bh)_mm512_loadu_si512(x + r * ldx);
+    for (int v = 0; v < V; ++v)
+      sums[r][v] = _mm512_dpbf16_ps(sums[r][v], a, weights[v]);
+  }
+}
+
+template <int R, int V>
+DLM_AVX512_BF16 void dotBlockBf16(const uint16_t *w, int64_t ldw, int64_t k, const uint16_t *x,
+                                  int64_t ldx, float *y, int64_t ldy, bool accumulate) {
+  __m512 sums[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      sums[r][v] = _mm512_setzero_ps();
+  const int64_t whole = k - k % 32;
+  for (int64_t i = 0; i < whole; i += 32)
+    dotStepBf16<R, V>(w + i, ldw, x + i, ldx, sums);
+  if (whole < k) {
+    // The last k % 32 inputs, zero-padded to 32 in local copies.
+    alignas(64) uint16_t wTail[V][32] = {};
+    alignas(64) uint16_t xTail[R][32] = {};
+    for (int v = 0; v < V; ++v)
+      for (int64_t i = whole; i < k; ++i)
+        wTail[v][i - whole] = w[v * ldw + i];
+    for (int r = 0; r < R; ++r)
+      for (int64_t i = whole; i < k; ++i)
+        xTail[r][i - whole] = x[r * ldx + i];
+    dotStepBf16<R, V>(&wTail[0][0], 32, &xTail[0][0], 32, sums);
+  }
+  storeDotSums<R, V>(sums, y, ldy, accumulate);
+}
+
+constexpr int kDotRows = 6, kDotOutputs = 4;
+
+// Every output of R rows, by blocks of kDotOutputs: Blocks[V - 1] multiplies V outputs.
+template <typename X, typename Block, const Block *Blocks>
+void dotRows(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k, const X *x, int64_t ldx,
+             float *y, int64_t ldy, bool accumulate) {
   for (int64_t n = 0; n < outputs; n += kDotOutputs) {
     const int64_t count = outputs - n < kDotOutputs ? outputs - n : kDotOutputs;
-    kTails[count - 1](w + n * ldw, ldw, k, x, ldx, y + n, ldy, accumulate);
+    Blocks[count - 1](w + n * ldw, ldw, k, x, ldx, y + n, ldy, accumulate);
+  }
+}
+
+template <typename X>
+using DotBlock = void (*)(const uint16_t *, int64_t, int64_t, const X *, int64_t, float *, int64_t,
+                          bool);
+template <int R>
+constexpr DotBlock<float> kFloatDots[kDotOutputs] = {dotBlock<R, 1>, dotBlock<R, 2>, dotBlock<R, 3>,
+                                                     dotBlock<R, 4>};
+template <int R>
+constexpr DotBlock<uint16_t> kBf16Dots[kDotOutputs] = {dotBlockBf16<R, 1>, dotBlockBf16<R, 2>,
+                                                       dotBlockBf16<R, 3>, dotBlockBf16<R, 4>};
+
+// Rows by blocks of kDotRows: Rows[R - 1] multiplies R rows.
+template <typename X, typename RowsFn>
+void dotProducts(const RowsFn (&rowsFns)[kDotRows], const uint16_t *w, int64_t ldw, int64_t outputs,
+                 int64_t k, const X *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
+                 bool accumulate) {
+  for (int64_t first = 0; first < rows; first += kDotRows) {
+    const int64_t count = rows - first < kDotRows ? rows - first : kDotRows;
+    rowsFns[count - 1](w, ldw, outputs, k, x + first * ldx, ldx, y + first * ldy, ldy, accumulate);
   }
 }
 
@@ -185,16 +269,39 @@ void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, 
   multiplyRows(w, ldw, k, width, x, ldx, rows, sums, lds, accumulate);
 }
 
-void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
-                        const float *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
-                        bool accumulate) {
+void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k, const float *x,
+                        int64_t ldx, int64_t rows, float *y, int64_t ldy, bool accumulate) {
   using Rows = void (*)(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t,
                         float *, int64_t, bool);
-  static constexpr Rows kRows[kDotRows] = {dotRows<1>, dotRows<2>, dotRows<3>, dotRows<4>};
-  for (int64_t first = 0; first < rows; first += kDotRows) {
-    const int64_t count = rows - first < kDotRows ? rows - first : kDotRows;
-    kRows[count - 1](w, ldw, outputs, k, x + first * ldx, ldx, y + first * ldy, ldy, accumulate);
-  }
+  static constexpr Rows kRows[kDotRows] = {dotRows<float, DotBlock<float>, kFloatDots<1>>,
+                                           dotRows<float, DotBlock<float>, kFloatDots<2>>,
+                                           dotRows<float, DotBlock<float>, kFloatDots<3>>,
+                                           dotRows<float, DotBlock<float>, kFloatDots<4>>,
+                                           dotRows<float, DotBlock<float>, kFloatDots<5>>,
+                                           dotRows<float, DotBlock<float>, kFloatDots<6>>};
+  dotProducts(kRows, w, ldw, outputs, k, x, ldx, rows, y, ldy, accumulate);
+}
+
+bool hasBf16DotKernels() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  }();
+  return has;
+}
+
+void multiplyBf16ByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
+                            const uint16_t *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
+                            bool accumulate) {
+  using Rows = void (*)(const uint16_t *, int64_t, int64_t, int64_t, const uint16_t *, int64_t,
+                        float *, int64_t, bool);
+  static constexpr Rows kRows[kDotRows] = {dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<1>>,
+                                           dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<2>>,
+                                           dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<3>>,
+                                           dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<4>>,
+                                           dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<5>>,
+                                           dotRows<uint16_t, DotBlock<uint16_t>, kBf16Dots<6>>};
+  dotProducts(kRows, w, ldw, outputs, k, x, ldx, rows, y, ldy, accumulate);
 }
 
 #else
@@ -202,6 +309,9 @@ void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t
 bool hasBlockedTileKernels() { return false; }
 void multiplyByRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t,
                         int64_t, float *, int64_t, bool) {}
+bool hasBf16DotKernels() { return false; }
+void multiplyBf16ByRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const uint16_t *, int64_t,
+                            int64_t, float *, int64_t, bool) {}
 void multiplyTileBf16(const uint16_t *, int64_t, int64_t, const float *, int64_t, int64_t,
                       float *) {}
 void multiplyTileInt8(const int8_t *, int64_t, int64_t, const float *, int64_t, int64_t, float *) {}

@@ -32,10 +32,17 @@ void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, 
 // The dot-product form for a bf16 weight in PyTorch's [out, in] layout, read where it lies (a
 // tied LM head over the embedding table that embedding records read as stored, so that the
 // table is held once): y[r * ldy + n] (+)= sum over i < k of x[r * ldx + i] * W(n, i),
-// W(n, i) = w[n * ldw + i] as bf16 bits, for r < rows and n < outputs. 4 rows by 6 outputs a
+// W(n, i) = w[n * ldw + i] as bf16 bits, for r < rows and n < outputs. 6 rows by 4 outputs a
 // block, 16 inputs at a time (any k).
-void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
-                        const float *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
-                        bool accumulate);
+void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k, const float *x,
+                        int64_t ldx, int64_t rows, float *y, int64_t ldy, bool accumulate);
+
+// Whether this CPU runs multiplyBf16ByRowsBf16 (AVX-512 with BF16).
+bool hasBf16DotKernels();
+// The same in bf16 arithmetic, x given as bf16 bits [rows, ldx]: pairs of products summed in
+// float32 by VDPBF16PS, 32 inputs at a time (as oneDNN's bf16 kernels multiply).
+void multiplyBf16ByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k,
+                            const uint16_t *x, int64_t ldx, int64_t rows, float *y, int64_t ldy,
+                            bool accumulate);
 
 } // namespace dlm::cpu

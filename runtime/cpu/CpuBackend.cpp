@@ -1,5 +1,7 @@
 #include "runtime/cpu/CpuBackend.h"
 
+#include "runtime/cpu/BlockedTileKernels.h"
+
 #include "runtime/backend/SequenceForwards.h"
 #include "runtime/model/KernelProgram.h"
 #include "runtime/program/RecordProfile.h"
@@ -160,7 +162,7 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
     for (const ProgramRecord &k : program.kernels)
       if (k.kind() == KernelKind::embedding || k.kind() == KernelKind::softEmbedding)
         if (const model::StoredTensor *stored = weights.stored(k.weightParameter()->name);
-            stored && readsInPlace(*stored) && !options.bf16Arithmetic)
+            stored && readsInPlace(*stored))
           readOtherwise.insert(k.weight());
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
@@ -189,7 +191,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
       pages_(static_cast<int32_t>(kvPages), options.kvPageTokens,
              functions_.begin()->second.kvLayerWidths),
       profiler_(options.profiler), batchInvariant_(options.batchInvariant),
-      widened_(widenedWeights(functions_)) {
+      bf16Arithmetic_(options.bf16Arithmetic), widened_(widenedWeights(functions_)) {
   pool_.setProfiler(profiler_);
   packed_ = std::move(packed);
   for (const auto &[name, program] : functions_) {
@@ -253,7 +255,8 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
     // A chunk's probabilities, for a mask token's scattered rows their products, and a panel
     // of the table where it is widened for the product.
     if (softEmbeddingRows_ > 0)
-      softEmbeddingScratch_.resize(softEmbeddingScratchFloats(tokens, softEmbeddingRows_, d.hidden));
+      softEmbeddingScratch_.resize(
+          softEmbeddingScratchFloats(tokens, softEmbeddingRows_, d.hidden));
     if (moeExperts_ > 0)
       moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
     capture_.resize(size(captureWidth_));
@@ -264,6 +267,8 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
   logitRows = std::min(logitRows, tokens);
   if (logitRows > reservedLogitRows_) {
     headInput_.resize(static_cast<size_t>(logitRows * d.hidden));
+    if (bf16Arithmetic_ && hasBf16DotKernels())
+      roundedInput_.resize(headInput_.size());
     logits_.resize(static_cast<size_t>(logitRows * d.vocabSize));
     reservedLogitRows_ = logitRows;
   }
@@ -379,9 +384,8 @@ MemoryUsage CpuBackend::memoryUsage() const {
   usage.kvPeakBytes = static_cast<size_t>(peakKvPages_) * pageBytes;
   usage.activationBytes = bytesOf(workspace_) + bytesOf(normed_) + bytesOf(attentionScratch_.keys) +
                           bytesOf(attentionScratch_.values) + bytesOf(attentionScratch_.scores) +
-                          bytesOf(headInput_) + bytesOf(logits_) +
-                          bytesOf(softEmbeddingScratch_) + moeScratch_.bytes() +
-                          bytesOf(capture_);
+                          bytesOf(headInput_) + bytesOf(roundedInput_) + bytesOf(logits_) +
+                          bytesOf(softEmbeddingScratch_) + moeScratch_.bytes() + bytesOf(capture_);
   return usage;
 }
 

@@ -101,7 +101,8 @@ private:
   // float32 table its records read widened (batch-invariant).
   model::StoredTensor tableAsStored(const model::HostTensor *table) const;
   // Whether a projection (a tied LM head) multiplies such a table where it lies rather than
-  // packing a second copy: bf16, on CPUs with the AVX-512 kernels (BlockedTileKernels.h).
+  // packing a second copy: bf16, on CPUs with the AVX-512 kernels (BlockedTileKernels.h); in
+  // bf16 arithmetic when the options ask for it and the CPU has AVX-512-BF16.
   static bool readsInPlace(const model::StoredTensor &stored);
 
   // The function called `name` (empty: the default), else an error listing them.
@@ -223,14 +224,18 @@ private:
   std::map<const float *, InvariantGemm> invariantGemms_;
   std::vector<float> headScratch_; // an LM head's padded columns
   // Otherwise every projection's weights packed for oneDNN (PackedLinear), by weight; an LM head
-  // tied to a table another record reads widened (a soft embedding's) reads that float32 copy
-  // instead of packing a second one.
+  // tied to a table another record reads widened reads that float32 copy, and one tied to a
+  // table read as stored reads that where readsInPlace, instead of packing a second one.
   PackedWeights packed_;
   PackedExpertStacks packedExperts_; // by stack
   StoredTables storedTables_;        // by table
   // BackendOptions::batchInvariant: the projections on InvariantGemm, a moe record's products a
   // row at a time.
   const bool batchInvariant_;
+  // BackendOptions::bf16Arithmetic: a tied LM head read in place multiplies in bf16 where the CPU
+  // has AVX-512-BF16, its input rows rounded into roundedInput_.
+  const bool bf16Arithmetic_;
+  std::vector<uint16_t> roundedInput_;
   // The weights the records read widened (KernelProgram::widenedWeights of every function).
   const std::set<const model::HostTensor *> widened_;
   PackedGemm packedGemm_;

@@ -1,6 +1,7 @@
 // CpuBackend::kernelPaths: which GEMM each weight's records take on this CPU (PackedLinear's
 // choice, made once at load), and which level of the vectorised loops the loader picked, for
 // dlm-prof to print.
+#include "runtime/cpu/BlockedTileKernels.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -45,9 +46,13 @@ std::vector<std::string> CpuBackend::kernelPaths() const {
         const std::string path =
             packed != packed_.end() ? packed->second->path()
             : table != storedTables_.end() && readsInPlace(table->second->view)
-                ? "bf16 as stored (the embedding table's copy, held once), AVX-512 dot products"
+                ? std::string("bf16 as stored (the embedding table's copy, held once), ") +
+                      (bf16Arithmetic_ && hasBf16DotKernels()
+                           ? "bf16 x bf16 AVX-512-BF16 dot products"
+                           : "AVX-512 dot products, float32 arithmetic")
                 : unpackedPath(batchInvariant_);
-        byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " + path]
+        byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
+               path]
             .insert(k.weight());
       } else if (k.kind() == KernelKind::softEmbedding) {
         byPath["soft-embedding tables: " + softEmbeddingPath(tableAsStored(k.weight()))].insert(

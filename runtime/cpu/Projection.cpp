@@ -3,6 +3,7 @@
 #include "runtime/cpu/BlockedTileKernels.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
+#include "support/FloatFormats.h"
 
 #include <algorithm>
 #include <cstring>
@@ -83,16 +84,22 @@ namespace {
 constexpr int64_t kStoredRowsPerTask = 96;
 
 // y[rows, outputs] (+)= x[rows, K] W[:outputs]^T for a bf16 W [N, K] as stored, the outputs
-// spread over the pool.
+// spread over the pool; in bf16 arithmetic when xBf16 (x rounded to bf16) is given.
 void multiplyStoredRows(const model::StoredTensor &w, int64_t outputs, const float *x,
-                        int64_t rows, float *y, bool accumulate, ThreadPool &pool) {
+                        const uint16_t *xBf16, int64_t rows, float *y, bool accumulate,
+                        ThreadPool &pool) {
   const int64_t k = w.cols, tasks = (outputs + kStoredRowsPerTask - 1) / kStoredRowsPerTask;
   const uint16_t *bits = static_cast<const uint16_t *>(w.data);
   pool.parallelFor(tasks, 2, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t first = t * kStoredRowsPerTask;
-      multiplyByRowsBf16(bits + first * k, k, std::min(kStoredRowsPerTask, outputs - first), k, x,
-                         k, rows, y + first, outputs, accumulate);
+      const int64_t count = std::min(kStoredRowsPerTask, outputs - first);
+      if (xBf16)
+        multiplyBf16ByRowsBf16(bits + first * k, k, count, k, xBf16, k, rows, y + first, outputs,
+                               accumulate);
+      else
+        multiplyByRowsBf16(bits + first * k, k, count, k, x, k, rows, y + first, outputs,
+                           accumulate);
     }
   });
 }
@@ -108,9 +115,19 @@ Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor
   auto packed = packed_.find(&w);
   if (packed != packed_.end() && packed->second->outputs() == outputs)
     return packedGemm_.run(*packed->second, x, rows, bias, y, pool_, accumulate);
-  if (auto table = storedTables_.find(&w);
-      packed == packed_.end() && table != storedTables_.end() && readsInPlace(table->second->view)) {
-    multiplyStoredRows(table->second->view, outputs, x, rows, y, accumulate, pool_);
+  if (auto table = storedTables_.find(&w); packed == packed_.end() &&
+                                           table != storedTables_.end() &&
+                                           readsInPlace(table->second->view)) {
+    const uint16_t *xBf16 = nullptr;
+    if (bf16Arithmetic_ && hasBf16DotKernels()) {
+      const size_t count = static_cast<size_t>(rows * w.cols);
+      if (roundedInput_.size() < count)
+        roundedInput_.resize(count);
+      for (size_t i = 0; i < count; ++i)
+        roundedInput_[i] = bf16FromFloat(x[i]);
+      xBf16 = roundedInput_.data();
+    }
+    multiplyStoredRows(table->second->view, outputs, x, xBf16, rows, y, accumulate, pool_);
     if (bias)
       addBias(bias, rows, outputs, y);
     return Status::ok();

@@ -36,8 +36,8 @@ void multiplyBf16Table(const float *p, int64_t ldp, int64_t chunk, int64_t input
       const int64_t column = b * 32, width = std::min<int64_t>(32, hidden - column);
       for (int64_t first = 0; first < inputWidth; first += kBlockedPanelRows)
         multiplyRowsBf16(bits + first * hidden + column, hidden,
-                         std::min(kBlockedPanelRows, inputWidth - first), width, p + first,
-                         ldp, chunk, into + column, hidden, first > 0);
+                         std::min(kBlockedPanelRows, inputWidth - first), width, p + first, ldp,
+                         chunk, into + column, hidden, first > 0);
       for (int64_t r = 0; r < chunk; ++r)
         for (int64_t c = 0; c < width; ++c)
           into[r * hidden + column + c] *= scale;
@@ -56,9 +56,8 @@ Status multiplyWidenedPanels(const float *p, int64_t ldp, int64_t chunk, int64_t
     const int64_t count = std::min(step, inputWidth - first);
     model::widenStored(table, static_cast<size_t>(first * hidden),
                        static_cast<size_t>(count * hidden), panel);
-    const dnnl_status_t status =
-        dnnl_sgemm('N', 'N', chunk, hidden, count, scale, p + first, ldp, panel, hidden,
-                   first > 0 ? 1.0f : 0.0f, into, hidden);
+    const dnnl_status_t status = dnnl_sgemm('N', 'N', chunk, hidden, count, scale, p + first, ldp,
+                                            panel, hidden, first > 0 ? 1.0f : 0.0f, into, hidden);
     if (status != dnnl_success)
       return Status::error("oneDNN sgemm failed (status " + std::to_string(status) +
                            ") on a soft embedding's table panel");
@@ -169,10 +168,10 @@ Status CpuBackend::runSoftEmbedding(const RecordRun &run) {
       const int64_t first = part.input.rows ? part.input.first : 0, row = part.offset + first;
       float *out = result(run);
       std::memset(out + part.offset * width, 0, static_cast<size_t>(first * width) * sizeof(float));
-      DLM_RETURN_IF_ERROR(softEmbedding(
-          part.input.rows, part.span.count - first, part.input.width, table,
-          static_cast<float>(p.scale) * part.input.scale, packedTokens_.data() + row,
-          p.maskToken.value_or(-1), out + row * width, softEmbeddingScratch_, pool_));
+      DLM_RETURN_IF_ERROR(softEmbedding(part.input.rows, part.span.count - first, part.input.width,
+                                        table, static_cast<float>(p.scale) * part.input.scale,
+                                        packedTokens_.data() + row, p.maskToken.value_or(-1),
+                                        out + row * width, softEmbeddingScratch_, pool_));
     }
     return Status::ok();
   });

@@ -90,44 +90,58 @@ TEST(BlockedTileKernels, RowsOfAWiderMatrixAccumulate) {
     }
 }
 
-// multiplyByRowsBf16 (W read in its [out, in] layout) for input counts with and without a tail
-// of 16, output counts around its blocks of 6 and row counts around its blocks of 4, writing and
-// accumulating.
+// multiplyByRowsBf16 (W read in its [out, in] layout), and multiplyBf16ByRowsBf16 (the same in
+// bf16 arithmetic) where the CPU has AVX-512-BF16, for input counts with and without a tail (of
+// 16 and of 32), output counts around their blocks of 4 and row counts around their blocks of 6,
+// writing and accumulating. The bf16 kernel is held to the product of x rounded to bf16.
 TEST(BlockedTileKernels, DotProductsMatchTheProduct) {
   if (!hasBlockedTileKernels())
     GTEST_SKIP() << "this CPU has no AVX-512F: the blocked kernels do not run here";
   std::mt19937 generator(9);
   std::normal_distribution<float> normal;
-  for (int64_t k : {int64_t(8), int64_t(32), int64_t(517)})
-    for (int64_t outputs : {int64_t(1), int64_t(6), int64_t(13)})
-      for (int64_t rows : {int64_t(1), int64_t(4), int64_t(9)})
-        for (bool accumulate : {false, true}) {
-          SCOPED_TRACE("k " + std::to_string(k) + ", outputs " + std::to_string(outputs) +
-                       ", rows " + std::to_string(rows) + (accumulate ? ", accumulating" : ""));
-          const int64_t ldw = k + 2, ldx = k + 1, ldy = outputs + 3;
-          std::vector<uint16_t> bits(static_cast<size_t>(outputs * ldw));
-          for (uint16_t &b : bits)
-            b = bf16FromFloat(normal(generator));
-          std::vector<float> x(static_cast<size_t>(rows * ldx)), y(static_cast<size_t>(rows * ldy));
-          for (float &v : x)
-            v = normal(generator);
-          for (float &v : y)
-            v = normal(generator);
-          const std::vector<float> before = y;
-          multiplyByRowsBf16(bits.data(), ldw, outputs, k, x.data(), ldx, rows, y.data(), ldy,
-                             accumulate);
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t n = 0; n < ldy; ++n) {
-              double expected = before[r * ldy + n];
-              if (n < outputs) {
-                expected = accumulate ? expected : 0.0;
-                for (int64_t i = 0; i < k; ++i)
-                  expected += double(x[r * ldx + i]) * floatFromBf16(bits[n * ldw + i]);
-              }
-              ASSERT_NEAR(y[r * ldy + n], expected, 1e-4 * (1 + std::abs(expected)))
-                  << "at " << r << ", " << n;
+  for (bool bf16 : {false, true})
+    for (int64_t k : {int64_t(8), int64_t(32), int64_t(48), int64_t(517)})
+      for (int64_t outputs : {int64_t(1), int64_t(4), int64_t(7), int64_t(13)})
+        for (int64_t rows : {int64_t(1), int64_t(6), int64_t(9)})
+          for (bool accumulate : {false, true}) {
+            if (bf16 && !hasBf16DotKernels())
+              continue;
+            SCOPED_TRACE(std::string(bf16 ? "bf16" : "float32") + " arithmetic, k " +
+                         std::to_string(k) + ", outputs " + std::to_string(outputs) + ", rows " +
+                         std::to_string(rows) + (accumulate ? ", accumulating" : ""));
+            const int64_t ldw = k + 2, ldx = k + 1, ldy = outputs + 3;
+            std::vector<uint16_t> bits(static_cast<size_t>(outputs * ldw));
+            for (uint16_t &b : bits)
+              b = bf16FromFloat(normal(generator));
+            std::vector<float> x(static_cast<size_t>(rows * ldx));
+            std::vector<uint16_t> xBits(x.size());
+            std::vector<float> y(static_cast<size_t>(rows * ldy));
+            for (size_t i = 0; i < x.size(); ++i) {
+              x[i] = normal(generator);
+              xBits[i] = bf16FromFloat(x[i]);
             }
-        }
+            for (float &v : y)
+              v = normal(generator);
+            const std::vector<float> before = y;
+            if (bf16)
+              multiplyBf16ByRowsBf16(bits.data(), ldw, outputs, k, xBits.data(), ldx, rows,
+                                     y.data(), ldy, accumulate);
+            else
+              multiplyByRowsBf16(bits.data(), ldw, outputs, k, x.data(), ldx, rows, y.data(), ldy,
+                                 accumulate);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t n = 0; n < ldy; ++n) {
+                double expected = before[r * ldy + n];
+                if (n < outputs) {
+                  expected = accumulate ? expected : 0.0;
+                  for (int64_t i = 0; i < k; ++i)
+                    expected += double(bf16 ? floatFromBf16(xBits[r * ldx + i]) : x[r * ldx + i]) *
+                                floatFromBf16(bits[n * ldw + i]);
+                }
+                ASSERT_NEAR(y[r * ldy + n], expected, 1e-4 * (1 + std::abs(expected)))
+                    << "at " << r << ", " << n;
+              }
+          }
 }
 
 } // namespace

@@ -342,7 +342,7 @@ TEST(CpuKernelKinds, TiedBf16TableIsHeldOnceWhereTheHeadReadsItInPlace) {
   if (hasBlockedTileKernels()) {
     EXPECT_EQ(cpu->memoryUsage().weightBytes, table);
     EXPECT_EQ(paths[0], "1 LM head: bf16 as stored (the embedding table's copy, held once), "
-                        "AVX-512 dot products");
+                        "AVX-512 dot products, float32 arithmetic");
     return;
   }
   StatusOr<std::shared_ptr<const PackedLinear>> head =
