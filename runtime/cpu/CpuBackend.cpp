@@ -217,6 +217,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::ModelWeights> weights,
       }
     }
   }
+  if (moeExperts_ > 0)
+    for (int t = 0; t < pool_.threads(); ++t)
+      expertGemms_.push_back(std::make_unique<PackedGemm>());
   kv_ = std::make_unique<kv::PagedKvCache>(
       static_cast<int32_t>(kvPages), options.kvPageTokens,
       [this](kv::PageIndex from, kv::PageIndex to) { pages_.copyPage(from, to); });
@@ -258,7 +261,7 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
       softEmbeddingScratch_.resize(
           softEmbeddingScratchFloats(tokens, softEmbeddingRows_, d.hidden));
     if (moeExperts_ > 0)
-      moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_);
+      moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_, pool_.threads());
     capture_.resize(size(captureWidth_));
     packedTokens_.reserve(static_cast<size_t>(tokens));
     captured_ = {};

@@ -239,6 +239,10 @@ private:
   // The weights the records read widened (KernelProgram::widenedWeights of every function).
   const std::set<const model::HostTensor *> widened_;
   PackedGemm packedGemm_;
+  // A moe record's experts run one per thread (moeForward): each pool thread's GEMM state, and a
+  // pool of one thread that runs their products inline.
+  std::vector<std::unique_ptr<PackedGemm>> expertGemms_;
+  ThreadPool onOneThread_{1, ThreadPool::Kind::own};
 
   // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on
   // the packed weight (or, for a tied LM head, on the table).

@@ -204,14 +204,20 @@ struct MoeScratch {
   std::vector<float> choosing;   // [E] one token's scores plus the expert bias (what chooses)
   std::vector<int32_t> groups;   // [E] one token's groups, by group score
   std::vector<float> groupScore; // [E] their scores
-  std::vector<int32_t> tokens;   // an expert's (token, choice) pairs, as token * topK + choice
-  std::vector<float> gathered;   // [T, H] an expert's input rows
-  std::vector<float> gateUp;     // [T, 2I]
-  std::vector<float> activation; // [T, I]
-  std::vector<float> output;     // [T, H]
+  // What one thread needs to run an expert: its (token, choice) pairs as token * topK + choice,
+  // its input rows [T, H], gate_up [T, 2I], activation [T, I] and output [T, H].
+  struct Expert {
+    std::vector<int32_t> slots;
+    std::vector<float> gathered, gateUp, activation, output;
+  };
+  std::vector<Expert> experts; // one per thread
+  // [S, H]: each (token, choice) pair's expert output, when the experts run one per thread (S
+  // up to parallelSlots).
+  std::vector<float> slotOutput;
+  int64_t parallelSlots = 0;
 
-  void reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK,
-               int64_t expertWidth);
+  void reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK, int64_t expertWidth,
+               int threads);
   size_t bytes() const;
 };
 
@@ -224,30 +230,34 @@ struct MoeScratch {
 // expertScale[e] when given and routedScale);
 // each expert's tokens gathered and run through its slice of gateUp ([2I, H]: gate rows first)
 // and down ([H, I]) as two GEMMs by `expertGemm` with act(gate) * up between; y = sum of weight *
-// expert output, in float32. moeForward reads the router's weights, not the experts'. rowByRow:
-// the router's product a row at a time (batch invariance; the caller's expertGemm does the same).
+// expert output over a token's experts in ascending order, in float32. moeForward reads the
+// router's weights, not the experts'. rowByRow: the router's product a row at a time (batch
+// invariance; the caller's expertGemm does the same). The experts run one per thread of `pool`
+// (their products on that thread alone) when the forward's (token, choice) pairs fit
+// scratch.parallelSlots (not with rowByRow), else one after the other, each product on every
+// thread; y is the same.
 // The parameters are the record's own, its weights resolved; expertWidth is I.
 using MoeParams = spec::kernels::MoeParams;
 // out[rows, N] = in[rows, K] W^T for W expert e's slice of gateUp (N = 2I, K = H) or of down (N =
-// H, K = I). A non-owning callable, as ThreadPool::parallelFor's body: a forward must not
-// allocate per step.
+// H, K = I), on every thread of the pool (thread < 0) or on pool thread `thread` alone. A
+// non-owning callable, as ThreadPool::parallelFor's body: a forward must not allocate per step.
 enum class ExpertMatrix { gateUp, down };
 class ExpertGemm {
 public:
   template <typename F>
   explicit ExpertGemm(F &gemm)
       : context_(&gemm), call_([](void *context, ExpertMatrix matrix, int64_t expert,
-                                  const float *in, int64_t rows, float *out) {
-          return (*static_cast<F *>(context))(matrix, expert, in, rows, out);
+                                  const float *in, int64_t rows, float *out, int thread) {
+          return (*static_cast<F *>(context))(matrix, expert, in, rows, out, thread);
         }) {}
-  Status operator()(ExpertMatrix matrix, int64_t expert, const float *in, int64_t rows,
-                    float *out) const {
-    return call_(context_, matrix, expert, in, rows, out);
+  Status operator()(ExpertMatrix matrix, int64_t expert, const float *in, int64_t rows, float *out,
+                    int thread) const {
+    return call_(context_, matrix, expert, in, rows, out, thread);
   }
 
 private:
   void *context_;
-  Status (*call_)(void *, ExpertMatrix, int64_t, const float *, int64_t, float *);
+  Status (*call_)(void *, ExpertMatrix, int64_t, const float *, int64_t, float *, int);
 };
 // The GEMM of float32 (widened) experts: out = in W^T, W the slice of moe.gateUp or moe.down.
 Status widenedExpertGemm(const MoeParams &moe, int64_t expertWidth, int64_t hidden,
@@ -255,6 +265,6 @@ Status widenedExpertGemm(const MoeParams &moe, int64_t expertWidth, int64_t hidd
                          float *out, int threads);
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
                   const MoeParams &moe, int64_t expertWidth, float *y, MoeScratch &scratch,
-                  int threads, const ExpertGemm &expertGemm, bool rowByRow = false);
+                  ThreadPool &pool, const ExpertGemm &expertGemm, bool rowByRow = false);
 
 } // namespace dlm::cpu

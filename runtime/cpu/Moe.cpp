@@ -2,17 +2,33 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 namespace dlm::cpu {
 
+namespace {
+
+// The (token, choice) pairs up to which a forward's experts run one per thread: while the average
+// expert's two products (6 I H flops a pair) stay under kParallelGemmFlops, each product would
+// run on one thread anyway and the other threads would wait (DiffusionGemma's 16 experts over a
+// 64-token canvas: some 16 tokens an expert).
+int64_t expertParallelSlots(int64_t hidden, int64_t experts, int64_t expertWidth) {
+  return static_cast<int64_t>(kParallelGemmFlops * static_cast<double>(experts) /
+                              (6.0 * static_cast<double>(expertWidth * hidden)));
+}
+
+template <typename Buffer> void grow(Buffer &buffer, int64_t size) {
+  if (buffer.size() < static_cast<size_t>(size))
+    buffer.resize(static_cast<size_t>(size));
+}
+
+} // namespace
+
 void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK,
-                         int64_t expertWidth) {
-  auto grow = [](auto &buffer, int64_t size) {
-    if (buffer.size() < static_cast<size_t>(size))
-      buffer.resize(static_cast<size_t>(size));
-  };
+                         int64_t expertWidth, int threads) {
   grow(routed, tokens * hidden);
   grow(logits, tokens * experts);
   grow(choice, tokens * topK);
@@ -21,19 +37,29 @@ void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_
   grow(groups, experts);
   grow(groupScore, experts);
   grow(weight, tokens * topK);
-  grow(this->tokens, tokens);
-  grow(gathered, tokens * hidden);
-  grow(gateUp, tokens * 2 * expertWidth);
-  grow(activation, tokens * expertWidth);
-  grow(output, tokens * hidden);
+  parallelSlots =
+      threads > 1 ? std::min(tokens * topK, expertParallelSlots(hidden, experts, expertWidth)) : 0;
+  grow(slotOutput, parallelSlots * hidden);
+  grow(this->experts, threads);
+  for (Expert &expert : this->experts) {
+    grow(expert.slots, tokens);
+    grow(expert.gathered, tokens * hidden);
+    grow(expert.gateUp, tokens * 2 * expertWidth);
+    grow(expert.activation, tokens * expertWidth);
+    grow(expert.output, tokens * hidden);
+  }
 }
 
 size_t MoeScratch::bytes() const {
-  return (routed.size() + logits.size() + weight.size() + gathered.size() + gateUp.size() +
-          activation.size() + output.size()) *
-             sizeof(float) +
-         (choosing.size() + groupScore.size()) * sizeof(float) +
-         (choice.size() + order.size() + groups.size() + tokens.size()) * sizeof(int32_t);
+  size_t floats = routed.size() + logits.size() + weight.size() + choosing.size() +
+                  groupScore.size() + slotOutput.size();
+  size_t ints = choice.size() + order.size() + groups.size();
+  for (const Expert &expert : experts) {
+    floats += expert.gathered.size() + expert.gateUp.size() + expert.activation.size() +
+              expert.output.size();
+    ints += expert.slots.size();
+  }
+  return floats * sizeof(float) + ints * sizeof(int32_t);
 }
 
 namespace {
@@ -164,52 +190,116 @@ Status widenedExpertGemm(const MoeParams &moe, int64_t expertWidth, int64_t hidd
   return linear(in, rows, slice, nullptr, out, threads);
 }
 
+namespace {
+
+// Expert e's tokens (their slots in `expert`, `count` of them) through gate_up, act(gate) * up
+// and down into expert.output, on `thread` (see ExpertGemm).
+Status runExpert(int64_t e, const float *x, int64_t rows, int64_t hidden, const MoeParams &moe,
+                 int64_t inner, const int32_t *choice, MoeScratch::Expert &expert, int64_t &count,
+                 const ExpertGemm &expertGemm, int thread) {
+  const int64_t topK = moe.topK;
+  count = 0;
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < topK; ++j)
+      if (choice[t * topK + j] == e) {
+        expert.slots[static_cast<size_t>(count)] = static_cast<int32_t>(t * topK + j);
+        std::memcpy(expert.gathered.data() + count * hidden, x + t * hidden,
+                    static_cast<size_t>(hidden) * sizeof(float));
+        ++count;
+      }
+  if (count == 0)
+    return Status::ok();
+  DLM_RETURN_IF_ERROR(expertGemm(ExpertMatrix::gateUp, e, expert.gathered.data(), count,
+                                 expert.gateUp.data(), thread));
+  const bool gelu = moe.activation == spec::kernels::MoeActivation::geluTanh;
+  for (int64_t i = 0; i < count; ++i) {
+    float *a = expert.activation.data() + i * inner;
+    const float *row = expert.gateUp.data() + i * 2 * inner;
+    std::memcpy(a, row, static_cast<size_t>(inner) * sizeof(float));
+    if (gelu)
+      geluTanhMultiply(a, row + inner, inner);
+    else
+      siluMultiply(a, row + inner, inner);
+  }
+  return expertGemm(ExpertMatrix::down, e, expert.activation.data(), count, expert.output.data(),
+                    thread);
+}
+
+// y[token] += weight * out, the token of `slot`.
+void addWeighted(const MoeScratch &scratch, int64_t topK, int64_t hidden, int32_t slot,
+                 const float *out, float *y) {
+  const float w = scratch.weight[static_cast<size_t>(slot)];
+  float *to = y + (slot / topK) * hidden;
+  for (int64_t h = 0; h < hidden; ++h)
+    to[h] += w * out[h];
+}
+
+// The experts one per thread, each output row kept by its slot; then each token's outputs added
+// in ascending expert order, as the serial loop adds them.
+Status runExpertsInParallel(const float *x, int64_t rows, int64_t hidden, const MoeParams &moe,
+                            int64_t inner, float *y, MoeScratch &scratch, ThreadPool &pool,
+                            const ExpertGemm &expertGemm) {
+  const int64_t topK = moe.topK;
+  std::atomic<bool> failed{false};
+  Status failure = Status::ok();
+  std::mutex failureMutex;
+  pool.parallelFor(moe.experts, 2, [&](int64_t begin, int64_t end, int thread) {
+    MoeScratch::Expert &expert = scratch.experts[static_cast<size_t>(thread)];
+    for (int64_t e = begin; e < end && !failed; ++e) {
+      int64_t count = 0;
+      Status status = runExpert(e, x, rows, hidden, moe, inner, scratch.choice.data(), expert,
+                                count, expertGemm, thread);
+      if (!status.isOk()) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        failure = std::move(status);
+        failed = true;
+        return;
+      }
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(scratch.slotOutput.data() + expert.slots[static_cast<size_t>(i)] * hidden,
+                    expert.output.data() + i * hidden, static_cast<size_t>(hidden) * sizeof(float));
+    }
+  });
+  DLM_RETURN_IF_ERROR(failure);
+  for (int64_t t = 0; t < rows; ++t) {
+    const int32_t *chosen = scratch.choice.data() + t * topK;
+    for (int64_t e = 0, added = 0; added < topK && e < moe.experts; ++e)
+      for (int64_t j = 0; j < topK; ++j)
+        if (chosen[j] == e) {
+          const int32_t slot = static_cast<int32_t>(t * topK + j);
+          addWeighted(scratch, topK, hidden, slot, scratch.slotOutput.data() + slot * hidden, y);
+          ++added;
+        }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status moeForward(const float *r, const float *x, int64_t rows, int64_t hidden,
                   const MoeParams &moe, int64_t expertWidth, float *y, MoeScratch &scratch,
-                  int threads, const ExpertGemm &expertGemm, bool rowByRow) {
+                  ThreadPool &pool, const ExpertGemm &expertGemm, bool rowByRow) {
   const int64_t experts = moe.experts, topK = moe.topK, inner = expertWidth;
-  const bool gelu = moe.activation == spec::kernels::MoeActivation::geluTanh;
-  DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, threads, rowByRow));
+  DLM_RETURN_IF_ERROR(routerLogits(r, rows, hidden, moe, scratch, pool.threads(), rowByRow));
 
   for (int64_t t = 0; t < rows; ++t)
     routeToken(scratch.logits.data() + t * experts, moe, scratch, scratch.choice.data() + t * topK,
                scratch.weight.data() + t * topK);
 
-  // Per expert: its tokens' rows through gate_up and down, accumulated into y with their weights.
   std::memset(y, 0, static_cast<size_t>(rows * hidden) * sizeof(float));
+  // Batch-invariant products stay on the whole pool: which way the experts run depends on the
+  // batch, and a row's result must not.
+  if (!rowByRow && rows * topK <= scratch.parallelSlots)
+    return runExpertsInParallel(x, rows, hidden, moe, inner, y, scratch, pool, expertGemm);
+  // Per expert: its tokens' rows through gate_up and down, accumulated into y with their weights.
+  MoeScratch::Expert &expert = scratch.experts.front();
   for (int64_t e = 0; e < experts; ++e) {
     int64_t count = 0;
-    for (int64_t t = 0; t < rows; ++t)
-      for (int64_t j = 0; j < topK; ++j)
-        if (scratch.choice[static_cast<size_t>(t * topK + j)] == e) {
-          scratch.tokens[static_cast<size_t>(count)] = static_cast<int32_t>(t * topK + j);
-          std::memcpy(scratch.gathered.data() + count * hidden, x + t * hidden,
-                      static_cast<size_t>(hidden) * sizeof(float));
-          ++count;
-        }
-    if (count == 0)
-      continue;
-    DLM_RETURN_IF_ERROR(
-        expertGemm(ExpertMatrix::gateUp, e, scratch.gathered.data(), count, scratch.gateUp.data()));
-    for (int64_t i = 0; i < count; ++i) {
-      float *a = scratch.activation.data() + i * inner;
-      const float *row = scratch.gateUp.data() + i * 2 * inner;
-      std::memcpy(a, row, static_cast<size_t>(inner) * sizeof(float));
-      if (gelu)
-        geluTanhMultiply(a, row + inner, inner);
-      else
-        siluMultiply(a, row + inner, inner);
-    }
-    DLM_RETURN_IF_ERROR(
-        expertGemm(ExpertMatrix::down, e, scratch.activation.data(), count, scratch.output.data()));
-    for (int64_t i = 0; i < count; ++i) {
-      const int32_t slot = scratch.tokens[static_cast<size_t>(i)];
-      const float w = scratch.weight[static_cast<size_t>(slot)];
-      float *out = y + (slot / topK) * hidden;
-      const float *from = scratch.output.data() + i * hidden;
-      for (int64_t h = 0; h < hidden; ++h)
-        out[h] += w * from[h];
-    }
+    DLM_RETURN_IF_ERROR(runExpert(e, x, rows, hidden, moe, inner, scratch.choice.data(), expert,
+                                  count, expertGemm, -1));
+    for (int64_t i = 0; i < count; ++i)
+      addWeighted(scratch, topK, hidden, expert.slots[static_cast<size_t>(i)],
+                  expert.output.data() + i * hidden, y);
   }
   return Status::ok();
 }
@@ -225,27 +315,34 @@ Status CpuBackend::runMoe(const RecordRun &run) {
       return it == packedExperts_.end() ? nullptr : it->second.get();
     };
     const PackedExperts *gateUp = packed(moe.gateUp.tensor), *down = packed(moe.down.tensor);
-    auto product = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
+    // On every thread (thread < 0), or on pool thread `thread` alone with its own GEMM state.
+    auto product = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y,
+                       int thread) {
       const PackedExperts *stack = matrix == ExpertMatrix::gateUp ? gateUp : down;
-      return stack ? packedGemm_.run(stack->expert(e), x, rows, nullptr, y, pool_, false)
-                   : widenedExpertGemm(moe, k.expertWidth, width, matrix, e, x, rows, y,
-                                       pool_.threads());
+      if (!stack)
+        return widenedExpertGemm(moe, k.expertWidth, width, matrix, e, x, rows, y,
+                                 thread < 0 ? pool_.threads() : 1);
+      if (thread < 0)
+        return packedGemm_.run(stack->expert(e), x, rows, nullptr, y, pool_, false);
+      return expertGemms_[static_cast<size_t>(thread)]->run(stack->expert(e), x, rows, nullptr, y,
+                                                            onOneThread_, false);
     };
     // Batch-invariant: every product of the block a row at a time, so that a row's result does
     // not depend on the rows that share its forward or its experts.
     const bool rowByRow = batchInvariant_;
-    auto gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y) {
+    auto gemm = [&](ExpertMatrix matrix, int64_t e, const float *x, int64_t rows, float *y,
+                    int thread) {
       if (!rowByRow)
-        return product(matrix, e, x, rows, y);
+        return product(matrix, e, x, rows, y, thread);
       const bool gateUpMatrix = matrix == ExpertMatrix::gateUp;
       const int64_t inputs = gateUpMatrix ? width : k.expertWidth;
       const int64_t outputs = gateUpMatrix ? 2 * k.expertWidth : width;
       for (int64_t i = 0; i < rows; ++i)
-        DLM_RETURN_IF_ERROR(product(matrix, e, x + i * inputs, 1, y + i * outputs));
+        DLM_RETURN_IF_ERROR(product(matrix, e, x + i * inputs, 1, y + i * outputs, thread));
       return Status::ok();
     };
     return moeForward(operand(run, 0), operand(run, 1), count, width, moe, k.expertWidth,
-                      result(run), moeScratch_, pool_.threads(), ExpertGemm(gemm), rowByRow);
+                      result(run), moeScratch_, pool_, ExpertGemm(gemm), rowByRow);
   });
 }
 

@@ -179,7 +179,7 @@ public:
       return loaded.status();
     weights = *loaded;
     BackendOptions backendOptions;
-    backendOptions.threads = 2;
+    backendOptions.threads = threads;
     backendOptions.kvPageTokens = 4;
     backendOptions.batchInvariant = batchInvariant;
     return CpuBackend::create(weights, records, 64, backendOptions);
@@ -187,6 +187,7 @@ public:
 
   std::vector<artifact::Kernel> records;
   bool batchInvariant = false;
+  int threads = 2;
   std::shared_ptr<const model::ModelWeights> weights;
 
 private:
@@ -515,6 +516,9 @@ struct MoeCase {
   Routing routing = Routing::gemma;
   artifact::DType experts = artifact::DType::f32; // how gate_up and down are stored
   bool batchInvariant = false; // then each row alone must give its bits among the others
+  // Then the logits on one thread (the experts one after the other) must be the same bits as on
+  // two (the experts one per thread, their outputs added in the same order).
+  bool againOnOneThread = false;
 };
 
 // moe over E = 4 experts of I = 6, top_k 2, against a double reference.
@@ -574,6 +578,17 @@ void runMoe(const MoeCase &moe) {
   const std::vector<int32_t> tokens = ids(count);
   StatusOr<sampling::LogitsView> logits = cpu->forwardFull(tokens.data(), count, 0, {0, count});
   ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  if (moe.againOnOneThread) {
+    m.threads = 1;
+    std::unique_ptr<CpuBackend> one = m.backend();
+    ASSERT_TRUE(one);
+    ASSERT_TRUE(one->reserve(count, count).isOk());
+    StatusOr<sampling::LogitsView> alone = one->forwardFull(tokens.data(), count, 0, {0, count});
+    ASSERT_TRUE(alone.isOk()) << alone.status().message();
+    for (int64_t t = 0; t < count; ++t)
+      for (int64_t v = 0; v < kVocab; ++v)
+        ASSERT_EQ(alone->row(t)[v], logits->row(t)[v]) << "token " << t << ", logit " << v;
+  }
 
   const std::vector<double> x = embedded(m, tokens);
   std::vector<double> expected(x.size(), 0.0);
@@ -675,6 +690,15 @@ TEST(CpuKernelKinds, BatchInvariantMoeGivesEachRowItsBitsAlone) {
   for (artifact::DType dtype : {artifact::DType::f32, artifact::DType::bf16}) {
     SCOPED_TRACE(artifact::dtypeName(dtype));
     runMoe({false, true, Routing::llada2, dtype, /*batchInvariant=*/true});
+  }
+}
+
+// Two threads run the experts one per thread (a forward's few tokens over small experts): the
+// same bits as one thread running them one after the other, float32 and bf16 experts.
+TEST(CpuKernelKinds, MoeExpertsOnePerThreadGiveTheSerialBits) {
+  for (artifact::DType dtype : {artifact::DType::f32, artifact::DType::bf16}) {
+    SCOPED_TRACE(artifact::dtypeName(dtype));
+    runMoe({false, true, Routing::qwen3, dtype, false, /*againOnOneThread=*/true});
   }
 }
 
