@@ -144,27 +144,32 @@ DLM_AVX512 inline void storeDotSums(__m512 (&sums)[R][V], float *y, int64_t ldy,
   }
 }
 
+// The inputs [whole, k) of V rows of w and R rows of x, zero-padded to N in local copies: the
+// dot kernels' last step.
+template <int R, int V, int N, typename X> struct DotTail {
+  alignas(64) uint16_t w[V][N] = {};
+  alignas(64) X x[R][N] = {};
+
+  DotTail(const uint16_t *from, int64_t ldw, const X *rows, int64_t ldx, int64_t whole, int64_t k) {
+    for (int v = 0; v < V; ++v)
+      for (int64_t i = whole; i < k; ++i)
+        w[v][i - whole] = from[v * ldw + i];
+    for (int r = 0; r < R; ++r)
+      for (int64_t i = whole; i < k; ++i)
+        x[r][i - whole] = rows[r * ldx + i];
+  }
+};
+
 template <int R, int V>
 DLM_AVX512 void dotBlock(const uint16_t *w, int64_t ldw, int64_t k, const float *x, int64_t ldx,
                          float *y, int64_t ldy, bool accumulate) {
-  __m512 sums[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v)
-      sums[r][v] = _mm512_setzero_ps();
+  __m512 sums[R][V] = {};
   const int64_t whole = k - k % 16;
   for (int64_t i = 0; i < whole; i += 16)
     dotStep<R, V>(w + i, ldw, x + i, ldx, sums);
   if (whole < k) {
-    // The last k % 16 inputs, zero-padded to 16 in local copies.
-    alignas(64) uint16_t wTail[V][16] = {};
-    alignas(64) float xTail[R][16] = {};
-    for (int v = 0; v < V; ++v)
-      for (int64_t i = whole; i < k; ++i)
-        wTail[v][i - whole] = w[v * ldw + i];
-    for (int r = 0; r < R; ++r)
-      for (int64_t i = whole; i < k; ++i)
-        xTail[r][i - whole] = x[r * ldx + i];
-    dotStep<R, V>(&wTail[0][0], 16, &xTail[0][0], 16, sums);
+    const DotTail<R, V, 16, float> tail(w, ldw, x, ldx, whole, k);
+    dotStep<R, V>(&tail.w[0][0], 16, &tail.x[0][0], 16, sums);
   }
   storeDotSums<R, V>(sums, y, ldy, accumulate);
 }
@@ -189,24 +194,13 @@ DLM_AVX512_BF16 inline void dotStepBf16(const uint16_t *w, int64_t ldw, const ui
 template <int R, int V>
 DLM_AVX512_BF16 void dotBlockBf16(const uint16_t *w, int64_t ldw, int64_t k, const uint16_t *x,
                                   int64_t ldx, float *y, int64_t ldy, bool accumulate) {
-  __m512 sums[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v)
-      sums[r][v] = _mm512_setzero_ps();
+  __m512 sums[R][V] = {};
   const int64_t whole = k - k % 32;
   for (int64_t i = 0; i < whole; i += 32)
     dotStepBf16<R, V>(w + i, ldw, x + i, ldx, sums);
   if (whole < k) {
-    // The last k % 32 inputs, zero-padded to 32 in local copies.
-    alignas(64) uint16_t wTail[V][32] = {};
-    alignas(64) uint16_t xTail[R][32] = {};
-    for (int v = 0; v < V; ++v)
-      for (int64_t i = whole; i < k; ++i)
-        wTail[v][i - whole] = w[v * ldw + i];
-    for (int r = 0; r < R; ++r)
-      for (int64_t i = whole; i < k; ++i)
-        xTail[r][i - whole] = x[r * ldx + i];
-    dotStepBf16<R, V>(&wTail[0][0], 32, &xTail[0][0], 32, sums);
+    const DotTail<R, V, 32, uint16_t> tail(w, ldw, x, ldx, whole, k);
+    dotStepBf16<R, V>(&tail.w[0][0], 32, &tail.x[0][0], 32, sums);
   }
   storeDotSums<R, V>(sums, y, ldy, accumulate);
 }
