@@ -28,7 +28,8 @@ namespace dlm {
 // 5: forwardWindow() (the dual cache; optional, "not supported yet" by default). 6: supports().
 // 7: forwardWindow() is gone: a window forward is ForwardSpec::Mode::window; forward(spec) is
 // DecodeModel's one forward (forwardFull and forwardCached call it). 8: kernelPaths().
-inline constexpr int kBackendApiVersion = 8;
+// 9: forEachRow() (DecodeModel's rows of a step over the backend's threads; the cpu backend's).
+inline constexpr int kBackendApiVersion = 9;
 
 struct BackendOptions {
   // Threads for the backend's own loops, counting the caller; 0 = one per hardware thread.

@@ -341,6 +341,15 @@ Status CpuBackend::runKernel(const ProgramRecord &k, const std::vector<Part> &pa
   return (this->*kRunners[static_cast<size_t>(k.kind())])(run);
 }
 
+void CpuBackend::forEachRow(int64_t rows, sampling::RowBody body) {
+  const int64_t threads = std::min<int64_t>(pool_.threads(), rows);
+  pool_.parallelFor(threads, 2, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      for (int64_t j = t; j < rows; j += threads)
+        body(j);
+  });
+}
+
 model::StoredTensor CpuBackend::tableAsStored(const model::HostTensor *table) const {
   if (auto copy = storedTables_.find(table); copy != storedTables_.end())
     return copy->second->view;

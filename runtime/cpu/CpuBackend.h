@@ -63,6 +63,10 @@ public:
 
   int threads() const { return pool_.threads(); }
 
+  // The rows over the pool, row j on thread j % threads (a window's masked rows, which cost the
+  // most, are not contiguous).
+  void forEachRow(int64_t rows, sampling::RowBody body) override;
+
 private:
   // The bytes this backend holds of a weight its records read.
   size_t heldBytes(const model::HostTensor *weight) const;

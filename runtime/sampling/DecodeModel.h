@@ -113,6 +113,20 @@ struct BlockLoopResult {
   bool finished = true;
 };
 
+// body(j) for a row j: a non-owning callable, as ThreadPool::parallelFor's body (a decode step
+// must not allocate for it).
+class RowBody {
+public:
+  template <typename F>
+  RowBody(F &body) // NOLINT: made where it is passed
+      : context_(&body), call_([](void *context, int64_t j) { (*static_cast<F *>(context))(j); }) {}
+  void operator()(int64_t j) const { call_(context_, j); }
+
+private:
+  void *context_;
+  void (*call_)(void *, int64_t);
+};
+
 class DecodeModel {
 public:
   virtual ~DecodeModel() = default;
@@ -152,6 +166,16 @@ public:
   // rest: what a speculative round does with the K/V of the drafts it rejected.
   virtual Status trimCache(int64_t /*length*/) {
     return Status::error("not supported yet: trimming the K/V cache of this model");
+  }
+
+  // body(j) for every j < rows, between forwards: a decode step's work per row (the sample
+  // record's rows), which gives each row the same result on any thread and touches only that
+  // row's outputs. A model with threads of its own may spread the rows over them (the CPU
+  // backend's pool, whose threads wait between forwards); by default they run on the calling
+  // thread, in order.
+  virtual void forEachRow(int64_t rows, RowBody body) {
+    for (int64_t j = 0; j < rows; ++j)
+      body(j);
   }
 
   // Optional: whether denoiseBlock serves `plan` (the kernels it needs exist, the loop is on).

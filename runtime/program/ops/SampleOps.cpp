@@ -14,6 +14,22 @@ namespace {
 
 using namespace dspec::sample_params;
 
+// Logits a step's rows must hold before they go over the model's threads: 64 Ki logits at tens
+// of nanoseconds each is milliseconds of work, against microseconds to wake the threads.
+constexpr int64_t kParallelRowWork = int64_t{1} << 16;
+
+// decide(j) for every row j, over the model's threads (DecodeModel::forEachRow) when the rows
+// hold enough logits; decide gives each row the same result on any thread.
+template <typename Decide> void forEachRow(State &state, size_t rows, Decide &decide) {
+  if (static_cast<int64_t>(rows) * state.vocab < kParallelRowWork) {
+    for (size_t j = 0; j < rows; ++j)
+      decide(j);
+    return;
+  }
+  auto row = [&](int64_t j) { decide(static_cast<size_t>(j)); };
+  state.model.forEachRow(static_cast<int64_t>(rows), sampling::RowBody(row));
+}
+
 void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
   const size_t rows = static_cast<size_t>(state.rows());
   const double temperature = state.real(in[kTemperature]);
@@ -27,13 +43,13 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
   std::vector<double> &confidence = state.reg(in[kConfidence]).reals;
   token.resize(rows);
   confidence.resize(rows);
-  for (size_t j = 0; j < rows; ++j) {
+  auto decide = [&](size_t j) {
     const int64_t position = state.windowBegin + static_cast<int64_t>(j);
     if (maskedOnly && !state.isMask(static_cast<int64_t>(j))) {
       // Not a candidate: no decision, the row keeps its token.
       token[j] = state.seq[static_cast<size_t>(position)];
       confidence[j] = 0;
-      continue;
+      return;
     }
     const float *logits = state.logits.row(static_cast<int64_t>(j));
     if (filtered)
@@ -45,7 +61,13 @@ void gumbelMax(State &state, const Instruction &in, bool maskedOnly, uint64_t st
                             filtered ? state.allowedTokens.data() : nullptr);
     token[j] = decision.token;
     confidence[j] = decision.confidence;
-  }
+  };
+  // The filter's scratch (allowedTokens, tokenOrder) is the state's, one for every row.
+  if (filtered)
+    for (size_t j = 0; j < rows; ++j)
+      decide(j);
+  else
+    forEachRow(state, rows, decide);
 }
 
 void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t stepKey) {
@@ -61,12 +83,12 @@ void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t ste
   sample.resize(rows);
   argmax.resize(rows);
   entropy.resize(rows);
-  for (size_t j = 0; j < rows; ++j) {
+  auto decide = [&](size_t j) {
     const int64_t position = state.windowBegin + static_cast<int64_t>(j);
     if (maskedOnly && !state.isMask(static_cast<int64_t>(j))) {
       sample[j] = argmax[j] = state.seq[static_cast<size_t>(position)];
       entropy[j] = 0;
-      continue;
+      return;
     }
     const float *logits = state.logits.row(static_cast<int64_t>(j));
     const uint64_t key = sampling::rng::positionKey(stepKey, position);
@@ -77,7 +99,13 @@ void tempered(State &state, const Instruction &in, bool maskedOnly, uint64_t ste
     sample[j] = hooks && hooks->sampledToken ? hooks->sampledToken(step, position) : row.sample;
     argmax[j] = row.argmax;
     entropy[j] = row.entropy;
-  }
+  };
+  // A test's hook is called on this thread, in row order.
+  if (hooks)
+    for (size_t j = 0; j < rows; ++j)
+      decide(j);
+  else
+    forEachRow(state, rows, decide);
 }
 
 } // namespace

@@ -4,7 +4,11 @@
 
 #include "tests/runtime/model/TinyModel.h"
 
+#include <atomic>
 #include <gtest/gtest.h>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <algorithm>
 #include <cmath>
@@ -98,6 +102,31 @@ double relativeError(const float *actual, const double *expected, int64_t count)
     scale = std::max(scale, std::abs(expected[i]));
   }
   return worst / scale;
+}
+
+// A decode step's rows (DecodeModel::forEachRow) go over the pool's threads, each row once,
+// whatever the row count against the threads.
+TEST_P(CpuBackendTest, ForEachRowRunsEveryRowOnceOverThePool) {
+  for (int threads : {1, 2, 3})
+    for (int64_t rows : {int64_t(0), int64_t(1), int64_t(2), int64_t(37)}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(rows) + " rows");
+      std::unique_ptr<CpuBackend> cpu = backend(threads);
+      ASSERT_TRUE(cpu);
+      std::vector<std::atomic<int>> visits(static_cast<size_t>(rows));
+      std::mutex mutex;
+      std::set<std::thread::id> used;
+      auto row = [&](int64_t j) {
+        ++visits[static_cast<size_t>(j)];
+        std::lock_guard<std::mutex> lock(mutex);
+        used.insert(std::this_thread::get_id());
+      };
+      cpu->forEachRow(rows, sampling::RowBody(row));
+      for (int64_t j = 0; j < rows; ++j)
+        EXPECT_EQ(visits[static_cast<size_t>(j)].load(), 1) << "row " << j;
+      EXPECT_LE(used.size(), static_cast<size_t>(std::min<int64_t>(threads, rows)));
+      if (threads > 1 && rows > 1)
+        EXPECT_GT(used.size(), 1u) << "the rows stayed on one thread";
+    }
 }
 
 TEST_P(CpuBackendTest, FullForwardMatchesTheDoubleReference) {
