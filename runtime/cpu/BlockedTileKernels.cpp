@@ -1,5 +1,6 @@
-// The register-blocked tile kernels (BlockedTileKernels.h), compiled for AVX-512F whatever the
-// build's baseline and called only where the CPU has it.
+// The register-blocked tile kernels and the dot-product kernels (BlockedTileKernels.h), compiled
+// for AVX-512F (the bf16-arithmetic ones for AVX-512-BF16) whatever the build's baseline and
+// called only where the CPU has it.
 #include "runtime/cpu/BlockedTileKernels.h"
 
 #if defined(__x86_64__)

@@ -156,13 +156,16 @@ CpuBackend::packProjections(const model::ModelWeights &weights,
     return packed;
   // A weight another kind of record reads widened too is used widened rather than held a second
   // time packed. Embedding and soft embedding records read their table as stored: a tied LM
-  // head multiplies that copy where readsInPlace, else packs it.
+  // head multiplies that copy where it lies when it is bf16 (readsInPlace), or float32 beside a
+  // soft embedding (which used to read it widened, the head with it), else packs a copy (a
+  // float32 head packed runs oneDNN's matmul, faster than an sgemm on the table as it lies).
   std::set<const model::HostTensor *> readOtherwise = widenedWeights(functions);
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels)
       if (k.kind() == KernelKind::embedding || k.kind() == KernelKind::softEmbedding)
         if (const model::StoredTensor *stored = weights.stored(k.weightParameter()->name);
-            stored && readsInPlace(*stored))
+            stored && readsInPlace(*stored) &&
+            (stored->dtype != artifact::DType::f32 || k.kind() == KernelKind::softEmbedding))
           readOtherwise.insert(k.weight());
   for (const auto &[name, program] : functions)
     for (const ProgramRecord &k : program.kernels) {
@@ -261,7 +264,8 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
       softEmbeddingScratch_.resize(
           softEmbeddingScratchFloats(tokens, softEmbeddingRows_, d.hidden));
     if (moeExperts_ > 0)
-      moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_, pool_.threads());
+      moeScratch_.reserve(tokens, moeHidden_, moeExperts_, moeTopK_, moeWidth_, pool_.threads(),
+                          batchInvariant_);
     capture_.resize(size(captureWidth_));
     packedTokens_.reserve(static_cast<size_t>(tokens));
     captured_ = {};
@@ -270,7 +274,7 @@ Status CpuBackend::reservePacked(int64_t tokens, int64_t logitRows) {
   logitRows = std::min(logitRows, tokens);
   if (logitRows > reservedLogitRows_) {
     headInput_.resize(static_cast<size_t>(logitRows * d.hidden));
-    if (bf16Arithmetic_ && hasBf16DotKernels())
+    if (bf16Arithmetic_ && hasBf16DotKernels() && projectsABf16TableInPlace())
       roundedInput_.resize(headInput_.size());
     logits_.resize(static_cast<size_t>(logitRows * d.vocabSize));
     reservedLogitRows_ = logitRows;
@@ -348,6 +352,17 @@ void CpuBackend::forEachRow(int64_t rows, sampling::RowBody body) {
       for (int64_t j = t; j < rows; j += threads)
         body(j);
   });
+}
+
+bool CpuBackend::projectsABf16TableInPlace() const {
+  for (const auto &[name, program] : functions_)
+    for (const ProgramRecord &k : program.kernels)
+      if (k.projects() && !packed_.count(k.weight()))
+        if (auto table = storedTables_.find(k.weight());
+            table != storedTables_.end() && table->second->view.dtype == artifact::DType::bf16 &&
+            readsInPlace(table->second->view))
+          return true;
+  return false;
 }
 
 model::StoredTensor CpuBackend::tableAsStored(const model::HostTensor *table) const {

@@ -63,8 +63,8 @@ public:
 
   int threads() const { return pool_.threads(); }
 
-  // The rows over the pool, row j on thread j % threads (a window's masked rows, which cost the
-  // most, are not contiguous).
+  // The rows over the pool in `threads` interleaved shares, row j in share j % threads (a
+  // window's masked rows, which cost the most, are not contiguous).
   void forEachRow(int64_t rows, sampling::RowBody body) override;
 
 private:
@@ -105,9 +105,14 @@ private:
   // float32 table its records read widened (batch-invariant).
   model::StoredTensor tableAsStored(const model::HostTensor *table) const;
   // Whether a projection (a tied LM head) multiplies such a table where it lies rather than
-  // packing a second copy: bf16, on CPUs with the AVX-512 kernels (BlockedTileKernels.h); in
-  // bf16 arithmetic when the options ask for it and the CPU has AVX-512-BF16.
+  // packing a second copy: float32 (oneDNN's sgemm), or bf16 on CPUs with the AVX-512 kernels
+  // (BlockedTileKernels.h), in bf16 arithmetic when the options ask for it and the CPU has
+  // AVX-512-BF16. Not when batch-invariant: the table is then read widened.
   static bool readsInPlace(const model::StoredTensor &stored);
+  Status projectInPlace(const float *x, int64_t rows, const model::StoredTensor &w, int64_t outputs,
+                        float *y, bool accumulate);
+  // Whether some projection reads a bf16 table in place (then its rows may be rounded to bf16).
+  bool projectsABf16TableInPlace() const;
 
   // The function called `name` (empty: the default), else an error listing them.
   StatusOr<const program::KernelProgram *> function(std::string_view name) const;
@@ -237,7 +242,8 @@ private:
   // row at a time.
   const bool batchInvariant_;
   // BackendOptions::bf16Arithmetic: a tied LM head read in place multiplies in bf16 where the CPU
-  // has AVX-512-BF16, its input rows rounded into roundedInput_.
+  // has AVX-512-BF16, its input rows rounded into roundedInput_ (reserved only then, for the
+  // forward's rows; a product of more rows stays float32 rather than allocate).
   const bool bf16Arithmetic_;
   std::vector<uint16_t> roundedInput_;
   // The weights the records read widened (KernelProgram::widenedWeights of every function).
@@ -248,8 +254,8 @@ private:
   std::vector<std::unique_ptr<PackedGemm>> expertGemms_;
   ThreadPool onOneThread_{1, ThreadPool::Kind::own};
 
-  // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else oneDNN on
-  // the packed weight (or, for a tied LM head, on the table).
+  // y (+)= x W^T over `rows`: InvariantGemm when the backend is batch-invariant, else the packed
+  // weight's GEMM, or for a tied LM head the table where it lies (projectInPlace).
   Status project(const float *x, int64_t rows, const model::HostTensor &w, int64_t outputs,
                  const float *bias, float *y, bool accumulate);
 };

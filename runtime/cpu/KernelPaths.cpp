@@ -33,6 +33,17 @@ std::string unpackedPath(bool batchInvariant) {
                         : "float32 widened at load (another record reads it so), InvariantGemm";
 }
 
+// A tied LM head that reads the embedding table's copy where it lies (readsInPlace).
+std::string inPlacePath(artifact::DType dtype, bool bf16Arithmetic) {
+  const std::string stored = std::string(artifact::dtypeName(dtype)) +
+                             " as stored (the embedding table's copy, held once), ";
+  if (dtype == artifact::DType::f32)
+    return stored + "oneDNN sgemm";
+  return stored + (bf16Arithmetic && hasBf16DotKernels()
+                       ? "bf16 x bf16 AVX-512-BF16 dot products"
+                       : "AVX-512 dot products, float32 arithmetic");
+}
+
 } // namespace
 
 std::vector<std::string> CpuBackend::kernelPaths() const {
@@ -43,14 +54,10 @@ std::vector<std::string> CpuBackend::kernelPaths() const {
       if (k.projects()) {
         auto packed = packed_.find(k.weight());
         auto table = storedTables_.find(k.weight());
-        const std::string path =
-            packed != packed_.end() ? packed->second->path()
-            : table != storedTables_.end() && readsInPlace(table->second->view)
-                ? std::string("bf16 as stored (the embedding table's copy, held once), ") +
-                      (bf16Arithmetic_ && hasBf16DotKernels()
-                           ? "bf16 x bf16 AVX-512-BF16 dot products"
-                           : "AVX-512 dot products, float32 arithmetic")
-                : unpackedPath(batchInvariant_);
+        const std::string path = packed != packed_.end() ? packed->second->path()
+                                 : table != storedTables_.end() && readsInPlace(table->second->view)
+                                     ? inPlacePath(table->second->view.dtype, bf16Arithmetic_)
+                                     : unpackedPath(batchInvariant_);
         byPath[std::string(k.kind() == KernelKind::lmHead ? "LM head" : "projections") + ": " +
                path]
             .insert(k.weight());

@@ -171,10 +171,11 @@ Status pagedAttentionParts(const std::vector<AttentionPart> &parts, const Attent
 // The forward's float input rows as a soft_embedding reads them: out[t, H] =
 // (softmax(input[t, :inputWidth]) @ table[:inputWidth]) * scale for `rows` rows (softmax in
 // float32 with a double sum); zeros when input is null, and on the rows whose token (`tokens`,
-// one per row) is not `maskToken` when that is >= 0. The table is read as stored, never held
-// widened: float32 by oneDNN's sgemm; bf16 on AVX-512 CPUs by the register-blocked kernels
-// (BlockedTileKernels.h), each 32 columns of it over every row of the chunk; otherwise (f16,
-// 8-bit, bf16 elsewhere) widened a panel of rows at a time into the scratch for an sgemm.
+// one per row) is not `maskToken` when that is >= 0. The table as the backend holds it (as
+// stored, or widened when batch-invariant): float32 by oneDNN's sgemm; bf16 whose width is a
+// multiple of 16, on AVX-512 CPUs, by the register-blocked kernels (BlockedTileKernels.h), each
+// 32 columns of it over every row of the chunk; otherwise (f16, 8-bit, other bf16) widened a
+// panel of rows at a time into the scratch for an sgemm.
 // `scratch` holds softEmbeddingScratchFloats(...) floats (grown when it is smaller).
 inline constexpr int64_t kSoftEmbeddingChunk = 32;
 size_t softEmbeddingScratchFloats(int64_t rows, int64_t inputWidth, int64_t hidden);
@@ -216,8 +217,10 @@ struct MoeScratch {
   std::vector<float> slotOutput;
   int64_t parallelSlots = 0;
 
+  // For forwards of up to `tokens` tokens on `threads` threads (rowByRow: batch-invariant, the
+  // experts never one per thread).
   void reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK, int64_t expertWidth,
-               int threads);
+               int threads, bool rowByRow);
   size_t bytes() const;
 };
 
@@ -235,7 +238,9 @@ struct MoeScratch {
 // invariance; the caller's expertGemm does the same). The experts run one per thread of `pool`
 // (their products on that thread alone) when the forward's (token, choice) pairs fit
 // scratch.parallelSlots (not with rowByRow), else one after the other, each product on every
-// thread; y is the same.
+// thread; the outputs are added in the same order either way, so y is the same wherever a
+// product's result does not depend on its thread count (the tiles'; an expert product large
+// enough for oneDNN to split over threads may differ in its last bits).
 // The parameters are the record's own, its weights resolved; expertWidth is I.
 using MoeParams = spec::kernels::MoeParams;
 // out[rows, N] = in[rows, K] W^T for W expert e's slice of gateUp (N = 2I, K = H) or of down (N =

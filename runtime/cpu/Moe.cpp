@@ -28,7 +28,7 @@ template <typename Buffer> void grow(Buffer &buffer, int64_t size) {
 } // namespace
 
 void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_t topK,
-                         int64_t expertWidth, int threads) {
+                         int64_t expertWidth, int threads, bool rowByRow) {
   grow(routed, tokens * hidden);
   grow(logits, tokens * experts);
   grow(choice, tokens * topK);
@@ -37,16 +37,21 @@ void MoeScratch::reserve(int64_t tokens, int64_t hidden, int64_t experts, int64_
   grow(groups, experts);
   grow(groupScore, experts);
   grow(weight, tokens * topK);
-  parallelSlots =
-      threads > 1 ? std::min(tokens * topK, expertParallelSlots(hidden, experts, expertWidth)) : 0;
+  parallelSlots = threads > 1 && !rowByRow
+                      ? std::min(tokens * topK, expertParallelSlots(hidden, experts, expertWidth))
+                      : 0;
   grow(slotOutput, parallelSlots * hidden);
-  grow(this->experts, threads);
-  for (Expert &expert : this->experts) {
-    grow(expert.slots, tokens);
-    grow(expert.gathered, tokens * hidden);
-    grow(expert.gateUp, tokens * 2 * expertWidth);
-    grow(expert.activation, tokens * expertWidth);
-    grow(expert.output, tokens * hidden);
+  // The first thread's for every token (the experts one after the other), the others' for the
+  // tokens of a forward whose experts run one per thread.
+  grow(this->experts, parallelSlots > 0 ? threads : 1);
+  for (size_t t = 0; t < this->experts.size(); ++t) {
+    Expert &expert = this->experts[t];
+    const int64_t rows = t == 0 ? tokens : parallelSlots / topK;
+    grow(expert.slots, rows);
+    grow(expert.gathered, rows * hidden);
+    grow(expert.gateUp, rows * 2 * expertWidth);
+    grow(expert.activation, rows * expertWidth);
+    grow(expert.output, rows * hidden);
   }
 }
 

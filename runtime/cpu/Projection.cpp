@@ -1,5 +1,6 @@
 // The projection kinds' runners (linear, norm_linear, lm_head) and the GEMM they share
-// (CpuBackend::project: InvariantGemm when batch-invariant, else oneDNN on packed weights).
+// (CpuBackend::project: InvariantGemm when batch-invariant, else oneDNN or the tiles on packed
+// weights, or a tied table read where it lies).
 #include "runtime/cpu/BlockedTileKernels.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
@@ -80,7 +81,7 @@ Status CpuBackend::runLmHead(const RecordRun &run) {
 namespace {
 
 // Outputs (rows of W) a task of multiplyStoredRows takes: 96 rows of a 4096-wide bf16 table are
-// 768 KiB, within a core's L2 while every 4 rows of x pass over them.
+// 768 KiB, within a core's L2 while every 6 rows of x pass over them.
 constexpr int64_t kStoredRowsPerTask = 96;
 
 // y[rows, outputs] (+)= x[rows, K] W[:outputs]^T for a bf16 W [N, K] as stored, the outputs
@@ -107,7 +108,26 @@ void multiplyStoredRows(const model::StoredTensor &w, int64_t outputs, const flo
 } // namespace
 
 bool CpuBackend::readsInPlace(const model::StoredTensor &stored) {
-  return stored.dtype == artifact::DType::bf16 && hasBlockedTileKernels();
+  return stored.dtype == artifact::DType::f32 ||
+         (stored.dtype == artifact::DType::bf16 && hasBlockedTileKernels());
+}
+
+// y (+)= x W^T for a table read where it lies (readsInPlace): float32 by oneDNN's sgemm, bf16 by
+// the dot kernels, in bf16 arithmetic where asked and the reserved rounding scratch holds x.
+Status CpuBackend::projectInPlace(const float *x, int64_t rows, const model::StoredTensor &w,
+                                  int64_t outputs, float *y, bool accumulate) {
+  if (w.dtype == artifact::DType::f32)
+    return linear(x, rows, model::HostTensor{static_cast<const float *>(w.data), w.rows, w.cols},
+                  outputs, nullptr, y, pool_.threads(), accumulate);
+  const uint16_t *xBf16 = nullptr;
+  const size_t count = static_cast<size_t>(rows * w.cols);
+  if (bf16Arithmetic_ && hasBf16DotKernels() && roundedInput_.size() >= count) {
+    for (size_t i = 0; i < count; ++i)
+      roundedInput_[i] = bf16FromFloat(x[i]);
+    xBf16 = roundedInput_.data();
+  }
+  multiplyStoredRows(w, outputs, x, xBf16, rows, y, accumulate, pool_);
+  return Status::ok();
 }
 
 Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor &w,
@@ -118,16 +138,7 @@ Status CpuBackend::project(const float *x, int64_t rows, const model::HostTensor
   if (auto table = storedTables_.find(&w); packed == packed_.end() &&
                                            table != storedTables_.end() &&
                                            readsInPlace(table->second->view)) {
-    const uint16_t *xBf16 = nullptr;
-    if (bf16Arithmetic_ && hasBf16DotKernels()) {
-      const size_t count = static_cast<size_t>(rows * w.cols);
-      if (roundedInput_.size() < count)
-        roundedInput_.resize(count);
-      for (size_t i = 0; i < count; ++i)
-        roundedInput_[i] = bf16FromFloat(x[i]);
-      xBf16 = roundedInput_.data();
-    }
-    multiplyStoredRows(table->second->view, outputs, x, xBf16, rows, y, accumulate, pool_);
+    DLM_RETURN_IF_ERROR(projectInPlace(x, rows, table->second->view, outputs, y, accumulate));
     if (bias)
       addBias(bias, rows, outputs, y);
     return Status::ok();
