@@ -1,5 +1,5 @@
 // Conversions between float32 and the formats weights come in: bf16 (round to nearest even, NaN
-// kept quiet), IEEE half (widening only) and FP8 E4M3 (both ways). Shared by the compiler (dlmc
+// kept quiet), IEEE half and FP8 E4M3 (both ways). Shared by the compiler (dlmc
 // --weights), the host weights and the CUDA backend's uploads.
 #pragma once
 
@@ -47,6 +47,31 @@ inline float floatFromF16(uint16_t bits) {
   float value;
   std::memcpy(&value, &wide, sizeof value);
   return value;
+}
+
+// The IEEE half nearest to `value`, ties to even (int4 group scales); past 65504 infinity, NaN
+// stays NaN, below 2^-14 the subnormal multiples of 2^-24.
+inline uint16_t f16FromFloat(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7e00u);
+  if (magnitude >= 0x38800000u) { // 2^-14: normal halves
+    uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+    if (rounded >= 0x47800000u) // 65520 and up round past the largest half
+      return static_cast<uint16_t>(sign | 0x7c00u);
+    return static_cast<uint16_t>(sign | (((rounded >> 23) - 112) << 10) |
+                                 ((rounded >> 13) & 0x3ffu));
+  }
+  // Subnormal halves: magnitude / 2^-24, rounded to nearest even (by the float unit's own rounding
+  // of an exact power-of-two scaling).
+  float scaled;
+  std::memcpy(&scaled, &magnitude, sizeof scaled);
+  scaled *= 16777216.0f; // 2^24, exact
+  const float nearest = __builtin_nearbyintf(scaled);
+  return static_cast<uint16_t>(sign | static_cast<uint16_t>(nearest));
 }
 
 // FP8 E4M3 ("e4m3fn", as compressed-tensors stores weights): sign, 4 exponent bits (bias 7),

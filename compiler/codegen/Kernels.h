@@ -212,14 +212,21 @@ struct SoftcapParams {
 };
 StatusOr<KernelSource> generateSoftcap(const SoftcapParams &params);
 
-// A projection weight stored in 8 bits widened to the device precision for one GEMM:
-// out[r, c] = decode(weight[r, c]) * scale[r] (cuBLASLt multiplies 8-bit weights only by 8-bit
-// activations, so the weights stay narrow in memory and are widened per projection).
-enum class StoredWeight { i8, fp8E4m3 };
-std::string_view storedWeightName(StoredWeight stored); // "i8", "fp8_e4m3"
+// A projection weight stored in 8 or 4 bits widened to the device precision for one GEMM:
+// out[r, c] = decode(weight[r, c]) * scale[r] (i8, fp8: a row scale) or * scale[r, c / group]
+// (i4: f16 group scales, two codes a byte) (cuBLASLt multiplies 8-bit weights only by 8-bit
+// activations, and 4-bit ones not at all, so the weights stay narrow in memory and are widened
+// per projection).
+enum class StoredWeight { i8, fp8E4m3, i4 };
+std::string_view storedWeightName(StoredWeight stored); // "i8", "fp8_e4m3", "i4"
+struct NarrowWeight {
+  StoredWeight stored = StoredWeight::i8;
+  int64_t groupSize = 0; // i4: the inputs a scale covers
+};
 struct WidenWeightParams {
   StoredWeight stored = StoredWeight::i8;
   ElementType element = ElementType::bf16;
+  int64_t groupSize = 0; // i4
 };
 StatusOr<KernelSource> generateWidenWeight(const WidenWeightParams &params);
 

@@ -31,7 +31,7 @@ struct ModelKernelOptions {
   // checkpoint) by canonical name: a linear or norm_linear record whose weight is one also
   // launches the kernel that widens it to the device precision before its GEMM, and an FP8 one
   // also the kernel that quantizes its input rows for an FP8 GEMM.
-  std::map<std::string, StoredWeight> narrowWeights;
+  std::map<std::string, NarrowWeight> narrowWeights;
 };
 
 // The kernel every record of a kernel program (runtime/model/KernelProgram.h) launches, each

@@ -100,8 +100,9 @@ private:
     auto narrow = options.narrowWeights.find(weight.name);
     if (narrow == options.narrowWeights.end())
       return Status::ok();
-    launched.push_back(generateWidenWeight({narrow->second, element}));
-    if (narrow->second == StoredWeight::fp8E4m3) {
+    launched.push_back(
+        generateWidenWeight({narrow->second.stored, element, narrow->second.groupSize}));
+    if (narrow->second.stored == StoredWeight::fp8E4m3) {
       DLM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shapeOf(weight));
       launched.push_back(generateQuantizeRows({shape.back(), element}));
     }

@@ -162,8 +162,14 @@ Status validateOptions(const CompileOptions &options) {
   if (!options.activations.empty() && options.activations != "f32" && options.activations != "bf16")
     return fail("unknown --activations " + options.activations + " (expected f32 or bf16)");
   if (!options.weights.empty() && options.weights != "f32" && options.weights != "bf16" &&
-      options.weights != "int8" && options.weights != "fp8")
-    return fail("unknown --weights " + options.weights + " (expected f32, bf16, int8 or fp8)");
+      options.weights != "int8" && options.weights != "fp8" && options.weights != "int4")
+    return fail("unknown --weights " + options.weights +
+                " (expected f32, bf16, int8, fp8 or int4)");
+  if (options.quantizeEmbeddings && options.weights.empty())
+    return fail("--quantize-embeddings stores the embeddings at --weights' precision: give it");
+  if (options.weightGroupSize < 2 || options.weightGroupSize % 2 != 0)
+    return fail("--weight-group-size " + std::to_string(options.weightGroupSize) +
+                ": expected an even number of inputs, at least 2");
   return Status::ok();
 }
 
@@ -337,7 +343,9 @@ Status Compilation::compile(const CompileOptions &given) {
   DLM_ASSIGN_OR_RETURN(artifact::KernelTarget program, kernelProgramTarget(*module_));
   DLM_ASSIGN_OR_RETURN(
       WeightPrecisionReport weights,
-      convertWeightPrecision(program, options.weights, contents.weights, convertedWeights_));
+      convertWeightPrecision(program,
+                             {options.weights, options.weightGroupSize, options.quantizeEmbeddings},
+                             contents.weights, convertedWeights_));
   weightReport_ = describe(weights);
   if (options.activations == "bf16") {
     contents.config.extra[std::string(spec::kExtraCpuActivations)] = std::string("bf16");
@@ -469,22 +477,34 @@ Status Compilation::generateCudaKernels(const CompileOptions &options,
   // PTX + ptxas's resource report). A kernel that does not compile, or a hot one that spills,
   // fails the compile with NVRTC's log. The device precision: --weights' when it is a float
   // type, else f32 when every weight stored as a float is f32 (the kernels then compute what the
-  // float32 CPU backend does), else bf16. 8-bit projection weights (--weights int8, an FP8
-  // checkpoint) stay 8-bit on the device and are widened to that precision per GEMM.
+  // float32 CPU backend does), else bf16. 8-bit and 4-bit projection weights (--weights int8 or
+  // int4, an FP8 checkpoint) stay narrow on the device and are widened to that precision per GEMM.
   artifact::ArtifactContents &contents = contents_;
-  const bool narrow = options.weights == "int8" || options.weights == "fp8";
+  const bool narrow =
+      options.weights == "int8" || options.weights == "fp8" || options.weights == "int4";
   std::string precision = narrow ? "" : options.weights;
   codegen::ModelKernelOptions kernelOptions;
   for (const artifact::WeightSource &weight : contents.weights) {
     if (weight.dtype == artifact::DType::i8)
-      kernelOptions.narrowWeights[weight.name] = codegen::StoredWeight::i8;
+      kernelOptions.narrowWeights[weight.name] = {codegen::StoredWeight::i8};
     else if (weight.dtype == artifact::DType::fp8_e4m3)
-      kernelOptions.narrowWeights[weight.name] = codegen::StoredWeight::fp8E4m3;
+      kernelOptions.narrowWeights[weight.name] = {codegen::StoredWeight::fp8E4m3};
+    else if (weight.dtype == artifact::DType::i4)
+      kernelOptions.narrowWeights[weight.name] = {codegen::StoredWeight::i4,
+                                                  options.weightGroupSize};
   }
   if (precision.empty()) {
     precision = "f32";
+    // A narrow weight's scales (f16 for i4) are part of it, not a float weight.
+    auto narrowPart = [&](const std::string &name) {
+      const std::string_view suffix = model::kRowScaleSuffix;
+      return kernelOptions.narrowWeights.count(name) ||
+             (name.size() > suffix.size() &&
+              name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+              kernelOptions.narrowWeights.count(name.substr(0, name.size() - suffix.size())));
+    };
     for (const artifact::WeightSource &weight : contents.weights)
-      if (weight.dtype != artifact::DType::f32 && !kernelOptions.narrowWeights.count(weight.name))
+      if (weight.dtype != artifact::DType::f32 && !narrowPart(weight.name))
         precision = "bf16";
   }
   contents.config.extra[std::string(spec::kExtraDevicePrecision)] = precision;

@@ -27,10 +27,14 @@ namespace dlm::pipeline {
 struct CompileOptions {
   std::string checkpoint;
   std::string target = "cpu"; // "cpu" (the kernel program), "cuda" or "all" (+ CUDA kernels)
-  // --weights: the projection weights' storage precision, "f32" or "bf16" (WeightPrecision.h);
-  // empty: as the checkpoint stores them. The CUDA device precision follows it (empty: f32 for
-  // an all-f32 checkpoint, else bf16).
+  // --weights: the projection weights' storage precision, "f32", "bf16", "int8", "fp8" or "int4"
+  // (WeightPrecision.h); empty: as the checkpoint stores them. The CUDA device precision follows
+  // a float one (else: f32 for an all-f32 checkpoint, else bf16).
   std::string weights;
+  // --weight-group-size: the inputs of an output channel one int4 scale covers.
+  int64_t weightGroupSize = 32;
+  // --quantize-embeddings: the embedding tables and the LM head take --weights' precision too.
+  bool quantizeEmbeddings = false;
   // --activations bf16: the CPU backend rounds the activations of bf16-stored projections to
   // bf16 and multiplies in bf16 where the CPU has bf16 arithmetic (config extra
   // cpu_activations); "f32" or empty: float32 activations.

@@ -19,13 +19,13 @@ namespace {
 namespace kp = spec::kernels;
 using artifact::DType;
 
-// The names of the weights linear and norm_linear records multiply by, and of the expert stacks
-// of moe records (gate_up, down).
+// The names of the weights linear and norm_linear records multiply by, of the expert stacks of moe
+// records (gate_up, down), and of the tables embedding, soft_embedding and lm_head records read.
 struct ConvertedWeights {
-  std::set<std::string> projections, experts;
+  std::set<std::string> projections, experts, tables;
 };
 
-ConvertedWeights convertedWeights(const artifact::KernelTarget &program) {
+ConvertedWeights convertedWeights(const artifact::KernelTarget &program, bool tables) {
   ConvertedWeights names;
   auto add = [](const artifact::Kernel &record, std::string_view parameter,
                 std::set<std::string> &to) {
@@ -40,17 +40,39 @@ ConvertedWeights convertedWeights(const artifact::KernelTarget &program) {
       add(record, kp::kGateUp, names.experts);
       add(record, kp::kDownWeight, names.experts);
     }
+    if (tables && (record.kind == kp::kEmbedding || record.kind == kp::kSoftEmbedding ||
+                   record.kind == kp::kLmHead))
+      add(record, kp::kWeight, names.tables);
   }
   return names;
 }
 
+// The elements of a weight source.
+int64_t elementCount(const artifact::WeightSource &w) {
+  int64_t count = 1;
+  for (int64_t dim : w.shape)
+    count *= dim;
+  return count;
+}
+
 // The stored view of a weight source, to read its values as the runtime does: an 8-bit one (i8,
-// fp8_e4m3) with the row scales of its "<name>.scale" source, which must be f32 [rows].
+// fp8_e4m3) with the row scales of its "<name>.scale" source, which must be f32 [rows]; an i4
+// one with the f16 group scales of that source.
 StatusOr<model::StoredTensor> storedView(const artifact::WeightSource &w,
                                          const artifact::WeightSource *scales) {
   const int64_t cols = w.shape.empty() ? 1 : w.shape.back();
-  const int64_t count = static_cast<int64_t>(w.size / artifact::dtypeSize(w.dtype));
+  const int64_t count = elementCount(w);
   model::StoredTensor view{w.dtype, w.data, cols ? count / cols : 0, cols};
+  if (w.dtype == DType::i4) {
+    const int64_t groups = scales && !scales->shape.empty() ? scales->shape.back() : 0;
+    if (!scales || scales->dtype != DType::f16 || groups <= 0 || cols % groups != 0 ||
+        scales->size != static_cast<size_t>(view.rows * groups) * sizeof(uint16_t))
+      return Status::error("weight '" + w.name + "' (i4) has no f16 group scales '" + w.name +
+                           std::string(model::kRowScaleSuffix) + "' to convert it with");
+    view.groupScales = static_cast<const uint16_t *>(scales->data);
+    view.groupSize = cols / groups;
+    return view;
+  }
   if (w.dtype == DType::i8 || w.dtype == DType::fp8_e4m3) {
     if (!scales || scales->dtype != DType::f32 ||
         scales->size != static_cast<size_t>(view.rows) * sizeof(float))
@@ -100,6 +122,92 @@ artifact::WeightSource quantizeRows(const artifact::WeightSource &w,
   return source;
 }
 
+// The int4 codes of `count` values at `scale`: round(w / scale) clamped to [-8, 7].
+int int4Code(float value, float scale) {
+  return static_cast<int>(std::clamp(std::nearbyint(value / scale), -8.0f, 7.0f));
+}
+
+// The scale of one int4 group (f16 bits) that makes the squared error of its values smallest
+// among candidates (as llama.cpp's quantizers search): for each trial scale m / t (m the value of
+// largest magnitude, t from -8 to 8 by quarters, |t| >= 6), the codes it gives, then the scale
+// that fits those codes best by least squares; the trial whose fit errs least wins (Q4_0's
+// m / -8 is one of the trials).
+uint16_t int4GroupScale(const float *values, int64_t count) {
+  float extreme = 0.0f;
+  for (int64_t c = 0; c < count; ++c)
+    if (std::fabs(values[c]) > std::fabs(extreme))
+      extreme = values[c];
+  if (extreme == 0.0f)
+    return f16FromFloat(1.0f);
+  auto error = [&](float scale) {
+    double sum = 0;
+    for (int64_t c = 0; c < count; ++c) {
+      const double d = values[c] - double(scale) * int4Code(values[c], scale);
+      sum += d * d;
+    }
+    return sum;
+  };
+  uint16_t best = f16FromFloat(extreme / -8.0f);
+  double bestError = error(floatFromF16(best));
+  for (int quarter = -32; quarter <= 32; ++quarter) {
+    if (std::abs(quarter) < 24)
+      continue;
+    const float trial = extreme / (quarter / 4.0f);
+    double qw = 0, qq = 0;
+    for (int64_t c = 0; c < count; ++c) {
+      const int q = int4Code(values[c], trial);
+      qw += double(q) * values[c];
+      qq += double(q) * q;
+    }
+    if (qq == 0)
+      continue;
+    const uint16_t fitted = f16FromFloat(static_cast<float>(qw / qq));
+    const float scale = floatFromF16(fitted);
+    if (scale == 0.0f || !std::isfinite(scale))
+      continue;
+    const double e = error(scale);
+    if (e < bestError) {
+      bestError = e;
+      best = fitted;
+    }
+  }
+  if (floatFromF16(best) == 0.0f) // below f16's range: the smallest subnormal, its sign kept
+    best = static_cast<uint16_t>((best & 0x8000u) | 1u);
+  return best;
+}
+
+// Weight-only 4 bits per value, symmetric, one f16 scale per `group` values of a row
+// (int4GroupScale) and q = round(w / scale) in [-8, 7], two a byte (element 2i in the low
+// nibble). Writes q into `out` and returns the scales' weight source "<name>.scale" (f16, w's
+// shape with `group` times fewer columns), its bytes kept in `owned`.
+artifact::WeightSource quantizeGroups(const artifact::WeightSource &w,
+                                      const model::StoredTensor &view, int64_t group, uint8_t *out,
+                                      std::vector<std::vector<uint8_t>> &owned) {
+  const int64_t rows = view.rows, cols = view.cols, groups = cols / group;
+  std::vector<uint8_t> scaleBytes(static_cast<size_t>(rows * groups) * sizeof(uint16_t));
+  uint16_t *scales = reinterpret_cast<uint16_t *>(scaleBytes.data());
+  std::vector<float> values(static_cast<size_t>(group));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const size_t first = static_cast<size_t>(r * cols + g * group);
+      model::widenStored(view, first, values.size(), values.data());
+      const uint16_t bits = int4GroupScale(values.data(), group);
+      scales[r * groups + g] = bits;
+      const float scale = floatFromF16(bits);
+      for (int64_t c = 0; c < group; ++c) {
+        const size_t i = first + c;
+        const uint8_t nibble = static_cast<uint8_t>(int4Code(values[c], scale) & 0xF);
+        out[i / 2] = i % 2 ? static_cast<uint8_t>(out[i / 2] | (nibble << 4)) : nibble;
+      }
+    }
+  std::vector<int64_t> shape = w.shape;
+  shape.back() = groups;
+  artifact::WeightSource source{w.name + std::string(model::kRowScaleSuffix), DType::f16, shape,
+                                scaleBytes.data(), scaleBytes.size()};
+  owned.push_back(std::move(scaleBytes));
+  return source;
+}
+
 // "layers.0.q" for its row scales "layers.0.q.scale"; "" for a name without the suffix.
 std::string scaledWeight(const std::string &name) {
   const std::string_view suffix = model::kRowScaleSuffix;
@@ -112,11 +220,14 @@ std::string scaledWeight(const std::string &name) {
 } // namespace
 
 StatusOr<WeightPrecisionReport> convertWeightPrecision(const artifact::KernelTarget &program,
-                                                       const std::string &precision,
+                                                       const WeightPrecision &asked,
                                                        std::vector<artifact::WeightSource> &weights,
                                                        std::vector<std::vector<uint8_t>> &owned) {
+  const std::string &precision = asked.name;
   WeightPrecisionReport report;
   report.precision = precision.empty() ? "as stored" : precision;
+  if (precision == "int4")
+    report.precision += " (groups of " + std::to_string(asked.groupSize) + ")";
   DType target = DType::invalid;
   if (precision == "f32")
     target = DType::f32;
@@ -126,18 +237,23 @@ StatusOr<WeightPrecisionReport> convertWeightPrecision(const artifact::KernelTar
     target = DType::i8;
   else if (precision == "fp8")
     target = DType::fp8_e4m3;
+  else if (precision == "int4")
+    target = DType::i4;
   else if (!precision.empty())
-    return Status::error("unknown --weights " + precision + " (expected f32, bf16, int8 or fp8)");
+    return Status::error("unknown --weights " + precision +
+                         " (expected f32, bf16, int8, fp8 or int4)");
   std::vector<artifact::WeightSource> scales;
   // The row scales of 8-bit weights converted to another type: replaced or dropped.
   std::set<std::string> staleScales;
   std::map<std::string, const artifact::WeightSource *> byName;
   for (const artifact::WeightSource &w : weights)
     byName[w.name] = &w;
-  const ConvertedWeights names = convertedWeights(program);
+  const ConvertedWeights names = convertedWeights(program, asked.tables);
+  report.tables = asked.tables;
   auto countsOf = [&](const std::string &name) -> WeightPrecisionReport::Counts * {
     return names.projections.count(name) ? &report.projections
            : names.experts.count(name)   ? &report.experts
+           : names.tables.count(name)    ? &report.embeddings
                                          : nullptr;
   };
   for (artifact::WeightSource &w : weights) {
@@ -147,7 +263,7 @@ StatusOr<WeightPrecisionReport> convertWeightPrecision(const artifact::KernelTar
     ++counts->weights;
     if (target != DType::invalid && w.dtype != target) {
       if (w.dtype != DType::f32 && w.dtype != DType::bf16 && w.dtype != DType::f16 &&
-          w.dtype != DType::i8 && w.dtype != DType::fp8_e4m3)
+          w.dtype != DType::i8 && w.dtype != DType::fp8_e4m3 && w.dtype != DType::i4)
         return Status::error("--weights " + precision + ": weight '" + w.name + "' has dtype " +
                              artifact::dtypeName(w.dtype) + ", which cannot be converted");
       const std::string scaleName = w.name + std::string(model::kRowScaleSuffix);
@@ -156,14 +272,21 @@ StatusOr<WeightPrecisionReport> convertWeightPrecision(const artifact::KernelTar
           storedView(w, scale == byName.end() ? nullptr : scale->second);
       if (!view)
         return view.status().withContext("--weights " + precision);
-      if (view->rowScales)
+      if (view->rowScales || view->groupScales)
         staleScales.insert(scaleName);
-      const size_t count = w.size / artifact::dtypeSize(w.dtype);
-      std::vector<uint8_t> bytes(count * artifact::dtypeSize(target));
-      if (target == DType::i8 || target == DType::fp8_e4m3) {
-        if (w.shape.size() != 2 && w.shape.size() != 3)
-          return Status::error("--weights " + precision + ": weight '" + w.name +
-                               "' is not a matrix or a stack of them");
+      const size_t count = static_cast<size_t>(elementCount(w));
+      std::vector<uint8_t> bytes(artifact::storageBytes(target, count));
+      const bool scaled = target == DType::i8 || target == DType::fp8_e4m3 || target == DType::i4;
+      if (scaled && w.shape.size() != 2 && w.shape.size() != 3)
+        return Status::error("--weights " + precision + ": weight '" + w.name +
+                             "' is not a matrix or a stack of them");
+      if (target == DType::i4) {
+        if (view->cols % asked.groupSize != 0)
+          return Status::error("--weights int4: --weight-group-size " +
+                               std::to_string(asked.groupSize) + " does not divide the " +
+                               std::to_string(view->cols) + " inputs of weight '" + w.name + "'");
+        scales.push_back(quantizeGroups(w, *view, asked.groupSize, bytes.data(), owned));
+      } else if (scaled) {
         scales.push_back(quantizeRows(w, *view, target, bytes.data(), owned));
       } else if (target == DType::f32) {
         model::widenStored(*view, 0, count, reinterpret_cast<float *>(bytes.data()));
@@ -205,9 +328,19 @@ std::string describe(const WeightPrecisionReport &report) {
   std::string text =
       "weights: " + report.precision + " (" + clause(report.projections, "projection matrices");
   if (report.experts.weights > 0)
-    return text + "; " + clause(report.experts, "expert stacks") +
-           "; embeddings, LM head, routers and norms as stored)";
-  return text + "; embeddings, LM head and norms as stored)";
+    text += "; " + clause(report.experts, "expert stacks");
+  if (report.tables)
+    text += "; " + clause(report.embeddings, "embedding and LM head tables");
+  std::vector<std::string> asStored;
+  if (!report.tables)
+    asStored = {"embeddings", "LM head"};
+  if (report.experts.weights > 0)
+    asStored.push_back("routers");
+  asStored.push_back("norms");
+  std::string list = asStored.front();
+  for (size_t i = 1; i < asStored.size(); ++i)
+    list += (i + 1 == asStored.size() ? " and " : ", ") + asStored[i];
+  return text + "; " + list + " as stored)";
 }
 
 } // namespace dlm::pipeline

@@ -27,14 +27,19 @@ size_t dtypeSize(DType dtype) {
   case DType::boolean:
     return 1;
   case DType::invalid:
+  case DType::i4:
     return 0;
   }
   // A value from a newer schema or a damaged file.
   return 0;
 }
 
+uint64_t storageBytes(DType dtype, uint64_t elements) {
+  return dtype == DType::i4 ? (elements + 1) / 2 : elements * dtypeSize(dtype);
+}
+
 const char *dtypeName(DType dtype) {
-  if (dtype == DType::invalid || dtypeSize(dtype) == 0)
+  if (dtype != DType::i4 && (dtype == DType::invalid || dtypeSize(dtype) == 0))
     return "unknown";
   return fb::EnumNameDType(dtype);
 }
@@ -71,9 +76,12 @@ std::string ShapeView::toString() const {
 StatusOr<uint64_t> weightByteSize(std::string_view weight, DType dtype, ShapeView shape) {
   const std::string item = "weight '" + std::string(weight) + "'";
   const size_t elementSize = dtypeSize(dtype);
-  if (elementSize == 0)
+  if (elementSize == 0 && dtype != DType::i4)
     return Status::error(item + " has unknown dtype " +
                          std::to_string(static_cast<unsigned>(dtype)));
+  if (dtype == DType::i4 && (shape.rank() == 0 || shape[shape.rank() - 1] % 2 != 0))
+    return Status::error(item + " is i4 with shape " + shape.toString() +
+                         ": its rows must have an even length (two elements a byte)");
   bool empty = false;
   for (int64_t dim : shape) {
     if (dim < 0)
@@ -82,14 +90,14 @@ StatusOr<uint64_t> weightByteSize(std::string_view weight, DType dtype, ShapeVie
   }
   if (empty)
     return uint64_t{0};
-  uint64_t size = elementSize;
+  uint64_t size = dtype == DType::i4 ? 1 : elementSize; // i4: elements, halved at the end
   for (int64_t dim : shape) {
     if (size > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(dim))
       return Status::error(item + " has shape " + shape.toString() +
                            " whose byte size does not fit in 64 bits");
     size *= static_cast<uint64_t>(dim);
   }
-  return size;
+  return dtype == DType::i4 ? size / 2 : size;
 }
 
 Status checkWeightByteSize(std::string_view weight, DType dtype, ShapeView shape,

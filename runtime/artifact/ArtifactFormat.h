@@ -43,7 +43,9 @@ inline constexpr uint64_t kWeightAlignment = 64;
 inline constexpr int64_t kNoRandomSeed = -1;
 // The suffix of an i8 or fp8_e4m3 matrix's per-row scales, a vector beside it:
 // "layers.0.q" -> "layers.0.q.scale" (dlmc writes them, runtime/model/ModelWeights.h reads them,
-// RandomParameters.h generates them at the scale their matrix needs).
+// RandomParameters.h generates them at the scale their matrix needs). An i4 matrix [N, K] (or
+// stack [E, N, K]) has group scales under the same suffix: f16 [N, ceil(K / G)] ([E, N, ...]),
+// one per G consecutive inputs of a row, G the group size.
 inline constexpr std::string_view kRowScaleSuffix = ".scale";
 
 struct SchemaVersion {
@@ -51,8 +53,11 @@ struct SchemaVersion {
   uint16_t minor = 0;
 };
 
-// Bytes per element; 0 for DType::invalid and values this build does not know.
+// Bytes per element; 0 for DType::invalid, DType::i4 (half a byte: storageBytes) and values this
+// build does not know.
 size_t dtypeSize(DType dtype);
+// The bytes `elements` elements of `dtype` take (i4: two a byte, rounded up); 0 for unknown types.
+uint64_t storageBytes(DType dtype, uint64_t elements);
 // "f32", "bf16", ...; "unknown" for values this build does not know.
 const char *dtypeName(DType dtype);
 

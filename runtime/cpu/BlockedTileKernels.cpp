@@ -30,7 +30,7 @@ DLM_AVX512 inline __m512 widenInt8(__m128i codes) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
 }
 
-// The 16 (kWide false) or 32 columns at `column` of tile row i, as float32.
+// The 16 (kWide false) or 32 columns at `row` of a tile row, as float32.
 template <bool kWide, typename Code>
 DLM_AVX512 inline void loadColumns(const Code *row, __m512 &low, __m512 &high) {
   if constexpr (sizeof(Code) == 2) {
@@ -44,24 +44,76 @@ DLM_AVX512 inline void loadColumns(const Code *row, __m512 &low, __m512 &high) {
   }
 }
 
-// R rows x (kWide ? 32 : 16) columns starting at `column`.
-template <int R, bool kWide, typename Code>
-DLM_AVX512 void block(const Code *w, int64_t ldw, int64_t k, int64_t column, const float *x,
-                      int64_t ldx, float *sums, int64_t lds, bool accumulate) {
+// 16 columns of an int4 tile row (8 bytes, byte j holding columns j and j + 8) as float32: the
+// high nibbles shifted down beside the low ones, both masked, sign-extended from 4 bits.
+DLM_AVX512 inline __m512 widenInt4(const uint8_t *codes) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(codes));
+  const __m128i nibbles =
+      _mm_and_si128(_mm_unpacklo_epi64(bytes, _mm_srli_epi16(bytes, 4)), _mm_set1_epi8(0x0F));
+  const __m128i eight = _mm_set1_epi8(8);
+  return widenInt8(_mm_sub_epi8(_mm_xor_si128(nibbles, eight), eight));
+}
+
+// The rows of a column block of bf16 bits or int8 codes, ldw elements apart.
+template <typename Code> struct PlainColumns {
+  const Code *w;
+  int64_t ldw;
+
+  PlainColumns at(int64_t column) const { return {w + column, ldw}; }
+  DLM_AVX512 void prefetch(int64_t i) const {
+    _mm_prefetch(reinterpret_cast<const char *>(w + i * ldw), _MM_HINT_T0);
+  }
+  template <bool kWide> DLM_AVX512 void load(int64_t i, __m512 &low, __m512 &high) {
+    loadColumns<kWide>(w + i * ldw, low, high);
+  }
+};
+
+// The rows of a column block of an int4 tile (ldw bytes apart), each times the scales of its
+// group (f16, [k / group, lds]), which are widened once a group.
+struct Int4Columns {
+  const uint8_t *w;
+  int64_t ldw;
+  const uint16_t *scales;
+  int64_t lds, group;
+  int64_t groupEnd = 0;
+  __m512 scaleLow{}, scaleHigh{};
+
+  Int4Columns at(int64_t column) const {
+    return {w + column / 2, ldw, scales + column, lds, group};
+  }
+  DLM_AVX512 void prefetch(int64_t i) const {
+    _mm_prefetch(reinterpret_cast<const char *>(w + i * ldw), _MM_HINT_T0);
+  }
+  template <bool kWide> DLM_AVX512 void load(int64_t i, __m512 &low, __m512 &high) {
+    if (i == groupEnd) {
+      const uint16_t *s = scales + i / group * lds;
+      scaleLow = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(s)));
+      if constexpr (kWide)
+        scaleHigh = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + 16)));
+      groupEnd += group;
+    }
+    low = _mm512_mul_ps(widenInt4(w + i * ldw), scaleLow);
+    if constexpr (kWide)
+      high = _mm512_mul_ps(widenInt4(w + i * ldw + 8), scaleHigh);
+  }
+};
+
+// R rows x (kWide ? 32 : 16) columns, `columns` and `sums` at the block's first column.
+template <int R, bool kWide, typename Columns>
+DLM_AVX512 void block(Columns columns, int64_t k, const float *x, int64_t ldx, float *sums,
+                      int64_t lds, bool accumulate) {
   __m512 low[R], high[R];
   for (int r = 0; r < R; ++r) {
-    low[r] = accumulate ? _mm512_loadu_ps(sums + r * lds + column) : _mm512_setzero_ps();
-    high[r] =
-        accumulate && kWide ? _mm512_loadu_ps(sums + r * lds + column + 16) : _mm512_setzero_ps();
+    low[r] = accumulate ? _mm512_loadu_ps(sums + r * lds) : _mm512_setzero_ps();
+    high[r] = accumulate && kWide ? _mm512_loadu_ps(sums + r * lds + 16) : _mm512_setzero_ps();
   }
-  const Code *row = w + column;
-  for (int64_t i = 0; i < k; ++i, row += ldw) {
+  for (int64_t i = 0; i < k; ++i) {
     // The rows of a column block are ldw apart: fetched ahead, as the hardware's prefetchers do
     // not for such strides.
     if (i + kPrefetchRows < k)
-      _mm_prefetch(reinterpret_cast<const char *>(row + kPrefetchRows * ldw), _MM_HINT_T0);
+      columns.prefetch(i + kPrefetchRows);
     __m512 w0, w1 = _mm512_setzero_ps();
-    loadColumns<kWide>(row, w0, w1);
+    columns.template load<kWide>(i, w0, w1);
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(x[r * ldx + i]);
       low[r] = _mm512_fmadd_ps(a, w0, low[r]);
@@ -70,34 +122,36 @@ DLM_AVX512 void block(const Code *w, int64_t ldw, int64_t k, int64_t column, con
     }
   }
   for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(sums + r * lds + column, low[r]);
+    _mm512_storeu_ps(sums + r * lds, low[r]);
     if constexpr (kWide)
-      _mm512_storeu_ps(sums + r * lds + column + 16, high[r]);
+      _mm512_storeu_ps(sums + r * lds + 16, high[r]);
   }
 }
 
-template <int R, typename Code>
-DLM_AVX512 void rowsBlock(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x,
+template <int R, typename Columns>
+DLM_AVX512 void rowsBlock(const Columns &columns, int64_t k, int64_t width, const float *x,
                           int64_t ldx, float *sums, int64_t lds, bool accumulate) {
   int64_t column = 0;
   for (; column + 32 <= width; column += 32)
-    block<R, true>(w, ldw, k, column, x, ldx, sums, lds, accumulate);
+    block<R, true>(columns.at(column), k, x, ldx, sums + column, lds, accumulate);
   if (column < width)
-    block<R, false>(w, ldw, k, column, x, ldx, sums, lds, accumulate);
+    block<R, false>(columns.at(column), k, x, ldx, sums + column, lds, accumulate);
 }
 
-template <typename Code>
-void multiplyRows(const Code *w, int64_t ldw, int64_t k, int64_t width, const float *x, int64_t ldx,
+template <typename Columns>
+void multiplyRows(const Columns &columns, int64_t k, int64_t width, const float *x, int64_t ldx,
                   int64_t rows, float *sums, int64_t lds, bool accumulate) {
-  using Block = void (*)(const Code *, int64_t, int64_t, int64_t, const float *, int64_t, float *,
-                         int64_t, bool);
+  using Block =
+      void (*)(const Columns &, int64_t, int64_t, const float *, int64_t, float *, int64_t, bool);
   static constexpr Block kBlocks[kRowsPerBlock] = {
-      rowsBlock<1, Code>, rowsBlock<2, Code>,  rowsBlock<3, Code>,  rowsBlock<4, Code>,
-      rowsBlock<5, Code>, rowsBlock<6, Code>,  rowsBlock<7, Code>,  rowsBlock<8, Code>,
-      rowsBlock<9, Code>, rowsBlock<10, Code>, rowsBlock<11, Code>, rowsBlock<12, Code>};
+      rowsBlock<1, Columns>,  rowsBlock<2, Columns>,  rowsBlock<3, Columns>,
+      rowsBlock<4, Columns>,  rowsBlock<5, Columns>,  rowsBlock<6, Columns>,
+      rowsBlock<7, Columns>,  rowsBlock<8, Columns>,  rowsBlock<9, Columns>,
+      rowsBlock<10, Columns>, rowsBlock<11, Columns>, rowsBlock<12, Columns>};
   for (int64_t first = 0; first < rows; first += kRowsPerBlock) {
     const int64_t count = rows - first < kRowsPerBlock ? rows - first : kRowsPerBlock;
-    kBlocks[count - 1](w, ldw, k, width, x + first * ldx, ldx, sums + first * lds, lds, accumulate);
+    kBlocks[count - 1](columns, k, width, x + first * ldx, ldx, sums + first * lds, lds,
+                       accumulate);
   }
 }
 
@@ -251,17 +305,23 @@ bool hasBlockedTileKernels() {
 
 void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums) {
-  multiplyRows(tile, width, k, width, x, ldx, rows, sums, width, false);
+  multiplyRows(PlainColumns<uint16_t>{tile, width}, k, width, x, ldx, rows, sums, width, false);
 }
 
 void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums) {
-  multiplyRows(tile, width, k, width, x, ldx, rows, sums, width, false);
+  multiplyRows(PlainColumns<int8_t>{tile, width}, k, width, x, ldx, rows, sums, width, false);
+}
+
+void multiplyTileInt4(const uint8_t *tile, const uint16_t *scales, int64_t group, int64_t k,
+                      int64_t width, const float *x, int64_t ldx, int64_t rows, float *sums) {
+  multiplyRows(Int4Columns{tile, width / 2, scales, width, group}, k, width, x, ldx, rows, sums,
+               width, false);
 }
 
 void multiplyRowsBf16(const uint16_t *w, int64_t ldw, int64_t k, int64_t width, const float *x,
                       int64_t ldx, int64_t rows, float *sums, int64_t lds, bool accumulate) {
-  multiplyRows(w, ldw, k, width, x, ldx, rows, sums, lds, accumulate);
+  multiplyRows(PlainColumns<uint16_t>{w, ldw}, k, width, x, ldx, rows, sums, lds, accumulate);
 }
 
 void multiplyByRowsBf16(const uint16_t *w, int64_t ldw, int64_t outputs, int64_t k, const float *x,
@@ -310,6 +370,8 @@ void multiplyBf16ByRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const u
 void multiplyTileBf16(const uint16_t *, int64_t, int64_t, const float *, int64_t, int64_t,
                       float *) {}
 void multiplyTileInt8(const int8_t *, int64_t, int64_t, const float *, int64_t, int64_t, float *) {}
+void multiplyTileInt4(const uint8_t *, const uint16_t *, int64_t, int64_t, int64_t, const float *,
+                      int64_t, int64_t, float *) {}
 void multiplyRowsBf16(const uint16_t *, int64_t, int64_t, int64_t, const float *, int64_t, int64_t,
                       float *, int64_t, bool) {}
 

@@ -1,6 +1,6 @@
 // x [rows, K] times one tile of a projection's stored weight (PackedLinear's tiles: W^T's rows
-// [K, width] row-major, bf16 bits or int8 codes), register-blocked: up to 12 rows by 32 columns
-// of sums live in AVX-512 registers while each 64-byte row of the tile is decoded once and
+// [K, width] row-major, bf16 bits, int8 or int4 codes), register-blocked: up to 12 rows by 32
+// columns of sums live in AVX-512 registers while each 64-byte row of the tile is decoded once and
 // multiplied by every row of that block of x (more rows: the tile again per 12, from L2). For the
 // few rows of a batch-1 forward or an expert's tokens the weights then stream from memory once,
 // where widening a tile for an sgemm or accumulating in L1 (PackedGemm's other paths) runs at a
@@ -21,6 +21,11 @@ void multiplyTileBf16(const uint16_t *tile, int64_t k, int64_t width, const floa
                       int64_t rows, float *sums);
 void multiplyTileInt8(const int8_t *tile, int64_t k, int64_t width, const float *x, int64_t ldx,
                       int64_t rows, float *sums);
+// The same for an int4 tile (PackedLinear.h's int4Tiles layout: 8 bytes per 16 columns, byte j
+// holding columns j and j + 8), W(i, c) = code(i, c) * scales[(i / group) * width + c] (f16 bits),
+// for k a multiple of `group`.
+void multiplyTileInt4(const uint8_t *tile, const uint16_t *scales, int64_t group, int64_t k,
+                      int64_t width, const float *x, int64_t ldx, int64_t rows, float *sums);
 
 // The same over any row-major bf16 matrix whose rows are ldw apart, into sums rows lds apart,
 // added to what sums holds when `accumulate`: sums[r * lds + c] (+)= sum over i < k of

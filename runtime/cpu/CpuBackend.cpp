@@ -98,8 +98,8 @@ CpuBackend::copyStoredTables(const model::ModelWeights &weights,
           table->name, "cpu-stored-copy",
           [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const StoredTable>> {
             auto made = std::make_shared<StoredTable>();
-            made->bytes.resize(static_cast<size_t>(stored.rows * stored.cols) *
-                               artifact::dtypeSize(stored.dtype));
+            made->bytes.resize(static_cast<size_t>(artifact::storageBytes(
+                stored.dtype, static_cast<uint64_t>(stored.rows * stored.cols))));
             DLM_RETURN_IF_ERROR(weights.readStored(
                 [&] { std::memcpy(made->bytes.data(), stored.data, made->bytes.size()); }));
             made->view = stored;

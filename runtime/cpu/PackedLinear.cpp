@@ -79,6 +79,15 @@ void decodeFp8(const uint8_t *codes, const float *scales, int64_t count, float *
     out[i] = values[codes[i]] * scales[i];
 }
 
+// A row of an int4 tile (PackedLinear.h: 8 bytes per 16 columns, byte j holding columns j and
+// j + 8) times its group's scales.
+void decodeInt4(const uint8_t *codes, const uint16_t *scales, int64_t count, float *out) {
+  for (int64_t c = 0; c < count; ++c) {
+    const int nibble = (codes[(c / 16) * 8 + c % 8] >> (c % 16 < 8 ? 0 : 4)) & 0xF;
+    out[c] = static_cast<float>(nibble >= 8 ? nibble - 16 : nibble) * floatFromF16(scales[c]);
+  }
+}
+
 // acc[m, :width] += x[m * ldx] * w[:width] for the `rows` rows m.
 DLM_VECTOR_CLONES void addScaledRow(const float *w, int64_t width, const float *x, int64_t ldx,
                                     int64_t rows, float *acc) {
@@ -149,13 +158,15 @@ std::string PackedLinear::path() const {
     return "int8 tiles, float32 arithmetic";
   case Format::fp8Tiles:
     return "fp8 tiles, float32 arithmetic";
+  case Format::int4Tiles:
+    return "int4 tiles (groups of " + std::to_string(groupSize_) + "), float32 arithmetic";
   }
   return "unknown";
 }
 
 bool PackedExperts::packs(artifact::DType dtype) {
   return dtype == artifact::DType::bf16 || dtype == artifact::DType::i8 ||
-         dtype == artifact::DType::fp8_e4m3;
+         dtype == artifact::DType::fp8_e4m3 || dtype == artifact::DType::i4;
 }
 
 StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::ModelWeights &weights,
@@ -174,14 +185,18 @@ StatusOr<std::shared_ptr<const PackedExperts>> PackedExperts::of(const model::Mo
                                " rows of " + artifact::dtypeName(stored.dtype) + " weight '" +
                                std::string(name) + "' as " + std::to_string(experts) + " experts");
         const int64_t n = stored.rows / experts;
-        const size_t expertBytes =
-            static_cast<size_t>(n * stored.cols) * artifact::dtypeSize(stored.dtype);
+        const size_t expertBytes = static_cast<size_t>(
+            artifact::storageBytes(stored.dtype, static_cast<uint64_t>(n * stored.cols)));
         auto packed = std::make_shared<PackedExperts>();
         for (int64_t e = 0; e < experts; ++e) {
           const model::StoredTensor slice{
               stored.dtype,
-              static_cast<const uint8_t *>(stored.data) + static_cast<size_t>(e) * expertBytes, n,
-              stored.cols, stored.rowScales ? stored.rowScales + e * n : nullptr};
+              static_cast<const uint8_t *>(stored.data) + static_cast<size_t>(e) * expertBytes,
+              n,
+              stored.cols,
+              stored.rowScales ? stored.rowScales + e * n : nullptr,
+              stored.groupScales ? stored.groupScales + e * n * stored.groups() : nullptr,
+              stored.groupSize};
           auto expert = std::make_unique<PackedLinear>();
           expert->outputs_ = n;
           expert->inputs_ = stored.cols;
@@ -265,17 +280,7 @@ StatusOr<bool> PackedLinear::packOneDnn(const model::ModelWeights &weights,
   return true;
 }
 
-Status PackedLinear::packTiles(const model::ModelWeights &weights,
-                               const model::StoredTensor &stored) {
-  // int8 and FP8: one byte and a scale per column of W^T (row of W).
-  const bool bytes =
-      stored.dtype == artifact::DType::i8 || stored.dtype == artifact::DType::fp8_e4m3;
-  if (!bytes && stored.dtype != artifact::DType::bf16)
-    return Status::error(std::string("internal error: no tiles for dtype ") +
-                         artifact::dtypeName(stored.dtype));
-  format_ = stored.dtype == artifact::DType::i8         ? Format::int8Tiles
-            : stored.dtype == artifact::DType::fp8_e4m3 ? Format::fp8Tiles
-                                                        : Format::bf16Tiles;
+void PackedLinear::chooseTileWidth() {
   const int64_t n = outputs_, k = inputs_;
   // As few tiles as fit, rounded up to a multiple of the hardware threads (the pool spreads whole
   // tiles: 3 tiles on 2 threads leave one idle a third of the time), then as narrow as they can
@@ -286,6 +291,23 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
   const int64_t count = std::min(((n + fit - 1) / fit + cpus - 1) / cpus * cpus,
                                  (n + kMinTileWidth - 1) / kMinTileWidth);
   tileWidth_ = ((n + count - 1) / count + kMinTileWidth - 1) / kMinTileWidth * kMinTileWidth;
+}
+
+Status PackedLinear::packTiles(const model::ModelWeights &weights,
+                               const model::StoredTensor &stored) {
+  if (stored.dtype == artifact::DType::i4)
+    return packInt4Tiles(weights, stored);
+  // int8 and FP8: one byte and a scale per column of W^T (row of W).
+  const bool bytes =
+      stored.dtype == artifact::DType::i8 || stored.dtype == artifact::DType::fp8_e4m3;
+  if (!bytes && stored.dtype != artifact::DType::bf16)
+    return Status::error(std::string("internal error: no tiles for dtype ") +
+                         artifact::dtypeName(stored.dtype));
+  format_ = stored.dtype == artifact::DType::i8         ? Format::int8Tiles
+            : stored.dtype == artifact::DType::fp8_e4m3 ? Format::fp8Tiles
+                                                        : Format::bf16Tiles;
+  const int64_t n = outputs_, k = inputs_;
+  chooseTileWidth();
   const size_t element = bytes ? 1 : 2;
   const size_t elements = static_cast<size_t>(tiles() * k * tileWidth_);
   bytes_ = elements * element;
@@ -316,8 +338,50 @@ Status PackedLinear::packTiles(const model::ModelWeights &weights,
   });
 }
 
+// W [N, K] -> tiles of W^T as int4Tiles lays them out (PackedLinear.h), codes and group scales
+// copied as stored (padding columns: code 0, scale 0).
+Status PackedLinear::packInt4Tiles(const model::ModelWeights &weights,
+                                   const model::StoredTensor &stored) {
+  format_ = Format::int4Tiles;
+  groupSize_ = stored.groupSize;
+  const int64_t n = outputs_, k = inputs_, groups = stored.groups();
+  if (groupSize_ <= 0 || k % groupSize_ != 0 || !stored.groupScales)
+    return Status::error("internal error: an i4 weight without group scales");
+  chooseTileWidth();
+  const size_t codeBytes = static_cast<size_t>(tiles() * k * tileWidth_ / 2);
+  data_.reset(std::aligned_alloc(64, (codeBytes + 63) / 64 * 64));
+  if (!data_)
+    return Status::error("out of memory packing " + std::to_string(codeBytes) + " bytes");
+  std::memset(data_.get(), 0, codeBytes);
+  groupScales_.assign(static_cast<size_t>(tiles() * groups * tileWidth_), 0);
+  bytes_ = codeBytes + groupScales_.size() * sizeof(uint16_t);
+  uint8_t *codes = static_cast<uint8_t *>(data_.get());
+  return weights.readStored([&] {
+    const uint8_t *w = static_cast<const uint8_t *>(stored.data);
+    for (int64_t row = 0; row < n; ++row) {
+      const int64_t t = row / tileWidth_, c = row % tileWidth_;
+      // Column c of a tile row: byte (c / 16) * 8 + c % 8, low nibble for c % 16 < 8.
+      uint8_t *tile = codes + t * k * tileWidth_ / 2 + (c / 16) * 8 + c % 8;
+      const int shift = c % 16 < 8 ? 0 : 4;
+      for (int64_t i = 0; i < k; ++i) {
+        const size_t at = static_cast<size_t>(row * k + i);
+        const uint8_t nibble = (w[at / 2] >> (4 * (at % 2))) & 0xF;
+        tile[i * tileWidth_ / 2] |= static_cast<uint8_t>(nibble << shift);
+      }
+      uint16_t *scales = groupScales_.data() + t * groups * tileWidth_ + c;
+      for (int64_t g = 0; g < groups; ++g)
+        scales[g * tileWidth_] = stored.groupScales[row * groups + g];
+    }
+  });
+}
+
 void PackedLinear::decodeTileRow(int64_t t, int64_t i, float *out) const {
   const size_t at = static_cast<size_t>((t * inputs_ + i) * tileWidth_);
+  if (format_ == Format::int4Tiles) {
+    decodeInt4(static_cast<const uint8_t *>(data_.get()) + at / 2,
+               tileGroupScales(t) + (i / groupSize_) * tileWidth_, tileWidth_, out);
+    return;
+  }
   if (format_ == Format::bf16Tiles) {
     decodeBf16(static_cast<const uint16_t *>(data_.get()) + at, tileWidth_, out);
     return;
@@ -331,6 +395,8 @@ void PackedLinear::decodeTileRow(int64_t t, int64_t i, float *out) const {
 
 const void *PackedLinear::tileData(int64_t t) const {
   const size_t at = static_cast<size_t>(t * inputs_ * tileWidth_);
+  if (format_ == Format::int4Tiles)
+    return static_cast<const uint8_t *>(data_.get()) + at / 2;
   return static_cast<const uint8_t *>(data_.get()) +
          at * (format_ == Format::bf16Tiles ? sizeof(uint16_t) : 1);
 }
@@ -455,7 +521,10 @@ void PackedGemm::multiplyBlocked(const PackedLinear &w, int64_t t, const float *
                                  bool accumulate) {
   const int64_t k = w.inputs(), width = w.tileWidth();
   const bool int8 = w.format() == PackedLinear::Format::int8Tiles;
-  if (int8)
+  if (w.format() == PackedLinear::Format::int4Tiles)
+    multiplyTileInt4(static_cast<const uint8_t *>(w.tileData(t)), w.tileGroupScales(t),
+                     w.groupSize(), k, width, x, k, rows, scratch);
+  else if (int8)
     multiplyTileInt8(static_cast<const int8_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
   else
     multiplyTileBf16(static_cast<const uint16_t *>(w.tileData(t)), k, width, x, k, rows, scratch);
@@ -473,7 +542,8 @@ Status PackedGemm::runTiles(const PackedLinear &w, const float *x, int64_t rows,
       static_cast<size_t>(std::max({k, kSmallRows + 1, kBlockedRows}) * width);
   const bool blocked = rows <= kBlockedRows && hasBlockedTileKernels() &&
                        (w.format() == PackedLinear::Format::bf16Tiles ||
-                        w.format() == PackedLinear::Format::int8Tiles);
+                        w.format() == PackedLinear::Format::int8Tiles ||
+                        w.format() == PackedLinear::Format::int4Tiles);
   for (std::vector<float> &scratch : tileScratch_)
     if (scratch.size() < scratchFloats)
       scratch.resize(scratchFloats);

@@ -16,16 +16,18 @@
 //   AVX-512-BF16. On AVX-512 without BF16 oneDNN 2.6 emulates bf16 in its gemm:jit at a fifth of
 //   its float32 rate (49 against 247 GFLOP/s at 40 x 2048 x 768 on a 2-core Xeon), and AVX2 has
 //   only reference code: there the tiles run and the activations stay float32.
-// - bf16 otherwise (weight-only: the same results on every CPU), and i8 or FP8 E4M3 with a scale
-//   per output channel (weight-only int8 / FP8): kept as stored, in column tiles of W^T ([K, T]
-//   row-major each). The GEMM widens one tile at a time to float32 in a thread's scratch (i8,
-//   FP8: times its columns' scales) and multiplies it there (single-threaded sgemm per tile, the
-//   tiles spread over the pool): float32 arithmetic on the stored weights at a half (a quarter) of
-//   the float32 weights' memory, on any CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to
-//   128 rows (a batch-1 forward's block, a MoE expert's tokens) in registers instead
-//   (BlockedTileKernels.h: the weights decoded once per row of x's block, streamed from memory
-//   once). Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and
-//   multiplied there: a GEMV that reads the weights once (with the tiles spread over every thread,
+// - bf16 otherwise (weight-only: the same results on every CPU), i8 or FP8 E4M3 with a scale
+//   per output channel (weight-only int8 / FP8), and i4 with an f16 scale per group of inputs of
+//   an output channel (weight-only int4): kept as stored, in column tiles of W^T ([K, T]
+//   row-major each; i4 two codes a byte, its scales [K / group, T] a tile). The GEMM widens one
+//   tile at a time to float32 in a thread's scratch (i8, FP8: times its columns' scales) and
+//   multiplies it there (single-threaded sgemm per tile, the tiles spread over the pool): float32
+//   arithmetic on the stored weights at a half (a quarter) of the float32 weights' memory, on any
+//   CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to 128 rows (a batch-1 forward's block, a
+//   MoE expert's tokens) in registers instead (BlockedTileKernels.h: the weights decoded once per
+//   row of x's block, streamed from memory once; int4 times its group's scales as it is decoded).
+//   Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and multiplied
+//   there: a GEMV that reads the weights once (with the tiles spread over every thread,
 //   LLaDA2-mini's MoE block ran 2.2x faster than widening each tile for an sgemm on one thread;
 //   bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32 activations.
 //
@@ -63,7 +65,7 @@ public:
                                                           std::string_view name, int64_t outputs,
                                                           Bf16Gemm bf16 = Bf16Gemm::weightOnly);
 
-  enum class Format { f32Packed, bf16Packed, bf16Tiles, int8Tiles, fp8Tiles };
+  enum class Format { f32Packed, bf16Packed, bf16Tiles, int8Tiles, fp8Tiles, int4Tiles };
   Format format() const { return format_; }
   int64_t outputs() const { return outputs_; }
   int64_t inputs() const { return inputs_; }
@@ -75,8 +77,10 @@ public:
   // f32Packed, bf16Packed: oneDNN's layout and a memory object on the data.
   const dnnl::memory::desc &layout() const { return layout_; }
   const dnnl::memory &memory() const { return memory_; }
-  // bf16Tiles, int8Tiles, fp8Tiles: tile t covers columns [t * tileWidth(), ...) of W^T, [K,
-  // tileWidth()] row-major (the last one zero-padded).
+  // The tile formats: tile t covers columns [t * tileWidth(), ...) of W^T, [K, tileWidth()]
+  // row-major (the last one zero-padded). int4Tiles: a row of a tile is tileWidth() / 2 bytes, 8
+  // bytes per 16 columns, byte j holding column j (low nibble) and column j + 8 (high nibble) of
+  // the 16, as signed 4-bit values; tile t's group scales are [K / groupSize(), tileWidth()] f16.
   int64_t tileWidth() const { return tileWidth_; }
   int64_t tiles() const { return (outputs_ + tileWidth_ - 1) / tileWidth_; }
   // Tile t as float32 into `out` ([K, tileWidth()]).
@@ -84,10 +88,15 @@ public:
   // Row i of tile t (W^T's row i, columns [t * tileWidth(), ...)) as float32 into `out`
   // ([tileWidth()]).
   void decodeTileRow(int64_t t, int64_t i, float *out) const;
-  // Tile t as stored (bf16 bits, int8 or FP8 codes), and its columns' scales (int8, FP8).
+  // Tile t as stored (bf16 bits, int8, FP8 or int4 codes), and its columns' scales (int8, FP8)
+  // or its group scales (int4).
   const void *tileData(int64_t t) const;
   const float *tileScales(int64_t t) const {
     return columnScales_.empty() ? nullptr : columnScales_.data() + t * tileWidth_;
+  }
+  int64_t groupSize() const { return groupSize_; }
+  const uint16_t *tileGroupScales(int64_t t) const {
+    return groupScales_.data() + t * (inputs_ / groupSize_) * tileWidth_;
   }
 
   PackedLinear() = default;
@@ -107,6 +116,9 @@ private:
   StatusOr<bool> packOneDnn(const model::ModelWeights &weights, const model::StoredTensor &stored,
                             dnnl::memory::data_type type, Bf16Gemm bf16);
   Status packTiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
+  Status packInt4Tiles(const model::ModelWeights &weights, const model::StoredTensor &stored);
+  // Tile widths for an N x K weight: as few tiles as fit in L2 widened, a multiple of the threads.
+  void chooseTileWidth();
 
   Format format_ = Format::f32Packed;
   int64_t outputs_ = 0, inputs_ = 0, tileWidth_ = 0;
@@ -114,12 +126,15 @@ private:
   dnnl::memory::desc layout_;
   std::unique_ptr<void, Free> data_; // 64-byte aligned
   std::vector<float> columnScales_;  // int8Tiles, fp8Tiles: W's row scales, zero-padded
+  std::vector<uint16_t> groupScales_; // int4Tiles: each tile's [K / groupSize_, tileWidth_] f16
+  int64_t groupSize_ = 0;             // int4Tiles
   dnnl::memory memory_;              // a view of data_ in layout_
   std::string implementation_;       // f32Packed, bf16Packed: oneDNN's impl_info_str
 };
 
 // The experts of a mixture-of-experts stack (a moe record's gate_up or down: [E, N, K] stored as
-// E * N rows of K, with E * N row scales when 8-bit) kept as stored, bf16, i8 or FP8 E4M3, each
+// E * N rows of K, with E * N row scales when 8-bit, E * N rows of group scales when 4-bit) kept
+// as stored, bf16, i8, FP8 E4M3 or i4, each
 // expert's [N, K] slice packed as a projection's (PackedLinear: tiles, or oneDNN's bf16 layout
 // with bf16 arithmetic), so that the experts run on the projections' GEMM at their stored size
 // instead of a float32 copy.

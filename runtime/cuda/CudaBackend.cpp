@@ -438,6 +438,12 @@ Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
     return Status::error("kernel record '" + record.fullName + "' widens a '" + kernelStored +
                          "' weight but '" + weightName + "' is stored as '" + weightStored +
                          "'; recompile with dlmc compile --target cuda");
+  if (bound.weight->narrow == artifact::DType::i4 &&
+      bound.widen.integer("group") != bound.weight->groupSize)
+    return Status::error(
+        "kernel record '" + record.fullName + "' widens an i4 weight in groups of " +
+        std::to_string(bound.widen.integer("group")) + " but '" + weightName + "' has groups of " +
+        std::to_string(bound.weight->groupSize) + "; recompile with dlmc compile --target cuda");
   if (bound.quantize.function) {
     auto width = bound.quantize.record->parameters.find("width");
     if (width == bound.quantize.record->parameters.end() ||

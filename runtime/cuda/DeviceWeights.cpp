@@ -10,7 +10,7 @@ namespace dlm::cuda {
 namespace {
 
 // One distinct tensor to upload: a wide one from its float32 host copy, or a narrow one as
-// stored (bytes, then its row scales).
+// stored (bytes, then its row or group scales).
 struct Source {
   const model::HostTensor *wide = nullptr;
   const model::StoredTensor *narrow = nullptr;
@@ -20,13 +20,25 @@ struct Source {
 
 Status checkNarrow(const std::string &name, const model::StoredTensor *stored) {
   if (!stored ||
-      (stored->dtype != artifact::DType::i8 && stored->dtype != artifact::DType::fp8_e4m3))
+      (stored->dtype != artifact::DType::i8 && stored->dtype != artifact::DType::fp8_e4m3 &&
+       stored->dtype != artifact::DType::i4))
     return Status::error("cuda backend: weight '" + name +
-                         "' has a widening kernel but is not stored in 8 bits (i8 or fp8_e4m3); "
-                         "recompile the artifact");
-  if (!stored->rowScales)
-    return Status::error("cuda backend: 8-bit weight '" + name + "' has no row scales");
+                         "' has a widening kernel but is not stored in 8 or 4 bits (i8, fp8_e4m3 "
+                         "or i4); recompile the artifact");
+  if (stored->dtype == artifact::DType::i4 ? !stored->groupScales : !stored->rowScales)
+    return Status::error("cuda backend: narrow weight '" + name + "' has no scales");
   return Status::ok();
+}
+
+// The bytes of a narrow weight's codes and of its scales.
+size_t codeBytes(const model::StoredTensor &n) {
+  return static_cast<size_t>(
+      artifact::storageBytes(n.dtype, static_cast<uint64_t>(n.rows * n.cols)));
+}
+size_t scaleBytes(const model::StoredTensor &n) {
+  return n.dtype == artifact::DType::i4
+             ? static_cast<size_t>(n.rows * n.groups()) * sizeof(uint16_t)
+             : static_cast<size_t>(n.rows) * sizeof(float);
 }
 
 } // namespace
@@ -57,8 +69,8 @@ DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::Mod
     if (added) {
       const model::StoredTensor *n = source.narrow;
       if (n) {
-        place->second.offset = layout.add(static_cast<size_t>(n->rows * n->cols));
-        place->second.scaleOffset = layout.add(static_cast<size_t>(n->rows) * sizeof(float));
+        place->second.offset = layout.add(codeBytes(*n));
+        place->second.scaleOffset = layout.add(scaleBytes(*n));
       } else {
         place->second.offset =
             layout.add(static_cast<size_t>(source.wide->rows * source.wide->cols) * elementSize);
@@ -84,6 +96,7 @@ DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::Mod
       device.cols = source.narrow->cols;
       device.narrow = source.narrow->dtype;
       device.scale = base + source.scaleOffset;
+      device.groupSize = source.narrow->groupSize;
     } else {
       device.rows = source.wide->rows;
       device.cols = source.wide->cols;
@@ -94,13 +107,19 @@ DeviceWeights::upload(std::shared_ptr<const CudaDriver> driver, const model::Mod
     uploaded[source.key()] = true;
     const size_t count = static_cast<size_t>(device.rows * device.cols);
     if (source.narrow) {
-      staging.resize(count);
-      const void *stored = source.narrow->data;
-      DLM_RETURN_IF_ERROR(host.readStored(
-          [&staging, stored, count] { std::memcpy(staging.data(), stored, count); }));
-      DLM_RETURN_IF_ERROR(copy(device.data, staging.data(), count));
-      DLM_RETURN_IF_ERROR(copy(device.scale, source.narrow->rowScales,
-                               static_cast<size_t>(device.rows) * sizeof(float)));
+      const model::StoredTensor &n = *source.narrow;
+      const size_t codes = codeBytes(n), scales = scaleBytes(n);
+      // Row scales are widened host vectors; group scales lie in the mapping, as the codes do.
+      staging.resize(codes + scales);
+      DLM_RETURN_IF_ERROR(host.readStored([&] {
+        std::memcpy(staging.data(), n.data, codes);
+        std::memcpy(staging.data() + codes,
+                    n.groupScales ? static_cast<const void *>(n.groupScales)
+                                  : static_cast<const void *>(n.rowScales),
+                    scales);
+      }));
+      DLM_RETURN_IF_ERROR(copy(device.data, staging.data(), codes));
+      DLM_RETURN_IF_ERROR(copy(device.scale, staging.data() + codes, scales));
       continue;
     }
     const void *from = source.wide->data;

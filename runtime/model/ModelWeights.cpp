@@ -108,6 +108,13 @@ float storedValue(const StoredTensor &tensor, size_t i) {
   case DType::fp8_e4m3:
     return floatFromE4m3(static_cast<const uint8_t *>(tensor.data)[i]) *
            tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
+  case DType::i4: {
+    const size_t cols = static_cast<size_t>(tensor.cols), row = i / cols;
+    const size_t group = row * static_cast<size_t>(tensor.groups()) +
+                         (i % cols) / static_cast<size_t>(tensor.groupSize);
+    return static_cast<float>(int4Value(static_cast<const uint8_t *>(tensor.data), i)) *
+           floatFromF16(tensor.groupScales[group]);
+  }
   default:
     return floatFromF16(static_cast<const uint16_t *>(tensor.data)[i]);
   }
@@ -122,6 +129,11 @@ void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *
     const uint8_t *q = static_cast<const uint8_t *>(tensor.data);
     for (size_t i = first; i < first + count; ++i)
       out[i - first] = floatFromE4m3(q[i]) * tensor.rowScales[i / static_cast<size_t>(tensor.cols)];
+    return;
+  }
+  if (tensor.dtype == DType::i4) {
+    for (size_t i = first; i < first + count; ++i)
+      out[i - first] = storedValue(tensor, i);
     return;
   }
   if (tensor.dtype == DType::i8) {
@@ -158,14 +170,17 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     // reports it missing.
     if (shape.empty() || shape.size() > 3)
       continue;
-    // i8 and FP8 E4M3 matrices and stacks come with row scales (attachRowScales).
-    const bool int8 =
-        (view.dtype == DType::i8 || view.dtype == DType::fp8_e4m3) && shape.size() >= 2;
-    if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16 && !int8)
+    // i8 and FP8 E4M3 matrices and stacks come with row scales, i4 ones with group scales
+    // (attachScales).
+    const bool scaled =
+        (view.dtype == DType::i8 || view.dtype == DType::fp8_e4m3 || view.dtype == DType::i4) &&
+        shape.size() >= 2;
+    if (view.dtype != DType::f32 && view.dtype != DType::bf16 && view.dtype != DType::f16 &&
+        !scaled)
       return error("weight '" + std::string(view.name) + "' has dtype " +
                    artifact::dtypeName(view.dtype) +
-                   "; the runtime reads f32, bf16 and f16, and i8 and fp8_e4m3 matrices (and "
-                   "stacks of them) with row scales");
+                   "; the runtime reads f32, bf16 and f16, i8 and fp8_e4m3 matrices (and "
+                   "stacks of them) with row scales, and i4 ones with group scales");
     Entry entry;
     entry.host.rows = shape.size() == 1 ? 1 : shape[0] * (shape.size() == 3 ? shape[1] : 1);
     entry.host.cols = shape.back();
@@ -175,12 +190,16 @@ ModelWeights::load(const artifact::ArtifactReader &reader) {
     if (shape.size() == 1)
       DLM_RETURN_IF_ERROR(weights->widen(it->first, it->second.host, it->second.stored));
   }
-  DLM_RETURN_IF_ERROR(weights->attachRowScales());
+  DLM_RETURN_IF_ERROR(weights->attachScales());
   return std::shared_ptr<const ModelWeights>(std::move(weights));
 }
 
-Status ModelWeights::attachRowScales() {
+Status ModelWeights::attachScales() {
   for (auto &[name, entry] : byName_) {
+    if (entry.stored.dtype == DType::i4) {
+      DLM_RETURN_IF_ERROR(attachGroupScales(name, entry.stored));
+      continue;
+    }
     if (entry.stored.dtype != DType::i8 && entry.stored.dtype != DType::fp8_e4m3)
       continue;
     const std::string scaleName = name + std::string(kRowScaleSuffix);
@@ -193,6 +212,23 @@ Status ModelWeights::attachRowScales() {
                            " row scales in a vector '" + scaleName + "'");
     entry.stored.rowScales = scale->second.host.data;
   }
+  return Status::ok();
+}
+
+// An i4 weight's f16 scales [rows, groups] (a stack's [E, N, groups]), each over cols / groups
+// consecutive values of a row.
+Status ModelWeights::attachGroupScales(const std::string &name, StoredTensor &stored) {
+  const std::string scaleName = name + std::string(kRowScaleSuffix);
+  auto scale = byName_.find(scaleName);
+  const StoredTensor *g = scale == byName_.end() ? nullptr : &scale->second.stored;
+  if (!g || g->dtype != DType::f16 || g->rows != stored.rows || g->cols <= 0 ||
+      stored.cols % g->cols != 0)
+    return Status::error("artifact '" + reader_->path() + "': i4 weight '" + name +
+                         "' needs its group scales in an f16 matrix '" + scaleName + "' of " +
+                         std::to_string(stored.rows) + " rows, a number of groups that divides " +
+                         std::to_string(stored.cols));
+  stored.groupSize = stored.cols / g->cols;
+  stored.groupScales = static_cast<const uint16_t *>(g->data);
   return Status::ok();
 }
 

@@ -30,28 +30,42 @@ struct HostTensor {
   int64_t cols = 0;
 };
 
-// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16, f16, i8 or
-// fp8_e4m3), row-major, in the artifact's mapping (a stack [E, N, K] as E * N rows of K). Read it
-// only through ModelWeights::readStored, which turns a file truncated meanwhile into an error.
+// A weight as the artifact stores it: `rows` x `cols` values of `dtype` (f32, bf16, f16, i8,
+// fp8_e4m3 or i4), row-major, in the artifact's mapping (a stack [E, N, K] as E * N rows of K).
+// Read it only through ModelWeights::readStored, which turns a file truncated meanwhile into an
+// error.
 //
 // An i8 or fp8_e4m3 matrix W (or stack of them) has one scale per row (output channel, of every
 // expert): its values are W[r, c] * S[r], where S is the vector of `rows` the artifact stores as
 // "<W's name>.scale" (dlmc compile --weights int8 writes both; an FP8 compressed-tensors
-// checkpoint imports as both).
+// checkpoint imports as both). An i4 matrix (dlmc compile --weights int4: signed 4-bit values,
+// two a byte, element 2i in the low nibble of byte i) has one scale per `groupSize` consecutive
+// values of a row (a divisor of cols): W[r, c] * G[r, c / groupSize], G the f16 matrix
+// [rows, groups()] stored under the same name.
 struct StoredTensor {
   artifact::DType dtype = artifact::DType::invalid;
   const void *data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  const float *rowScales = nullptr; // i8, fp8_e4m3: S, widened
+  const float *rowScales = nullptr;      // i8, fp8_e4m3: S, widened
+  const uint16_t *groupScales = nullptr; // i4: G as f16 bits, in the artifact's mapping
+  int64_t groupSize = 0;                 // i4
+
+  int64_t groups() const { return groupSize > 0 ? cols / groupSize : 0; }
 };
+
+// The value of signed 4-bit element i of packed bytes (two a byte, element 2i in the low nibble).
+inline int int4Value(const uint8_t *packed, size_t i) {
+  const int nibble = (packed[i / 2] >> (4 * (i % 2))) & 0xF;
+  return nibble >= 8 ? nibble - 16 : nibble;
+}
 
 // The suffix of an i8 matrix's per-row scales: "layers.0.q" -> "layers.0.q.scale" (part of the
 // artifact's format, which defines it).
 inline constexpr std::string_view kRowScaleSuffix = artifact::kRowScaleSuffix;
 
 // Element i of `tensor` as float32 (bf16, f16 and fp8_e4m3 widen exactly; i8 and fp8_e4m3 are
-// scaled by their row's scale).
+// scaled by their row's scale, i4 by its group's).
 float storedValue(const StoredTensor &tensor, size_t i);
 // Elements [first, first + count) of `tensor` as float32 into `out`.
 void widenStored(const StoredTensor &tensor, size_t first, size_t count, float *out);
@@ -83,7 +97,8 @@ StatusOr<ModelDims> modelDims(const artifact::ModelConfig &config);
 class ModelWeights {
 public:
   // Checks every weight of `reader` (vectors, matrices and stacks of f32, bf16 or f16; matrices
-  // and stacks of i8 or fp8_e4m3 with their row scales) and widens the vectors. `reader` must
+  // and stacks of i8 or fp8_e4m3 with their row scales, of i4 with their group scales) and widens
+  // the vectors. `reader` must
   // outlive the result (stored tensors are views of its mapping). Errors read "artifact '<path>':
   // weight 'x' has dtype i32; the runtime reads f32, bf16 and f16, ..." and the like.
   static StatusOr<std::shared_ptr<const ModelWeights>> load(const artifact::ArtifactReader &reader);
@@ -135,8 +150,10 @@ private:
   StatusOr<std::shared_ptr<const void>> derivedForm(std::string_view name, std::string_view kind,
                                                     const Maker &make) const;
   Status widen(std::string_view name, HostTensor &host, const StoredTensor &stored) const;
-  // Points every i8 matrix at its row scales (widened vectors), or names the one without.
-  Status attachRowScales();
+  // Points every i8 and fp8_e4m3 matrix at its row scales (widened vectors) and every i4 one at
+  // its group scales, or names the one without.
+  Status attachScales();
+  Status attachGroupScales(const std::string &name, StoredTensor &stored);
 
   struct Entry {
     HostTensor host;

@@ -67,9 +67,20 @@ struct CompileFlags {
   cl::opt<std::string> weights{
       "weights",
       cl::desc("Storage precision of the projection weights, for every backend: f32 | bf16 | "
-               "int8 | fp8 (int8 and FP8 E4M3 weight-only, one scale per output channel; "
-               "default: as the checkpoint stores them)"),
+               "int8 | fp8 | int4 (int8 and FP8 E4M3 weight-only, one scale per output channel; "
+               "int4 weight-only, one f16 scale per --weight-group-size inputs of an output "
+               "channel; default: as the checkpoint stores them)"),
       cl::init(""), cl::sub(sub)};
+  cl::opt<int64_t> weightGroupSize{
+      "weight-group-size",
+      cl::desc("With --weights int4: how many consecutive inputs of an output channel share a "
+               "scale (a divisor of every projection's input width; default 32)"),
+      cl::init(32), cl::sub(sub)};
+  cl::opt<bool> quantizeEmbeddings{
+      "quantize-embeddings",
+      cl::desc("Store the embedding table(s) and the LM head at --weights' precision too (as "
+               "llama.cpp's quantized types do; default: as the checkpoint stores them)"),
+      cl::init(false), cl::sub(sub)};
   cl::opt<std::string> activations{
       "activations",
       cl::desc("f32 (default) | bf16: on the CPU, round the activations of bf16-stored "
@@ -155,6 +166,8 @@ std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
   }
   options.weights = weights.empty() ? std::string(precision) : std::string(weights);
   options.activations = activations;
+  options.weightGroupSize = weightGroupSize;
+  options.quantizeEmbeddings = quantizeEmbeddings;
   options.policy = policy;
   options.draft = draft;
   options.genLength = genLength;

@@ -158,10 +158,23 @@ TEST(ArtifactFormat, DtypeSizesAndNames) {
   EXPECT_EQ(dtypeSize(static_cast<DType>(200)), 0u);
   EXPECT_STREQ(dtypeName(DType::bf16), "bf16");
   EXPECT_STREQ(dtypeName(static_cast<DType>(200)), "unknown");
-  // Every named dtype has a size, so the reader accepts everything the writer can express.
+  // Every named dtype has a size, so the reader accepts everything the writer can express; i4 is
+  // half a byte (storageBytes), its rows of an even length.
   for (int value = 1; value <= static_cast<int>(DType::MAX); ++value)
-    EXPECT_GT(dtypeSize(static_cast<DType>(value)), 0u)
+    EXPECT_GT(storageBytes(static_cast<DType>(value), 2), 0u)
         << fb::EnumNameDType(static_cast<DType>(value));
+  EXPECT_EQ(dtypeSize(DType::i4), 0u);
+  EXPECT_STREQ(dtypeName(DType::i4), "i4");
+  EXPECT_EQ(storageBytes(DType::i4, 6), 3u);
+  EXPECT_EQ(storageBytes(DType::bf16, 6), 12u);
+  const std::vector<int64_t> even{3, 4}, odd{4, 3};
+  EXPECT_EQ(*weightByteSize("w", DType::i4, ShapeView(even)), 6u);
+  StatusOr<uint64_t> oddRows = weightByteSize("w", DType::i4, ShapeView(odd));
+  ASSERT_FALSE(oddRows.isOk());
+  EXPECT_NE(oddRows.status().message().find("weight 'w' is i4 with shape [4, 3]: its rows must "
+                                            "have an even length"),
+            std::string::npos)
+      << oddRows.status().message();
 }
 
 TEST(ArtifactFormat, ByteSizeOverflowIsAnError) {

@@ -1,6 +1,6 @@
 // The register-blocked tile kernels (runtime/cpu/BlockedTileKernels.h) against a double
 // computation, called directly: tile widths of 16 (one narrow block), 48 and 80 (32-column blocks
-// and a 16-column tail), bf16 and int8 codes, 1 to 128 rows (blocks of 12 and what is left).
+// and a 16-column tail), bf16, int8 and int4 codes, 1 to 128 rows (blocks of 12 and what is left).
 // Skipped by name on CPUs without AVX-512F, where PackedGemm does not call them.
 #include "runtime/cpu/BlockedTileKernels.h"
 
@@ -53,6 +53,54 @@ TEST(BlockedTileKernels, MatchTheProductForEveryWidthAndRowCount) {
             double expected = 0;
             for (int64_t i = 0; i < k; ++i)
               expected += double(x[r * ldx + i]) * w[i * width + c];
+            ASSERT_NEAR(sums[r * width + c], expected, 1e-4 * (1 + std::abs(expected)))
+                << "at " << r << ", " << c;
+          }
+      }
+    }
+}
+
+// An int4 tile in PackedLinear's layout (8 bytes per 16 columns, byte j holding columns j and
+// j + 8), every code from -8 to 7, scales per group of 8 and 40 rows of the tile (groups that
+// change within a 12-row block of x's rows and across the prefetch distance).
+TEST(BlockedTileKernels, Int4TilesTimesTheirGroupScales) {
+  if (!hasBlockedTileKernels())
+    GTEST_SKIP() << "this CPU has no AVX-512F: the blocked kernels do not run here";
+  std::mt19937 generator(13);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> code(-8, 7);
+  const int64_t k = 80;
+  for (int64_t group : {int64_t(8), int64_t(40)})
+    for (int64_t width : {int64_t(16), int64_t(48), int64_t(80)}) {
+      std::vector<uint8_t> tile(static_cast<size_t>(k * width / 2), 0);
+      std::vector<uint16_t> scales(static_cast<size_t>(k / group * width));
+      for (uint16_t &s : scales)
+        s = f16FromFloat(normal(generator));
+      std::vector<double> w(static_cast<size_t>(k * width));
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t c = 0; c < width; ++c) {
+          const int q = code(generator);
+          const int64_t byte = i * width / 2 + (c / 16) * 8 + c % 8;
+          tile[static_cast<size_t>(byte)] |=
+              static_cast<uint8_t>((q & 0xF) << (c % 16 < 8 ? 0 : 4));
+          w[static_cast<size_t>(i * width + c)] =
+              q * double(floatFromF16(scales[static_cast<size_t>(i / group * width + c)]));
+        }
+      for (int64_t rows : {int64_t(1), int64_t(7), int64_t(12), int64_t(25)}) {
+        SCOPED_TRACE("width " + std::to_string(width) + ", group " + std::to_string(group) +
+                     ", rows " + std::to_string(rows));
+        const int64_t ldx = k + 1;
+        std::vector<float> x(static_cast<size_t>(rows * ldx));
+        for (float &v : x)
+          v = normal(generator);
+        std::vector<float> sums(static_cast<size_t>(rows * width), NAN);
+        multiplyTileInt4(tile.data(), scales.data(), group, k, width, x.data(), ldx, rows,
+                         sums.data());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < width; ++c) {
+            double expected = 0;
+            for (int64_t i = 0; i < k; ++i)
+              expected += double(x[r * ldx + i]) * w[static_cast<size_t>(i * width + c)];
             ASSERT_NEAR(sums[r * width + c], expected, 1e-4 * (1 + std::abs(expected)))
                 << "at " << r << ", " << c;
           }

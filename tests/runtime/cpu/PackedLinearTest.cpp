@@ -1,7 +1,7 @@
 // PackedLinear and PackedGemm (runtime/cpu/PackedLinear.h): a projection's weight packed from its
-// stored form (f32, bf16, or int8 or FP8 with row scales) gives x W^T (+ bias) (+ y) against a
-// double computation, on one thread and on several, for the full width and for fewer outputs (a
-// padded LM head); one packed copy per model.
+// stored form (f32, bf16, int8 or FP8 with row scales, or int4 with group scales) gives x W^T (+
+// bias) (+ y) against a double computation, on one thread and on several, for the full width and
+// for fewer outputs (a padded LM head); one packed copy per model.
 #include "runtime/cpu/PackedLinear.h"
 
 #include "support/FloatFormats.h"
@@ -22,7 +22,7 @@ using dlm::testing::TinyModelOptions;
 // bf16: weight-only (tiles); bf16Arithmetic: bf16 arithmetic wherever oneDNN has a non-reference
 // bf16 matmul, emulated or not (so that its numerics are tested on more CPUs than those with
 // bf16 instructions).
-enum class Stored { f32, bf16, bf16Arithmetic, int8, fp8 };
+enum class Stored { f32, bf16, bf16Arithmetic, int8, fp8, int4 };
 
 class PackedLinearTest : public ::testing::TestWithParam<Stored> {
 protected:
@@ -31,6 +31,7 @@ protected:
     options.bf16 = GetParam() == Stored::bf16 || GetParam() == Stored::bf16Arithmetic;
     options.int8 = GetParam() == Stored::int8;
     options.fp8 = GetParam() == Stored::fp8;
+    options.int4Group = GetParam() == Stored::int4 ? 8 : 0;
     tiny = std::make_unique<TinyModel>(options);
     dlm::testing::LoadedTinyModel loaded = dlm::testing::writeAndLoad(*tiny, dir.file("tiny.dlm"));
     ASSERT_TRUE(loaded.weights);
@@ -45,9 +46,10 @@ protected:
 };
 
 // The weight the tests pack: an LM head ([48, 16], 40 of whose rows are the vocabulary) for f32
-// and bf16, and a projection ([24, 16]) for int8 and FP8 (only projections are stored so).
+// and bf16, and a projection ([24, 16]) for int8, FP8 and int4 (only projections are stored so).
 TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
-  const bool int8 = GetParam() == Stored::int8 || GetParam() == Stored::fp8;
+  const bool int8 =
+      GetParam() == Stored::int8 || GetParam() == Stored::fp8 || GetParam() == Stored::int4;
   const std::string name = int8 ? "layers.0.up" : "lm_head";
   const int64_t rows0 = int8 ? 24 : 48;
   const std::vector<float> &values = tiny->weight(name); // [rows0, 16]
@@ -89,17 +91,25 @@ TEST_P(PackedLinearTest, ComputesTheProjectionOnOneThreadAndOnSeveral) {
     case Stored::fp8:
       EXPECT_EQ(w.format(), Format::fp8Tiles);
       break;
+    case Stored::int4:
+      EXPECT_EQ(w.format(), Format::int4Tiles);
+      EXPECT_EQ(w.groupSize(), 8);
+      break;
     }
     if (native) // oneDNN's bf16 layout (padded to its blocks: larger than [N, K] at this size)
       EXPECT_EQ(w.layout().data_type(), dnnl::memory::data_type::bf16);
     else if (GetParam() != Stored::f32) {
-      EXPECT_GE(w.bytes(), size_t(outputs * 16) * (int8 ? 1 : 2));
+      EXPECT_GE(w.bytes(), size_t(outputs * 16) *
+                               (GetParam() == Stored::int4 ? 1
+                                : int8                     ? 2
+                                                           : 4) /
+                               2);
       EXPECT_LT(w.bytes(), size_t(outputs * 16 * 4));
     }
     // The stored matrix is not kept widened to float32 for packing.
     EXPECT_EQ(weights->find(name)->data, nullptr);
     // 1 and 4 rows: tiles multiplied a decoded row at a time, or in registers on AVX-512 (bf16,
-    // int8), as 12, 13 and 30 (blocks of 12 rows and what is left); 5: widened for an sgemm
+    // int8, int4), as 12, 13 and 30 (blocks of 12 rows and what is left); 5: widened for an sgemm
     // without AVX-512; 11000: past the flops below which a GEMM runs on one thread.
     for (int64_t rows : {int64_t(1), int64_t(4), int64_t(5), int64_t(12), int64_t(13), int64_t(30),
                          int64_t(11000)})
@@ -194,13 +204,15 @@ std::string storedName(const ::testing::TestParamInfo<Stored> &info) {
     return "int8";
   case Stored::fp8:
     return "fp8";
+  case Stored::int4:
+    return "int4";
   }
   return "unknown";
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredAs, PackedLinearTest,
                          ::testing::Values(Stored::f32, Stored::bf16, Stored::bf16Arithmetic,
-                                           Stored::int8, Stored::fp8),
+                                           Stored::int8, Stored::fp8, Stored::int4),
                          storedName);
 
 } // namespace

@@ -152,15 +152,14 @@ inline std::vector<codegen::KvStoreParams> kvStoreConfigs() {
   };
 }
 
-// Both 8-bit formats widened to both device precisions.
+// Both 8-bit formats and int4 (two group sizes) widened to both device precisions.
 inline std::vector<codegen::WidenWeightParams> widenWeightConfigs() {
   using codegen::ElementType;
   using codegen::StoredWeight;
   return {
-      {StoredWeight::i8, ElementType::f32},
-      {StoredWeight::i8, ElementType::bf16},
-      {StoredWeight::fp8E4m3, ElementType::f32},
-      {StoredWeight::fp8E4m3, ElementType::bf16},
+      {StoredWeight::i8, ElementType::f32},      {StoredWeight::i8, ElementType::bf16},
+      {StoredWeight::fp8E4m3, ElementType::f32}, {StoredWeight::fp8E4m3, ElementType::bf16},
+      {StoredWeight::i4, ElementType::f32, 8},   {StoredWeight::i4, ElementType::bf16, 4},
   };
 }
 

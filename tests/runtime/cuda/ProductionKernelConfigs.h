@@ -84,7 +84,9 @@ inline std::vector<codegen::WidenWeightParams> productionWidenWeightConfigs() {
   using codegen::StoredWeight;
   return {{StoredWeight::i8, ElementType::bf16},
           {StoredWeight::fp8E4m3, ElementType::bf16},
-          {StoredWeight::i8, ElementType::f32}};
+          {StoredWeight::i8, ElementType::f32},
+          {StoredWeight::i4, ElementType::bf16, 32},
+          {StoredWeight::i4, ElementType::f32, 128}};
 }
 
 inline std::vector<codegen::QuantizeRowsParams> productionQuantizeRowsConfigs() {

@@ -38,24 +38,33 @@ SETTINGS = ["--gen-length", "32", "--block-length", "16", "--steps", "32"]
 #   margins);
 # - fp8 (E4M3, per output channel, weight-only: 3 mantissa bits): 3.2e-2 on the demo model, all
 #   its greedy tokens the same; 5.5e-2 to 7.5e-2 on the random tiny models (42-98% of tokens).
+# - int4 (an f16 scale per 32 inputs, chosen by least squares): 1.0e-1 on the demo model, 98% of
+#   its greedy tokens the same; 1.9e-1 to 2.5e-1 on the random tiny models (17-67% of tokens);
+#   llada_moe (groups of 8) 1.5e-1, 97%.
+INT4_LOGITS, INT4_AGREEMENT, INT4_MOE_LOGITS = 3e-1, 0.9, 2.5e-1
 BOUNDS = {"bf16": {"logits": 1e-2, "agreement": 0.9},
           "bf16-activations": {"logits": 1e-2, "agreement": 0.9},
           "int8": {"logits": 5e-2, "agreement": 0.8},
-          "fp8": {"logits": 1.5e-1, "agreement": 0.8}}
+          "fp8": {"logits": 1.5e-1, "agreement": 0.8},
+          "int4": {"logits": INT4_LOGITS, "agreement": INT4_AGREEMENT}}
 # A mixture of experts (llada_moe, random weights, its experts converted too) routes each token to
 # the experts its router scores highest, so a perturbation that swaps two close scores changes the
 # token's output by more than rounding: its logits bounds are these. Measured on llada_moe: bf16
 # 1.3e-2, bf16 activations 1.4e-2, int8 1.9e-2, fp8 7.7e-2 (all its greedy tokens the same).
-MOE_LOGITS_BOUNDS = {"bf16": 2.5e-2, "bf16-activations": 2.5e-2, "int8": 5e-2, "fp8": 1.5e-1}
+MOE_LOGITS_BOUNDS = {"bf16": 2.5e-2, "bf16-activations": 2.5e-2, "int8": 5e-2, "fp8": 1.5e-1,
+                     "int4": INT4_MOE_LOGITS}
 # dlmc flags of the rows that are not just --weights.
 FLAGS = {"bf16-activations": ["--weights", "bf16", "--activations", "bf16"]}
+# ... and of the models that need others: llada_moe's experts have 16 inputs (down) and its shared
+# expert 24, which the default int4 group of 32 does not divide.
+MODEL_FLAGS = {("llada_moe", "int4"): ["--weights", "int4", "--weight-group-size", "8"]}
 
 
 def measure(a, work, name, checkpoint, precision):
     artifacts = {}
     for p in ("f32", precision):
         artifacts[p] = os.path.join(work, f"{name}-{p}.dlm")
-        flags = FLAGS[p] if p in FLAGS else ["--weights", p]
+        flags = MODEL_FLAGS.get((name, p)) or FLAGS.get(p) or ["--weights", p]
         run([a.dlmc, "compile", checkpoint, "-o", artifacts[p]] + flags + SETTINGS)
     errors, same, total = [], 0, 0
     for i, prompt in enumerate(PROMPTS):

@@ -19,11 +19,12 @@ The cases (all at f32 device precision unless said otherwise):
     forwards identical, first logits within LOGITS_TOLERANCE of the cpu's (relative to the
     largest cpu logit). GRAPH_SETTING also runs eagerly (DLM_CUDA_GRAPHS=0): graph replays and
     eager forwards must give identical ids and logits.
-  * 8-bit projection weights (narrow): qwen3 with --weights int8 and llada's FP8 E4M3 checkpoint
-    stay 8-bit on the device, widened to f32 before each GEMM (the FP8 one as on compute
+  * 8-bit and 4-bit projection weights (narrow): qwen3 with --weights int8, dream with --weights
+    int4 and llada's FP8 E4M3 checkpoint stay narrow on the device, widened to f32 before each GEMM (the FP8 one as on compute
     capability 8.0, which has no FP8 GEMM); NARROW_SETTINGS held to the cpu as above. 8-bit
-    experts: DiffusionGemma's tiny_f32_swa with --weights int8 (the device widens its experts at
-    load), its seed5 setting held to the cpu as above.
+    experts: DiffusionGemma's tiny_f32_swa with --weights int8, and with --weights int4 in groups
+    of 4 and --quantize-embeddings (the device widens its experts and its table at load), its seed5
+    setting held to the cpu as above.
   * bf16 device precision (BF16_MODELS): first logits within BF16_LOGITS of the cpu's.
   * The FP8 GEMM (compute capability 9.0): the demo model's FP8 checkpoint, within FP8_GEMM_LOGITS
     of the cpu and with its greedy ids; on the emulated device the logits must differ from 8.0's
@@ -189,7 +190,7 @@ CHECKED_BUILD_CASES = [
     "dream loop_gumbel_dual_chunk1_eager", "dream loop_threshold_gumbel_prefix",
     "dream loop_entropy_bound_converging_dump", "qwen3_int8 greedy", "llada_fp8 gumbel_prefix",
     "dream_bf16 greedy", "tiny_f32_swa seed5", "llada loop_vicinity_threshold",
-    "tiny_f32_swa_int8 seed5",
+    "tiny_f32_swa_int8 seed5", "dream_int4 greedy",
 ]
 
 
@@ -288,6 +289,9 @@ def _whole_plan(models, loop_models, diffusion_gemma_fixtures):
     if "qwen3" in models:
         narrow["qwen3_int8"] = ({"checkpoint": ("tiny", "qwen3"),
                                  "flags": ["--target", "all", "--weights", "int8"]}, {})
+    if "dream" in models:
+        narrow["dream_int4"] = ({"checkpoint": ("tiny", "dream"),
+                                 "flags": ["--target", "all", "--weights", "int4"]}, {})
     if "llada" in models:
         narrow["llada_fp8"] = ({"checkpoint": ("fp8", "llada"), "flags": ["--target", "all"]},
                                {"DLM_EMU_COMPUTE_CAPABILITY": "80"})
@@ -324,6 +328,14 @@ def _whole_plan(models, loop_models, diffusion_gemma_fixtures):
             "checkpoint": ("dir", os.path.join(DIFFUSION_GEMMA_DIR, "tiny_f32_swa")),
             "flags": ["--target", "all", "--weights", "int8"]}
         cases.append(_case("tiny_f32_swa_int8 seed5", "dg_int8",
+                           ["--prompt-ids", "@replay", *DIFFUSION_GEMMA_SETTINGS["seed5"]]))
+        # 4-bit experts, projections and (tied) embedding table, which the soft embedding reads
+        # too, in groups of 4 (a divisor of every input width: 56, 48, 12, 64 and 128).
+        artifacts["dg_int4"] = {
+            "checkpoint": ("dir", os.path.join(DIFFUSION_GEMMA_DIR, "tiny_f32_swa")),
+            "flags": ["--target", "all", "--weights", "int4", "--weight-group-size", "4",
+                      "--quantize-embeddings"]}
+        cases.append(_case("tiny_f32_swa_int4 seed5", "dg_int4",
                            ["--prompt-ids", "@replay", *DIFFUSION_GEMMA_SETTINGS["seed5"]]))
     return artifacts, cases
 

@@ -112,6 +112,53 @@ TEST_F(ModelWeightsTest, Int8MatricesWidenWithTheirRowScales) {
       << unscaled.status().message();
 }
 
+// An int4 matrix widens to q * its group's scale; without its group scales the artifact is
+// refused by name.
+TEST_F(ModelWeightsTest, Int4MatricesWidenWithTheirGroupScales) {
+  TinyModelOptions options;
+  options.int4Group = 8;
+  TinyModel tiny(options);
+  StatusOr<std::shared_ptr<const ModelWeights>> weights = load(tiny);
+  ASSERT_TRUE(weights.isOk()) << weights.status().message();
+  const StoredTensor *stored = (*weights)->stored("layers.0.down");
+  ASSERT_NE(stored, nullptr);
+  EXPECT_EQ(stored->dtype, artifact::DType::i4);
+  EXPECT_EQ(stored->groupSize, 8);
+  EXPECT_EQ(stored->groups(), 3); // 24 inputs
+  StatusOr<const HostTensor *> down = (*weights)->widened("layers.0.down");
+  ASSERT_TRUE(down.isOk()) << down.status().message();
+  const std::vector<float> &expected = tiny.weight("layers.0.down");
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ((*down)->data[i], expected[i]) << i;
+
+  StatusOr<std::shared_ptr<const ModelWeights>> unscaled = load(tiny, "layers.1.down.scale");
+  ASSERT_FALSE(unscaled.isOk());
+  EXPECT_NE(unscaled.status().message().find(
+                "i4 weight 'layers.1.down' needs its group scales in an f16 matrix "
+                "'layers.1.down.scale' of 16 rows"),
+            std::string::npos)
+      << unscaled.status().message();
+}
+
+TEST(FloatFormats, F16RoundsToNearestEven) {
+  for (uint32_t code = 0; code < 0x10000; ++code) {
+    const float value = floatFromF16(static_cast<uint16_t>(code));
+    if (!std::isnan(value))
+      ASSERT_EQ(f16FromFloat(value), code) << code;
+  }
+  for (uint16_t code = 0; code < 0x7bff; ++code) { // every pair of finite neighbours
+    const float low = floatFromF16(code), high = floatFromF16(static_cast<uint16_t>(code + 1));
+    const uint16_t even = code % 2 == 0 ? code : static_cast<uint16_t>(code + 1);
+    ASSERT_EQ(f16FromFloat((low + high) / 2), even) << "between codes " << code;
+    ASSERT_EQ(f16FromFloat(low + (high - low) * 0.4f), code);
+    ASSERT_EQ(f16FromFloat(low + (high - low) * 0.6f), code + 1);
+  }
+  EXPECT_EQ(f16FromFloat(65520.0f), 0x7c00); // rounds past the largest half: infinity
+  EXPECT_EQ(f16FromFloat(-1e30f), 0xfc00);
+  EXPECT_EQ(f16FromFloat(1e-9f), 0x0000); // below half the smallest subnormal
+  EXPECT_EQ(f16FromFloat(__builtin_nanf("")) & 0x7c00, 0x7c00);
+}
+
 // A derived form is made once per weight and kind, and shared.
 TEST_F(ModelWeightsTest, DerivedFormsAreMadeOnceAndShared) {
   StatusOr<std::shared_ptr<const ModelWeights>> weights = load(TinyModel({}));

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,10 @@ struct TinyModelOptions {
   // The same matrices as FP8 E4M3 with a scale per row (scale = max |w| / 448), as an FP8
   // compressed-tensors checkpoint imports and dlmc compile --weights fp8 writes them.
   bool fp8 = false;
+  // > 0: the same matrices as weight-only int4 with an f16 scale per this many inputs of a row
+  // (an f16 matrix "<name>.scale" [rows, cols / group]), as dlmc compile --weights int4 writes
+  // them.
+  int64_t int4Group = 0;
   int64_t maskTokenId = 39;
   std::vector<int64_t> eosTokenIds = {1};
   int64_t maxPositions = 128;
@@ -95,6 +100,41 @@ inline QuantizedRows quantizeRows(std::vector<float> &values, int64_t cols, bool
       }
     }
   }
+  return m;
+}
+
+// A matrix quantized to int4 in groups: codes two a byte (element 2i in the low nibble of byte i),
+// an f16 scale per group of a row.
+struct QuantizedGroups {
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales; // [rows, cols / group]
+  int64_t groups = 0;
+};
+
+// Rounds `values` (rows of `cols`) to int4 per group of `group` values, scale = max |w| / 7
+// rounded to f16, q = round(w / scale) in [-7, 7]; the values become q * scale.
+inline QuantizedGroups quantizeGroups(std::vector<float> &values, int64_t cols, int64_t group) {
+  const int64_t rows = static_cast<int64_t>(values.size()) / cols;
+  QuantizedGroups m;
+  m.groups = cols / group;
+  m.codes.assign(values.size() / 2, 0);
+  m.scales.resize(static_cast<size_t>(rows * m.groups));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < m.groups; ++g) {
+      float largest = 0;
+      for (int64_t c = g * group; c < (g + 1) * group; ++c)
+        largest = std::max(largest, std::fabs(values[r * cols + c]));
+      const uint16_t bits = f16FromFloat(largest > 0 ? largest / 7.0f : 1.0f);
+      m.scales[r * m.groups + g] = bits;
+      const float scale = floatFromF16(bits);
+      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+        float &value = values[r * cols + c];
+        const float q = std::clamp(std::nearbyint(value / scale), -7.0f, 7.0f);
+        const size_t i = static_cast<size_t>(r * cols + c);
+        m.codes[i / 2] |= static_cast<uint8_t>((static_cast<int>(q) & 0xF) << (4 * (i % 2)));
+        value = q * scale;
+      }
+    }
   return m;
 }
 
@@ -147,10 +187,14 @@ public:
       add(n(spec::kGate), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kUp), {o_.intermediate, H}, 1.0f / std::sqrt(float(H)), 0);
       add(n(spec::kDown), {H, o_.intermediate}, 1.0f / std::sqrt(float(o_.intermediate)), 0);
-      if (o_.int8 || o_.fp8)
-        for (std::string_view role :
-             {spec::kQ, spec::kK, spec::kV, spec::kO, spec::kGate, spec::kUp, spec::kDown})
+      for (std::string_view role :
+           {spec::kQ, spec::kK, spec::kV, spec::kO, spec::kGate, spec::kUp, spec::kDown}) {
+        if (o_.int8 || o_.fp8)
           quantize(n(role), o_.fp8);
+        if (o_.int4Group > 0)
+          int4_[n(role)] =
+              quantizeGroups(values_.at(n(role)), shapes_.at(n(role)).back(), o_.int4Group);
+      }
     }
   }
 
@@ -251,7 +295,19 @@ public:
       w.name = name;
       w.shape = shapes_.at(name);
       auto quantized = int8_.find(name);
-      if (quantized != int8_.end()) {
+      auto grouped = int4_.find(name);
+      if (grouped != int4_.end()) {
+        w.dtype = artifact::DType::i4;
+        w.data = grouped->second.codes.data();
+        w.size = grouped->second.codes.size();
+        const std::vector<uint16_t> &scales = grouped->second.scales;
+        if (skip != name + ".scale")
+          contents.weights.push_back({name + ".scale",
+                                      artifact::DType::f16,
+                                      {w.shape.front(), grouped->second.groups},
+                                      scales.data(),
+                                      scales.size() * sizeof(uint16_t)});
+      } else if (quantized != int8_.end()) {
         w.dtype = quantized->second.dtype;
         w.data = quantized->second.q.data();
         w.size = quantized->second.q.size();
@@ -411,6 +467,7 @@ private:
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> values_;
   std::map<std::string, QuantizedRows> int8_;
+  std::map<std::string, QuantizedGroups> int4_;
 };
 
 // A scratch directory removed at the end of the test.
