@@ -5,8 +5,8 @@ and settings.
     bench/compare_cpu.py [--checkpoint DIR] [--prompts FILE] [--gen-length 64] [--block-length 32]
                          [--steps 64] [--threshold T] [--cache none|prefix] [--repeats 5]
                          [--threads N] [--engines dlm,pytorch,llama.cpp] [--no-llama-cpp]
-                         [--gguf-type f32|bf16|q8_0] [--weights f32|bf16|int8|fp8]
-                         [--activations f32|bf16]
+                         [--gguf-type f32|bf16|q8_0|q4_k_m] [--weights f32|bf16|int8|fp8|int4]
+                         [--activations f32|bf16] [--quantize-embeddings]
                          [--llama-cpp-arg ARG ...] [--json out.json]
 
 Compiles the checkpoint with dlmc, then for each repeat and prompt runs `dlm-run --json`,
@@ -134,9 +134,12 @@ def main():
     ap.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out")
     ap.add_argument("--llama-cpp-version", default=os.environ.get("DLM_LLAMA_CPP_PYTHON", "0.3.36"),
                     help="llama-cpp-python sdist whose vendored llama.cpp is built")
-    ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16", "q8_0"])
-    ap.add_argument("--weights", choices=["f32", "bf16", "int8", "fp8"],
+    ap.add_argument("--gguf-type", default="f32", choices=["f32", "bf16", "q8_0", "q4_k_m"])
+    ap.add_argument("--weights", choices=["f32", "bf16", "int8", "fp8", "int4"],
                     help="dlmc compile --weights (default: as the checkpoint stores them)")
+    ap.add_argument("--quantize-embeddings", action="store_true",
+                    help="dlmc compile --quantize-embeddings (as a Q4_K_M GGUF quantizes its "
+                         "embedding and output tables)")
     ap.add_argument("--activations", choices=["f32", "bf16"], help="dlmc compile --activations")
     ap.add_argument("--llama-cpp-arg", action="append", default=[],
                     help="extra llama-diffusion-cli argument (repeatable, e.g. --llama-cpp-arg=-fa "
@@ -180,6 +183,7 @@ def main():
                             artifact, "--gen-length", str(args.gen_length), "--block-length",
                             str(args.block_length), "--steps", str(args.steps)] +
                            (["--weights", args.weights] if args.weights else []) +
+                           (["--quantize-embeddings"] if args.quantize_embeddings else []) +
                            (["--activations", args.activations] if args.activations else []),
                            check=True)
             cmd = [os.path.join(BUILD, "bin", "dlm-run"), artifact, "--json", *settings]

@@ -2,7 +2,7 @@
 """A forward of a model whose weights do not fit in cache, against this machine's limit, in one run.
 
     .venv/bin/python bench/forward_limit.py [--checkpoint DIR] [--weights bf16]
-        [--activations f32] [--threads 2] [--rounds 3] [--prompt-length 4] [--gen-length 8]
+        [--quantize-embeddings] [--activations f32] [--threads 2] [--rounds 3] [--prompt-length 4] [--gen-length 8]
         [--json OUT]
 
 The checkpoint defaults to a ~1B-parameter LLaDA shape (hidden 2048, 16 layers, 16 heads, SwiGLU
@@ -45,9 +45,14 @@ def tool(a, name):
     return os.path.join(a.build, "bin", name)
 
 
-def embedding_bytes(checkpoint):
-    """The stored bytes of the embedding table (model.safetensors' header), which a forward
-    reads only a row per token of."""
+# Bytes a table value takes held at a --weights precision with --quantize-embeddings, its scales
+# included (int8, fp8: an f32 a row; int4: an f16 per 32 values).
+QUANTIZED_VALUE_BYTES = {"f32": 4, "bf16": 2, "int8": 1, "fp8": 1, "int4": 0.5 + 2 / 32}
+
+
+def embedding_bytes(checkpoint, quantized=None):
+    """The held bytes of the embedding table (its shape from model.safetensors' header: as
+    stored, or at `quantized` precision), which a forward reads only a row per token of."""
     path = os.path.join(checkpoint, "model.safetensors")
     with open(path, "rb") as f:
         size = int.from_bytes(f.read(8), "little")
@@ -55,7 +60,9 @@ def embedding_bytes(checkpoint):
     for name, entry in header.items():
         if name.endswith("wte.weight") or name.endswith("embed_tokens.weight"):
             rows, cols = entry["shape"]
-            return rows * cols * DTYPE_BYTES[entry["dtype"]]
+            value = QUANTIZED_VALUE_BYTES[quantized] if quantized else DTYPE_BYTES[entry["dtype"]]
+            scale_row = 4 if quantized in ("int8", "fp8") else 0
+            return int(rows * cols * value) + rows * scale_row
     sys.exit(f"{path}: no embedding table (wte.weight) in its header")
 
 
@@ -103,7 +110,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
     ap.add_argument("--build", default=os.environ.get("DLM_BUILD_DIR", os.path.join(ROOT, "build")))
-    ap.add_argument("--weights", default="bf16", choices=["f32", "bf16", "int8", "fp8"])
+    ap.add_argument("--weights", default="bf16", choices=["f32", "bf16", "int8", "fp8", "int4"])
+    ap.add_argument("--quantize-embeddings", action="store_true",
+                    help="dlmc compile --quantize-embeddings: the tables at --weights' precision")
     ap.add_argument("--activations", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
@@ -120,19 +129,22 @@ def main():
         run([sys.executable, os.path.join(ROOT, "bench", "make_llada_checkpoint.py"),
              "--out", a.checkpoint] +
             [f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()] + ["--kv-heads=16"])
-    artifact = bench_cache(f"forward_limit-{os.path.basename(a.checkpoint)}-{a.weights}-"
+    tables = "-tables" if a.quantize_embeddings else ""
+    artifact = bench_cache(f"forward_limit-{os.path.basename(a.checkpoint)}-{a.weights}{tables}-"
                            f"{a.activations}.dlm")
     os.makedirs(os.path.dirname(artifact), exist_ok=True)
     run([tool(a, "dlmc"), "compile", a.checkpoint, "-o", artifact, "--weights", a.weights,
-         "--activations", a.activations])
-    table_bytes = embedding_bytes(a.checkpoint)
+         "--activations", a.activations] +
+        (["--quantize-embeddings"] if a.quantize_embeddings else []))
+    table_bytes = embedding_bytes(a.checkpoint, a.weights if a.quantize_embeddings else None)
 
     rounds = [one_round(a, artifact, table_bytes) for _ in range(a.rounds)]
     med = {k: statistics.median(r[k] for r in rounds)
            for k in ("forward_ms", "bandwidth_gb_s", "memory_ms", "best_gflops", "compute_ms",
                      "limit_ms", "ratio")}
     first = rounds[0]
-    print(f"{a.checkpoint} (--weights {a.weights} --activations {a.activations}): {a.threads} "
+    print(f"{a.checkpoint} (--weights {a.weights}{' --quantize-embeddings' if tables else ''} "
+          f"--activations {a.activations}): {a.threads} "
           f"threads, {a.prompt_length + a.gen_length} rows a forward ({first['forwards']} "
           f"forwards a round), median of {a.rounds} rounds")
     for path in first["kernel_paths"]:

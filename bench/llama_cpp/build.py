@@ -11,8 +11,9 @@ Steps (each cached under $DLM_BENCH_CACHE, default ~/.cache/dlm-bench/):
   2. unpack it, check the vendored tree has examples/diffusion/diffusion-cli.cpp and LLaDA
      support (conversion/llada.py, LLM_ARCH_LLADA in src/);
   3. CMake (Release, GGML_NATIVE=ON, static, no tests/server, LLAMA_OPENSSL=OFF) and
-     `cmake --build --target llama-diffusion-cli llama-tokenize -j JOBS`
-     -> llama.cpp-VERSION/build/bin/{llama-diffusion-cli,llama-tokenize} and stamp.json
+     `cmake --build --target llama-diffusion-cli llama-tokenize llama-quantize -j JOBS`
+     -> llama.cpp-VERSION/build/bin/{llama-diffusion-cli,llama-tokenize,llama-quantize} and
+     stamp.json
      (version, upstream commit, build time); the log is llama.cpp-VERSION.log.
 
 Prints the path of the binary on success.  On any failure prints
@@ -35,6 +36,7 @@ import time
 DEFAULT_VERSION = "0.3.36"
 TARGET = "llama-diffusion-cli"
 TOKENIZE = "llama-tokenize"  # tells the prompt's token ids as llama.cpp sees them
+QUANTIZE = "llama-quantize"  # makes the Q4_K_M GGUF from the f32 one (convert.py)
 
 
 class Skipped(Exception):
@@ -113,8 +115,9 @@ def ensure_built(version=DEFAULT_VERSION, jobs=2, cache=None, force=False, quiet
     build = os.path.join(root, f"llama.cpp-{version}", "build")
     binary = os.path.join(build, "bin", TARGET)
     tokenize = os.path.join(build, "bin", TOKENIZE)
+    quantize = os.path.join(build, "bin", QUANTIZE)
     stamp = os.path.join(root, f"llama.cpp-{version}", "stamp.json")
-    if (not force and os.access(binary, os.X_OK) and os.access(tokenize, os.X_OK)
+    if (not force and all(os.access(p, os.X_OK) for p in (binary, tokenize, quantize))
             and os.path.exists(stamp)):
         with open(stamp) as f:
             info = json.load(f)
@@ -136,15 +139,17 @@ def ensure_built(version=DEFAULT_VERSION, jobs=2, cache=None, force=False, quiet
           "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_OPENSSL=OFF",
           "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON",
           "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_EXAMPLES=ON", "-DGGML_CCACHE=OFF"], log)
-    _run(["cmake", "--build", build, "--target", TARGET, TOKENIZE, "-j", str(jobs)], log)
-    for path in (binary, tokenize):
+    _run(["cmake", "--build", build, "--target", TARGET, TOKENIZE, QUANTIZE, "-j", str(jobs)],
+         log)
+    for path in (binary, tokenize, quantize):
         if not os.access(path, os.X_OK):
             raise Skipped(f"build finished but {path} is missing; log {log}")
     previous = 0.0  # an earlier partial build (e.g. before a target was added) counts too
     if os.path.exists(stamp):
         with open(stamp) as f:
             previous = json.load(f).get("build_seconds", 0.0)
-    info = {"binary": binary, "tokenize": tokenize, "tree": tree, "version": version,
+    info = {"binary": binary, "tokenize": tokenize, "quantize": quantize, "tree": tree,
+            "version": version,
             "commit": upstream_commit(tree), "build_seconds": round(previous + time.time() - t0, 1),
             "jobs": jobs}
     with open(stamp, "w") as f:

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Convert a LLaDA checkpoint directory to GGUF for llama.cpp with the vendored converter.
 
-    bench/llama_cpp/convert.py CHECKPOINT [-o model.gguf] [--outtype f32|bf16|q8_0] [--tree DIR]
+    bench/llama_cpp/convert.py CHECKPOINT [-o model.gguf] [--outtype f32|bf16|q8_0|q4_k_m]
+                               [--tree DIR]
 
 Uses `convert_hf_to_gguf.py` from the llama.cpp tree that bench/llama_cpp/build.py unpacked
 (it imports `gguf` from the tree's gguf-py; the PyPI `gguf` package is the same code).
-The output is cached under $DLM_BENCH_CACHE/gguf/<key>/model-<outtype>.gguf, where the key
+q4_k_m is the f32 GGUF quantized by llama.cpp's own `llama-quantize ... Q4_K_M` (built by
+build.py), as llama.cpp's users make it. The output is cached under $DLM_BENCH_CACHE/gguf/<key>/model-<outtype>.gguf, where the key
 hashes the checkpoint's files and this script's settings; the path is printed.
 
 What the converter needs that our checkpoints do not provide is prepared in a staging
@@ -208,8 +210,32 @@ runpy.run_path(tree + "/convert_hf_to_gguf.py", run_name="__main__")
 """
 
 
+def quantize(ckpt, out, tree, cache, force):
+    """The Q4_K_M GGUF: the f32 one through `llama-quantize` (cached beside it)."""
+    source, facts = convert(ckpt, None, "f32", tree, cache, force)
+    target = os.path.join(os.path.dirname(source), "model-q4_k_m.gguf")
+    if force or not os.path.exists(target):
+        info = build.ensure_built(cache=cache, quiet=True)
+        log = os.path.join(os.path.dirname(source), "quantize.log")
+        with open(log, "w") as f:
+            r = subprocess.run([info["quantize"], source, target + ".tmp", "Q4_K_M"], stdout=f,
+                               stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            with open(log) as f:
+                tail = "".join(f.readlines()[-12:])
+            raise ConvertError(f"llama-quantize failed (log {log}):\n{tail}")
+        os.replace(target + ".tmp", target)
+    facts = dict(facts, outtype="q4_k_m", gguf=target)
+    if out:
+        shutil.copy(target, out)
+        target = out
+    return target, facts
+
+
 def convert(ckpt, out=None, outtype="f32", tree=None, cache=None, force=False):
     """Returns (path of the GGUF, facts dict).  Raises ConvertError or build.Skipped."""
+    if outtype == "q4_k_m":
+        return quantize(ckpt, out, tree, cache, force)
     ckpt = os.path.abspath(ckpt)
     if tree is None:
         tree = build.source_tree(cache=cache)
@@ -251,7 +277,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint")
     ap.add_argument("-o", "--out", help="copy the GGUF here (default: print the cached path)")
-    ap.add_argument("--outtype", default="f32", choices=["f32", "bf16", "q8_0"])
+    ap.add_argument("--outtype", default="f32", choices=["f32", "bf16", "q8_0", "q4_k_m"])
     ap.add_argument("--tree", help="llama.cpp source tree (default: the one build.py unpacks)")
     ap.add_argument("--cache", help="default $DLM_BENCH_CACHE or ~/.cache/dlm-bench")
     ap.add_argument("--force", action="store_true")
