@@ -123,7 +123,7 @@ artifact::WeightSource quantizeRows(const artifact::WeightSource &w,
   return source;
 }
 
-// The int4 codes of `count` values at `scale`: round(w / scale) clamped to [-8, 7].
+// The int4 code of a value at `scale`: round(w / scale) clamped to [-8, 7].
 int int4Code(float value, float scale) {
   return static_cast<int>(std::clamp(std::nearbyint(value / scale), -8.0f, 7.0f));
 }
@@ -148,12 +148,21 @@ uint16_t int4GroupScale(const float *values, int64_t count) {
     }
     return sum;
   };
-  uint16_t best = f16FromFloat(extreme / -8.0f);
+  // Scales past f16's range: its largest finite value, or its smallest subnormal (sign kept).
+  auto representable = [](float scale) {
+    uint16_t bits = f16FromFloat(std::clamp(scale, -65504.0f, 65504.0f));
+    if (floatFromF16(bits) == 0.0f)
+      bits = static_cast<uint16_t>((bits & 0x8000u) | 1u);
+    return bits;
+  };
+  uint16_t best = representable(extreme / -8.0f);
   double bestError = error(floatFromF16(best));
   for (int quarter = -32; quarter <= 32; ++quarter) {
     if (std::abs(quarter) < 24)
       continue;
     const float trial = extreme / (quarter / 4.0f);
+    if (trial == 0.0f) // a group of values too small for a float32 scale: the fallback stays
+      continue;
     double qw = 0, qq = 0;
     for (int64_t c = 0; c < count; ++c) {
       const int q = int4Code(values[c], trial);
@@ -162,18 +171,14 @@ uint16_t int4GroupScale(const float *values, int64_t count) {
     }
     if (qq == 0)
       continue;
-    const uint16_t fitted = f16FromFloat(static_cast<float>(qw / qq));
+    const uint16_t fitted = representable(static_cast<float>(qw / qq));
     const float scale = floatFromF16(fitted);
-    if (scale == 0.0f || !std::isfinite(scale))
-      continue;
     const double e = error(scale);
     if (e < bestError) {
       bestError = e;
       best = fitted;
     }
   }
-  if (floatFromF16(best) == 0.0f) // below f16's range: the smallest subnormal, its sign kept
-    best = static_cast<uint16_t>((best & 0x8000u) | 1u);
   return best;
 }
 

@@ -6,11 +6,12 @@
 // scale per group of --weight-group-size inputs of an output channel: an i4 matrix (two values a
 // byte) beside an f16 matrix "<name>.scale" [rows, inputs / group]. 8-bit weights (an FP8
 // checkpoint's, or an artifact's) convert too: read with their scales, which are then replaced or
-// dropped. The CPU backend keeps bf16 and 8-bit weights so in memory (runtime/cpu/PackedLinear.h);
-// the CUDA device keeps 8-bit projection weights in 8 bits and widens each to its precision before
-// the GEMM (the widen_weight kernel), and holds expert stacks at its precision. Embedding tables,
-// the LM head, routers and norm weights stay as the checkpoint stores them. Without --weights every
-// weight stays as stored.
+// dropped. The CPU backend keeps bf16, 8-bit and 4-bit weights so in memory
+// (runtime/cpu/PackedLinear.h); the CUDA device keeps 8-bit and 4-bit projection weights narrow and
+// widens each to its precision before the GEMM (the widen_weight kernel), and holds expert stacks
+// (and quantized tables) at its precision. Embedding tables and the LM head stay as the checkpoint
+// stores them unless --quantize-embeddings; routers and norm weights always do. Without --weights
+// every weight stays as stored.
 #pragma once
 
 #include "runtime/artifact/ArtifactWriter.h"

@@ -44,8 +44,8 @@ inline constexpr int64_t kNoRandomSeed = -1;
 // The suffix of an i8 or fp8_e4m3 matrix's per-row scales, a vector beside it:
 // "layers.0.q" -> "layers.0.q.scale" (dlmc writes them, runtime/model/ModelWeights.h reads them,
 // RandomParameters.h generates them at the scale their matrix needs). An i4 matrix [N, K] (or
-// stack [E, N, K]) has group scales under the same suffix: f16 [N, ceil(K / G)] ([E, N, ...]),
-// one per G consecutive inputs of a row, G the group size.
+// stack [E, N, K]) has group scales under the same suffix: f16 [N, K / G] ([E, N, K / G]),
+// one per G consecutive inputs of a row, G the group size (a divisor of K).
 inline constexpr std::string_view kRowScaleSuffix = ".scale";
 
 struct SchemaVersion {

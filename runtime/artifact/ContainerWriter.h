@@ -23,7 +23,7 @@ struct WeightSource {
   std::vector<int64_t> shape;
   // Must stay valid until the write returns; may be null when size is 0.
   const void *data = nullptr;
-  // Must equal product(shape) * dtypeSize(dtype).
+  // Must equal storageBytes(dtype, product(shape)).
   uint64_t size = 0;
 };
 

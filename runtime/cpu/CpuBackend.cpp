@@ -98,12 +98,23 @@ CpuBackend::copyStoredTables(const model::ModelWeights &weights,
           table->name, "cpu-stored-copy",
           [&](const model::StoredTensor &stored) -> StatusOr<std::shared_ptr<const StoredTable>> {
             auto made = std::make_shared<StoredTable>();
-            made->bytes.resize(static_cast<size_t>(artifact::storageBytes(
-                stored.dtype, static_cast<uint64_t>(stored.rows * stored.cols))));
-            DLM_RETURN_IF_ERROR(weights.readStored(
-                [&] { std::memcpy(made->bytes.data(), stored.data, made->bytes.size()); }));
+            // An i4 table's f16 group scales lie in the mapping too: copied after its codes (row
+            // scales are widened host vectors already).
+            const size_t codes = static_cast<size_t>(artifact::storageBytes(
+                stored.dtype, static_cast<uint64_t>(stored.rows * stored.cols)));
+            const size_t scales =
+                stored.groupScales ? static_cast<size_t>(stored.rows * stored.groups()) * 2 : 0;
+            made->bytes.resize(codes + scales);
+            DLM_RETURN_IF_ERROR(weights.readStored([&] {
+              std::memcpy(made->bytes.data(), stored.data, codes);
+              if (scales)
+                std::memcpy(made->bytes.data() + codes, stored.groupScales, scales);
+            }));
             made->view = stored;
             made->view.data = made->bytes.data();
+            if (scales)
+              made->view.groupScales =
+                  reinterpret_cast<const uint16_t *>(made->bytes.data() + codes);
             return std::shared_ptr<const StoredTable>(std::move(made));
           });
       if (!copy)

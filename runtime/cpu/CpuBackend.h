@@ -88,8 +88,8 @@ private:
               const std::map<std::string, program::KernelProgram> &functions,
               const BackendOptions &options);
   // An embedding table (of embedding and soft_embedding records) read as stored (bf16, f16, i8,
-  // fp8 or f32 nobody widened), copied out of the artifact's mapping once, so that a file
-  // truncated after loading fails no forward.
+  // fp8, i4 with its group scales, or f32 nobody widened), copied out of the artifact's mapping
+  // once, so that a file truncated after loading fails no forward.
   struct StoredTable {
     std::vector<uint8_t> bytes;
     model::StoredTensor view; // the stored tensor, its data the copy

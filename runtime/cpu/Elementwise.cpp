@@ -106,7 +106,7 @@ DLM_VECTOR_CLONES void addInPlace(float *h, const float *delta, int64_t count) {
 }
 
 // The rows of the fed tokens, decoded from the table as stored (tableAsStored: bf16, f16, i8 or
-// fp8 with its row scales, or float32).
+// fp8 with its row scales, i4 with its group scales, or float32).
 Status CpuBackend::runEmbedding(const RecordRun &run) {
   const program::ProgramRecord &k = run.k;
   const int64_t count = run.count, width = run.width;

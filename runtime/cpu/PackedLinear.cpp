@@ -46,7 +46,7 @@ dnnl::memory::desc rowsDesc(int64_t rows, int64_t width) {
 // Up to this many rows a tile is multiplied a decoded row of W^T at a time (a GEMV reads the
 // weights once), above it widened whole for an sgemm.
 constexpr int64_t kSmallRows = 4;
-// Up to this many rows bf16 and int8 tiles multiply in registers where the CPU has AVX-512
+// Up to this many rows bf16, int8 and int4 tiles multiply in registers where the CPU has AVX-512
 // (BlockedTileKernels.h), 12 rows at a time. On the ~1B LLaDA shape (bench/forward_limit.py, bf16,
 // 2-core Xeon, 2 threads) that beat widening each tile for an sgemm at 12, 36 and 68 rows a
 // forward (GEMMs at 120-160 against 65-130 GFLOP/s); not measured between 68 and 128.

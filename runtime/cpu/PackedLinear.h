@@ -22,12 +22,12 @@
 //   row-major each; i4 two codes a byte, its scales [K / group, T] a tile). The GEMM widens one
 //   tile at a time to float32 in a thread's scratch (i8, FP8: times its columns' scales) and
 //   multiplies it there (single-threaded sgemm per tile, the tiles spread over the pool): float32
-//   arithmetic on the stored weights at a half (a quarter) of the float32 weights' memory, on any
-//   CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to 128 rows (a batch-1 forward's block, a
-//   MoE expert's tokens) in registers instead (BlockedTileKernels.h: the weights decoded once per
-//   row of x's block, streamed from memory once; int4 times its group's scales as it is decoded).
-//   Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and multiplied
-//   there: a GEMV that reads the weights once (with the tiles spread over every thread,
+//   arithmetic on the stored weights at a half (a quarter, about an eighth) of the float32 weights'
+//   memory, on any CPU. On AVX-512 CPUs bf16 and int8 tiles multiply up to 128 rows (a batch-1
+//   forward's block, a MoE expert's tokens) in registers instead (BlockedTileKernels.h: the weights
+//   decoded once per row of x's block, streamed from memory once; int4 times its group's scales as
+//   it is decoded). Elsewhere, up to 4 rows a tile is decoded one row of W^T at a time into L1 and
+//   multiplied there: a GEMV that reads the weights once (with the tiles spread over every thread,
 //   LLaDA2-mini's MoE block ran 2.2x faster than widening each tile for an sgemm on one thread;
 //   bench/README.md). oneDNN 2.6 has no GEMM of bf16 or int8 weights with float32 activations.
 //

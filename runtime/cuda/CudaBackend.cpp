@@ -421,7 +421,7 @@ Status CudaBackend::checkNarrowWeight(const program::ProgramRecord &record,
       record.weightParameter() ? record.weightParameter()->name : std::string();
   if (!bound.widen.function) {
     if (narrow)
-      return Status::error("kernel record '" + record.fullName + "' reads 8-bit weight '" +
+      return Status::error("kernel record '" + record.fullName + "' reads narrow weight '" +
                            weightName +
                            "', which another record widens, at the device "
                            "precision; recompile with dlmc compile --target cuda");

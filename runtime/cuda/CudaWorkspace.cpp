@@ -1,7 +1,7 @@
 // CudaBackend's device workspace: the activation arena a reservation sizes (one allocation
 // holding every scratch buffer at its offset), the pinned host staging buffers, and the buffer an
-// 8-bit weight is widened into. Reserving more drops the captured graphs, which hold the old
-// buffers' addresses.
+// 8-bit or 4-bit weight is widened into. Reserving more drops the captured graphs, which hold the
+// old buffers' addresses.
 #include "runtime/cuda/CudaBackend.h"
 
 #include <algorithm>
@@ -23,7 +23,7 @@ Status CudaBackend::allocateWidenedWeight() {
                                     elementBytes(element_));
   if (bytes == 0)
     return Status::ok();
-  return widenedWeight_.allocate(driver_, bytes, "the widened 8-bit weight");
+  return widenedWeight_.allocate(driver_, bytes, "the widened narrow weight");
 }
 
 Status CudaBackend::reserve(int64_t tokens, int64_t logitRows) {

@@ -165,6 +165,12 @@ std::optional<dlm::dlmc::CompileCommand> CompileFlags::command() const {
     return std::nullopt;
   }
   options.weights = weights.empty() ? std::string(precision) : std::string(weights);
+  if (command.randomSeed && options.weights == "int4") {
+    // RandomParameters generates whole-byte elements and positive row scales, not 4-bit codes
+    // with f16 group scales.
+    llvm::errs() << "dlmc compile: not supported yet: --random-parameters with --weights int4\n";
+    return std::nullopt;
+  }
   options.activations = activations;
   options.weightGroupSize = weightGroupSize;
   options.quantizeEmbeddings = quantizeEmbeddings;

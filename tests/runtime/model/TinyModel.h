@@ -52,6 +52,8 @@ struct TinyModelOptions {
   // (an f16 matrix "<name>.scale" [rows, cols / group]), as dlmc compile --weights int4 writes
   // them.
   int64_t int4Group = 0;
+  // With int4Group: the embedding table and the LM head too (dlmc compile --quantize-embeddings).
+  bool int4Tables = false;
   int64_t maskTokenId = 39;
   std::vector<int64_t> eosTokenIds = {1};
   int64_t maxPositions = 128;
@@ -167,6 +169,10 @@ public:
     add(std::string(spec::kFinalNorm), {H}, 0.1f, 1);
     if (!o_.tied)
       add(std::string(spec::kLmHead), {o_.embeddingSize, H}, 0.5f, 0);
+    if (o_.int4Group > 0 && o_.int4Tables)
+      for (const std::string &table : {std::string(spec::kEmbed), std::string(spec::kLmHead)})
+        if (values_.count(table))
+          int4_[table] = quantizeGroups(values_.at(table), H, o_.int4Group);
     for (int64_t i = 0; i < o_.layers; ++i) {
       auto n = [i](std::string_view role) { return spec::layerWeightName(i, role); };
       add(n(spec::kAttnNorm), {H}, 0.1f, 1);

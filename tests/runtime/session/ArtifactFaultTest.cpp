@@ -19,12 +19,13 @@ using dlm::testing::TinyModel;
 
 class ArtifactFaultTest : public ::testing::Test {
 protected:
-  std::shared_ptr<LoadedModel> open() {
-    TinyModel({}).write(path);
+  std::shared_ptr<LoadedModel> open(const dlm::testing::TinyModelOptions &options = {}) {
+    TinyModel(options).write(path);
     StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::open(path);
     EXPECT_TRUE(model.isOk()) << model.status().message();
     return model ? *model : nullptr;
   }
+  void generatesAfterTruncation(const dlm::testing::TinyModelOptions &options);
   // Keeps the first 4096 bytes: the metadata, not the weights.
   void truncate() { ASSERT_EQ(::truncate(path.c_str(), 4096), 0); }
 
@@ -56,7 +57,18 @@ TEST_F(ArtifactFaultTest, TruncatedBeforeTheWeightsLoadIsANamedError) {
 }
 
 TEST_F(ArtifactFaultTest, TruncatedAfterTheWeightsLoadedKeepsGenerating) {
-  std::shared_ptr<LoadedModel> model = open();
+  for (bool int4 : {false, true}) {
+    SCOPED_TRACE(int4 ? "int4 weights and tables" : "f32 weights");
+    // int4: the codes and the f16 group scales of the embedding table are copied out too.
+    dlm::testing::TinyModelOptions options;
+    options.int4Group = int4 ? 8 : 0;
+    options.int4Tables = int4;
+    generatesAfterTruncation(options);
+  }
+}
+
+void ArtifactFaultTest::generatesAfterTruncation(const dlm::testing::TinyModelOptions &options) {
+  std::shared_ptr<LoadedModel> model = open(options);
   ASSERT_TRUE(model);
   StatusOr<std::unique_ptr<Session>> session = Session::create(model, SessionOptions{});
   ASSERT_TRUE(session.isOk()) << session.status().message();
